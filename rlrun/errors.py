@@ -1,0 +1,51 @@
+"""Domain errors, each carrying the exit code the CLI maps it to.
+
+Library code raises these; only `rlrun.cli` turns them into a message and an exit code, so a
+notebook calling the library gets ordinary exceptions with readable messages.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class RlrunError(Exception):
+    """Base class: a problem rlrun can explain in one line."""
+
+    exit_code = EXIT_FAILED
+
+
+class BadInput(RlrunError):
+    """The user asked for something invalid; nothing was written or changed."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(BadInput):
+    """A spec failed validation: one message per problem, each with its JSON path and a fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class SizeError(BadInput):
+    """A size such as `20M` or `1.5k` could not be parsed."""
+
+
+class RunReferenceError(BadInput):
+    """A run reference is unknown, ambiguous or out of range."""
+
+
+class RegistryError(RlrunError):
+    """The registry cannot be used as it is (for example, it is newer than this rlrun)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class TrainingFailed(RlrunError):
+    """A session raised while training; the run is marked failed with the message."""
+
+    exit_code = EXIT_FAILED

@@ -1,0 +1,39 @@
+"""Human sizes for frame counts: `20M`, `1.5M`, `500k`, `2e6`, `20_000`."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rlrun.errors import SizeError
+
+_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}
+_SIZE = re.compile(r"^\s*(?P<number>[0-9][0-9_]*(?:\.[0-9_]*)?(?:e[+-]?[0-9]+)?)\s*(?P<suffix>[kmgb]?)\s*$", re.I)
+
+EXAMPLES = "20M, 1.5M, 500k, 2e6 or 20_000"
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Parse a positive whole count; a fraction that does not land on a whole number is an error."""
+    if isinstance(text, bool):
+        raise SizeError(f"{what}: {text!r} is not a size; use a count like {EXAMPLES}")
+    if isinstance(text, int):
+        value: float = text
+    else:
+        match = _SIZE.match(text)
+        if match is None or match["number"].startswith("_") or "__" in match["number"]:
+            raise SizeError(f"{what}: {text!r} is not a size; use a count like {EXAMPLES}")
+        value = float(match["number"].replace("_", "")) * _SUFFIXES[match["suffix"].lower()]
+    if not math.isfinite(value) or value != int(value):
+        raise SizeError(f"{what}: {text!r} is not a whole number of frames; use a count like {EXAMPLES}")
+    if value < 0:
+        raise SizeError(f"{what}: {text!r} is negative; use a count like {EXAMPLES}")
+    return int(value)
+
+
+def format_size(count: int | float) -> str:
+    """Short display form: 1500000 -> 1.5M, 20000 -> 20k."""
+    for suffix, factor in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if abs(count) >= factor:
+            return f"{count / factor:.4g}{suffix}"
+    return f"{count:g}"
