@@ -1,0 +1,116 @@
+"""Run-reference grammar: every accepted form, and a clear error for each malformed one."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlrun.errors import BadInput, RunReferenceError
+from rlrun.refs import RunRef, check_run_name, parse_ref
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("latest", RunRef("latest", offset=0)),
+        ("latest~0", RunRef("latest", offset=0)),
+        ("latest~1", RunRef("latest", offset=1)),
+        ("latest~12", RunRef("latest", offset=12)),
+        ("latest~", RunRef("latest", offset=1)),
+        ("3", RunRef("row", row=3)),
+        ("042", RunRef("row", row=42)),
+        ("bk3x9q2m7a", RunRef("token", token="bk3x9q2m7a")),
+        ("bk3", RunRef("token", token="bk3")),
+        ("my-run_v2.1", RunRef("token", token="my-run_v2.1")),
+        ("latestish", RunRef("token", token="latestish")),
+        ("  latest  ", RunRef("latest")),
+    ],
+)
+def test_run_part(text: str, expected: RunRef) -> None:
+    assert parse_ref(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "session", "checkpoint"),
+    [
+        ("latest/s2", 2, None),
+        ("latest/S0", 0, None),
+        ("bk3@best", None, "best"),
+        ("bk3@latest", None, "latest"),
+        ("3@5M", None, "5000000"),
+        ("3@1.5M", None, "1500000"),
+        ("3@500k", None, "500000"),
+        ("3@2e6", None, "2000000"),
+        ("3@20_000", None, "20000"),
+        ("3@12000", None, "12000"),
+        ("latest~1/s1@best", 1, "best"),
+        ("latest~1@best/s1", 1, "best"),
+    ],
+)
+def test_suffixes(text: str, session: int | None, checkpoint: str | None) -> None:
+    ref = parse_ref(text)
+    assert (ref.session, ref.checkpoint) == (session, checkpoint)
+
+
+def test_suffixes_keep_the_run_part() -> None:
+    ref = parse_ref("latest~2/s1@5M")
+    assert (ref.kind, ref.offset, ref.session, ref.checkpoint) == ("latest", 2, 1, "5000000")
+    assert ref.checkpoint_frame == 5_000_000
+    assert parse_ref("my-run@best").token == "my-run"
+    assert parse_ref("my-run@best").checkpoint_frame is None
+
+
+@pytest.mark.parametrize(
+    "text", ["latest", "latest~2", "7", "bk3", "latest~1/s1@best", "bk3@5000000", "run/s0"]
+)
+def test_str_is_canonical(text: str) -> None:
+    assert str(parse_ref(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "it is empty"),
+        ("   ", "it is empty"),
+        ("0", "rows start at 1"),
+        ("latest~x", "`latest~` must be followed by a number"),
+        ("latest~-1", "`latest~` must be followed by a number"),
+        ("/s1", "no run named before the suffix"),
+        ("@best", "no run named before the suffix"),
+        ("bk3/2", "session suffix '/2' is not /s0, /s1"),
+        ("bk3/s", "session suffix '/s' is not /s0, /s1"),
+        ("bk3/sx", "session suffix '/sx'"),
+        ("bk3@", "checkpoint '@' is not @best, @latest or a frame count"),
+        ("bk3@worst", "checkpoint '@worst' is not @best"),
+        ("bk3@-5M", "checkpoint '@-5M'"),
+        ("bk3@1.5", "checkpoint '@1.5'"),
+        ("bk3/s1/s2", "'/' appears twice"),
+        ("bk3@best@latest", "'@' appears twice"),
+        ("run name", "has characters a run id or name cannot have"),
+        ("-run", "has characters"),
+        ("run#1", "has characters"),
+    ],
+)
+def test_bad_syntax(text: str, problem: str) -> None:
+    with pytest.raises(RunReferenceError) as caught:
+        parse_ref(text)
+    message = str(caught.value)
+    assert problem in message
+    assert "\n" not in message
+    assert f"bad run reference {text!r}" in message
+    assert "latest~N" in message  # the accepted forms are named
+
+
+def test_reference_errors_are_bad_input() -> None:
+    with pytest.raises(BadInput):
+        parse_ref("0")
+
+
+@pytest.mark.parametrize("name", ["baseline", "dqn-pong.v2", "run_1", "2024-sweep"])
+def test_good_run_names(name: str) -> None:
+    assert check_run_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["latest", "latest~1", "12", "a/s1", "a@best", "a b", ""])
+def test_names_that_would_not_read_back(name: str) -> None:
+    with pytest.raises(BadInput, match="cannot be used"):
+        check_run_name(name)

@@ -1,0 +1,539 @@
+"""The run registry against real SQLite files: writes, reads, run references, concurrency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from rlrun.errors import BadInput, RegistryError, RunReferenceError
+from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
+from rlrun.paths import REGISTRY_FILE
+from rlrun.refs import parse_ref
+from rlrun.registry import Registry, RunRecord, SessionRecord
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def registry(home: Path) -> Iterator[Registry]:
+    with Registry.open(home) as opened:
+        yield opened
+
+
+def make_run(
+    registry: Registry, run_id: str, *, name: str | None = None, sessions: int = 2, **extra: Any
+) -> RunRecord:
+    fields: dict[str, Any] = {
+        "spec_name": "reinforce_cartpole", "algorithm": "reinforce", "env_id": "CartPole-v1",
+        "max_frame": 1000, "seed": 7, "num_sessions": sessions,
+        "spec_json": json.dumps({"name": "reinforce_cartpole"}), "host": "box", "pid": 42,
+    }  # fmt: skip
+    fields.update(extra)
+    return registry.create_run(run_id=run_id, name=name, **fields)
+
+
+def session_of(registry: Registry, run_id: str, index: int = 0) -> SessionRecord:
+    return registry.get_session(run_id, index)
+
+
+def reference_error(registry: Registry, ref: str) -> str:
+    with pytest.raises(RunReferenceError) as caught:
+        registry.resolve(ref)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# ---- ids -------------------------------------------------------------------------------------
+
+
+def test_run_ids_are_short_lowercase_and_start_with_a_letter() -> None:
+    ids = {new_run_id() for _ in range(200)}
+    assert len(ids) > 150  # the random part varies within one second
+    for run_id in ids:
+        assert len(run_id) == ID_LENGTH == 10
+        assert run_id[0].isalpha() and run_id[0].islower()
+        assert set(run_id) <= set(ALPHABET)
+
+
+def test_run_ids_sort_by_creation_second() -> None:
+    times = [0, 1, 59, 1_700_000_000, 1_700_000_001, 1_800_000_000, 4_000_000_000]
+    ids = [new_run_id(t) for t in times]
+    assert ids == sorted(ids)
+    assert all(run_id[0].isalpha() for run_id in ids)
+
+
+# ---- writes ----------------------------------------------------------------------------------
+
+
+def test_create_run_inserts_sessions_and_spec_revision(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", name="first", sessions=3, seed=10)
+    assert (run.status, run.num_sessions, run.seed, run.name) == ("running", 3, 10, "first")
+    detail = registry.get_run(run.id)
+    assert detail.run == run
+    assert [(s.index, s.seed, s.status, s.frame) for s in detail.sessions] == [
+        (0, 10, "pending", 0),
+        (1, 11, "pending", 0),
+        (2, 12, "pending", 0),
+    ]
+    [revision] = detail.spec_revisions
+    assert (revision.revision, revision.frame, revision.diff_json) == (0, 0, None)
+    assert json.loads(revision.spec_json) == {"name": "reinforce_cartpole"}
+    assert detail.checkpoints == [] and detail.evaluations == []
+
+
+def test_name_collision_is_bad_input_and_writes_nothing(registry: Registry) -> None:
+    make_run(registry, "ka00000001", name="baseline")
+    with pytest.raises(BadInput) as caught:
+        make_run(registry, "ka00000002", name="baseline")
+    message = str(caught.value)
+    assert "a run named 'baseline' already exists (id ka00000001)" in message
+    assert "--name" in message
+    assert registry.count_runs() == 1
+    assert registry.name_exists("baseline") == "ka00000001"
+    assert registry.name_exists("other") is None
+
+
+def test_duplicate_id_and_unknown_parent_are_refused(registry: Registry) -> None:
+    make_run(registry, "ka00000001")
+    with pytest.raises(RegistryError, match="already exists"):
+        make_run(registry, "ka00000001")
+    with pytest.raises(RegistryError, match="parent run zz00000000"):
+        make_run(registry, "ka00000002", parent_id="zz00000000")
+    assert registry.count_runs() == 1
+
+
+def test_session_lifecycle(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    session = session_of(registry, run.id)
+    registry.start_session(session.id, host="node-3", pid=99)
+    started = session_of(registry, run.id)
+    assert (started.status, started.host, started.pid) == ("running", "node-3", 99)
+    assert started.started_at is not None and started.heartbeat_at is not None
+    registry.heartbeat(session.id, frame=500, episode=12, opt_step=40)
+    beat = session_of(registry, run.id)
+    assert (beat.frame, beat.episode, beat.opt_step) == (500, 12, 40)
+    assert beat.heartbeat_at is not None and beat.heartbeat_at >= started.heartbeat_at
+    registry.finish_session(session.id, status="failed", frame=600, episode=13, opt_step=50,
+                            error="boom")  # fmt: skip
+    done = session_of(registry, run.id)
+    assert (done.status, done.frame, done.error) == ("failed", 600, "boom")
+    assert done.finished_at is not None
+    registry.start_session(session.id, host="node-4", pid=100)  # a resume
+    resumed = session_of(registry, run.id)
+    assert (resumed.status, resumed.error, resumed.finished_at) == ("running", None, None)
+    assert resumed.started_at == started.started_at  # the first start is kept
+    assert session_of(registry, run.id, 1).status == "pending"  # untouched
+
+
+def test_run_finish_and_reopen(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    registry.finish_run(run.id, status="preempted", error="SIGTERM")
+    ended = registry.resolve(run.id)
+    assert (ended.status, ended.error) == ("preempted", "SIGTERM")
+    assert ended.finished_at is not None
+    registry.reopen_run(run.id, host="other", pid=5, max_frame=5000)
+    reopened = registry.resolve(run.id)
+    assert (reopened.status, reopened.error, reopened.finished_at) == ("running", None, None)
+    assert (reopened.max_frame, reopened.host, reopened.pid) == (5000, "other", 5)
+    with pytest.raises(ValueError, match="status 'done'"):
+        registry.finish_run(run.id, status="done")
+    with pytest.raises(RegistryError, match="no run with id nope"):
+        registry.finish_run("nope", status="finished")
+
+
+def test_updates_to_missing_rows_raise(registry: Registry) -> None:
+    with pytest.raises(RegistryError, match="no session with id 123"):
+        registry.heartbeat(123, frame=1, episode=1, opt_step=1)
+    with pytest.raises(RegistryError, match="no session with id 123"):
+        registry.add_checkpoint(123, frame=1, kind="final", path="p", sha256="0", size_bytes=1)
+    with pytest.raises(RegistryError, match="no checkpoint with id 5"):
+        registry.remove_checkpoint(5)
+
+
+def test_checkpoints(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    s0, s1 = session_of(registry, run.id, 0), session_of(registry, run.id, 1)
+
+    def add(session: SessionRecord, frame: int, kind: str) -> int:
+        path = f"{run.id}/s{session.index}/checkpoints/{frame}.pt"
+        record = registry.add_checkpoint(
+            session.id, frame=frame, kind=kind, path=path, sha256="ab" * 32, size_bytes=frame * 10
+        )
+        assert (record.session_index, record.run_id, record.path) == (session.index, run.id, path)
+        return record.id
+
+    add(s1, 100, "periodic")
+    late = add(s0, 300, "final")
+    add(s0, 100, "periodic+best")
+    listed = registry.get_run(run.id).checkpoints
+    assert [(c.session_index, c.frame, c.kind) for c in listed] == [
+        (0, 100, "periodic+best"),
+        (0, 300, "final"),
+        (1, 100, "periodic"),
+    ]
+    assert [c.frame for c in registry.checkpoints(s0.id)] == [100, 300]
+    registry.remove_checkpoint(late)
+    assert [c.frame for c in registry.checkpoints(s0.id)] == [100]
+    assert [c.frame for c in registry.checkpoints(s1.id)] == [100]
+
+
+def test_evaluations_track_last_and_best(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    s0 = session_of(registry, run.id)
+    assert (s0.best_eval, s0.last_eval) == (None, None)
+    for frame, mean in [(100, 5.0), (200, 9.0), (300, -2.0)]:
+        record = registry.add_evaluation(
+            s0.id, frame=frame, mean=mean, std=1.0, min=mean - 1, max=mean + 1, episodes=4
+        )
+        assert (record.kind, record.session_index, record.mean) == ("train", 0, mean)
+    tracked = session_of(registry, run.id)
+    assert (tracked.best_eval, tracked.last_eval) == (9.0, -2.0)
+    # Scores from `rlrun enjoy` are kept but do not move the training best.
+    registry.add_evaluation(s0.id, frame=300, mean=100.0, std=0.0, min=100.0, max=100.0,
+                            episodes=1, kind="enjoy")  # fmt: skip
+    assert session_of(registry, run.id).best_eval == 9.0
+    evaluations = registry.get_run(run.id).evaluations
+    assert [(e.frame, e.kind) for e in evaluations] == [
+        (100, "train"), (200, "train"), (300, "train"), (300, "enjoy"),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="finite"):
+        registry.add_evaluation(s0.id, frame=400, mean=float("nan"), std=0.0, min=0.0, max=0.0,
+                                episodes=1)  # fmt: skip
+
+
+def test_spec_revisions(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    added = registry.add_spec_revision(run.id, frame=800, spec_json='{"v": 2}', diff_json="[1]")
+    assert (added.revision, added.frame) == (1, 800)
+    revisions = registry.get_run(run.id).spec_revisions
+    assert [(r.revision, r.frame) for r in revisions] == [(0, 0), (1, 800)]
+    assert revisions[1].to_json()["spec"] == {"v": 2}
+    assert revisions[1].to_json()["diff"] == [1]
+    with pytest.raises(RegistryError, match="no run with id nope"):
+        registry.add_spec_revision("nope", frame=1, spec_json="{}", diff_json=None)
+
+
+def test_delete_run_cascades_and_unlinks_forks(registry: Registry, home: Path) -> None:
+    parent = make_run(registry, "ka00000001")
+    child = make_run(registry, "ka00000002", parent_id=parent.id)
+    keep = session_of(registry, child.id)
+    for run in (parent, child):
+        s0 = session_of(registry, run.id)
+        registry.add_checkpoint(s0.id, frame=1, kind="final", path="p", sha256="0", size_bytes=1)
+        registry.add_evaluation(s0.id, frame=1, mean=1.0, std=0.0, min=1.0, max=1.0, episodes=1)
+    assert registry.resolve(child.id).parent_id == parent.id
+    registry.delete_run(parent.id)
+    assert registry.resolve(child.id).parent_id is None
+    assert registry.count_runs() == 1
+    engine = registry._engine
+    with engine.connect() as conn:
+        for table, expected in [
+            ("sessions", 2), ("checkpoints", 1), ("evaluations", 1), ("spec_revisions", 1),
+        ]:  # fmt: skip
+            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == expected
+    assert registry.checkpoints(keep.id) != []
+    with pytest.raises(RegistryError):
+        registry.delete_run(parent.id)
+
+
+# ---- listing ---------------------------------------------------------------------------------
+
+
+def _fill(registry: Registry) -> list[RunRecord]:
+    """Five runs, oldest first: statuses, progress and scores that the aggregates must add up."""
+    runs = [make_run(registry, f"ka0000000{i}", name=f"r{i}", sessions=2) for i in range(5)]
+    for i, run in enumerate(runs):
+        s0, s1 = session_of(registry, run.id, 0), session_of(registry, run.id, 1)
+        registry.heartbeat(s0.id, frame=100 * i, episode=i, opt_step=i)
+        registry.heartbeat(s1.id, frame=10 * i, episode=i, opt_step=i)
+        if i % 2 == 0:
+            registry.add_evaluation(s1.id, frame=1, mean=float(i), std=0, min=0, max=0, episodes=1)
+            registry.add_evaluation(s0.id, frame=1, mean=-1.0, std=0, min=0, max=0, episodes=1)
+        if i in (1, 3):
+            registry.finish_run(run.id, status="finished")
+    return runs
+
+
+def test_list_runs_newest_first_with_aggregates(registry: Registry) -> None:
+    runs = _fill(registry)
+    listed = registry.list_runs()
+    assert [s.id for s in listed] == [r.id for r in reversed(runs)]
+    assert [s.row for s in listed] == [1, 2, 3, 4, 5]
+    by_id = {s.id: s for s in listed}
+    for i, run in enumerate(runs):
+        summary = by_id[run.id]
+        assert summary.frames_done == 110 * i
+        assert summary.frames_target == 2000
+        assert summary.best_eval == (float(i) if i % 2 == 0 else None)
+        assert summary.status == ("finished" if i in (1, 3) else "running")
+        assert (summary.name, summary.num_sessions, summary.algorithm) == (f"r{i}", 2, "reinforce")
+    assert by_id[runs[0].id].best_eval == 0.0  # max of 0.0 and -1.0, not "falsy so None"
+
+
+def test_list_runs_limit_and_status_filter(registry: Registry) -> None:
+    runs = _fill(registry)
+    assert [s.id for s in registry.list_runs(limit=2)] == [runs[4].id, runs[3].id]
+    assert len(registry.list_runs(limit=None)) == 5
+    finished = registry.list_runs(status="finished")
+    assert [(s.row, s.id) for s in finished] == [(1, runs[3].id), (2, runs[1].id)]
+    assert [s.id for s in registry.list_runs(status="running", limit=1)] == [runs[4].id]
+    assert registry.list_runs(status="failed") == []
+    assert registry.count_runs() == 5
+    assert registry.count_runs("finished") == 2
+    assert registry.count_runs("failed") == 0
+
+
+def test_records_serialise_to_json(registry: Registry) -> None:
+    runs = _fill(registry)
+    s0 = session_of(registry, runs[0].id)
+    registry.add_checkpoint(s0.id, frame=1, kind="best", path="p", sha256="0", size_bytes=1)
+    detail = registry.get_run(runs[0].id).to_json()
+    round_trip = json.loads(json.dumps(detail))
+    assert round_trip == detail
+    assert detail["run"]["id"] == runs[0].id
+    assert detail["sessions"][0]["index"] == 0
+    assert detail["checkpoints"][0]["session_index"] == 0
+    assert detail["spec_revisions"][0]["spec"] == {"name": "reinforce_cartpole"}
+    summary = registry.list_runs(limit=1)[0].to_json()
+    assert json.loads(json.dumps(summary)) == summary and summary["row"] == 1
+
+
+# ---- opening ---------------------------------------------------------------------------------
+
+
+def test_open_without_create_on_a_missing_file_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+    with Registry.open(home, create=False) as registry:
+        assert registry.list_runs() == []
+        assert registry.count_runs() == 0
+        assert registry.name_exists("x") is None
+        message = reference_error(registry, "latest")
+        assert f"no runs in {home} yet" in message
+        assert "rlrun train reinforce_cartpole" in message
+        with pytest.raises(RegistryError, match="no registry at"):
+            make_run(registry, "ka00000001")
+    assert not home.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_without_create_reads_an_existing_registry(home: Path) -> None:
+    with Registry.open(home) as registry:
+        make_run(registry, "ka00000001")
+    with Registry.open(home, create=False) as registry:
+        assert registry.count_runs() == 1
+    assert (home / REGISTRY_FILE).is_file()
+
+
+def test_explicit_url_overrides_the_home(tmp_path: Path) -> None:
+    db = tmp_path / "elsewhere" / "other.sqlite"
+    with Registry.open(tmp_path / "home", f"sqlite:///{db}") as registry:
+        make_run(registry, "ka00000001")
+    assert db.is_file()
+    assert not (tmp_path / "home" / REGISTRY_FILE).exists()
+
+
+def test_registry_import_and_open_stay_light(home: Path) -> None:
+    Registry.open(home).close()  # the schema exists: opening again must not need Alembic
+    code = (
+        "import sys; from pathlib import Path; from rlrun.registry import Registry; "
+        f"r = Registry.open(Path({str(home)!r})); r.list_runs(); r.close(); "
+        "heavy = ['torch', 'gymnasium', 'numpy', 'pydantic', 'rich', 'alembic']; "
+        "print([m for m in heavy if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]"
+
+
+# ---- run references --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def three(registry: Registry) -> list[RunRecord]:
+    """Oldest first: two ids sharing the prefix `ka`, one `kb`."""
+    return [
+        make_run(registry, "ka00000001", name="alpha"),
+        make_run(registry, "ka00000002"),
+        make_run(registry, "kb00000003", name="gamma", sessions=1),
+    ]
+
+
+def test_resolve_latest_and_rows(registry: Registry, three: list[RunRecord]) -> None:
+    newest_first = [r.id for r in reversed(three)]
+    assert registry.resolve("latest").id == newest_first[0]
+    assert registry.resolve("latest~1").id == newest_first[1]
+    assert registry.resolve("latest~2").id == newest_first[2]
+    assert [registry.resolve(str(row)).id for row in (1, 2, 3)] == newest_first
+    assert registry.resolve(parse_ref("latest~1")).id == newest_first[1]
+
+
+def test_resolve_ids_names_and_prefixes(registry: Registry, three: list[RunRecord]) -> None:
+    assert registry.resolve("ka00000002").id == "ka00000002"
+    assert registry.resolve("KA00000002").id == "ka00000002"
+    assert registry.resolve("alpha").id == "ka00000001"
+    assert registry.resolve("kb").id == "kb00000003"
+    assert registry.resolve("gamma@best").id == "kb00000003"
+    assert registry.resolve("ka00000001/s1@5M").id == "ka00000001"
+
+
+def test_resolve_order_is_id_then_name_then_prefix(registry: Registry) -> None:
+    make_run(registry, "ka00000001")
+    make_run(registry, "ka00000002", name="ka00000001")  # a name equal to another run's id
+    make_run(registry, "kb00000003", name="ka")  # a name that is also an ambiguous prefix
+    assert registry.resolve("ka00000001").id == "ka00000001"
+    assert registry.resolve("ka").id == "kb00000003"
+
+
+def test_resolve_unknown(registry: Registry, three: list[RunRecord]) -> None:
+    assert reference_error(registry, "zz") == "no run matches 'zz'; see `rlrun ls`"
+    assert "no run matches 'alph'" in reference_error(registry, "alph")  # names need no prefix
+
+
+def test_resolve_ambiguous_prefix_lists_candidates(
+    registry: Registry, three: list[RunRecord]
+) -> None:
+    message = reference_error(registry, "ka")
+    assert message.startswith("'ka' is ambiguous: ")
+    assert message.endswith("; type more of the id")
+    when = time.strftime("%Y-%m-%d", time.localtime(three[0].created_at))
+    assert f"ka00000001 (alpha, {when}" in message
+    assert f"ka00000002 ({when}" in message
+    assert "kb00000003" not in message
+    assert message.index("ka00000002") < message.index("ka00000001")  # newest first
+
+
+def test_ambiguous_prefix_shows_at_most_ten(registry: Registry) -> None:
+    for i in range(12):
+        make_run(registry, f"kc{i:08d}")
+    message = reference_error(registry, "kc")
+    assert message.count("kc0000") == 10
+    assert "and more" in message
+
+
+def test_resolve_out_of_range(registry: Registry, three: list[RunRecord]) -> None:
+    assert reference_error(registry, "latest~5") == "latest~5: only 3 runs; see `rlrun ls`"
+    assert reference_error(registry, "latest~3").startswith("latest~3: only 3 runs")
+    assert reference_error(registry, "9") == "9: only 3 runs; see `rlrun ls`"
+    assert registry.resolve("latest~2").id == three[0].id  # the edge itself is in range
+
+
+def test_resolve_with_no_runs(registry: Registry, home: Path) -> None:
+    for ref in ("latest", "1", "ka", "alpha"):
+        assert reference_error(registry, ref) == (
+            f"no runs in {home} yet; start one with `rlrun train reinforce_cartpole`"
+        )
+
+
+def test_resolve_session_suffix_in_range(registry: Registry, three: list[RunRecord]) -> None:
+    assert registry.resolve("alpha/s1").id == "ka00000001"
+    message = reference_error(registry, "alpha/s2")
+    assert message == "alpha/s2: run ka00000001 has 2 sessions (s0..s1)"
+    assert reference_error(registry, "gamma/s1") == "gamma/s1: run kb00000003 has 1 session (s0)"
+
+
+def test_resolve_bad_syntax(registry: Registry, three: list[RunRecord]) -> None:
+    assert "bad run reference" in reference_error(registry, "alpha@nowhere")
+
+
+def test_get_run_and_session_unknown(registry: Registry, three: list[RunRecord]) -> None:
+    with pytest.raises(RunReferenceError, match="no run with id 'zz'"):
+        registry.get_run("zz")
+    with pytest.raises(RunReferenceError, match="run kb00000003 has no session s1"):
+        registry.get_session("kb00000003", 1)
+
+
+# ---- concurrency -----------------------------------------------------------------------------
+
+WRITERS = 6
+ROUNDS = 34  # each round: a heartbeat, an evaluation and a checkpoint (~100 transactions)
+
+
+def _report(errors: Any, role: str) -> None:
+    errors.put(f"{role}: {traceback.format_exc()}")
+
+
+def _writer(home: str, worker: int, barrier: Any, errors: Any) -> None:
+    try:
+        barrier.wait()
+        with Registry.open(Path(home)) as registry:
+            run_id = f"w{worker}{'0' * 8}"
+            make_run(registry, run_id, name=f"worker-{worker}")
+            session = registry.get_session(run_id, 1)
+            registry.start_session(session.id, host="h", pid=worker)
+            for step in range(1, ROUNDS + 1):
+                registry.heartbeat(session.id, frame=step * 10, episode=step, opt_step=step)
+                registry.add_evaluation(
+                    session.id, frame=step * 10, mean=float(step % 7), std=0.0, min=0.0, max=0.0,
+                    episodes=1,
+                )  # fmt: skip
+                registry.add_checkpoint(
+                    session.id, frame=step * 10, kind="periodic", path=f"{run_id}/{step}",
+                    sha256="0" * 64, size_bytes=step,
+                )  # fmt: skip
+    except BaseException:
+        _report(errors, f"writer {worker}")
+        raise
+
+
+def _reader(home: str, barrier: Any, stop: Any, errors: Any) -> None:
+    try:
+        barrier.wait()
+        with Registry.open(Path(home)) as registry:
+            while not stop.is_set():
+                for summary in registry.list_runs(limit=None):
+                    detail = registry.get_run(summary.id)
+                    # A run is created in one transaction: never seen without its sessions.
+                    assert len(detail.sessions) == detail.run.num_sessions == 2
+                    assert len(detail.spec_revisions) == 1
+    except BaseException:
+        _report(errors, "reader")
+        raise
+
+
+def test_parallel_writers_and_a_reader_on_a_new_file(tmp_path: Path) -> None:
+    home = tmp_path / "shared-home"  # does not exist: all processes race to create it
+    ctx = multiprocessing.get_context("spawn")
+    barrier, stop, errors = ctx.Barrier(WRITERS + 1), ctx.Event(), ctx.Queue()
+    writers = [
+        ctx.Process(target=_writer, args=(str(home), i, barrier, errors)) for i in range(WRITERS)
+    ]
+    reader = ctx.Process(target=_reader, args=(str(home), barrier, stop, errors))
+    for process in [*writers, reader]:
+        process.start()
+    for process in writers:
+        process.join(timeout=120)
+    stop.set()
+    reader.join(timeout=60)
+    problems = []
+    while not errors.empty():
+        problems.append(errors.get())
+    assert problems == []
+    assert [p.exitcode for p in [*writers, reader]] == [0] * (WRITERS + 1)
+
+    with Registry.open(home, create=False) as registry:
+        summaries = registry.list_runs(limit=None)
+        assert len(summaries) == WRITERS
+        for summary in summaries:
+            detail = registry.get_run(summary.id)
+            busy = detail.sessions[1]
+            assert (busy.frame, busy.episode, busy.status) == (ROUNDS * 10, ROUNDS, "running")
+            assert busy.best_eval == 6.0
+            assert len(detail.evaluations) == ROUNDS
+            assert len(detail.checkpoints) == ROUNDS
+            assert summary.frames_done == ROUNDS * 10
