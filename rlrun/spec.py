@@ -1,0 +1,335 @@
+"""The experiment spec: one JSON document, validated by a pydantic schema.
+
+`load_spec` is the one entry point: it takes a file path or a built-in name, applies `--set`
+overrides, and either returns a `Spec` or raises `SpecError` with one line per problem, each naming
+the JSON path, the value and a fix. Algorithm hyper-parameters are validated by the algorithm's own
+config class (looked up by `agent.algorithm`), so each algorithm documents its settings in one place.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+)
+
+from rlrun.errors import SizeError, SpecError
+from rlrun.schedules import Constant, Schedule
+from rlrun.sizes import parse_size
+
+
+def _size(raw: Any) -> Any:
+    if isinstance(raw, str | int) and not isinstance(raw, bool):
+        try:
+            return parse_size(raw)
+        except SizeError as error:
+            raise ValueError(str(error).split(": ", 1)[-1]) from None
+    return raw
+
+
+Frames = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+"""A positive frame count; accepts sizes such as "200k" or "1.5M"."""
+
+
+class Strict(BaseModel):
+    """Every spec section rejects unknown keys and documents fields with their docstrings."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class NetworkSpec(Strict):
+    hidden: list[Annotated[int, Field(gt=0, le=65536)]] = Field(default=[64, 64], max_length=16)
+    """Widths of the hidden layers of each multi-layer perceptron."""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    """Non-linearity between hidden layers."""
+
+
+class OptimizerSpec(Strict):
+    name: Literal["adam", "rmsprop", "sgd"] = "adam"
+    """Torch optimiser."""
+    lr: Schedule = Constant(value=1e-3)
+    """Learning rate: a number or a schedule over frames."""
+    eps: float = Field(default=1e-8, gt=0)
+    """Numerical-stability term of Adam and RMSprop."""
+    grad_clip: float | None = Field(default=None, gt=0)
+    """Clip the global gradient norm to this value (none when null)."""
+
+
+class AgentConfig(Strict):
+    """Base of every algorithm's config; the concrete class is chosen by `algorithm`."""
+
+    algorithm: str
+    """Algorithm name, e.g. "reinforce"."""
+
+
+class EnvSpec(Strict):
+    id: str = Field(min_length=1)
+    """Gymnasium environment id, e.g. "CartPole-v1"."""
+    num_envs: int = Field(default=1, gt=0, le=1024)
+    """Copies of the environment stepped together; frames count transitions over all copies."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to `gymnasium.make`."""
+    max_episode_steps: int | None = Field(default=None, gt=0)
+    """Override the environment's time limit (null keeps Gymnasium's default)."""
+
+
+class MetaSpec(Strict):
+    max_frame: Frames
+    """Frame budget of each session (env transitions summed over `num_envs`)."""
+    sessions: int = Field(default=1, gt=0, le=64)
+    """Sessions in the run; session i uses seed `seed + i` and runs in its own process."""
+    seed: int = Field(default=0, ge=0, lt=2**31)
+    """Base seed; every random stream of a session derives from `seed + i`."""
+    eval_frequency: Frames = 10_000
+    """Evaluate the policy every this many frames (and at the end)."""
+    num_eval_episodes: int = Field(default=10, gt=0, le=10_000)
+    """Episodes per evaluation, on a separate environment with its own random stream."""
+    eval_deterministic: bool = True
+    """Evaluate the greedy / mean action rather than sampling."""
+    checkpoint_frequency: Frames = 50_000
+    """Write a periodic snapshot every this many frames."""
+    keep_checkpoints: int = Field(default=3, gt=0)
+    """Periodic snapshots kept per session; the best and the final are always kept."""
+    log_frequency: Frames = 5_000
+    """Report progress every this many frames."""
+    torch_threads: int = Field(default=1, gt=0, le=256)
+    """Torch intra-op threads per session (one keeps parallel sessions from fighting)."""
+
+
+class Spec(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    """Spec name, shown in `rlrun ls`."""
+    agent: SerializeAsAny[AgentConfig]
+    """The algorithm and its hyper-parameters, network, optimiser and memory."""
+    env: EnvSpec
+    meta: MetaSpec
+
+    def to_json(self) -> dict[str, Any]:
+        """The complete document, defaults filled in; it validates back to an equal spec."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in _builtin_dir().iterdir() if p.name.endswith(".json"))
+
+
+def builtin_document(name: str) -> dict[str, Any]:
+    path = _builtin_dir() / f"{name}.json"
+    if not path.is_file():
+        raise SpecError([_unknown_builtin_message(name)])
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
+def _builtin_dir() -> Any:
+    return resources.files("rlrun") / "specs"
+
+
+def _unknown_builtin_message(name: str) -> str:
+    hint = _did_you_mean(name, builtin_names()) or f" built-ins: {', '.join(builtin_names())}"
+    return f"spec {json.dumps(name)}: no such file or built-in spec;{hint}"
+
+
+def read_document(source: str | Path) -> dict[str, Any]:
+    """A spec document from a JSON file, or the built-in spec of that name."""
+    path = Path(source)
+    if path.is_file():
+        try:
+            document = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise SpecError(
+                [f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); fix the syntax"]
+            ) from None
+        if not isinstance(document, dict):
+            raise SpecError([f"{path}: a spec is a JSON object {{...}}, got {type(document).__name__}"])
+        return document
+    if path.suffix == ".json" or "/" in str(source):
+        fix = "give a path or a built-in name (`rlrun spec list`)"
+        raise SpecError([f"spec file {json.dumps(str(source))} does not exist; {fix}"])
+    return builtin_document(str(source))
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`agent.optimizer.lr=0.01` -> (["agent", "optimizer", "lr"], 0.01); values are JSON or strings."""
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(path):
+        raise SpecError([f"--set {text!r}: expected dotted.key=value, e.g. --set meta.max_frame=200k"])
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return path, value
+
+
+def apply_overrides(document: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """A copy of the document with each `--set dotted.key=value` applied in order."""
+    result = copy.deepcopy(document)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = result
+        for depth, key in enumerate(path[:-1]):
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                where = ".".join(path[: depth + 1])
+                raise SpecError([f"--set {text!r}: {where} is {child!r}, not an object with keys"])
+            node = child
+        node[path[-1]] = value
+    return result
+
+
+def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
+    """Read, override and validate a spec; raises SpecError listing every problem."""
+    document = source if isinstance(source, dict) else read_document(source)
+    return validate_spec(apply_overrides(document, overrides or []))
+
+
+def validate_spec(document: dict[str, Any]) -> Spec:
+    from rlrun.algorithms import algorithm_names, config_class
+
+    problems: list[str] = []
+    agent: AgentConfig = AgentConfig(algorithm="?")
+    raw_agent = document.get("agent")
+    if isinstance(raw_agent, dict):
+        name = raw_agent.get("algorithm")
+        if name in algorithm_names():
+            config = config_class(name)
+            try:
+                agent = config.model_validate(raw_agent)
+            except ValidationError as error:
+                problems += _describe(error, config, prefix=("agent",))
+        elif "algorithm" not in raw_agent:
+            problems.append(f"agent.algorithm: missing; add one of {', '.join(algorithm_names())}")
+        else:
+            hint = _did_you_mean(str(name), algorithm_names()) or f" choose one of {', '.join(algorithm_names())}"
+            problems.append(f"agent.algorithm = {json.dumps(name)}: unknown algorithm;{hint}")
+    try:
+        spec = Spec.model_validate({**document, "agent": agent} if isinstance(raw_agent, dict) else document)
+    except ValidationError as error:
+        problems += _describe(error, Spec, prefix=())
+    else:
+        problems += _check_env_id(spec.env.id)
+        if not problems:
+            return spec
+    raise SpecError(problems)
+
+
+def _check_env_id(env_id: str) -> list[str]:
+    import gymnasium
+
+    known = list(gymnasium.envs.registry.keys())
+    if env_id in known:
+        return []
+    hint = _did_you_mean(env_id, known) or " see gymnasium.pprint_registry() for the ids"
+    return [f"env.id = {json.dumps(env_id)}: unknown Gymnasium environment;{hint}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Error messages: one line per problem, with the path, the value and a fix.
+
+
+def _did_you_mean(word: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in candidates}
+        close = [lowered[word.lower()]] if word.lower() in lowered else []
+    return f' did you mean "{close[0]}"?' if close else ""
+
+
+_SCHEDULE_KINDS = {"constant", "linear", "piecewise", "exponential"}
+
+
+def _describe(error: ValidationError, model: type[BaseModel], prefix: tuple[str, ...]) -> list[str]:
+    lines = []
+    for item in error.errors(include_url=False):
+        loc = tuple(str(part) for part in item["loc"])
+        loc = tuple(part for part in loc if part not in _SCHEDULE_KINDS and not part.startswith("function-"))
+        path = ".".join(prefix + loc) or "spec"
+        lines.append(_line(path, item, model, loc))
+    return lines
+
+
+def _line(path: str, item: Any, model: type[BaseModel], loc: tuple[str, ...]) -> str:
+    kind, value, message = item["type"], item.get("input"), item["msg"]
+    if kind == "extra_forbidden":
+        allowed = _fields_at(model, loc[:-1])
+        hint = _did_you_mean(loc[-1], allowed) or (f" allowed keys: {', '.join(allowed)}" if allowed else "")
+        return f"{path}: unknown key;{hint or ' remove it'}"
+    if kind == "missing":
+        return f"{path}: required key is missing; add it"
+    shown = json.dumps(value) if _jsonable(value) else repr(value)
+    if kind == "literal_error":
+        choices = [str(c) for c in (item.get("ctx") or {}).get("expected", "").replace("'", "").split(" or ")]
+        choices = [c for part in choices for c in part.split(", ")]
+        hint = _did_you_mean(str(value), choices) or f" use one of {', '.join(choices)}"
+        return f"{path} = {shown}: not an accepted value;{hint}"
+    if kind == "union_tag_invalid":
+        kinds = "constant, linear, piecewise or exponential"
+        return f"{path} = {shown}: unknown kind; use a number or a schedule with kind {kinds}"
+    message = message.removeprefix("Value error, ")
+    return f"{path} = {shown}: {message[0].lower()}{message[1:]}"
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """Names of the keys allowed at `loc` below `model`, following nested models."""
+    current: Any = model
+    for key in loc:
+        field = current.model_fields.get(key) if _is_model(current) else None
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+        if current is None:
+            return []
+    return list(current.model_fields) if _is_model(current) else []
+
+
+def _is_model(candidate: Any) -> bool:
+    return isinstance(candidate, type) and issubclass(candidate, BaseModel)
+
+
+def _model_in(annotation: Any) -> Any:
+    if _is_model(annotation):
+        return annotation
+    for arg in get_args(annotation) if get_origin(annotation) is not None else ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of a spec, with `agent` as the union of every algorithm's config."""
+    from rlrun.algorithms import algorithm_names, config_class
+
+    schema = Spec.model_json_schema()
+    agents = [config_class(name).model_json_schema() for name in algorithm_names()]
+    defs = schema.setdefault("$defs", {})
+    for agent_schema in agents:
+        defs.update(agent_schema.pop("$defs", {}))
+        defs[agent_schema["title"]] = agent_schema
+    schema["properties"]["agent"] = {"oneOf": [{"$ref": f"#/$defs/{a['title']}"} for a in agents]}
+    defs.pop("AgentConfig", None)
+    return schema
