@@ -1,0 +1,31 @@
+"""rlrun: reinforcement-learning runs that survive the real world.
+
+The Python API mirrors the command line:
+
+    from rlrun import load_spec, train
+    result = train(load_spec("reinforce_cartpole", ["meta.max_frame=20k"]), home="runs")
+
+Heavy modules (torch, gymnasium) load only when training needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from rlrun.spec import Spec, load_spec
+    from rlrun.training import TrainResult, train
+
+__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "train"]
+
+_LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "TrainResult": "rlrun.training"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rlrun' has no attribute {name!r}")

@@ -1,0 +1,104 @@
+"""What every algorithm shares: the agent interface and a few small building blocks.
+
+The interface follows Stable-Baselines3's split between collecting and training, without its
+class hierarchy: the session loop calls `act`, steps the env, hands the transition to `observe`,
+and calls `update`, which optimises when the algorithm has gathered enough. `state_dict` must hold
+everything needed to continue bit for bit (weights, optimiser, partial rollouts, random generators)
+as tensors and plain Python values, so a snapshot loads with `torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlrun.clock import Clock
+from rlrun.spec import NetworkSpec, OptimizerSpec
+
+
+@dataclass(frozen=True)
+class Step:
+    """One vector-env step: arrays with a leading `num_envs` axis.
+
+    `next_obs` is the true next observation: for an env whose episode just ended it is the final
+    observation, not the first of the next episode.
+    """
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    next_obs: np.ndarray
+
+
+class Agent(Protocol):
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
+        """Actions for a batch of observations. Training sampling uses the agent's own generator;
+        evaluation passes `deterministic=True` or a generator of its own, so it never consumes
+        training randomness."""
+        ...
+
+    def observe(self, step: Step) -> None: ...
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        """Optimise if it is time to; advance `clock.opt_step`; return the losses (empty if idle)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float = 1.0) -> nn.Sequential:
+    """A multi-layer perceptron with orthogonal initialisation (the PPO-paper default)."""
+    layers: list[nn.Module] = []
+    width = inputs
+    for hidden in network.hidden:
+        layers += [_orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
+        width = hidden
+    layers.append(_orthogonal(nn.Linear(width, outputs), gain=output_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def make_optimizer(spec: OptimizerSpec, params: list[nn.Parameter], max_frame: int) -> torch.optim.Optimizer:
+    lr = spec.lr.value(0, max_frame)
+    if spec.name == "adam":
+        return torch.optim.Adam(params, lr=lr, eps=spec.eps)
+    if spec.name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=lr, eps=spec.eps)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def optimise(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
+) -> float:
+    """One gradient step at the scheduled learning rate; returns the gradient norm before clipping."""
+    for group in optimizer.param_groups:
+        group["lr"] = spec.lr.value(frame, max_frame)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    limit = spec.grad_clip if spec.grad_clip is not None else float("inf")
+    norm = nn.utils.clip_grad_norm_(params, limit)
+    optimizer.step()
+    return float(norm)
+
+
+def obs_size(space: Any) -> int:
+    return int(np.prod(space.shape))

@@ -1,0 +1,159 @@
+"""REINFORCE (Williams, 1992): Monte-Carlo policy gradient with an optional baseline.
+
+Each vector-env copy collects whole episodes; after `episodes_per_update` of them have finished,
+one gradient step raises the log-probability of each action in proportion to its discounted
+return-to-go (minus a baseline), plus an entropy bonus.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from pydantic import Field
+
+from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.clock import Clock
+from rlrun.schedules import Constant, Schedule
+from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+
+
+class Config(AgentConfig):
+    algorithm: Literal["reinforce"] = "reinforce"
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor of the return."""
+    episodes_per_update: int = Field(default=4, gt=0)
+    """Finished episodes gathered (over all env copies) before each gradient step."""
+    baseline: Literal["none", "mean", "value"] = "value"
+    """Subtracted from returns: nothing, the batch mean, or a learned state value."""
+    normalize_advantages: bool = True
+    """Scale advantages to zero mean and unit variance within each batch."""
+    entropy_coef: Schedule = Constant(value=0.0)
+    """Weight of the entropy bonus: a number or a schedule over frames."""
+    value_coef: float = Field(default=0.5, ge=0)
+    """Weight of the value-baseline loss (with `baseline = "value"`)."""
+    network: NetworkSpec = NetworkSpec()
+    """Policy and value networks (separate, same shape)."""
+    optimizer: OptimizerSpec = OptimizerSpec()
+
+
+class Agent:
+    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
+                 num_envs: int, max_frame: int) -> None:
+        if not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"reinforce needs a Discrete action space, got {action_space}")
+        self.config, self.max_frame = config, max_frame
+        self.policy = mlp(obs_size(obs_space), int(action_space.n), config.network, output_gain=0.01)
+        self.value = mlp(obs_size(obs_space), 1, config.network) if config.baseline == "value" else None
+        params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
+        self.optimizer = make_optimizer(config.optimizer, params, max_frame)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.running: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(num_envs)]
+        """The episode each env copy is in the middle of: (obs, action, reward) per step."""
+        self.finished: list[list[tuple[np.ndarray, int, float]]] = []
+        """Whole episodes waiting for the next update."""
+
+    # -- acting ---------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, *, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        logits = self.policy(torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1))
+        if deterministic:
+            return logits.argmax(dim=-1).numpy()
+        probs = torch.softmax(logits, dim=-1)
+        return torch.multinomial(probs, 1, generator=generator or self.generator).squeeze(-1).numpy()
+
+    def observe(self, step: Step) -> None:
+        for i, episode in enumerate(self.running):
+            episode.append((step.obs[i], int(step.action[i]), float(step.reward[i])))
+            if step.terminated[i] or step.truncated[i]:
+                self.finished.append(episode)
+                self.running[i] = []
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        if len(self.finished) < self.config.episodes_per_update:
+            return {}
+        episodes, self.finished = self.finished, []
+        obs = torch.as_tensor(np.stack([o for ep in episodes for o, _, _ in ep]), dtype=torch.float32)
+        obs = obs.reshape(len(obs), -1)
+        actions = torch.as_tensor([a for ep in episodes for _, a, _ in ep])
+        returns = torch.as_tensor(np.concatenate([self._returns([r for _, _, r in ep]) for ep in episodes]))
+
+        logits = self.policy(obs)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        chosen = log_probs.gather(1, actions[:, None]).squeeze(1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+        advantages, value_loss = self._advantages(obs, returns)
+        policy_loss = -(chosen * advantages).mean()
+        entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
+        loss = policy_loss - entropy_coef * entropy + self.config.value_coef * value_loss
+        grad_norm = optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
+        clock.opt_step += 1
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                "entropy": entropy.item(), "grad_norm": grad_norm}
+
+    def _returns(self, rewards: list[float]) -> np.ndarray:
+        returns = np.empty(len(rewards), dtype=np.float32)
+        running = 0.0
+        for t in range(len(rewards) - 1, -1, -1):
+            running = rewards[t] + self.config.gamma * running
+            returns[t] = running
+        return returns
+
+    def _advantages(self, obs: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        value_loss = torch.zeros(())
+        if self.value is not None:
+            values = self.value(obs).squeeze(-1)
+            value_loss = 0.5 * (values - returns).pow(2).mean()
+            advantages = returns - values.detach()
+        elif self.config.baseline == "mean":
+            advantages = returns - returns.mean()
+        else:
+            advantages = returns
+        if self.config.normalize_advantages and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return advantages, value_loss
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.state_dict(),
+            "value": self.value.state_dict() if self.value else None,
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "running": [_episode_tensors(ep) for ep in self.running],
+            "finished": [_episode_tensors(ep) for ep in self.finished],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        if self.value is not None:
+            self.value.load_state_dict(state["value"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.running = [_episode_steps(ep) for ep in state["running"]]
+        self.finished = [_episode_steps(ep) for ep in state["finished"]]
+
+
+def _episode_tensors(episode: list[tuple[np.ndarray, int, float]]) -> dict[str, torch.Tensor]:
+    """An episode as tensors (exact: obs keep their dtype, rewards are float64)."""
+    if not episode:
+        return {}
+    return {
+        "obs": torch.from_numpy(np.stack([o for o, _, _ in episode])),
+        "actions": torch.tensor([a for _, a, _ in episode], dtype=torch.int64),
+        "rewards": torch.tensor([r for _, _, r in episode], dtype=torch.float64),
+    }
+
+
+def _episode_steps(tensors: dict[str, torch.Tensor]) -> list[tuple[np.ndarray, int, float]]:
+    if not tensors:
+        return []
+    obs, actions, rewards = tensors["obs"].numpy(), tensors["actions"].tolist(), tensors["rewards"].tolist()
+    return [(obs[t], actions[t], rewards[t]) for t in range(len(actions))]

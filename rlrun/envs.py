@@ -1,0 +1,36 @@
+"""Gymnasium environments as a session uses them."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from rlrun.spec import EnvSpec
+
+
+def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]:
+    kwargs = dict(spec.kwargs)
+    if spec.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = spec.max_episode_steps
+    return gym.make(spec.id, render_mode=render_mode, **kwargs)
+
+
+def make_vector_env(spec: EnvSpec) -> SyncVectorEnv:
+    """`num_envs` copies stepped together. Same-step autoreset: an env whose episode ends returns
+    the next episode's first observation at once and its final one in `info["final_obs"]`, so every
+    observation the agent sees is one it can act on."""
+    return SyncVectorEnv([partial(make_env, spec)] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def true_next_obs(next_obs: np.ndarray, done: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """The observation each transition really led to: the final one where an episode ended."""
+    if not done.any():
+        return next_obs
+    result = next_obs.copy()
+    for i in np.flatnonzero(done):
+        result[i] = info["final_obs"][i]
+    return result

@@ -1,0 +1,54 @@
+"""What a training session reports while it runs. Plain data: it crosses process boundaries and
+reaches the display without importing torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SessionStarted:
+    index: int
+    seed: int
+    frame: int
+    max_frame: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    index: int
+    frame: int
+    max_frame: int
+    episode: int
+    frames_per_second: float
+    return_mean: float | None
+    """Mean training return over the last 100 finished episodes."""
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    index: int
+    frame: int
+    mean: float
+    std: float
+    is_best: bool
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    index: int
+    frame: int
+    kind: str
+    path: str
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    index: int
+    status: str
+    frame: int
+    best_eval: float | None
+    error: str | None = None
+
+
+Event = SessionStarted | Progress | Evaluated | Checkpointed | SessionEnded

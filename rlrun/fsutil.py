@@ -1,0 +1,37 @@
+"""Durable file writes: fsync'd data and atomic renames, so a crash never leaves half a file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+
+def write_synced(path: Path, data: bytes | memoryview) -> str:
+    """Write and fsync `data`; returns its sha256."""
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    return hashlib.sha256(data).hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` all at once: readers see the old file or the new, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        write_synced(temporary, data)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    fsync_dir(path.parent)
