@@ -1,0 +1,202 @@
+"""Everything rlrun shows a person: Rich tables and the live training display, on stderr.
+
+Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from rlrun import events
+from rlrun.registry import RunDetail, RunRecord, RunSummary
+from rlrun.sizes import format_size
+
+STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
+                "crashed": "magenta", "pending": "dim"}
+
+
+def stderr_console() -> Console:
+    """Rich output on stderr. Piped into a file or another program, lines are not cut at 80
+    columns: tables keep their ids and paths whole."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    return console
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
+
+
+def _when(timestamp: float | None) -> str:
+    return "-" if timestamp is None else datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=STATUS_STYLE.get(status, ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# ls / show
+
+
+def runs_table(runs: list[RunSummary], *, total: int, now: float | None = None) -> Table:
+    now = now or time.time()
+    table = Table(title=f"{len(runs)} of {total} runs" if total > len(runs) else None, title_justify="left")
+    for column in ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames",
+                   "best eval", "started", "duration"):
+        table.add_column(column, justify="right" if column in ("#", "sessions", "frames", "best eval") else "left")
+    for run in runs:
+        end = run.finished_at if run.finished_at is not None else (now if run.status == "running" else None)
+        table.add_row(
+            str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, _status(run.status),
+            str(run.num_sessions), f"{format_size(run.frames_done)}/{format_size(run.frames_target)}",
+            _score(run.best_eval), _when(run.created_at), _duration(None if end is None else end - run.created_at),
+        )
+    return table
+
+
+def run_detail(detail: RunDetail) -> Group:
+    run = detail.run
+    header = Text.assemble(
+        ("run ", "bold"), (run.id, "bold cyan"), f"  {run.name or ''}  ", _status(run.status),
+        f"\nspec {run.spec_name} · {run.algorithm} on {run.env_id} · {run.num_sessions} session(s) · "
+        f"seed {run.seed} · target {format_size(run.max_frame)} frames · started {_when(run.created_at)}",
+    )
+    if run.error:
+        header.append(f"\nerror: {run.error}", style="red")
+    sessions = Table(title="sessions", title_justify="left")
+    for column in ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval"):
+        sessions.add_column(column)
+    for s in detail.sessions:
+        sessions.add_row(f"s{s.index}", str(s.seed), _status(s.status), format_size(s.frame), str(s.episode),
+                         str(s.opt_step), _score(s.best_eval), _score(s.last_eval))
+    checkpoints = Table(title="checkpoints", title_justify="left")
+    for column in ("session", "frame", "kind", "path", "sha256"):
+        checkpoints.add_column(column)
+    for c in detail.checkpoints:
+        checkpoints.add_row(f"s{c.session_index}", format_size(c.frame), c.kind, c.path, c.sha256[:16])
+    evaluations = Table(title="evaluations", title_justify="left")
+    for column in ("session", "frame", "mean", "std", "min", "max"):
+        evaluations.add_column(column, justify="left" if column == "session" else "right")
+    for e in detail.evaluations:
+        evaluations.add_row(f"s{e.session_index}", format_size(e.frame), _score(e.mean), _score(e.std),
+                            _score(e.min), _score(e.max))
+    return Group(header, sessions, checkpoints, evaluations)
+
+
+def resolved(run: RunRecord, reference: str) -> str:
+    label = f" ({run.name})" if run.name else ""
+    return f"{reference} → run {run.id}{label}, {run.spec_name}, {run.status}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Training progress
+
+
+@dataclass
+class _SessionLine:
+    seed: int = 0
+    frame: int = 0
+    max_frame: int = 1
+    fps: float = 0.0
+    episode: int = 0
+    return_mean: float | None = None
+    last_eval: float | None = None
+    best_eval: float | None = None
+    status: str = "pending"
+    started: float = field(default_factory=time.monotonic)
+
+
+class TrainingDisplay:
+    """Receives session events. On a terminal it keeps a live table, one row per session;
+    elsewhere (a log file, CI) it prints a plain line per report."""
+
+    def __init__(self, console: Console, *, live: bool | None = None) -> None:
+        self.console = console
+        self.lines: dict[int, _SessionLine] = {}
+        self.live_mode = console.is_terminal if live is None else live
+        self._live: Live | None = None
+
+    def __enter__(self) -> TrainingDisplay:
+        if self.live_mode:
+            self._live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.update(self._table())
+            self._live.__exit__(*exc)
+
+    def __call__(self, event: events.Event) -> None:
+        line = self.lines.setdefault(event.index, _SessionLine())
+        if isinstance(event, events.SessionStarted):
+            line.seed, line.frame, line.max_frame, line.status = event.seed, event.frame, event.max_frame, "running"
+            line.started = time.monotonic()
+        elif isinstance(event, events.Progress):
+            line.frame, line.max_frame, line.fps = event.frame, event.max_frame, event.frames_per_second
+            line.episode, line.return_mean = event.episode, event.return_mean
+        elif isinstance(event, events.Evaluated):
+            line.last_eval = event.mean
+            if event.is_best:
+                line.best_eval = event.mean
+        elif isinstance(event, events.SessionEnded):
+            line.status, line.frame = event.status, event.frame
+        if self._live is not None:
+            self._live.update(self._table())
+        else:
+            self._plain(event)
+
+    def _plain(self, event: events.Event) -> None:
+        tag = f"s{event.index}"
+        if isinstance(event, events.Progress):
+            line = self.lines[event.index]
+            self.console.print(
+                f"{tag} frame {format_size(event.frame)}/{format_size(event.max_frame)}  "
+                f"{event.frames_per_second:,.0f} f/s  episodes {event.episode}  return {_score(event.return_mean)}  "
+                f"eval {_score(line.last_eval)}  eta {_duration(_eta(line))}", highlight=False)
+        elif isinstance(event, events.Evaluated):
+            best = " (best)" if event.is_best else ""
+            self.console.print(f"{tag} eval at {format_size(event.frame)}: {event.mean:.1f} ± {event.std:.1f}{best}",
+                               highlight=False)
+        elif isinstance(event, events.SessionEnded):
+            detail = f": {event.error}" if event.error else f", best eval {_score(event.best_eval)}"
+            self.console.print(f"{tag} {event.status} at frame {format_size(event.frame)}{detail}", highlight=False)
+
+    def _table(self) -> Table:
+        table = Table(box=None, pad_edge=False)
+        for column in ("session", "seed", "frames", "", "frames/s", "episodes", "return", "last eval", "best eval",
+                       "eta", "status"):
+            table.add_column(column, justify="left" if column in ("session", "status", "") else "right")
+        for index in sorted(self.lines):
+            line = self.lines[index]
+            done = min(line.frame / max(line.max_frame, 1), 1.0)
+            bar = "█" * int(done * 20) + "░" * (20 - int(done * 20))
+            table.add_row(f"s{index}", str(line.seed), f"{format_size(line.frame)}/{format_size(line.max_frame)}",
+                          f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), _score(line.return_mean),
+                          _score(line.last_eval), _score(line.best_eval), _duration(_eta(line)), _status(line.status))
+        return table
+
+
+def _eta(line: _SessionLine) -> float | None:
+    if line.status != "running" or line.fps <= 0:
+        return None
+    return (line.max_frame - line.frame) / line.fps
