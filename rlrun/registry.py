@@ -7,6 +7,9 @@ so registry-only commands start fast. Nothing here imports torch, gymnasium, num
 
 Every method runs one short transaction through `Registry._session` and returns frozen
 dataclasses (never ORM rows), so callers can keep results after the session is closed.
+
+Statuses are reported as they are, not only as stored: a run or session whose process died
+without a word reads as "crashed", computed on read from heartbeats and pids (see _Liveness).
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from __future__ import annotations
 import fcntl
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    ColumnElement,
     Float,
     ForeignKey,
     Index,
@@ -31,13 +38,17 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
     create_engine,
     delete,
     event,
+    false,
     func,
+    or_,
     orm,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy import exc as sa_exc
@@ -53,16 +64,29 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 VERSION_TABLE = "rlrun_alembic_version"
 
+# Stored statuses. "crashed" is never stored: reads report a "running" (or "pending") row as
+# crashed when its process is gone (see _Liveness), so a killed process needs nobody to record it.
 RUN_STATUSES = ("running", "finished", "failed", "preempted")
 SESSION_STATUSES = ("pending", "running", "finished", "failed", "preempted")
+CRASHED = "crashed"
+# What `list_runs(status=...)` and `count_runs(status)` accept, as reported on read.
+LISTED_RUN_STATUSES = (*RUN_STATUSES, CRASHED)
 _ENDED = ("finished", "failed", "preempted")
+
+# Attempts: every process that works on a session (the first training, each resume or fork).
+ATTEMPT_KINDS = ("train", "resume", "fork")
+ATTEMPT_END_STATUSES = (*_ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
+
+# Sessions heartbeat every few seconds; one silent for longer than this is reported crashed.
+STALE_AFTER_SECONDS = 30.0
 
 # Set on a connection before it begins, read by the SQLite "begin" hook (see _on_sqlite_begin).
 _WRITE_FLAG = "rlrun_write"
 _MAX_CANDIDATES = 10
+_IN_LIMIT = 500  # beyond this many ids, select by a condition rather than an IN list
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,6 +184,27 @@ class EvaluationRow(Base):
     max: Mapped[float] = mapped_column(Float)
     episodes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class AttemptRow(Base):
+    """One process working on one session, from its start frame until it ends (or dies)."""
+
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))  # train | resume | fork
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    start_frame: Mapped[int] = mapped_column(BigInteger)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    end_status: Mapped[str | None] = mapped_column(String(16))
+    approximate: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    note: Mapped[str | None] = mapped_column(Text)  # why a resume was approximate
 
 
 class SpecRevisionRow(Base):
@@ -275,6 +320,23 @@ class SpecRevisionRecord(_Record):
 
 
 @dataclass(frozen=True)
+class AttemptRecord(_Record):
+    id: int
+    run_id: str
+    session_id: int
+    session_index: int
+    kind: str
+    host: str | None
+    pid: int | None
+    start_frame: int
+    started_at: float
+    ended_at: float | None
+    end_status: str | None
+    approximate: bool
+    note: str | None
+
+
+@dataclass(frozen=True)
 class RunSummary(_Record):
     row: int  # 1-based position in `rlrun ls` order under the same status filter
     id: str
@@ -298,6 +360,8 @@ class RunDetail(_Record):
     checkpoints: list[CheckpointRecord]
     evaluations: list[EvaluationRecord]
     spec_revisions: list[SpecRevisionRecord]
+    attempts: list[AttemptRecord] = field(default_factory=list)  # oldest first
+    forks: list[str] = field(default_factory=list)  # ids of the runs forked from this one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -306,21 +370,23 @@ class RunDetail(_Record):
             "checkpoints": [c.to_json() for c in self.checkpoints],
             "evaluations": [e.to_json() for e in self.evaluations],
             "spec_revisions": [r.to_json() for r in self.spec_revisions],
+            "attempts": [a.to_json() for a in self.attempts],
+            "forks": list(self.forks),
         }
 
 
-def _run_record(row: RunRow) -> RunRecord:
+def _run_record(row: RunRow, status: str | None = None) -> RunRecord:
     return RunRecord(
         id=row.id, name=row.name, spec_name=row.spec_name, algorithm=row.algorithm,
-        env_id=row.env_id, status=row.status, max_frame=row.max_frame,
+        env_id=row.env_id, status=status or row.status, max_frame=row.max_frame,
         num_sessions=row.num_sessions, seed=row.seed, parent_id=row.parent_id, host=row.host,
         pid=row.pid, error=row.error, created_at=row.created_at, finished_at=row.finished_at,
     )  # fmt: skip
 
 
-def _session_record(row: SessionRow) -> SessionRecord:
+def _session_record(row: SessionRow, status: str | None = None) -> SessionRecord:
     return SessionRecord(
-        id=row.id, run_id=row.run_id, index=row.index, seed=row.seed, status=row.status,
+        id=row.id, run_id=row.run_id, index=row.index, seed=row.seed, status=status or row.status,
         frame=row.frame, episode=row.episode, opt_step=row.opt_step, best_eval=row.best_eval,
         last_eval=row.last_eval, host=row.host, pid=row.pid, heartbeat_at=row.heartbeat_at,
         started_at=row.started_at, finished_at=row.finished_at, error=row.error,
@@ -343,11 +409,108 @@ def _evaluation_record(row: EvaluationRow, owner: SessionRow) -> EvaluationRecor
     )  # fmt: skip
 
 
+def _attempt_record(row: AttemptRow, session_index: int) -> AttemptRecord:
+    return AttemptRecord(
+        id=row.id, run_id=row.run_id, session_id=row.session_id, session_index=session_index,
+        kind=row.kind, host=row.host, pid=row.pid, start_frame=row.start_frame,
+        started_at=row.started_at, ended_at=row.ended_at, end_status=row.end_status,
+        approximate=bool(row.approximate), note=row.note,
+    )  # fmt: skip
+
+
 def _spec_revision_record(row: SpecRevisionRow) -> SpecRevisionRecord:
     return SpecRevisionRecord(
         id=row.id, run_id=row.run_id, revision=row.revision, frame=row.frame,
         spec_json=row.spec_json, diff_json=row.diff_json, created_at=row.created_at,
     )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# Liveness. A process that is killed (SIGKILL, OOM, a lost node) records nothing, so "crashed" is
+# computed on read, never written: a stored "running" session whose heartbeat is older than
+# STALE_AFTER_SECONDS, or that ran on this host under a pid that no longer exists, is crashed; so
+# is a "pending" session whose launcher (runs.host/pid) is gone from this host, or that has shown
+# no sign of life (its heartbeat, else the run's creation) for as long. A stored "running" run is
+# crashed when none of its sessions is still running or pending. Reads need no lock and no write.
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (a zombie counts as dead)."""
+    if pid <= 0:
+        return True  # not a process id (0 and -1 would signal groups): cannot tell, so not dead
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by another user
+    except OverflowError:
+        return False  # beyond any pid
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed child that its parent has not reaped yet still answers kill(pid, 0) (Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # "pid (comm) state ...": comm may hold spaces and parentheses, so split after the last ")".
+    fields = stat.rpartition(")")[2].split()
+    return bool(fields) and fields[0] == "Z"
+
+
+class _Liveness:
+    """One reading of the clock and the host name, shared by every status computed in one call."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        self.cutoff = self.now - STALE_AFTER_SECONDS
+        self.here = socket.gethostname()
+        self._alive: dict[int, bool] = {}
+
+    def fresh(self, timestamp: float | None) -> bool:
+        return timestamp is not None and timestamp >= self.cutoff
+
+    def dead_here(self, host: str | None, pid: int | None) -> bool:
+        """Known dead: it ran on this host and its pid is gone. Other hosts cannot be checked."""
+        if pid is None or host != self.here:
+            return False
+        if pid not in self._alive:
+            self._alive[pid] = _pid_alive(pid)
+        return not self._alive[pid]
+
+    def session_status(
+        self, status: str, host: str | None, pid: int | None, heartbeat_at: float | None,
+        run_host: str | None, run_pid: int | None, run_created_at: float,
+    ) -> str:  # fmt: skip
+        if status == "running":
+            alive = self.fresh(heartbeat_at) and not self.dead_here(host, pid)
+            return status if alive else CRASHED
+        if status == "pending":
+            since = heartbeat_at if heartbeat_at is not None else run_created_at
+            alive = self.fresh(since) and not self.dead_here(run_host, run_pid)
+            return status if alive else CRASHED
+        return status
+
+    def session_of(self, row: SessionRow, run: RunRow) -> str:
+        return self.session_status(
+            row.status, row.host, row.pid, row.heartbeat_at, run.host, run.pid, run.created_at
+        )
+
+    @staticmethod
+    def run_status(stored: str, session_statuses: Sequence[str]) -> str:
+        if stored == "running" and not any(s in ("running", "pending") for s in session_statuses):
+            return CRASHED
+        return stored
+
+    def sql_maybe_alive(self) -> ColumnElement[bool]:
+        """Sessions that pass the time test (the pid test needs Python): a pre-filter in SQL."""
+        pending_since = func.coalesce(SessionRow.heartbeat_at, RunRow.created_at)
+        return or_(
+            and_(SessionRow.status == "running", SessionRow.heartbeat_at >= self.cutoff),
+            and_(SessionRow.status == "pending", pending_since >= self.cutoff),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,9 +700,9 @@ def _format_time(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
 
-def _check_status(status: str, allowed: Sequence[str]) -> None:
+def _check_status(status: str, allowed: Sequence[str], what: str = "status") -> None:
     if status not in allowed:
-        raise ValueError(f"status {status!r} is not one of {', '.join(allowed)}")
+        raise ValueError(f"{what} {status!r} is not one of {', '.join(allowed)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,12 +718,13 @@ class Registry:
         self._missing = missing  # opened with create=False on a file that does not exist
 
     @classmethod
-    def open(cls, home: Path, url: str | None = None, *, create: bool = True) -> Registry:
+    def open(cls, home: Path | str, url: str | None = None, *, create: bool = True) -> Registry:
         """Open the registry of `home`, creating or upgrading its schema when needed.
 
         With create=False and no database file, nothing is written: the registry answers every
         read as empty and refuses writes.
         """
+        home = Path(home)
         url = url or paths.database_url(home)
         db_file = _sqlite_file(url)
         if db_file is not None and not db_file.exists() and not create:
@@ -689,13 +853,17 @@ class Registry:
         )  # fmt: skip
 
     def finish_run(self, run_id: str, *, status: str, error: str | None = None) -> None:
+        """End a run: finished, failed, or preempted (stopped by a signal after saving)."""
         _check_status(status, _ENDED)
         self._update_run(run_id, status=status, error=error, finished_at=time.time())
 
     def reopen_run(
         self, run_id: str, *, host: str | None, pid: int | None, max_frame: int | None = None
     ) -> None:
-        """Mark a run running again for `rlrun resume`, optionally with a new frame budget."""
+        """Mark a run running again for `rlrun resume`, optionally with a new frame budget.
+
+        host/pid become those of the resuming process (the launcher that liveness checks).
+        """
         values: dict[str, Any] = {"status": "running", "host": host, "pid": pid}
         if max_frame is not None:
             values["max_frame"] = max_frame
@@ -731,6 +899,71 @@ class Registry:
             session.add(row)
             session.flush()
             return _spec_revision_record(row)
+
+    def rewind_session(
+        self, session_id: int, *, frame: int, episode: int, opt_step: int
+    ) -> list[CheckpointRecord]:
+        """Continue a session from its snapshot at `frame`: forget what it recorded after it.
+
+        Deletes the session's "train" evaluations and its checkpoints with a frame above `frame`
+        (they will be recomputed), sets its clock, recomputes best_eval / last_eval from the
+        evaluations that remain, and clears error and finished_at; the status is left to
+        `start_session`. Returns the deleted checkpoints so the caller can remove their files
+        once this has committed.
+        """
+        with self._session(write=True) as session:
+            owner = self._session_row(session, session_id)
+            later = (CheckpointRow.session_id == session_id, CheckpointRow.frame > frame)
+            doomed = session.scalars(
+                select(CheckpointRow).where(*later).order_by(CheckpointRow.frame, CheckpointRow.id)
+            ).all()
+            records = [_checkpoint_record(row, owner) for row in doomed]
+            session.execute(delete(CheckpointRow).where(*later))
+            train = (EvaluationRow.session_id == session_id, EvaluationRow.kind == "train")
+            session.execute(delete(EvaluationRow).where(*train, EvaluationRow.frame > frame))
+            owner.best_eval = session.scalar(select(func.max(EvaluationRow.mean)).where(*train))
+            owner.last_eval = session.scalar(
+                select(EvaluationRow.mean)
+                .where(*train)
+                .order_by(EvaluationRow.frame.desc(), EvaluationRow.id.desc())
+                .limit(1)
+            )
+            owner.frame, owner.episode, owner.opt_step = frame, episode, opt_step
+            owner.error, owner.finished_at = None, None
+        return records
+
+    def add_attempt(
+        self, session_id: int, *, kind: str, host: str | None, pid: int | None, start_frame: int,
+        approximate: bool = False, note: str | None = None,
+    ) -> AttemptRecord:  # fmt: skip
+        """Record a process starting work on a session at `start_frame`.
+
+        kind: "train" (the first process), "resume", or "fork" (the first process of a forked
+        run). `approximate` with a `note` says why a resume could not be exact.
+        """
+        _check_status(kind, ATTEMPT_KINDS, what="attempt kind")
+        with self._session(write=True) as session:
+            owner = self._session_row(session, session_id)
+            row = AttemptRow(
+                run_id=owner.run_id, session_id=session_id, kind=kind, host=host, pid=pid,
+                start_frame=start_frame, started_at=time.time(), ended_at=None, end_status=None,
+                approximate=approximate, note=note,
+            )  # fmt: skip
+            session.add(row)
+            session.flush()
+            return _attempt_record(row, owner.index)
+
+    def end_attempt(self, attempt_id: int, *, status: str) -> None:
+        """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
+        _check_status(status, ATTEMPT_END_STATUSES)
+        with self._session(write=True) as session:
+            result = session.execute(
+                update(AttemptRow)
+                .where(AttemptRow.id == attempt_id)
+                .values(ended_at=time.time(), end_status=status)
+            )
+            if result.rowcount == 0:  # type: ignore[attr-defined]
+                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
 
     def add_checkpoint(
         self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int
@@ -792,26 +1025,58 @@ class Registry:
             return session.scalar(select(RunRow.id).where(RunRow.name == name))
 
     def count_runs(self, status: str | None = None) -> int:
-        query = select(func.count()).select_from(RunRow)
-        if status is not None:
-            query = query.where(RunRow.status == status)
+        """How many runs `list_runs(status=status, limit=None)` would list."""
         with self._session(write=False) as session:
-            return session.scalar(query) or 0
+            if status not in ("running", CRASHED):
+                query = select(func.count()).select_from(RunRow)
+                if status is not None:
+                    query = query.where(RunRow.status == status)
+                return session.scalar(query) or 0
+            alive = len(self._live_runs(session, _Liveness()))
+            if status == "running":
+                return alive
+            stored = session.scalar(
+                select(func.count()).select_from(RunRow).where(RunRow.status == "running")
+            )
+            return (stored or 0) - alive
 
     def list_runs(self, *, status: str | None = None, limit: int | None = 20) -> list[RunSummary]:
-        """Runs newest first with session aggregates, in one query.
+        """Runs newest first with session aggregates, in one query, plus one small liveness query
+        when the page holds stored-running runs (see _Liveness).
 
         The limit applies to the runs before the join, so the cost follows the page size, not
-        the size of the registry.
+        the size of the registry. `status` filters on the status as reported: "running" and
+        "crashed" are told apart by first finding which stored-running runs are still alive.
         """
+        live = _Liveness()
         page = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id.desc())
-        if status is not None:
-            page = page.where(RunRow.status == status)
-        if limit is not None:
-            page = page.limit(limit)
+        with self._session(write=False) as session:
+            alive: set[str] = set()
+            if status in ("running", CRASHED):
+                alive = self._live_runs(session, live)
+                chosen = RunRow.id.in_(alive) if status == "running" else RunRow.id.not_in(alive)
+                page = page.where(RunRow.status == "running", chosen)
+            elif status is not None:
+                page = page.where(RunRow.status == status)
+            if limit is not None:
+                page = page.limit(limit)
+            rows = session.execute(self._aggregate(page)).all()
+            if status is None:
+                running = [run.id for run, _, _ in rows if run.status == "running"]
+                if running:
+                    # A long IN list would hit SQLite's variable limit; all running runs are few.
+                    among = RunRow.id.in_(running) if len(running) <= _IN_LIMIT else true()
+                    alive = self._live_runs(session, live, among)
+        return [
+            self._summary(i + 1, run, frames, best, _reported(run.status, run.id in alive))
+            for i, (run, frames, best) in enumerate(rows)
+        ]
+
+    @staticmethod
+    def _aggregate(page: Any) -> Any:
         runs = orm.aliased(RunRow, page.subquery("page"))
         columns = [getattr(runs, c.key) for c in RunRow.__mapper__.column_attrs]
-        query = (
+        return (
             select(
                 runs,
                 func.coalesce(func.sum(SessionRow.frame), 0),
@@ -821,39 +1086,77 @@ class Registry:
             .group_by(*columns)  # every column, as PostgreSQL cannot infer them from a subquery
             .order_by(runs.created_at.desc(), runs.id.desc())
         )
-        with self._session(write=False) as session:
-            rows = session.execute(query).all()
-        return [self._summary(i + 1, *row) for i, row in enumerate(rows)]
 
     @staticmethod
-    def _summary(row_number: int, run: RunRow, frames: int, best: float | None) -> RunSummary:
+    def _live_runs(
+        session: orm.Session, live: _Liveness, among: ColumnElement[bool] | None = None
+    ) -> set[str]:
+        """The ids of the stored-running runs (of `among`) with a session running or pending.
+
+        SQL keeps only the sessions that pass the time test; Python checks their pids.
+        """
+        columns = (
+            SessionRow.run_id, SessionRow.status, SessionRow.host, SessionRow.pid,
+            SessionRow.heartbeat_at, RunRow.host, RunRow.pid, RunRow.created_at,
+        )  # fmt: skip
+        query = (
+            select(*columns)
+            .join(RunRow, SessionRow.run_id == RunRow.id)
+            .where(RunRow.status == "running", live.sql_maybe_alive())
+        )
+        if among is not None:
+            query = query.where(among)
+        alive: set[str] = set()
+        for run_id, status, host, pid, beat, run_host, run_pid, created in session.execute(query):
+            if run_id in alive:
+                continue
+            if live.session_status(status, host, pid, beat, run_host, run_pid, created) != CRASHED:
+                alive.add(run_id)
+        return alive
+
+    @staticmethod
+    def _summary(
+        row_number: int, run: RunRow, frames: int, best: float | None, status: str
+    ) -> RunSummary:
         return RunSummary(
             row=row_number, id=run.id, name=run.name, spec_name=run.spec_name,
-            algorithm=run.algorithm, env_id=run.env_id, status=run.status,
+            algorithm=run.algorithm, env_id=run.env_id, status=status,
             num_sessions=run.num_sessions, frames_done=int(frames),
             frames_target=run.max_frame * run.num_sessions, best_eval=best,
             created_at=run.created_at, finished_at=run.finished_at,
         )  # fmt: skip
 
     def get_run(self, run_id: str) -> RunDetail:
+        """A run with everything recorded about it; statuses as reported (see _Liveness)."""
+        live = _Liveness()
         with self._session(write=False) as session:
-            run = session.get(RunRow, run_id)
-            if run is None:
-                raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+            run = self._run_row(session, run_id)
+            rows = session.scalars(
+                select(SessionRow).where(SessionRow.run_id == run_id).order_by(SessionRow.index)
+            ).all()
+            statuses = [live.session_of(row, run) for row in rows]
             return RunDetail(
-                run=_run_record(run),
-                sessions=self._sessions_of(session, run_id),
+                run=_run_record(run, live.run_status(run.status, statuses)),
+                sessions=[_session_record(r, s) for r, s in zip(rows, statuses, strict=True)],
                 checkpoints=self._checkpoints_where(session, SessionRow.run_id == run_id),
                 evaluations=self._evaluations_of(session, run_id),
                 spec_revisions=self._revisions_of(session, run_id),
+                attempts=self._attempts_of(session, run_id),
+                forks=list(
+                    session.scalars(
+                        select(RunRow.id)
+                        .where(RunRow.parent_id == run_id)
+                        .order_by(RunRow.created_at, RunRow.id)
+                    )
+                ),
             )
 
     @staticmethod
-    def _sessions_of(session: orm.Session, run_id: str) -> list[SessionRecord]:
-        rows = session.scalars(
-            select(SessionRow).where(SessionRow.run_id == run_id).order_by(SessionRow.index)
-        )
-        return [_session_record(row) for row in rows]
+    def _run_row(session: orm.Session, run_id: str) -> RunRow:
+        run = session.get(RunRow, run_id)
+        if run is None:
+            raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+        return run
 
     @staticmethod
     def _checkpoints_where(session: orm.Session, condition: Any) -> list[CheckpointRecord]:
@@ -884,14 +1187,57 @@ class Registry:
         )
         return [_spec_revision_record(row) for row in rows]
 
-    def get_session(self, run_id: str, index: int) -> SessionRecord:
+    @staticmethod
+    def _attempts_of(session: orm.Session, run_id: str) -> list[AttemptRecord]:
+        query = (
+            select(AttemptRow, SessionRow.index)
+            .join(SessionRow, AttemptRow.session_id == SessionRow.id)
+            .where(AttemptRow.run_id == run_id)
+            .order_by(AttemptRow.started_at, AttemptRow.id)
+        )
+        return [_attempt_record(a, index) for a, index in session.execute(query)]
+
+    def latest_spec(self, run_id: str) -> SpecRevisionRecord:
+        """The run's newest spec revision (the one training continues under)."""
         with self._session(write=False) as session:
             row = session.scalar(
-                select(SessionRow).where(SessionRow.run_id == run_id, SessionRow.index == index)
+                select(SpecRevisionRow)
+                .where(SpecRevisionRow.run_id == run_id)
+                .order_by(SpecRevisionRow.revision.desc())
+                .limit(1)
             )
             if row is None:
+                raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+            return _spec_revision_record(row)
+
+    def get_session(self, run_id: str, index: int) -> SessionRecord:
+        """One session; its status as reported (see _Liveness)."""
+        with self._session(write=False) as session:
+            found = session.execute(
+                select(SessionRow, RunRow)
+                .join(RunRow, SessionRow.run_id == RunRow.id)
+                .where(SessionRow.run_id == run_id, SessionRow.index == index)
+            ).one_or_none()
+            if found is None:
                 raise RunReferenceError(f"run {run_id} has no session s{index}; see `rlrun show`")
-            return _session_record(row)
+            row, run = found
+            return _session_record(row, _Liveness().session_of(row, run))
+
+    def live_session(self, run_id: str) -> SessionRecord | None:
+        """A session of the run that is still running (fresh heartbeat and, on this host, a live
+        pid), or None. `rlrun resume` refuses a run that has one."""
+        live = _Liveness()
+        with self._session(write=False) as session:
+            run = self._run_row(session, run_id)
+            rows = session.scalars(
+                select(SessionRow)
+                .where(SessionRow.run_id == run_id, SessionRow.status == "running")
+                .order_by(SessionRow.index)
+            )
+            for row in rows:
+                if live.session_of(row, run) == "running":
+                    return _session_record(row)
+        return None
 
     def checkpoints(self, session_id: int) -> list[CheckpointRecord]:
         """The checkpoints of one session, oldest frame first."""
@@ -904,14 +1250,18 @@ class Registry:
         """The run a reference names; the caller handles its /sK and @checkpoint parts."""
         parsed = parse_ref(ref) if isinstance(ref, str) else ref
         with self._session(write=False) as session:
-            run = self._find(session, parsed)
+            row = self._find(session, parsed)
+            alive = row.status == "running" and bool(
+                self._live_runs(session, _Liveness(), RunRow.id == row.id)
+            )
+            run = _run_record(row, _reported(row.status, alive))
         if parsed.session is not None and parsed.session >= run.num_sessions:
             raise RunReferenceError(
                 f"{parsed}: run {run.id} has {_sessions_phrase(run.num_sessions)}"
             )
         return run
 
-    def _find(self, session: orm.Session, ref: RunRef) -> RunRecord:
+    def _find(self, session: orm.Session, ref: RunRef) -> RunRow:
         total = session.scalar(select(func.count()).select_from(RunRow)) or 0
         if total == 0:
             raise RunReferenceError(
@@ -923,22 +1273,21 @@ class Registry:
         if position >= total:
             plural = "run" if total == 1 else "runs"
             raise RunReferenceError(f"{ref.base}: only {total} {plural}; see `rlrun ls`")
-        row = session.scalars(
+        return session.scalars(
             select(RunRow)
             .order_by(RunRow.created_at.desc(), RunRow.id.desc())
             .offset(position)
             .limit(1)
         ).one()
-        return _run_record(row)
 
     @staticmethod
-    def _find_token(session: orm.Session, token: str) -> RunRecord:
+    def _find_token(session: orm.Session, token: str) -> RunRow:
         # Ids are lowercase; a name is matched exactly as typed.
         exact = session.get(RunRow, token.lower()) or session.scalar(
             select(RunRow).where(RunRow.name == token)
         )
         if exact is not None:
-            return _run_record(exact)
+            return exact
         candidates = session.scalars(
             select(RunRow)
             .where(RunRow.id.startswith(token.lower(), autoescape=True))
@@ -949,7 +1298,12 @@ class Registry:
             raise RunReferenceError(f"no run matches {token!r}; see `rlrun ls`")
         if len(candidates) > 1:
             raise RunReferenceError(_ambiguous(token, candidates))
-        return _run_record(candidates[0])
+        return candidates[0]
+
+
+def _reported(stored: str, alive: bool) -> str:
+    """A run's status as reported: a stored-running run with no live session is crashed."""
+    return CRASHED if stored == "running" and not alive else stored
 
 
 def _sessions_phrase(count: int) -> str:

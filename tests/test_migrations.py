@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -12,6 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from rlrun.errors import RegistryError
+from rlrun.paths import REGISTRY_FILE
 from rlrun.registry import (
     SCHEMA_HEAD,
     VERSION_TABLE,
@@ -26,7 +32,7 @@ from rlrun.registry import (
     upgrade_schema,
 )
 
-TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions"}
+TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"}
 
 
 @pytest.fixture
@@ -142,3 +148,144 @@ def test_batch_migrations_keep_child_rows(tmp_path: Path, engine: Engine) -> Non
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM sessions")).scalar() == 2
         assert conn.execute(text("SELECT count(*) FROM spec_revisions")).scalar() == 1
+
+
+# ---- data survives upgrades: the committed fixture registries (tests/fixtures/) -------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _load_fixture_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fixtures = _load_fixture_module()
+OLD_REVISIONS: list[str] = fixtures.fixture_revisions()
+
+
+def _dump(db_file: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every rlrun table, as plain values, by primary key."""
+    db = sqlite3.connect(db_file)
+    db.row_factory = sqlite3.Row
+    try:
+        tables = [
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if name != VERSION_TABLE and not name.startswith("sqlite_")
+        ]  # fmt: skip
+        return {t: [dict(r) for r in db.execute(f"SELECT * FROM {t} ORDER BY id")] for t in tables}
+    finally:
+        db.close()
+
+
+def _copy_fixture(revision: str, home: Path) -> Path:
+    home.mkdir(parents=True)
+    db_file = home / REGISTRY_FILE
+    shutil.copyfile(fixtures.fixture_path(revision), db_file)
+    return db_file
+
+
+def _fields(record: object, row: dict[str, Any], renamed: dict[str, str] | None = None) -> dict:
+    """The record's values for the row's columns (column name -> record attribute)."""
+    renamed = renamed or {}
+    return {column: getattr(record, renamed.get(column, column)) for column in row}
+
+
+def test_a_fixture_for_every_revision_but_the_head() -> None:
+    # A new migration makes the old head need a fixture: run tests/fixtures/make_fixtures.py.
+    assert OLD_REVISIONS, "there is at least one revision older than the head"
+    assert SCHEMA_HEAD not in OLD_REVISIONS
+    on_disk = sorted(p.name for p in FIXTURES.glob("registry-*.sqlite"))
+    assert on_disk == sorted(fixtures.fixture_path(r).name for r in OLD_REVISIONS)
+
+
+@pytest.mark.parametrize("revision", OLD_REVISIONS)
+def test_fixture_upgrade_keeps_every_row(tmp_path: Path, revision: str) -> None:
+    home = tmp_path / "home"
+    db_file = _copy_fixture(revision, home)
+    engine = create_registry_engine(f"sqlite:///{db_file}")
+    try:
+        assert current_revision(engine) == revision
+    finally:
+        engine.dispose()
+    before = _dump(db_file)
+    expected = fixtures.rows_at(revision)
+    assert set(before) == set(expected)
+    assert all(len(before[t]) == len(rows) > 0 for t, rows in expected.items())
+
+    with Registry.open(home) as registry:  # upgrades to the head
+        after = _dump(db_file)
+        # Raw rows: every table of the old revision, every row, every old column, same values.
+        for table, rows in before.items():
+            assert [{c: r[c] for c in rows[0]} for r in after[table]] == rows, table
+        assert set(after) == TABLES
+
+        # Through the API, against the values the generator wrote.
+        runs = {row["id"]: row for row in expected["runs"]}
+        reported = {"fa00000001": "finished", "fb00000002": "crashed"}  # fb's process is gone
+        listed = registry.list_runs(limit=None)
+        assert [(s.row, s.id, s.status) for s in listed] == [
+            (1, "fb00000002", "crashed"), (2, "fa00000001", "finished"),
+        ]  # fmt: skip
+        by_id = {s.id: s for s in listed}
+        assert (by_id["fa00000001"].frames_done, by_id["fa00000001"].best_eval) == (4200, 187.5)
+        assert (by_id["fb00000002"].frames_done, by_id["fb00000002"].best_eval) == (4000, 200.0)
+        assert by_id["fb00000002"].frames_target == 12000
+        assert [s.id for s in registry.list_runs(status="crashed")] == ["fb00000002"]
+        assert registry.count_runs("finished") == registry.count_runs("crashed") == 1
+        assert registry.count_runs("running") == 0
+
+        for run_id, run_row in runs.items():
+            detail = registry.get_run(run_id)
+            assert _fields(detail.run, run_row) == {**run_row, "status": reported[run_id]}
+            sessions = [s for s in expected["sessions"] if s["run_id"] == run_id]
+            silent = {"running": "crashed", "pending": "crashed"}  # all long silent
+            assert [
+                _fields(record, s, {"session_index": "index"})
+                for record, s in zip(detail.sessions, sessions, strict=True)
+            ] == [{**s, "status": silent.get(s["status"], s["status"])} for s in sessions]
+            ids = {s["id"] for s in sessions}
+            for table, records in [
+                ("checkpoints", detail.checkpoints), ("evaluations", detail.evaluations),
+                ("spec_revisions", detail.spec_revisions), ("attempts", detail.attempts),
+            ]:  # fmt: skip
+                rows = sorted(
+                    (r for r in expected.get(table, []) if r.get("session_id") in ids
+                     or r.get("run_id") == run_id),
+                    key=lambda r: (r.get("session_id", 0), r.get("frame", 0), r["id"]),
+                )  # fmt: skip
+                assert len(records) == len(rows), table
+                got = [_fields(rec, r) for rec, r in zip(records, rows, strict=True)]
+                if table == "attempts":
+                    rows = [{**r, "approximate": bool(r["approximate"])} for r in rows]
+                assert got == rows, table
+            assert registry.latest_spec(run_id) == detail.spec_revisions[-1]
+        assert registry.get_run("fa00000001").forks == ["fb00000002"]
+        assert registry.latest_spec("fb00000002").revision == 1
+        assert registry.resolve("fixture-alpha").id == "fa00000001"
+
+    if "attempts" not in before:
+        assert after["attempts"] == []  # a new table starts empty
+    engine = create_registry_engine(f"sqlite:///{db_file}")
+    try:
+        assert current_revision(engine) == SCHEMA_HEAD
+        assert _drift(engine) == []
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("revision", OLD_REVISIONS)
+def test_fixture_up_to_head_and_back_keeps_every_row(tmp_path: Path, revision: str) -> None:
+    db_file = _copy_fixture(revision, tmp_path / "home")
+    before = _dump(db_file)
+    engine = create_registry_engine(f"sqlite:///{db_file}")
+    try:
+        upgrade_schema(engine)
+        downgrade_schema(engine, revision)
+        assert current_revision(engine) == revision
+    finally:
+        engine.dispose()
+    assert _dump(db_file) == before

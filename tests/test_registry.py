@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
+from rlrun import registry as registry_module
 from rlrun.errors import BadInput, RegistryError, RunReferenceError
 from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
 from rlrun.paths import REGISTRY_FILE
 from rlrun.refs import parse_ref
-from rlrun.registry import Registry, RunRecord, SessionRecord
+from rlrun.registry import STALE_AFTER_SECONDS, Registry, RunRecord, SessionRecord
 
 
 @pytest.fixture
@@ -537,3 +541,357 @@ def test_parallel_writers_and_a_reader_on_a_new_file(tmp_path: Path) -> None:
             assert len(detail.evaluations) == ROUNDS
             assert len(detail.checkpoints) == ROUNDS
             assert summary.frames_done == ROUNDS * 10
+
+
+# ---- attempts, forks, spec revisions ---------------------------------------------------------
+
+
+def test_attempts_round_trip(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    s0, s1 = session_of(registry, run.id, 0), session_of(registry, run.id, 1)
+    first = registry.add_attempt(s0.id, kind="train", host="node-1", pid=11, start_frame=0)
+    assert (first.run_id, first.session_id, first.session_index) == (run.id, s0.id, 0)
+    assert (first.kind, first.host, first.pid, first.start_frame) == ("train", "node-1", 11, 0)
+    assert (first.ended_at, first.end_status, first.approximate, first.note) == (
+        None, None, False, None,
+    )  # fmt: skip
+    registry.end_attempt(first.id, status="preempted")
+    second = registry.add_attempt(
+        s1.id, kind="resume", host="node-2", pid=22, start_frame=500, approximate=True,
+        note="replay memory was not saved",
+    )  # fmt: skip
+    attempts = registry.get_run(run.id).attempts
+    assert [a.id for a in attempts] == [first.id, second.id]
+    ended = attempts[0]
+    assert ended.end_status == "preempted"
+    assert ended.ended_at is not None and ended.ended_at >= ended.started_at
+    assert attempts[1] == second
+    assert (second.session_index, second.approximate, second.note) == (
+        1, True, "replay memory was not saved",
+    )  # fmt: skip
+    detail = registry.get_run(run.id).to_json()
+    assert json.loads(json.dumps(detail))["attempts"][1]["approximate"] is True
+    with pytest.raises(ValueError, match="attempt kind 'rerun'"):
+        registry.add_attempt(s0.id, kind="rerun", host=None, pid=None, start_frame=0)
+    with pytest.raises(ValueError, match="status 'done'"):
+        registry.end_attempt(first.id, status="done")
+    with pytest.raises(RegistryError, match="no attempt with id 999"):
+        registry.end_attempt(999, status="finished")
+    with pytest.raises(RegistryError, match="no session with id 999"):
+        registry.add_attempt(999, kind="train", host=None, pid=None, start_frame=0)
+    assert len(registry.get_run(run.id).attempts) == 2  # the refused ones wrote nothing
+    registry.delete_run(run.id)
+    with registry._engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM attempts")).scalar() == 0
+
+
+def test_forks_are_listed_on_the_parent(registry: Registry) -> None:
+    parent = make_run(registry, "ka00000001")
+    make_run(registry, "ka00000002")
+    first = make_run(registry, "ka00000003", parent_id=parent.id)
+    second = make_run(registry, "ka00000004", parent_id=parent.id)
+    grandchild = make_run(registry, "ka00000005", parent_id=first.id)
+    assert registry.get_run(parent.id).forks == [first.id, second.id]
+    assert registry.get_run(first.id).forks == [grandchild.id]
+    assert registry.get_run(second.id).forks == []
+    assert registry.get_run(parent.id).to_json()["forks"] == [first.id, second.id]
+
+
+def test_latest_spec(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    assert registry.latest_spec(run.id).revision == 0
+    registry.add_spec_revision(run.id, frame=500, spec_json='{"v": 1}', diff_json="[]")
+    registry.add_spec_revision(run.id, frame=900, spec_json='{"v": 2}', diff_json="[]")
+    latest = registry.latest_spec(run.id)
+    assert (latest.revision, latest.frame, latest.spec_json) == (2, 900, '{"v": 2}')
+    with pytest.raises(RunReferenceError, match="no run with id 'nope'"):
+        registry.latest_spec("nope")
+
+
+# ---- rewind ----------------------------------------------------------------------------------
+
+
+def test_rewind_forgets_exactly_what_came_after_the_frame(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001")
+    s0, s1 = session_of(registry, run.id, 0), session_of(registry, run.id, 1)
+    checkpoints = {}
+    for session in (s0, s1):
+        for frame in (100, 200, 300, 400):
+            checkpoints[session.index, frame] = registry.add_checkpoint(
+                session.id, frame=frame, kind="periodic", path=f"s{session.index}/{frame}",
+                sha256="0" * 64, size_bytes=frame,
+            )  # fmt: skip
+        for frame, mean in [(100, 12.0), (200, 9.0), (300, 50.0), (400, -2.0)]:
+            registry.add_evaluation(session.id, frame=frame, mean=mean, std=0.0, min=mean,
+                                    max=mean, episodes=1)  # fmt: skip
+    registry.add_evaluation(s0.id, frame=400, mean=500.0, std=0.0, min=0.0, max=0.0, episodes=1,
+                            kind="enjoy")  # fmt: skip
+    registry.finish_session(s0.id, status="failed", frame=450, episode=30, opt_step=31,
+                            error="boom")  # fmt: skip
+    assert (session_of(registry, run.id).best_eval, session_of(registry, run.id).last_eval) == (
+        50.0, -2.0,
+    )  # fmt: skip
+
+    dropped = registry.rewind_session(s0.id, frame=200, episode=7, opt_step=8)
+
+    assert dropped == [checkpoints[0, 300], checkpoints[0, 400]]
+    rewound = session_of(registry, run.id, 0)
+    assert (rewound.frame, rewound.episode, rewound.opt_step) == (200, 7, 8)
+    assert (rewound.best_eval, rewound.last_eval) == (12.0, 9.0)
+    assert (rewound.error, rewound.finished_at, rewound.status) == (None, None, "failed")
+    detail = registry.get_run(run.id)
+    assert [(c.session_index, c.frame) for c in detail.checkpoints] == [
+        (0, 100), (0, 200), (1, 100), (1, 200), (1, 300), (1, 400),
+    ]  # fmt: skip
+    assert [(e.session_index, e.frame, e.kind) for e in detail.evaluations] == [
+        (0, 100, "train"), (0, 200, "train"), (0, 400, "enjoy"),
+        (1, 100, "train"), (1, 200, "train"), (1, 300, "train"), (1, 400, "train"),
+    ]  # fmt: skip
+    untouched = session_of(registry, run.id, 1)
+    assert (untouched.best_eval, untouched.last_eval) == (50.0, -2.0)
+
+    assert registry.rewind_session(s0.id, frame=200, episode=7, opt_step=8) == []  # idempotent
+    gone = registry.rewind_session(s0.id, frame=0, episode=0, opt_step=0)
+    assert [c.frame for c in gone] == [100, 200]
+    fresh = session_of(registry, run.id, 0)
+    assert (fresh.frame, fresh.best_eval, fresh.last_eval) == (0, None, None)
+    with pytest.raises(RegistryError, match="no session with id 999"):
+        registry.rewind_session(999, frame=0, episode=0, opt_step=0)
+
+
+def test_reopen_keeps_the_budget_unless_given(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", max_frame=1000)
+    registry.finish_run(run.id, status="failed", error="boom")
+    registry.reopen_run(run.id, host="node-9", pid=77)
+    reopened = registry.get_run(run.id).run
+    assert (reopened.status, reopened.error, reopened.finished_at) == ("running", None, None)
+    assert (reopened.host, reopened.pid, reopened.max_frame) == ("node-9", 77, 1000)
+
+
+# ---- liveness: "crashed" is computed on read -------------------------------------------------
+
+HERE = socket.gethostname()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def set_columns(registry: Registry, table: str, row_id: int | str, **values: Any) -> None:
+    """Write columns behind the registry's back (to age a heartbeat, say)."""
+    assignments = ", ".join(f"{column} = :{column}" for column in values)
+    with registry._engine.begin() as conn:
+        conn.execute(text(f"UPDATE {table} SET {assignments} WHERE id = :id"),
+                     {**values, "id": row_id})  # fmt: skip
+
+
+def statuses(registry: Registry, run_id: str) -> tuple[str, list[str]]:
+    detail = registry.get_run(run_id)
+    return detail.run.status, [s.status for s in detail.sessions]
+
+
+def test_a_killed_session_process_is_crashed_at_once(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=1, host=HERE, pid=os.getpid())
+    session = session_of(registry, run.id)
+    child = sleeper()
+    try:
+        registry.start_session(session.id, host=HERE, pid=child.pid)
+        assert session_of(registry, run.id).status == "running"
+        live = registry.live_session(run.id)
+        assert live is not None and (live.id, live.host, live.pid) == (session.id, HERE, child.pid)
+        assert [s.id for s in registry.list_runs(status="running")] == [run.id]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+    crashed = session_of(registry, run.id)
+    assert crashed.status == "crashed"
+    assert crashed.heartbeat_at is not None and time.time() - crashed.heartbeat_at < 10
+    assert statuses(registry, run.id) == ("crashed", ["crashed"])
+    assert registry.resolve(run.id).status == "crashed"
+    assert registry.resolve("latest").status == "crashed"
+    assert registry.live_session(run.id) is None
+    assert [(s.row, s.id, s.status) for s in registry.list_runs(status="crashed")] == [
+        (1, run.id, "crashed"),
+    ]  # fmt: skip
+    assert registry.list_runs(status="running") == []
+    assert [s.status for s in registry.list_runs()] == ["crashed"]
+    assert (registry.count_runs("crashed"), registry.count_runs("running")) == (1, 0)
+    assert registry.count_runs() == 1
+    with registry._engine.connect() as conn:  # computed, never written
+        stored = conn.execute(text("SELECT status FROM sessions")).scalar()
+    assert stored == "running"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are seen through /proc")
+def test_an_unreaped_killed_child_is_crashed(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=1, host=HERE, pid=os.getpid())
+    session = session_of(registry, run.id)
+    child = sleeper()
+    try:
+        registry.start_session(session.id, host=HERE, pid=child.pid)
+        child.send_signal(signal.SIGKILL)
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped: a zombie
+        assert session_of(registry, run.id).status == "crashed"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_stale_heartbeat_is_crashed_even_with_a_live_pid(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=1, host=HERE, pid=os.getpid())
+    session = session_of(registry, run.id)
+    registry.start_session(session.id, host=HERE, pid=os.getpid())
+    set_columns(registry, "sessions", session.id,
+                heartbeat_at=time.time() - STALE_AFTER_SECONDS - 5)  # fmt: skip
+    assert statuses(registry, run.id) == ("crashed", ["crashed"])
+    assert registry.live_session(run.id) is None
+    assert [s.id for s in registry.list_runs(status="crashed")] == [run.id]
+    set_columns(registry, "sessions", session.id,
+                heartbeat_at=time.time() - STALE_AFTER_SECONDS + 5)  # fmt: skip
+    assert statuses(registry, run.id) == ("running", ["running"])
+    registry.heartbeat(session.id, frame=10, episode=1, opt_step=1)
+    assert registry.count_runs("running") == 1
+
+
+def test_a_fresh_heartbeat_and_a_live_pid_is_running(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=2, host=HERE, pid=os.getpid())
+    s0, s1 = session_of(registry, run.id, 0), session_of(registry, run.id, 1)
+    registry.start_session(s1.id, host=HERE, pid=os.getpid())
+    assert statuses(registry, run.id) == ("running", ["pending", "running"])
+    live = registry.live_session(run.id)
+    assert live is not None and (live.index, live.host, live.pid) == (1, HERE, os.getpid())
+    assert registry.resolve(run.id).status == "running"
+    assert [s.id for s in registry.list_runs(status="running")] == [run.id]
+    assert registry.list_runs(status="crashed") == []
+    registry.finish_session(s1.id, status="finished", frame=1, episode=1, opt_step=1)
+    assert registry.live_session(run.id) is None  # nothing running, s0 only pending
+    assert s0.status == "pending"
+    with pytest.raises(RunReferenceError, match="no run with id 'nope'"):
+        registry.live_session("nope")
+
+
+def test_pids_on_other_hosts_are_not_checked(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=1, host="elsewhere", pid=dead_pid())
+    session = session_of(registry, run.id)
+    registry.start_session(session.id, host="elsewhere", pid=dead_pid())
+    assert statuses(registry, run.id) == ("running", ["running"])
+    assert registry.live_session(run.id) is not None
+    set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - 3600)
+    assert statuses(registry, run.id) == ("crashed", ["crashed"])
+
+
+def test_pending_sessions_crash_with_their_launcher(registry: Registry) -> None:
+    gone = make_run(registry, "ka00000001", host=HERE, pid=dead_pid())
+    assert statuses(registry, gone.id) == ("crashed", ["crashed", "crashed"])
+    waiting = make_run(registry, "ka00000002", host="elsewhere", pid=1)
+    assert statuses(registry, waiting.id) == ("running", ["pending", "pending"])
+    set_columns(registry, "runs", waiting.id, created_at=time.time() - STALE_AFTER_SECONDS - 1)
+    assert statuses(registry, waiting.id) == ("crashed", ["crashed", "crashed"])
+    # A heartbeat on a pending session is a sign of life in its own right.
+    registry.heartbeat(session_of(registry, waiting.id, 1).id, frame=0, episode=0, opt_step=0)
+    assert statuses(registry, waiting.id) == ("running", ["crashed", "pending"])
+    assert registry.live_session(waiting.id) is None  # pending is not running
+
+
+def test_a_run_is_crashed_when_no_session_is_alive(registry: Registry) -> None:
+    run = make_run(registry, "ka00000001", sessions=3, host=HERE, pid=os.getpid())
+    s0, s1, s2 = (session_of(registry, run.id, i) for i in range(3))
+    registry.finish_session(s0.id, status="finished", frame=1000, episode=9, opt_step=9)
+    registry.start_session(s1.id, host=HERE, pid=os.getpid())
+    registry.finish_session(s2.id, status="failed", frame=3, episode=0, opt_step=0, error="x")
+    assert statuses(registry, run.id) == ("running", ["finished", "running", "failed"])
+    set_columns(registry, "sessions", s1.id, heartbeat_at=time.time() - 3600)
+    assert statuses(registry, run.id) == ("crashed", ["finished", "crashed", "failed"])
+    # Every session ended but the launcher never recorded the end: crashed too.
+    registry.finish_session(s1.id, status="finished", frame=1000, episode=9, opt_step=9)
+    assert statuses(registry, run.id) == ("crashed", ["finished", "finished", "failed"])
+    # A stored end wins at run level; a session left "running" still reads as crashed.
+    registry.start_session(s1.id, host=HERE, pid=dead_pid())
+    registry.finish_run(run.id, status="preempted")
+    assert statuses(registry, run.id) == ("preempted", ["finished", "crashed", "failed"])
+    assert registry.resolve(run.id).status == "preempted"
+    assert [s.id for s in registry.list_runs(status="preempted")] == [run.id]
+    assert registry.list_runs(status="crashed") == []
+
+
+def _mixed(registry: Registry) -> dict[str, str]:
+    """Six runs, oldest first, and the status each must be reported with."""
+    expected = {}
+    for i, kind in enumerate(["alive", "killed", "finished", "stale", "alive", "launcher-gone"]):
+        launcher = dead_pid() if kind == "launcher-gone" else os.getpid()
+        run = make_run(registry, f"ka0000000{i}", sessions=1, host=HERE, pid=launcher)
+        session = session_of(registry, run.id)
+        if kind in ("alive", "killed", "stale", "finished"):
+            pid = dead_pid() if kind == "killed" else os.getpid()
+            registry.start_session(session.id, host=HERE, pid=pid)
+        if kind == "stale":
+            set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - 3600)
+        if kind == "finished":
+            registry.finish_session(session.id, status="finished", frame=1, episode=1, opt_step=1)
+            registry.finish_run(run.id, status="finished")
+        expected[run.id] = {"alive": "running", "finished": "finished"}.get(kind, "crashed")
+    return expected
+
+
+def test_ls_filters_on_the_reported_status(registry: Registry) -> None:
+    expected = _mixed(registry)
+    newest_first = list(reversed(expected))
+    listed = registry.list_runs(limit=None)
+    assert [(s.id, s.status) for s in listed] == [(i, expected[i]) for i in newest_first]
+    for status in ("running", "crashed", "finished", "failed"):
+        ids = [i for i in newest_first if expected[i] == status]
+        chosen = registry.list_runs(status=status, limit=None)
+        assert [(s.row, s.id, s.status) for s in chosen] == [
+            (n + 1, i, status) for n, i in enumerate(ids)
+        ]
+        assert [s.id for s in registry.list_runs(status=status, limit=2)] == ids[:2]
+        assert registry.count_runs(status) == len(ids)
+    assert registry.count_runs("crashed") == 3 and registry.count_runs("running") == 2
+    assert [s.status for s in registry.list_runs(limit=3)] == [expected[i] for i in newest_first[:3]]
+
+
+def test_ls_status_without_an_in_list(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _mixed(registry)
+    monkeypatch.setattr(registry_module, "_IN_LIMIT", 1)  # as with thousands of running runs
+    assert {s.id: s.status for s in registry.list_runs(limit=None)} == expected
+
+
+def _selects(registry: Registry, call: Any) -> int:
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    event.listen(registry._engine, "before_cursor_execute", record)
+    try:
+        call()
+    finally:
+        event.remove(registry._engine, "before_cursor_execute", record)
+    return len(seen)
+
+
+def test_ls_is_one_query_unless_the_page_holds_running_runs(registry: Registry) -> None:
+    for i in range(3):
+        run = make_run(registry, f"ka0000000{i}")
+        registry.finish_run(run.id, status="finished")
+    assert _selects(registry, lambda: registry.list_runs()) == 1
+    make_run(registry, "ka00000009")
+    assert _selects(registry, lambda: registry.list_runs()) == 2
+    assert _selects(registry, lambda: registry.list_runs(status="finished")) == 1
+    assert _selects(registry, lambda: registry.list_runs(status="crashed")) == 2
+
+
+def test_pid_checks() -> None:
+    assert registry_module._pid_alive(os.getpid())
+    assert not registry_module._pid_alive(dead_pid())
+    assert not registry_module._pid_alive(2**40)
+    assert registry_module._pid_alive(0)  # not a pid: never reported dead
