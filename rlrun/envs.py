@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlrun import seeding
 from rlrun.spec import EnvSpec
 
 
@@ -24,6 +25,16 @@ def make_vector_env(spec: EnvSpec) -> SyncVectorEnv:
     the next episode's first observation at once and its final one in `info["final_obs"]`, so every
     observation the agent sees is one it can act on."""
     return SyncVectorEnv([partial(make_env, spec)] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def seed_spaces(vector_env: SyncVectorEnv, seed: int) -> None:
+    """Seed every space's generator (the vector env's and each copy's) from the session seed.
+    Gymnasium otherwise seeds a space from OS entropy the first time anything samples it."""
+    spaces = [vector_env.action_space, vector_env.observation_space]
+    for env in vector_env.envs:
+        spaces += [env.action_space, env.observation_space]
+    for i, space in enumerate(spaces):
+        space.seed(seeding.derive(seed, seeding.ACTION_SPACE, i))
 
 
 def true_next_obs(next_obs: np.ndarray, done: np.ndarray, info: dict[str, Any]) -> np.ndarray:

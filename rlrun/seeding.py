@@ -15,7 +15,7 @@ AGENT = 2
 ENV = 3
 """Training env resets (each copy of a vector env gets its own seed from Gymnasium)."""
 ACTION_SPACE = 4
-"""`action_space.sample()` for exploration."""
+"""Every space's generator (`action_space.sample()` for exploration), one path per space."""
 PYTHON_NUMPY = 5
 """Python's `random` and NumPy's legacy global generator, for any library that uses them."""
 EVAL = 6

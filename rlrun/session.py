@@ -2,14 +2,15 @@
 
 The loop is the only place where the clock advances. Cadences (log, evaluation, checkpoint) fire
 when the frame count crosses a multiple of their period, and everything they do is a function of
-the clock and the session seed, never of wall time.
+the clock and the session seed, never of wall time. A session may start fresh or from a snapshot;
+either way the frames that follow are the same, bit for bit.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import shutil
+import signal
 import socket
 import time
 import traceback
@@ -26,12 +27,17 @@ from rlrun import events, paths, seeding, snapshot
 from rlrun.algorithms import agent_class
 from rlrun.algorithms.base import Agent, Step
 from rlrun.clock import Clock, crossed
-from rlrun.envs import make_env, make_vector_env, true_next_obs
+from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
+from rlrun.envstate import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
 from rlrun.evaluation import evaluate
 from rlrun.registry import Registry
 from rlrun.spec import Spec, validate_spec
+from rlrun.stopping import StopRequest
 
 HEARTBEAT_SECONDS = 3.0
+SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
+"""Test hook: the session sends itself SIGTERM when its clock reaches this frame, so a test can
+preempt it at an exact (mid-episode) step through the real signal path."""
 RECENT_EPISODES = 100
 
 Emit = Callable[[events.Event], None]
@@ -54,6 +60,11 @@ class SessionTask:
     index: int
     seed: int
     spec: dict[str, Any]
+    attempt: str = "train"
+    """Why this process works on the session: "train", "resume" or "fork"."""
+    resume_from: str | None = None
+    """Snapshot to continue from, relative to the home (None: start at frame 0)."""
+    resume_sha256: str | None = None
 
 
 def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int) -> Agent:
@@ -80,7 +91,7 @@ class Session:
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed)
         self.clock = Clock()
         self.obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
-        self.env.action_space.seed(seeding.derive(task.seed, seeding.ACTION_SPACE))
+        seed_spaces(self.env, task.seed)
         n = self.spec.env.num_envs
         self.episode_return = np.zeros(n, dtype=np.float64)
         self.episode_length = np.zeros(n, dtype=np.int64)
@@ -89,22 +100,47 @@ class Session:
         self.evaluations: list[dict[str, Any]] = []
         self.best: dict[str, Any] | None = None
         self.last_losses: dict[str, float] = {}
+        self.last_snapshot_frame = -1
+        self.approximate: str | None = None
+        """Why this process could not continue exactly (None when it did)."""
+        if task.resume_from is not None:
+            self._restore(snapshot.read(self.home / task.resume_from, task.resume_sha256))
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, stop: StopRequest) -> str:
+        """Train to the budget or until a stop is requested; returns the session's final status."""
+        attempt = self.registry.add_attempt(
+            self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
+            start_frame=self.clock.frame, approximate=self.approximate is not None, note=self.approximate,
+        )
         self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
         self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
+        status = self._train(stop)
+        self.registry.finish_session(self.task.session_id, status=status, **self.progress())
+        self.registry.end_attempt(attempt.id, status=status)
+        best = self.best["mean"] if self.best else None
+        self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
+        return status
+
+    def _train(self, stop: StopRequest) -> str:
         started = last_beat = time.monotonic()
         start_frame, start_wall = self.clock.frame, self.clock.wall_time
+        signal_at = int(os.environ.get(SIGNAL_AT_ENV, "-1"))
         while self.clock.frame < self.meta.max_frame:
+            if stop.signal:
+                self._checkpoint(["preempt"])
+                return "preempted"
             before = self.clock.frame
             self._step()
+            if self.clock.frame == signal_at:
+                os.kill(os.getpid(), signal.SIGTERM)
             now = time.monotonic()
             self.clock.wall_time = start_wall + now - started
             finished = self.clock.frame >= self.meta.max_frame
             if crossed(before, self.clock.frame, self.meta.log_frequency) or finished:
-                self._log(fps=(self.clock.frame - start_frame) / max(now - started, 1e-9))
+                self._report(fps=(self.clock.frame - start_frame) / max(now - started, 1e-9),
+                             record=crossed(before, self.clock.frame, self.meta.log_frequency))
             kinds = self._evaluate_if_due(before, finished)
             if crossed(before, self.clock.frame, self.meta.checkpoint_frequency):
                 kinds.append("periodic")
@@ -113,11 +149,9 @@ class Session:
             if kinds:
                 self._checkpoint(kinds)
             if now - last_beat >= HEARTBEAT_SECONDS:
-                self._heartbeat()
+                self.registry.heartbeat(self.task.session_id, **self.progress())
                 last_beat = now
-        self.registry.finish_session(self.task.session_id, status="finished", **self._progress())
-        best = self.best["mean"] if self.best else None
-        self.emit(events.SessionEnded(self.task.index, "finished", self.clock.frame, best))
+        return "finished"
 
     def _step(self) -> None:
         action = self.agent.act(self.obs)
@@ -136,9 +170,12 @@ class Session:
 
     # -- cadences -------------------------------------------------------------------------------
 
-    def _log(self, fps: float) -> None:
+    def _report(self, fps: float, record: bool) -> None:
+        """Metrics history grows only on the log cadence, so it does not depend on where a run
+        happened to stop; the display hears about the last frame too."""
         return_mean = float(np.mean(self.recent_returns)) if self.recent_returns else None
-        self.metrics.append({**self.clock.to_json(), "return_mean": return_mean, **self.last_losses})
+        if record:
+            self.metrics.append({**self.clock.to_json(), "return_mean": return_mean, **self.last_losses})
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
                                   fps, return_mean))
 
@@ -157,39 +194,44 @@ class Session:
         return ["best"] if is_best else []
 
     def _checkpoint(self, kinds: list[str]) -> None:
+        if self.clock.frame == self.last_snapshot_frame:
+            return  # a stop right after a scheduled snapshot: that one already holds this state
         kind = "+".join(kinds)
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
         written = snapshot.write(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
         self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
                                      path=str(written.path.relative_to(self.home)), sha256=written.sha256,
                                      size_bytes=written.size_bytes)
+        self.last_snapshot_frame = self.clock.frame
         self.emit(events.Checkpointed(self.task.index, self.clock.frame, kind, str(written.path)))
         self._retain()
 
     def _retain(self) -> None:
-        """Keep the newest `keep_checkpoints` periodic snapshots, the best and the final. The row
-        goes first, so the registry never points at a deleted folder."""
+        """Keep the newest `keep_checkpoints` periodic snapshots, the best, and the newest of all
+        (the one a resume continues from). The row goes first, so the registry never points at a
+        deleted folder."""
         records = self.registry.checkpoints(self.task.session_id)
         periodic = [c for c in records if "periodic" in c.kind.split("+")]
         best = [c for c in records if "best" in c.kind.split("+")]
         keep = {c.id for c in periodic[-self.meta.keep_checkpoints:]} | {c.id for c in best[-1:]}
-        keep |= {c.id for c in records if "final" in c.kind.split("+")}
+        keep |= {max(records, key=lambda c: c.frame).id}
         for record in records:
             if record.id not in keep:
                 self.registry.remove_checkpoint(record.id)
-                shutil.rmtree(self.home / record.path, ignore_errors=True)
+                snapshot.remove(self.home / record.path)
 
-    def _heartbeat(self) -> None:
-        self.registry.heartbeat(self.task.session_id, **self._progress())
-
-    def _progress(self) -> ProgressCounts:
+    def progress(self) -> ProgressCounts:
         return {"frame": self.clock.frame, "episode": self.clock.episode, "opt_step": self.clock.opt_step}
 
     # -- state ----------------------------------------------------------------------------------
 
     def _snapshot(self, kind: str) -> snapshot.Snapshot:
         python_state = random.getstate()
-        numpy_state = np.random.get_state(legacy=False)
+        try:
+            env_state: Any = capture_vector_env(self.env)
+            env_note = None
+        except NotCapturable as error:
+            env_state, env_note = None, f"{self.spec.env.id} state cannot be captured ({error})"
         meta = {
             "kind": kind,
             "run_id": self.task.run_id,
@@ -199,12 +241,17 @@ class Session:
             "spec": self.spec.to_json(),
             "random": {
                 "python": [python_state[0], list(python_state[1]), python_state[2]],
-                "numpy": _jsonable_state(numpy_state),
-                "env_action_space": _jsonable_state(self.env.action_space.np_random.bit_generator.state),
+                "numpy": _jsonable(np.random.get_state(legacy=False)),
+                "eval_env": generator_state(getattr(self.eval_env.unwrapped, "_np_random", None)),
             },
+            "env": env_state,
+            "env_note": env_note,
+            "obs": self.obs.tolist(),
+            "obs_dtype": self.obs.dtype.str,
             "episode_return": self.episode_return.tolist(),
             "episode_length": self.episode_length.tolist(),
             "recent_returns": list(self.recent_returns),
+            "last_losses": self.last_losses,
             "metrics": self.metrics,
             "evaluations": self.evaluations,
             "best": self.best,
@@ -212,33 +259,47 @@ class Session:
         tensors = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
         return snapshot.Snapshot(meta=meta, tensors=tensors)
 
+    def _restore(self, saved: snapshot.Snapshot) -> None:
+        """Continue from a snapshot: state first, every random generator last."""
+        meta = saved.meta
+        self.agent.load_state_dict(saved.tensors["agent"])
+        self.clock = Clock.from_json(meta["clock"])
+        self.metrics, self.evaluations, self.best = meta["metrics"], meta["evaluations"], meta["best"]
+        self.last_losses = meta["last_losses"]
+        self.recent_returns.extend(meta["recent_returns"])
+        self.last_snapshot_frame = self.clock.frame
+        if meta["env"] is None:
+            self._restart_episodes(meta["env_note"])
+        else:
+            self.obs = np.array(meta["obs"], dtype=np.dtype(meta["obs_dtype"]))
+            self.episode_return = np.array(meta["episode_return"], dtype=np.float64)
+            self.episode_length = np.array(meta["episode_length"], dtype=np.int64)
+            restore_vector_env(self.env, meta["env"])
+        state = meta["random"]["python"]
+        random.setstate((state[0], tuple(state[1]), state[2]))
+        numpy_state = meta["random"]["numpy"]
+        numpy_state["state"]["key"] = np.array(numpy_state["state"]["key"], dtype=np.uint32)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(saved.tensors["torch_rng"])
+        if meta["random"]["eval_env"] is not None:
+            self.eval_env.unwrapped._np_random = make_generator(meta["random"]["eval_env"])
 
-def _jsonable_state(state: Any) -> Any:
+    def _restart_episodes(self, note: str) -> None:
+        """The env's state was not captured: start fresh episodes (seeded from the frame, so even
+        this is repeatable) and drop the agent's unfinished ones."""
+        self.obs, _ = self.env.reset(seed=seeding.derive(self.task.seed, seeding.ENV, self.clock.frame))
+        restart = getattr(self.agent, "restart_episodes", None)
+        if restart is not None:
+            restart()
+        self.approximate = f"{note}; resumed at an episode boundary"
+
+
+def _jsonable(state: Any) -> Any:
     if isinstance(state, dict):
-        return {key: _jsonable_state(value) for key, value in state.items()}
+        return {key: _jsonable(value) for key, value in state.items()}
     if isinstance(state, np.ndarray):
         return state.tolist()
     return state
-
-
-def run_session(task: SessionTask, emit: Emit) -> None:
-    """Train one session to its budget, recording it in the registry. A failure is recorded on the
-    session (status failed, with the message) and re-raised."""
-    registry = Registry.open(Path(task.home), task.db_url)
-    session: Session | None = None
-    try:
-        session = Session(task, registry, emit)
-        session.run()
-    except BaseException as error:
-        message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        progress = session._progress() if session else ProgressCounts(frame=0, episode=0, opt_step=0)
-        registry.finish_session(task.session_id, status="failed", error=message, **progress)
-        emit(events.SessionEnded(task.index, "failed", progress["frame"], None, message))
-        if isinstance(error, Exception):
-            raise SessionFailed(message, traceback.format_exc()) from error
-        raise
-    finally:
-        registry.close()
 
 
 class SessionFailed(Exception):
@@ -247,9 +308,32 @@ class SessionFailed(Exception):
         self.details = details
 
 
-def run_session_process(task: SessionTask, queue: Any) -> None:
-    """Entry point of a spawned session process: events go to the parent through `queue`."""
+def run_session(task: SessionTask, emit: Emit, stop: StopRequest) -> str:
+    """Train one session, recording it in the registry; returns its final status. A failure is
+    recorded on the session (status failed, with the message) and raised as SessionFailed."""
+    registry = Registry.open(Path(task.home), task.db_url)
+    session: Session | None = None
     try:
-        run_session(task, queue.put)
-    except SessionFailed:
-        raise SystemExit(1) from None
+        session = Session(task, registry, emit)
+        return session.run(stop)
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        progress = session.progress() if session else ProgressCounts(frame=0, episode=0, opt_step=0)
+        registry.finish_session(task.session_id, status="failed", error=message, **progress)
+        emit(events.SessionEnded(task.index, "failed", progress["frame"], None, message))
+        raise SessionFailed(message, traceback.format_exc()) from error
+    finally:
+        registry.close()
+
+
+def run_session_process(task: SessionTask, queue: Any, shared_stop: Any) -> None:
+    """Entry point of a spawned session process: events go to the parent through `queue`, and a
+    stop requested in any process of the run reaches this one through `shared_stop`."""
+    from rlrun.stopping import stop_on_signals
+
+    stop = StopRequest(shared_stop)
+    with stop_on_signals(stop):
+        try:
+            run_session(task, queue.put, stop)
+        except SessionFailed:
+            raise SystemExit(1) from None

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ META = "meta.json"
 STATE = "state.pt"
 ARRAYS = "arrays"
 _CHUNK = 1 << 20
+HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
 
 
 class SnapshotError(BadInput):
@@ -58,6 +60,13 @@ class Written:
     size_bytes: int
 
 
+def _pause_if_asked(destination: Path) -> None:
+    """Test hook: hang half-way through writing the named snapshot, so a test can kill the
+    process mid-write and check that the torn snapshot is never used."""
+    if os.environ.get(HANG_ENV) == destination.name:
+        time.sleep(3600)
+
+
 def snapshot_name(frame: int) -> str:
     return f"f{frame:012d}"
 
@@ -74,6 +83,7 @@ def write(destination: Path, snapshot: Snapshot) -> Written:
         buffer = io.BytesIO()
         torch.save(snapshot.tensors, buffer)
         hashes[STATE] = write_synced(temporary / STATE, buffer.getbuffer())
+        _pause_if_asked(destination)
         for name, array in snapshot.arrays.items():
             hashes[f"{ARRAYS}/{name}.npy"] = _write_array(temporary / ARRAYS / f"{name}.npy", array)
         manifest = _json_bytes({"format": FORMAT_VERSION, "files": hashes})
@@ -104,8 +114,15 @@ def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
     return Snapshot(meta=meta, tensors=tensors, arrays=arrays)
 
 
-def verify(path: Path, expected_sha256: str | None = None) -> dict[str, Any]:
-    """Check a snapshot's integrity; returns its manifest or raises SnapshotError."""
+def read_meta(path: Path) -> dict[str, Any]:
+    """Only the JSON part of a snapshot (its clock, say), unverified: for planning, not restoring."""
+    meta: dict[str, Any] = json.loads((path / META).read_text())
+    return meta
+
+
+def verify(path: Path, expected_sha256: str | None = None, *, deep: bool = True) -> dict[str, Any]:
+    """Check a snapshot's integrity; returns its manifest or raises SnapshotError. `deep=False`
+    checks only the manifest against the registry's hash, not every file against the manifest."""
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
         raise SnapshotError(f"checkpoint {path} is missing or incomplete (no {MANIFEST}); use another checkpoint")
@@ -120,7 +137,7 @@ def verify(path: Path, expected_sha256: str | None = None) -> dict[str, Any]:
         raise SnapshotError(
             f"checkpoint {path} has format {manifest.get('format')!r}; this rlrun reads format {FORMAT_VERSION}"
         )
-    for name, digest in manifest["files"].items():
+    for name, digest in manifest["files"].items() if deep else ():
         file = path / name
         if not file.is_file() or _hash_file(file) != digest:
             raise SnapshotError(f"checkpoint {path}: {name} is missing or altered; use another checkpoint")
@@ -150,3 +167,17 @@ def _hash_file(path: Path) -> str:
         while chunk := file.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def remove(path: Path) -> None:
+    """Delete a snapshot the registry no longer lists."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_incomplete(directory: Path) -> list[Path]:
+    """Delete the temporary folders of snapshots whose writing was cut short (a kill mid-write);
+    they were never renamed into place, so nothing refers to them."""
+    swept = [p for p in directory.glob(".f*.tmp-*") if p.is_dir()] if directory.is_dir() else []
+    for path in swept:
+        shutil.rmtree(path, ignore_errors=True)
+    return swept

@@ -73,6 +73,10 @@ class Agent:
                 self.finished.append(episode)
                 self.running[i] = []
 
+    def restart_episodes(self) -> None:
+        """The env restarted every episode (a resume that could not restore it mid-episode)."""
+        self.running = [[] for _ in self.running]
+
     # -- learning -------------------------------------------------------------------------------
 
     def update(self, clock: Clock) -> dict[str, float]:
