@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from rlrun import __version__, paths
-from rlrun.errors import RlrunError, SpecError, TrainingFailed
+from rlrun.errors import EditRefused, RlrunError, SpecError, TrainingFailed
 
 app = typer.Typer(
     help="Train reinforcement-learning agents from JSON specs; every run is recorded, resumable and replayable.",
@@ -99,12 +99,54 @@ def train(
 
     with TrainingDisplay(console) as display:
         result = train_run(loaded, home=home, name=name, on_event=display, on_start=announce)
+    _conclude(result, console, as_json)
+
+
+def _conclude(result: Any, console: Any, as_json: bool) -> None:
+    """Print the outcome and leave with its exit code: 0 done, 1 a session failed, 128 + the
+    signal after a graceful stop."""
     if as_json:
         _print_json(result.to_json())
-    summary = f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`"
-    console.print(summary, highlight=False, markup=False)
-    if result.status != "finished":
-        raise TrainingFailed(f"run {result.run_id} failed: {result.error}")
+    statuses = {s.status for s in result.sessions}
+    if "failed" in statuses:
+        raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
+    if "preempted" in statuses:
+        console.print(f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
+                      f" `rlrun resume {result.run_id}`", highlight=False, markup=False)
+        raise typer.Exit(128 + result.signal)
+    console.print(f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`", highlight=False,
+                  markup=False)
+
+
+@app.command()
+def resume(
+    reference: Annotated[
+        str, typer.Argument(help="The run: latest, latest~N, a row, an id, prefix or name; /sK for one session.")
+    ] = "latest",
+    frames: Annotated[Optional[str], typer.Option(help="New frame target per session, e.g. 20M.")] = None,  # noqa: UP045
+    more: Annotated[Optional[str], typer.Option(help="Frames to add to the target, e.g. 500k.")] = None,  # noqa: UP045
+    spec: Annotated[Optional[Path], typer.Option("--spec", help="An edited spec file.")] = None,  # noqa: UP045
+    overrides: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--set", help="Edit one spec value: --set meta.eval_frequency=5k (repeatable)."),
+    ] = None,
+    fork: Annotated[bool, typer.Option("--fork", help="Branch a new run from the snapshot instead.")] = False,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit."""
+    from rlrun.display import TrainingDisplay, resume_plan
+    from rlrun.sizes import parse_size
+    from rlrun.training import resume as resume_run
+
+    console = _console()
+    with TrainingDisplay(console) as display:
+        result = resume_run(
+            reference, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
+            more=None if more is None else parse_size(more, what="--more"), spec=spec, overrides=list(overrides or []),
+            fork=fork, on_event=display, on_plan=lambda plan: console.print(resume_plan(plan, reference)),
+        )
+    _conclude(result, console, as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +240,12 @@ def main() -> None:
     """Entry point: run the app and turn domain errors into one line and an exit code."""
     try:
         app()
+    except EditRefused as error:
+        from rlrun.display import refusal_table
+
+        _console().print(refusal_table(error.changes))
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(error.exit_code) from None
     except SpecError as error:
         for problem in error.problems:
             sys.stderr.write(f"error: {problem}\n")

@@ -200,3 +200,36 @@ def _eta(line: _SessionLine) -> float | None:
     if line.status != "running" or line.fps <= 0:
         return None
     return (line.max_frame - line.frame) / line.fps
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume
+
+
+def resume_plan(plan: Any, reference: str) -> Text:
+    run = plan.run
+    verb = "fork" if plan.fork else "resume"
+    lines = [resolved(run, reference)]
+    for session, start in plan.starts:
+        origin = f"snapshot at frame {start.frame:,} ({start.kind})" if start else "the start (no snapshot)"
+        lines.append(f"  {verb} s{session.index} from {origin}, to {plan.spec.meta.max_frame:,} frames")
+    for change in plan.changes:
+        lines.append(f"  edit {change.path}: {_value(change.old)} → {_value(change.new)} ({change.reason})")
+    for skipped in plan.skipped:
+        lines.append(f"  skipped {skipped}")
+    return Text("\n".join(lines))
+
+
+def _value(value: Any) -> str:
+    import json
+
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def refusal_table(changes: list[Any]) -> Table:
+    table = Table(title="edit refused", title_justify="left")
+    for column in ("setting", "old value", "new value", "why"):
+        table.add_column(column, overflow="fold")
+    for change in changes:
+        table.add_row(change.path, _value(change.old), _value(change.new), change.reason)
+    return table

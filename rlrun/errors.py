@@ -6,6 +6,8 @@ notebook calling the library gets ordinary exceptions with readable messages.
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -37,6 +39,20 @@ class SizeError(BadInput):
 
 class RunReferenceError(BadInput):
     """A run reference is unknown, ambiguous or out of range."""
+
+
+class EditRefused(BadInput):
+    """A resume edit would change what the run already trained. `changes` holds the offending
+    settings (objects with path, old, new and reason), shown as a table by the CLI."""
+
+    def __init__(self, run_id: str, frame: int, changes: list[Any], *, fork: bool = False) -> None:
+        self.run_id, self.frame, self.changes = run_id, frame, changes
+        names = ", ".join(c.path for c in changes)
+        if fork:
+            advice = "a fork continues the parent's snapshot, which cannot hold them; train a new run instead"
+        else:
+            advice = "resume without them, or branch a new run with --fork"
+        super().__init__(f"edit refused: {names} would change run {run_id} before frame {frame:,}; {advice}")
 
 
 class RegistryError(RlrunError):

@@ -1,8 +1,10 @@
-"""`train`: the library call behind `rlrun train`, usable as is from a notebook.
+"""`train` and `resume`: the library calls behind `rlrun train` and `rlrun resume`, usable as they
+are from a notebook.
 
-It checks everything that can be checked before anything is written (the spec, the run name, that
-the env and the algorithm fit together), then records the run, writes its folder and trains its
-sessions: in this process for one session, in one spawned process each for several.
+Both check everything that can be checked before anything is written (the spec, the run name, that
+the env and the algorithm fit, that an edit is consistent), then record what they do in the registry
+and train the sessions: in this process for one session, in one spawned process each for several.
+SIGINT/SIGTERM stop every session at its next step with a snapshot; a second signal ends at once.
 """
 
 from __future__ import annotations
@@ -15,19 +17,22 @@ import queue as queue_module
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import events, paths
+from rlrun import events, paths, snapshot
+from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
 from rlrun.fsutil import atomic_write
 from rlrun.ids import new_run_id
-from rlrun.refs import check_run_name
-from rlrun.registry import Registry, RunRecord
-from rlrun.spec import Spec
+from rlrun.refs import check_run_name, parse_ref
+from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord
+from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
+from rlrun.stopping import StopRequest, stop_on_signals
 
 MANIFEST_FORMAT = 1
+OnEvent = Callable[[events.Event], None]
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class TrainResult:
     home: str
     status: str
     sessions: list[SessionOutcome]
+    signal: int = 0
+    """The signal that stopped the run (0 when none did)."""
 
     @property
     def error(self) -> str | None:
@@ -56,9 +63,12 @@ class TrainResult:
         return asdict(self)
 
 
-def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None,
-          on_event: Callable[[events.Event], None] | None = None,
-          on_start: Callable[[RunRecord], None] | None = None) -> TrainResult:
+# ---------------------------------------------------------------------------------------------
+# train
+
+
+def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
+          on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True) -> TrainResult:
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
@@ -67,27 +77,28 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         _check_name_free(root, url, name)
     check_compatible(spec)
     with Registry.open(root, url) as registry:
-        run = registry.create_run(
-            run_id=new_run_id(), name=name, spec_name=spec.name, algorithm=spec.agent.algorithm,
-            env_id=spec.env.id, max_frame=spec.meta.max_frame, seed=spec.meta.seed,
-            num_sessions=spec.meta.sessions, spec_json=json.dumps(spec.to_json()),
-            host=socket.gethostname(), pid=os.getpid(),
-        )
-        _write_manifest(root, run, spec)
+        run = _create_run(registry, spec, name=name)
+        _write_manifest(root, registry, run.id)
         if on_start is not None:
             on_start(run)
-        sessions = registry.get_run(run.id).sessions
-        from rlrun.session import SessionTask
+        tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
+        return _launch(registry, root, run, tasks, on_event, handle_signals)
 
-        tasks = [SessionTask(home=str(root), db_url=url, run_id=run.id, session_id=s.id, index=s.index,
-                             seed=s.seed, spec=spec.to_json()) for s in sessions]
-        ended = _run_sessions(tasks, on_event or (lambda event: None), registry)
-        status = "finished" if all(e.status == "finished" for e in ended) else "failed"
-        error = next((e.error for e in ended if e.error), None)
-        registry.finish_run(run.id, status=status, error=error)
-    outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
-                for t, e in zip(tasks, ended, strict=True)]
-    return TrainResult(run.id, run.name, str(root), status, outcomes)
+
+def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None) -> RunRecord:
+    """A new run. A fork's history starts as its parent's: revision 0 is the spec that trained
+    frames [0, F], revision 1 the edited spec from F on."""
+    first = fork_of.previous if fork_of else spec
+    run = registry.create_run(
+        run_id=new_run_id(), name=name, spec_name=spec.name, algorithm=spec.agent.algorithm, env_id=spec.env.id,
+        max_frame=spec.meta.max_frame, seed=spec.meta.seed, num_sessions=spec.meta.sessions,
+        spec_json=json.dumps(first.to_json()), host=socket.gethostname(), pid=os.getpid(),
+        parent_id=fork_of.run.id if fork_of else None,
+    )
+    if fork_of is not None:
+        registry.add_spec_revision(run.id, frame=fork_of.frame, spec_json=json.dumps(spec.to_json()),
+                                   diff_json=diff_json(fork_of.previous, spec))
+    return run
 
 
 def _check_name_free(root: Path, url: str, name: str) -> None:
@@ -114,24 +125,181 @@ def check_compatible(spec: Spec) -> None:
         env.close()
 
 
-def _write_manifest(root: Path, run: RunRecord, spec: Spec) -> None:
-    """Each run folder describes itself, so the registry can be rebuilt from the folders."""
-    manifest = {"format": MANIFEST_FORMAT, "run": run.to_json(), "spec": spec.to_json()}
-    atomic_write(paths.run_dir(root, run.id) / "run.json", json.dumps(manifest, indent=1).encode())
+def _write_manifest(root: Path, registry: Registry, run_id: str) -> None:
+    """Each run folder describes itself (record and every spec revision), so the registry can be
+    rebuilt from the folders."""
+    detail = registry.get_run(run_id)
+    manifest = {"format": MANIFEST_FORMAT, "run": detail.run.to_json(),
+                "spec_revisions": [r.to_json() for r in detail.spec_revisions]}
+    atomic_write(paths.run_dir(root, run_id) / "run.json", json.dumps(manifest, indent=1).encode())
+
+
+def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str,
+          start: CheckpointRecord | None) -> Any:
+    from rlrun.session import SessionTask
+
+    return SessionTask(home=str(root), db_url=url, run_id=run_id, session_id=session.id, index=session.index,
+                       seed=session.seed, spec=spec.to_json(), attempt=attempt,
+                       resume_from=start.path if start else None, resume_sha256=start.sha256 if start else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# resume
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What `resume` will do, decided before anything is written."""
+
+    run: RunRecord
+    spec: Spec
+    previous: Spec
+    frame: int
+    """The newest snapshot frame over the sessions that continue: edits are checked up to it."""
+    starts: list[tuple[SessionRecord, CheckpointRecord | None]]
+    """Each session to continue and the snapshot it continues from (None: from frame 0)."""
+    changes: list[Change]
+    fork: bool
+    skipped: list[str] = field(default_factory=list)
+    """Snapshots passed over because they are missing or do not match the registry."""
+
+
+def plan_resume(registry: Registry, root: Path, reference: str, *, frames: int | None = None,
+                more: int | None = None, spec: str | Path | None = None, overrides: list[str] | None = None,
+                fork: bool = False) -> ResumePlan:
+    ref = parse_ref(reference)
+    run = registry.resolve(ref)
+    if fork and ref.session is not None:
+        raise BadInput(f"--fork branches a whole run; drop /s{ref.session} from {reference!r}")
+    if not fork and (live := registry.live_session(run.id)) is not None:
+        raise BadInput(f"run {run.id} is still running (session s{live.index}, pid {live.pid} on {live.host});"
+                       " stop it with SIGTERM or wait for it to end")
+    previous = validate_spec(json.loads(registry.latest_spec(run.id).spec_json))
+    edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
+    detail = registry.get_run(run.id)
+    skipped: list[str] = []
+    starts = [(s, _newest_complete(root, [c for c in detail.checkpoints if c.session_index == s.index], skipped))
+              for s in detail.sessions if ref.session is None or s.index == ref.session]
+    frame = max((c.frame for _, c in starts if c is not None), default=0)
+    changes = check_edit(previous, edited, frame)
+    refused = fork_conflicts(previous, edited) if fork else [c for c in changes if not c.allowed]
+    if refused:
+        raise EditRefused(run.id, frame, refused, fork=fork)
+    if not fork:
+        starts = [(s, c) for s, c in starts if c is None or c.frame < edited.meta.max_frame or s.status != "finished"]
+        if not starts or all(c is not None and c.frame >= edited.meta.max_frame for _, c in starts):
+            raise BadInput(f"run {run.id} has trained {frame:,} of its {edited.meta.max_frame:,} frames;"
+                           " raise the target with --frames or --more")
+    return ResumePlan(run, edited, previous, frame, starts, changes, fork, skipped)
+
+
+def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None,
+                 overrides: list[str]) -> Spec:
+    if frames is not None and more is not None:
+        raise BadInput("give --frames (the new target) or --more (added to it), not both")
+    document = apply_overrides(read_document(spec) if spec is not None else previous.to_json(), overrides)
+    if frames is not None or more is not None:
+        target = frames if frames is not None else previous.meta.max_frame + (more or 0)
+        document = apply_overrides(document, [f"meta.max_frame={target}"])
+    return validate_spec(document)
+
+
+def _newest_complete(root: Path, checkpoints: list[CheckpointRecord], skipped: list[str]) -> CheckpointRecord | None:
+    for checkpoint in sorted(checkpoints, key=lambda c: c.frame, reverse=True):
+        try:
+            snapshot.verify(root / checkpoint.path, checkpoint.sha256, deep=False)
+        except snapshot.SnapshotError as error:
+            skipped.append(str(error))
+            continue
+        return checkpoint
+    return None
+
+
+def resume(reference: str = "latest", *, home: Path | str | None = None, frames: int | None = None,
+           more: int | None = None, spec: str | Path | None = None, overrides: list[str] | None = None,
+           fork: bool = False, on_event: OnEvent | None = None, on_plan: Callable[[ResumePlan], None] | None = None,
+           handle_signals: bool = True) -> TrainResult:
+    """Continue a run (or, with `fork`, branch a new one) from each session's newest complete
+    snapshot, optionally with a spec edit that must be consistent with what was already trained."""
+    root = paths.resolve_home(home)
+    url = paths.database_url(root)
+    with Registry.open(root, url, create=False) as registry:
+        plan = plan_resume(registry, root, reference, frames=frames, more=more, spec=spec, overrides=overrides,
+                           fork=fork)
+    with Registry.open(root, url) as registry:
+        if on_plan is not None:
+            on_plan(plan)
+        run, tasks = _start_fork(registry, root, url, plan) if fork else _reopen(registry, root, url, plan)
+        return _launch(registry, root, run, tasks, on_event, handle_signals)
+
+
+def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
+    run = plan.run
+    registry.add_spec_revision(run.id, frame=plan.frame, spec_json=json.dumps(plan.spec.to_json()),
+                               diff_json=diff_json(plan.previous, plan.spec))
+    registry.reopen_run(run.id, host=socket.gethostname(), pid=os.getpid(), max_frame=plan.spec.meta.max_frame)
+    for session, start in plan.starts:
+        _rewind(registry, root, run.id, session, start)
+        # Claimed at once, so the run never looks dead (and open to a second resume) while its
+        # session processes start up.
+        registry.start_session(session.id, host=socket.gethostname(), pid=os.getpid())
+    _write_manifest(root, registry, run.id)
+    tasks = [_task(root, url, run.id, s, plan.spec, "resume", c) for s, c in plan.starts]
+    return registry.resolve(run.id), tasks
+
+
+def _rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord,
+            start: CheckpointRecord | None) -> None:
+    """What the session recorded after its snapshot will be trained again: forget it (rows first,
+    then folders), and sweep away snapshots that never finished writing."""
+    clock = snapshot.read_meta(root / start.path)["clock"] if start else {"frame": 0, "episode": 0, "opt_step": 0}
+    removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
+                                      opt_step=clock["opt_step"])
+    for checkpoint in removed:
+        snapshot.remove(root / checkpoint.path)
+    snapshot.sweep_incomplete(paths.checkpoints_dir(root, run_id, session.index))
+
+
+def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
+    run = _create_run(registry, plan.spec, name=None, fork_of=plan)
+    _write_manifest(root, registry, run.id)
+    sessions = {s.index: s for s in registry.get_run(run.id).sessions}
+    tasks = [_task(root, url, run.id, sessions[s.index], plan.spec, "fork", c) for s, c in plan.starts]
+    return run, tasks
 
 
 # ---------------------------------------------------------------------------------------------
 # Running sessions
 
 
-def _run_sessions(tasks: list[Any], on_event: Callable[[events.Event], None],
-                  registry: Registry) -> list[events.SessionEnded]:
+def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[Any], on_event: OnEvent | None,
+            handle_signals: bool) -> TrainResult:
+    forward = on_event or (lambda event: None)
     if len(tasks) == 1:
-        return [_run_here(tasks[0], on_event)]
-    return _run_spawned(tasks, on_event, registry)
+        stop = StopRequest()
+        with stop_on_signals(stop) if handle_signals else contextlib.nullcontext(stop):
+            ended = [_run_here(tasks[0], forward, stop)]
+    else:
+        ended, stop = _run_spawned(tasks, forward, registry, handle_signals)
+    status = _run_status(registry, run.id)
+    if status != "running":
+        registry.finish_run(run.id, status=status, error=next((e.error for e in ended if e.error), None))
+    outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
+                for t, e in zip(tasks, ended, strict=True)]
+    return TrainResult(run.id, run.name, str(root), status, outcomes, stop.signal)
 
 
-def _run_here(task: Any, on_event: Callable[[events.Event], None]) -> events.SessionEnded:
+def _run_status(registry: Registry, run_id: str) -> str:
+    """The run's status from its sessions'. Sessions this process did not resume may still be
+    crashed: the run then stays "running" in the registry, which reports it crashed."""
+    statuses = {s.status for s in registry.get_run(run_id).sessions}
+    for status in ("failed", "preempted"):
+        if status in statuses:
+            return status
+    return "finished" if statuses == {"finished"} else "running"
+
+
+def _run_here(task: Any, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
     from rlrun.session import SessionFailed, run_session
 
     ended: list[events.SessionEnded] = []
@@ -142,45 +310,53 @@ def _run_here(task: Any, on_event: Callable[[events.Event], None]) -> events.Ses
         on_event(event)
 
     with contextlib.suppress(SessionFailed):  # already recorded, and reported through `forward`
-        run_session(task, forward)
+        run_session(task, forward, stop)
     return ended[-1]
 
 
-def _run_spawned(tasks: list[Any], on_event: Callable[[events.Event], None],
-                 registry: Registry) -> list[events.SessionEnded]:
+def _run_spawned(tasks: list[Any], on_event: OnEvent, registry: Registry,
+                 handle_signals: bool) -> tuple[list[events.SessionEnded], StopRequest]:
     """One spawned process per session (spawn, not fork: torch and SQLite connections do not
-    survive a fork). Events come back through a queue; a process that dies without saying so is
-    recorded as failed."""
+    survive a fork). Events come back through a queue; a stop request is one shared integer; a
+    process that dies without saying so is recorded as failed."""
     from rlrun.session import run_session_process
 
     context = multiprocessing.get_context("spawn")
     channel = context.Queue()
-    processes = {t.index: context.Process(target=run_session_process, args=(t, channel), name=f"rlrun-s{t.index}")
-                 for t in tasks}
-    for process in processes.values():
-        process.start()
-    ended: dict[int, events.SessionEnded] = {}
-    while len(ended) < len(tasks):
-        try:
-            event = channel.get(timeout=0.5)
-        except queue_module.Empty:
-            _reap_silent_deaths(tasks, processes, ended, channel, on_event, registry)
-            continue
-        _deliver(event, ended, on_event)
-    for process in processes.values():
-        process.join()
-    return [ended[t.index] for t in tasks]
+    stop = StopRequest(context.Value("i", 0))
+    processes = {t.index: context.Process(target=run_session_process, args=(t, channel, stop.shareable()),
+                                          name=f"rlrun-s{t.index}") for t in tasks}
+
+    def abort() -> None:
+        for process in processes.values():
+            if process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, 9)
+
+    with stop_on_signals(stop, on_abort=abort) if handle_signals else contextlib.nullcontext(stop):
+        for process in processes.values():
+            process.start()
+        ended: dict[int, events.SessionEnded] = {}
+        while len(ended) < len(tasks):
+            try:
+                event = channel.get(timeout=0.5)
+            except queue_module.Empty:
+                _reap_silent_deaths(tasks, processes, ended, channel, on_event, registry)
+                continue
+            _deliver(event, ended, on_event)
+        for process in processes.values():
+            process.join()
+    return [ended[t.index] for t in tasks], stop
 
 
-def _deliver(event: events.Event, ended: dict[int, events.SessionEnded],
-             on_event: Callable[[events.Event], None]) -> None:
+def _deliver(event: events.Event, ended: dict[int, events.SessionEnded], on_event: OnEvent) -> None:
     if isinstance(event, events.SessionEnded):
         ended[event.index] = event
     on_event(event)
 
 
 def _reap_silent_deaths(tasks: list[Any], processes: dict[int, Any], ended: dict[int, events.SessionEnded],
-                        channel: Any, on_event: Callable[[events.Event], None], registry: Registry) -> None:
+                        channel: Any, on_event: OnEvent, registry: Registry) -> None:
     dead = [t for t in tasks if t.index not in ended and not processes[t.index].is_alive()]
     if not dead:
         return

@@ -1,0 +1,156 @@
+"""Past-future consistency: may a spec edit be applied to a run already trained to frame F?
+
+An edit is consistent when training over [0, F] under the edited spec would have been exactly what
+happened. So record-only settings may change freely; every scheduled value must be equal at every
+frame in [0, F] under both specs (checked exactly for piecewise-linear schedules, by comparing
+them at every breakpoint of either and at the ends); everything else is structural and may not
+change. `--fork` branches a new run instead, and only refuses what a snapshot cannot be loaded
+into (different networks, env or algorithm).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from rlrun.errors import EditRefused
+from rlrun.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
+from rlrun.spec import Spec
+
+RECORD_ONLY = {
+    "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.checkpoint_frequency",
+    "meta.keep_checkpoints", "meta.log_frequency",
+}
+# What a fork cannot change: the snapshot's tensors and env state would not fit.
+FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "meta.sessions", "meta.seed")
+
+Kind = Literal["record-only", "schedule", "budget", "structural"]
+
+__all__ = ["Change", "EditRefused", "check_edit", "diff", "diff_json", "fork_conflicts"]
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: Any
+    new: Any
+    kind: Kind
+    allowed: bool
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def flatten(spec: Spec) -> dict[str, Any]:
+    """Every setting by dotted path; schedules stay whole (they are compared as functions)."""
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, _ScheduleBase):
+            out[path] = value
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name), f"{path}.{name}" if path else name)
+        else:
+            out[path] = value
+
+    walk(spec, "")
+    return out
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def diff(old: Spec, new: Spec) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) for every setting that differs, in path order."""
+    a, b = flatten(old), flatten(new)
+    missing = object()
+    return [(path, _shown(a.get(path)), _shown(b.get(path))) for path in sorted(a.keys() | b.keys())
+            if a.get(path, missing) != b.get(path, missing)]
+
+
+def check_edit(old: Spec, new: Spec, frame: int) -> list[Change]:
+    """Classify every difference between `old` and `new` for a run trained to `frame`."""
+    changes = [_classify(path, before, after, old, new, frame) for path, before, after in diff(old, new)
+               if path != "meta.max_frame"]
+    if old.meta.max_frame != new.meta.max_frame:
+        changes.append(_budget_change(old, new, frame))
+    return sorted(changes, key=lambda c: c.path)
+
+
+def fork_conflicts(old: Spec, new: Spec) -> list[Change]:
+    return [Change(path, before, after, "structural", False, "the parent's snapshot cannot be loaded with it")
+            for path, before, after in diff(old, new) if path.startswith(FORK_FIXED)]
+
+
+def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: int) -> Change:
+    if path in RECORD_ONLY:
+        return Change(path, before, after, "record-only", True, "only changes what is recorded")
+    a, b = flatten(old).get(path), flatten(new).get(path)
+    if isinstance(a, _ScheduleBase) and isinstance(b, _ScheduleBase):
+        where = first_difference(a, old.meta.max_frame, b, new.meta.max_frame, frame)
+        if where is None:
+            return Change(path, before, after, "schedule", True, f"equal at every frame up to {frame:,}")
+        at, x, y = where
+        reason = f"differs at frame {at:,} ({x:g} → {y:g}), already trained"
+        return Change(path, before, after, "schedule", False, reason)
+    return Change(path, before, after, "structural", False, "structural: it shaped everything trained so far")
+
+
+def _budget_change(old: Spec, new: Spec, frame: int) -> Change:
+    before, after = old.meta.max_frame, new.meta.max_frame
+    if after < frame:
+        reason = f"below the {frame:,} frames already trained"
+        return Change("meta.max_frame", before, after, "budget", False, reason)
+    tied = []
+    for path, schedule in flatten(old).items():
+        replacement = flatten(new).get(path)
+        if isinstance(schedule, _ScheduleBase) and isinstance(replacement, _ScheduleBase) and schedule == replacement:
+            where = first_difference(schedule, before, replacement, after, frame)
+            if where is not None:
+                at, x, y = where
+                tied.append(f"{path} is tied to max_frame: it would differ at frame {at:,} ({x:g} → {y:g})")
+    if tied:
+        return Change("meta.max_frame", before, after, "budget", False, "; ".join(tied))
+    return Change("meta.max_frame", before, after, "budget", True, "no schedule depends on it before this frame")
+
+
+def first_difference(a: _ScheduleBase, a_max: int, b: _ScheduleBase, b_max: int, frame: int
+                     ) -> tuple[int, float, float] | None:
+    """A frame in [0, frame] where two schedules differ, or None when they agree on all of it.
+
+    Piecewise-linear schedules (constant, linear, piecewise) that agree at every breakpoint of
+    either and at both ends agree everywhere between, so checking those frames is exact. An
+    exponential schedule is only known to agree with an identical one.
+    """
+    if isinstance(a, Exponential) or isinstance(b, Exponential):
+        if a == b:
+            return None
+        probes = sorted({0, frame} | {frame * i // 1024 for i in range(1025)})
+    else:
+        probes = sorted({0, frame} | {f for f in _breakpoints(a, a_max) + _breakpoints(b, b_max) if 0 <= f <= frame})
+    for at in probes:
+        x, y = a.value(at, a_max), b.value(at, b_max)
+        if x != y:
+            return at, x, y
+    return None
+
+
+def _breakpoints(schedule: _ScheduleBase, max_frame: int) -> list[int]:
+    if isinstance(schedule, Linear):
+        return [_anchor(schedule.from_frame, max_frame), _anchor(schedule.to_frame, max_frame)]
+    if isinstance(schedule, Piecewise):
+        return [f for f, _ in schedule.points]
+    assert isinstance(schedule, Constant)
+    return []
+
+
+def diff_json(old: Spec, new: Spec) -> str:
+    return json.dumps([{"path": p, "old": a, "new": b} for p, a, b in diff(old, new)])
