@@ -63,7 +63,8 @@ def test_checkpoints_are_complete_hashed_and_loadable(trained: tuple[Path, dict,
     leftovers = [p for p in home.rglob(".*tmp*")]
     assert leftovers == []
     manifest = json.loads((home / document["run_id"] / "run.json").read_text())
-    assert manifest["run"]["id"] == document["run_id"] and manifest["spec"]["name"] == "reinforce_cartpole"
+    assert manifest["run"]["id"] == document["run_id"]
+    assert manifest["spec_revisions"][0]["spec"]["name"] == "reinforce_cartpole"
 
 
 def test_a_tampered_checkpoint_fails_verification(trained: tuple[Path, dict, str], tmp_path: Path) -> None:

@@ -1,0 +1,237 @@
+"""Exact resume: an interrupted-then-resumed run is, bit for bit, the run that was never interrupted.
+
+For every algorithm (through a built-in spec that uses it), run A trains straight to the budget in
+one process; run B is interrupted — a clean finish at half the budget, a SIGTERM mid-episode, a
+kill -9 of its process group, a kill in the middle of writing a snapshot — and resumed in new
+processes. A and B must end with equal weights, optimiser state, clock, metrics history and
+evaluations at every scheduled evaluation (wall-clock fields aside).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import Result, cli_env, rlrun
+
+from rlrun import snapshot
+from rlrun.algorithms import algorithm_names
+from rlrun.registry import Registry
+from rlrun.session import SIGNAL_AT_ENV
+from rlrun.spec import builtin_document, builtin_names
+
+BUDGET = 12_000
+CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
+           "--set", "meta.log_frequency=500", "--set", "meta.num_eval_episodes=2"]
+
+
+def builtin_for(algorithm: str) -> str:
+    return next(n for n in builtin_names() if builtin_document(n)["agent"]["algorithm"] == algorithm)
+
+
+ALGORITHMS = algorithm_names()
+
+
+def test_every_algorithm_has_a_builtin_spec() -> None:
+    assert {builtin_document(n)["agent"]["algorithm"] for n in builtin_names()} >= set(ALGORITHMS)
+
+
+# ---------------------------------------------------------------------------------------------
+# What "the same run" means
+
+
+def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
+    """The newest snapshot of each session, with the run's recorded evaluations."""
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve(reference).id)
+    sessions = []
+    for session in detail.sessions:
+        newest = max((c for c in detail.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
+        saved = snapshot.read(home / newest.path, newest.sha256)
+        evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
+                       if e.session_index == session.index]
+        sessions.append({"saved": saved, "recorded": evaluations, "status": session.status})
+    return {"run": detail.run, "sessions": sessions}
+
+
+def _without_wall_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if k != "wall_time"} for row in rows]
+
+
+def assert_tensors_equal(a: Any, b: Any, where: str = "state") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_tensors_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_tensors_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, evaluated_after: int = 0) -> None:
+    """Equal training state, and equal evaluations at every frame A scheduled one (after
+    `evaluated_after`, when the runs evaluated on different cadences before it)."""
+    assert len(straight["sessions"]) == len(interrupted["sessions"])
+    for a, b in zip(straight["sessions"], interrupted["sessions"], strict=True):
+        assert a["status"] == b["status"] == "finished"
+        meta_a, meta_b = a["saved"].meta, b["saved"].meta
+        assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
+               {k: v for k, v in meta_b["clock"].items() if k != "wall_time"}
+        assert_tensors_equal(a["saved"].tensors, b["saved"].tensors)
+        assert _without_wall_time(meta_a["metrics"]) == _without_wall_time(meta_b["metrics"])
+        scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
+        assert scheduled, "no evaluation to compare"
+        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \
+               [e for e in meta_b["evaluations"] if e["frame"] in scheduled]
+        assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
+        for key in ("obs", "episode_return", "episode_length", "recent_returns", "env", "random"):
+            assert meta_a[key] == meta_b[key], key
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) -> Result:
+    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args],
+                               env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+@pytest.fixture(scope="module", params=ALGORITHMS)
+def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """Run A: the uninterrupted run, trained once per algorithm."""
+    spec = builtin_for(request.param)
+    home = tmp_path_factory.mktemp(f"straight-{request.param}")
+    done = train(home, spec, "--frames", str(BUDGET))
+    assert done.code == 0, done.stderr
+    return spec, final_state(home)
+
+
+def resume_ok(home: Path, *args: str) -> Result:
+    done = rlrun(home, "resume", *args)
+    assert done.code == 0, done.stderr
+    return done
+
+
+def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    spec, a = straight
+    assert train(home, spec, "--frames", str(BUDGET // 2)).code == 0
+    resumed = resume_ok(home, "latest", "--frames", str(BUDGET))
+    assert f"from snapshot at frame {BUDGET // 2:,}" in resumed.stderr
+    assert_same_run(a, final_state(home))
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert [(r.revision, r.frame) for r in detail.spec_revisions] == [(0, 0), (1, BUDGET // 2)]
+    assert json.loads(detail.spec_revisions[1].diff_json) == [
+        {"path": "meta.max_frame", "old": BUDGET // 2, "new": BUDGET}]
+    assert [(t.kind, t.start_frame, t.approximate) for t in detail.attempts] == [
+        ("train", 0, False), ("resume", BUDGET // 2, False)]
+
+
+def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    spec, a = straight
+    stopped = train(home, spec, "--frames", str(BUDGET), env={SIGNAL_AT_ENV: "2345"})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    assert "stopped by signal 15" in stopped.stderr and "Traceback" not in stopped.stderr
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert detail.run.status == "preempted" and {s.status for s in detail.sessions} == {"preempted"}
+    newest = max(detail.checkpoints, key=lambda c: c.frame)
+    assert (newest.frame, newest.kind) == (2345, "preempt")
+    assert any(length > 0 for length in snapshot.read_meta(home / newest.path)["episode_length"]), "not mid-episode"
+    resume_ok(home)
+    assert_same_run(a, final_state(home))
+
+
+def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    spec, a = straight
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, "--frames", str(BUDGET)],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    wait_for(lambda: newest_checkpoint_frame(home) >= 3000, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    listed = rlrun(home, "ls", "--json").json()
+    assert listed[0]["status"] == "crashed"
+    assert rlrun(home, "show", "latest", "--json").json()["run"]["status"] == "crashed"
+    resume_ok(home, "latest")
+    assert_same_run(a, final_state(home))
+
+
+def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    spec, a = straight
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlrun", "train", spec, *CADENCE, "--frames", str(BUDGET)],
+        env={**cli_env(home), snapshot.HANG_ENV: snapshot.snapshot_name(5000)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    torn: list[Path] = []
+    wait_for(lambda: bool(torn.extend(home.glob("*/s0/checkpoints/.f000000005000.tmp-*/state.pt")) or torn), process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert newest_checkpoint_frame(home) == 4000  # the torn one never reached the registry
+    resumed = resume_ok(home)
+    assert "from snapshot at frame 4,000" in resumed.stderr
+    assert not torn[0].parent.exists(), "the torn snapshot was not swept away"
+    assert_same_run(a, final_state(home))
+
+
+def newest_checkpoint_frame(home: Path) -> int:
+    database = home / "registry.sqlite"
+    if not database.exists():
+        return -1
+    with sqlite3.connect(database) as db:
+        try:
+            (frame,) = db.execute("select coalesce(max(frame), -1) from checkpoints").fetchone()
+        except sqlite3.OperationalError:  # the schema is still being created
+            return -1
+    return int(frame)
+
+
+def wait_for(condition: Any, process: subprocess.Popen[Any], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, "the run ended before the test could interrupt it"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> None:
+    """The launching process gets the signal (as from SLURM or Kubernetes); its spawned sessions
+    each stop at a step boundary with a snapshot, and the resumed run equals the straight one."""
+    spec, args = builtin_for(ALGORITHMS[0]), ["--frames", str(BUDGET), "--sessions", "2"]
+    straight_home, home = tmp_path / "straight", tmp_path / "stopped"
+    assert train(straight_home, spec, *args).code == 0
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args], env=cli_env(home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen: set[str] = set()
+    for line in process.stderr:
+        if " frame " in line:
+            seen.add(line.split()[0])
+        if seen == {"s0", "s1"}:
+            break
+    process.send_signal(signal.SIGTERM)
+    rest = process.communicate(timeout=120)[1]
+    assert process.returncode == 128 + signal.SIGTERM, rest
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert [s.status for s in detail.sessions] == ["preempted", "preempted"]
+    assert {c.session_index for c in detail.checkpoints if c.kind == "preempt"} == {0, 1}
+    resume_ok(home)
+    assert_same_run(final_state(straight_home), final_state(home))

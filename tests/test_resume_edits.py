@@ -1,0 +1,162 @@
+"""Spec edits at resume time: consistent ones equal a run that had them from frame 0; inconsistent
+ones are refused with a table, exit 2 and nothing changed; --fork branches a new run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cli_env, rlrun
+from test_resume import ALGORITHMS, BUDGET, CADENCE, assert_same_run, builtin_for, final_state, resume_ok, train
+
+from rlrun.registry import Registry
+from rlrun.spec import builtin_document
+
+HALF = BUDGET // 2
+
+
+def initial_lr(spec: str) -> float:
+    lr = builtin_document(spec)["agent"]["optimizer"]["lr"]
+    assert isinstance(lr, int | float), "these tests edit a numeric learning rate"
+    return float(lr)
+
+
+def piecewise(*points: tuple[int, float]) -> str:
+    return "agent.optimizer.lr=" + json.dumps({"kind": "piecewise", "points": [list(p) for p in points]})
+
+
+def snapshot_of(home: Path) -> tuple[dict[str, list[Any]], list[tuple[str, int, float]]]:
+    """Every registry row and every file (with size and modification time) under the home."""
+    with sqlite3.connect(home / "registry.sqlite") as db:
+        tables = [name for (name,) in db.execute("select name from sqlite_master where type = 'table'")]
+        rows = {table: db.execute(f"select * from {table} order by 1").fetchall() for table in tables}
+    files = sorted((str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime) for p in home.rglob("*")
+                   if p.is_file() and not p.name.startswith("registry.sqlite"))
+    return rows, files
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_schedule_segment_after_the_resume_frame(algorithm: str, tmp_path: Path) -> None:
+    spec = builtin_for(algorithm)
+    lr = initial_lr(spec)
+    edited = piecewise((0, lr), (HALF + 2000, lr), (BUDGET, lr / 2))
+    from_start, resumed = tmp_path / "from-start", tmp_path / "resumed"
+    assert train(from_start, spec, "--frames", str(BUDGET), "--set", edited).code == 0
+    assert train(resumed, spec, "--frames", str(HALF), "--set", piecewise((0, lr), (HALF + 2000, lr))).code == 0
+    done = resume_ok(resumed, "--frames", str(BUDGET), "--set", edited)
+    assert "edit agent.optimizer.lr" in done.stderr and f"equal at every frame up to {HALF:,}" in done.stderr
+    assert_same_run(final_state(from_start), final_state(resumed))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_new_evaluation_cadence(algorithm: str, tmp_path: Path) -> None:
+    spec = builtin_for(algorithm)
+    from_start, resumed = tmp_path / "from-start", tmp_path / "resumed"
+    assert train(from_start, spec, "--frames", str(BUDGET), "--set", "meta.eval_frequency=1500").code == 0
+    assert train(resumed, spec, "--frames", str(HALF)).code == 0
+    resume_ok(resumed, "--more", str(BUDGET - HALF), "--set", "meta.eval_frequency=1500")
+    assert_same_run(final_state(from_start), final_state(resumed), evaluated_after=HALF)
+
+
+@pytest.fixture(scope="module", params=ALGORITHMS)
+def half_trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    spec = builtin_for(request.param)
+    home = tmp_path_factory.mktemp(f"half-{request.param}") / "runs"
+    tied = "agent.optimizer.lr=" + json.dumps({"kind": "linear", "start": initial_lr(spec), "end": 0})
+    assert train(home, spec, "--frames", str(HALF), "--name", "tied", "--set", tied).code == 0
+    assert train(home, spec, "--frames", str(HALF), "--name", "plain").code == 0
+    return spec, home
+
+
+@pytest.mark.parametrize(
+    ("reference", "edit", "setting"),
+    [
+        ("plain", ["--set", "agent.optimizer.lr=0.0001"], "agent.optimizer.lr"),
+        ("plain", ["--set", "agent.network.hidden=[32]"], "agent.network.hidden"),
+        ("plain", ["--set", "env.id=Acrobot-v1"], "env.id"),
+        ("plain", ["--set", "meta.seed=7"], "meta.seed"),
+        ("tied", ["--frames", str(BUDGET)], "meta.max_frame"),
+    ],
+)
+def test_inconsistent_edits_are_refused_and_change_nothing(half_trained: tuple[str, Path], reference: str,
+                                                           edit: list[str], setting: str) -> None:
+    _, home = half_trained
+    before = snapshot_of(home)
+    refused = rlrun(home, "resume", reference, "--frames", str(BUDGET), *edit)
+    assert refused.code == 2, refused.stderr
+    assert "edit refused" in refused.stderr and setting in refused.stderr and "Traceback" not in refused.stderr
+    for header in ("setting", "old value", "new value", "why"):
+        assert header in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith(f"error: edit refused: {setting}")
+    assert snapshot_of(home) == before
+
+
+def test_the_tied_schedule_refusal_says_why(half_trained: tuple[str, Path]) -> None:
+    _, home = half_trained
+    refused = rlrun(home, "resume", "tied", "--frames", str(BUDGET))
+    assert "agent.optimizer.lr is tied to max_frame" in refused.stderr
+
+
+def test_resume_with_nothing_to_do_or_contradictory_targets(half_trained: tuple[str, Path]) -> None:
+    _, home = half_trained
+    before = snapshot_of(home)
+    done = rlrun(home, "resume", "plain")
+    assert done.code == 2 and f"has trained {HALF:,} of its {HALF:,} frames" in done.stderr
+    both = rlrun(home, "resume", "plain", "--frames", "20k", "--more", "1k")
+    assert both.code == 2 and "not both" in both.stderr
+    lower = rlrun(home, "resume", "plain", "--frames", "1000")
+    assert lower.code == 2 and "meta.max_frame" in lower.stderr and "below the" in lower.stderr
+    unknown = rlrun(home, "resume", "nosuch")
+    assert unknown.code == 2 and "no run matches" in unknown.stderr
+    assert snapshot_of(home) == before
+
+
+def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: tuple[str, Path]) -> None:
+    spec, home = half_trained
+    before = snapshot_of(home)
+    parent = rlrun(home, "show", "plain", "--json").json()["run"]["id"]
+    forked = rlrun(home, "resume", "plain", "--fork", "--frames", str(BUDGET), "--set",
+                   f"agent.optimizer.lr={initial_lr(spec) / 2}", "--json")
+    assert forked.code == 0, forked.stderr
+    child = forked.json()["run_id"]
+    assert child != parent and forked.json()["status"] == "finished"
+    with Registry.open(home, create=False) as registry:
+        fork, original = registry.get_run(child), registry.get_run(parent)
+    assert fork.run.parent_id == parent and original.forks == [child]
+    assert [(r.revision, r.frame) for r in fork.spec_revisions] == [(0, 0), (1, HALF)]
+    assert json.loads(fork.spec_revisions[1].diff_json)[0]["path"] == "agent.optimizer.lr"
+    assert [(a.kind, a.start_frame) for a in fork.attempts] == [("fork", HALF)]
+    assert {s.frame for s in fork.sessions} == {BUDGET}
+    rows, files = snapshot_of(home)
+    old_rows, old_files = before
+    assert [f for f in files if not f[0].startswith(child)] == old_files
+    runs = [r for r in rows["runs"] if r[0] != child]
+    assert runs == old_rows["runs"]
+    refused = rlrun(home, "resume", "plain", "--fork", "--set", "agent.network.hidden=[8]")
+    assert refused.code == 2 and "agent.network.hidden" in refused.stderr
+
+
+def test_a_live_run_is_refused_naming_host_and_pid(tmp_path: Path) -> None:
+    home = tmp_path / "live"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlrun", "train", builtin_for(ALGORITHMS[0]), *CADENCE, "--frames", "10M"],
+        env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while rlrun(home, "ls", "--json").stdout.strip() in ("", "[]") or \
+                rlrun(home, "ls", "--json").json()[0]["frames_done"] == 0:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        refused = rlrun(home, "resume", "latest", "--more", "1k")
+        assert refused.code == 2 and f"pid {process.pid}" in refused.stderr and "still running" in refused.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 128 + signal.SIGTERM
+    assert rlrun(home, "ls", "--json").json()[0]["status"] == "preempted"
