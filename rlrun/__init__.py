@@ -16,11 +16,12 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from rlrun.spec import Spec, load_spec
-    from rlrun.training import TrainResult, train
+    from rlrun.training import TrainResult, resume, train
 
-__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "train"]
+__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "resume", "train"]
 
-_LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "TrainResult": "rlrun.training"}
+_LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
+         "TrainResult": "rlrun.training"}
 
 
 def __getattr__(name: str) -> Any:

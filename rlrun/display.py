@@ -5,6 +5,7 @@ Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console, Group
+from rich.json import JSON
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -99,7 +101,31 @@ def run_detail(detail: RunDetail) -> Group:
     for e in detail.evaluations:
         evaluations.add_row(f"s{e.session_index}", format_size(e.frame), _score(e.mean), _score(e.std),
                             _score(e.min), _score(e.max))
-    return Group(header, sessions, checkpoints, evaluations)
+    revisions = Table(title="spec revisions", title_justify="left")
+    for column in ("revision", "from frame", "changes"):
+        revisions.add_column(column, overflow="fold")
+    for r in detail.spec_revisions:
+        changes = json.loads(r.diff_json) if r.diff_json else []
+        shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
+        revisions.add_row(str(r.revision), format_size(r.frame), shown or ("initial" if r.revision == 0 else "none"))
+    attempts = Table(title="attempts", title_justify="left")
+    for column in ("session", "kind", "from frame", "host", "pid", "started", "ended", "exact"):
+        attempts.add_column(column)
+    for a in detail.attempts:
+        exact = Text("approximate: " + (a.note or ""), style="yellow") if a.approximate else Text("yes")
+        attempts.add_row(f"s{a.session_index}", a.kind, format_size(a.start_frame), a.host or "-", str(a.pid or "-"),
+                         _when(a.started_at), a.end_status or "-", exact)
+    lineage = []
+    if run.parent_id:
+        lineage.append(f"forked from {run.parent_id}")
+    if detail.forks:
+        lineage.append(f"forks: {', '.join(detail.forks)}")
+    parts: list[Any] = [header, sessions, checkpoints, evaluations, revisions, attempts]
+    if lineage:
+        parts.append(Text(" · ".join(lineage)))
+    if detail.spec_revisions:
+        parts += [Text("spec (latest revision)", style="italic"), JSON(detail.spec_revisions[-1].spec_json)]
+    return Group(*parts)
 
 
 def resolved(run: RunRecord, reference: str) -> str:
@@ -221,8 +247,6 @@ def resume_plan(plan: Any, reference: str) -> Text:
 
 
 def _value(value: Any) -> str:
-    import json
-
     return json.dumps(value) if not isinstance(value, str) else value
 
 
