@@ -149,6 +149,32 @@ def resume(
     _conclude(result, console, as_json)
 
 
+@app.command()
+def enjoy(
+    reference: Annotated[
+        str, typer.Argument(help="The run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint.")
+    ] = "latest",
+    episodes: Annotated[int, typer.Option(help="Episodes to play.", min=1)] = 5,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the episodes (default: the session's).", min=0)] = None,  # noqa: UP045
+    stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
+    render: Annotated[bool, typer.Option("--render", help="Show the episodes in a window.")] = False,
+    video: Annotated[Optional[Path], typer.Option(help="Record the episodes to a .gif or .mp4 file.")] = None,  # noqa: UP045
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay a checkpoint (the best by default) and score it, without touching the training records."""
+    from rlrun.display import enjoy_table, enjoy_target
+    from rlrun.enjoy import enjoy as enjoy_run
+
+    console = _console()
+    result = enjoy_run(reference, home=home, episodes=episodes, seed=seed, stochastic=stochastic, render=render,
+                       video=video, on_target=lambda target: console.print(enjoy_target(target, reference)))
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        console.print(enjoy_table(result))
+
+
 # ---------------------------------------------------------------------------------------------
 # ls / show: registry only, so they never import torch or gymnasium
 

@@ -257,3 +257,29 @@ def refusal_table(changes: list[Any]) -> Table:
     for change in changes:
         table.add_row(change.path, _value(change.old), _value(change.new), change.reason)
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Enjoy
+
+
+def enjoy_target(target: Any, reference: str) -> Text:
+    checkpoint = target.checkpoint
+    why = f", evaluation mean {target.score:.1f} there" if target.score is not None else ", not evaluated"
+    return Text(f"{resolved(target.run, reference)}\n  session s{target.session.index} (seed {target.session.seed}),"
+                f" checkpoint at frame {checkpoint.frame:,} ({checkpoint.kind}){why}")
+
+
+def enjoy_table(result: Any) -> Table:
+    mode = "stochastic" if result.stochastic else "greedy"
+    table = Table(title=f"{len(result.episodes)} episodes, {mode}, seed {result.seed}", title_justify="left")
+    table.add_column("episode", justify="right")
+    table.add_column("return", justify="right")
+    table.add_column("length", justify="right")
+    for i, episode in enumerate(result.episodes):
+        table.add_row(str(i), f"{episode.episode_return:.1f}", str(episode.length))
+    table.add_section()
+    table.add_row("mean ± std", f"{result.mean:.1f} ± {result.std:.1f}", "")
+    if result.video:
+        table.caption = f"video: {result.video} ({result.video_frames} frames)"
+    return table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -39,18 +40,28 @@ def evaluate(agent: Agent, env: gym.Env[Any, Any], *, seed: int, frame: int, epi
              deterministic: bool = True) -> Evaluation:
     """Run `episodes` episodes. Episode k at frame f is seeded from (seed, f, k) alone, so an
     evaluation neither depends on nor disturbs any other random stream."""
+    seeds = [seeding.derive(seed, seeding.EVAL, frame, k) for k in range(episodes)]
+    returns, lengths = play(agent, env, seeds, deterministic=deterministic)
+    return Evaluation(frame=frame, returns=returns, lengths=lengths)
+
+
+def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministic: bool,
+         on_frame: Callable[[Any], None] | None = None) -> tuple[list[float], list[int]]:
+    """One episode per seed; the env and any action sampling are seeded from it. `on_frame` gets
+    the env's render after every step."""
     returns, lengths = [], []
-    for k in range(episodes):
-        episode_seed = seeding.derive(seed, seeding.EVAL, frame, k)
+    for episode_seed in seeds:
         generator = None if deterministic else torch.Generator().manual_seed(episode_seed)
         obs, _ = env.reset(seed=episode_seed)
         total, length, done = 0.0, 0, False
         while not done:
             action = agent.act(np.asarray(obs)[None], deterministic=deterministic, generator=generator)[0]
             obs, reward, terminated, truncated, _ = env.step(action)
+            if on_frame is not None:
+                on_frame(env.render())
             total += float(reward)
             length += 1
             done = bool(terminated or truncated)
         returns.append(total)
         lengths.append(length)
-    return Evaluation(frame=frame, returns=returns, lengths=lengths)
+    return returns, lengths

@@ -20,6 +20,8 @@ PYTHON_NUMPY = 5
 """Python's `random` and NumPy's legacy global generator, for any library that uses them."""
 EVAL = 6
 """Evaluation episodes: one seed per (frame, episode)."""
+ENJOY = 7
+"""`rlrun enjoy` episodes: one seed per episode."""
 
 
 def derive(seed: int, stream: int, *path: int) -> int:

@@ -28,7 +28,7 @@ class Result:
 
 
 def cli_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RLRUN_HOME", "RLRUN_DB")}
+    env = {k: v for k, v in os.environ.items() if k not in ("RLRUN_HOME", "RLRUN_DB", "DISPLAY", "WAYLAND_DISPLAY")}
     env["RLRUN_HOME"] = str(home)
     return env
 

@@ -1,0 +1,168 @@
+"""`enjoy`: replay a checkpoint — score it, watch it, or record it — without touching training.
+
+The run, session and checkpoint come from one reference; the env and the agent are rebuilt from the
+spec revision stored with the run; the snapshot is verified against the registry's sha256 before a
+single step runs. The result is recorded as an evaluation of kind "enjoy", which never changes the
+training evaluations, the best score, the checkpoints or the run's status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlrun import paths
+from rlrun.errors import BadInput
+from rlrun.refs import parse_ref
+from rlrun.registry import CheckpointRecord, Registry, RunDetail, RunRecord, SessionRecord
+
+
+@dataclass(frozen=True)
+class EnjoyTarget:
+    run: RunRecord
+    session: SessionRecord
+    checkpoint: CheckpointRecord
+    score: float | None
+    """The training evaluation mean at the checkpoint's frame (what made it best), if any."""
+    spec_json: str
+
+
+@dataclass(frozen=True)
+class Episode:
+    episode_return: float
+    length: int
+
+
+@dataclass(frozen=True)
+class EnjoyResult:
+    run_id: str
+    session: int
+    checkpoint_frame: int
+    checkpoint_kind: str
+    score_at_checkpoint: float | None
+    seed: int
+    stochastic: bool
+    episodes: list[Episode]
+    mean: float
+    std: float
+    video: str | None
+    video_frames: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["episodes"] = [{"return": e.episode_return, "length": e.length} for e in self.episodes]
+        return document
+
+
+def choose(registry: Registry, reference: str) -> EnjoyTarget:
+    """The session with the best training evaluation (or `/sK`), and its checkpoint with the best
+    evaluation mean (or `@best`, `@latest`, `@FRAMES`); the newest when nothing was evaluated."""
+    ref = parse_ref(reference)
+    run = registry.resolve(ref)
+    detail = registry.get_run(run.id)
+    session = _session(detail, ref.session)
+    checkpoints = [c for c in detail.checkpoints if c.session_index == session.index]
+    if not checkpoints:
+        raise BadInput(f"run {run.id} session s{session.index} has no checkpoint yet; train or resume it first")
+    scores = {e.frame: e.mean for e in detail.evaluations if e.session_index == session.index and e.kind == "train"}
+    checkpoint = _checkpoint(checkpoints, scores, ref.checkpoint, run.id, session.index)
+    revision = max((r for r in detail.spec_revisions if r.frame <= checkpoint.frame), key=lambda r: r.revision)
+    return EnjoyTarget(run, session, checkpoint, scores.get(checkpoint.frame), revision.spec_json)
+
+
+def _session(detail: RunDetail, index: int | None) -> SessionRecord:
+    if index is not None:
+        return next(s for s in detail.sessions if s.index == index)  # resolve() checked the range
+    evaluated = [s for s in detail.sessions if s.best_eval is not None]
+    if evaluated:
+        return max(evaluated, key=lambda s: (s.best_eval, -s.index))
+    return max(detail.sessions, key=lambda s: (s.frame, -s.index))
+
+
+def _checkpoint(checkpoints: list[CheckpointRecord], scores: dict[int, float], wanted: str | None, run_id: str,
+                index: int) -> CheckpointRecord:
+    newest = max(checkpoints, key=lambda c: c.frame)
+    if wanted == "latest":
+        return newest
+    if wanted not in (None, "best"):
+        exact = [c for c in checkpoints if c.frame == int(wanted)]
+        if not exact:
+            frames = ", ".join(f"{c.frame:,}" for c in sorted(checkpoints, key=lambda c: c.frame))
+            raise BadInput(f"run {run_id} session s{index} has no checkpoint at frame {int(wanted):,}; it has {frames}")
+        return exact[0]
+    scored = [c for c in checkpoints if c.frame in scores]
+    return max(scored, key=lambda c: (scores[c.frame], c.frame)) if scored else newest
+
+
+def enjoy(reference: str = "latest", *, home: Path | str | None = None, episodes: int = 5, seed: int | None = None,
+          stochastic: bool = False, render: bool = False, video: Path | None = None,
+          on_target: Any = None) -> EnjoyResult:
+    """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy"."""
+    if episodes < 1:
+        raise BadInput("--episodes must be at least 1")
+    if render and video is not None:
+        raise BadInput("choose --render (a window) or --video (a file), not both")
+    root = paths.resolve_home(home)
+    with Registry.open(root, create=False) as registry:
+        target = choose(registry, reference)
+    _check_output(render, video)
+    if on_target is not None:
+        on_target(target)
+    result = _play(root, target, episodes=episodes, seed=target.session.seed if seed is None else seed,
+                   stochastic=stochastic, render=render, video=video)
+    with Registry.open(root) as registry:
+        returns = [e.episode_return for e in result.episodes]
+        registry.add_evaluation(target.session.id, frame=target.checkpoint.frame, mean=result.mean, std=result.std,
+                                min=min(returns), max=max(returns), episodes=len(returns), kind="enjoy")
+    return result
+
+
+def _check_output(render: bool, video: Path | None) -> None:
+    from rlrun.video import check_render_support, check_video_path
+
+    if render:
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            raise BadInput("--render needs a display and this machine has none (DISPLAY is not set);"
+                           " record the episodes instead with --video enjoy.mp4 (or .gif)")
+        check_render_support()
+    if video is not None:
+        check_video_path(video)
+
+
+def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochastic: bool, render: bool,
+          video: Path | None) -> EnjoyResult:
+    import torch
+
+    from rlrun import seeding, snapshot
+    from rlrun.envs import make_env
+    from rlrun.evaluation import play
+    from rlrun.session import build_agent
+    from rlrun.spec import validate_spec
+    from rlrun.video import VideoWriter
+
+    saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
+    spec = validate_spec(json.loads(target.spec_json))
+    torch.set_num_threads(spec.meta.torch_threads)
+    env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
+    agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
+    agent.load_state_dict(saved.tensors["agent"])
+    writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
+    try:
+        seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
+        returns, lengths = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+        env.close()
+    return EnjoyResult(
+        run_id=target.run.id, session=target.session.index, checkpoint_frame=target.checkpoint.frame,
+        checkpoint_kind=target.checkpoint.kind, score_at_checkpoint=target.score, seed=seed, stochastic=stochastic,
+        episodes=[Episode(r, n) for r, n in zip(returns, lengths, strict=True)], mean=float(np.mean(returns)),
+        std=float(np.std(returns)), video=str(video) if video else None,
+        video_frames=writer.frames if writer else None,
+    )
