@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from rlrun import events, paths, seeding, snapshot
+from rlrun import events, paths, retention, seeding, snapshot
 from rlrun.algorithms import agent_class
 from rlrun.algorithms.base import Agent, Step
 from rlrun.clock import Clock, crossed
@@ -207,14 +207,10 @@ class Session:
         self._retain()
 
     def _retain(self) -> None:
-        """Keep the newest `keep_checkpoints` periodic snapshots, the best, and the newest of all
-        (the one a resume continues from). The row goes first, so the registry never points at a
-        deleted folder."""
+        """Apply the retention rule (`rlrun.retention`). The row goes first, so the registry never
+        points at a deleted folder."""
         records = self.registry.checkpoints(self.task.session_id)
-        periodic = [c for c in records if "periodic" in c.kind.split("+")]
-        best = [c for c in records if "best" in c.kind.split("+")]
-        keep = {c.id for c in periodic[-self.meta.keep_checkpoints:]} | {c.id for c in best[-1:]}
-        keep |= {max(records, key=lambda c: c.frame).id}
+        keep = retention.to_keep(records, self.meta.keep_checkpoints)
         for record in records:
             if record.id not in keep:
                 self.registry.remove_checkpoint(record.id)
