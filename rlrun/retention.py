@@ -28,4 +28,5 @@ def to_keep(checkpoints: Sequence[_Checkpoint], keep_periodic: int) -> set[int]:
     by_frame = sorted(checkpoints, key=lambda c: c.frame)
     periodic = [c for c in by_frame if "periodic" in kinds(c)]
     best = [c for c in by_frame if "best" in kinds(c)]
-    return {c.id for c in periodic[len(periodic) - keep_periodic:]} | {c.id for c in best[-1:]} | {by_frame[-1].id}
+    newest_periodic = periodic[-keep_periodic:] if keep_periodic > 0 else []
+    return {c.id for c in newest_periodic} | {c.id for c in best[-1:]} | {by_frame[-1].id}
