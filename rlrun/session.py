@@ -36,7 +36,7 @@ from rlrun.stopping import StopRequest
 
 HEARTBEAT_SECONDS = 3.0
 SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
-"""Test hook: the session sends itself SIGTERM when its clock reaches this frame, so a test can
+"""Test hook: the session sends itself SIGTERM at the step that reaches this frame, so a test can
 preempt it at an exact (mid-episode) step through the real signal path."""
 RECENT_EPISODES = 100
 
@@ -133,7 +133,7 @@ class Session:
                 return "preempted"
             before = self.clock.frame
             self._step()
-            if self.clock.frame == signal_at:
+            if before < signal_at <= self.clock.frame:
                 os.kill(os.getpid(), signal.SIGTERM)
             now = time.monotonic()
             self.clock.wall_time = start_wall + now - started
@@ -252,13 +252,18 @@ class Session:
             "evaluations": self.evaluations,
             "best": self.best,
         }
-        tensors = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
-        return snapshot.Snapshot(meta=meta, tensors=tensors)
+        agent_state = self.agent.state_dict()
+        arrays = agent_state.pop("arrays", {})  # large buffers: .npy files, written without a copy
+        tensors = {"agent": agent_state, "torch_rng": torch.get_rng_state()}
+        return snapshot.Snapshot(meta=meta, tensors=tensors, arrays=arrays)
 
     def _restore(self, saved: snapshot.Snapshot) -> None:
         """Continue from a snapshot: state first, every random generator last."""
         meta = saved.meta
-        self.agent.load_state_dict(saved.tensors["agent"])
+        self.agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays})
+        memory = getattr(self.spec.agent, "memory", None)
+        if memory is not None and not memory.snapshot:
+            self.approximate = "replay memory not in the snapshot (memory.snapshot is false); it refills"
         self.clock = Clock.from_json(meta["clock"])
         self.metrics, self.evaluations, self.best = meta["metrics"], meta["evaluations"], meta["best"]
         self.last_losses = meta["last_losses"]

@@ -107,7 +107,8 @@ def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
     meta = json.loads((path / META).read_text())
     tensors = torch.load(path / STATE, map_location="cpu", weights_only=True)
     arrays = {
-        name.removeprefix(f"{ARRAYS}/").removesuffix(".npy"): np.load(path / name, allow_pickle=False)
+        # Memory-mapped: restoring copies each array once, into the agent's own preallocated one.
+        name.removeprefix(f"{ARRAYS}/").removesuffix(".npy"): np.load(path / name, mmap_mode="r", allow_pickle=False)
         for name in manifest["files"]
         if name.startswith(f"{ARRAYS}/")
     }

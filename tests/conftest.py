@@ -17,6 +17,31 @@ TINY = ["--frames", "3000", "--set", "meta.eval_frequency=1000", "--set", "meta.
         "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=1000"]
 
 
+# Smaller networks, batches and memories for the algorithms whose built-in specs are expensive
+# per frame: the code paths (and what a snapshot must hold) are the same, the tests much faster.
+FAST = {
+    "dqn": ["agent.learning_starts=500", "agent.train_frequency=16", "agent.gradient_steps=2", "agent.batch_size=32",
+            "agent.network.hidden=[64, 64]", "agent.memory.capacity=20000"],
+    "sac": ["agent.learning_starts=200", "agent.train_frequency=4", "agent.batch_size=32",
+            "agent.network.hidden=[32, 32]", "agent.memory.capacity=20000"],
+    "ppo": ["agent.n_steps=64", "agent.batch_size=64", "agent.n_epochs=2"],
+}
+
+
+def builtin_for(algorithm: str) -> str:
+    """The built-in spec that exercises `algorithm` in tests: its CartPole spec if it has one."""
+    from rlrun.spec import builtin_document, builtin_names
+
+    names = [n for n in builtin_names() if builtin_document(n)["agent"]["algorithm"] == algorithm]
+    return next((n for n in names if n.endswith("_cartpole") and not n.startswith("ddqn")), names[0])
+
+
+def fast(spec: str) -> list[str]:
+    from rlrun.spec import builtin_document
+
+    return [arg for edit in FAST.get(builtin_document(spec)["agent"]["algorithm"], []) for arg in ("--set", edit)]
+
+
 @dataclass
 class Result:
     code: int

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import Result, cli_env, rlrun
+from conftest import Result, builtin_for, cli_env, fast, rlrun
 
 from rlrun import snapshot
 from rlrun.algorithms import algorithm_names
@@ -32,10 +32,6 @@ from rlrun.spec import builtin_document, builtin_names
 BUDGET = 12_000
 CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
            "--set", "meta.log_frequency=500", "--set", "meta.num_eval_episodes=2"]
-
-
-def builtin_for(algorithm: str) -> str:
-    return next(n for n in builtin_names() if builtin_document(n)["agent"]["algorithm"] == algorithm)
 
 
 ALGORITHMS = algorithm_names()
@@ -107,7 +103,7 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
 
 
 def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) -> Result:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args],
+    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
                                env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
     return Result(completed.returncode, completed.stdout, completed.stderr)
 
@@ -152,7 +148,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
         detail = registry.get_run(registry.resolve("latest").id)
     assert detail.run.status == "preempted" and {s.status for s in detail.sessions} == {"preempted"}
     newest = max(detail.checkpoints, key=lambda c: c.frame)
-    assert (newest.frame, newest.kind) == (2345, "preempt")
+    assert newest.kind == "preempt" and 2345 <= newest.frame < 2345 + 16
     assert any(length > 0 for length in snapshot.read_meta(home / newest.path)["episode_length"]), "not mid-episode"
     resume_ok(home)
     assert_same_run(a, final_state(home))
@@ -160,7 +156,8 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, "--frames", str(BUDGET)],
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames",
+                                str(BUDGET)],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     wait_for(lambda: newest_checkpoint_frame(home) >= 3000, process)
@@ -176,7 +173,7 @@ def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home:
 def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlrun", "train", spec, *CADENCE, "--frames", str(BUDGET)],
+        [sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
         env={**cli_env(home), snapshot.HANG_ENV: snapshot.snapshot_name(5000)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
@@ -217,7 +214,8 @@ def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> N
     spec, args = builtin_for(ALGORITHMS[0]), ["--frames", str(BUDGET), "--sessions", "2"]
     straight_home, home = tmp_path / "straight", tmp_path / "stopped"
     assert train(straight_home, spec, *args).code == 0
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args], env=cli_env(home),
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+                               env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     seen: set[str] = set()

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, rlrun
-from test_resume import ALGORITHMS, BUDGET, CADENCE, assert_same_run, builtin_for, final_state, resume_ok, train
+from conftest import builtin_for, cli_env, rlrun
+from test_resume import ALGORITHMS, BUDGET, CADENCE, assert_same_run, final_state, resume_ok, train
 
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document

@@ -12,7 +12,11 @@ if TYPE_CHECKING:
     from rlrun.spec import AgentConfig
 
 _MODULES = {
+    "a2c": "rlrun.algorithms.a2c",
+    "dqn": "rlrun.algorithms.dqn",
+    "ppo": "rlrun.algorithms.ppo",
     "reinforce": "rlrun.algorithms.reinforce",
+    "sac": "rlrun.algorithms.sac",
 }
 
 

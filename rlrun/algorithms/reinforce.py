@@ -96,10 +96,10 @@ class Agent:
         policy_loss = -(chosen * advantages).mean()
         entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
         loss = policy_loss - entropy_coef * entropy + self.config.value_coef * value_loss
-        grad_norm = optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
+        optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                "entropy": entropy.item(), "grad_norm": grad_norm}
+                "entropy": entropy.item()}
 
     def _returns(self, rewards: list[float]) -> np.ndarray:
         returns = np.empty(len(rewards), dtype=np.float32)

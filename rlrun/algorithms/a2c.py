@@ -1,0 +1,44 @@
+"""A2C (Mnih et al., 2016, synchronous): one gradient step per short rollout from parallel envs.
+
+The policy gradient uses advantages from n-step returns or GAE; the critic regresses the returns;
+an entropy bonus keeps the policy exploring. The rollout collection lives in `onpolicy`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch.nn import functional
+
+from rlrun.algorithms.base import optimise
+from rlrun.algorithms.onpolicy import OnPolicyAgent, OnPolicyConfig
+from rlrun.clock import Clock
+from rlrun.schedules import Constant
+from rlrun.spec import OptimizerSpec
+
+
+class Config(OnPolicyConfig):
+    algorithm: Literal["a2c"] = "a2c"
+    returns: Literal["nstep", "gae"] = "nstep"
+    """Advantages from n-step returns, or from GAE with `gae_lambda`."""
+    optimizer: OptimizerSpec = OptimizerSpec(name="rmsprop", lr=Constant(value=7e-4), eps=1e-5, grad_clip=0.5)
+
+
+class Agent(OnPolicyAgent):
+    config: Config
+
+    def advantage_lambda(self) -> float:
+        return 1.0 if self.config.returns == "nstep" else self.config.gae_lambda  # n-step returns: GAE, lambda 1
+
+    def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
+        log_probs, entropy = self.model.evaluate(batch["obs"], batch["actions"])
+        values = self.model.value(batch["obs"])
+        advantages = self.normalized(batch["advantages"])
+        policy_loss = -(advantages * log_probs).mean()
+        value_loss = functional.mse_loss(values, batch["returns"])
+        entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
+        loss = policy_loss - entropy_coef * entropy.mean() + self.config.value_coef * value_loss
+        optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
+        clock.opt_step += 1
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.mean().item()}

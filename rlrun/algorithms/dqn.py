@@ -1,0 +1,152 @@
+"""DQN (Mnih et al., 2015), with Double DQN (van Hasselt et al., 2016) as an option.
+
+A Q-network learns from transitions replayed uniformly from memory, towards targets computed by a
+slowly moving copy of itself (copied every `target_update_frequency` frames, or Polyak-averaged
+after each gradient step). Exploration is epsilon-greedy or Boltzmann, each with its schedule.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from pydantic import Field
+from torch.nn import functional
+
+from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.clock import Clock, crossed
+from rlrun.memory import MemorySpec, ReplayMemory
+from rlrun.schedules import Constant, Linear, Schedule
+from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+
+
+class Config(AgentConfig):
+    algorithm: Literal["dqn"] = "dqn"
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor."""
+    double: bool = False
+    """Double DQN: the online network picks the next action, the target network values it."""
+    batch_size: int = Field(default=64, gt=0)
+    """Transitions per gradient step."""
+    learning_starts: int = Field(default=1000, ge=0)
+    """Frames of experience gathered before the first gradient step."""
+    train_frequency: int = Field(default=4, gt=0)
+    """Frames between training rounds."""
+    gradient_steps: int = Field(default=1, gt=0)
+    """Gradient steps per training round."""
+    target_update: Literal["hard", "polyak"] = "hard"
+    """Copy the online network into the target ("hard"), or move the target towards it ("polyak")."""
+    target_update_frequency: int = Field(default=1000, gt=0)
+    """Frames between hard copies."""
+    tau: float = Field(default=0.005, gt=0, le=1)
+    """Polyak step: target ← tau · online + (1 − tau) · target, after every gradient step."""
+    loss: Literal["huber", "mse"] = "huber"
+    """Temporal-difference loss: Huber (smooth L1) or squared error."""
+    exploration: Literal["epsilon_greedy", "boltzmann"] = "epsilon_greedy"
+    """Random action with probability epsilon, or actions sampled from softmax(Q / temperature)."""
+    epsilon: Schedule = Field(default_factory=lambda: Linear(kind="linear", start=1.0, end=0.05, to_frame=10_000))
+    """Exploration probability of epsilon-greedy: a number or a schedule over frames."""
+    temperature: Schedule = Constant(value=1.0)
+    """Temperature of Boltzmann exploration: a number or a schedule over frames."""
+    network: NetworkSpec = NetworkSpec(activation="relu")
+    optimizer: OptimizerSpec = OptimizerSpec()
+    memory: MemorySpec = MemorySpec()
+
+
+class Agent:
+    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
+                 num_envs: int, max_frame: int) -> None:
+        if not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
+        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
+        self.actions = int(action_space.n)
+        self.q = mlp(obs_size(obs_space), self.actions, config.network)
+        self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
+        self.memory = ReplayMemory(config.memory, (obs_size(obs_space),), (), np.dtype(np.int64))
+        self.generator = torch.Generator().manual_seed(seed)
+        self.frame = 0
+        """The clock's frame at the last update: exploration schedules are read at it."""
+
+    # -- acting ---------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, *, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        q = self.q(torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1))
+        if deterministic:
+            return q.argmax(dim=-1).numpy()
+        g = generator or self.generator
+        if self.config.exploration == "boltzmann":
+            temperature = self.config.temperature.value(self.frame, self.max_frame)
+            return torch.multinomial(torch.softmax(q / temperature, dim=-1), 1, generator=g).squeeze(-1).numpy()
+        epsilon = self.config.epsilon.value(self.frame, self.max_frame)
+        explore = torch.rand(len(q), generator=g) < epsilon
+        random_actions = torch.randint(self.actions, (len(q),), generator=g)
+        return torch.where(explore, random_actions, q.argmax(dim=-1)).numpy()
+
+    def observe(self, step: Step) -> None:
+        self.memory.add(step.obs.reshape(len(step.obs), -1), step.action, step.reward,
+                        step.next_obs.reshape(len(step.obs), -1), step.terminated)
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        self.frame = before = clock.frame
+        previous = before - self.num_envs
+        config = self.config
+        if config.target_update == "hard" and crossed(previous, before, config.target_update_frequency):
+            self.target.load_state_dict(self.q.state_dict())
+        if before < config.learning_starts or self.memory.size < config.batch_size:
+            return {}
+        rounds = before // config.train_frequency - previous // config.train_frequency
+        losses = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        if not losses:
+            return {}
+        return {"loss": float(np.mean(losses)), "epsilon": config.epsilon.value(before, self.max_frame)}
+
+    def _gradient_step(self, clock: Clock) -> float:
+        config = self.config
+        batch = self.memory.sample(config.batch_size, self.generator)
+        with torch.no_grad():
+            next_q = self.target(batch["next_obs"])
+            if config.double:
+                chosen = self.q(batch["next_obs"]).argmax(dim=-1, keepdim=True)
+                next_value = next_q.gather(1, chosen).squeeze(1)
+            else:
+                next_value = next_q.max(dim=-1).values
+            target = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
+        taken = self.q(batch["obs"]).gather(1, batch["actions"][:, None]).squeeze(1)
+        loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
+        loss = loss_function(taken, target)
+        optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        clock.opt_step += 1
+        if config.target_update == "polyak":
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)
+        return loss.item()
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        memory = self.memory.state_dict()
+        return {
+            "q": self.q.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "frame": self.frame,
+            "memory": {k: v for k, v in memory.items() if k != "arrays"},
+            "arrays": memory.get("arrays", {}),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.frame = state["frame"]
+        self.memory.load_state_dict({**state["memory"], "arrays": state.get("arrays", {})})

@@ -1,0 +1,246 @@
+"""What A2C and PPO share: an actor-critic, a rollout buffer, and generalised advantage estimation.
+
+The actor outputs logits (discrete actions) or a Gaussian mean with a learned, state-independent
+log standard deviation (continuous actions); the critic is a separate network of the same shape,
+as in Stable-Baselines3's default. Probabilities are computed directly, without
+`torch.distributions`, which costs more than the network itself at these sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from pydantic import Field
+from torch import nn
+
+from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size
+from rlrun.clock import Clock
+from rlrun.schedules import Constant, Schedule
+from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_space: spaces.Space, action_space: spaces.Space, network: NetworkSpec,
+                 log_std_init: float = 0.0) -> None:
+        super().__init__()
+        self.continuous = isinstance(action_space, spaces.Box)
+        if not self.continuous and not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"needs a Discrete or Box action space, got {action_space}")
+        outputs = int(np.prod(action_space.shape or ())) if self.continuous else int(action_space.n)  # type: ignore[attr-defined]
+        self.actor = mlp(obs_size(obs_space), outputs, network, output_gain=0.01)
+        self.critic = mlp(obs_size(obs_space), 1, network)
+        if self.continuous:
+            assert isinstance(action_space, spaces.Box)
+            self.log_std = nn.Parameter(torch.full((outputs,), log_std_init))
+            # The env's bounds, fixed by the spec: plain tensors, not state.
+            self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
+            self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+    def sample(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampled actions (unclipped) and their log-probabilities."""
+        out = self.actor(obs)
+        if self.continuous:
+            actions = out + self.log_std.exp() * torch.randn(out.shape, generator=generator)
+        else:
+            actions = torch.multinomial(torch.softmax(out, dim=-1), 1, generator=generator).squeeze(-1)
+        return actions, self._log_prob(out, actions)
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor(obs)
+        return out if self.continuous else out.argmax(dim=-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of `actions` and the policy's entropy, with gradients."""
+        out = self.actor(obs)
+        if self.continuous:
+            entropy = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs))
+        else:
+            log_probs = torch.log_softmax(out, dim=-1)
+            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+        return self._log_prob(out, actions), entropy
+
+    def _log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        if self.continuous:
+            z = (actions - out) / self.log_std.exp()
+            return (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+        return torch.log_softmax(out, dim=-1).gather(-1, actions[..., None].long()).squeeze(-1)
+
+    def to_env(self, actions: torch.Tensor) -> np.ndarray:
+        """What the env is given: continuous actions clipped to its bounds."""
+        if self.continuous:
+            return torch.clamp(actions, self.low, self.high).numpy()
+        return actions.numpy()
+
+
+class Rollout:
+    """`steps` transitions from each of `envs` env copies, in preallocated arrays."""
+
+    FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "done")
+
+    def __init__(self, steps: int, envs: int, obs_dim: int, action_shape: tuple[int, ...], continuous: bool) -> None:
+        self.steps, self.envs = steps, envs
+        self.obs = np.zeros((steps, envs, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((steps, envs, *action_shape), dtype=np.float32 if continuous else np.int64)
+        self.log_probs = np.zeros((steps, envs), dtype=np.float32)
+        self.values = np.zeros((steps, envs), dtype=np.float32)
+        self.rewards = np.zeros((steps, envs), dtype=np.float32)
+        self.done = np.zeros((steps, envs), dtype=np.float32)
+        """1 where the episode ended at this step (terminated or truncated): no bootstrap across it."""
+        self.filled = 0
+
+    @property
+    def full(self) -> bool:
+        return self.filled == self.steps
+
+    def add(self, **fields: np.ndarray) -> None:
+        for name, value in fields.items():
+            getattr(self, name)[self.filled] = value
+        self.filled += 1
+
+    def advantages(self, last_values: np.ndarray, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+        """Generalised advantage estimation (Schulman et al., 2016); lam = 1 gives n-step returns.
+        An episode's end cuts the bootstrap; a truncated one had its value folded into the reward."""
+        advantages = np.zeros_like(self.rewards)
+        running = np.zeros(self.envs, dtype=np.float32)
+        next_values = last_values
+        for t in range(self.steps - 1, -1, -1):
+            alive = 1.0 - self.done[t]
+            delta = self.rewards[t] + gamma * next_values * alive - self.values[t]
+            running = delta + gamma * lam * alive * running
+            advantages[t] = running
+            next_values = self.values[t]
+        return advantages, advantages + self.values
+
+    def state_dict(self) -> dict[str, Any]:
+        """The part collected so far (a snapshot can fall mid-rollout)."""
+        return {"filled": self.filled, **{name: torch.from_numpy(getattr(self, name)[: self.filled].copy())
+                                          for name in self.FIELDS}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.filled = state["filled"]
+        for name in self.FIELDS:
+            getattr(self, name)[: self.filled] = state[name].numpy()
+
+
+def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: np.ndarray, next_obs: np.ndarray,
+                        critic: ActorCritic, gamma: float) -> np.ndarray:
+    """An episode cut by a time limit did not end: add the discounted value of where it stopped
+    (as Stable-Baselines3 does), so the time limit is not learned as a terminal state."""
+    cut = truncated & ~terminated
+    if not cut.any():
+        return rewards
+    with torch.no_grad():
+        values = critic.value(torch.as_tensor(next_obs[cut], dtype=torch.float32).reshape(int(cut.sum()), -1))
+    rewards = rewards.astype(np.float32, copy=True)
+    rewards[cut] += gamma * values.numpy()
+    return rewards
+
+
+# ---------------------------------------------------------------------------------------------
+# The collect half of an on-policy agent; A2C and PPO add how they learn from a full rollout.
+
+
+class OnPolicyConfig(AgentConfig):
+    n_steps: int = Field(default=5, gt=0)
+    """Steps collected from each env copy before every update (a rollout of n_steps × num_envs)."""
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(default=1.0, ge=0, le=1)
+    """GAE's lambda: 1 gives n-step returns, lower trades variance for bias."""
+    normalize_advantages: bool = False
+    """Scale advantages to zero mean and unit variance within each (mini)batch."""
+    entropy_coef: Schedule = Constant(value=0.0)
+    """Weight of the entropy bonus: a number or a schedule over frames."""
+    value_coef: float = Field(default=0.5, ge=0)
+    """Weight of the value loss."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    network: NetworkSpec = NetworkSpec()
+    """Actor and critic networks (separate, same shape)."""
+    optimizer: OptimizerSpec = OptimizerSpec()
+
+
+class OnPolicyAgent:
+    config: OnPolicyConfig
+
+    def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
+                 num_envs: int, max_frame: int) -> None:
+        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
+        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init)
+        self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rollout = Rollout(config.n_steps, num_envs, obs_size(obs_space), action_space.shape or (),
+                               self.model.continuous)
+        self.next_obs = np.zeros((num_envs, obs_size(obs_space)), dtype=np.float32)
+        """Where the last collected step led: its value bootstraps the rollout's tail."""
+        self._acted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, *, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        inputs = torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1)
+        if deterministic:
+            return self.model.to_env(self.model.greedy(inputs))
+        actions, log_probs = self.model.sample(inputs, generator or self.generator)
+        if generator is None:  # a training step: remember what the rollout needs about it
+            self._acted = (actions.numpy(), log_probs.numpy(), self.model.value(inputs).numpy())
+        return self.model.to_env(actions)
+
+    def observe(self, step: Step) -> None:
+        assert self._acted is not None, "observe() follows a training act()"
+        actions, log_probs, values = self._acted
+        rewards = bootstrap_truncated(step.reward, step.truncated, step.terminated, step.next_obs, self.model,
+                                      self.config.gamma)
+        self.rollout.add(obs=step.obs.reshape(self.num_envs, -1), actions=actions, log_probs=log_probs,
+                         values=values, rewards=rewards, done=step.terminated | step.truncated)
+        self.next_obs = step.next_obs.reshape(self.num_envs, -1).astype(np.float32)
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        if not self.rollout.full:
+            return {}
+        with torch.no_grad():
+            last_values = self.model.value(torch.from_numpy(self.next_obs)).numpy()
+        advantages, returns = self.rollout.advantages(last_values, self.config.gamma, self.advantage_lambda())
+        batch = {name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
+                 for name in ("obs", "actions", "log_probs", "values")}
+        batch["advantages"] = torch.from_numpy(advantages).flatten()
+        batch["returns"] = torch.from_numpy(returns).flatten()
+        metrics = self.learn(batch, clock)
+        self.rollout.filled = 0
+        return metrics
+
+    def advantage_lambda(self) -> float:
+        return self.config.gae_lambda
+
+    def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
+        raise NotImplementedError
+
+    def normalized(self, advantages: torch.Tensor) -> torch.Tensor:
+        if not self.config.normalize_advantages or len(advantages) < 2:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "rollout": self.rollout.state_dict(),
+            "next_obs": torch.from_numpy(self.next_obs.copy()),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.rollout.load_state_dict(state["rollout"])
+        self.next_obs = state["next_obs"].numpy()

@@ -1,0 +1,199 @@
+"""SAC (Haarnoja et al., 2018): off-policy actor-critic for continuous actions with an entropy
+bonus whose weight (the temperature alpha) tunes itself towards a target entropy.
+
+A tanh-squashed Gaussian actor; two critics and their Polyak-averaged targets (the smaller of the
+two values is used, against over-estimation); uniform random actions until `learning_starts`.
+The temperature and its optimiser are part of the agent's state, so they resume exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from pydantic import Field
+from torch import nn
+from torch.nn import functional
+
+from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.clock import Clock
+from rlrun.memory import MemorySpec, ReplayMemory
+from rlrun.schedules import Constant
+from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class Config(AgentConfig):
+    algorithm: Literal["sac"] = "sac"
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor."""
+    tau: float = Field(default=0.005, gt=0, le=1)
+    """Polyak step of the target critics after every gradient step."""
+    batch_size: int = Field(default=256, gt=0)
+    """Transitions per gradient step."""
+    learning_starts: int = Field(default=100, ge=0)
+    """Frames of uniformly random actions before learning starts."""
+    train_frequency: int = Field(default=1, gt=0)
+    """Frames between training rounds."""
+    gradient_steps: int = Field(default=1, gt=0)
+    """Gradient steps per training round."""
+    alpha: float | Literal["auto"] = "auto"
+    """Entropy temperature: a fixed number, or "auto" to tune it towards `target_entropy`."""
+    alpha_init: float = Field(default=1.0, gt=0)
+    """Starting temperature when tuned."""
+    target_entropy: float | Literal["auto"] = "auto"
+    """Entropy the tuned temperature aims at; "auto" is minus the action dimension."""
+    network: NetworkSpec = NetworkSpec(hidden=[256, 256], activation="relu")
+    """Actor and each critic."""
+    optimizer: OptimizerSpec = OptimizerSpec(lr=Constant(value=3e-4))
+    """Used for the actor, the critics and the temperature alike."""
+    memory: MemorySpec = MemorySpec(capacity=1_000_000)
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim: int, action_dim: int, network: NetworkSpec) -> None:
+        super().__init__()
+        self.body = mlp(obs_dim, 2 * action_dim, network)
+
+    def forward(self, obs: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Squashed actions in [-1, 1] and their log-probabilities; the mean's squash when
+        `generator` is None."""
+        mean, log_std = self.body(obs).chunk(2, dim=-1)
+        if generator is None:
+            return torch.tanh(mean), torch.zeros(len(obs))
+        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        noise = torch.randn(mean.shape, generator=generator)
+        raw = mean + log_std.exp() * noise
+        action = torch.tanh(raw)
+        gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        return action, gaussian - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # change of variables
+
+
+class Critic(nn.Module):
+    def __init__(self, obs_dim: int, action_dim: int, network: NetworkSpec) -> None:
+        super().__init__()
+        self.q1 = mlp(obs_dim + action_dim, 1, network)
+        self.q2 = mlp(obs_dim + action_dim, 1, network)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = torch.cat([obs, action], dim=-1)
+        return self.q1(inputs).squeeze(-1), self.q2(inputs).squeeze(-1)
+
+
+class Agent:
+    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
+                 num_envs: int, max_frame: int) -> None:
+        if not isinstance(action_space, spaces.Box):
+            raise ValueError(f"sac needs a continuous (Box) action space, got {action_space}")
+        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
+        obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
+        self.low = action_space.low.astype(np.float32)
+        self.high = action_space.high.astype(np.float32)
+        self.actor = Actor(obs_dim, action_dim, config.network)
+        self.critic = Critic(obs_dim, action_dim, config.network)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
+        self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init)))
+        self.alpha_optimizer = make_optimizer(config.optimizer, [self.log_alpha], max_frame)
+        self.target_entropy = -float(action_dim) if config.target_entropy == "auto" else config.target_entropy
+        self.memory = ReplayMemory(config.memory, (obs_dim,), (action_dim,), np.dtype(np.float32))
+        self.generator = torch.Generator().manual_seed(seed)
+        self.frame = 0
+        """The clock's frame at the last update: random actions are taken until learning_starts."""
+
+    def alpha(self) -> float:
+        return math.exp(self.log_alpha.item()) if self.config.alpha == "auto" else float(self.config.alpha)
+
+    # -- acting ---------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, *, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> np.ndarray:
+        training = not deterministic and generator is None
+        if training and self.frame < self.config.learning_starts:
+            squashed = torch.rand((len(obs), len(self.low)), generator=self.generator) * 2 - 1
+        else:
+            inputs = torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1)
+            squashed, _ = self.actor(inputs, None if deterministic else generator or self.generator)
+        return self.low + (squashed.numpy() + 1) * 0.5 * (self.high - self.low)
+
+    def observe(self, step: Step) -> None:
+        squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
+        self.memory.add(step.obs.reshape(len(step.obs), -1), squashed, step.reward,
+                        step.next_obs.reshape(len(step.obs), -1), step.terminated)
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        self.frame = clock.frame
+        previous = clock.frame - self.num_envs
+        config = self.config
+        if clock.frame < config.learning_starts or self.memory.size < config.batch_size:
+            return {}
+        rounds = clock.frame // config.train_frequency - previous // config.train_frequency
+        results = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        if not results:
+            return {}
+        critic_loss, actor_loss, alpha = np.mean(results, axis=0)
+        return {"critic_loss": float(critic_loss), "actor_loss": float(actor_loss), "alpha": float(alpha)}
+
+    def _gradient_step(self, clock: Clock) -> tuple[float, float, float]:
+        config = self.config
+        batch = self.memory.sample(config.batch_size, self.generator)
+        alpha = self.alpha()
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor(batch["next_obs"], self.generator)
+            next_q = torch.min(*self.critic_target(batch["next_obs"], next_action)) - alpha * next_log_prob
+            target = batch["rewards"] + config.gamma * (1 - batch["terminated"]) * next_q
+        q1, q2 = self.critic(batch["obs"], batch["actions"])
+        critic_loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
+        optimise(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
+
+        action, log_prob = self.actor(batch["obs"], self.generator)
+        actor_loss = (alpha * log_prob - torch.min(*self.critic(batch["obs"], action))).mean()
+        optimise(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
+        if config.alpha == "auto":
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            optimise(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
+        with torch.no_grad():
+            torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), config.tau)
+        clock.opt_step += 1
+        return critic_loss.item(), actor_loss.item(), alpha
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        memory = self.memory.state_dict()
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "frame": self.frame,
+            "memory": {k: v for k, v in memory.items() if k != "arrays"},
+            "arrays": memory.get("arrays", {}),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.generator.set_state(state["generator"])
+        self.frame = state["frame"]
+        self.memory.load_state_dict({**state["memory"], "arrays": state.get("arrays", {})})
