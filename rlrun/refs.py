@@ -12,8 +12,7 @@ Parsing is pure: no database. `rlrun.registry.Registry.resolve` turns a `RunRef`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from rlrun.errors import BadInput, RunReferenceError, SizeError
 from rlrun.sizes import parse_size
@@ -33,8 +32,7 @@ _SUFFIX = re.compile(r"([/@])([^/@]*)")
 _NAMED_CHECKPOINTS = ("best", "latest")
 
 
-@dataclass(frozen=True)
-class RunRef:
+class RunRef(NamedTuple):
     """A parsed reference. Only the fields that belong to `kind` are meaningful."""
 
     kind: RefKind
@@ -127,7 +125,7 @@ def parse_ref(text: str) -> RunRef:
     cuts = [i for i in (cleaned.find("/"), cleaned.find("@")) if i >= 0]
     cut = min(cuts, default=len(cleaned))
     session, checkpoint = _parse_suffixes(text, cleaned[cut:])
-    return replace(_parse_base(text, cleaned[:cut]), session=session, checkpoint=checkpoint)
+    return _parse_base(text, cleaned[:cut])._replace(session=session, checkpoint=checkpoint)
 
 
 def check_run_name(name: str) -> str:
@@ -142,3 +140,92 @@ def check_run_name(name: str) -> str:
             "letters, digits, '.', '_' and '-', is not all digits and is not `latest`"
         )
     return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters: `--status`, `--algo`, `--env`, `--spec`, `--name`, `--since` and `--sort` narrow the
+# runs that `rlrun ls` lists, and `latest` and row numbers count only the runs that pass them, so
+# `rlrun enjoy latest --algo ppo` is the newest PPO run and `rlrun show 3 --sort best` is the third
+# row of `rlrun ls --sort best`.
+
+STATUSES = ("running", "finished", "failed", "preempted", "crashed")
+"""A run's status as reported (crashed is computed on read, never stored)."""
+SORTS = ("started", "best", "frames")
+"""`--sort`: newest first, best evaluation first, most frames first."""
+
+_DURATION = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[smhdw])", re.I)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SINCE_FORMS = "a duration like 2d, 12h, 30m or 1w, or a date like 2025-05-01 or 2025-05-01T09:30"
+
+
+class RunFilter(NamedTuple):
+    """Which runs a listing or a reference considers, and in what order rows are numbered.
+
+    Matching: `algorithm`, `env` and `spec` are exact but ignore case; `name` is a glob (`*` any
+    text, `?` one character) that ignores case; `since` keeps runs created at or after it.
+    """
+
+    status: str | None = None
+    algorithm: str | None = None
+    env: str | None = None
+    spec: str | None = None
+    name: str | None = None
+    since: float | None = None
+    since_text: str | None = None  # as the user typed it, for messages
+    sort: str = "started"
+
+    @classmethod
+    def of(cls, *, status: str | None = None, algorithm: str | None = None, env: str | None = None,
+           spec: str | None = None, name: str | None = None, since: str | None = None,
+           sort: str | None = None, now: float | None = None) -> RunFilter:
+        """A filter from command-line values; a bad value raises BadInput naming the option."""
+        if status is not None and status not in STATUSES:
+            raise BadInput(f"--status {status!r} is not a run status{_suggest(status, STATUSES)};"
+                           f" use one of {', '.join(STATUSES)}")
+        if sort is not None and sort not in SORTS:
+            raise BadInput(f"--sort {sort!r} is not a sort order{_suggest(sort, SORTS)}; use one of {', '.join(SORTS)}")
+        return cls(status=status, algorithm=algorithm, env=env, spec=spec, name=name,
+                   since=None if since is None else parse_since(since, now), since_text=since,
+                   sort=sort or "started")
+
+    @property
+    def narrows(self) -> bool:
+        """Whether some runs may be left out (sorting alone leaves every run in)."""
+        return any(v is not None for v in (self.status, self.algorithm, self.env, self.spec, self.name, self.since))
+
+    def describe(self) -> str:
+        """The options as typed, for messages: `--status finished --algo ppo`."""
+        options = [("--status", self.status), ("--algo", self.algorithm), ("--env", self.env),
+                   ("--spec", self.spec), ("--name", self.name), ("--since", self.since_text)]
+        if self.sort != "started":
+            options.append(("--sort", self.sort))
+        return " ".join(f"{flag} {value}" for flag, value in options if value is not None)
+
+
+def _suggest(value: str, choices: tuple[str, ...]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """`--since`: a duration back from now (`2d`, `12h`, `1.5w`) or a local date or date-time."""
+    import time
+    from datetime import datetime
+
+    cleaned = text.strip()
+    match = _DURATION.fullmatch(cleaned)
+    if match is not None:
+        seconds = float(match["number"]) * _UNIT_SECONDS[match["unit"].lower()]
+        return (time.time() if now is None else now) - seconds
+    try:
+        return datetime.fromisoformat(cleaned).timestamp()
+    except ValueError:
+        raise BadInput(f"--since {text!r} is not a time; use {_SINCE_FORMS}") from None
+
+
+def like_pattern(glob: str) -> str:
+    r"""A `--name` glob as a SQL LIKE pattern with `\` as the escape character."""
+    escaped = glob.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%").replace("?", "_")

@@ -1,15 +1,24 @@
 """The run registry: the one module that owns the database.
 
-SQLAlchemy ORM over SQLite by default (a file in the runs home), any SQLAlchemy URL otherwise.
-The schema is created and upgraded by the Alembic migrations in `migrations/`; opening a registry
-checks the schema revision with one plain query and only imports Alembic when an upgrade is due,
-so registry-only commands start fast. Nothing here imports torch, gymnasium, numpy or pydantic.
+It indexes runs, sessions, checkpoints, evaluations, spec revisions and attempts, in a SQLite file
+inside the runs home by default, or in any database SQLAlchemy reaches through `RLRUN_DB`
+(PostgreSQL is tested). Every method runs one short transaction of plain, portable SQL and returns
+immutable records, so callers can keep results after the transaction is over.
 
-Every method runs one short transaction through `Registry._session` and returns frozen
-dataclasses (never ORM rows), so callers can keep results after the session is closed.
+Fast to open: on SQLite the registry talks to the file through the standard library's sqlite3 and
+checks the schema revision with one query, so `rlrun ls` and `rlrun show` never import SQLAlchemy,
+Alembic, torch or gymnasium. SQLAlchemy and Alembic (`rlrun.registry_schema`) load only to create
+or upgrade the schema, or to reach a server. A local file at an older schema revision is upgraded
+on open, under a lock, after a backup copy; a server database only by `rlrun db upgrade`; a
+database newer than this code is refused.
 
 Statuses are reported as they are, not only as stored: a run or session whose process died
 without a word reads as "crashed", computed on read from heartbeats and pids (see _Liveness).
+
+Each run folder carries a manifest (`run.json`): the run's row, its sessions, spec revisions,
+attempts and non-training evaluations. Every write that changes one of those rewrites it inside
+the same transaction, so the manifest never lags the registry and `rlrun db rebuild` can restore
+the registry from the folders (checkpoints and training evaluations come from the snapshots).
 """
 
 from __future__ import annotations
@@ -18,62 +27,34 @@ import fcntl
 import json
 import math
 import os
-import socket
+import sqlite3
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    ColumnElement,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Text,
-    UniqueConstraint,
-    and_,
-    create_engine,
-    delete,
-    event,
-    false,
-    func,
-    or_,
-    orm,
-    select,
-    text,
-    true,
-    update,
-)
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.pool import StaticPool
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from rlrun import paths
 from rlrun.errors import BadInput, RegistryError, RunReferenceError
-from rlrun.refs import RunRef, parse_ref
+from rlrun.refs import STATUSES, RunFilter, RunRef, like_pattern, parse_ref
 
 if TYPE_CHECKING:
-    from alembic.config import Config
+    from rlrun.registry_schema import ServerDatabase
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
 SCHEMA_HEAD = "0002"
 VERSION_TABLE = "rlrun_alembic_version"
+MANIFEST = "run.json"
+MANIFEST_FORMAT = 2
 
 # Stored statuses. "crashed" is never stored: reads report a "running" (or "pending") row as
 # crashed when its process is gone (see _Liveness), so a killed process needs nobody to record it.
-RUN_STATUSES = ("running", "finished", "failed", "preempted")
-SESSION_STATUSES = ("pending", "running", "finished", "failed", "preempted")
 CRASHED = "crashed"
+RUN_STATUSES = tuple(s for s in STATUSES if s != CRASHED)
+SESSION_STATUSES = ("pending", "running", "finished", "failed", "preempted")
 # What `list_runs(status=...)` and `count_runs(status)` accept, as reported on read.
-LISTED_RUN_STATUSES = (*RUN_STATUSES, CRASHED)
+LISTED_RUN_STATUSES = STATUSES
 _ENDED = ("finished", "failed", "preempted")
 
 # Attempts: every process that works on a session (the first training, each resume or fork).
@@ -83,156 +64,18 @@ ATTEMPT_END_STATUSES = (*_ENDED, CRASHED)  # crashed: closed by a later attempt 
 # Sessions heartbeat every few seconds; one silent for longer than this is reported crashed.
 STALE_AFTER_SECONDS = 30.0
 
-# Set on a connection before it begins, read by the SQLite "begin" hook (see _on_sqlite_begin).
-_WRITE_FLAG = "rlrun_write"
 _MAX_CANDIDATES = 10
 _IN_LIMIT = 500  # beyond this many ids, select by a condition rather than an IN list
 
 
 # --------------------------------------------------------------------------------------------
-# Schema. Constraint names are fixed by convention so migrations can refer to them by name
-# (SQLite batch migrations need named constraints to drop or alter them).
-
-_NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+# Records returned to callers: immutable named tuples whose fields are the tables' columns in the
+# tables' order, so a row selected with the matching column list below becomes a record as it is.
+# (Named tuples rather than dataclasses: a dozen dataclasses take longer to create than a whole
+# `rlrun ls` may spend on the registry.) `to_json()` gives plain JSON types, for `--json`.
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=_NAMING)
-
-
-class RunRow(Base):
-    __tablename__ = "runs"
-    # (created_at, id) is the `rlrun ls` order, so the newest runs come straight off the index.
-    __table_args__ = (Index("ix_runs_created_at", "created_at", "id"),)
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str | None] = mapped_column(String(200), unique=True)
-    spec_name: Mapped[str] = mapped_column(String(200))
-    algorithm: Mapped[str] = mapped_column(String(64))
-    env_id: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16))
-    max_frame: Mapped[int] = mapped_column(BigInteger)
-    num_sessions: Mapped[int] = mapped_column(Integer)
-    seed: Mapped[int] = mapped_column(BigInteger)
-    # A fork outlives its parent: deleting the parent only unlinks it.
-    parent_id: Mapped[str | None] = mapped_column(
-        ForeignKey("runs.id", ondelete="SET NULL"), index=True
-    )
-    host: Mapped[str | None] = mapped_column(String(255))
-    pid: Mapped[int | None] = mapped_column(Integer)
-    error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
-    finished_at: Mapped[float | None] = mapped_column(Float)
-
-
-class SessionRow(Base):
-    __tablename__ = "sessions"
-    # The unique (run_id, session_index) index also serves lookups by run_id alone.
-    __table_args__ = (UniqueConstraint("run_id", "session_index"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    index: Mapped[int] = mapped_column("session_index", Integer)
-    seed: Mapped[int] = mapped_column(BigInteger)
-    status: Mapped[str] = mapped_column(String(16))
-    frame: Mapped[int] = mapped_column(BigInteger)
-    episode: Mapped[int] = mapped_column(BigInteger)
-    opt_step: Mapped[int] = mapped_column(BigInteger)
-    best_eval: Mapped[float | None] = mapped_column(Float)
-    last_eval: Mapped[float | None] = mapped_column(Float)
-    host: Mapped[str | None] = mapped_column(String(255))
-    pid: Mapped[int | None] = mapped_column(Integer)
-    heartbeat_at: Mapped[float | None] = mapped_column(Float)
-    started_at: Mapped[float | None] = mapped_column(Float)
-    finished_at: Mapped[float | None] = mapped_column(Float)
-    error: Mapped[str | None] = mapped_column(Text)
-
-
-class CheckpointRow(Base):
-    __tablename__ = "checkpoints"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
-    frame: Mapped[int] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(String(64))
-    path: Mapped[str] = mapped_column(Text)  # relative to the runs home
-    sha256: Mapped[str] = mapped_column(String(64))
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[float] = mapped_column(Float)
-
-
-class EvaluationRow(Base):
-    __tablename__ = "evaluations"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
-    frame: Mapped[int] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(String(16), server_default="train")
-    mean: Mapped[float] = mapped_column(Float)
-    std: Mapped[float] = mapped_column(Float)
-    min: Mapped[float] = mapped_column(Float)
-    max: Mapped[float] = mapped_column(Float)
-    episodes: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[float] = mapped_column(Float)
-
-
-class AttemptRow(Base):
-    """One process working on one session, from its start frame until it ends (or dies)."""
-
-    __tablename__ = "attempts"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
-    kind: Mapped[str] = mapped_column(String(16))  # train | resume | fork
-    host: Mapped[str | None] = mapped_column(String(255))
-    pid: Mapped[int | None] = mapped_column(Integer)
-    start_frame: Mapped[int] = mapped_column(BigInteger)
-    started_at: Mapped[float] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-    end_status: Mapped[str | None] = mapped_column(String(16))
-    approximate: Mapped[bool] = mapped_column(Boolean, server_default=false())
-    note: Mapped[str | None] = mapped_column(Text)  # why a resume was approximate
-
-
-class SpecRevisionRow(Base):
-    __tablename__ = "spec_revisions"
-    # The unique (run_id, revision) index also serves lookups by run_id alone.
-    __table_args__ = (UniqueConstraint("run_id", "revision"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    revision: Mapped[int] = mapped_column(Integer)  # 0 = the spec at train time
-    frame: Mapped[int] = mapped_column(BigInteger)  # the frame the revision applies from
-    spec_json: Mapped[str] = mapped_column(Text)
-    diff_json: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
-
-
-# --------------------------------------------------------------------------------------------
-# Records returned to callers.
-
-
-class _Record:
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON types, for `--json` output."""
-        return asdict(self)  # type: ignore[call-overload]
-
-
-@dataclass(frozen=True)
-class RunRecord(_Record):
+class RunRecord(NamedTuple):
     id: str
     name: str | None
     spec_name: str
@@ -249,12 +92,14 @@ class RunRecord(_Record):
     created_at: float
     finished_at: float | None
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class SessionRecord(_Record):
+
+class SessionRecord(NamedTuple):
     id: int
     run_id: str
-    index: int
+    index: int  # type: ignore[assignment]  # the session's number, shadowing tuple.index on purpose
     seed: int
     status: str
     frame: int
@@ -269,9 +114,11 @@ class SessionRecord(_Record):
     finished_at: float | None
     error: str | None
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class CheckpointRecord(_Record):
+
+class CheckpointRecord(NamedTuple):
     id: int
     session_id: int
     run_id: str
@@ -283,9 +130,11 @@ class CheckpointRecord(_Record):
     size_bytes: int
     created_at: float
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class EvaluationRecord(_Record):
+
+class EvaluationRecord(NamedTuple):
     id: int
     session_id: int
     run_id: str
@@ -299,9 +148,11 @@ class EvaluationRecord(_Record):
     episodes: int
     created_at: float
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class SpecRevisionRecord(_Record):
+
+class SpecRevisionRecord(NamedTuple):
     id: int
     run_id: str
     revision: int
@@ -312,15 +163,14 @@ class SpecRevisionRecord(_Record):
 
     def to_json(self) -> dict[str, Any]:
         """The spec and diff as JSON values rather than strings holding JSON."""
-        data = asdict(self)
+        data = self._asdict()
         data["spec"] = json.loads(data.pop("spec_json"))
         diff = data.pop("diff_json")
         data["diff"] = None if diff is None else json.loads(diff)
         return data
 
 
-@dataclass(frozen=True)
-class AttemptRecord(_Record):
+class AttemptRecord(NamedTuple):
     id: int
     run_id: str
     session_id: int
@@ -335,10 +185,12 @@ class AttemptRecord(_Record):
     approximate: bool
     note: str | None
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class RunSummary(_Record):
-    row: int  # 1-based position in `rlrun ls` order under the same status filter
+
+class RunSummary(NamedTuple):
+    row: int  # 1-based position in `rlrun ls` order under the same filters
     id: str
     name: str | None
     spec_name: str
@@ -352,16 +204,18 @@ class RunSummary(_Record):
     created_at: float
     finished_at: float | None
 
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
 
-@dataclass(frozen=True)
-class RunDetail(_Record):
+
+class RunDetail(NamedTuple):
     run: RunRecord
     sessions: list[SessionRecord]
     checkpoints: list[CheckpointRecord]
     evaluations: list[EvaluationRecord]
     spec_revisions: list[SpecRevisionRecord]
-    attempts: list[AttemptRecord] = field(default_factory=list)  # oldest first
-    forks: list[str] = field(default_factory=list)  # ids of the runs forked from this one
+    attempts: list[AttemptRecord]  # oldest first
+    forks: list[str]  # ids of the runs forked from this one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -375,54 +229,48 @@ class RunDetail(_Record):
         }
 
 
-def _run_record(row: RunRow, status: str | None = None) -> RunRecord:
-    return RunRecord(
-        id=row.id, name=row.name, spec_name=row.spec_name, algorithm=row.algorithm,
-        env_id=row.env_id, status=status or row.status, max_frame=row.max_frame,
-        num_sessions=row.num_sessions, seed=row.seed, parent_id=row.parent_id, host=row.host,
-        pid=row.pid, error=row.error, created_at=row.created_at, finished_at=row.finished_at,
-    )  # fmt: skip
 
 
-def _session_record(row: SessionRow, status: str | None = None) -> SessionRecord:
-    return SessionRecord(
-        id=row.id, run_id=row.run_id, index=row.index, seed=row.seed, status=status or row.status,
-        frame=row.frame, episode=row.episode, opt_step=row.opt_step, best_eval=row.best_eval,
-        last_eval=row.last_eval, host=row.host, pid=row.pid, heartbeat_at=row.heartbeat_at,
-        started_at=row.started_at, finished_at=row.finished_at, error=row.error,
-    )  # fmt: skip
+# Column lists in record order. Sessions call their index column session_index.
+RUN_COLUMNS = (
+    "id", "name", "spec_name", "algorithm", "env_id", "status", "max_frame", "num_sessions", "seed",
+    "parent_id", "host", "pid", "error", "created_at", "finished_at",
+)  # fmt: skip
+SESSION_COLUMNS = (
+    "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",
+    "last_eval", "host", "pid", "heartbeat_at", "started_at", "finished_at", "error",
+)  # fmt: skip
+_RUN = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
+_SESSION = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
+_CHECKPOINT = (
+    "c.id, c.session_id, s.run_id, s.session_index, c.frame, c.kind, c.path, c.sha256, c.size_bytes, c.created_at"
+)
+_EVALUATION = (
+    "e.id, e.session_id, s.run_id, s.session_index, e.frame, e.kind, e.mean, e.std, e.min, e.max, e.episodes,"
+    " e.created_at"
+)
+_REVISION = "v.id, v.run_id, v.revision, v.frame, v.spec_json, v.diff_json, v.created_at"
+_ATTEMPT = (
+    "a.id, a.run_id, a.session_id, s.session_index, a.kind, a.host, a.pid, a.start_frame, a.started_at,"
+    " a.ended_at, a.end_status, a.approximate, a.note"
+)
+_NEWEST_FIRST = "r.created_at DESC, r.id DESC"
 
 
-def _checkpoint_record(row: CheckpointRow, owner: SessionRow) -> CheckpointRecord:
-    return CheckpointRecord(
-        id=row.id, session_id=row.session_id, run_id=owner.run_id, session_index=owner.index,
-        frame=row.frame, kind=row.kind, path=row.path, sha256=row.sha256,
-        size_bytes=row.size_bytes, created_at=row.created_at,
-    )  # fmt: skip
+def _attempt_record(row: tuple[Any, ...]) -> AttemptRecord:
+    record = AttemptRecord(*row)
+    return record._replace(approximate=bool(record.approximate))  # SQLite keeps booleans as 0 and 1
 
 
-def _evaluation_record(row: EvaluationRow, owner: SessionRow) -> EvaluationRecord:
-    return EvaluationRecord(
-        id=row.id, session_id=row.session_id, run_id=owner.run_id, session_index=owner.index,
-        frame=row.frame, kind=row.kind, mean=row.mean, std=row.std, min=row.min, max=row.max,
-        episodes=row.episodes, created_at=row.created_at,
-    )  # fmt: skip
+def _insert_sql(table: str, columns: Iterable[str]) -> str:
+    names = list(columns)
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})"
 
 
-def _attempt_record(row: AttemptRow, session_index: int) -> AttemptRecord:
-    return AttemptRecord(
-        id=row.id, run_id=row.run_id, session_id=row.session_id, session_index=session_index,
-        kind=row.kind, host=row.host, pid=row.pid, start_frame=row.start_frame,
-        started_at=row.started_at, ended_at=row.ended_at, end_status=row.end_status,
-        approximate=bool(row.approximate), note=row.note,
-    )  # fmt: skip
-
-
-def _spec_revision_record(row: SpecRevisionRow) -> SpecRevisionRecord:
-    return SpecRevisionRecord(
-        id=row.id, run_id=row.run_id, revision=row.revision, frame=row.frame,
-        spec_json=row.spec_json, diff_json=row.diff_json, created_at=row.created_at,
-    )  # fmt: skip
+def _in_list(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """`:p0, :p1, ...` and their values, for an IN (...) list."""
+    params = {f"{prefix}{i}": value for i, value in enumerate(values)}
+    return ", ".join(f":{name}" for name in params), params
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,11 +314,19 @@ class _Liveness:
     def __init__(self) -> None:
         self.now = time.time()
         self.cutoff = self.now - STALE_AFTER_SECONDS
-        self.here = socket.gethostname()
+        self._here: str | None = None
         self._alive: dict[int, bool] = {}
 
     def fresh(self, timestamp: float | None) -> bool:
         return timestamp is not None and timestamp >= self.cutoff
+
+    @property
+    def here(self) -> str:
+        if self._here is None:
+            # The host name socket.gethostname() records (both read the kernel's node name),
+            # without importing socket for it.
+            self._here = os.uname().nodename
+        return self._here
 
     def dead_here(self, host: str | None, pid: int | None) -> bool:
         """Known dead: it ran on this host and its pid is gone. Other hosts cannot be checked."""
@@ -493,9 +349,9 @@ class _Liveness:
             return status if alive else CRASHED
         return status
 
-    def session_of(self, row: SessionRow, run: RunRow) -> str:
+    def session_of(self, session: SessionRecord, run: RunRecord) -> str:
         return self.session_status(
-            row.status, row.host, row.pid, row.heartbeat_at, run.host, run.pid, run.created_at
+            session.status, session.host, session.pid, session.heartbeat_at, run.host, run.pid, run.created_at
         )
 
     @staticmethod
@@ -504,166 +360,147 @@ class _Liveness:
             return CRASHED
         return stored
 
-    def sql_maybe_alive(self) -> ColumnElement[bool]:
-        """Sessions that pass the time test (the pid test needs Python): a pre-filter in SQL."""
-        pending_since = func.coalesce(SessionRow.heartbeat_at, RunRow.created_at)
-        return or_(
-            and_(SessionRow.status == "running", SessionRow.heartbeat_at >= self.cutoff),
-            and_(SessionRow.status == "pending", pending_since >= self.cutoff),
-        )
+    # Sessions that pass the time test (the pid test needs Python): a pre-filter in SQL.
+    SQL_MAYBE_ALIVE = (
+        "((s.status = 'running' AND s.heartbeat_at >= :cutoff)"
+        " OR (s.status = 'pending' AND COALESCE(s.heartbeat_at, r.created_at) >= :cutoff))"
+    )
+
+
+def _reported(stored: str, alive: bool) -> str:
+    """A run's status as reported: a stored-running run with no live session is crashed."""
+    return CRASHED if stored == "running" and not alive else stored
 
 
 # --------------------------------------------------------------------------------------------
-# Engine. SQLite gets WAL and explicit transaction control so parallel sessions never fail with
-# "database is locked": a transaction that starts as a reader and then writes cannot be helped
-# by busy_timeout (SQLite returns SQLITE_BUSY at once to avoid a deadlock), so every write
-# transaction takes the write lock up front with BEGIN IMMEDIATE and waits its turn instead.
+# SQLite through the standard library. WAL lets readers and the writer work side by side, and
+# every write transaction takes the write lock up front (BEGIN IMMEDIATE) and waits its turn:
+# a transaction that starts as a reader and then writes cannot be helped by busy_timeout
+# (SQLite answers SQLITE_BUSY at once to avoid a deadlock), which is where "database is locked"
+# comes from under parallel writers.
 
 
-def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Stop pysqlite from issuing its own BEGIN; _on_sqlite_begin issues the right one.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    for pragma in (
-        "PRAGMA busy_timeout=30000",  # before journal_mode, which may itself wait for a lock
-        "PRAGMA journal_mode=WAL",  # readers never block the writer, nor the writer readers
-        "PRAGMA synchronous=NORMAL",  # durable at checkpoints, safe in WAL mode
-        "PRAGMA foreign_keys=ON",  # ON DELETE CASCADE; SQLite leaves it off by default
-    ):
-        cursor.execute(pragma)
-    cursor.close()
+class _Transaction(Protocol):
+    dialect: str
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> int: ...
+    def insert(self, sql: str, params: dict[str, Any]) -> int: ...
 
 
-def _on_sqlite_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(_WRITE_FLAG) else "BEGIN")
+class _Database(Protocol):
+    @property
+    def integrity_errors(self) -> tuple[type[Exception], ...]: ...
+    def transaction(self, write: bool) -> Any: ...
+    def close(self) -> None: ...
 
 
-def _sqlite_file(url: str) -> Path | None:
-    """The database file of a SQLite URL; None for other databases and in-memory SQLite."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+class _SqliteTransaction:
+    dialect = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params or {}).fetchall()
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> int:
+        return self.conn.execute(sql, params or {}).rowcount
+
+    def insert(self, sql: str, params: dict[str, Any]) -> int:
+        row_id = self.conn.execute(sql, params).lastrowid
+        assert row_id is not None
+        return row_id
+
+
+_PRAGMAS = (
+    "PRAGMA busy_timeout=30000",  # before journal_mode, which may itself wait for a lock
+    "PRAGMA journal_mode=WAL",  # readers never block the writer, nor the writer readers
+    "PRAGMA synchronous=NORMAL",  # durable at checkpoints, safe in WAL mode
+    "PRAGMA foreign_keys=ON",  # ON DELETE CASCADE; SQLite leaves it off by default
+)
+
+
+class _SqliteDatabase:
+    """One connection to a SQLite file (or memory), opened on first use, one transaction at a time."""
+
+    integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+
+    def __init__(self, target: str, *, schema: Sequence[str] = ()) -> None:
+        self.target = target
+        self._schema = schema  # statements to run on a new in-memory database
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(self.target, timeout=30, isolation_level=None, check_same_thread=False)
+            in_memory = self.target == ":memory:"  # no journal to choose, nothing to sync
+            for pragma in _PRAGMAS:
+                if not (in_memory and ("journal_mode" in pragma or "synchronous" in pragma)):
+                    conn.execute(pragma)
+            for statement in self._schema:
+                conn.execute(statement)
+            self._conn = conn
+        return self._conn
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[_SqliteTransaction]:
+        with self._lock:
+            conn = self.connection()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield _SqliteTransaction(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def revision(self) -> str | None:
+        """The schema revision in the file, None when it has no schema yet."""
+        with self.transaction(write=False) as tx:
+            if not tx.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+                           {"name": VERSION_TABLE}):  # fmt: skip
+                return None
+            found = tx.rows(f"SELECT version_num FROM {VERSION_TABLE}")
+        return found[0][0] if found else None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (`sqlite:///relative.db`, `sqlite:////abs/path.db`); None for
+    in-memory SQLite and other databases. Parsed by hand: no SQLAlchemy on the fast path."""
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0] != "sqlite":
         return None
-    return Path(parsed.database)
+    database = rest.partition("?")[0].removeprefix("/")
+    return None if database in ("", ":memory:") else Path(database)
 
 
-def create_registry_engine(url: str) -> Engine:
-    """An engine configured the way the registry needs it (pragmas and BEGIN control on SQLite)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url)
-    if _sqlite_file(url) is None:
-        # One shared connection, or every checkout would see a different empty database.
-        engine = create_engine(url, poolclass=StaticPool, connect_args={"timeout": 30})
-    else:
-        engine = create_engine(url, connect_args={"timeout": 30})
-    event.listen(engine, "connect", _on_sqlite_connect)
-    event.listen(engine, "begin", _on_sqlite_begin)
-    return engine
+def _is_sqlite(url: str) -> bool:
+    return url.partition("://")[0].split("+")[0] == "sqlite"
 
 
-# --------------------------------------------------------------------------------------------
-# Schema migrations.
-
-
-def migrations_dir() -> Path:
-    """The Alembic environment: inside the package in a wheel, at the repo top in a checkout."""
-    package = Path(__file__).resolve().parent
-    shipped = package / "migrations"
-    return shipped if shipped.is_dir() else package.parent / "migrations"
-
-
-def alembic_config(connection: Connection | None = None) -> Config:
-    """An Alembic config without alembic.ini; env.py uses `connection` when given."""
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(migrations_dir()))
-    config.set_main_option("path_separator", "os")
-    if connection is not None:
-        config.attributes["connection"] = connection
-    return config
-
-
-def known_revisions() -> set[str]:
-    """Every revision in the migration scripts (imports Alembic)."""
-    from alembic.script import ScriptDirectory
-
-    script = ScriptDirectory.from_config(alembic_config())
-    return {rev.revision for rev in script.walk_revisions()}
-
-
-def current_revision(engine: Engine) -> str | None:
-    """The schema revision stored in the database, None when it has no schema yet."""
-    with engine.connect() as conn:
-        conn.info[_WRITE_FLAG] = False
-        if not conn.dialect.has_table(conn, VERSION_TABLE):
-            return None
-        return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+def _label(url: str) -> str:
+    """A URL fit to print: the password hidden."""
+    file = sqlite_file(url)
+    if file is not None:
+        return str(file)
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if at and ":" in credentials:
+        credentials = credentials.split(":")[0] + ":***"
+    return f"{scheme}://{credentials}{at}{host}"
 
 
 @contextmanager
-def migration_connection(engine: Engine) -> Iterator[Connection]:
-    """A connection inside one write transaction, with SQLite foreign keys off meanwhile.
-
-    SQLite batch migrations copy a table, drop the original and rename the copy; with foreign
-    keys on, the DROP would cascade-delete every child row. The pragma is a no-op inside a
-    transaction, so it is switched on the raw connection before BEGIN and restored after, and
-    the references are checked before committing.
-    """
-    sqlite = engine.dialect.name == "sqlite"
-    with engine.connect() as conn:
-        raw = conn.connection.driver_connection
-        if sqlite:
-            _raw_execute(raw, "PRAGMA foreign_keys=OFF")
-        try:
-            conn.info[_WRITE_FLAG] = True
-            with conn.begin():
-                yield conn
-                if sqlite:
-                    _check_foreign_keys(conn)
-        finally:
-            conn.info[_WRITE_FLAG] = False
-            if sqlite:
-                _raw_execute(raw, "PRAGMA foreign_keys=ON")
-
-
-def _raw_execute(raw: Any, statement: str) -> None:
-    # On the DBAPI connection directly: through SQLAlchemy, any statement would begin a
-    # transaction first, and these pragmas do nothing inside one.
-    raw.execute(statement)
-
-
-def _check_foreign_keys(conn: Connection) -> None:
-    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
-    if broken:
-        raise RegistryError(f"migration left {len(broken)} dangling references, e.g. {broken[0]}")
-
-
-def _run_alembic(engine: Engine, upgrade: bool, target: str) -> None:
-    from alembic import command
-
-    with migration_connection(engine) as conn:
-        config = alembic_config(conn)
-        if upgrade:
-            command.upgrade(config, target)
-        else:
-            command.downgrade(config, target)
-
-
-def upgrade_schema(engine: Engine, target: str = "head") -> None:
-    _run_alembic(engine, True, target)
-
-
-def downgrade_schema(engine: Engine, target: str) -> None:
-    _run_alembic(engine, False, target)
-
-
-@contextmanager
-def _file_lock(path: Path | None) -> Iterator[None]:
-    """An exclusive lock across processes; a no-op for servers (no file to lock)."""
-    if path is None:
-        yield
-        return
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock across processes, held while a schema is created or upgraded."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -672,28 +509,168 @@ def _file_lock(path: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _ensure_schema(engine: Engine, label: str, lock: Path | None) -> None:
-    """Bring the schema to SCHEMA_HEAD; the common case is one cheap query."""
-    if current_revision(engine) == SCHEMA_HEAD:
-        return
-    with _file_lock(lock):
-        # Another process may have created or upgraded the schema while we waited.
-        revision = current_revision(engine)
+def _lock_file(db_file: Path) -> Path:
+    return db_file.with_name(db_file.name + ".lock")
+
+
+def _newer_message(label: str, revision: str) -> str:
+    return (f"registry at {label} is at schema revision {revision}, newer than this rlrun (head {SCHEMA_HEAD});"
+            " upgrade rlrun")
+
+
+class SchemaState(NamedTuple):
+    """Where a registry's schema stands (`rlrun db current`)."""
+
+    label: str
+    revision: str | None  # None: no schema yet (or no database file)
+    head: str
+    exists: bool
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.revision == self.head
+
+
+class Upgrade(NamedTuple):
+    """What an upgrade did: from and to which revision, and where the copy made first is."""
+
+    label: str
+    before: str | None
+    after: str
+    backup: Path | None
+
+
+def _backup(db_file: Path, revision: str) -> Path:
+    """A consistent copy of the file before its schema changes (sqlite3's online backup, which
+    also takes what is still in the write-ahead log)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = db_file.with_name(f"{db_file.name}.{revision}.{stamp}.bak")
+    source, copy = sqlite3.connect(db_file), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    with open(target, "rb") as handle:
+        os.fsync(handle.fileno())
+    return target
+
+
+def _upgrade_sqlite(db_file: Path) -> Upgrade | None:
+    """Bring a SQLite file to SCHEMA_HEAD under the file lock, copying it first when it holds a
+    schema already. None when another process got there first."""
+    with _file_lock(_lock_file(db_file)):
+        probe = _SqliteDatabase(str(db_file))
+        try:
+            revision = probe.revision()
+        finally:
+            probe.close()
         if revision == SCHEMA_HEAD:
-            return
-        if revision is not None and revision not in known_revisions():
+            return None
+        from rlrun import registry_schema
+
+        if revision is not None and revision not in registry_schema.known_revisions():
+            raise RegistryError(_newer_message(str(db_file), revision))
+        backup = None if revision is None else _backup(db_file, revision)
+        engine = registry_schema.create_registry_engine(f"sqlite:///{db_file}")
+        try:
+            registry_schema.upgrade_schema(engine)
+        finally:
+            engine.dispose()
+    if backup is not None:
+        import logging
+
+        message = "rlrun: upgraded the registry %s from schema %s to %s; the old file is kept at %s"
+        logging.getLogger(__name__).warning(message, db_file, revision, SCHEMA_HEAD, backup)
+    return Upgrade(str(db_file), revision, SCHEMA_HEAD, backup)
+
+
+def _open_server(url: str, *, create: bool, upgrade: bool = False) -> tuple[ServerDatabase, Upgrade | None]:
+    """A server database at SCHEMA_HEAD: an empty one gets the schema (if `create`), an older one
+    is upgraded only when `upgrade` is asked for, a newer one is refused."""
+    from rlrun import registry_schema
+
+    database = registry_schema.ServerDatabase(url)
+    try:
+        with database.engine.connect() as conn:
+            revision = registry_schema.revision_on(conn)
+        if revision == SCHEMA_HEAD:
+            return database, None
+        if revision is None and not create:
+            raise _NoSchema
+        done = _migrate_server(database, url, upgrade=upgrade or revision is None)
+        return database, done
+    except BaseException:
+        database.close()
+        raise
+
+
+class _NoSchema(Exception):
+    """A server database without a schema, opened without create: read it as empty."""
+
+
+def _migrate_server(database: ServerDatabase, url: str, *, upgrade: bool) -> Upgrade | None:
+    from rlrun import registry_schema
+
+    with registry_schema.server_schema_lock(database.engine) as conn:
+        revision = registry_schema.revision_on(conn)  # another process may have done it meanwhile
+        if revision == SCHEMA_HEAD:
+            return None
+        if revision is not None and revision not in registry_schema.known_revisions():
+            raise RegistryError(_newer_message(_label(url), revision))
+        if not upgrade:
             raise RegistryError(
-                f"registry at {label} is at schema revision {revision}, newer than this rlrun "
-                f"(head {SCHEMA_HEAD}); upgrade rlrun"
+                f"registry at {_label(url)} is at schema revision {revision} and this rlrun needs {SCHEMA_HEAD};"
+                " back the database up and run `rlrun db upgrade`"
             )
-        upgrade_schema(engine)
+        registry_schema.upgrade_on(conn)
+    return Upgrade(_label(url), revision, SCHEMA_HEAD, None)
 
 
-def _empty_engine() -> Engine:
-    """An in-memory registry with the schema and no rows: reads on a missing file answer empty."""
-    engine = create_registry_engine("sqlite://")
-    Base.metadata.create_all(engine)
-    return engine
+def _empty_database() -> _SqliteDatabase:
+    """An in-memory registry with the schema and no rows: reads where there is no registry yet
+    answer empty. (Rare, so it may import SQLAlchemy to write the schema.)"""
+    from rlrun.registry_schema import sqlite_ddl
+
+    return _SqliteDatabase(":memory:", schema=sqlite_ddl())
+
+
+def schema_state(home: Path | str, url: str | None = None) -> SchemaState:
+    """The registry's schema revision, read without changing anything."""
+    url = url or paths.database_url(Path(home))
+    db_file = sqlite_file(url)
+    if db_file is not None:
+        if not db_file.exists():
+            return SchemaState(str(db_file), None, SCHEMA_HEAD, exists=False)
+        database = _SqliteDatabase(str(db_file))
+        try:
+            return SchemaState(str(db_file), database.revision(), SCHEMA_HEAD, exists=True)
+        finally:
+            database.close()
+    from rlrun import registry_schema
+
+    engine = registry_schema.create_registry_engine(url)
+    try:
+        with engine.connect() as conn:
+            return SchemaState(_label(url), registry_schema.revision_on(conn), SCHEMA_HEAD, exists=True)
+    finally:
+        engine.dispose()
+
+
+def upgrade_registry(home: Path | str, url: str | None = None) -> Upgrade | None:
+    """Bring the registry to SCHEMA_HEAD (`rlrun db upgrade`); None when it already was. A SQLite
+    file is copied first; a server is upgraded in one transaction under an advisory lock."""
+    url = url or paths.database_url(Path(home))
+    db_file = sqlite_file(url)
+    if db_file is not None:
+        if not db_file.exists():
+            raise RegistryError(f"no registry at {db_file} yet; it is created by `rlrun train`")
+        return _upgrade_sqlite(db_file)
+    if not _is_sqlite(url):
+        database, done = _open_server(url, create=True, upgrade=True)
+        database.close()
+        return done
+    return None
 
 
 def _format_time(timestamp: float) -> str:
@@ -705,17 +682,45 @@ def _check_status(status: str, allowed: Sequence[str], what: str = "status") -> 
         raise ValueError(f"{what} {status!r} is not one of {', '.join(allowed)}")
 
 
+class _Conflict(RegistryError):
+    """A write broke a unique or foreign-key constraint: another writer won a race."""
+
+
+
+def _window(dialect: str, limit: int | None, offset: int) -> tuple[str, dict[str, Any]]:
+    """LIMIT / OFFSET clauses (SQLite needs a LIMIT before an OFFSET, PostgreSQL takes none)."""
+    if limit is None and not offset:
+        return "", {}
+    if limit is None:
+        return (" LIMIT -1 OFFSET :offset" if dialect == "sqlite" else " OFFSET :offset"), {"offset": offset}
+    return " LIMIT :limit OFFSET :offset", {"limit": limit, "offset": offset}
+
+
+def _as_filter(value: RunFilter | str | None) -> RunFilter:
+    """A filter from a filter, a status (the older calling convention) or nothing."""
+    if isinstance(value, RunFilter):
+        return value
+    if value is not None and value not in LISTED_RUN_STATUSES:
+        raise ValueError(f"status {value!r} is not one of {', '.join(LISTED_RUN_STATUSES)}")
+    return RunFilter(status=value)
+
+
+def _drop(document: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k not in keys}
+
 # --------------------------------------------------------------------------------------------
 
 
 class Registry:
     """The runs, sessions, checkpoints, evaluations and spec revisions of one runs home."""
 
-    def __init__(self, home: Path, url: str, engine: Engine, *, missing: bool = False) -> None:
+    def __init__(self, home: Path, url: str, database: _Database, *, missing: bool = False,
+                 upgrade: Upgrade | None = None) -> None:  # fmt: skip
         self.home = home
         self.url = url
-        self._engine = engine
-        self._missing = missing  # opened with create=False on a file that does not exist
+        self._db = database
+        self._missing = missing  # opened with create=False where there is no registry yet
+        self.upgrade = upgrade  # what opening it did to the schema, if anything
 
     @classmethod
     def open(cls, home: Path | str, url: str | None = None, *, create: bool = True) -> Registry:
@@ -726,22 +731,32 @@ class Registry:
         """
         home = Path(home)
         url = url or paths.database_url(home)
-        db_file = _sqlite_file(url)
-        if db_file is not None and not db_file.exists() and not create:
-            return cls(home, url, _empty_engine(), missing=True)
-        if db_file is not None:
-            db_file.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_registry_engine(url)
-        lock = None if db_file is None else db_file.with_name(db_file.name + ".lock")
+        db_file = sqlite_file(url)
+        if db_file is None:
+            return cls._open_elsewhere(home, url, create)
+        if not db_file.exists() and not create:
+            return cls(home, url, _empty_database(), missing=True)
+        db_file.parent.mkdir(parents=True, exist_ok=True)
+        database = _SqliteDatabase(str(db_file))
         try:
-            _ensure_schema(engine, str(db_file or make_url(url).render_as_string()), lock)
+            done = _upgrade_sqlite(db_file) if database.revision() != SCHEMA_HEAD else None
         except BaseException:
-            engine.dispose()
+            database.close()
             raise
-        return cls(home, url, engine)
+        return cls(home, url, database, upgrade=done)
+
+    @classmethod
+    def _open_elsewhere(cls, home: Path, url: str, create: bool) -> Registry:
+        if _is_sqlite(url):  # in memory: a registry that lives as long as this object
+            return cls(home, url, _empty_database())
+        try:
+            database, done = _open_server(url, create=create)
+        except _NoSchema:
+            return cls(home, url, _empty_database(), missing=True)
+        return cls(home, url, database, upgrade=done)
 
     def close(self) -> None:
-        self._engine.dispose()
+        self._db.close()
 
     def __enter__(self) -> Registry:
         return self
@@ -750,18 +765,15 @@ class Registry:
         self.close()
 
     @contextmanager
-    def _session(self, write: bool) -> Iterator[orm.Session]:
-        """One transaction: BEGIN IMMEDIATE for writes on SQLite, committed on success."""
+    def _transaction(self, write: bool) -> Iterator[_Transaction]:
+        """One transaction (BEGIN IMMEDIATE for writes on SQLite), committed on success."""
         if write and self._missing:
-            raise RegistryError(f"no registry at {self.url}; it is created by `rlrun train`")
-        with self._engine.connect() as conn:
-            # conn.info lives as long as the pooled DBAPI connection, so always set it.
-            conn.info[_WRITE_FLAG] = write
-            try:
-                with orm.Session(bind=conn, expire_on_commit=False) as session, session.begin():
-                    yield session
-            finally:
-                conn.info[_WRITE_FLAG] = False
+            raise RegistryError(f"no registry at {_label(self.url)}; it is created by `rlrun train`")
+        try:
+            with self._db.transaction(write) as tx:
+                yield tx
+        except self._db.integrity_errors as error:
+            raise _Conflict(str(error)) from error
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -777,68 +789,69 @@ class Registry:
         if num_sessions < 1:
             raise BadInput(f"a run needs at least one session, not {num_sessions}")
         now = time.time()
-        run = RunRow(
+        run = RunRecord(
             id=run_id, name=name, spec_name=spec_name, algorithm=algorithm, env_id=env_id,
             status="running", max_frame=max_frame, num_sessions=num_sessions, seed=seed,
             parent_id=parent_id, host=host, pid=pid, error=None, created_at=now, finished_at=None,
         )  # fmt: skip
         try:
-            with self._session(write=True) as session:
-                self._check_new_run(session, run_id, name, parent_id)
-                session.add(run)
-                session.flush()  # the run row first: the children reference it
-                session.add_all(self._new_sessions(run_id, seed, num_sessions))
-                session.add(SpecRevisionRow(
-                    run_id=run_id, revision=0, frame=0, spec_json=spec_json, created_at=now
-                ))  # fmt: skip
-                record = _run_record(run)
-        except sa_exc.IntegrityError as error:
+            with self._transaction(write=True) as tx:
+                self._check_new_run(tx, run_id, name, parent_id)
+                tx.execute(_insert_sql("runs", RUN_COLUMNS), run._asdict())
+                for i in range(num_sessions):
+                    tx.insert(
+                        "INSERT INTO sessions (run_id, session_index, seed, status, frame, episode, opt_step)"
+                        " VALUES (:run_id, :index, :seed, 'pending', 0, 0, 0)",
+                        {"run_id": run_id, "index": i, "seed": seed + i},
+                    )
+                tx.insert(_insert_sql("spec_revisions", ("run_id", "revision", "frame", "spec_json", "created_at")),
+                          {"run_id": run_id, "revision": 0, "frame": 0, "spec_json": spec_json, "created_at": now})
+                self._sync_manifest(tx, run_id)
+        except _Conflict as error:
             # Only reachable when another writer won a race the check above could not see
             # (servers, which have no BEGIN IMMEDIATE), so the culprit is not known here.
             raise BadInput(f"run id {run_id!r} or name {name!r} is already taken") from error
-        return record
+        return run
 
     @staticmethod
-    def _check_new_run(
-        session: orm.Session, run_id: str, name: str | None, parent_id: str | None
-    ) -> None:
-        if session.get(RunRow, run_id) is not None:
+    def _check_new_run(tx: _Transaction, run_id: str, name: str | None, parent_id: str | None) -> None:
+        if tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run_id}):
             raise RegistryError(f"a run with id {run_id} already exists")
-        if parent_id is not None and session.get(RunRow, parent_id) is None:
+        if parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": parent_id}):
             raise RegistryError(f"parent run {parent_id} is not in the registry")
         if name is None:
             return
-        holder = session.scalar(select(RunRow.id).where(RunRow.name == name))
-        if holder is not None:
+        holder = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
+        if holder:
             raise BadInput(
-                f"a run named {name!r} already exists (id {holder}); choose another --name"
+                f"a run named {name!r} already exists (id {holder[0][0]}); choose another --name"
             )
 
-    @staticmethod
-    def _new_sessions(run_id: str, seed: int, count: int) -> list[SessionRow]:
-        pending: dict[str, Any] = {"status": "pending", "frame": 0, "episode": 0, "opt_step": 0}
-        return [SessionRow(run_id=run_id, index=i, seed=seed + i, **pending) for i in range(count)]
-
-    def _update_session(self, session_id: int, **values: Any) -> None:
-        with self._session(write=True) as session:
-            result = session.execute(
-                update(SessionRow).where(SessionRow.id == session_id).values(**values)
-            )
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+    def _update_session(self, session_id: int, assignments: str, values: dict[str, Any], *,
+                        manifest: bool = True) -> None:  # fmt: skip
+        with self._transaction(write=True) as tx:
+            count = tx.execute(f"UPDATE sessions SET {assignments} WHERE id = :session_id",
+                               {**values, "session_id": session_id})  # fmt: skip
+            if count == 0:
                 raise RegistryError(f"no session with id {session_id} in the registry")
+            if manifest:
+                self._sync_manifest(tx, self._owner(tx, session_id)[0])
 
     def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
         """Mark a session running; started_at keeps the first start across resumes."""
-        now = time.time()
         self._update_session(
-            session_id, status="running", host=host, pid=pid, heartbeat_at=now,
-            started_at=func.coalesce(SessionRow.started_at, now), finished_at=None, error=None,
-        )  # fmt: skip
+            session_id,
+            "status = 'running', host = :host, pid = :pid, heartbeat_at = :now,"
+            " started_at = COALESCE(started_at, :now), finished_at = NULL, error = NULL",
+            {"host": host, "pid": pid, "now": time.time()},
+        )
 
     def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> None:
-        """Record progress: one UPDATE by primary key."""
+        """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
+        snapshot says as much, and the work since would be redone on resume)."""
         self._update_session(
-            session_id, frame=frame, episode=episode, opt_step=opt_step, heartbeat_at=time.time()
+            session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
+            {"frame": frame, "episode": episode, "opt_step": opt_step, "now": time.time()}, manifest=False,
         )
 
     def finish_session(
@@ -846,10 +859,12 @@ class Registry:
         error: str | None = None,
     ) -> None:  # fmt: skip
         _check_status(status, _ENDED)
-        now = time.time()
         self._update_session(
-            session_id, status=status, frame=frame, episode=episode, opt_step=opt_step,
-            error=error, heartbeat_at=now, finished_at=now,
+            session_id,
+            "status = :status, frame = :frame, episode = :episode, opt_step = :opt_step, error = :error,"
+            " heartbeat_at = :now, finished_at = :now",
+            {"status": status, "frame": frame, "episode": episode, "opt_step": opt_step, "error": error,
+             "now": time.time()},
         )  # fmt: skip
 
     def finish_run(self, run_id: str, *, status: str, error: str | None = None) -> None:
@@ -870,35 +885,37 @@ class Registry:
         self._update_run(run_id, error=None, finished_at=None, **values)
 
     def _update_run(self, run_id: str, **values: Any) -> None:
-        with self._session(write=True) as session:
-            result = session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+        assignments = ", ".join(f"{column} = :{column}" for column in values)
+        with self._transaction(write=True) as tx:
+            if tx.execute(f"UPDATE runs SET {assignments} WHERE id = :run_id", {**values, "run_id": run_id}) == 0:
                 raise RegistryError(f"no run with id {run_id} in the registry")
+            self._sync_manifest(tx, run_id)
 
     def delete_run(self, run_id: str) -> None:
-        """Delete a run and, by cascade, its sessions, checkpoints, evaluations and revisions."""
-        with self._session(write=True) as session:
-            result = session.execute(delete(RunRow).where(RunRow.id == run_id))
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+        """Delete a run and, by cascade, its sessions, checkpoints, evaluations and revisions.
+        Its forks stay, unlinked (their manifests are rewritten to say so). Files are the
+        caller's: see `rlrun.maintenance.remove_runs`."""
+        with self._transaction(write=True) as tx:
+            forks = [fork for (fork,) in tx.rows("SELECT id FROM runs WHERE parent_id = :id", {"id": run_id})]
+            if tx.execute("DELETE FROM runs WHERE id = :id", {"id": run_id}) == 0:
                 raise RegistryError(f"no run with id {run_id} in the registry")
+            for fork in forks:
+                self._sync_manifest(tx, fork)
 
     def add_spec_revision(
         self, run_id: str, *, frame: int, spec_json: str, diff_json: str | None
     ) -> SpecRevisionRecord:
         """Record a spec edited at resume time; the revision number is the next free one."""
-        with self._session(write=True) as session:
-            last = session.scalar(
-                select(func.max(SpecRevisionRow.revision)).where(SpecRevisionRow.run_id == run_id)
-            )
+        with self._transaction(write=True) as tx:
+            self._lock_run(tx, run_id)
+            (last,) = tx.rows("SELECT MAX(revision) FROM spec_revisions WHERE run_id = :id", {"id": run_id})[0]
             if last is None:
                 raise RegistryError(f"no run with id {run_id} in the registry")
-            row = SpecRevisionRow(
-                run_id=run_id, revision=last + 1, frame=frame, spec_json=spec_json,
-                diff_json=diff_json, created_at=time.time(),
-            )  # fmt: skip
-            session.add(row)
-            session.flush()
-            return _spec_revision_record(row)
+            values: dict[str, Any] = {"run_id": run_id, "revision": last + 1, "frame": frame, "spec_json": spec_json,
+                      "diff_json": diff_json, "created_at": time.time()}  # fmt: skip
+            row_id = tx.insert(_insert_sql("spec_revisions", values), values)
+            self._sync_manifest(tx, run_id)
+        return SpecRevisionRecord(id=row_id, **values)
 
     def rewind_session(
         self, session_id: int, *, frame: int, episode: int, opt_step: int
@@ -911,26 +928,22 @@ class Registry:
         `start_session`. Returns the deleted checkpoints so the caller can remove their files
         once this has committed.
         """
-        with self._session(write=True) as session:
-            owner = self._session_row(session, session_id)
-            later = (CheckpointRow.session_id == session_id, CheckpointRow.frame > frame)
-            doomed = session.scalars(
-                select(CheckpointRow).where(*later).order_by(CheckpointRow.frame, CheckpointRow.id)
-            ).all()
-            records = [_checkpoint_record(row, owner) for row in doomed]
-            session.execute(delete(CheckpointRow).where(*later))
-            train = (EvaluationRow.session_id == session_id, EvaluationRow.kind == "train")
-            session.execute(delete(EvaluationRow).where(*train, EvaluationRow.frame > frame))
-            owner.best_eval = session.scalar(select(func.max(EvaluationRow.mean)).where(*train))
-            owner.last_eval = session.scalar(
-                select(EvaluationRow.mean)
-                .where(*train)
-                .order_by(EvaluationRow.frame.desc(), EvaluationRow.id.desc())
-                .limit(1)
+        later = {"session_id": session_id, "frame": frame}
+        with self._transaction(write=True) as tx:
+            run_id, _ = self._owner(tx, session_id)
+            doomed = self._checkpoints_where(tx, "c.session_id = :session_id AND c.frame > :frame", later)
+            tx.execute("DELETE FROM checkpoints WHERE session_id = :session_id AND frame > :frame", later)
+            train = "session_id = :session_id AND kind = 'train'"
+            tx.execute(f"DELETE FROM evaluations WHERE {train} AND frame > :frame", later)
+            (best,) = tx.rows(f"SELECT MAX(mean) FROM evaluations WHERE {train}", later)[0]
+            last = tx.rows(f"SELECT mean FROM evaluations WHERE {train} ORDER BY frame DESC, id DESC LIMIT 1", later)
+            tx.execute(
+                "UPDATE sessions SET frame = :frame, episode = :episode, opt_step = :opt_step, best_eval = :best,"
+                " last_eval = :last, error = NULL, finished_at = NULL WHERE id = :session_id",
+                {**later, "episode": episode, "opt_step": opt_step, "best": best, "last": last[0][0] if last else None},
             )
-            owner.frame, owner.episode, owner.opt_step = frame, episode, opt_step
-            owner.error, owner.finished_at = None, None
-        return records
+            self._sync_manifest(tx, run_id)
+        return doomed
 
     def add_attempt(
         self, session_id: int, *, kind: str, host: str | None, pid: int | None, start_frame: int,
@@ -942,368 +955,473 @@ class Registry:
         run). `approximate` with a `note` says why a resume could not be exact.
         """
         _check_status(kind, ATTEMPT_KINDS, what="attempt kind")
-        with self._session(write=True) as session:
-            owner = self._session_row(session, session_id)
-            row = AttemptRow(
-                run_id=owner.run_id, session_id=session_id, kind=kind, host=host, pid=pid,
-                start_frame=start_frame, started_at=time.time(), ended_at=None, end_status=None,
-                approximate=approximate, note=note,
-            )  # fmt: skip
-            session.add(row)
-            session.flush()
-            return _attempt_record(row, owner.index)
+        with self._transaction(write=True) as tx:
+            run_id, index = self._owner(tx, session_id)
+            values: dict[str, Any] = dict(
+                run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
+                started_at=time.time(), ended_at=None, end_status=None, approximate=approximate, note=note,
+            )
+            row_id = tx.insert(_insert_sql("attempts", values), values)
+            self._sync_manifest(tx, run_id)
+        return AttemptRecord(id=row_id, session_index=index, **values)
 
     def end_attempt(self, attempt_id: int, *, status: str) -> None:
         """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
         _check_status(status, ATTEMPT_END_STATUSES)
-        with self._session(write=True) as session:
-            result = session.execute(
-                update(AttemptRow)
-                .where(AttemptRow.id == attempt_id)
-                .values(ended_at=time.time(), end_status=status)
-            )
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
+                               {"now": time.time(), "status": status, "id": attempt_id})  # fmt: skip
+            if count == 0:
                 raise RegistryError(f"no attempt with id {attempt_id} in the registry")
+            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
+            self._sync_manifest(tx, run_id)
 
     def add_checkpoint(
         self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int
     ) -> CheckpointRecord:
-        with self._session(write=True) as session:
-            owner = self._session_row(session, session_id)
-            row = CheckpointRow(
-                session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
-                size_bytes=size_bytes, created_at=time.time(),
-            )  # fmt: skip
-            session.add(row)
-            session.flush()
-            return _checkpoint_record(row, owner)
+        with self._transaction(write=True) as tx:
+            run_id, index = self._owner(tx, session_id)
+            values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
+                                          size_bytes=size_bytes, created_at=time.time())
+            row_id = tx.insert(_insert_sql("checkpoints", values), values)
+        return CheckpointRecord(id=row_id, run_id=run_id, session_index=index, **values)
 
     def remove_checkpoint(self, checkpoint_id: int) -> None:
-        with self._session(write=True) as session:
-            result = session.execute(delete(CheckpointRow).where(CheckpointRow.id == checkpoint_id))
-            if result.rowcount == 0:  # type: ignore[attr-defined]
+        with self._transaction(write=True) as tx:
+            if tx.execute("DELETE FROM checkpoints WHERE id = :id", {"id": checkpoint_id}) == 0:
                 raise RegistryError(f"no checkpoint with id {checkpoint_id} in the registry")
+
+    def remove_checkpoints(self, checkpoint_ids: Sequence[int]) -> int:
+        """Delete many checkpoint rows at once (`rlrun gc`); returns how many were there."""
+        removed = 0
+        with self._transaction(write=True) as tx:
+            for start in range(0, len(checkpoint_ids), _IN_LIMIT):
+                listed, params = _in_list("c", list(checkpoint_ids[start:start + _IN_LIMIT]))
+                removed += tx.execute(f"DELETE FROM checkpoints WHERE id IN ({listed})", params)
+        return removed
 
     def add_evaluation(
         self, session_id: int, *, frame: int, mean: float, std: float, min: float, max: float,
         episodes: int, kind: str = "train",
     ) -> EvaluationRecord:  # fmt: skip
-        """Record an evaluation; a "train" one also updates the session's last and best score."""
+        """Record an evaluation; a "train" one also updates the session's last and best score.
+        Other kinds (`rlrun enjoy`) go into the run's manifest too: no snapshot holds them."""
         if not all(math.isfinite(v) for v in (mean, std, min, max)):
             # SQLite stores NaN as NULL, which would silently lose the row's meaning.
             raise ValueError(f"evaluation scores must be finite: {mean=} {std=} {min=} {max=}")
-        with self._session(write=True) as session:
-            owner = self._session_row(session, session_id)
-            row = EvaluationRow(
-                session_id=session_id, frame=frame, kind=kind, mean=mean, std=std, min=min,
-                max=max, episodes=episodes, created_at=time.time(),
-            )  # fmt: skip
-            session.add(row)
+        values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, mean=mean, std=std, min=min,
+                                      max=max, episodes=episodes, created_at=time.time())
+        with self._transaction(write=True) as tx:
+            run_id, index = self._owner(tx, session_id)
+            row_id = tx.insert(_insert_sql("evaluations", values), values)
             if kind == "train":
-                self._track_best(owner, mean)
-            session.flush()
-            return _evaluation_record(row, owner)
+                tx.execute(
+                    "UPDATE sessions SET last_eval = :mean,"
+                    " best_eval = CASE WHEN best_eval IS NULL OR best_eval < :mean THEN :mean ELSE best_eval END"
+                    " WHERE id = :session_id", values,
+                )  # fmt: skip
+            else:
+                self._sync_manifest(tx, run_id)
+        return EvaluationRecord(id=row_id, run_id=run_id, session_index=index, **values)
 
     @staticmethod
-    def _track_best(owner: SessionRow, mean: float) -> None:
-        owner.last_eval = mean
-        if owner.best_eval is None or mean > owner.best_eval:
-            owner.best_eval = mean
-
-    @staticmethod
-    def _session_row(session: orm.Session, session_id: int) -> SessionRow:
-        row = session.get(SessionRow, session_id)
-        if row is None:
+    def _owner(tx: _Transaction, session_id: int) -> tuple[str, int]:
+        """The run id and index of a session."""
+        found = tx.rows("SELECT run_id, session_index FROM sessions WHERE id = :id", {"id": session_id})
+        if not found:
             raise RegistryError(f"no session with id {session_id} in the registry")
-        return row
+        return found[0][0], found[0][1]
+
+    @staticmethod
+    def _lock_run(tx: _Transaction, run_id: str) -> None:
+        """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has)."""
+        if tx.dialect != "sqlite":
+            tx.rows("SELECT id FROM runs WHERE id = :id FOR UPDATE", {"id": run_id})
+
+    # ---- the run folder's manifest -----------------------------------------------------------
+
+    def write_manifest(self, run_id: str) -> None:
+        """Write the run's `run.json` from its rows (the registry also does after every change)."""
+        with self._transaction(write=True) as tx:
+            self._sync_manifest(tx, run_id)
+
+    def _sync_manifest(self, tx: _Transaction, run_id: str) -> None:
+        """Rewrite the run's manifest from the rows, inside the writing transaction: writers of one
+        run take turns, so the file always ends as the newest state."""
+        self._lock_run(tx, run_id)
+        found = tx.rows(f"SELECT {_RUN} FROM runs r WHERE r.id = :id", {"id": run_id})
+        if not found:
+            return
+        where = {"run_id": run_id}
+        document = {
+            "format": MANIFEST_FORMAT,
+            "run": RunRecord(*found[0]).to_json(),
+            "sessions": [_drop(SessionRecord(*row).to_json(), "id", "run_id") for row in tx.rows(
+                f"SELECT {_SESSION} FROM sessions s WHERE s.run_id = :run_id ORDER BY s.session_index", where)],
+            "spec_revisions": [_drop(r.to_json(), "id", "run_id") for r in self._revisions_of(tx, run_id)],
+            "attempts": [_drop(a.to_json(), "id", "run_id", "session_id") for a in self._attempts_of(tx, run_id)],
+            "evaluations": [_drop(e.to_json(), "id", "run_id", "session_id") for e in self._evaluations_where(
+                tx, "s.run_id = :run_id AND e.kind <> 'train'", where)],
+        }  # fmt: skip
+        from rlrun.fsutil import atomic_write  # writes only: reads need not load hashlib and uuid
+
+        atomic_write(paths.run_dir(self.home, run_id) / MANIFEST, json.dumps(document, indent=1).encode())
 
     # ---- reads -------------------------------------------------------------------------------
 
     def name_exists(self, name: str) -> str | None:
         """The id of the run holding `name`, or None."""
-        with self._session(write=False) as session:
-            return session.scalar(select(RunRow.id).where(RunRow.name == name))
+        with self._transaction(write=False) as tx:
+            found = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
+        return found[0][0] if found else None
 
-    def count_runs(self, status: str | None = None) -> int:
-        """How many runs `list_runs(status=status, limit=None)` would list."""
-        with self._session(write=False) as session:
-            if status not in ("running", CRASHED):
-                query = select(func.count()).select_from(RunRow)
-                if status is not None:
-                    query = query.where(RunRow.status == status)
-                return session.scalar(query) or 0
-            alive = len(self._live_runs(session, _Liveness()))
-            if status == "running":
-                return alive
-            stored = session.scalar(
-                select(func.count()).select_from(RunRow).where(RunRow.status == "running")
-            )
-            return (stored or 0) - alive
+    def count_runs(self, filters: RunFilter | str | None = None) -> int:
+        """How many runs `list_runs(filters=filters, limit=None)` would list (a string is a status)."""
+        chosen = _as_filter(filters)
+        with self._transaction(write=False) as tx:
+            where, params = self._where(tx, chosen, _Liveness())
+            return int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
 
-    def list_runs(self, *, status: str | None = None, limit: int | None = 20) -> list[RunSummary]:
-        """Runs newest first with session aggregates, in one query, plus one small liveness query
-        when the page holds stored-running runs (see _Liveness).
+    def list_runs(self, *, status: str | None = None, limit: int | None = 20, offset: int = 0,
+                  filters: RunFilter | None = None) -> list[RunSummary]:  # fmt: skip
+        """Runs newest first (or as `filters.sort` says) with session aggregates, in one query,
+        plus one small liveness query when the page holds stored-running runs (see _Liveness).
 
-        The limit applies to the runs before the join, so the cost follows the page size, not
-        the size of the registry. `status` filters on the status as reported: "running" and
-        "crashed" are told apart by first finding which stored-running runs are still alive.
+        Sorted by start, the newest runs come straight off the (created_at, id) index and only
+        they are aggregated, so the cost follows the page size, not the size of the registry. A
+        status filter applies to the status as reported: "running" and "crashed" are told apart
+        by first finding which stored-running runs are still alive.
         """
+        chosen = _as_filter(filters or status)
         live = _Liveness()
-        page = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id.desc())
-        with self._session(write=False) as session:
-            alive: set[str] = set()
-            if status in ("running", CRASHED):
-                alive = self._live_runs(session, live)
-                chosen = RunRow.id.in_(alive) if status == "running" else RunRow.id.not_in(alive)
-                page = page.where(RunRow.status == "running", chosen)
-            elif status is not None:
-                page = page.where(RunRow.status == status)
-            if limit is not None:
-                page = page.limit(limit)
-            rows = session.execute(self._aggregate(page)).all()
-            if status is None:
-                running = [run.id for run, _, _ in rows if run.status == "running"]
-                if running:
-                    # A long IN list would hit SQLite's variable limit; all running runs are few.
-                    among = RunRow.id.in_(running) if len(running) <= _IN_LIMIT else true()
-                    alive = self._live_runs(session, live, among)
+        with self._transaction(write=False) as tx:
+            rows = self._page(tx, chosen, live, limit, offset)
+            alive = self._alive_on_page(tx, chosen, live, rows)
         return [
-            self._summary(i + 1, run, frames, best, _reported(run.status, run.id in alive))
-            for i, (run, frames, best) in enumerate(rows)
-        ]
-
-    @staticmethod
-    def _aggregate(page: Any) -> Any:
-        runs = orm.aliased(RunRow, page.subquery("page"))
-        columns = [getattr(runs, c.key) for c in RunRow.__mapper__.column_attrs]
-        return (
-            select(
-                runs,
-                func.coalesce(func.sum(SessionRow.frame), 0),
-                func.max(SessionRow.best_eval),
+            RunSummary(
+                row=offset + i + 1, id=run.id, name=run.name, spec_name=run.spec_name, algorithm=run.algorithm,
+                env_id=run.env_id, status=_reported(run.status, run.id in alive), num_sessions=run.num_sessions,
+                frames_done=frames, frames_target=run.max_frame * run.num_sessions, best_eval=best,
+                created_at=run.created_at, finished_at=run.finished_at,
             )
-            .outerjoin(SessionRow, SessionRow.run_id == runs.id)
-            .group_by(*columns)  # every column, as PostgreSQL cannot infer them from a subquery
-            .order_by(runs.created_at.desc(), runs.id.desc())
-        )
+            for i, (run, frames, best) in enumerate(rows)
+        ]  # fmt: skip
 
-    @staticmethod
-    def _live_runs(
-        session: orm.Session, live: _Liveness, among: ColumnElement[bool] | None = None
-    ) -> set[str]:
+    def _page(self, tx: _Transaction, filters: RunFilter, live: _Liveness, limit: int | None,
+              offset: int) -> list[tuple[RunRecord, int, float | None]]:  # fmt: skip
+        where, params = self._where(tx, filters, live)
+        window, bounds = _window(tx.dialect, limit, offset)
+        params.update(bounds)
+        # Correlated sub-selects use the sessions' (run_id, session_index) index run by run, so the
+        # cost follows the page when sorted by start, and stays linear for a whole listing.
+        aggregates = ("(SELECT COALESCE(SUM(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
+                      " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best")  # fmt: skip
+        if filters.sort == "started":
+            query = f"SELECT {_RUN}, {aggregates} FROM runs r WHERE {where} ORDER BY {_NEWEST_FIRST}{window}"
+        else:
+            # Sorting on aggregates needs them for every run that passes the filters.
+            order = "(p.best IS NULL), p.best DESC" if filters.sort == "best" else "p.frames DESC"
+            query = (f"SELECT * FROM (SELECT {_RUN}, {aggregates} FROM runs r WHERE {where}) p"
+                     f" ORDER BY {order}, p.created_at DESC, p.id DESC{window}")  # fmt: skip
+        n = len(RUN_COLUMNS)
+        return [(RunRecord(*row[:n]), int(row[n]), row[n + 1]) for row in tx.rows(query, params)]
+
+    def _alive_on_page(self, tx: _Transaction, filters: RunFilter, live: _Liveness,
+                       rows: Sequence[tuple[RunRecord, int, float | None]]) -> set[str]:  # fmt: skip
+        if filters.status == "running":
+            return {run.id for run, _, _ in rows}
+        running = [run.id for run, _, _ in rows if run.status == "running"]
+        if filters.status == CRASHED or not running:
+            return set()
+        # A long IN list would hit SQLite's variable limit; all running runs are few.
+        return self._live_runs(tx, live, running if len(running) <= _IN_LIMIT else None)
+
+    def _where(self, tx: _Transaction, filters: RunFilter, live: _Liveness) -> tuple[str, dict[str, Any]]:
+        """The filters as a condition on `runs r` and its parameters."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if filters.status in ("running", CRASHED):
+            alive = sorted(self._live_runs(tx, live))
+            clauses.append("r.status = 'running'")
+            if alive:
+                listed, ids = _in_list("alive", alive)
+                clauses.append(f"r.id {'IN' if filters.status == 'running' else 'NOT IN'} ({listed})")
+                params.update(ids)
+            elif filters.status == "running":
+                clauses.append("1 = 0")
+        elif filters.status is not None:
+            clauses.append("r.status = :status")
+            params["status"] = filters.status
+        for column, value in (("algorithm", filters.algorithm), ("env_id", filters.env),
+                              ("spec_name", filters.spec)):  # fmt: skip
+            if value is not None:
+                clauses.append(f"LOWER(r.{column}) = LOWER(:{column})")
+                params[column] = value
+        if filters.name is not None:
+            operator = "LIKE" if tx.dialect == "sqlite" else "ILIKE"  # both ignore case
+            clauses.append(f"r.name {operator} :name ESCAPE '\\'")
+            params["name"] = like_pattern(filters.name)
+        if filters.since is not None:
+            clauses.append("r.created_at >= :since")
+            params["since"] = filters.since
+        return " AND ".join(clauses) or "1 = 1", params
+
+    def _live_runs(self, tx: _Transaction, live: _Liveness, among: Sequence[str] | None = None) -> set[str]:
         """The ids of the stored-running runs (of `among`) with a session running or pending.
 
         SQL keeps only the sessions that pass the time test; Python checks their pids.
         """
-        columns = (
-            SessionRow.run_id, SessionRow.status, SessionRow.host, SessionRow.pid,
-            SessionRow.heartbeat_at, RunRow.host, RunRow.pid, RunRow.created_at,
-        )  # fmt: skip
+        params: dict[str, Any] = {"cutoff": live.cutoff}
         query = (
-            select(*columns)
-            .join(RunRow, SessionRow.run_id == RunRow.id)
-            .where(RunRow.status == "running", live.sql_maybe_alive())
+            "SELECT s.run_id, s.status, s.host, s.pid, s.heartbeat_at, r.host, r.pid, r.created_at"
+            f" FROM sessions s JOIN runs r ON s.run_id = r.id WHERE r.status = 'running' AND {live.SQL_MAYBE_ALIVE}"
         )
         if among is not None:
-            query = query.where(among)
+            listed, ids = _in_list("among", among)
+            query += f" AND r.id IN ({listed})"
+            params.update(ids)
         alive: set[str] = set()
-        for run_id, status, host, pid, beat, run_host, run_pid, created in session.execute(query):
-            if run_id in alive:
-                continue
-            if live.session_status(status, host, pid, beat, run_host, run_pid, created) != CRASHED:
+        for run_id, status, host, pid, beat, run_host, run_pid, created in tx.rows(query, params):
+            if run_id not in alive and live.session_status(status, host, pid, beat, run_host, run_pid,
+                                                           created) != CRASHED:  # fmt: skip
                 alive.add(run_id)
         return alive
 
-    @staticmethod
-    def _summary(
-        row_number: int, run: RunRow, frames: int, best: float | None, status: str
-    ) -> RunSummary:
-        return RunSummary(
-            row=row_number, id=run.id, name=run.name, spec_name=run.spec_name,
-            algorithm=run.algorithm, env_id=run.env_id, status=status,
-            num_sessions=run.num_sessions, frames_done=int(frames),
-            frames_target=run.max_frame * run.num_sessions, best_eval=best,
-            created_at=run.created_at, finished_at=run.finished_at,
-        )  # fmt: skip
+    def live_run_ids(self) -> set[str]:
+        """The runs that are running now (a live session): maintenance leaves their files alone."""
+        with self._transaction(write=False) as tx:
+            return self._live_runs(tx, _Liveness())
 
     def get_run(self, run_id: str) -> RunDetail:
         """A run with everything recorded about it; statuses as reported (see _Liveness)."""
         live = _Liveness()
-        with self._session(write=False) as session:
-            run = self._run_row(session, run_id)
-            rows = session.scalars(
-                select(SessionRow).where(SessionRow.run_id == run_id).order_by(SessionRow.index)
-            ).all()
-            statuses = [live.session_of(row, run) for row in rows]
+        where = {"run_id": run_id}
+        with self._transaction(write=False) as tx:
+            run = self._run(tx, run_id)
+            sessions = [SessionRecord(*row) for row in tx.rows(
+                f"SELECT {_SESSION} FROM sessions s WHERE s.run_id = :run_id ORDER BY s.session_index", where)]
+            statuses = [live.session_of(s, run) for s in sessions]
             return RunDetail(
-                run=_run_record(run, live.run_status(run.status, statuses)),
-                sessions=[_session_record(r, s) for r, s in zip(rows, statuses, strict=True)],
-                checkpoints=self._checkpoints_where(session, SessionRow.run_id == run_id),
-                evaluations=self._evaluations_of(session, run_id),
-                spec_revisions=self._revisions_of(session, run_id),
-                attempts=self._attempts_of(session, run_id),
-                forks=list(
-                    session.scalars(
-                        select(RunRow.id)
-                        .where(RunRow.parent_id == run_id)
-                        .order_by(RunRow.created_at, RunRow.id)
-                    )
-                ),
-            )
+                run=run._replace(status=live.run_status(run.status, statuses)),
+                sessions=[s._replace(status=status) for s, status in zip(sessions, statuses, strict=True)],
+                checkpoints=self._checkpoints_where(tx, "s.run_id = :run_id", where),
+                evaluations=self._evaluations_where(tx, "s.run_id = :run_id", where),
+                spec_revisions=self._revisions_of(tx, run_id),
+                attempts=self._attempts_of(tx, run_id),
+                forks=[fork for (fork,) in tx.rows(
+                    "SELECT id FROM runs WHERE parent_id = :run_id ORDER BY created_at, id", where)],
+            )  # fmt: skip
 
     @staticmethod
-    def _run_row(session: orm.Session, run_id: str) -> RunRow:
-        run = session.get(RunRow, run_id)
-        if run is None:
+    def _run(tx: _Transaction, run_id: str) -> RunRecord:
+        found = tx.rows(f"SELECT {_RUN} FROM runs r WHERE r.id = :id", {"id": run_id})
+        if not found:
             raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
-        return run
+        return RunRecord(*found[0])
 
     @staticmethod
-    def _checkpoints_where(session: orm.Session, condition: Any) -> list[CheckpointRecord]:
-        query = (
-            select(CheckpointRow, SessionRow)
-            .join(SessionRow, CheckpointRow.session_id == SessionRow.id)
-            .where(condition)
-            .order_by(SessionRow.index, CheckpointRow.frame, CheckpointRow.id)
-        )
-        return [_checkpoint_record(c, s) for c, s in session.execute(query)]
+    def _checkpoints_where(tx: _Transaction, condition: str, params: dict[str, Any]) -> list[CheckpointRecord]:
+        query = (f"SELECT {_CHECKPOINT} FROM checkpoints c JOIN sessions s ON c.session_id = s.id"
+                 f" WHERE {condition} ORDER BY s.run_id, s.session_index, c.frame, c.id")  # fmt: skip
+        return [CheckpointRecord(*row) for row in tx.rows(query, params)]
 
     @staticmethod
-    def _evaluations_of(session: orm.Session, run_id: str) -> list[EvaluationRecord]:
-        query = (
-            select(EvaluationRow, SessionRow)
-            .join(SessionRow, EvaluationRow.session_id == SessionRow.id)
-            .where(SessionRow.run_id == run_id)
-            .order_by(SessionRow.index, EvaluationRow.frame, EvaluationRow.id)
-        )
-        return [_evaluation_record(e, s) for e, s in session.execute(query)]
+    def _evaluations_where(tx: _Transaction, condition: str, params: dict[str, Any]) -> list[EvaluationRecord]:
+        query = (f"SELECT {_EVALUATION} FROM evaluations e JOIN sessions s ON e.session_id = s.id"
+                 f" WHERE {condition} ORDER BY s.session_index, e.frame, e.id")  # fmt: skip
+        return [EvaluationRecord(*row) for row in tx.rows(query, params)]
 
     @staticmethod
-    def _revisions_of(session: orm.Session, run_id: str) -> list[SpecRevisionRecord]:
-        rows = session.scalars(
-            select(SpecRevisionRow)
-            .where(SpecRevisionRow.run_id == run_id)
-            .order_by(SpecRevisionRow.revision)
-        )
-        return [_spec_revision_record(row) for row in rows]
+    def _revisions_of(tx: _Transaction, run_id: str) -> list[SpecRevisionRecord]:
+        query = f"SELECT {_REVISION} FROM spec_revisions v WHERE v.run_id = :id ORDER BY v.revision"
+        return [SpecRevisionRecord(*row) for row in tx.rows(query, {"id": run_id})]
 
     @staticmethod
-    def _attempts_of(session: orm.Session, run_id: str) -> list[AttemptRecord]:
-        query = (
-            select(AttemptRow, SessionRow.index)
-            .join(SessionRow, AttemptRow.session_id == SessionRow.id)
-            .where(AttemptRow.run_id == run_id)
-            .order_by(AttemptRow.started_at, AttemptRow.id)
-        )
-        return [_attempt_record(a, index) for a, index in session.execute(query)]
+    def _attempts_of(tx: _Transaction, run_id: str) -> list[AttemptRecord]:
+        query = (f"SELECT {_ATTEMPT} FROM attempts a JOIN sessions s ON a.session_id = s.id"
+                 " WHERE a.run_id = :id ORDER BY a.started_at, a.id")  # fmt: skip
+        return [_attempt_record(row) for row in tx.rows(query, {"id": run_id})]
 
     def latest_spec(self, run_id: str) -> SpecRevisionRecord:
         """The run's newest spec revision (the one training continues under)."""
-        with self._session(write=False) as session:
-            row = session.scalar(
-                select(SpecRevisionRow)
-                .where(SpecRevisionRow.run_id == run_id)
-                .order_by(SpecRevisionRow.revision.desc())
-                .limit(1)
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {_REVISION} FROM spec_revisions v WHERE v.run_id = :id"
+                            " ORDER BY v.revision DESC LIMIT 1", {"id": run_id})  # fmt: skip
+        if not found:
+            raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+        return SpecRevisionRecord(*found[0])
+
+    def latest_specs(self) -> dict[str, str]:
+        """Every run's newest spec (JSON text) by run id, in one query (`rlrun gc`)."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows(
+                "SELECT v.run_id, v.spec_json FROM spec_revisions v JOIN (SELECT run_id, MAX(revision) AS revision"
+                " FROM spec_revisions GROUP BY run_id) m ON m.run_id = v.run_id AND m.revision = v.revision"
             )
-            if row is None:
-                raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
-            return _spec_revision_record(row)
+        return dict(rows)
 
     def get_session(self, run_id: str, index: int) -> SessionRecord:
         """One session; its status as reported (see _Liveness)."""
-        with self._session(write=False) as session:
-            found = session.execute(
-                select(SessionRow, RunRow)
-                .join(RunRow, SessionRow.run_id == RunRow.id)
-                .where(SessionRow.run_id == run_id, SessionRow.index == index)
-            ).one_or_none()
-            if found is None:
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {_SESSION} FROM sessions s WHERE s.run_id = :run_id AND s.session_index = :index",
+                            {"run_id": run_id, "index": index})  # fmt: skip
+            if not found:
                 raise RunReferenceError(f"run {run_id} has no session s{index}; see `rlrun show`")
-            row, run = found
-            return _session_record(row, _Liveness().session_of(row, run))
+            session = SessionRecord(*found[0])
+            run = self._run(tx, run_id)
+        return session._replace(status=_Liveness().session_of(session, run))
 
     def live_session(self, run_id: str) -> SessionRecord | None:
         """A session of the run that is still running (fresh heartbeat and, on this host, a live
         pid), or None. `rlrun resume` refuses a run that has one."""
         live = _Liveness()
-        with self._session(write=False) as session:
-            run = self._run_row(session, run_id)
-            rows = session.scalars(
-                select(SessionRow)
-                .where(SessionRow.run_id == run_id, SessionRow.status == "running")
-                .order_by(SessionRow.index)
-            )
-            for row in rows:
-                if live.session_of(row, run) == "running":
-                    return _session_record(row)
+        with self._transaction(write=False) as tx:
+            run = self._run(tx, run_id)
+            rows = tx.rows(f"SELECT {_SESSION} FROM sessions s WHERE s.run_id = :run_id AND s.status = 'running'"
+                           " ORDER BY s.session_index", {"run_id": run_id})  # fmt: skip
+        for row in rows:
+            session = SessionRecord(*row)
+            if live.session_of(session, run) == "running":
+                return session
         return None
 
     def checkpoints(self, session_id: int) -> list[CheckpointRecord]:
         """The checkpoints of one session, oldest frame first."""
-        with self._session(write=False) as session:
-            return self._checkpoints_where(session, SessionRow.id == session_id)
+        with self._transaction(write=False) as tx:
+            return self._checkpoints_where(tx, "s.id = :session_id", {"session_id": session_id})
+
+    def all_checkpoints(self) -> list[CheckpointRecord]:
+        """Every checkpoint, by run, session and frame (`rlrun gc`)."""
+        with self._transaction(write=False) as tx:
+            return self._checkpoints_where(tx, "1 = 1", {})
+
+    def run_ids(self) -> set[str]:
+        """The id of every run (`rlrun db rebuild`)."""
+        with self._transaction(write=False) as tx:
+            return {run_id for (run_id,) in tx.rows("SELECT id FROM runs")}
+
+    def distinct(self, column: str) -> list[str]:
+        """The values of a run column (algorithm, env_id or spec_name), to suggest filters."""
+        if column not in ("algorithm", "env_id", "spec_name"):
+            raise ValueError(f"not a filterable column: {column}")
+        with self._transaction(write=False) as tx:
+            return [value for (value,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
+
+
+    # ---- rebuilding from folders -------------------------------------------------------------
+
+    def restore_run(self, restored: RestoredRun) -> None:
+        """Insert a run read back from its folder (`rlrun db rebuild`) with all its rows, in one
+        transaction. A parent that is not in the registry is dropped from the record."""
+        run = restored.run
+        with self._transaction(write=True) as tx:
+            if run.parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.parent_id}):
+                run = run._replace(parent_id=None)
+            tx.execute(_insert_sql("runs", RUN_COLUMNS), run._asdict())
+            ids: dict[int, int] = {}
+            for session in restored.sessions:
+                values = {"run_id": run.id, **session}
+                ids[session["session_index"]] = tx.insert(_insert_sql("sessions", values), values)
+            for revision in restored.spec_revisions:
+                values = {"run_id": run.id, **revision}
+                tx.insert(_insert_sql("spec_revisions", values), values)
+            for table, rows in (("attempts", restored.attempts), ("checkpoints", restored.checkpoints),
+                                ("evaluations", restored.evaluations)):  # fmt: skip
+                for row in rows:
+                    values = {k: v for k, v in row.items() if k != "session_index"}
+                    values["session_id"] = ids[row["session_index"]]
+                    if table == "attempts":
+                        values["run_id"] = run.id
+                    tx.insert(_insert_sql(table, values), values)
+            self._sync_manifest(tx, run.id)
 
     # ---- run references ----------------------------------------------------------------------
 
-    def resolve(self, ref: str | RunRef) -> RunRecord:
-        """The run a reference names; the caller handles its /sK and @checkpoint parts."""
+    def resolve(self, ref: str | RunRef, filters: RunFilter | None = None) -> RunRecord:
+        """The run a reference names among the runs that pass `filters` (`latest` is the newest
+        of them, a row number counts them in `filters.sort` order). The caller handles the
+        reference's /sK and @checkpoint parts."""
         parsed = parse_ref(ref) if isinstance(ref, str) else ref
-        with self._session(write=False) as session:
-            row = self._find(session, parsed)
-            alive = row.status == "running" and bool(
-                self._live_runs(session, _Liveness(), RunRow.id == row.id)
-            )
-            run = _run_record(row, _reported(row.status, alive))
+        chosen = filters or RunFilter()
+        live = _Liveness()
+        with self._transaction(write=False) as tx:
+            run = self._find(tx, parsed, chosen, live)
+            alive = run.status == "running" and bool(self._live_runs(tx, live, [run.id]))
+        run = run._replace(status=_reported(run.status, alive))
         if parsed.session is not None and parsed.session >= run.num_sessions:
             raise RunReferenceError(
                 f"{parsed}: run {run.id} has {_sessions_phrase(run.num_sessions)}"
             )
         return run
 
-    def _find(self, session: orm.Session, ref: RunRef) -> RunRow:
-        total = session.scalar(select(func.count()).select_from(RunRow)) or 0
-        if total == 0:
-            raise RunReferenceError(
-                f"no runs in {self.home} yet; start one with `rlrun train reinforce_cartpole`"
-            )
+    def _find(self, tx: _Transaction, ref: RunRef, filters: RunFilter, live: _Liveness) -> RunRecord:
         if ref.kind == "token":
-            return self._find_token(session, ref.token)
-        position = ref.offset if ref.kind == "latest" else ref.row - 1
-        if position >= total:
-            plural = "run" if total == 1 else "runs"
-            raise RunReferenceError(f"{ref.base}: only {total} {plural}; see `rlrun ls`")
-        return session.scalars(
-            select(RunRow)
-            .order_by(RunRow.created_at.desc(), RunRow.id.desc())
-            .offset(position)
-            .limit(1)
-        ).one()
+            found = self._find_token(tx, ref.token, filters, live)
+        else:
+            # `latest` is always the newest; rows follow the listing's order.
+            order = filters if ref.kind == "row" else filters._replace(sort="started")
+            position = ref.offset if ref.kind == "latest" else ref.row - 1
+            page = self._page(tx, order, live, 1, position)
+            found = page[0][0] if page else None
+        if found is None:
+            raise RunReferenceError(self._not_found(tx, ref, filters, live))
+        return found
 
-    @staticmethod
-    def _find_token(session: orm.Session, token: str) -> RunRow:
-        # Ids are lowercase; a name is matched exactly as typed.
-        exact = session.get(RunRow, token.lower()) or session.scalar(
-            select(RunRow).where(RunRow.name == token)
-        )
-        if exact is not None:
-            return exact
-        candidates = session.scalars(
-            select(RunRow)
-            .where(RunRow.id.startswith(token.lower(), autoescape=True))
-            .order_by(RunRow.created_at.desc(), RunRow.id.desc())
-            .limit(_MAX_CANDIDATES + 1)
-        ).all()
-        if not candidates:
-            raise RunReferenceError(f"no run matches {token!r}; see `rlrun ls`")
+    def _find_token(self, tx: _Transaction, token: str, filters: RunFilter, live: _Liveness) -> RunRecord | None:
+        # Ids are lowercase; a name is matched exactly as typed; then id prefixes.
+        where, params = self._where(tx, filters, live)
+        for condition, value in (("r.id = :token", token.lower()), ("r.name = :token", token)):
+            exact = tx.rows(f"SELECT {_RUN} FROM runs r WHERE {condition} AND {where}", {**params, "token": value})
+            if exact:
+                return RunRecord(*exact[0])
+        candidates = [RunRecord(*row) for row in tx.rows(
+            f"SELECT {_RUN} FROM runs r WHERE r.id LIKE :prefix ESCAPE '\\' AND {where}"
+            f" ORDER BY {_NEWEST_FIRST} LIMIT {_MAX_CANDIDATES + 1}",
+            {**params, "prefix": like_pattern(token.lower()) + "%"},
+        )]  # fmt: skip
         if len(candidates) > 1:
             raise RunReferenceError(_ambiguous(token, candidates))
-        return candidates[0]
+        return candidates[0] if candidates else None
+
+    def _not_found(self, tx: _Transaction, ref: RunRef, filters: RunFilter, live: _Liveness) -> str:
+        if not tx.rows("SELECT 1 FROM runs LIMIT 1"):
+            return f"no runs in {self.home} yet; start one with `rlrun train reinforce_cartpole`"
+        narrowed = filters.describe() if filters.narrows else ""
+        listing = f"`rlrun ls {narrowed}`" if narrowed else "`rlrun ls`"
+        if ref.kind == "token":
+            with_filters = f" with {narrowed}" if narrowed else ""
+            return f"no run matches {ref.token!r}{with_filters}; see {listing}"
+        where, params = self._where(tx, filters, live)
+        total = int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
+        if total == 0:
+            return f"no runs match {narrowed}{self._hint(tx, filters)}; see `rlrun ls`"
+        plural = "run" if total == 1 else "runs"
+        matching = f" match {narrowed}" if narrowed else ""
+        return f"{ref.base}: only {total} {plural}{matching}; see {listing}"
+
+    @staticmethod
+    def _hint(tx: _Transaction, filters: RunFilter) -> str:
+        """Name the values that exist when a filter asks for one that does not."""
+        for flag, column, value in (("--algo", "algorithm", filters.algorithm), ("--env", "env_id", filters.env),
+                                    ("--spec", "spec_name", filters.spec)):  # fmt: skip
+            if value is None:
+                continue
+            known = [v for (v,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
+            if value.lower() not in {v.lower() for v in known}:
+                return f" (no run has {flag} {value}; there are {', '.join(known[:_MAX_CANDIDATES])})"
+        return ""
 
 
-def _reported(stored: str, alive: bool) -> str:
-    """A run's status as reported: a stored-running run with no live session is crashed."""
-    return CRASHED if stored == "running" and not alive else stored
+class RestoredRun(NamedTuple):
+    """A run read back from its folder, ready for `Registry.restore_run`: the run's record (its
+    stored status) and its rows as column values, children keyed by session_index."""
+
+    run: RunRecord
+    sessions: list[dict[str, Any]]
+    spec_revisions: list[dict[str, Any]]
+    attempts: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+    evaluations: list[dict[str, Any]]
 
 
 def _sessions_phrase(count: int) -> str:
@@ -1312,7 +1430,7 @@ def _sessions_phrase(count: int) -> str:
     return f"{count} sessions (s0..s{count - 1})"
 
 
-def _ambiguous(token: str, candidates: Sequence[RunRow]) -> str:
+def _ambiguous(token: str, candidates: Sequence[RunRecord]) -> str:
     shown = [
         f"{run.id} ({run.name + ', ' if run.name else ''}{_format_time(run.created_at)})"
         for run in candidates[:_MAX_CANDIDATES]

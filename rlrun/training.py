@@ -24,14 +24,12 @@ from typing import Any
 from rlrun import events, paths, snapshot
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
-from rlrun.fsutil import atomic_write
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
 from rlrun.stopping import StopRequest, stop_on_signals
 
-MANIFEST_FORMAT = 1
 OnEvent = Callable[[events.Event], None]
 
 
@@ -126,12 +124,10 @@ def check_compatible(spec: Spec) -> None:
 
 
 def _write_manifest(root: Path, registry: Registry, run_id: str) -> None:
-    """Each run folder describes itself (record and every spec revision), so the registry can be
-    rebuilt from the folders."""
-    detail = registry.get_run(run_id)
-    manifest = {"format": MANIFEST_FORMAT, "run": detail.run.to_json(),
-                "spec_revisions": [r.to_json() for r in detail.spec_revisions]}
-    atomic_write(paths.run_dir(root, run_id) / "run.json", json.dumps(manifest, indent=1).encode())
+    """Each run folder describes itself (`run.json`: its record, sessions, spec revisions and
+    attempts), so the registry can be rebuilt from the folders. The registry writes it, and
+    rewrites it with every change to those rows from then on."""
+    registry.write_manifest(run_id)
 
 
 def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str,

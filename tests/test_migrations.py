@@ -18,11 +18,10 @@ from sqlalchemy import Engine, inspect, text
 
 from rlrun.errors import RegistryError
 from rlrun.paths import REGISTRY_FILE
-from rlrun.registry import (
-    SCHEMA_HEAD,
+from rlrun.registry import SCHEMA_HEAD, Registry
+from rlrun.registry_schema import (
     VERSION_TABLE,
     Base,
-    Registry,
     alembic_config,
     create_registry_engine,
     current_revision,

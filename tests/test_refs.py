@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from rlrun.errors import BadInput, RunReferenceError
-from rlrun.refs import RunRef, check_run_name, parse_ref
+from rlrun.refs import STATUSES, RunFilter, RunRef, check_run_name, like_pattern, parse_ref, parse_since
 
 
 @pytest.mark.parametrize(
@@ -114,3 +116,68 @@ def test_good_run_names(name: str) -> None:
 def test_names_that_would_not_read_back(name: str) -> None:
     with pytest.raises(BadInput, match="cannot be used"):
         check_run_name(name)
+
+
+# ---- filters ---------------------------------------------------------------------------------
+
+NOW = 1_750_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds_back"),
+    [("90s", 90), ("30m", 1800), ("12h", 43200), ("2d", 172800), ("1w", 604800), ("1.5d", 129600), (" 2D ", 172800)],
+)
+def test_since_durations(text: str, seconds_back: float) -> None:
+    assert parse_since(text, now=NOW) == NOW - seconds_back
+
+
+def test_since_dates_are_local_times() -> None:
+    assert parse_since("2025-05-01") == datetime(2025, 5, 1).timestamp()
+    assert parse_since("2025-05-01T09:30") == datetime(2025, 5, 1, 9, 30).timestamp()
+
+
+@pytest.mark.parametrize("text", ["2", "two days", "2y", "-2d", "2025-13-01", ""])
+def test_bad_since_is_one_line_naming_the_forms(text: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        parse_since(text)
+    message = str(caught.value)
+    assert message.startswith(f"--since {text!r} is not a time") and "2d" in message and "2025-05-01" in message
+    assert "\n" not in message
+
+
+def test_filter_from_options() -> None:
+    chosen = RunFilter.of(status="crashed", algorithm="ppo", env="CartPole-v1", spec="ppo_cartpole", name="sweep-*",
+                          since="2d", sort="best", now=NOW)
+    assert chosen.since == NOW - 172800 and chosen.narrows
+    assert chosen.describe() == ("--status crashed --algo ppo --env CartPole-v1 --spec ppo_cartpole --name sweep-*"
+                                 " --since 2d --sort best")
+    assert RunFilter.of() == RunFilter() and not RunFilter().narrows and RunFilter().describe() == ""
+    assert not RunFilter.of(sort="frames").narrows  # sorting leaves every run in
+    assert RunFilter.of(sort="frames").describe() == "--sort frames"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"status": "finshed"}, "--status 'finshed' is not a run status (did you mean 'finished'?); use one of running,"),
+     ({"status": "done"}, "--status 'done' is not a run status; use one of running, finished, failed, preempted"),
+     ({"sort": "bset"}, "--sort 'bset' is not a sort order (did you mean 'best'?); use one of started, best, frames"),
+     ({"since": "yesterday"}, "--since 'yesterday' is not a time")],
+)
+def test_bad_filter_values(options: dict[str, str], message: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        RunFilter.of(**options)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("glob", "pattern"),
+    [("sweep-*", "sweep-%"), ("run?", "run_"), ("a_b", "a\\_b"), ("100%", "100\\%"), ("back\\slash", "back\\\\slash")],
+)
+def test_name_globs_become_escaped_like_patterns(glob: str, pattern: str) -> None:
+    assert like_pattern(glob) == pattern
+
+
+def test_the_filter_statuses_are_the_registry_s() -> None:
+    from rlrun.registry import LISTED_RUN_STATUSES
+
+    assert set(STATUSES) == set(LISTED_RUN_STATUSES)

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
 
 from rlrun import registry as registry_module
 from rlrun.errors import BadInput, RegistryError, RunReferenceError
 from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
 from rlrun.paths import REGISTRY_FILE
-from rlrun.refs import parse_ref
-from rlrun.registry import STALE_AFTER_SECONDS, Registry, RunRecord, SessionRecord
+from rlrun.refs import RunFilter, parse_ref
+from rlrun.registry import STALE_AFTER_SECONDS, Registry, RestoredRun, RunRecord, SessionRecord
+
+pytest_plugins = ["postgres_server"]
 
 
 @pytest.fixture
@@ -31,10 +32,17 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-@pytest.fixture
-def registry(home: Path) -> Iterator[Registry]:
-    with Registry.open(home) as opened:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def registry(request: pytest.FixtureRequest, home: Path) -> Iterator[Registry]:
+    """The registry of a fresh home: its SQLite file, or an empty PostgreSQL database."""
+    url = None if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    with Registry.open(home, url) as opened:
         yield opened
+
+
+def sqlite_only(registry: Registry) -> None:
+    if registry._db.integrity_errors[0].__module__ != "sqlite3":  # type: ignore[attr-defined]
+        pytest.skip("looks at SQLite's own statements")
 
 
 def make_run(
@@ -51,6 +59,12 @@ def make_run(
 
 def session_of(registry: Registry, run_id: str, index: int = 0) -> SessionRecord:
     return registry.get_session(run_id, index)
+
+
+def scalar(registry: Registry, sql: str) -> Any:
+    """One value read straight from the database."""
+    with registry._transaction(write=False) as tx:
+        return tx.rows(sql)[0][0]
 
 
 def reference_error(registry: Registry, ref: str) -> str:
@@ -243,12 +257,10 @@ def test_delete_run_cascades_and_unlinks_forks(registry: Registry, home: Path) -
     registry.delete_run(parent.id)
     assert registry.resolve(child.id).parent_id is None
     assert registry.count_runs() == 1
-    engine = registry._engine
-    with engine.connect() as conn:
-        for table, expected in [
+    for table, expected in [
             ("sessions", 2), ("checkpoints", 1), ("evaluations", 1), ("spec_revisions", 1),
         ]:  # fmt: skip
-            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() == expected
+        assert scalar(registry, f"SELECT count(*) FROM {table}") == expected
     assert registry.checkpoints(keep.id) != []
     with pytest.raises(RegistryError):
         registry.delete_run(parent.id)
@@ -355,7 +367,7 @@ def test_registry_import_and_open_stay_light(home: Path) -> None:
     code = (
         "import sys; from pathlib import Path; from rlrun.registry import Registry; "
         f"r = Registry.open(Path({str(home)!r})); r.list_runs(); r.close(); "
-        "heavy = ['torch', 'gymnasium', 'numpy', 'pydantic', 'rich', 'alembic']; "
+        "heavy = ['torch', 'gymnasium', 'numpy', 'pydantic', 'rich', 'alembic', 'sqlalchemy']; "
         "print([m for m in heavy if m in sys.modules])"
     )
     out = subprocess.run(
@@ -581,8 +593,7 @@ def test_attempts_round_trip(registry: Registry) -> None:
         registry.add_attempt(999, kind="train", host=None, pid=None, start_frame=0)
     assert len(registry.get_run(run.id).attempts) == 2  # the refused ones wrote nothing
     registry.delete_run(run.id)
-    with registry._engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM attempts")).scalar() == 0
+    assert scalar(registry, "SELECT count(*) FROM attempts") == 0
 
 
 def test_forks_are_listed_on_the_parent(registry: Registry) -> None:
@@ -687,9 +698,8 @@ def sleeper() -> subprocess.Popen[bytes]:
 def set_columns(registry: Registry, table: str, row_id: int | str, **values: Any) -> None:
     """Write columns behind the registry's back (to age a heartbeat, say)."""
     assignments = ", ".join(f"{column} = :{column}" for column in values)
-    with registry._engine.begin() as conn:
-        conn.execute(text(f"UPDATE {table} SET {assignments} WHERE id = :id"),
-                     {**values, "id": row_id})  # fmt: skip
+    with registry._transaction(write=True) as tx:
+        tx.execute(f"UPDATE {table} SET {assignments} WHERE id = :id", {**values, "id": row_id})
 
 
 def statuses(registry: Registry, run_id: str) -> tuple[str, list[str]]:
@@ -725,8 +735,7 @@ def test_a_killed_session_process_is_crashed_at_once(registry: Registry) -> None
     assert [s.status for s in registry.list_runs()] == ["crashed"]
     assert (registry.count_runs("crashed"), registry.count_runs("running")) == (1, 0)
     assert registry.count_runs() == 1
-    with registry._engine.connect() as conn:  # computed, never written
-        stored = conn.execute(text("SELECT status FROM sessions")).scalar()
+    stored = scalar(registry, "SELECT status FROM sessions")  # computed, never written
     assert stored == "running"
 
 
@@ -865,21 +874,24 @@ def test_ls_status_without_an_in_list(registry: Registry, monkeypatch: pytest.Mo
 
 
 def _selects(registry: Registry, call: Any) -> int:
+    """How many SELECT statements `call` sends to SQLite."""
     seen: list[str] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def record(statement: str) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
             seen.append(statement)
 
-    event.listen(registry._engine, "before_cursor_execute", record)
+    connection = registry._db.connection()  # type: ignore[attr-defined]
+    connection.set_trace_callback(record)
     try:
         call()
     finally:
-        event.remove(registry._engine, "before_cursor_execute", record)
+        connection.set_trace_callback(None)
     return len(seen)
 
 
 def test_ls_is_one_query_unless_the_page_holds_running_runs(registry: Registry) -> None:
+    sqlite_only(registry)
     for i in range(3):
         run = make_run(registry, f"ka0000000{i}")
         registry.finish_run(run.id, status="finished")
@@ -895,3 +907,192 @@ def test_pid_checks() -> None:
     assert not registry_module._pid_alive(dead_pid())
     assert not registry_module._pid_alive(2**40)
     assert registry_module._pid_alive(0)  # not a pid: never reported dead
+
+
+# ---- filters and sort orders: listing, counting and references agree -------------------------
+
+
+def _zoo(registry: Registry) -> dict[str, RunRecord]:
+    """Six runs, oldest first, differing in algorithm, env, spec, name, age, frames and score."""
+    now = time.time()
+    specs = [
+        ("za00000001", "sweep-a", "ppo", "CartPole-v1", "ppo_cartpole", 30 * 86400, 3000, 10.0),
+        ("za00000002", "sweep-b", "ppo", "CartPole-v1", "ppo_cartpole", 5 * 86400, 9000, 200.0),
+        ("za00000003", "baseline", "reinforce", "CartPole-v1", "reinforce_cartpole", 3 * 86400, 1000, None),
+        ("za00000004", None, "dqn", "Acrobot-v1", "dqn_acrobot", 2 * 86400, 5000, -80.0),
+        ("za00000005", "sweep_c", "ppo", "Acrobot-v1", "ppo_acrobot", 3600, 7000, -60.0),
+        ("za00000006", "Sweep-D", "sac", "Pendulum-v1", "sac_pendulum", 60, 0, None),
+    ]
+    runs = {}
+    for run_id, name, algorithm, env, spec, age, frames, best in specs:
+        run = make_run(registry, run_id, name=name, algorithm=algorithm, env_id=env, spec_name=spec, sessions=1)
+        set_columns(registry, "runs", run_id, created_at=now - age)
+        session = session_of(registry, run_id)
+        registry.finish_session(session.id, status="finished", frame=frames, episode=1, opt_step=1)
+        registry.finish_run(run_id, status="finished")
+        if best is not None:
+            registry.add_evaluation(session.id, frame=frames, mean=best, std=0, min=best, max=best, episodes=1)
+        runs[run_id] = run
+    return runs
+
+
+def _ids(registry: Registry, filters: RunFilter, limit: int | None = None) -> list[str]:
+    listed = registry.list_runs(filters=filters, limit=limit)
+    assert [s.row for s in listed] == list(range(1, len(listed) + 1))
+    return [s.id.removeprefix("za0000000") for s in listed]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, ["6", "5", "4", "3", "2", "1"]),
+        ({"algorithm": "ppo"}, ["5", "2", "1"]),
+        ({"algorithm": "PPO"}, ["5", "2", "1"]),  # case does not matter
+        ({"env": "cartpole-v1"}, ["3", "2", "1"]),
+        ({"spec": "ppo_cartpole"}, ["2", "1"]),
+        ({"name": "sweep-*"}, ["6", "2", "1"]),  # the glob ignores case: Sweep-D
+        ({"name": "sweep?c"}, ["5"]),
+        ({"name": "sweep_*"}, ["5"]),  # `_` is a character, not a wildcard
+        ({"name": "*"}, ["6", "5", "3", "2", "1"]),  # unnamed runs have no name to match
+        ({"since": "4d"}, ["6", "5", "4", "3"]),
+        ({"algorithm": "ppo", "since": "10d"}, ["5", "2"]),
+        ({"status": "finished", "env": "Acrobot-v1"}, ["5", "4"]),
+        ({"status": "failed"}, []),
+        ({"sort": "best"}, ["2", "1", "5", "4", "6", "3"]),  # unevaluated last, newest first among them
+        ({"sort": "frames"}, ["2", "5", "4", "1", "3", "6"]),
+        ({"sort": "best", "algorithm": "ppo"}, ["2", "1", "5"]),
+    ],
+)
+def test_filters_and_sort(registry: Registry, options: dict[str, str], expected: list[str]) -> None:
+    _zoo(registry)
+    filters = RunFilter.of(**options)
+    assert _ids(registry, filters) == expected
+    assert registry.count_runs(filters) == len(expected)
+    assert _ids(registry, filters, limit=2) == expected[:2]
+    # Row numbers and latest count the same runs: row N is the Nth listed, latest the newest.
+    for row, run_id in enumerate(expected, start=1):
+        assert registry.resolve(str(row), filters).id == f"za0000000{run_id}"
+    if expected:
+        newest = max(expected)  # ids here grow with age order
+        assert registry.resolve("latest", filters).id == f"za0000000{newest}"
+
+
+def test_references_with_filters(registry: Registry) -> None:
+    _zoo(registry)
+    ppo = RunFilter.of(algorithm="ppo")
+    assert registry.resolve("latest~1", ppo).id == "za00000002"
+    assert registry.resolve("sweep-a", ppo).id == "za00000001"  # a name that passes
+    assert registry.resolve("za", RunFilter.of(algorithm="sac")).id == "za00000006"  # the prefix is unique there
+    assert "'za' is ambiguous" in reference_error_with(registry, "za", ppo)
+    assert reference_error_with(registry, "baseline", ppo) == (
+        "no run matches 'baseline' with --algo ppo; see `rlrun ls --algo ppo`"
+    )
+    assert reference_error_with(registry, "latest~3", ppo) == (
+        "latest~3: only 3 runs match --algo ppo; see `rlrun ls --algo ppo`"
+    )
+    assert reference_error_with(registry, "4", RunFilter.of(spec="ppo_cartpole", sort="best")) == (
+        "4: only 2 runs match --spec ppo_cartpole --sort best; see `rlrun ls --spec ppo_cartpole --sort best`"
+    )
+    assert reference_error_with(registry, "latest", RunFilter.of(algorithm="ppx")) == (
+        "no runs match --algo ppx (no run has --algo ppx; there are dqn, ppo, reinforce, sac); see `rlrun ls`"
+    )
+    assert reference_error_with(registry, "1", RunFilter.of(status="failed")) == (
+        "no runs match --status failed; see `rlrun ls`"
+    )
+
+
+def reference_error_with(registry: Registry, ref: str, filters: RunFilter) -> str:
+    with pytest.raises(RunReferenceError) as caught:
+        registry.resolve(ref, filters)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_running_and_crashed_filters_with_other_filters(registry: Registry) -> None:
+    expected = _mixed(registry)  # every run: reinforce on CartPole
+    set_columns(registry, "runs", "ka00000004", algorithm="ppo")  # "alive"
+    set_columns(registry, "runs", "ka00000003", algorithm="ppo")  # "stale": crashed
+    ppo_running = RunFilter.of(status="running", algorithm="ppo")
+    assert [s.id for s in registry.list_runs(filters=ppo_running)] == ["ka00000004"]
+    assert registry.resolve("latest", RunFilter.of(status="crashed", algorithm="ppo")).id == "ka00000003"
+    assert registry.count_runs(RunFilter.of(status="crashed", algorithm="reinforce")) == 2
+    assert registry.resolve("ka00000000", RunFilter.of(status="running")).status == "running"
+    assert expected["ka00000000"] == "running"
+
+
+# ---- manifests: every change to a run's rows is mirrored in its folder -----------------------
+
+
+def manifest(registry: Registry, run_id: str) -> dict[str, Any]:
+    return json.loads((registry.home / run_id / "run.json").read_text())
+
+
+def test_the_manifest_follows_the_rows(registry: Registry) -> None:
+    parent = make_run(registry, "ka00000001", name="parent")
+    first = manifest(registry, parent.id)
+    assert first["format"] == 2 and first["run"]["status"] == "running" and first["run"]["name"] == "parent"
+    assert [s["status"] for s in first["sessions"]] == ["pending", "pending"]
+    assert first["spec_revisions"][0]["spec"] == {"name": "reinforce_cartpole"}
+    s0 = session_of(registry, parent.id)
+    registry.start_session(s0.id, host="node", pid=7)
+    attempt = registry.add_attempt(s0.id, kind="train", host="node", pid=7, start_frame=0)
+    registry.heartbeat(s0.id, frame=50, episode=1, opt_step=1)
+    assert manifest(registry, parent.id)["sessions"][0]["frame"] == 0  # heartbeats are not mirrored
+    registry.add_evaluation(s0.id, frame=100, mean=5.0, std=0, min=5, max=5, episodes=1)
+    registry.add_evaluation(s0.id, frame=100, mean=50.0, std=0, min=50, max=50, episodes=1, kind="enjoy")
+    registry.finish_session(s0.id, status="finished", frame=100, episode=3, opt_step=4)
+    registry.end_attempt(attempt.id, status="finished")
+    registry.add_spec_revision(parent.id, frame=100, spec_json='{"v": 1}', diff_json='[{"path": "a"}]')
+    registry.finish_run(parent.id, status="preempted")
+    written = manifest(registry, parent.id)
+    detail = registry.get_run(parent.id)
+    assert written["run"] == detail.run.to_json()
+    session_row = {k: v for k, v in detail.sessions[0].to_json().items() if k not in ("id", "run_id")}
+    assert written["sessions"][0] == session_row
+    assert [r["revision"] for r in written["spec_revisions"]] == [0, 1]
+    assert written["spec_revisions"][1]["diff"] == [{"path": "a"}]
+    assert [(a["session_index"], a["kind"], a["end_status"]) for a in written["attempts"]] == [(0, "train", "finished")]
+    assert [(e["kind"], e["mean"]) for e in written["evaluations"]] == [("enjoy", 50.0)]  # train ones: snapshots
+    child = make_run(registry, "ka00000002", parent_id=parent.id)
+    assert manifest(registry, child.id)["run"]["parent_id"] == parent.id
+    registry.delete_run(parent.id)
+    assert manifest(registry, child.id)["run"]["parent_id"] is None  # unlinked, and the folder says so
+
+
+def test_restore_run_puts_back_every_row(registry: Registry) -> None:
+    parent = make_run(registry, "ka00000001")
+    run = make_run(registry, "ka00000002", name="restored", parent_id=parent.id, sessions=2)
+    s1 = session_of(registry, run.id, 1)
+    registry.start_session(s1.id, host="h", pid=1)
+    registry.add_attempt(s1.id, kind="fork", host="h", pid=1, start_frame=10, approximate=True, note="why")
+    registry.add_checkpoint(s1.id, frame=10, kind="periodic", path="p/10", sha256="ab" * 32, size_bytes=3)
+    registry.add_evaluation(s1.id, frame=10, mean=1.5, std=0.5, min=1.0, max=2.0, episodes=2)
+    registry.finish_session(s1.id, status="finished", frame=10, episode=2, opt_step=3)
+    registry.finish_run(run.id, status="finished")
+    before = registry.get_run(run.id)
+    listed_before = registry.list_runs()
+    restored = RestoredRun(
+        run=before.run._replace(parent_id="ka00000099"),  # a parent that is gone is dropped
+        sessions=[{"session_index": s.index, **{k: v for k, v in s.to_json().items() if k not in
+                   ("id", "run_id", "index")}} for s in before.sessions],
+        spec_revisions=[{k: v for k, v in r._asdict().items() if k not in ("id", "run_id")}
+                        for r in before.spec_revisions],
+        attempts=[{k: v for k, v in a.to_json().items() if k not in ("id", "run_id", "session_id")}
+                  for a in before.attempts],
+        checkpoints=[{k: v for k, v in c.to_json().items() if k not in ("id", "run_id", "session_id")}
+                     for c in before.checkpoints],
+        evaluations=[{k: v for k, v in e.to_json().items() if k not in ("id", "run_id", "session_id")}
+                     for e in before.evaluations],
+    )  # fmt: skip
+    registry.delete_run(run.id)
+    registry.restore_run(restored)
+    after = registry.get_run(run.id)
+    assert after.run == before.run._replace(parent_id=None)
+
+    def without_ids(records: list[Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.to_json().items() if k not in ("id", "session_id")} for r in records]
+
+    for field_name in ("sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"):
+        assert without_ids(getattr(after, field_name)) == without_ids(getattr(before, field_name)), field_name
+    assert [s.to_json() for s in registry.list_runs()] == [s.to_json() for s in listed_before]
+    assert manifest(registry, run.id)["run"]["parent_id"] is None
