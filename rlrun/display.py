@@ -1,4 +1,6 @@
-"""Everything rlrun shows a person: Rich tables and the live training display, on stderr.
+"""What rlrun shows a person while it trains, resumes and replays: the live training display and
+Rich tables, on stderr. (The registry commands' views are plain text, in `rlrun.views`, so they
+start fast.)
 
 Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
 """
@@ -9,18 +11,16 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from rich.console import Console, Group
-from rich.json import JSON
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from rlrun import events
-from rlrun.registry import RunDetail, RunRecord, RunSummary
 from rlrun.sizes import format_size
+from rlrun.views import resolved
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
                 "crashed": "magenta", "pending": "dim"}
@@ -39,10 +39,6 @@ def _score(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
-def _when(timestamp: float | None) -> str:
-    return "-" if timestamp is None else datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
-
-
 def _duration(seconds: float | None) -> str:
     if seconds is None or seconds < 0:
         return "-"
@@ -53,84 +49,6 @@ def _duration(seconds: float | None) -> str:
 
 def _status(status: str) -> Text:
     return Text(status, style=STATUS_STYLE.get(status, ""))
-
-
-# ---------------------------------------------------------------------------------------------
-# ls / show
-
-
-def runs_table(runs: list[RunSummary], *, total: int, now: float | None = None) -> Table:
-    now = now or time.time()
-    table = Table(title=f"{len(runs)} of {total} runs" if total > len(runs) else None, title_justify="left")
-    for column in ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames",
-                   "best eval", "started", "duration"):
-        table.add_column(column, justify="right" if column in ("#", "sessions", "frames", "best eval") else "left")
-    for run in runs:
-        end = run.finished_at if run.finished_at is not None else (now if run.status == "running" else None)
-        table.add_row(
-            str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, _status(run.status),
-            str(run.num_sessions), f"{format_size(run.frames_done)}/{format_size(run.frames_target)}",
-            _score(run.best_eval), _when(run.created_at), _duration(None if end is None else end - run.created_at),
-        )
-    return table
-
-
-def run_detail(detail: RunDetail) -> Group:
-    run = detail.run
-    header = Text.assemble(
-        ("run ", "bold"), (run.id, "bold cyan"), f"  {run.name or ''}  ", _status(run.status),
-        f"\nspec {run.spec_name} · {run.algorithm} on {run.env_id} · {run.num_sessions} session(s) · "
-        f"seed {run.seed} · target {format_size(run.max_frame)} frames · started {_when(run.created_at)}",
-    )
-    if run.error:
-        header.append(f"\nerror: {run.error}", style="red")
-    sessions = Table(title="sessions", title_justify="left")
-    for column in ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval"):
-        sessions.add_column(column)
-    for s in detail.sessions:
-        sessions.add_row(f"s{s.index}", str(s.seed), _status(s.status), format_size(s.frame), str(s.episode),
-                         str(s.opt_step), _score(s.best_eval), _score(s.last_eval))
-    checkpoints = Table(title="checkpoints", title_justify="left")
-    for column in ("session", "frame", "kind", "path", "sha256"):
-        checkpoints.add_column(column)
-    for c in detail.checkpoints:
-        checkpoints.add_row(f"s{c.session_index}", format_size(c.frame), c.kind, c.path, c.sha256[:16])
-    evaluations = Table(title="evaluations", title_justify="left")
-    for column in ("session", "frame", "mean", "std", "min", "max"):
-        evaluations.add_column(column, justify="left" if column == "session" else "right")
-    for e in detail.evaluations:
-        evaluations.add_row(f"s{e.session_index}", format_size(e.frame), _score(e.mean), _score(e.std),
-                            _score(e.min), _score(e.max))
-    revisions = Table(title="spec revisions", title_justify="left")
-    for column in ("revision", "from frame", "changes"):
-        revisions.add_column(column, overflow="fold")
-    for r in detail.spec_revisions:
-        changes = json.loads(r.diff_json) if r.diff_json else []
-        shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
-        revisions.add_row(str(r.revision), format_size(r.frame), shown or ("initial" if r.revision == 0 else "none"))
-    attempts = Table(title="attempts", title_justify="left")
-    for column in ("session", "kind", "from frame", "host", "pid", "started", "ended", "exact"):
-        attempts.add_column(column)
-    for a in detail.attempts:
-        exact = Text("approximate: " + (a.note or ""), style="yellow") if a.approximate else Text("yes")
-        attempts.add_row(f"s{a.session_index}", a.kind, format_size(a.start_frame), a.host or "-", str(a.pid or "-"),
-                         _when(a.started_at), a.end_status or "-", exact)
-    lineage = []
-    if run.parent_id:
-        lineage.append(f"forked from {run.parent_id}")
-    if detail.forks:
-        lineage.append(f"forks: {', '.join(detail.forks)}")
-    parts: list[Any] = [header, sessions, checkpoints, evaluations, revisions, attempts]
-    if lineage:
-        parts.append(Text(" · ".join(lineage)))
-    if detail.spec_revisions:
-        parts += [Text("spec (latest revision)", style="italic"), JSON(detail.spec_revisions[-1].spec_json)]
-    return Group(*parts)
-
-
-def resolved(run: RunRecord, reference: str) -> str:
-    label = f" ({run.name})" if run.name else ""
-    return f"{reference} → run {run.id}{label}, {run.spec_name}, {run.status}"
 
 
 # ---------------------------------------------------------------------------------------------

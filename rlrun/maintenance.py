@@ -1,0 +1,323 @@
+"""Keeping a runs home tidy and whole: `rlrun rm`, `rlrun gc` and `rlrun db rebuild`.
+
+All three read run folders as plain files (JSON and file sizes) and talk to the registry through
+its API; none imports torch or gymnasium. Rows always go before files: the registry never points
+at a folder that is gone, and a folder left behind by an interruption is garbage `rlrun gc` sweeps.
+
+Snapshot folders are written by `rlrun.snapshot` (`s<k>/checkpoints/f<frame>/` holding
+MANIFEST.json, meta.json and the state files, built in a hidden `.f<frame>.tmp-<random>` folder
+and renamed into place); this module only reads their JSON and removes whole folders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlrun import paths, retention
+from rlrun.registry import MANIFEST, CheckpointRecord, Registry, RestoredRun, RunRecord
+
+SNAPSHOT_MANIFEST = "MANIFEST.json"
+SNAPSHOT_META = "meta.json"
+DEFAULT_KEEP = 3  # meta.keep_checkpoints when a stored spec does not say
+
+
+def folder_size(path: Path) -> int:
+    """Bytes in the files under `path` (0 when it does not exist)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# rm
+
+
+def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:
+    """Delete each run's rows, then its folder; returns the bytes freed. The caller has checked
+    that none is running."""
+    freed = 0
+    for run in runs:
+        folder = paths.run_dir(registry.home, run.id)
+        size = folder_size(folder)
+        registry.delete_run(run.id)
+        _remove(folder)
+        freed += size
+    return freed
+
+
+# ---------------------------------------------------------------------------------------------
+# gc
+
+
+@dataclass
+class GarbageReport:
+    """What `rlrun gc` found (and, unless it was a dry run, removed)."""
+
+    orphans: list[str] = field(default_factory=list)  # snapshot folders the registry does not list
+    temporaries: list[str] = field(default_factory=list)  # snapshots whose writing was cut short
+    retired: list[str] = field(default_factory=list)  # snapshots the retention rule no longer keeps
+    missing: list[str] = field(default_factory=list)  # checkpoint rows whose folder is gone
+    unregistered: list[str] = field(default_factory=list)  # run folders the registry does not know
+    skipped_running: list[str] = field(default_factory=list)  # runs left alone because they run
+    freed_bytes: int = 0
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageReport:
+    """Sweep the runs home: snapshot folders no row points at, temporary folders of snapshots
+    that were never finished, and the snapshots the retention rule (`rlrun.retention`, with each
+    run's current `meta.keep_checkpoints`) no longer keeps. Runs that are running are left alone
+    (their newest snapshot may be on disk a moment before its row), and so are folders of runs the
+    registry does not know: they are what `rlrun db rebuild` restores."""
+    home = registry.home
+    report = GarbageReport(dry_run=dry_run)
+    live = registry.live_run_ids()
+    known = registry.run_ids()
+    checkpoints = [c for c in registry.all_checkpoints() if c.run_id not in live]
+    report.skipped_running = sorted(live)
+    _retire(registry, checkpoints, report)
+    listed = {c.path for c in checkpoints}
+    report.missing = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
+    for folder in sorted(p for p in home.iterdir() if p.is_dir()) if home.is_dir() else []:
+        if folder.name not in known:
+            if (folder / MANIFEST).is_file():
+                report.unregistered.append(folder.name)
+            continue
+        if folder.name in live:
+            continue
+        for snapshot in _snapshot_folders(folder, include_temporary=True):
+            relative = str(snapshot.relative_to(home))
+            if snapshot.name.startswith("."):
+                report.temporaries.append(relative)
+            elif relative not in listed:
+                report.orphans.append(relative)
+    for relative in (*report.orphans, *report.temporaries):
+        report.freed_bytes += folder_size(home / relative)
+        if not dry_run:
+            _remove(home / relative)
+    return report
+
+
+def _retire(registry: Registry, checkpoints: list[CheckpointRecord], report: GarbageReport) -> None:
+    """Apply the retention rule again (a spec edit may have lowered keep_checkpoints, or a run
+    may have been stopped between a snapshot and its clean-up): rows first, then folders."""
+    specs = registry.latest_specs()
+    by_session: dict[tuple[str, int], list[CheckpointRecord]] = {}
+    for checkpoint in checkpoints:
+        by_session.setdefault((checkpoint.run_id, checkpoint.session_index), []).append(checkpoint)
+    doomed: list[CheckpointRecord] = []
+    for (run_id, _), records in by_session.items():
+        keep = retention.to_keep(records, _keep_checkpoints(specs.get(run_id)))
+        doomed += [c for c in records if c.id not in keep]
+    report.retired = [c.path for c in doomed]
+    report.freed_bytes += sum(folder_size(registry.home / c.path) for c in doomed)
+    if report.dry_run or not doomed:
+        return
+    registry.remove_checkpoints([c.id for c in doomed])
+    for checkpoint in doomed:
+        _remove(registry.home / checkpoint.path)
+
+
+def _keep_checkpoints(spec_json: str | None) -> int:
+    try:
+        return int(json.loads(spec_json or "{}")["meta"]["keep_checkpoints"])
+    except (KeyError, TypeError, ValueError):
+        return DEFAULT_KEEP
+
+
+def _snapshot_folders(run_folder: Path, *, include_temporary: bool = False) -> list[Path]:
+    """`s<k>/checkpoints/f<frame>` folders (and `.f<frame>.tmp-*` ones when asked), sorted."""
+    found = []
+    for checkpoints in sorted(run_folder.glob("s*/checkpoints")):
+        for entry in sorted(checkpoints.iterdir()):
+            temporary = entry.name.startswith(".f") and ".tmp-" in entry.name
+            if entry.is_dir() and (entry.name.startswith("f") or (include_temporary and temporary)):
+                found.append(entry)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuild
+
+
+@dataclass
+class RebuildReport:
+    """What `rlrun db rebuild` restored from the run folders."""
+
+    restored: list[str] = field(default_factory=list)
+    already_known: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # folders that could not be read, and why
+    sessions: int = 0
+    checkpoints: int = 0
+    evaluations: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def rebuild(registry: Registry) -> RebuildReport:
+    """Add to the registry every run whose folder holds a manifest and which it does not list yet
+    (all of them, after the registry file was lost). Parents go before their forks."""
+    report = RebuildReport()
+    known = registry.run_ids()
+    found: list[RestoredRun] = []
+    home = registry.home
+    for manifest in sorted(home.glob(f"*/{MANIFEST}")) if home.is_dir() else []:
+        folder = manifest.parent
+        if folder.name in known:
+            report.already_known.append(folder.name)
+            continue
+        try:
+            found.append(read_run_folder(folder, home))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            report.problems.append(f"{folder.name}: {type(error).__name__}: {error}")
+    for restored in sorted(found, key=lambda r: (r.run.created_at, r.run.id)):
+        registry.restore_run(restored)
+        report.restored.append(restored.run.id)
+        report.sessions += len(restored.sessions)
+        report.checkpoints += len(restored.checkpoints)
+        report.evaluations += len(restored.evaluations)
+    return report
+
+
+@dataclass
+class _Snapshot:
+    path: str  # relative to the home
+    frame: int
+    kind: str
+    sha256: str
+    size_bytes: int
+    created_at: float
+    meta: dict[str, Any]
+
+
+def read_run_folder(folder: Path, home: Path) -> RestoredRun:
+    """A run's rows from its folder: the manifest for the run, its sessions, spec revisions,
+    attempts and non-training evaluations; the snapshots for checkpoints and, from each session's
+    newest snapshot, its training evaluations and where its clock stood."""
+    manifest = json.loads((folder / MANIFEST).read_text())
+    run_fields = {k: manifest["run"][k] for k in RunRecord._fields}
+    run = RunRecord(**run_fields)
+    snapshots = _read_snapshots(folder, home)
+    listed = manifest.get("sessions") or _sessions_from_snapshots(run, snapshots)
+    sessions, evaluations = [], []
+    for session in listed:
+        index = session["index"]
+        own = snapshots.get(index, [])
+        trained = _training_evaluations(own[-1], index, own) if own else []
+        sessions.append(_session_row(session, own[-1] if own else None, trained))
+        evaluations += trained
+    if manifest.get("format", 1) < 2:
+        run = _status_from_snapshots(run, sessions, snapshots)
+    evaluations += [dict(e) for e in manifest.get("evaluations", [])]
+    return RestoredRun(
+        run=run, sessions=sessions, spec_revisions=[_revision_row(r) for r in manifest["spec_revisions"]],
+        attempts=[dict(a) for a in manifest.get("attempts", [])],
+        checkpoints=[{"session_index": index, "frame": s.frame, "kind": s.kind, "path": s.path, "sha256": s.sha256,
+                      "size_bytes": s.size_bytes, "created_at": s.created_at}
+                     for index, own in snapshots.items() for s in own],
+        evaluations=evaluations,
+    )  # fmt: skip
+
+
+def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
+    """Complete snapshots (those with a MANIFEST.json) by session index, oldest frame first."""
+    found: dict[int, list[_Snapshot]] = {}
+    for path in _snapshot_folders(folder):
+        manifest = path / SNAPSHOT_MANIFEST
+        if not manifest.is_file():
+            continue  # never finished writing: not a checkpoint
+        raw = manifest.read_bytes()
+        meta = json.loads((path / SNAPSHOT_META).read_text())
+        index = int(path.parent.parent.name.removeprefix("s"))
+        found.setdefault(index, []).append(_Snapshot(
+            path=str(path.relative_to(home)), frame=int(meta["clock"]["frame"]), kind=str(meta["kind"]),
+            sha256=hashlib.sha256(raw).hexdigest(), size_bytes=folder_size(path),
+            created_at=manifest.stat().st_mtime, meta=meta,
+        ))  # fmt: skip
+    for own in found.values():
+        own.sort(key=lambda s: s.frame)
+    return found
+
+
+def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot]) -> list[dict[str, Any]]:
+    """The session's training evaluations as the registry recorded them: the newest snapshot
+    holds every one up to its frame, with the episode returns they were summarised from."""
+    rows = []
+    for evaluation in newest.meta.get("evaluations", []):
+        frame = int(evaluation["frame"])
+        # No snapshot keeps when an evaluation ran; the first snapshot at or after it is close.
+        when = next((s.created_at for s in own if s.frame >= frame), newest.created_at)
+        rows.append({"session_index": index, "frame": frame, "kind": "train", **_summary(evaluation),
+                     "created_at": when})  # fmt: skip
+    return rows
+
+
+def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """Mean, std, min, max and count, computed exactly as the training loop did (numpy), so the
+    scores read back are the very floats the registry held."""
+    if "mean" in evaluation:
+        return {k: evaluation[k] for k in ("mean", "std", "min", "max", "episodes")}
+    import numpy as np
+
+    returns = evaluation["returns"]
+    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "min": float(np.min(returns)),
+            "max": float(np.max(returns)), "episodes": len(returns)}  # fmt: skip
+
+
+_SESSION_FIELDS = ("seed", "status", "frame", "episode", "opt_step", "best_eval", "last_eval", "host", "pid",
+                   "heartbeat_at", "started_at", "finished_at", "error")  # fmt: skip
+
+
+def _session_row(session: dict[str, Any], newest: _Snapshot | None, trained: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session's row: as the manifest recorded it, moved on to its newest snapshot when that
+    is further along (the manifest is not rewritten on every heartbeat)."""
+    row = {"session_index": session["index"], **{k: session.get(k) for k in _SESSION_FIELDS}}
+    if newest is not None and newest.frame > (row["frame"] or 0):
+        clock = newest.meta["clock"]
+        row.update(frame=int(clock["frame"]), episode=int(clock["episode"]), opt_step=int(clock["opt_step"]))
+    if trained:
+        means = [e["mean"] for e in sorted(trained, key=lambda e: e["frame"])]
+        row.update(best_eval=max(means), last_eval=means[-1])
+    return row
+
+
+def _sessions_from_snapshots(run: RunRecord, snapshots: dict[int, list[_Snapshot]]) -> list[dict[str, Any]]:
+    """Sessions of a manifest from before format 2 (which listed none): seeds follow the run's,
+    progress and status follow the newest snapshot."""
+    sessions = []
+    for index in range(run.num_sessions):
+        own = snapshots.get(index, [])
+        kinds = own[-1].kind.split("+") if own else []
+        status = "finished" if "final" in kinds else "preempted" if "preempt" in kinds else "running"
+        sessions.append({"index": index, "seed": run.seed + index, "status": status, "frame": 0, "episode": 0,
+                         "opt_step": 0})  # fmt: skip
+    return sessions
+
+
+def _status_from_snapshots(run: RunRecord, sessions: list[dict[str, Any]],
+                           snapshots: dict[int, list[_Snapshot]]) -> RunRecord:  # fmt: skip
+    """A format-1 manifest was written when the run started; its end shows in the snapshots."""
+    statuses = {s["status"] for s in sessions}
+    status = "preempted" if "preempted" in statuses else "finished" if statuses == {"finished"} else "running"
+    newest = max((s.created_at for own in snapshots.values() for s in own), default=None)
+    return run._replace(status=status, finished_at=newest if status != "running" else None)
+
+
+def _revision_row(revision: dict[str, Any]) -> dict[str, Any]:
+    # The registry stored json.dumps of the spec and diff; loading and dumping again gives the
+    # same text.
+    diff = revision.get("diff")
+    return {"revision": revision["revision"], "frame": revision["frame"], "spec_json": json.dumps(revision["spec"]),
+            "diff_json": None if diff is None else json.dumps(diff), "created_at": revision["created_at"]}
+

@@ -1,0 +1,304 @@
+"""Plain-text views of the registry for `rlrun ls`, `show` and `gc`: aligned tables, sparklines and
+one-line summaries, coloured on a terminal.
+
+They use nothing but the standard library, not Rich: registry commands answer within a small
+multiple of the interpreter's own start-up, and importing Rich alone would spend a good part of
+that. (Rich draws the live training display and the other commands' output, in `rlrun.display`.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from rlrun.registry import RunDetail, RunRecord, RunSummary
+from rlrun.sizes import format_size
+
+_STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "crashed": "35",
+                  "pending": "2"}  # fmt: skip
+SPARKS = "▁▂▃▄▅▆▇█"
+_EVALUATIONS_SHOWN = 10  # per session in `rlrun show`; the sparkline and --json have them all
+
+
+class Cell(NamedTuple):
+    """Table text with an ANSI style (a number such as "32" for green) used on terminals."""
+
+    text: str
+    style: str = ""
+
+
+def colour_enabled(stream: Any = None) -> bool:
+    """Colour on a terminal, unless NO_COLOR asks otherwise (https://no-color.org)."""
+    stream = stream or sys.stderr
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def _paint(cell: Cell | str, colour: bool, width: int, right: bool) -> str:
+    text, style = (cell.text, cell.style) if isinstance(cell, Cell) else (cell, "")
+    padded = text.rjust(width) if right else text.ljust(width)
+    return f"\x1b[{style}m{padded}\x1b[0m" if colour and style and text else padded
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell | str]], *, right: Sequence[str] = (),
+          title: str | None = None, colour: bool = False, indent: str = "") -> str:  # fmt: skip
+    """Columns padded to their widest cell, two spaces apart; `right` names right-aligned ones."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell.text if isinstance(cell, Cell) else cell))
+    aligned = [h in right for h in headers]
+    head = "  ".join(_paint(Cell(h, "1"), colour, w, r) for h, w, r in zip(headers, widths, aligned, strict=True))
+    lines = [title] if title else []
+    lines.append(indent + head.rstrip())
+    for row in rows:
+        cells = (_paint(c, colour, w, r) for c, w, r in zip(row, widths, aligned, strict=True))
+        lines.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def score(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
+
+
+def when(timestamp: float | None) -> str:
+    return "-" if timestamp is None else datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def status_cell(status: str) -> Cell:
+    return Cell(status, _STATUS_COLOUR.get(status, ""))
+
+
+def format_bytes(count: int) -> str:
+    """1536 -> 1.5 kB (decimal units, as disks are sold)."""
+    for unit, factor in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if count >= factor:
+            return f"{count / factor:.1f} {unit}"
+    return f"{count} bytes"
+
+
+def sparkline(values: Sequence[float], width: int = 32) -> str:
+    """Values as a row of block characters, lowest to highest; at most `width` of them, evenly
+    picked (always keeping the first and the last)."""
+    if not values:
+        return ""
+    if len(values) > width:
+        values = [values[round(i * (len(values) - 1) / (width - 1))] for i in range(width)]
+    low, high = min(values), max(values)
+    if high - low < 1e-12:
+        return SPARKS[3] * len(values)
+    return "".join(SPARKS[round((v - low) / (high - low) * (len(SPARKS) - 1))] for v in values)
+
+
+def resolved(run: RunRecord, reference: str) -> str:
+    """What a reference named, as every command prints it."""
+    label = f" ({run.name})" if run.name else ""
+    return f"{reference} → run {run.id}{label}, {run.spec_name}, {run.status}"
+
+
+# ---------------------------------------------------------------------------------------------
+# ls
+
+
+def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False,
+               now: float | None = None) -> str:  # fmt: skip
+    now = now or time.time()
+    title = [f"{len(runs)} of {total} runs"] if total > len(runs) else []
+    if filters:
+        title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
+    rows: list[list[Cell | str]] = []
+    for run in runs:
+        end = run.finished_at if run.finished_at is not None else (now if run.status == "running" else None)
+        rows.append([
+            str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, status_cell(run.status),
+            str(run.num_sessions), f"{format_size(run.frames_done)}/{format_size(run.frames_target)}",
+            score(run.best_eval), when(run.created_at), duration(None if end is None else end - run.created_at),
+        ])  # fmt: skip
+    headers = ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best eval", "started",
+               "duration")  # fmt: skip
+    return table(headers, rows, right=("#", "sessions", "frames", "best eval"), title=" ".join(title) or None,
+                 colour=colour)  # fmt: skip
+
+
+def runs_csv(runs: Sequence[RunSummary]) -> str:
+    """`rlrun ls --csv`: the fields of `--json`, one run per line; times as local ISO 8601."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(RunSummary._fields), lineterminator="\n")
+    writer.writeheader()
+    for run in runs:
+        row = run.to_json()
+        for key in ("created_at", "finished_at"):
+            if row[key] is not None:
+                row[key] = datetime.fromtimestamp(row[key]).astimezone().isoformat(timespec="seconds")
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# show
+
+
+def run_detail(detail: RunDetail, *, colour: bool = False) -> str:
+    """Everything `rlrun show` prints about a run, section by section."""
+    sections = [_header(detail, colour), _sessions(detail, colour)]
+    trend = _trend(detail)
+    if trend:
+        sections.append(trend)
+    sections += [_checkpoints(detail), _evaluations(detail), _revisions(detail), _attempts(detail)]
+    if detail.spec_revisions:
+        spec = json.dumps(json.loads(detail.spec_revisions[-1].spec_json), indent=2)
+        sections.append(f"spec (latest revision)\n{spec}")
+    return "\n\n".join(s for s in sections if s)
+
+
+def _header(detail: RunDetail, colour: bool) -> str:
+    run = detail.run
+    plural = "s" if run.num_sessions != 1 else ""
+    lines = [
+        f"run {run.id}  {run.name or ''}  {_paint(status_cell(run.status), colour, 0, False)}".replace("    ", "  "),
+        f"spec {run.spec_name} · {run.algorithm} on {run.env_id} · {run.num_sessions} session{plural} · seed {run.seed}"
+        f" · target {format_size(run.max_frame)} frames · started {when(run.created_at)}"
+        + (f" · ended {when(run.finished_at)}" if run.finished_at else ""),
+    ]
+    if run.error:
+        lines.append(f"error: {run.error}")
+    lineage = []
+    if run.parent_id:
+        branched = next((r.frame for r in detail.spec_revisions if r.revision > 0), None)
+        at = f" at frame {format_size(branched)}" if branched is not None else ""
+        lineage.append(f"forked from {run.parent_id}{at}")
+    if detail.forks:
+        lineage.append(f"forks: {', '.join(detail.forks)}")
+    if lineage:
+        lines.append(" · ".join(lineage))
+    return "\n".join(lines)
+
+
+def _history(detail: RunDetail, index: int) -> list[float]:
+    return [e.mean for e in detail.evaluations if e.session_index == index and e.kind == "train"]
+
+
+def _sessions(detail: RunDetail, colour: bool) -> str:
+    rows: list[list[Cell | str]] = [
+        [f"s{s.index}", str(s.seed), status_cell(s.status), format_size(s.frame), str(s.episode), str(s.opt_step),
+         score(s.best_eval), score(s.last_eval), Cell(sparkline(_history(detail, s.index)), "36")]
+        for s in detail.sessions
+    ]  # fmt: skip
+    headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations")
+    return table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
+                 title="sessions", colour=colour, indent="  ")  # fmt: skip
+
+
+def _trend(detail: RunDetail) -> str:
+    """The evaluation return averaged over sessions at each frame, as a sparkline with its ends."""
+    by_frame: dict[int, list[float]] = {}
+    for e in detail.evaluations:
+        if e.kind == "train":
+            by_frame.setdefault(e.frame, []).append(e.mean)
+    if not by_frame:
+        return ""
+    frames = sorted(by_frame)
+    means = [sum(by_frame[f]) / len(by_frame[f]) for f in frames]
+    best = max(range(len(means)), key=lambda i: means[i])
+    across = " (mean of sessions)" if len(detail.sessions) > 1 else ""
+    return (f"evaluation return{across}: {sparkline(means, 48)}  {score(means[0])} at {format_size(frames[0])}"
+            f" → {score(means[-1])} at {format_size(frames[-1])}, best {score(means[best])} at"
+            f" {format_size(frames[best])}")  # fmt: skip
+
+
+def _checkpoints(detail: RunDetail) -> str:
+    if not detail.checkpoints:
+        return "checkpoints: none yet"
+    rows = [[f"s{c.session_index}", format_size(c.frame), c.kind, format_bytes(c.size_bytes), c.path, c.sha256[:16]]
+            for c in detail.checkpoints]  # fmt: skip
+    return table(("session", "frame", "kind", "size", "path", "sha256"), rows, right=("frame", "size"),
+                 title="checkpoints", indent="  ")  # fmt: skip
+
+
+def _evaluations(detail: RunDetail) -> str:
+    if not detail.evaluations:
+        return "evaluations: none yet"
+    rows: list[list[Cell | str]] = []
+    hidden: list[str] = []
+    for session in detail.sessions:
+        own = [e for e in detail.evaluations if e.session_index == session.index]
+        if len(own) > _EVALUATIONS_SHOWN:
+            hidden.append(f"{len(own) - _EVALUATIONS_SHOWN} earlier of s{session.index}")
+        rows += [[f"s{e.session_index}", format_size(e.frame), e.kind, score(e.mean), score(e.std), score(e.min),
+                  score(e.max), str(e.episodes)] for e in own[-_EVALUATIONS_SHOWN:]]  # fmt: skip
+    text = table(("session", "frame", "kind", "mean", "std", "min", "max", "episodes"), rows,
+                 right=("frame", "mean", "std", "min", "max", "episodes"), title="evaluations", indent="  ")
+    if hidden:
+        text += f"\n  ({', '.join(hidden)} not shown; `rlrun show --json` lists them all)"
+    return text
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _revisions(detail: RunDetail) -> str:
+    rows = []
+    for r in detail.spec_revisions:
+        changes = json.loads(r.diff_json) if r.diff_json else []
+        shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
+        rows.append([str(r.revision), format_size(r.frame), when(r.created_at),
+                     shown or ("initial" if r.revision == 0 else "none")])  # fmt: skip
+    return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ")
+
+
+def _attempts(detail: RunDetail) -> str:
+    if not detail.attempts:
+        return "attempts: none yet"
+    rows: list[list[Cell | str]] = [
+        [f"s{a.session_index}", a.kind, format_size(a.start_frame), a.host or "-", str(a.pid or "-"),
+         when(a.started_at), a.end_status or "-", f"approximate: {a.note or ''}" if a.approximate else "yes"]
+        for a in detail.attempts
+    ]  # fmt: skip
+    return table(("session", "kind", "from frame", "host", "pid", "started", "ended", "exact"), rows,
+                 title="attempts", indent="  ")
+
+
+# ---------------------------------------------------------------------------------------------
+# gc
+
+
+def garbage_report(report: Any, home: Any) -> str:
+    """What `rlrun gc` removed (or would), and what it left alone and why."""
+    verb = "would remove" if report.dry_run else "removed"
+    found = [(len(report.orphans), "snapshot folder{s} no registry row points at"),
+             (len(report.temporaries), "unfinished snapshot write{s}"),
+             (len(report.retired), "snapshot{s} the retention setting no longer keeps")]  # fmt: skip
+    done = [f"{n} {text.format(s='' if n == 1 else 's')}" for n, text in found if n]
+    lines = [f"gc in {home}: {verb} {', '.join(done)} ({format_bytes(report.freed_bytes)})" if done
+             else f"gc in {home}: nothing to remove"]  # fmt: skip
+    if report.skipped_running:
+        lines.append(f"  left alone, still running: {', '.join(report.skipped_running)}")
+    if report.missing:
+        more = " ..." if len(report.missing) > 5 else ""
+        lines.append(f"  {len(report.missing)} checkpoint row(s) point at a folder that is gone:"
+                     f" {', '.join(report.missing[:5])}{more}")  # fmt: skip
+    if report.unregistered:
+        lines.append(f"  {len(report.unregistered)} run folder(s) not in the registry, left alone:"
+                     f" {', '.join(report.unregistered)}; `rlrun db rebuild` adds them back")  # fmt: skip
+    return "\n".join(lines)
