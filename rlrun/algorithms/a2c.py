@@ -32,13 +32,15 @@ class Agent(OnPolicyAgent):
         return 1.0 if self.config.returns == "nstep" else self.config.gae_lambda  # n-step returns: GAE, lambda 1
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
-        log_probs, entropy = self.model.evaluate(batch["obs"], batch["actions"])
+        entropy_coef = self.entropy_term(clock)
+        log_probs, entropy = self.model.evaluate(batch["obs"], batch["actions"], entropy=entropy_coef != 0)
         values = self.model.value(batch["obs"])
         advantages = self.normalized(batch["advantages"])
         policy_loss = -(advantages * log_probs).mean()
         value_loss = functional.mse_loss(values, batch["returns"])
-        entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
-        loss = policy_loss - entropy_coef * entropy.mean() + self.config.value_coef * value_loss
+        loss = policy_loss + self.config.value_coef * value_loss
+        if entropy is not None:
+            loss = loss - entropy_coef * entropy.mean()
         optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.mean().item()}
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item()}

@@ -9,8 +9,9 @@ as tensors and plain Python values, so a snapshot loads with `torch.load(weights
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -70,6 +71,52 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
     return nn.Sequential(*layers)
 
 
+class Fast:
+    """Evaluates an `mlp` with NumPy on views of its torch parameters, for acting.
+
+    Acting feeds a handful of observations per step, where torch's per-operation dispatch costs
+    several times the arithmetic; NumPy does the same forward pass in a fraction of the time. The
+    views share memory with the parameters, which optimisers and `load_state_dict` update in
+    place, so this always computes with the current weights. Learning stays in torch.
+    """
+
+    _ACTIVATIONS: ClassVar[dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]]] = {
+        nn.Tanh: np.tanh,
+        nn.ReLU: lambda x: np.maximum(x, 0, out=x),
+        nn.ELU: lambda x: np.where(x > 0, x, np.expm1(x)),
+    }
+
+    def __init__(self, net: nn.Sequential) -> None:
+        self.steps: list[tuple[np.ndarray, np.ndarray] | Any] = []
+        for module in net:
+            if isinstance(module, nn.Linear):
+                self.steps.append((module.weight.detach().numpy().T, module.bias.detach().numpy()))
+            elif type(module) in self._ACTIVATIONS:
+                self.steps.append(self._ACTIVATIONS[type(module)])
+            else:
+                self.steps = [lambda x, net=net: net(torch.from_numpy(x)).detach().numpy()]  # e.g. GELU
+                return
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32).reshape(len(x), -1)
+        for step in self.steps:
+            x = x @ step[0] + step[1] if isinstance(step, tuple) else step(x)
+        return x
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def sample_categorical(log_probs: np.ndarray, generator: torch.Generator) -> np.ndarray:
+    """One draw per row, by inverting the cumulative distribution at a uniform number from the
+    agent's generator (what torch.multinomial does, at a fraction of its cost for small batches)."""
+    uniform = torch.rand(len(log_probs), 1, generator=generator, dtype=torch.float64).numpy()
+    cumulative = np.exp(log_probs.astype(np.float64)).cumsum(axis=-1)
+    return np.minimum((cumulative < uniform * cumulative[:, -1:]).sum(axis=-1), log_probs.shape[-1] - 1)
+
+
 def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
@@ -82,7 +129,7 @@ def make_optimizer(spec: OptimizerSpec, params: list[nn.Parameter], max_frame: i
         # The fused kernel updates every parameter in one call: about a fifth faster per step on CPU.
         return torch.optim.Adam(params, lr=lr, eps=spec.eps, fused=True)
     if spec.name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, eps=spec.eps)
+        return torch.optim.RMSprop(params, lr=lr, eps=spec.eps, foreach=True)
     return torch.optim.SGD(params, lr=lr)
 
 

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from pydantic import Field
 from torch.nn import functional
 
-from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.algorithms.base import Fast, Step, log_softmax, make_optimizer, mlp, obs_size, optimise, sample_categorical
 from rlrun.clock import Clock, crossed
 from rlrun.memory import MemorySpec, ReplayMemory
 from rlrun.schedules import Constant, Linear, Schedule
@@ -64,6 +64,7 @@ class Agent:
         self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
         self.actions = int(action_space.n)
         self.q = mlp(obs_size(obs_space), self.actions, config.network)
+        self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, (obs_size(obs_space),), (), np.dtype(np.int64))
@@ -73,20 +74,19 @@ class Agent:
 
     # -- acting ---------------------------------------------------------------------------------
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
-        q = self.q(torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1))
+        q = self.fast_q(obs)
         if deterministic:
-            return q.argmax(dim=-1).numpy()
+            return q.argmax(axis=-1)
         g = generator or self.generator
         if self.config.exploration == "boltzmann":
             temperature = self.config.temperature.value(self.frame, self.max_frame)
-            return torch.multinomial(torch.softmax(q / temperature, dim=-1), 1, generator=g).squeeze(-1).numpy()
+            return sample_categorical(log_softmax(q / temperature), g)
         epsilon = self.config.epsilon.value(self.frame, self.max_frame)
-        explore = torch.rand(len(q), generator=g) < epsilon
-        random_actions = torch.randint(self.actions, (len(q),), generator=g)
-        return torch.where(explore, random_actions, q.argmax(dim=-1)).numpy()
+        explore = torch.rand(len(q), generator=g).numpy() < epsilon
+        random_actions = torch.randint(self.actions, (len(q),), generator=g).numpy()
+        return np.where(explore, random_actions, q.argmax(axis=-1))
 
     def observe(self, step: Step) -> None:
         self.memory.add(step.obs.reshape(len(step.obs), -1), step.action, step.reward,

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size
+from rlrun.algorithms.base import Fast, Step, log_softmax, make_optimizer, mlp, obs_size, sample_categorical
 from rlrun.clock import Clock
 from rlrun.schedules import Constant, Schedule
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
@@ -35,50 +35,46 @@ class ActorCritic(nn.Module):
         outputs = int(np.prod(action_space.shape or ())) if self.continuous else int(action_space.n)  # type: ignore[attr-defined]
         self.actor = mlp(obs_size(obs_space), outputs, network, output_gain=0.01)
         self.critic = mlp(obs_size(obs_space), 1, network)
+        self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous)
+        """The Gaussian policy's log standard deviation (unused for discrete actions)."""
+        self.fast_actor, self.fast_critic = Fast(self.actor), Fast(self.critic)
         if self.continuous:
             assert isinstance(action_space, spaces.Box)
-            self.log_std = nn.Parameter(torch.full((outputs,), log_std_init))
-            # The env's bounds, fixed by the spec: plain tensors, not state.
-            self.low = torch.as_tensor(action_space.low, dtype=torch.float32)
-            self.high = torch.as_tensor(action_space.high, dtype=torch.float32)
+            self.low, self.high = action_space.low, action_space.high  # the env's bounds: spec, not state
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)
 
-    def sample(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sampled actions (unclipped) and their log-probabilities."""
-        out = self.actor(obs)
+    def sample(self, obs: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
+        out = self.fast_actor(obs)
         if self.continuous:
-            actions = out + self.log_std.exp() * torch.randn(out.shape, generator=generator)
-        else:
-            actions = torch.multinomial(torch.softmax(out, dim=-1), 1, generator=generator).squeeze(-1)
-        return actions, self._log_prob(out, actions)
+            log_std = self.log_std.detach().numpy()
+            noise = torch.randn(out.shape, generator=generator).numpy()
+            return out + np.exp(log_std) * noise, (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
+        log_probs = log_softmax(out)
+        actions = sample_categorical(log_probs, generator)
+        return actions, log_probs[np.arange(len(actions)), actions]
 
-    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        out = self.fast_actor(obs)
+        return out if self.continuous else out.argmax(axis=-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probabilities of `actions`, with gradients, and the policy's entropy if asked."""
         out = self.actor(obs)
-        return out if self.continuous else out.argmax(dim=-1)
-
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of `actions` and the policy's entropy, with gradients."""
-        out = self.actor(obs)
-        if self.continuous:
-            entropy = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs))
-        else:
-            log_probs = torch.log_softmax(out, dim=-1)
-            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-        return self._log_prob(out, actions), entropy
-
-    def _log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         if self.continuous:
             z = (actions - out) / self.log_std.exp()
-            return (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
-        return torch.log_softmax(out, dim=-1).gather(-1, actions[..., None].long()).squeeze(-1)
+            log_probs = (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+            return log_probs, (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
+        all_log_probs = torch.log_softmax(out, dim=-1)
+        log_probs = all_log_probs.gather(-1, actions[..., None].long()).squeeze(-1)
+        return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None
 
-    def to_env(self, actions: torch.Tensor) -> np.ndarray:
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
         """What the env is given: continuous actions clipped to its bounds."""
-        if self.continuous:
-            return torch.clamp(actions, self.low, self.high).numpy()
-        return actions.numpy()
+        return np.clip(actions, self.low, self.high) if self.continuous else actions
 
 
 class Rollout:
@@ -138,10 +134,8 @@ def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: 
     cut = truncated & ~terminated
     if not cut.any():
         return rewards
-    with torch.no_grad():
-        values = critic.value(torch.as_tensor(next_obs[cut], dtype=torch.float32).reshape(int(cut.sum()), -1))
     rewards = rewards.astype(np.float32, copy=True)
-    rewards[cut] += gamma * values.numpy()
+    rewards[cut] += gamma * critic.fast_critic(next_obs[cut])[:, 0]
     return rewards
 
 
@@ -184,15 +178,13 @@ class OnPolicyAgent:
         """Where the last collected step led: its value bootstraps the rollout's tail."""
         self._acted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
-        inputs = torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1)
         if deterministic:
-            return self.model.to_env(self.model.greedy(inputs))
-        actions, log_probs = self.model.sample(inputs, generator or self.generator)
+            return self.model.to_env(self.model.greedy(obs))
+        actions, log_probs = self.model.sample(obs, generator or self.generator)
         if generator is None:  # a training step: remember what the rollout needs about it
-            self._acted = (actions.numpy(), log_probs.numpy(), self.model.value(inputs).numpy())
+            self._acted = (actions, log_probs, self.model.fast_critic(obs)[:, 0])
         return self.model.to_env(actions)
 
     def observe(self, step: Step) -> None:
@@ -207,8 +199,7 @@ class OnPolicyAgent:
     def update(self, clock: Clock) -> dict[str, float]:
         if not self.rollout.full:
             return {}
-        with torch.no_grad():
-            last_values = self.model.value(torch.from_numpy(self.next_obs)).numpy()
+        last_values = self.model.fast_critic(self.next_obs)[:, 0]
         advantages, returns = self.rollout.advantages(last_values, self.config.gamma, self.advantage_lambda())
         batch = {name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
                  for name in ("obs", "actions", "log_probs", "values")}
@@ -223,6 +214,10 @@ class OnPolicyAgent:
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         raise NotImplementedError
+
+    def entropy_term(self, clock: Clock) -> float:
+        """The entropy bonus's weight now; when it is 0 the loss skips computing entropy at all."""
+        return self.config.entropy_coef.value(clock.frame, self.max_frame)
 
     def normalized(self, advantages: torch.Tensor) -> torch.Tensor:
         if not self.config.normalize_advantages or len(advantages) < 2:

@@ -44,7 +44,7 @@ class Agent(OnPolicyAgent):
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         config = self.config
         clip = config.clip_range.value(clock.frame, self.max_frame)
-        entropy_coef = config.entropy_coef.value(clock.frame, self.max_frame)
+        entropy_coef = self.entropy_term(clock)
         size = len(batch["obs"])
         losses = []
         for _ in range(config.n_epochs):
@@ -52,13 +52,13 @@ class Agent(OnPolicyAgent):
             for start in range(0, size, config.batch_size):
                 part = {name: value[order[start:start + config.batch_size]] for name, value in batch.items()}
                 losses.append(self._minibatch(part, clip, entropy_coef, clock))
-        policy, value, entropy = np.mean(losses, axis=0)
-        return {"policy_loss": float(policy), "value_loss": float(value), "entropy": float(entropy), "clip": clip}
+        policy, value = np.mean(losses, axis=0)
+        return {"policy_loss": float(policy), "value_loss": float(value), "clip": clip}
 
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float,
-                   clock: Clock) -> tuple[float, float, float]:
+                   clock: Clock) -> tuple[float, float]:
         config = self.config
-        log_probs, entropy = self.model.evaluate(part["obs"], part["actions"])
+        log_probs, entropy = self.model.evaluate(part["obs"], part["actions"], entropy=entropy_coef != 0)
         advantages = self.normalized(part["advantages"])
         ratio = torch.exp(log_probs - part["log_probs"])
         policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
@@ -66,8 +66,9 @@ class Agent(OnPolicyAgent):
         if config.clip_range_vf is not None:
             values = part["values"] + torch.clamp(values - part["values"], -config.clip_range_vf, config.clip_range_vf)
         value_loss = (part["returns"] - values).pow(2).mean()
-        entropy_mean = entropy.mean()
-        loss = policy_loss - entropy_coef * entropy_mean + config.value_coef * value_loss
+        loss = policy_loss + config.value_coef * value_loss
+        if entropy is not None:
+            loss = loss - entropy_coef * entropy.mean()
         optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return policy_loss.item(), value_loss.item(), entropy_mean.item()
+        return policy_loss.item(), value_loss.item()

@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 from pydantic import Field
 
-from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.algorithms.base import Fast, Step, log_softmax, make_optimizer, mlp, obs_size, optimise, sample_categorical
 from rlrun.clock import Clock
 from rlrun.schedules import Constant, Schedule
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
@@ -46,6 +46,7 @@ class Agent:
             raise ValueError(f"reinforce needs a Discrete action space, got {action_space}")
         self.config, self.max_frame = config, max_frame
         self.policy = mlp(obs_size(obs_space), int(action_space.n), config.network, output_gain=0.01)
+        self.fast_policy = Fast(self.policy)
         self.value = mlp(obs_size(obs_space), 1, config.network) if config.baseline == "value" else None
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
         self.optimizer = make_optimizer(config.optimizer, params, max_frame)
@@ -57,14 +58,12 @@ class Agent:
 
     # -- acting ---------------------------------------------------------------------------------
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
-        logits = self.policy(torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1))
+        logits = self.fast_policy(obs)
         if deterministic:
-            return logits.argmax(dim=-1).numpy()
-        probs = torch.softmax(logits, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator or self.generator).squeeze(-1).numpy()
+            return logits.argmax(axis=-1)
+        return sample_categorical(log_softmax(logits), generator or self.generator)
 
     def observe(self, step: Step) -> None:
         for i, episode in enumerate(self.running):

@@ -19,7 +19,7 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.algorithms.base import Fast, Step, make_optimizer, mlp, obs_size, optimise
 from rlrun.clock import Clock
 from rlrun.memory import MemorySpec, ReplayMemory
 from rlrun.schedules import Constant
@@ -96,6 +96,7 @@ class Agent:
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
         self.actor = Actor(obs_dim, action_dim, config.network)
+        self.fast_actor = Fast(self.actor.body)
         self.critic = Critic(obs_dim, action_dim, config.network)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -113,16 +114,19 @@ class Agent:
 
     # -- acting ---------------------------------------------------------------------------------
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
         training = not deterministic and generator is None
         if training and self.frame < self.config.learning_starts:
-            squashed = torch.rand((len(obs), len(self.low)), generator=self.generator) * 2 - 1
+            squashed = torch.rand((len(obs), len(self.low)), generator=self.generator).numpy() * 2 - 1
         else:
-            inputs = torch.as_tensor(obs, dtype=torch.float32).reshape(len(obs), -1)
-            squashed, _ = self.actor(inputs, None if deterministic else generator or self.generator)
-        return self.low + (squashed.numpy() + 1) * 0.5 * (self.high - self.low)
+            mean, log_std = np.split(self.fast_actor(obs), 2, axis=-1)
+            if deterministic:
+                squashed = np.tanh(mean)
+            else:
+                noise = torch.randn(mean.shape, generator=generator or self.generator).numpy()
+                squashed = np.tanh(mean + np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)) * noise)
+        return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
 
     def observe(self, step: Step) -> None:
         squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
