@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
 from rlrun.spec import EnvSpec
@@ -20,18 +20,21 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
     return gym.make(spec.id, render_mode=render_mode, **kwargs)
 
 
-def make_vector_env(spec: EnvSpec) -> SyncVectorEnv:
+def make_vector_env(spec: EnvSpec) -> VectorEnv:
     """`num_envs` copies stepped together. Same-step autoreset: an env whose episode ends returns
     the next episode's first observation at once and its final one in `info["final_obs"]`, so every
     observation the agent sees is one it can act on."""
-    return SyncVectorEnv([partial(make_env, spec)] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    copies = [partial(make_env, spec)] * spec.num_envs
+    if spec.vectorization == "async":
+        return AsyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+    return SyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
-def seed_spaces(vector_env: SyncVectorEnv, seed: int) -> None:
+def seed_spaces(vector_env: VectorEnv, seed: int) -> None:
     """Seed every space's generator (the vector env's and each copy's) from the session seed.
     Gymnasium otherwise seeds a space from OS entropy the first time anything samples it."""
     spaces = [vector_env.action_space, vector_env.observation_space]
-    for env in vector_env.envs:
+    for env in getattr(vector_env, "envs", []):  # an async env's copies live in other processes
         spaces += [env.action_space, env.observation_space]
     for i, space in enumerate(spaces):
         space.seed(seeding.derive(seed, seeding.ACTION_SPACE, i))

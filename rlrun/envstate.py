@@ -141,6 +141,8 @@ def restore_env(env: Any, state: dict[str, Any]) -> None:
 
 def capture_vector_env(vector_env: Any) -> dict[str, Any]:
     """A synchronous vector env: its own buffers and spaces, and each copy's state."""
+    if not hasattr(vector_env, "envs"):
+        raise NotCapturable(f"{type(vector_env).__name__} keeps its copies in other processes")
     return {
         "own": _plain_attributes(vector_env, "vector_env"),
         "action_space": _space_generators(vector_env.action_space),

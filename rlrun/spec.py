@@ -82,6 +82,10 @@ class EnvSpec(Strict):
     """Keyword arguments passed to `gymnasium.make`."""
     max_episode_steps: int | None = Field(default=None, gt=0)
     """Override the environment's time limit (null keeps Gymnasium's default)."""
+    vectorization: Literal["sync", "async"] = "sync"
+    """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
+    a step costs far more than passing its data between processes; its env state cannot be
+    captured, so a resume restarts episodes and is recorded as approximate)."""
 
 
 class MetaSpec(Strict):

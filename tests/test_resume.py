@@ -233,3 +233,44 @@ def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> N
     assert {c.session_index for c in detail.checkpoints if c.kind == "preempt"} == {0, 1}
     resume_ok(home)
     assert_same_run(final_state(straight_home), final_state(home))
+
+
+def test_an_env_whose_state_cannot_be_captured_resumes_approximately_and_says_so(tmp_path: Path) -> None:
+    """Copies stepped in subprocesses (`vectorization: async`) cannot be captured: the session
+    restarts its episodes at the resume, and the registry records that attempt as approximate."""
+    home, spec = tmp_path / "async", builtin_for("ppo")
+    assert train(home, spec, "--frames", "3000", "--set", "env.vectorization=async").code == 0
+    resume_ok(home, "--frames", "6000")
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert detail.run.status == "finished" and {s.frame for s in detail.sessions} == {6000}
+    train_attempt, resume_attempt = detail.attempts
+    assert not train_attempt.approximate and resume_attempt.approximate
+    assert resume_attempt.note is not None and "resumed at an episode boundary" in resume_attempt.note
+
+
+@pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a in ("dqn", "sac")])
+def test_replay_memory_left_out_of_snapshots_refills_and_is_approximate(algorithm: str, tmp_path: Path) -> None:
+    home, spec = tmp_path / "no-memory", builtin_for(algorithm)
+    assert train(home, spec, "--frames", "3000", "--set", "agent.memory.snapshot=false").code == 0
+    with Registry.open(home, create=False) as registry:
+        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
+    assert not (home / newest.path / "arrays").exists()
+    resume_ok(home, "--frames", "4000")
+    with Registry.open(home, create=False) as registry:
+        attempts = registry.get_run(registry.resolve("latest").id).attempts
+    assert [a.approximate for a in attempts] == [False, True]
+    assert "replay memory not in the snapshot" in (attempts[1].note or "")
+
+
+def test_replay_memory_is_in_the_snapshot_as_plain_arrays(tmp_path: Path) -> None:
+    home, spec = tmp_path / "memory", builtin_for("dqn")
+    assert train(home, spec, "--frames", "2000").code == 0
+    with Registry.open(home, create=False) as registry:
+        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
+    import numpy as np
+
+    arrays = {p.name: np.load(p, allow_pickle=False) for p in (home / newest.path / "arrays").glob("*.npy")}
+    assert set(arrays) == {"obs.npy", "actions.npy", "rewards.npy", "next_obs.npy", "terminated.npy"}
+    assert {len(a) for a in arrays.values()} == {2000}
+    assert arrays["obs.npy"].dtype == np.float32 and arrays["actions.npy"].dtype == np.int64

@@ -143,8 +143,17 @@ def optimise(
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if spec.grad_clip is not None:
-        nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], spec.grad_clip)
+        clip_gradients(optimizer, spec.grad_clip)
     optimizer.step()
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
+    """Scale the gradients so their global norm is at most `max_norm` (what
+    `torch.nn.utils.clip_grad_norm_` computes, without its per-call bookkeeping, which costs more
+    than the arithmetic for small networks)."""
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
 
 def obs_size(space: Any) -> int:

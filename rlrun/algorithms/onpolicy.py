@@ -209,6 +209,12 @@ class OnPolicyAgent:
         self.rollout.filled = 0
         return metrics
 
+    def restart_episodes(self) -> None:
+        """The env restarted every episode (a resume that could not restore it mid-episode): the
+        rollout's last step is where those episodes ended."""
+        if self.rollout.filled:
+            self.rollout.done[self.rollout.filled - 1] = 1.0
+
     def advantage_lambda(self) -> float:
         return self.config.gae_lambda
 

@@ -1,0 +1,151 @@
+"""rlrun against Stable-Baselines3 on CartPole-v1: PPO, A2C and DQN with the same hyper-parameters,
+single-threaded, in the same run.
+
+    python tests/benchmarks/speed_vs_sb3.py [--algorithms ppo a2c dqn] [--seeds 0]
+
+Stable-Baselines3 is installed only into this benchmark's own virtual environment
+(~/.cache/rlrun-bench/sb3, made on first use; it sees this interpreter's torch and gymnasium),
+never into rlrun's. Each side trains in its own fresh process with one torch thread:
+- SB3: frames / seconds of `model.learn(budget)`, then `evaluate_policy` (10 greedy episodes).
+- rlrun: frames / seconds of the session's training loop (the clock's wall time, which also
+  includes rlrun's final evaluation, its snapshot and its registry writes), and the final
+  evaluation the run recorded (10 greedy episodes).
+It also prints rlrun's frames/s as a fraction of a random policy stepping the same (vector) env.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+SB3_VERSION = "2.9.2"
+SB3_ENV = Path.home() / ".cache" / "rlrun-bench" / "sb3"
+SPECS = {"ppo": "ppo_cartpole", "a2c": "a2c_cartpole", "dqn": "dqn_cartpole"}
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+SB3_WORKER = r'''
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+algorithm, budget, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+spec = json.loads(sys.argv[4])
+agent, envs = spec["agent"], spec["env"]["num_envs"]
+env = make_vec_env("CartPole-v1", n_envs=envs, seed=seed)
+tanh = dict(activation_fn=torch.nn.Tanh, net_arch=dict(pi=agent["network"]["hidden"], vf=agent["network"]["hidden"]))
+if algorithm == "ppo":
+    lr, clip = agent["optimizer"]["lr"]["start"], agent["clip_range"]["start"]
+    model = PPO("MlpPolicy", env, n_steps=agent["n_steps"], batch_size=agent["batch_size"], n_epochs=agent["n_epochs"],
+                gamma=agent["gamma"], gae_lambda=agent["gae_lambda"], ent_coef=agent["entropy_coef"],
+                vf_coef=agent["value_coef"], max_grad_norm=agent["optimizer"]["grad_clip"],
+                learning_rate=lambda progress: progress * lr, clip_range=lambda progress: progress * clip,
+                policy_kwargs=tanh, seed=seed, device="cpu")
+elif algorithm == "a2c":
+    model = A2C("MlpPolicy", env, n_steps=agent["n_steps"], gamma=agent["gamma"], gae_lambda=1.0,
+                ent_coef=agent["entropy_coef"], vf_coef=agent["value_coef"],
+                max_grad_norm=agent["optimizer"]["grad_clip"], learning_rate=agent["optimizer"]["lr"],
+                rms_prop_eps=agent["optimizer"]["eps"], normalize_advantage=agent["normalize_advantages"],
+                policy_kwargs=tanh, seed=seed, device="cpu")
+else:
+    epsilon = agent["epsilon"]
+    model = DQN("MlpPolicy", env, learning_rate=agent["optimizer"]["lr"], batch_size=agent["batch_size"],
+                buffer_size=agent["memory"]["capacity"], learning_starts=agent["learning_starts"], gamma=agent["gamma"],
+                target_update_interval=agent["target_update_frequency"], train_freq=agent["train_frequency"],
+                gradient_steps=agent["gradient_steps"], exploration_initial_eps=epsilon["start"],
+                exploration_final_eps=epsilon["end"], exploration_fraction=epsilon["to_frame"] / budget,
+                max_grad_norm=agent["optimizer"]["grad_clip"],
+                policy_kwargs=dict(net_arch=agent["network"]["hidden"]), seed=seed, device="cpu")
+started = time.perf_counter()
+model.learn(budget)
+seconds = time.perf_counter() - started
+mean, std = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=1, seed=seed + 1000), n_eval_episodes=10,
+                            deterministic=True)
+print(json.dumps({"fps": budget / seconds, "mean": float(mean), "std": float(std)}))
+'''
+
+
+def sb3_python() -> Path:
+    python = SB3_ENV / "bin" / "python"
+    if not python.exists():
+        venv.create(SB3_ENV, system_site_packages=True, with_pip=True)
+    probe = f"import stable_baselines3 as s; assert s.__version__ == '{SB3_VERSION}'"
+    if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
+        pin = f"stable-baselines3=={SB3_VERSION}"
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", pin], check=True)
+    return python
+
+
+def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int) -> dict:
+    done = subprocess.run([str(python), "-c", SB3_WORKER, algorithm, str(budget), str(seed), json.dumps(spec)],
+                          capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_rlrun(name: str, budget: int, seed: int) -> dict:
+    with tempfile.TemporaryDirectory() as home:
+        quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
+                 f"meta.log_frequency={budget}", f"meta.seed={seed}", "meta.sessions=1"]
+        args = [arg for edit in quiet for arg in ("--set", edit)]
+        subprocess.run([sys.executable, "-m", "rlrun", "train", name, *args, "--home", home, "--json"],
+                       capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
+        from rlrun import snapshot
+        from rlrun.registry import Registry
+
+        with Registry.open(home, create=False) as registry:
+            detail = registry.get_run(registry.resolve("latest").id)
+        final = max(detail.checkpoints, key=lambda c: c.frame)
+        wall = snapshot.read_meta(Path(home) / final.path)["clock"]["wall_time"]
+        evaluation = detail.evaluations[-1]
+        return {"fps": budget / wall, "mean": evaluation.mean, "std": evaluation.std}
+
+
+def random_policy_fps(num_envs: int, steps: int = 20_000) -> float:
+    from rlrun.envs import make_vector_env
+    from rlrun.spec import EnvSpec
+
+    env = make_vector_env(EnvSpec(id="CartPole-v1", num_envs=num_envs))
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    started = time.perf_counter()
+    for _ in range(steps // num_envs):
+        env.step(env.action_space.sample())
+    return steps // num_envs * num_envs / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algorithms", nargs="+", default=list(SPECS), choices=list(SPECS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="fraction of each spec's frame budget")
+    args = parser.parse_args()
+    from rlrun.spec import load_spec
+
+    python = sb3_python()
+    print(f"{'algo':<5} {'seed':>4} {'frames':>8} {'SB3 f/s':>9} {'rlrun f/s':>10} {'ratio':>6} "
+          f"{'SB3 return':>14} {'rlrun return':>14} {'rlrun/random':>13}")
+    for algorithm in args.algorithms:
+        spec = load_spec(SPECS[algorithm])
+        budget = int(spec.meta.max_frame * args.budget_scale)
+        ceiling = random_policy_fps(spec.env.num_envs)
+        for seed in args.seeds:
+            theirs = run_sb3(python, algorithm, spec.to_json(), budget, seed)
+            ours = run_rlrun(SPECS[algorithm], budget, seed)
+            print(f"{algorithm:<5} {seed:>4} {budget:>8} {theirs['fps']:>9.0f} {ours['fps']:>10.0f} "
+                  f"{ours['fps'] / theirs['fps']:>6.2f} {theirs['mean']:>7.1f} ± {theirs['std']:<5.1f}"
+                  f"{ours['mean']:>7.1f} ± {ours['std']:<5.1f} {ours['fps'] / ceiling:>12.1%}", flush=True)
+        print(f"      random policy on {spec.env.num_envs} CartPole-v1 cop{'y' if spec.env.num_envs == 1 else 'ies'}:"
+              f" {ceiling:,.0f} f/s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
