@@ -85,9 +85,10 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     known = registry.run_ids()
     checkpoints = [c for c in registry.all_checkpoints() if c.run_id not in live]
     report.skipped_running = sorted(live)
+    gone = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
     _retire(registry, checkpoints, report)
+    report.missing = [path for path in gone if path not in set(report.retired)]
     listed = {c.path for c in checkpoints}
-    report.missing = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
     for folder in sorted(p for p in home.iterdir() if p.is_dir()) if home.is_dir() else []:
         if folder.name not in known:
             if (folder / MANIFEST).is_file():
@@ -211,10 +212,11 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
     snapshots = _read_snapshots(folder, home)
     listed = manifest.get("sessions") or _sessions_from_snapshots(run, snapshots)
     sessions, evaluations = [], []
+    start = _first_frames(manifest, run)
     for session in listed:
         index = session["index"]
         own = snapshots.get(index, [])
-        trained = _training_evaluations(own[-1], index, own) if own else []
+        trained = _training_evaluations(own[-1], index, own, after=start.get(index, 0)) if own else []
         sessions.append(_session_row(session, own[-1] if own else None, trained))
         evaluations += trained
     if manifest.get("format", 1) < 2:
@@ -250,12 +252,28 @@ def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
     return found
 
 
-def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot]) -> list[dict[str, Any]]:
+def _first_frames(manifest: dict[str, Any], run: RunRecord) -> dict[int, int]:
+    """Where each session's own history starts: a fork's snapshots carry its parent's evaluations
+    up to the frame it branched at, which the registry lists under the parent only."""
+    starts: dict[int, int] = {}
+    for attempt in manifest.get("attempts", []):
+        index = attempt["session_index"]
+        starts[index] = min(starts.get(index, attempt["start_frame"]), attempt["start_frame"])
+    if not starts and run.parent_id is not None:  # a format-1 manifest: the fork's first revision
+        branched = min((r["frame"] for r in manifest["spec_revisions"] if r["revision"] > 0), default=0)
+        starts = dict.fromkeys(range(run.num_sessions), branched)
+    return starts
+
+
+def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot], *, after: int) -> list[dict[str, Any]]:
     """The session's training evaluations as the registry recorded them: the newest snapshot
-    holds every one up to its frame, with the episode returns they were summarised from."""
+    holds every one up to its frame, with the episode returns they were summarised from (those
+    at or before `after` belong to the run this one was forked from)."""
     rows = []
     for evaluation in newest.meta.get("evaluations", []):
         frame = int(evaluation["frame"])
+        if after and frame <= after:
+            continue
         # No snapshot keeps when an evaluation ran; the first snapshot at or after it is close.
         when = next((s.created_at for s in own if s.frame >= frame), newest.created_at)
         rows.append({"session_index": index, "frame": frame, "kind": "train", **_summary(evaluation),

@@ -414,8 +414,7 @@ class _SqliteTransaction:
 
 
 _PRAGMAS = (
-    "PRAGMA busy_timeout=30000",  # before journal_mode, which may itself wait for a lock
-    "PRAGMA journal_mode=WAL",  # readers never block the writer, nor the writer readers
+    "PRAGMA busy_timeout=30000",  # wait for the lock (up to 30 s) rather than fail at once
     "PRAGMA synchronous=NORMAL",  # durable at checkpoints, safe in WAL mode
     "PRAGMA foreign_keys=ON",  # ON DELETE CASCADE; SQLite leaves it off by default
 )
@@ -431,14 +430,13 @@ class _SqliteDatabase:
         self._schema = schema  # statements to run on a new in-memory database
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._wal = False
 
     def connection(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(self.target, timeout=30, isolation_level=None, check_same_thread=False)
-            in_memory = self.target == ":memory:"  # no journal to choose, nothing to sync
             for pragma in _PRAGMAS:
-                if not (in_memory and ("journal_mode" in pragma or "synchronous" in pragma)):
-                    conn.execute(pragma)
+                conn.execute(pragma)
             for statement in self._schema:
                 conn.execute(statement)
             self._conn = conn
@@ -448,6 +446,8 @@ class _SqliteDatabase:
     def transaction(self, write: bool) -> Iterator[_SqliteTransaction]:
         with self._lock:
             conn = self.connection()
+            if write and not self._wal:
+                self._use_wal(conn)
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield _SqliteTransaction(conn)
@@ -456,6 +456,14 @@ class _SqliteDatabase:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Write-ahead logging, so readers never block the writer nor the writer readers. The mode
+        is kept in the file; it is set before the first write, never by a reader (a refused or
+        merely listed registry is left byte for byte as it was)."""
+        if self.target != ":memory:" and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        self._wal = True
 
     def revision(self) -> str | None:
         """The schema revision in the file, None when it has no schema yet."""

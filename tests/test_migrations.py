@@ -31,6 +31,8 @@ from rlrun.registry_schema import (
     upgrade_schema,
 )
 
+pytest_plugins = ["postgres_server"]
+
 TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"}
 
 
@@ -288,3 +290,150 @@ def test_fixture_up_to_head_and_back_keeps_every_row(tmp_path: Path, revision: s
     finally:
         engine.dispose()
     assert _dump(db_file) == before
+
+
+def test_open_copies_an_old_file_before_upgrading_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    db_file = _copy_fixture(OLD_REVISIONS[0], home)
+    original = db_file.read_bytes()
+    with Registry.open(home, create=False) as registry:
+        done = registry.upgrade
+        assert done is not None and registry.count_runs() == 2
+    assert (done.before, done.after) == (OLD_REVISIONS[0], SCHEMA_HEAD)
+    assert done.backup is not None and done.backup.name.startswith(f"{REGISTRY_FILE}.{OLD_REVISIONS[0]}.")
+    assert _dump(done.backup) == _dump_bytes(original, tmp_path)  # the copy is the file as it was
+    with Registry.open(home) as registry:
+        assert registry.upgrade is None  # done once
+    assert len(list(home.glob("*.bak"))) == 1
+
+
+def _dump_bytes(data: bytes, where: Path) -> dict[str, list[dict[str, Any]]]:
+    copy = where / "as-it-was.sqlite"
+    copy.write_bytes(data)
+    return _dump(copy)
+
+
+def test_a_failed_upgrade_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlrun import registry_schema
+
+    home = tmp_path / "home"
+    db_file = _copy_fixture(OLD_REVISIONS[0], home)
+    before = _dump(db_file)
+
+    original = registry_schema.upgrade_schema
+
+    def half_then_fail(engine: Engine, target: str = "head") -> None:
+        with registry_schema.migration_connection(engine) as conn:
+            conn.execute(text("CREATE TABLE half_done (x INTEGER)"))
+            raise RuntimeError("the disk filled up")
+
+    monkeypatch.setattr(registry_schema, "upgrade_schema", half_then_fail)
+    with pytest.raises(RuntimeError, match="the disk filled up"):
+        Registry.open(home)
+    monkeypatch.setattr(registry_schema, "upgrade_schema", original)
+    assert _dump(db_file) == before  # one transaction: rolled back whole
+    engine = create_registry_engine(f"sqlite:///{db_file}")
+    try:
+        assert current_revision(engine) == OLD_REVISIONS[0]
+    finally:
+        engine.dispose()
+    with Registry.open(home) as registry:  # and the next open upgrades it
+        assert registry.count_runs() == 2
+
+
+# ---- the same on a PostgreSQL server -------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_engine(postgres_url: str) -> Iterator[Engine]:
+    engine = create_registry_engine(postgres_url)
+    yield engine
+    engine.dispose()
+
+
+def test_postgres_upgrade_from_empty_stairway_and_drift(pg_engine: Engine) -> None:
+    assert current_revision(pg_engine) is None
+    revisions = [rev.revision for rev in _script().walk_revisions("base", "heads")]
+    for revision in reversed(revisions):
+        upgrade_schema(pg_engine, revision)
+        assert current_revision(pg_engine) == revision
+        down = _script().get_revision(revision).down_revision
+        downgrade_schema(pg_engine, "base" if down is None else str(down))
+        upgrade_schema(pg_engine, revision)
+    assert _tables(pg_engine) == TABLES | {VERSION_TABLE}
+    assert _drift(pg_engine) == []
+    downgrade_schema(pg_engine, "base")
+    assert _tables(pg_engine) == {VERSION_TABLE}
+
+
+def _insert_rows(engine: Engine, revision: str) -> None:
+    with engine.begin() as conn:
+        for table, rows in fixtures.rows_at(revision).items():
+            for row in rows:
+                row = {**row, "approximate": bool(row["approximate"])} if "approximate" in row else row
+                conn.execute(text(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(':' + c for c in row)})"),
+                             row)  # fmt: skip
+        for table in ("sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"):
+            if table in fixtures.rows_at(revision):  # explicit ids were given: move the sequences past them
+                sequence = f"pg_get_serial_sequence('{table}', 'id')"
+                conn.execute(text(f"SELECT setval({sequence}, (SELECT MAX(id) FROM {table}))"))
+
+
+@pytest.mark.parametrize("revision", OLD_REVISIONS)
+def test_postgres_old_schema_is_upgraded_only_on_request_and_keeps_every_row(
+    pg_engine: Engine, postgres_url: str, tmp_path: Path, revision: str
+) -> None:
+    from rlrun.registry import upgrade_registry
+
+    upgrade_schema(pg_engine, revision)
+    _insert_rows(pg_engine, revision)
+    with pytest.raises(RegistryError) as caught:
+        Registry.open(tmp_path, postgres_url)
+    message = str(caught.value)
+    assert f"is at schema revision {revision} and this rlrun needs {SCHEMA_HEAD}" in message
+    assert "rlrun db upgrade" in message and "rlrun:***@" in message  # the password is not shown
+    assert current_revision(pg_engine) == revision  # refused, not touched
+    done = upgrade_registry(tmp_path, postgres_url)
+    assert done is not None and (done.before, done.after, done.backup) == (revision, SCHEMA_HEAD, None)
+    with Registry.open(tmp_path, postgres_url) as registry:
+        listed = registry.list_runs(limit=None)
+        assert [(s.id, s.status, s.frames_done, s.best_eval) for s in listed] == [
+            ("fb00000002", "crashed", 4000, 200.0), ("fa00000001", "finished", 4200, 187.5),
+        ]  # fmt: skip
+        assert registry.get_run("fa00000001").forks == ["fb00000002"]
+        assert registry.resolve("fixture-alpha").id == "fa00000001"
+        run = registry.create_run(run_id="fc00000003", name=None, spec_name="s", algorithm="a", env_id="e",
+                                  max_frame=1, seed=0, num_sessions=1, spec_json="{}", host=None, pid=None)  # fmt: skip
+        assert registry.get_run(run.id).sessions[0].id > 3  # new rows after the old ones
+    assert _drift(pg_engine) == []
+
+
+def test_postgres_newer_schema_is_refused(pg_engine: Engine, postgres_url: str, tmp_path: Path) -> None:
+    upgrade_schema(pg_engine)
+    with pg_engine.begin() as conn:
+        conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+    for create in (True, False):
+        with pytest.raises(RegistryError, match="schema revision 9999, newer than this rlrun"):
+            Registry.open(tmp_path, postgres_url, create=create)
+    assert current_revision(pg_engine) == "9999"
+
+
+def test_postgres_first_users_race_to_create_the_schema(postgres_url: str, tmp_path: Path) -> None:
+    import threading
+
+    problems: list[BaseException] = []
+
+    def first_use() -> None:
+        try:
+            Registry.open(tmp_path, postgres_url).close()
+        except BaseException as error:
+            problems.append(error)
+
+    threads = [threading.Thread(target=first_use) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert problems == []
+    with Registry.open(tmp_path, postgres_url, create=False) as registry:
+        assert registry.count_runs() == 0
