@@ -391,6 +391,8 @@ class _Transaction(Protocol):
 class _Database(Protocol):
     @property
     def integrity_errors(self) -> tuple[type[Exception], ...]: ...
+    @property
+    def unusable_errors(self) -> tuple[type[Exception], ...]: ...
     def transaction(self, write: bool) -> Any: ...
     def close(self) -> None: ...
 
@@ -424,6 +426,7 @@ class _SqliteDatabase:
     """One connection to a SQLite file (or memory), opened on first use, one transaction at a time."""
 
     integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+    unusable_errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
 
     def __init__(self, target: str, *, schema: Sequence[str] = ()) -> None:
         self.target = target
@@ -600,13 +603,14 @@ def _open_server(url: str, *, create: bool, upgrade: bool = False) -> tuple[Serv
 
     database = registry_schema.ServerDatabase(url)
     try:
-        with database.engine.connect() as conn:
-            revision = registry_schema.revision_on(conn)
-        if revision == SCHEMA_HEAD:
-            return database, None
-        if revision is None and not create:
-            raise _NoSchema
-        done = _migrate_server(database, url, upgrade=upgrade or revision is None)
+        with _explained(url, database.unusable_errors):
+            with database.engine.connect() as conn:
+                revision = registry_schema.revision_on(conn)
+            if revision == SCHEMA_HEAD:
+                return database, None
+            if revision is None and not create:
+                raise _NoSchema
+            done = _migrate_server(database, url, upgrade=upgrade or revision is None)
         return database, done
     except BaseException:
         database.close()
@@ -652,17 +656,18 @@ def schema_state(home: Path | str, url: str | None = None) -> SchemaState:
             return SchemaState(str(db_file), None, SCHEMA_HEAD, exists=False)
         database = _SqliteDatabase(str(db_file))
         try:
-            return SchemaState(str(db_file), database.revision(), SCHEMA_HEAD, exists=True)
+            with _explained(url, database.unusable_errors):
+                return SchemaState(str(db_file), database.revision(), SCHEMA_HEAD, exists=True)
         finally:
             database.close()
     from rlrun import registry_schema
 
-    engine = registry_schema.create_registry_engine(url)
+    server = registry_schema.ServerDatabase(url)
     try:
-        with engine.connect() as conn:
+        with _explained(url, server.unusable_errors), server.engine.connect() as conn:
             return SchemaState(_label(url), registry_schema.revision_on(conn), SCHEMA_HEAD, exists=True)
     finally:
-        engine.dispose()
+        server.close()
 
 
 def upgrade_registry(home: Path | str, url: str | None = None) -> Upgrade | None:
@@ -692,6 +697,25 @@ def _check_status(status: str, allowed: Sequence[str], what: str = "status") -> 
 
 class _Conflict(RegistryError):
     """A write broke a unique or foreign-key constraint: another writer won a race."""
+
+
+@contextmanager
+def _explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """A database that cannot be used (not a database, unreachable, locked for too long) is one
+    line saying so and what to do, not a traceback."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except errors as error:
+        detail = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
+        if "locked" in detail:
+            advice = "another process held it for more than 30 s; try again"
+        elif sqlite_file(url) is not None:
+            advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
+        else:
+            advice = f"check {paths.DB_ENV} and that the server is up"
+        raise RegistryError(f"registry at {_label(url)} cannot be used: {detail}; {advice}") from error
 
 
 
@@ -747,7 +771,8 @@ class Registry:
         db_file.parent.mkdir(parents=True, exist_ok=True)
         database = _SqliteDatabase(str(db_file))
         try:
-            done = _upgrade_sqlite(db_file) if database.revision() != SCHEMA_HEAD else None
+            with _explained(url, database.unusable_errors):
+                done = _upgrade_sqlite(db_file) if database.revision() != SCHEMA_HEAD else None
         except BaseException:
             database.close()
             raise
@@ -778,7 +803,7 @@ class Registry:
         if write and self._missing:
             raise RegistryError(f"no registry at {_label(self.url)}; it is created by `rlrun train`")
         try:
-            with self._db.transaction(write) as tx:
+            with _explained(self.url, self._db.unusable_errors), self._db.transaction(write) as tx:
                 yield tx
         except self._db.integrity_errors as error:
             raise _Conflict(str(error)) from error

@@ -386,6 +386,13 @@ class ServerDatabase:
 
         return (exc.IntegrityError,)
 
+    @property
+    def unusable_errors(self) -> tuple[type[Exception], ...]:
+        """What an unreachable or broken database raises here."""
+        from sqlalchemy import exc
+
+        return (exc.OperationalError, exc.DatabaseError, exc.InterfaceError)
+
     @contextmanager
     def transaction(self, write: bool) -> Iterator[ServerTransaction]:
         with self.engine.connect() as conn, conn.begin():

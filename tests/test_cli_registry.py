@@ -22,6 +22,7 @@ from rlrun import retention
 from rlrun.registry import SCHEMA_HEAD, Registry
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+pytest_plugins = ["postgres_server"]
 
 
 @pytest.fixture(scope="module")
@@ -464,3 +465,42 @@ def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_p
         loaded = heavy_modules(home, *args)
         assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)
     assert (tmp_path / "p.png").exists() and len(listed(home)) == 1  # they did their work
+
+
+# ---- the same commands with the registry on a PostgreSQL server ---------------------------------
+
+
+def test_a_training_and_the_registry_commands_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "runs"
+    env = {**cli_env(home), "RLRUN_DB": postgres_url}
+
+    def run(*args: str) -> Result:
+        done = subprocess.run([sys.executable, "-m", "rlrun", *args], env=env, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    trained = ok(run("train", "reinforce_cartpole", *TINY, "--sessions", "2", "--name", "served", "--json")).json()
+    assert not (home / "registry.sqlite").exists()  # the rows went to the server
+    (row,) = ok(run("ls", "--json")).json()
+    assert (row["id"], row["status"], row["frames_done"]) == (trained["run_id"], "finished", 6000)
+    shown = ok(run("show", "served", "--json")).json()
+    assert len(shown["evaluations"]) == 6 and {s["status"] for s in shown["sessions"]} == {"finished"}
+    assert ok(run("db", "current")).stdout.endswith(f"schema {SCHEMA_HEAD} (head, up to date)\n")
+    assert "rlrun:***@" in ok(run("db", "current")).stdout  # no password on screen
+    assert ok(run("gc", "--json")).json()["orphans"] == []
+    ok(run("rm", "served", "--yes"))
+    assert ok(run("ls", "--json")).json() == [] and not (home / trained["run_id"]).exists()
+
+
+def test_a_damaged_registry_or_an_unreachable_server_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "runs"
+    home.mkdir()
+    (home / "registry.sqlite").write_bytes(b"not a database, " * 100)
+    for args in (["ls"], ["show", "latest"], ["db", "current"], ["gc"]):
+        assert_bad_input(rlrun(home, *args), "registry at", "cannot be used: file is not a database",
+                         "`rlrun db rebuild`")  # fmt: skip
+    env = {**cli_env(home), "RLRUN_DB": "postgresql+psycopg://someone:secret@127.0.0.1:9/nowhere"}
+    done = subprocess.run([sys.executable, "-m", "rlrun", "ls"], env=env, capture_output=True, text=True, timeout=120)
+    unreachable = Result(done.returncode, done.stdout, done.stderr)
+    assert_bad_input(unreachable, "someone:***@127.0.0.1:9/nowhere cannot be used", "check RLRUN_DB")
+    assert "secret" not in done.stderr
