@@ -6,7 +6,12 @@
     TOKEN   := a run id, an id prefix or a run name
     CKPT    := "best" | "latest" | a frame count such as 5M, 1.5M, 500k, 2e6, 20_000
 
-Parsing is pure: no database. `rlrun.registry.Registry.resolve` turns a `RunRef` into a run.
+A `RunFilter` (status, algorithm, env, spec, name glob, since, sort) narrows the runs a reference
+counts: `latest` is the newest run that passes it, a row number the row of `rlrun ls` with the
+same filter and sort order.
+
+Parsing is pure: no database. `rlrun.registry.Registry.resolve` turns a `RunRef` and a `RunFilter`
+into a run.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ _NAMED_CHECKPOINTS = ("best", "latest")
 
 
 class RunRef(NamedTuple):
-    """A parsed reference. Only the fields that belong to `kind` are meaningful."""
+    """A parsed reference. Only the fields that belong to `kind` are meaningful. (Named tuples
+    here and in the registry: cheap to define, which `rlrun ls` start-up time notices.)"""
 
     kind: RefKind
     offset: int = 0  # latest~N: how many runs before the newest
