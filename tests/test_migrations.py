@@ -437,3 +437,21 @@ def test_postgres_first_users_race_to_create_the_schema(postgres_url: str, tmp_p
     assert problems == []
     with Registry.open(tmp_path, postgres_url, create=False) as registry:
         assert registry.count_runs() == 0
+
+
+def test_processes_opening_an_old_file_together_upgrade_it_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    db_file = _copy_fixture(OLD_REVISIONS[0], home)
+    before = _dump(db_file)
+    code = ("import sys; from rlrun.registry import Registry\n"
+            "with Registry.open(sys.argv[1]) as r: print(r.count_runs(), r.upgrade is not None)")  # fmt: skip
+    processes = [subprocess.Popen([sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    outputs = [p.communicate(timeout=120) for p in processes]
+    assert [p.returncode for p in processes] == [0] * 4, [err for _, err in outputs]
+    assert sorted(out.strip() for out, _ in outputs) == ["2 False"] * 3 + ["2 True"]  # one upgraded, all read
+    (backup,) = home.glob("*.bak")
+    assert _dump(backup) == before
