@@ -495,7 +495,7 @@ def main() -> None:
     """Entry point: run the app and turn domain errors and usage errors into one line and an exit
     code."""
     try:
-        app.main(standalone_mode=False)
+        app.main(prog_name="rlrun", standalone_mode=False)
     except EditRefused as error:
         from rlrun.display import refusal_table
 
