@@ -454,11 +454,11 @@ class _SqliteDatabase:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield _SqliteTransaction(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:
+                if conn.in_transaction:  # the body failed, or COMMIT did (a full disk, say)
                     conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Write-ahead logging, so readers never block the writer nor the writer readers. The mode
