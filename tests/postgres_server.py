@@ -2,7 +2,8 @@
 
 `.ci/run` installs PostgreSQL from Debian's packages and exports RLRUN_TEST_POSTGRES (a URL);
 without it, the fixture starts the local server itself with `.ci/start-postgres`. When neither
-works, the PostgreSQL tests are skipped with the reason, which `pytest -ra` shows.
+works, the PostgreSQL tests are skipped with the reason, which `pytest -ra` shows. Each test
+session works in a database of its own (dropped at exit), each test in an emptied one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ _found: dict[str, str] = {}  # "url" or "why": what the first attempt found, for
 
 
 def _start() -> tuple[str | None, str]:
-    """A URL to a running server, or None and why there is none."""
+    """A URL to an empty database of this test session's own on a running server, or None and
+    why there is none."""
     url = os.environ.get(URL_ENV)
     if not url:
         try:
@@ -35,18 +37,50 @@ def _start() -> tuple[str | None, str]:
     except ImportError:
         return None, "psycopg is not installed (pip install -e '.[postgres]')"
     try:
-        _reset(url)
+        return _own_database(url), ""
     except Exception as error:  # any failure to connect means: no server to test against
         return None, f"cannot connect to {url}: {error}"
-    return url, ""
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def _own_database(url: str) -> str:
+    """A database for this process alone, dropped when it exits, so two test suites sharing the
+    server never empty each other's tables; the given one when the role may not create one."""
+    import atexit
+
+    import psycopg
+
+    name = f"rlrun_test_{os.getpid()}"
+    base, _, _ = url.rpartition("/")
+    with psycopg.connect(_plain(url), autocommit=True, connect_timeout=10) as conn:
+        try:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        except psycopg.errors.InsufficientPrivilege:
+            _reset(url)
+            return url
+    atexit.register(_drop_database, url, name)
+    return f"{base}/{name}"
+
+
+def _drop_database(url: str, name: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(_plain(url), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    except Exception:  # the server may be gone already: nothing to clean
+        pass
 
 
 def _reset(url: str) -> None:
     """An empty public schema: every test starts from a database without tables."""
     import psycopg
 
-    plain = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True, connect_timeout=10) as conn:
+    with psycopg.connect(_plain(url), autocommit=True, connect_timeout=10) as conn:
         conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
         conn.execute("CREATE SCHEMA public")
 
