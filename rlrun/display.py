@@ -8,7 +8,6 @@ Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ from rich.text import Text
 
 from rlrun import events
 from rlrun.sizes import format_size
-from rlrun.views import resolved
+from rlrun.views import duration, resolved, score
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
                 "crashed": "magenta", "pending": "dim"}
@@ -33,18 +32,6 @@ def stderr_console() -> Console:
     if not console.is_terminal:
         console.width = max(console.width, 200)
     return console
-
-
-def _score(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return "-"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def _status(status: str) -> Text:
@@ -115,14 +102,14 @@ class TrainingDisplay:
             line = self.lines[event.index]
             self.console.print(
                 f"{tag} frame {format_size(event.frame)}/{format_size(event.max_frame)}  "
-                f"{event.frames_per_second:,.0f} f/s  episodes {event.episode}  return {_score(event.return_mean)}  "
-                f"eval {_score(line.last_eval)}  eta {_duration(_eta(line))}", highlight=False)
+                f"{event.frames_per_second:,.0f} f/s  episodes {event.episode}  return {score(event.return_mean)}  "
+                f"eval {score(line.last_eval)}  eta {duration(_eta(line))}", highlight=False)
         elif isinstance(event, events.Evaluated):
             best = " (best)" if event.is_best else ""
             self.console.print(f"{tag} eval at {format_size(event.frame)}: {event.mean:.1f} ± {event.std:.1f}{best}",
                                highlight=False)
         elif isinstance(event, events.SessionEnded):
-            detail = f": {event.error}" if event.error else f", best eval {_score(event.best_eval)}"
+            detail = f": {event.error}" if event.error else f", best eval {score(event.best_eval)}"
             self.console.print(f"{tag} {event.status} at frame {format_size(event.frame)}{detail}", highlight=False)
 
     def _table(self) -> Table:
@@ -135,8 +122,8 @@ class TrainingDisplay:
             done = min(line.frame / max(line.max_frame, 1), 1.0)
             bar = "█" * int(done * 20) + "░" * (20 - int(done * 20))
             table.add_row(f"s{index}", str(line.seed), f"{format_size(line.frame)}/{format_size(line.max_frame)}",
-                          f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), _score(line.return_mean),
-                          _score(line.last_eval), _score(line.best_eval), _duration(_eta(line)), _status(line.status))
+                          f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), score(line.return_mean),
+                          score(line.last_eval), score(line.best_eval), duration(_eta(line)), _status(line.status))
         return table
 
 
