@@ -60,16 +60,19 @@ class ReplayMemory:
     # -- state ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters as plain values; the arrays (views of the filled part, no copy) under "arrays",
-        which the session writes as .npy files. Without `snapshot`, only the counters' absence."""
+        """Two entries to merge into the agent's state: "memory", the counters as plain values, and
+        "arrays", views of the filled part (no copy), which the session writes as .npy files.
+        Without `snapshot`, the counters only say the memory was left out."""
         if not self.spec.snapshot:
-            return {"included": False}
-        return {"included": True, "position": self.position, "size": self.size,
+            return {"memory": {"included": False}, "arrays": {}}
+        return {"memory": {"included": True, "position": self.position, "size": self.size},
                 "arrays": {name: getattr(self, name)[: self.size] for name in FIELDS}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if not state["included"]:
+        """Restore from the agent's state, which holds the "memory" and "arrays" entries above."""
+        counters = state["memory"]
+        if not counters["included"]:
             return  # starts empty and refills; the session records the resume as approximate
-        self.position, self.size = state["position"], state["size"]
+        self.position, self.size = counters["position"], counters["size"]
         for name in FIELDS:
             getattr(self, name)[: self.size] = state["arrays"][name]

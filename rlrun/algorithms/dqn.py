@@ -132,15 +132,13 @@ class Agent:
     # -- state ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        memory = self.memory.state_dict()
         return {
             "q": self.q.state_dict(),
             "target": self.target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "generator": self.generator.get_state(),
             "frame": self.frame,
-            "memory": {k: v for k, v in memory.items() if k != "arrays"},
-            "arrays": memory.get("arrays", {}),
+            **self.memory.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -149,4 +147,4 @@ class Agent:
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
-        self.memory.load_state_dict({**state["memory"], "arrays": state.get("arrays", {})})
+        self.memory.load_state_dict(state)

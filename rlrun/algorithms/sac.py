@@ -174,7 +174,6 @@ class Agent:
     # -- state ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        memory = self.memory.state_dict()
         return {
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
@@ -185,8 +184,7 @@ class Agent:
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
             "generator": self.generator.get_state(),
             "frame": self.frame,
-            "memory": {k: v for k, v in memory.items() if k != "arrays"},
-            "arrays": memory.get("arrays", {}),
+            **self.memory.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -200,4 +198,4 @@ class Agent:
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
-        self.memory.load_state_dict({**state["memory"], "arrays": state.get("arrays", {})})
+        self.memory.load_state_dict(state)
