@@ -11,8 +11,8 @@ from typing import Literal
 import torch
 from torch.nn import functional
 
-from rlrun.algorithms.base import optimise
 from rlrun.algorithms.onpolicy import OnPolicyAgent, OnPolicyConfig
+from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
 from rlrun.schedules import Constant
 from rlrun.spec import OptimizerSpec

@@ -17,7 +17,8 @@ from gymnasium import spaces
 from pydantic import Field
 from torch import nn
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, make_optimizer, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
 from rlrun.schedules import Constant, Schedule
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec

@@ -7,14 +7,15 @@ bonus on a schedule, and gradient-norm clipping. The rollout collection lives in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
 import torch
 from pydantic import Field
 
-from rlrun.algorithms.base import optimise
 from rlrun.algorithms.onpolicy import OnPolicyAgent, OnPolicyConfig
+from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
 from rlrun.schedules import Constant, Schedule
 from rlrun.spec import OptimizerSpec
@@ -42,24 +43,31 @@ class Agent(OnPolicyAgent):
     config: Config
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
-        config = self.config
-        clip = config.clip_range.value(clock.frame, self.max_frame)
+        clip = self.config.clip_range.value(clock.frame, self.max_frame)
         entropy_coef = self.entropy_term(clock)
-        size = len(batch["obs"])
-        losses = []
+        losses = [self._minibatch(part, clip, entropy_coef, clock) for part in self._minibatches(batch)]
+        policy, value = np.mean(losses, axis=0)
+        return {"policy_loss": float(policy), "value_loss": float(value), "clip": clip}
+
+    def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
+        """Every epoch's minibatches: the rollout reshuffled and split, advantages normalised
+        within each minibatch."""
+        config, size = self.config, len(batch["obs"])
+        if size <= config.batch_size:  # one minibatch holds the rollout: the same one every epoch
+            whole = {**batch, "advantages": self.normalized(batch["advantages"])}
+            yield from [whole] * config.n_epochs
+            return
         for _ in range(config.n_epochs):
             order = torch.randperm(size, generator=self.generator)
             for start in range(0, size, config.batch_size):
                 part = {name: value[order[start:start + config.batch_size]] for name, value in batch.items()}
-                losses.append(self._minibatch(part, clip, entropy_coef, clock))
-        policy, value = np.mean(losses, axis=0)
-        return {"policy_loss": float(policy), "value_loss": float(value), "clip": clip}
+                yield {**part, "advantages": self.normalized(part["advantages"])}
 
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float,
                    clock: Clock) -> tuple[float, float]:
         config = self.config
         log_probs, entropy = self.model.evaluate(part["obs"], part["actions"], entropy=entropy_coef != 0)
-        advantages = self.normalized(part["advantages"])
+        advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
         policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
         values = self.model.value(part["obs"])

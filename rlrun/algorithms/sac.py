@@ -19,7 +19,8 @@ from pydantic import Field
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, make_optimizer, mlp, obs_size, optimise
+from rlrun.algorithms.base import Fast, Step, mlp, obs_size
+from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
 from rlrun.memory import MemorySpec, ReplayMemory
 from rlrun.schedules import Constant

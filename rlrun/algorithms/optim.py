@@ -1,0 +1,102 @@
+"""Optimisers and the gradient step every algorithm takes.
+
+`Adam` and `RMSprop` are torch's own classes (same state layout, `state_dict`, param groups and
+first step, which creates the state) with a leaner `step`. At these network sizes torch's step
+spends longer deciding what to do (grouping tensors by device and dtype, graph-capture checks,
+grad-mode switches, profiler records) than the arithmetic takes: the lean steps call the same
+kernels directly, so the update is bit for bit the one torch computes, in a fraction of the time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rlrun.spec import OptimizerSpec
+
+
+class Adam(torch.optim.Adam):
+    """torch's fused Adam, stepped by one call of its kernel."""
+
+    def __init__(self, params: list[nn.Parameter], *, lr: float, eps: float) -> None:
+        super().__init__(params, lr=lr, eps=eps, fused=True)
+
+    @torch.no_grad()
+    def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            states = [self.state[p] for p in params]
+            if not all(states):  # the first step creates the state: torch's own code does it
+                super().step()
+                return
+            steps = [state["step"] for state in states]
+            torch._foreach_add_(steps, 1)
+            beta1, beta2 = group["betas"]
+            torch._fused_adam_(
+                params, [p.grad for p in params], [state["exp_avg"] for state in states],
+                [state["exp_avg_sq"] for state in states], [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
+                weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False,
+            )
+
+
+class RMSprop(torch.optim.RMSprop):
+    """torch's multi-tensor RMSprop (no momentum, not centred), as its foreach path computes it."""
+
+    def __init__(self, params: list[nn.Parameter], *, lr: float, eps: float) -> None:
+        super().__init__(params, lr=lr, eps=eps, foreach=True)
+
+    @torch.no_grad()
+    def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            states = [self.state[p] for p in params]
+            if not all(states):
+                super().step()
+                return
+            grads, square_avgs = [p.grad for p in params], [state["square_avg"] for state in states]
+            torch._foreach_add_([state["step"] for state in states], self._one, alpha=1.0)
+            torch._foreach_mul_(square_avgs, group["alpha"])
+            torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - group["alpha"])
+            average = torch._foreach_sqrt(square_avgs)
+            torch._foreach_add_(average, group["eps"])
+            torch._foreach_addcdiv_(params, grads, average, value=-group["lr"])
+
+    _one = torch.tensor(1.0)
+
+
+# torch wraps every optimiser class's `step` in a profiler record and step-hook dispatch the first
+# time one is built, unless the function says it is already wrapped; nothing here uses step hooks.
+Adam.step.hooked = RMSprop.step.hooked = True  # type: ignore[attr-defined]
+
+
+def make_optimizer(spec: OptimizerSpec, params: list[nn.Parameter], max_frame: int) -> torch.optim.Optimizer:
+    lr = spec.lr.value(0, max_frame)
+    if spec.name == "adam":
+        return Adam(params, lr=lr, eps=spec.eps)
+    if spec.name == "rmsprop":
+        return RMSprop(params, lr=lr, eps=spec.eps)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def optimise(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
+) -> None:
+    """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says."""
+    lr = spec.lr.value(frame, max_frame)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+        for p in group["params"]:  # what zero_grad(set_to_none=True) does, without its profiler record
+            p.grad = None
+    loss.backward()
+    if spec.grad_clip is not None:
+        clip_gradients(optimizer, spec.grad_clip)
+    optimizer.step()
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
+    """Scale the gradients so their global norm is at most `max_norm` (what
+    `torch.nn.utils.clip_grad_norm_` computes, without its per-call bookkeeping, which costs more
+    than the arithmetic for small networks)."""
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
