@@ -68,61 +68,7 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
         layers += [_orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
         width = hidden
     layers.append(_orthogonal(nn.Linear(width, outputs), gain=output_gain))
-    return MLP(*layers)
-
-
-class MLP(nn.Sequential):
-    """An `nn.Sequential` of linear layers and one activation whose forward pass, for tanh and
-    ReLU, is a single autograd node with its backward written out (`_MLPFunction`).
-
-    At these sizes a network's arithmetic is cheap next to torch's per-operation cost: one node in
-    place of a dozen, tanh by NumPy (several times faster than torch's on CPU) and no gradient for
-    an input that needs none cut a training step by a tenth. Same parameters and state_dict as the
-    plain `nn.Sequential`; other activations take its path."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        activation = type(self[1]) if len(self) > 1 else nn.ReLU
-        if activation not in _MLPFunction.ACTIVATIONS:
-            return super().forward(x)
-        params = [p for layer in list(self)[::2] for p in (layer.weight, layer.bias)]
-        return _MLPFunction.apply(x, activation is nn.Tanh, *params)
-
-
-class _MLPFunction(torch.autograd.Function):
-    """y = Linear_n(act(... act(Linear_1(x)))) and its gradients, by the textbook backward pass."""
-
-    ACTIVATIONS = (nn.Tanh, nn.ReLU)
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, tanh: bool, *params: torch.Tensor) -> torch.Tensor:
-        layer_inputs = []
-        h = x
-        for i in range(0, len(params), 2):
-            layer_inputs.append(h)
-            h = torch.addmm(params[i + 1], h, params[i].t())
-            if i + 2 < len(params):  # hidden layers: activate in place (h is this call's own)
-                out = h.numpy()
-                np.tanh(out, out=out) if tanh else np.maximum(out, 0, out=out)
-        ctx.tanh = tanh
-        ctx.save_for_backward(*layer_inputs, *params)
-        return h
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        saved = ctx.saved_tensors
-        layers = len(saved) // 3
-        layer_inputs, params = saved[:layers], saved[layers:]
-        grads: list[torch.Tensor | None] = [None] * (2 * layers)
-        grad_x = None
-        for layer in range(layers - 1, -1, -1):
-            weight, h = params[2 * layer], layer_inputs[layer]
-            grads[2 * layer], grads[2 * layer + 1] = grad.t().mm(h), grad.sum(0)
-            if layer > 0:  # through the activation whose output h is: tanh' = 1 - h², relu' = [h > 0]
-                grad = grad.mm(weight)
-                grad = grad * (1 - h * h) if ctx.tanh else grad * (h > 0)
-            elif ctx.needs_input_grad[0]:
-                grad_x = grad.mm(weight)
-        return (grad_x, None, *grads)
+    return nn.Sequential(*layers)
 
 
 class Fast:
