@@ -1,10 +1,11 @@
 """Optimisers and the gradient step every algorithm takes.
 
-`Adam` and `RMSprop` are torch's own classes (same state layout, `state_dict`, param groups and
-first step, which creates the state) with a leaner `step`. At these network sizes torch's step
-spends longer deciding what to do (grouping tensors by device and dtype, graph-capture checks,
-grad-mode switches, profiler records) than the arithmetic takes: the lean steps call the same
-kernels directly, so the update is bit for bit the one torch computes, in a fraction of the time.
+`Adam` and `RMSprop` are torch's own classes (same state layout, `state_dict` and param groups)
+with a leaner `step`. At these network sizes torch's step spends longer deciding what to do
+(grouping tensors by device and dtype, graph-capture checks, grad-mode switches, profiler
+records) than the arithmetic takes: the lean steps call the same kernels directly, so the update
+is bit for bit the one torch computes, in a fraction of the time (tests/test_optim.py holds them
+to that).
 """
 
 from __future__ import annotations
@@ -13,6 +14,21 @@ import torch
 from torch import nn
 
 from rlrun.spec import OptimizerSpec
+
+
+def _skip_dynamo_import() -> None:
+    """torch.optim wraps `add_param_group`, `state_dict`, `load_state_dict` and `zero_grad` so that
+    torch.compile leaves them alone; the wrapper imports torch._dynamo (and sympy) the first time
+    one runs: over a second of every command's start-up. rlrun never compiles, so each wrapper may
+    call its function directly, which it does when the function carries the cached attribute the
+    wrapper looks up before importing anything."""
+    for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"):
+        wrapped = getattr(getattr(torch.optim.Optimizer, name), "__wrapped__", None)
+        if wrapped is not None and getattr(wrapped, "__dynamo_disable", None) is None:
+            setattr(wrapped, "__dynamo_disable", wrapped)
+
+
+_skip_dynamo_import()
 
 
 class Adam(torch.optim.Adam):
@@ -25,10 +41,7 @@ class Adam(torch.optim.Adam):
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
-            states = [self.state[p] for p in params]
-            if not all(states):  # the first step creates the state: torch's own code does it
-                super().step()
-                return
+            states = [_state(self.state[p], p, "exp_avg", "exp_avg_sq") for p in params]
             steps = [state["step"] for state in states]
             torch._foreach_add_(steps, 1)
             beta1, beta2 = group["betas"]
@@ -49,19 +62,27 @@ class RMSprop(torch.optim.RMSprop):
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
-            states = [self.state[p] for p in params]
-            if not all(states):
-                super().step()
-                return
+            states = [_state(self.state[p], p, "square_avg") for p in params]
             grads, square_avgs = [p.grad for p in params], [state["square_avg"] for state in states]
-            torch._foreach_add_([state["step"] for state in states], self._one, alpha=1.0)
+            torch._foreach_add_([state["step"] for state in states], _ONE, alpha=1.0)
             torch._foreach_mul_(square_avgs, group["alpha"])
             torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - group["alpha"])
             average = torch._foreach_sqrt(square_avgs)
             torch._foreach_add_(average, group["eps"])
             torch._foreach_addcdiv_(params, grads, average, value=-group["lr"])
 
-    _one = torch.tensor(1.0)
+
+_ONE = torch.tensor(1.0)
+
+
+def _state(state: dict[str, torch.Tensor], param: torch.Tensor, *buffers: str) -> dict[str, torch.Tensor]:
+    """A parameter's optimiser state, created on its first step as torch creates it: a float32
+    step count and zeroed buffers shaped like the parameter."""
+    if not state:
+        state["step"] = torch.zeros((), dtype=torch.float32)
+        for name in buffers:
+            state[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return state
 
 
 # torch wraps every optimiser class's `step` in a profiler record and step-hook dispatch the first
