@@ -10,14 +10,23 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
+from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
+
+# Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it.
+EXTRAS = {"LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d"}
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]:
     kwargs = dict(spec.kwargs)
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
-    return gym.make(spec.id, render_mode=render_mode, **kwargs)
+    try:
+        return gym.make(spec.id, render_mode=render_mode, **kwargs)
+    except gym.error.DependencyNotInstalled as error:
+        extra = EXTRAS.get(spec.id.split("-")[0])
+        fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
+        raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
 
 
 def make_vector_env(spec: EnvSpec) -> VectorEnv:

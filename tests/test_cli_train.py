@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, popen, rlrun
+from conftest import TINY, cli_env, popen, rlrun
 
 from rlrun import snapshot
 from rlrun.registry import Registry
@@ -118,11 +120,6 @@ def test_registry_commands_never_import_torch_or_gymnasium(trained: tuple[Path, 
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium'})\n"
         "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
     )
-    import subprocess
-    import sys
-
-    from conftest import cli_env
-
     for args in (["ls"], ["ls", "--json"], ["show", "latest"], ["show", "latest", "--json"]):
         done = subprocess.run([sys.executable, "-c", probe, *args], env=cli_env(home), capture_output=True, text=True)
         assert "HEAVY=\n" in done.stderr, (args, done.stderr)
@@ -146,6 +143,20 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         assert not home.exists(), f"{args} wrote {list(home.rglob('*'))}"
     listed = rlrun(home, "ls")
     assert listed.code == 0 and "no runs" in listed.stderr and not home.exists()
+
+
+def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path) -> None:
+    """Box2D shadowed by a module that fails to import, as on a machine without it."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "Box2D.py").write_text("raise ImportError('No module named Box2D')\n")
+    home = tmp_path / "fresh"
+    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "ppo_lunarlander", "--frames", "1k"],
+                          env={**cli_env(home), "PYTHONPATH": str(shadow)}, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "LunarLander-v3 needs a package that is not installed" in done.stderr, done.stderr
+    assert "pip install 'rlrun[box2d]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not home.exists()
 
 
 def test_duplicate_name_is_refused_before_writing(trained: tuple[Path, dict, str]) -> None:
