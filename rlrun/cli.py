@@ -4,65 +4,69 @@ Human output goes to stderr (Rich for training, plain text for the registry comm
 puts one JSON document on stdout. Domain errors and usage errors become one line on stderr and an
 exit code in `main`, the only error handler.
 
-Built on Click, which parses and converts arguments itself: Typer (from 0.2x on) validates every
-argument through pydantic, whose import alone costs more than `rlrun ls` may take in all. Heavy
-modules (torch, gymnasium, Rich, SQLAlchemy) are imported inside the commands that need them.
+A Typer app: one function per command, its options as `Annotated` parameters. Typer is pinned to
+0.28: from 0.29 on it validates every argument through pydantic, whose import alone costs more than
+`rlrun ls` may take in all. Rich help and Rich tracebacks are off, so parsing loads neither Rich nor
+anything else heavy; heavy modules (torch, gymnasium, Rich, SQLAlchemy) are imported inside the
+commands that need them.
 """
-
-from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import click
+import typer
+from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
 from rlrun import __version__, paths
 from rlrun.errors import BadInput, EditRefused, RlrunError, SpecError, TrainingFailed
 
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+app = typer.Typer(
+    help="Train reinforcement-learning agents from JSON specs; every run is recorded, resumable and replayable.",
+    add_completion=False,
+    # Usage errors, tracebacks and help are ours (see `main`) and plain: no Rich on the way.
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer()  # help: the docstrings of their callbacks, below
+spec_app = typer.Typer()
+app.add_typer(db_app, name="db")
+app.add_typer(spec_app, name="spec")
 
 
-@click.group(help="Train reinforcement-learning agents from JSON specs; every run is recorded, resumable and"
-                  " replayable.")  # fmt: skip
-@click.version_option(__version__, "--version", message="rlrun %(version)s", help="Show the version.")
-def app() -> None:
-    """rlrun: runs that survive the real world."""
+# ---------------------------------------------------------------------------------------------
+# Options shared by several commands
+
+Home = Annotated[
+    Path | None,
+    typer.Option(envvar=paths.HOME_ENV, show_envvar=False, metavar="PATH",
+                 help="Runs home (default ./runs, or $RLRUN_HOME)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
+
+# The filter options: they narrow the runs a command considers, before `latest` and row numbers
+# count them (`rlrun enjoy latest --algo ppo` is the newest PPO run).
+Status = Annotated[str | None, typer.Option(
+    metavar="TEXT", help="Only runs with this status: running, finished, failed, preempted, crashed.")]
+Algo = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this algorithm.")]
+Env = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs on this env id.")]
+SpecName = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this spec name.")]
+Name = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs whose name matches this glob (* and ?).")]
+Since = Annotated[str | None, typer.Option(
+    metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.")]
+Sort = Annotated[str | None, typer.Option(
+    metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
 
 
-def _home(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--home", type=click.Path(path_type=Path), envvar=paths.HOME_ENV,
-                        help="Runs home (default ./runs, or $RLRUN_HOME).")(command)  # fmt: skip
+def _reference(text: str) -> Any:
+    """The REFERENCE argument (default `latest`), with the forms this command accepts as its help."""
+    return typer.Argument(metavar="REFERENCE", show_default=False, help=text)
 
 
-def _json(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print only JSON on stdout.")(command)
-
-
-_FILTERS = {
-    "status": ("--status", "Only runs with this status: running, finished, failed, preempted, crashed."),
-    "algo": ("--algo", "Only runs of this algorithm."),
-    "env": ("--env", "Only runs on this env id."),
-    "spec": ("--spec", "Only runs of this spec name."),
-    "name": ("--name", "Only runs whose name matches this glob (* and ?)."),
-    "since": ("--since", "Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01."),
-    "sort": ("--sort", "Row order for row numbers: started (newest first, the default), best, frames."),
-}
-
-
-def _filter_options(*names: str) -> Decorator:
-    """The filter options: they narrow the runs a command considers, before `latest` and row
-    numbers count them (`rlrun enjoy latest --algo ppo` is the newest PPO run)."""
-
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        for name in reversed(names or tuple(_FILTERS)):
-            flag, text = _FILTERS[name]
-            command = click.option(flag, name, default=None, metavar="TEXT", help=text)(command)
-        return command
-
-    return decorate
+def _references(text: str) -> Any:
+    """The REFERENCES... arguments (any number), with `text` as their help."""
+    return typer.Argument(metavar="[REFERENCES]...", show_default=False, help=text)
 
 
 def _filters(status: str | None = None, algo: str | None = None, env: str | None = None, spec: str | None = None,
@@ -87,29 +91,58 @@ def _print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
+def _help_if_bare(context: typer.Context) -> None:
+    """`rlrun`, `rlrun db` or `rlrun spec` alone: the help, on stderr, and exit code 2 (a usage error)."""
+    if context.invoked_subcommand is None:
+        sys.stderr.write(context.get_help() + "\n")
+        raise typer.Exit(2)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"rlrun {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def rlrun(
+    context: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True, expose_value=False, help="Show the version.")] = False,
+) -> None:
+    """rlrun: runs that survive the real world."""
+    _help_if_bare(context)
+
+
 # ---------------------------------------------------------------------------------------------
 # train, resume, enjoy
 
 
 @app.command()
-@click.argument("spec")
-@click.option("--name", help="A unique name for the run.")
-@click.option("--frames", help="Frame budget per session, e.g. 200k or 1.5M.")
-@click.option("--sessions", type=click.IntRange(min=1), help="Sessions (seeds) to train in parallel.")
-@click.option("--seed", type=click.IntRange(min=0), help="Base seed; session i uses seed + i.")
-@click.option("--set", "overrides", multiple=True,
-              help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable).")  # fmt: skip
-@_home
-@_json
-def train(spec: str, name: str | None, frames: str | None, sessions: int | None, seed: int | None,
-          overrides: tuple[str, ...], home: Path | None, as_json: bool) -> None:  # fmt: skip
+def train(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", show_default=False)],
+    name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the run.")] = None,
+    frames: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="Frame budget per session, e.g. 200k or 1.5M.")
+    ] = None,
+    sessions: Annotated[
+        int | None, typer.Option(min=1, metavar="INTEGER RANGE", help="Sessions (seeds) to train in parallel.")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, metavar="INTEGER RANGE", help="Base seed; session i uses seed + i.")
+    ] = None,
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="TEXT", help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable).")] = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
     """Train a run from SPEC (a spec file, or a built-in spec: `rlrun spec list`) and record it."""
     from rlrun.display import TrainingDisplay
     from rlrun.sizes import parse_size
     from rlrun.spec import load_spec
     from rlrun.training import train as train_run
 
-    edits = list(overrides)
+    edits = list(overrides or ())
     if frames is not None:
         edits.append(f"meta.max_frame={parse_size(frames, what='--frames')}")
     if sessions is not None:
@@ -146,57 +179,69 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
 
 
 @app.command()
-@click.argument("reference", default="latest")
-@click.option("--frames", help="New frame target per session, e.g. 20M.")
-@click.option("--more", help="Frames to add to the target, e.g. 500k.")
-@click.option("--spec", "spec_file", type=click.Path(path_type=Path), help="An edited spec file.")
-@click.option("--set", "overrides", multiple=True,
-              help="Edit one spec value: --set meta.eval_frequency=5k (repeatable).")  # fmt: skip
-@click.option("--fork", is_flag=True, help="Branch a new run from the snapshot instead.")
-@_filter_options("status", "algo", "env", "since")
-@_home
-@_json
-def resume(reference: str, frames: str | None, more: str | None, spec_file: Path | None, overrides: tuple[str, ...],
-           fork: bool, home: Path | None, as_json: bool, **filters: str | None) -> None:  # fmt: skip
-    """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit.
-
-    REFERENCE: latest, latest~N, a row, an id, prefix or name; /sK for one session.
-    """
+def resume(
+    reference: Annotated[str, _reference(
+        "latest, latest~N, a row, an id, prefix or name; /sK for one session.")] = "latest",
+    frames: Annotated[str | None, typer.Option(metavar="TEXT", help="New frame target per session, e.g. 20M.")] = None,
+    more: Annotated[str | None, typer.Option(metavar="TEXT", help="Frames to add to the target, e.g. 500k.")] = None,
+    spec_file: Annotated[Path | None, typer.Option("--spec", metavar="PATH", help="An edited spec file.")] = None,
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="TEXT", help="Edit one spec value: --set meta.eval_frequency=5k (repeatable).")] = None,
+    fork: Annotated[bool, typer.Option("--fork", help="Branch a new run from the snapshot instead.")] = False,
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    since: Since = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit."""
     from rlrun.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    target, label = _pin(reference, _filters(**filters), home)
+    target, label = _pin(reference, _filters(status=status, algo=algo, env=env, since=since), home)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(
             target, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
-            more=None if more is None else parse_size(more, what="--more"), spec=spec_file, overrides=list(overrides),
-            fork=fork, on_event=display, on_plan=lambda plan: console.print(resume_plan(plan, label)),
+            more=None if more is None else parse_size(more, what="--more"), spec=spec_file,
+            overrides=list(overrides or ()), fork=fork, on_event=display,
+            on_plan=lambda plan: console.print(resume_plan(plan, label)),
         )
     _conclude(result, console, as_json)
 
 
 @app.command()
-@click.argument("reference", default="latest")
-@click.option("--episodes", type=click.IntRange(min=1), default=5, show_default=True, help="Episodes to play.")
-@click.option("--seed", type=click.IntRange(min=0), help="Seed of the episodes (default: the session's).")
-@click.option("--stochastic", is_flag=True, help="Sample actions, not the greedy ones.")
-@click.option("--render", is_flag=True, help="Show the episodes in a window.")
-@click.option("--video", type=click.Path(path_type=Path), help="Record the episodes to a .gif or .mp4 file.")
-@_filter_options()
-@_home
-@_json
-def enjoy(reference: str, episodes: int, seed: int | None, stochastic: bool, render: bool, video: Path | None,
-          home: Path | None, as_json: bool, **filters: str | None) -> None:  # fmt: skip
-    """Replay a checkpoint (the best by default) and score it, without touching the training records.
-
-    REFERENCE: the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint.
-    """
+def enjoy(
+    reference: Annotated[str, _reference(
+        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint.")] = "latest",
+    episodes: Annotated[
+        int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to play.")
+    ] = 5,
+    seed: Annotated[int | None, typer.Option(
+        min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's).")] = None,
+    stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
+    render: Annotated[bool, typer.Option("--render", help="Show the episodes in a window.")] = False,
+    video: Annotated[
+        Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file.")
+    ] = None,
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    spec: SpecName = None,
+    name: Name = None,
+    since: Since = None,
+    sort: Sort = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Replay a checkpoint (the best by default) and score it, without touching the training records."""
     from rlrun.display import enjoy_table, enjoy_target
     from rlrun.enjoy import enjoy as enjoy_run
 
-    target, label = _pin(reference, _filters(**filters), home)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    target, label = _pin(reference, filters, home)
     console = _console()
     result = enjoy_run(target, home=home, episodes=episodes, seed=seed, stochastic=stochastic, render=render,
                        video=video, on_target=lambda chosen: console.print(enjoy_target(chosen, label)))
@@ -231,20 +276,27 @@ def _label(reference: str, filters: Any) -> str:
 
 
 @app.command("ls")
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N runs.")
-@click.option("--all", "show_all", is_flag=True, help="Show every run.")
-@_filter_options()
-@_home
-@_json
-@click.option("--csv", "as_csv", is_flag=True, help="Print only CSV on stdout.")
-def list_runs(limit: int, show_all: bool, home: Path | None, as_json: bool, as_csv: bool,
-              **filter_values: str | None) -> None:  # fmt: skip
+def list_runs(
+    limit: Annotated[int, typer.Option(
+        "-n", "--limit", min=1, show_default=True, metavar="INTEGER RANGE", help="Show at most N runs.")] = 20,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every run.")] = False,
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    spec: SpecName = None,
+    name: Name = None,
+    since: Since = None,
+    sort: Sort = None,
+    home: Home = None,
+    as_json: AsJson = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print only CSV on stdout.")] = False,
+) -> None:
     """List runs, newest first (or --sort best | frames); filters narrow the list and the row numbers."""
     from rlrun.registry import Registry
 
     if as_json and as_csv:
         raise BadInput("choose --json or --csv, not both")
-    filters = _filters(**filter_values)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
     root = paths.resolve_home(home)
     page = None if show_all else limit
     with Registry.open(root, create=False) as registry:
@@ -271,20 +323,25 @@ def _nothing_listed(root: Path, filters: Any, everything: int) -> str:
 
 
 @app.command()
-@click.argument("reference", default="latest")
-@_filter_options()
-@_home
-@_json
-def show(reference: str, home: Path | None, as_json: bool, **filter_values: str | None) -> None:
+def show(
+    reference: Annotated[str, _reference(
+        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")] = "latest",
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    spec: SpecName = None,
+    name: Name = None,
+    since: Since = None,
+    sort: Sort = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
-    revisions and their changes, attempts, lineage and the spec.
-
-    REFERENCE: latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.
-    """
+    revisions and their changes, attempts, lineage and the spec."""
     from rlrun import views
     from rlrun.registry import Registry
 
-    filters = _filters(**filter_values)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
     with Registry.open(paths.resolve_home(home), create=False) as registry:
         run = registry.resolve(reference, filters)
         detail = registry.get_run(run.id)
@@ -296,17 +353,21 @@ def show(reference: str, home: Path | None, as_json: bool, **filter_values: str 
 
 
 @app.command()
-@click.argument("references", nargs=-1)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Image file to write: .png, .svg or .pdf.")
-@click.option("--title", help="Title of the plot.")
-@_filter_options()
-@_home
-def plot(references: tuple[str, ...], output: Path | None, title: str | None, home: Path | None,
-         **filter_values: str | None) -> None:  # fmt: skip
-    """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid.
-
-    REFERENCES: the runs to draw (default: latest).
-    """
+def plot(
+    references: Annotated[list[str] | None, _references("the runs to draw (default: latest).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="PATH", help="Image file to write: .png, .svg or .pdf.")] = None,
+    title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    spec: SpecName = None,
+    name: Name = None,
+    since: Since = None,
+    sort: Sort = None,
+    home: Home = None,
+) -> None:
+    """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
     from rlrun import views
     from rlrun.plot import check_output, curve, draw
     from rlrun.registry import Registry
@@ -314,7 +375,7 @@ def plot(references: tuple[str, ...], output: Path | None, title: str | None, ho
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
-    filters = _filters(**filter_values)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
     details: list[Any] = []
     with Registry.open(paths.resolve_home(home), create=False) as registry:
         for reference in references or ("latest",):
@@ -326,22 +387,26 @@ def plot(references: tuple[str, ...], output: Path | None, title: str | None, ho
 
 
 @app.command()
-@click.argument("references", nargs=-1)
-@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
-@_filter_options()
-@_home
-def rm(references: tuple[str, ...], yes: bool, home: Path | None, **filter_values: str | None) -> None:
-    """Delete runs: their registry rows, then their folders (snapshots included). Asks first.
-
-    REFERENCES: the runs to delete, as for show.
-    """
+def rm(
+    references: Annotated[list[str] | None, _references("the runs to delete, as for show.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    spec: SpecName = None,
+    name: Name = None,
+    since: Since = None,
+    sort: Sort = None,
+    home: Home = None,
+) -> None:
+    """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun import views
     from rlrun.maintenance import folder_size, remove_runs
     from rlrun.registry import Registry
 
     if not references:
         raise BadInput("name the runs to delete, e.g. `rlrun rm latest` or `rlrun rm RUN_ID`")
-    filters = _filters(**filter_values)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
     root = paths.resolve_home(home)
     with Registry.open(root, create=False) as registry:
         chosen: dict[str, tuple[str, Any]] = {}
@@ -372,10 +437,11 @@ def _confirm(question: str) -> bool:
 
 
 @app.command()
-@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
-@_home
-@_json
-def gc(dry_run: bool, home: Path | None, as_json: bool) -> None:
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
     """Remove snapshot folders the registry does not list, unfinished snapshot writes, and the
     snapshots each run's retention setting (meta.keep_checkpoints) no longer keeps."""
     from rlrun import views
@@ -391,15 +457,18 @@ def gc(dry_run: bool, home: Path | None, as_json: bool) -> None:
         _say(views.garbage_report(report, root))
 
 
-@app.group()
-def db() -> None:
+# ---------------------------------------------------------------------------------------------
+# db
+
+
+@db_app.callback(invoke_without_command=True)
+def db(context: typer.Context) -> None:
     """The registry database: schema revision, upgrade, rebuild from run folders."""
+    _help_if_bare(context)
 
 
-@db.command("current")
-@_home
-@_json
-def db_current(home: Path | None, as_json: bool) -> None:
+@db_app.command("current")
+def db_current(home: Home = None, as_json: AsJson = False) -> None:
     """Print the registry's schema revision and the one this rlrun needs."""
     from rlrun.registry import schema_state
 
@@ -417,9 +486,8 @@ def db_current(home: Path | None, as_json: bool) -> None:
     sys.stdout.write(f"{state.label}: {verdict}\n")
 
 
-@db.command("upgrade")
-@_home
-def db_upgrade(home: Path | None) -> None:
+@db_app.command("upgrade")
+def db_upgrade(home: Home = None) -> None:
     """Upgrade the registry's schema to this rlrun's (a SQLite file is copied first)."""
     from rlrun.registry import SCHEMA_HEAD, upgrade_registry
 
@@ -431,10 +499,8 @@ def db_upgrade(home: Path | None) -> None:
     sys.stdout.write(f"upgraded {done.label} from schema {done.before or 'none'} to {done.after}{kept}\n")
 
 
-@db.command("rebuild")
-@_home
-@_json
-def db_rebuild(home: Path | None, as_json: bool) -> None:
+@db_app.command("rebuild")
+def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
     """Restore the registry from the run folders (their run.json manifests and snapshots): every
     run it does not list yet is added back."""
     from rlrun.maintenance import rebuild
@@ -456,12 +522,13 @@ def db_rebuild(home: Path | None, as_json: bool) -> None:
 # spec
 
 
-@app.group()
-def spec() -> None:
+@spec_app.callback(invoke_without_command=True)
+def spec(context: typer.Context) -> None:
     """Built-in specs and the spec schema."""
+    _help_if_bare(context)
 
 
-@spec.command("list")
+@spec_app.command("list")
 def spec_list() -> None:
     """List the built-in specs."""
     from rlrun.spec import builtin_document, builtin_names
@@ -471,16 +538,15 @@ def spec_list() -> None:
         sys.stdout.write(f"{name}\t{document['agent']['algorithm']}\t{document['env']['id']}\n")
 
 
-@spec.command("show")
-@click.argument("name")
-def spec_show(name: str) -> None:
+@spec_app.command("show")
+def spec_show(name: Annotated[str, typer.Argument(metavar="NAME", show_default=False)]) -> None:
     """Print a built-in spec as JSON, ready to save and edit."""
     from rlrun.spec import builtin_document
 
     _print_json(builtin_document(name))
 
 
-@spec.command("schema")
+@spec_app.command("schema")
 def spec_schema() -> None:
     """Print the JSON Schema of a spec (for editors)."""
     from rlrun.spec import json_schema
@@ -492,10 +558,11 @@ def spec_schema() -> None:
 
 
 def main() -> None:
-    """Entry point: run the app and turn domain errors and usage errors into one line and an exit
-    code."""
+    """Entry point, and the only error handler: run the app and turn domain errors and usage
+    errors into one line and an exit code, never a traceback."""
     try:
-        app.main(prog_name="rlrun", standalone_mode=False)
+        # Not standalone: Typer hands usage errors to us instead of printing them its own way.
+        code = app(prog_name="rlrun", standalone_mode=False)
     except EditRefused as error:
         from rlrun.display import refusal_table
 
@@ -509,13 +576,23 @@ def main() -> None:
     except RlrunError as error:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(error.exit_code) from None
-    except click.exceptions.NoArgsIsHelpError as error:
-        sys.stderr.write(error.format_message() + "\n")  # `rlrun` alone: the help text
-        raise SystemExit(error.exit_code) from None
-    except click.ClickException as error:
+    except typer.TyperException as error:  # usage errors: unknown option or command, missing argument, bad value
         context = getattr(error, "ctx", None)
         command = context.command_path if context is not None else "rlrun"
-        sys.stderr.write(f"error: {error.format_message().rstrip('.')}; see `{command} --help`\n")
+        sys.stderr.write(f"error: {_usage_message(error)}; see `{command} --help`\n")
         raise SystemExit(error.exit_code) from None
-    except click.exceptions.Abort:
+    except typer.Abort:
         raise SystemExit(130) from None
+    # typer.Exit (--version, help for a bare group, Ctrl-C) comes back as its code.
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _usage_message(error: typer.TyperException) -> str:
+    """A usage error in one phrase, without the final full stop. An unknown option reads as it
+    did under Click (`No such option '--colour'. Did you mean '--color'?`), not as Typer's vendored
+    Click words it (`No such option: --colour (Possible options: --color)`)."""
+    if isinstance(error, NoSuchOption):
+        close = ", ".join(repr(name) for name in sorted(error.possibilities or ()))
+        return f"No such option {error.option_name!r}" + (f". Did you mean {close}?" if close else "")
+    return error.format_message().rstrip(".")
