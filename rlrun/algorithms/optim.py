@@ -10,6 +10,8 @@ to that).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -40,13 +42,12 @@ class Adam(torch.optim.Adam):
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            states = [_state(self.state[p], p, "exp_avg", "exp_avg_sq") for p in params]
+            params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq")
             steps = [state["step"] for state in states]
             torch._foreach_add_(steps, 1)
             beta1, beta2 = group["betas"]
             torch._fused_adam_(
-                params, [p.grad for p in params], [state["exp_avg"] for state in states],
+                params, grads, [state["exp_avg"] for state in states],
                 [state["exp_avg_sq"] for state in states], [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
                 weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False,
             )
@@ -61,9 +62,8 @@ class RMSprop(torch.optim.RMSprop):
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            states = [_state(self.state[p], p, "square_avg") for p in params]
-            grads, square_avgs = [p.grad for p in params], [state["square_avg"] for state in states]
+            params, grads, states = _stepping(self, group, "square_avg")
+            square_avgs = [state["square_avg"] for state in states]
             torch._foreach_add_([state["step"] for state in states], _ONE, alpha=1.0)
             torch._foreach_mul_(square_avgs, group["alpha"])
             torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - group["alpha"])
@@ -75,14 +75,20 @@ class RMSprop(torch.optim.RMSprop):
 _ONE = torch.tensor(1.0)
 
 
-def _state(state: dict[str, torch.Tensor], param: torch.Tensor, *buffers: str) -> dict[str, torch.Tensor]:
-    """A parameter's optimiser state, created on its first step as torch creates it: a float32
-    step count and zeroed buffers shaped like the parameter."""
-    if not state:
-        state["step"] = torch.zeros((), dtype=torch.float32)
-        for name in buffers:
-            state[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
-    return state
+def _stepping(optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str
+              ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """The group's parameters that have a gradient, those gradients, and the parameters' states.
+    A state is created on its parameter's first step as torch creates it: a float32 step count
+    and zeroed `buffers` shaped like the parameter."""
+    params = [p for p in group["params"] if p.grad is not None]
+    grads = [g for p in params if (g := p.grad) is not None]
+    states = [optimizer.state[p] for p in params]
+    for param, state in zip(params, states, strict=True):
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32)
+            for name in buffers:
+                state[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return params, grads, states
 
 
 # torch wraps every optimiser class's `step` in a profiler record and step-hook dispatch the first
