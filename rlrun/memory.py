@@ -12,17 +12,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from rlrun.spec import Strict
-
-
-class MemorySpec(Strict):
-    capacity: int = Field(default=100_000, gt=0, le=100_000_000)
-    """Transitions kept; the oldest are overwritten first."""
-    snapshot: bool = True
-    """Save the whole memory in every snapshot (exact resume), or refill it after a resume."""
-
+from rlrun.spec import MemorySpec
 
 FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
 

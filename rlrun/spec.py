@@ -3,7 +3,9 @@
 `load_spec` is the one entry point: it takes a file path or a built-in name, applies `--set`
 overrides, and either returns a `Spec` or raises `SpecError` with one line per problem, each naming
 the JSON path, the value and a fix. Algorithm hyper-parameters are validated by the algorithm's own
-config class (looked up by `agent.algorithm`), so each algorithm documents its settings in one place.
+config class (looked up by `agent.algorithm` in `rlrun.algorithms.configs`), so each algorithm
+documents its settings in one place. Validating a spec never imports torch: the configs are kept
+apart from the networks.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import (
     ValidationError,
 )
 
+from rlrun.algorithms import algorithm_names, config_class
 from rlrun.errors import SizeError, SpecError
 from rlrun.schedules import Constant, Schedule
 from rlrun.sizes import parse_size
@@ -64,6 +67,13 @@ class OptimizerSpec(Strict):
     """Numerical-stability term of Adam and RMSprop."""
     grad_clip: float | None = Field(default=None, gt=0)
     """Clip the global gradient norm to this value (none when null)."""
+
+
+class MemorySpec(Strict):
+    capacity: int = Field(default=100_000, gt=0, le=100_000_000)
+    """Transitions kept; the oldest are overwritten first."""
+    snapshot: bool = True
+    """Save the whole memory in every snapshot (exact resume), or refill it after a resume."""
 
 
 class AgentConfig(Strict):
@@ -203,9 +213,10 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
     return validate_spec(apply_overrides(document, overrides or []))
 
 
-def validate_spec(document: dict[str, Any]) -> Spec:
-    from rlrun.algorithms import algorithm_names, config_class
-
+def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spec:
+    """The spec in `document`, or SpecError listing every problem. `check_env_id=False` skips
+    asking Gymnasium whether `env.id` exists (and importing it), for readers of a spec that was
+    checked when it was stored, such as `rlrun gc`."""
     problems: list[str] = []
     agent: AgentConfig = AgentConfig(algorithm="?")
     raw_agent = document.get("agent")
@@ -227,7 +238,8 @@ def validate_spec(document: dict[str, Any]) -> Spec:
     except ValidationError as error:
         problems += _describe(error, Spec, prefix=())
     else:
-        problems += _check_env_id(spec.env.id)
+        if check_env_id:
+            problems += _check_env_id(spec.env.id)
         if not problems:
             return spec
     raise SpecError(problems)
@@ -326,8 +338,6 @@ def _model_in(annotation: Any) -> Any:
 
 def json_schema() -> dict[str, Any]:
     """JSON Schema of a spec, with `agent` as the union of every algorithm's config."""
-    from rlrun.algorithms import algorithm_names, config_class
-
     schema = Spec.model_json_schema()
     agents = [config_class(name).model_json_schema() for name in algorithm_names()]
     defs = schema.setdefault("$defs", {})

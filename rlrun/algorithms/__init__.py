@@ -1,6 +1,10 @@
 """The algorithms rlrun can train, looked up by the name a spec gives in `agent.algorithm`.
 
-Modules are imported only when asked for, so reading this table costs nothing (no torch).
+Each algorithm is two modules: `configs/<name>.py`, its hyper-parameters (a pydantic `Config`
+whose field docstrings are the documentation), and `<name>.py`, the agent: networks, acting and
+the update, which starts by importing that `Config`. The configs import neither torch nor
+gymnasium, so a spec validates without them; modules are imported only when asked for, so reading
+this table costs nothing.
 """
 
 from __future__ import annotations
@@ -9,29 +13,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlrun.spec import AgentConfig
+    from rlrun.algorithms.base import Agent
+    from rlrun.spec import AgentConfig, Spec
 
-_MODULES = {
-    "a2c": "rlrun.algorithms.a2c",
-    "dqn": "rlrun.algorithms.dqn",
-    "ppo": "rlrun.algorithms.ppo",
-    "reinforce": "rlrun.algorithms.reinforce",
-    "sac": "rlrun.algorithms.sac",
-}
+ALGORITHMS = ("a2c", "dqn", "ppo", "reinforce", "sac")
 
 
 def algorithm_names() -> list[str]:
-    return sorted(_MODULES)
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(_MODULES[name])
+    return sorted(ALGORITHMS)
 
 
 def config_class(name: str) -> type[AgentConfig]:
-    config: type[AgentConfig] = _module(name).Config
+    """The algorithm's hyper-parameter schema (torch-free)."""
+    config: type[AgentConfig] = importlib.import_module(f"rlrun.algorithms.configs.{name}").Config
     return config
 
 
 def agent_class(name: str) -> Any:
-    return _module(name).Agent
+    """The algorithm's agent class (imports torch)."""
+    return importlib.import_module(f"rlrun.algorithms.{name}").Agent
+
+
+def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int) -> Agent:
+    """The spec's agent, its weights initialised from the session seed."""
+    import torch
+
+    from rlrun import seeding
+
+    torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
+    agent: Agent = agent_class(spec.agent.algorithm)(
+        spec.agent, obs_space, action_space,
+        seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs, max_frame=spec.meta.max_frame,
+    )
+    return agent

@@ -6,23 +6,13 @@ an entropy bonus keeps the policy exploring. The rollout collection lives in `on
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch.nn import functional
 
-from rlrun.algorithms.onpolicy import OnPolicyAgent, OnPolicyConfig
+from rlrun.algorithms.configs.a2c import Config
+from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
-from rlrun.schedules import Constant
-from rlrun.spec import OptimizerSpec
-
-
-class Config(OnPolicyConfig):
-    algorithm: Literal["a2c"] = "a2c"
-    returns: Literal["nstep", "gae"] = "nstep"
-    """Advantages from n-step returns, or from GAE with `gae_lambda`."""
-    optimizer: OptimizerSpec = OptimizerSpec(name="rmsprop", lr=Constant(value=7e-4), eps=1e-5, grad_clip=0.5)
 
 
 class Agent(OnPolicyAgent):

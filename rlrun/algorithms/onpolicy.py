@@ -14,14 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from pydantic import Field
 from torch import nn
 
 from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
-from rlrun.schedules import Constant, Schedule
-from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+from rlrun.spec import NetworkSpec
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -142,26 +141,6 @@ def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: 
 
 # ---------------------------------------------------------------------------------------------
 # The collect half of an on-policy agent; A2C and PPO add how they learn from a full rollout.
-
-
-class OnPolicyConfig(AgentConfig):
-    n_steps: int = Field(default=5, gt=0)
-    """Steps collected from each env copy before every update (a rollout of n_steps × num_envs)."""
-    gamma: float = Field(default=0.99, ge=0, le=1)
-    """Discount factor."""
-    gae_lambda: float = Field(default=1.0, ge=0, le=1)
-    """GAE's lambda: 1 gives n-step returns, lower trades variance for bias."""
-    normalize_advantages: bool = False
-    """Scale advantages to zero mean and unit variance within each (mini)batch."""
-    entropy_coef: Schedule = Constant(value=0.0)
-    """Weight of the entropy bonus: a number or a schedule over frames."""
-    value_coef: float = Field(default=0.5, ge=0)
-    """Weight of the value loss."""
-    log_std_init: float = 0.0
-    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
-    network: NetworkSpec = NetworkSpec()
-    """Actor and critic networks (separate, same shape)."""
-    optimizer: OptimizerSpec = OptimizerSpec()
 
 
 class OnPolicyAgent:

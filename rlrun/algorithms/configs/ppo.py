@@ -1,0 +1,29 @@
+"""PPO's hyper-parameters (the agent: `rlrun.algorithms.ppo`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
+from rlrun.schedules import Constant, Schedule
+from rlrun.spec import OptimizerSpec
+
+
+class Config(OnPolicyConfig):
+    algorithm: Literal["ppo"] = "ppo"
+    n_steps: int = Field(default=2048, gt=0)
+    """Steps collected from each env copy before every update."""
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
+    """GAE's lambda."""
+    n_epochs: int = Field(default=10, gt=0)
+    """Passes over each rollout."""
+    batch_size: int = Field(default=64, gt=0)
+    """Minibatch size (the rollout is split into rollout / batch_size minibatches per epoch)."""
+    clip_range: Schedule = Constant(value=0.2)
+    """Ratio clipping of the surrogate objective: a number or a schedule over frames."""
+    clip_range_vf: float | None = Field(default=None, gt=0)
+    """Clip each value update to this distance from the value at collection (none when null)."""
+    normalize_advantages: bool = True
+    optimizer: OptimizerSpec = OptimizerSpec(lr=Constant(value=3e-4), grad_clip=0.5)

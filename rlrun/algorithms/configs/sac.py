@@ -1,0 +1,37 @@
+"""SAC's hyper-parameters (the agent: `rlrun.algorithms.sac`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlrun.schedules import Constant
+from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec
+
+
+class Config(AgentConfig):
+    algorithm: Literal["sac"] = "sac"
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor."""
+    tau: float = Field(default=0.005, gt=0, le=1)
+    """Polyak step of the target critics after every gradient step."""
+    batch_size: int = Field(default=256, gt=0)
+    """Transitions per gradient step."""
+    learning_starts: int = Field(default=100, ge=0)
+    """Frames of uniformly random actions before learning starts."""
+    train_frequency: int = Field(default=1, gt=0)
+    """Frames between training rounds."""
+    gradient_steps: int = Field(default=1, gt=0)
+    """Gradient steps per training round."""
+    alpha: float | Literal["auto"] = "auto"
+    """Entropy temperature: a fixed number, or "auto" to tune it towards `target_entropy`."""
+    alpha_init: float = Field(default=1.0, gt=0)
+    """Starting temperature when tuned."""
+    target_entropy: float | Literal["auto"] = "auto"
+    """Entropy the tuned temperature aims at; "auto" is minus the action dimension."""
+    network: NetworkSpec = NetworkSpec(hidden=[256, 256], activation="relu")
+    """Actor and each critic."""
+    optimizer: OptimizerSpec = OptimizerSpec(lr=Constant(value=3e-4))
+    """Used for the actor, the critics and the temperature alike."""
+    memory: MemorySpec = MemorySpec(capacity=1_000_000)
