@@ -139,9 +139,9 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     import torch
 
     from rlrun import seeding, snapshot
+    from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
     from rlrun.evaluation import play
-    from rlrun.session import build_agent
     from rlrun.spec import validate_spec
     from rlrun.video import VideoWriter
 

@@ -35,3 +35,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     finally:
         temporary.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def folder_size(path: Path) -> int:
+    """Bytes in the files under `path` (0 when it does not exist)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0

@@ -4,14 +4,13 @@ All three read run folders as plain files (JSON and file sizes) and talk to the 
 its API; none imports torch or gymnasium. Rows always go before files: the registry never points
 at a folder that is gone, and a folder left behind by an interruption is garbage `rlrun gc` sweeps.
 
-Snapshot folders are written by `rlrun.snapshot` (`s<k>/checkpoints/f<frame>/` holding
-MANIFEST.json, meta.json and the state files, built in a hidden `.f<frame>.tmp-<random>` folder
-and renamed into place); this module only reads their JSON and removes whole folders.
+Snapshot folders are found, named, sized and read through `rlrun.snapshot.layout` (torch-free),
+the module that says how `rlrun.snapshot` writes them; this module only reads their JSON and
+removes whole folders.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -19,21 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import paths, retention
+from rlrun.errors import SpecError
+from rlrun.fsutil import folder_size
 from rlrun.registry import MANIFEST, CheckpointRecord, Registry, RestoredRun, RunRecord
-
-SNAPSHOT_MANIFEST = "MANIFEST.json"
-SNAPSHOT_META = "meta.json"
-DEFAULT_KEEP = 3  # meta.keep_checkpoints when a stored spec does not say
-
-
-def folder_size(path: Path) -> int:
-    """Bytes in the files under `path` (0 when it does not exist)."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
-
-
-def _remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
+from rlrun.snapshot import layout
+from rlrun.snapshot.meta import SnapshotMeta
+from rlrun.spec import validate_spec
 
 # ---------------------------------------------------------------------------------------------
 # rm
@@ -47,7 +37,7 @@ def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:
         folder = paths.run_dir(registry.home, run.id)
         size = folder_size(folder)
         registry.delete_run(run.id)
-        _remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         freed += size
     return freed
 
@@ -96,55 +86,50 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
             continue
         if folder.name in live:
             continue
-        for snapshot in _snapshot_folders(folder, include_temporary=True):
+        for snapshot in layout.snapshot_folders(folder, include_temporary=True):
             relative = str(snapshot.relative_to(home))
-            if snapshot.name.startswith("."):
+            if layout.is_temporary(snapshot):
                 report.temporaries.append(relative)
             elif relative not in listed:
                 report.orphans.append(relative)
     for relative in (*report.orphans, *report.temporaries):
-        report.freed_bytes += folder_size(home / relative)
+        report.freed_bytes += layout.size_bytes(home / relative)
         if not dry_run:
-            _remove(home / relative)
+            layout.remove(home / relative)
     return report
 
 
 def _retire(registry: Registry, checkpoints: list[CheckpointRecord], report: GarbageReport) -> None:
     """Apply the retention rule again (a spec edit may have lowered keep_checkpoints, or a run
-    may have been stopped between a snapshot and its clean-up): rows first, then folders."""
+    may have been stopped between a snapshot and its clean-up): rows first, then folders. A run
+    whose stored spec no longer validates keeps every snapshot: its rule cannot be known."""
     specs = registry.latest_specs()
     by_session: dict[tuple[str, int], list[CheckpointRecord]] = {}
     for checkpoint in checkpoints:
         by_session.setdefault((checkpoint.run_id, checkpoint.session_index), []).append(checkpoint)
+    keep_by_run = {run_id: _keep_checkpoints(specs.get(run_id)) for run_id, _ in by_session}
     doomed: list[CheckpointRecord] = []
     for (run_id, _), records in by_session.items():
-        keep = retention.to_keep(records, _keep_checkpoints(specs.get(run_id)))
-        doomed += [c for c in records if c.id not in keep]
+        if (keep_checkpoints := keep_by_run[run_id]) is not None:
+            keep = retention.to_keep(records, keep_checkpoints)
+            doomed += [c for c in records if c.id not in keep]
     report.retired = [c.path for c in doomed]
-    report.freed_bytes += sum(folder_size(registry.home / c.path) for c in doomed)
+    report.freed_bytes += sum(layout.size_bytes(registry.home / c.path) for c in doomed)
     if report.dry_run or not doomed:
         return
     registry.remove_checkpoints([c.id for c in doomed])
     for checkpoint in doomed:
-        _remove(registry.home / checkpoint.path)
+        layout.remove(registry.home / checkpoint.path)
 
 
-def _keep_checkpoints(spec_json: str | None) -> int:
+def _keep_checkpoints(spec_json: str | None) -> int | None:
+    """The run's `meta.keep_checkpoints` (its default when the spec does not say), or None when
+    there is no stored spec that validates. The env id is not looked up: that would import
+    Gymnasium, and the spec was checked when it was stored."""
     try:
-        return int(json.loads(spec_json or "{}")["meta"]["keep_checkpoints"])
-    except (KeyError, TypeError, ValueError):
-        return DEFAULT_KEEP
-
-
-def _snapshot_folders(run_folder: Path, *, include_temporary: bool = False) -> list[Path]:
-    """`s<k>/checkpoints/f<frame>` folders (and `.f<frame>.tmp-*` ones when asked), sorted."""
-    found = []
-    for checkpoints in sorted(run_folder.glob("s*/checkpoints")):
-        for entry in sorted(checkpoints.iterdir()):
-            temporary = entry.name.startswith(".f") and ".tmp-" in entry.name
-            if entry.is_dir() and (entry.name.startswith("f") or (include_temporary and temporary)):
-                found.append(entry)
-    return found
+        return validate_spec(json.loads(spec_json), check_env_id=False).meta.keep_checkpoints if spec_json else None
+    except (SpecError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +184,7 @@ class _Snapshot:
     sha256: str
     size_bytes: int
     created_at: float
-    meta: dict[str, Any]
+    meta: SnapshotMeta
 
 
 def read_run_folder(folder: Path, home: Path) -> RestoredRun:
@@ -235,17 +220,13 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
 def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
     """Complete snapshots (those with a MANIFEST.json) by session index, oldest frame first."""
     found: dict[int, list[_Snapshot]] = {}
-    for path in _snapshot_folders(folder):
-        manifest = path / SNAPSHOT_MANIFEST
-        if not manifest.is_file():
+    for path in layout.snapshot_folders(folder):
+        if not layout.is_complete(path):
             continue  # never finished writing: not a checkpoint
-        raw = manifest.read_bytes()
-        meta = json.loads((path / SNAPSHOT_META).read_text())
-        index = int(path.parent.parent.name.removeprefix("s"))
-        found.setdefault(index, []).append(_Snapshot(
-            path=str(path.relative_to(home)), frame=int(meta["clock"]["frame"]), kind=str(meta["kind"]),
-            sha256=hashlib.sha256(raw).hexdigest(), size_bytes=folder_size(path),
-            created_at=manifest.stat().st_mtime, meta=meta,
+        meta = layout.read_meta(path)
+        found.setdefault(layout.session_index(path), []).append(_Snapshot(
+            path=str(path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=layout.sha256(path),
+            size_bytes=layout.size_bytes(path), created_at=(path / layout.MANIFEST).stat().st_mtime, meta=meta,
         ))  # fmt: skip
     for own in found.values():
         own.sort(key=lambda s: s.frame)
@@ -270,7 +251,7 @@ def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot], *
     holds every one up to its frame, with the episode returns they were summarised from (those
     at or before `after` belong to the run this one was forked from)."""
     rows = []
-    for evaluation in newest.meta.get("evaluations", []):
+    for evaluation in newest.meta.evaluations:
         frame = int(evaluation["frame"])
         if after and frame <= after:
             continue
@@ -302,8 +283,8 @@ def _session_row(session: dict[str, Any], newest: _Snapshot | None, trained: lis
     is further along (the manifest is not rewritten on every heartbeat)."""
     row = {"session_index": session["index"], **{k: session.get(k) for k in _SESSION_FIELDS}}
     if newest is not None and newest.frame > (row["frame"] or 0):
-        clock = newest.meta["clock"]
-        row.update(frame=int(clock["frame"]), episode=int(clock["episode"]), opt_step=int(clock["opt_step"]))
+        clock = newest.meta.clock
+        row.update(frame=clock.frame, episode=clock.episode, opt_step=clock.opt_step)
     if trained:
         means = [e["mean"] for e in sorted(trained, key=lambda e: e["frame"])]
         row.update(best_eval=max(means), last_eval=means[-1])

@@ -16,7 +16,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -24,14 +24,14 @@ import numpy as np
 import torch
 
 from rlrun import events, paths, retention, seeding, snapshot
-from rlrun.algorithms import agent_class
-from rlrun.algorithms.base import Agent, Step
+from rlrun.algorithms import build_agent
+from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
 from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
 from rlrun.envstate import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
 from rlrun.evaluation import evaluate
 from rlrun.registry import Registry
-from rlrun.spec import Spec, validate_spec
+from rlrun.spec import validate_spec
 from rlrun.stopping import StopRequest
 
 HEARTBEAT_SECONDS = 3.0
@@ -67,16 +67,6 @@ class SessionTask:
     resume_sha256: str | None = None
 
 
-def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int) -> Agent:
-    """The spec's agent, its weights initialised from the session seed."""
-    torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
-    agent: Agent = agent_class(spec.agent.algorithm)(
-        spec.agent, obs_space, action_space,
-        seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs, max_frame=spec.meta.max_frame,
-    )
-    return agent
-
-
 class Session:
     def __init__(self, task: SessionTask, registry: Registry, emit: Emit) -> None:
         self.task, self.registry, self.emit = task, registry, emit
@@ -98,7 +88,7 @@ class Session:
         self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
         self.metrics: list[dict[str, Any]] = []
         self.evaluations: list[dict[str, Any]] = []
-        self.best: dict[str, Any] | None = None
+        self.best: snapshot.Best | None = None
         self.last_losses: dict[str, float] = {}
         self.last_snapshot_frame = -1
         self.approximate: str | None = None
@@ -119,7 +109,7 @@ class Session:
         status = self._train(stop)
         self.registry.finish_session(self.task.session_id, status=status, **self.progress())
         self.registry.end_attempt(attempt.id, status=status)
-        best = self.best["mean"] if self.best else None
+        best = self.best.mean if self.best else None
         self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
         return status
 
@@ -187,9 +177,9 @@ class Session:
         summary = result.summary()
         self.evaluations.append(result.to_json())
         self.registry.add_evaluation(self.task.session_id, **summary)
-        is_best = self.best is None or result.mean > self.best["mean"]
+        is_best = self.best is None or result.mean > self.best.mean
         if is_best:
-            self.best = {"frame": result.frame, "mean": result.mean}
+            self.best = snapshot.Best(frame=result.frame, mean=result.mean)
         self.emit(events.Evaluated(self.task.index, result.frame, result.mean, result.std, is_best))
         return ["best"] if is_best else []
 
@@ -228,30 +218,30 @@ class Session:
             env_note = None
         except NotCapturable as error:
             env_state, env_note = None, f"{self.spec.env.id} state cannot be captured ({error})"
-        meta = {
-            "kind": kind,
-            "run_id": self.task.run_id,
-            "session_index": self.task.index,
-            "seed": self.task.seed,
-            "clock": self.clock.to_json(),
-            "spec": self.spec.to_json(),
-            "random": {
-                "python": [python_state[0], list(python_state[1]), python_state[2]],
-                "numpy": _jsonable(np.random.get_state(legacy=False)),
-                "eval_env": generator_state(getattr(self.eval_env.unwrapped, "_np_random", None)),
-            },
-            "env": env_state,
-            "env_note": env_note,
-            "obs": self.obs.tolist(),
-            "obs_dtype": self.obs.dtype.str,
-            "episode_return": self.episode_return.tolist(),
-            "episode_length": self.episode_length.tolist(),
-            "recent_returns": list(self.recent_returns),
-            "last_losses": self.last_losses,
-            "metrics": self.metrics,
-            "evaluations": self.evaluations,
-            "best": self.best,
-        }
+        meta = snapshot.SnapshotMeta(
+            kind=kind,
+            run_id=self.task.run_id,
+            session_index=self.task.index,
+            seed=self.task.seed,
+            clock=replace(self.clock),
+            spec=self.spec.to_json(),
+            random=snapshot.RandomStates(
+                python=[python_state[0], list(python_state[1]), python_state[2]],
+                numpy=_jsonable(np.random.get_state(legacy=False)),
+                eval_env=generator_state(getattr(self.eval_env.unwrapped, "_np_random", None)),
+            ),
+            env=env_state,
+            env_note=env_note,
+            obs=self.obs.tolist(),
+            obs_dtype=self.obs.dtype.str,
+            episode_return=self.episode_return.tolist(),
+            episode_length=self.episode_length.tolist(),
+            recent_returns=list(self.recent_returns),
+            last_losses=self.last_losses,
+            metrics=self.metrics,
+            evaluations=self.evaluations,
+            best=self.best,
+        )
         agent_state = self.agent.state_dict()
         arrays = agent_state.pop("arrays", {})  # large buffers: .npy files, written without a copy
         tensors = {"agent": agent_state, "torch_rng": torch.get_rng_state()}
@@ -264,26 +254,26 @@ class Session:
         memory = getattr(self.spec.agent, "memory", None)
         if memory is not None and not memory.snapshot:
             self.approximate = "replay memory not in the snapshot (memory.snapshot is false); it refills"
-        self.clock = Clock.from_json(meta["clock"])
-        self.metrics, self.evaluations, self.best = meta["metrics"], meta["evaluations"], meta["best"]
-        self.last_losses = meta["last_losses"]
-        self.recent_returns.extend(meta["recent_returns"])
+        self.clock = replace(meta.clock)
+        self.metrics, self.evaluations, self.best = meta.metrics, meta.evaluations, meta.best
+        self.last_losses = meta.last_losses
+        self.recent_returns.extend(meta.recent_returns)
         self.last_snapshot_frame = self.clock.frame
-        if meta["env"] is None:
-            self._restart_episodes(meta["env_note"])
+        if meta.env is None:
+            self._restart_episodes(meta.env_note or "")
         else:
-            self.obs = np.array(meta["obs"], dtype=np.dtype(meta["obs_dtype"]))
-            self.episode_return = np.array(meta["episode_return"], dtype=np.float64)
-            self.episode_length = np.array(meta["episode_length"], dtype=np.int64)
-            restore_vector_env(self.env, meta["env"])
-        state = meta["random"]["python"]
+            self.obs = np.array(meta.obs, dtype=np.dtype(meta.obs_dtype))
+            self.episode_return = np.array(meta.episode_return, dtype=np.float64)
+            self.episode_length = np.array(meta.episode_length, dtype=np.int64)
+            restore_vector_env(self.env, meta.env)
+        state = meta.random.python
         random.setstate((state[0], tuple(state[1]), state[2]))
-        numpy_state = meta["random"]["numpy"]
+        numpy_state = meta.random.numpy
         numpy_state["state"]["key"] = np.array(numpy_state["state"]["key"], dtype=np.uint32)
         np.random.set_state(numpy_state)
         torch.set_rng_state(saved.tensors["torch_rng"])
-        if meta["random"]["eval_env"] is not None:
-            self.eval_env.unwrapped._np_random = make_generator(meta["random"]["eval_env"])
+        if meta.random.eval_env is not None:
+            self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
 
     def _restart_episodes(self, note: str) -> None:
         """The env's state was not captured: start fresh episodes (seeded from the frame, so even

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import events, paths, snapshot
+from rlrun.clock import Clock
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
@@ -109,8 +110,8 @@ def _check_name_free(root: Path, url: str, name: str) -> None:
 def check_compatible(spec: Spec) -> None:
     """Build the env and the agent once, so a mismatch (say, a continuous-action env for a
     discrete-action algorithm) is bad input reported before the run is recorded."""
+    from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
-    from rlrun.session import build_agent
 
     env = make_env(spec.env)
     try:
@@ -248,7 +249,7 @@ def _rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord,
             start: CheckpointRecord | None) -> None:
     """What the session recorded after its snapshot will be trained again: forget it (rows first,
     then folders), and sweep away snapshots that never finished writing."""
-    clock = snapshot.read_meta(root / start.path)["clock"] if start else {"frame": 0, "episode": 0, "opt_step": 0}
+    clock = (snapshot.read_meta(root / start.path).clock if start else Clock()).to_json()
     removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
                                       opt_step=clock["opt_step"])
     for checkpoint in removed:

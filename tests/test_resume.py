@@ -84,7 +84,7 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
     assert len(straight["sessions"]) == len(interrupted["sessions"])
     for a, b in zip(straight["sessions"], interrupted["sessions"], strict=True):
         assert a["status"] == b["status"] == "finished"
-        meta_a, meta_b = a["saved"].meta, b["saved"].meta
+        meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
         assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
                {k: v for k, v in meta_b["clock"].items() if k != "wall_time"}
         assert_tensors_equal(a["saved"].tensors, b["saved"].tensors)
@@ -149,7 +149,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
     assert detail.run.status == "preempted" and {s.status for s in detail.sessions} == {"preempted"}
     newest = max(detail.checkpoints, key=lambda c: c.frame)
     assert newest.kind == "preempt" and 2345 <= newest.frame < 2345 + 16
-    assert any(length > 0 for length in snapshot.read_meta(home / newest.path)["episode_length"]), "not mid-episode"
+    assert any(length > 0 for length in snapshot.read_meta(home / newest.path).episode_length), "not mid-episode"
     resume_ok(home)
     assert_same_run(a, final_state(home))
 

@@ -104,7 +104,7 @@ def run_rlrun(name: str, budget: int, seed: int) -> dict:
         with Registry.open(home, create=False) as registry:
             detail = registry.get_run(registry.resolve("latest").id)
         final = max(detail.checkpoints, key=lambda c: c.frame)
-        wall = snapshot.read_meta(Path(home) / final.path)["clock"]["wall_time"]
+        wall = snapshot.read_meta(Path(home) / final.path).clock.wall_time
         evaluation = detail.evaluations[-1]
         return {"fps": budget / wall, "mean": evaluation.mean, "std": evaluation.std}
 

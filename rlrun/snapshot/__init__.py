@@ -1,0 +1,131 @@
+"""The snapshot format: the one package that writes and reads session snapshots.
+
+`layout` says where the files are and checks them (torch-free, for `rlrun gc` and `rlrun db
+rebuild`); `meta` types what meta.json holds; this module writes a snapshot and reads it back, and
+imports torch and NumPy only inside `write` and `read`, where tensors and arrays are handled.
+
+A snapshot is written into a hidden temporary directory, every file and the directory fsync'd,
+then renamed into place; only then is it reported to the registry. Nothing read here is ever
+unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlrun.fsutil import fsync_dir, write_synced
+from rlrun.snapshot.layout import (
+    ARRAYS,
+    MANIFEST,
+    META,
+    STATE,
+    SnapshotError,
+    hash_file,
+    json_bytes,
+    manifest_bytes,
+    read_meta,
+    remove,
+    size_bytes,
+    snapshot_name,
+    sweep_incomplete,
+    temporary_name,
+    verify,
+)
+from rlrun.snapshot.meta import Best, RandomStates, SnapshotMeta
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "HANG_ENV", "Best", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "read",
+    "read_meta", "remove", "snapshot_name", "sweep_incomplete", "verify", "write",
+]  # fmt: skip
+
+HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
+
+
+@dataclass
+class Snapshot:
+    meta: SnapshotMeta
+    tensors: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    sha256: str
+    size_bytes: int
+
+
+def _pause_if_asked(destination: Path) -> None:
+    """Test hook: hang half-way through writing the named snapshot, so a test can kill the
+    process mid-write and check that the torn snapshot is never used."""
+    if os.environ.get(HANG_ENV) == destination.name:
+        time.sleep(3600)
+
+
+def write(destination: Path, snapshot: Snapshot) -> Written:
+    """Write `snapshot` atomically at `destination` (which must not exist yet)."""
+    import torch
+
+    if destination.exists():
+        raise FileExistsError(f"snapshot {destination} already exists")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = destination.parent / temporary_name(destination.name)
+    temporary.mkdir()
+    try:
+        hashes = {META: write_synced(temporary / META, json_bytes(snapshot.meta.to_json()))}
+        buffer = io.BytesIO()
+        torch.save(snapshot.tensors, buffer)
+        hashes[STATE] = write_synced(temporary / STATE, buffer.getbuffer())
+        _pause_if_asked(destination)
+        for name, array in snapshot.arrays.items():
+            hashes[f"{ARRAYS}/{name}.npy"] = _write_array(temporary / ARRAYS / f"{name}.npy", array)
+        manifest = manifest_bytes(hashes)
+        write_synced(temporary / MANIFEST, manifest)
+        for directory in (temporary / ARRAYS, temporary):
+            if directory.exists():
+                fsync_dir(directory)
+        os.rename(temporary, destination)
+        fsync_dir(destination.parent)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return Written(destination, hashlib.sha256(manifest).hexdigest(), size_bytes(destination))
+
+
+def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
+    """Load a snapshot after checking every file against its manifest (and the manifest against
+    `expected_sha256`, the hash the registry recorded)."""
+    import numpy as np
+    import torch
+
+    manifest = verify(path, expected_sha256)
+    tensors = torch.load(path / STATE, map_location="cpu", weights_only=True)
+    arrays = {
+        # Memory-mapped: restoring copies each array once, into the agent's own preallocated one.
+        name.removeprefix(f"{ARRAYS}/").removesuffix(".npy"): np.load(path / name, mmap_mode="r", allow_pickle=False)
+        for name in manifest["files"]
+        if name.startswith(f"{ARRAYS}/")
+    }
+    return Snapshot(meta=read_meta(path), tensors=tensors, arrays=arrays)
+
+
+def _write_array(path: Path, array: np.ndarray) -> str:
+    """Stream an array to .npy without copying it, then hash what reached the file."""
+    import numpy as np
+
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "wb") as file:
+        np.save(file, array, allow_pickle=False)
+        file.flush()
+        os.fsync(file.fileno())
+    return hash_file(path)

@@ -1,0 +1,161 @@
+"""Where a snapshot's files are and how to check them, without torch: `rlrun gc` and `rlrun db
+rebuild` read snapshots by the same rules that wrote them.
+
+    s<k>/checkpoints/
+      f000000050000/                 a complete snapshot: `snapshot_name(frame)`
+        MANIFEST.json                format version and the sha256 of every other file
+        meta.json                    plain JSON: `rlrun.snapshot.meta.SnapshotMeta`
+        state.pt                     tensors only: torch.load(weights_only=True)
+        arrays/*.npy                 large plain arrays (e.g. replay memory), saved without pickle
+      .f000000050000.tmp-1a2b3c4d/   being written, or torn by a kill mid-write: `temporary_name`
+
+A snapshot's sha256 is the hash of its MANIFEST.json, which covers every file, so the registry's
+hash verifies the whole snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rlrun.errors import BadInput
+from rlrun.fsutil import folder_size
+from rlrun.snapshot.meta import SnapshotMeta
+
+FORMAT_VERSION = 1
+MANIFEST = "MANIFEST.json"
+META = "meta.json"
+STATE = "state.pt"
+ARRAYS = "arrays"
+_TEMPORARY = ".tmp-"
+_CHUNK = 1 << 20
+
+
+class SnapshotError(BadInput):
+    """A snapshot is missing, incomplete, tampered with or of an unknown format."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+
+
+def snapshot_name(frame: int) -> str:
+    return f"f{frame:012d}"
+
+
+def temporary_name(final_name: str) -> str:
+    """A fresh hidden folder name to write the snapshot `final_name` in before renaming it."""
+    return f".{final_name}{_TEMPORARY}{uuid.uuid4().hex[:8]}"
+
+
+def is_temporary(path: Path) -> bool:
+    return path.name.startswith(".f") and _TEMPORARY in path.name
+
+
+def is_snapshot(path: Path) -> bool:
+    """Named like a complete snapshot (whether it holds one is `is_complete`)."""
+    return path.name.startswith("f")
+
+
+def is_complete(path: Path) -> bool:
+    """Its writing finished: the manifest is written last, just before the rename."""
+    return (path / MANIFEST).is_file()
+
+
+def session_index(snapshot: Path) -> int:
+    """The session a snapshot folder belongs to (`s<k>/checkpoints/<snapshot>`)."""
+    return int(snapshot.parent.parent.name.removeprefix("s"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and removing folders
+
+
+def snapshot_folders(run_folder: Path, *, include_temporary: bool = False) -> list[Path]:
+    """Every session's snapshot folders in a run folder (and the temporary ones when asked),
+    sorted by session, then frame."""
+    found = []
+    for checkpoints in sorted(run_folder.glob("s*/checkpoints")):
+        for entry in sorted(checkpoints.iterdir()):
+            if entry.is_dir() and (is_snapshot(entry) or (include_temporary and is_temporary(entry))):
+                found.append(entry)
+    return found
+
+
+def sweep_incomplete(directory: Path) -> list[Path]:
+    """Delete the temporary folders of snapshots whose writing was cut short (a kill mid-write);
+    they were never renamed into place, so nothing refers to them."""
+    swept = [p for p in directory.iterdir() if p.is_dir() and is_temporary(p)] if directory.is_dir() else []
+    for path in swept:
+        remove(path)
+    return swept
+
+
+def remove(path: Path) -> None:
+    """Delete a snapshot (or a torn one) the registry no longer lists."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def size_bytes(path: Path) -> int:
+    """Bytes on disk of a snapshot's files (0 when it is gone)."""
+    return folder_size(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and checking
+
+
+def json_bytes(document: Any) -> bytes:
+    """How meta.json and MANIFEST.json are encoded (sorted keys: the same record, the same bytes)."""
+    return json.dumps(document, indent=1, sort_keys=True, allow_nan=True).encode()
+
+
+def manifest_bytes(hashes: dict[str, str]) -> bytes:
+    """MANIFEST.json for files (relative paths) with these sha256 hashes."""
+    return json_bytes({"format": FORMAT_VERSION, "files": hashes})
+
+
+def sha256(path: Path) -> str:
+    """The snapshot's hash, as the registry records it: the sha256 of its manifest."""
+    return hashlib.sha256((path / MANIFEST).read_bytes()).hexdigest()
+
+
+def read_meta(path: Path) -> SnapshotMeta:
+    """Only the JSON part of a snapshot (its clock, say), unverified: for planning, not restoring."""
+    return SnapshotMeta.from_json(json.loads((path / META).read_text()))
+
+
+def verify(path: Path, expected_sha256: str | None = None, *, deep: bool = True) -> dict[str, Any]:
+    """Check a snapshot's integrity; returns its manifest or raises SnapshotError. `deep=False`
+    checks only the manifest against the registry's hash, not every file against the manifest."""
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise SnapshotError(f"checkpoint {path} is missing or incomplete (no {MANIFEST}); use another checkpoint")
+    raw = manifest_path.read_bytes()
+    if expected_sha256 is not None and hashlib.sha256(raw).hexdigest() != expected_sha256:
+        raise SnapshotError(
+            f"checkpoint {path} does not match the sha256 the registry recorded (modified or corrupted);"
+            " use another checkpoint"
+        )
+    manifest: dict[str, Any] = json.loads(raw)
+    if manifest.get("format") != FORMAT_VERSION:
+        raise SnapshotError(
+            f"checkpoint {path} has format {manifest.get('format')!r}; this rlrun reads format {FORMAT_VERSION}"
+        )
+    for name, digest in manifest["files"].items() if deep else ():
+        file = path / name
+        if not file.is_file() or hash_file(file) != digest:
+            raise SnapshotError(f"checkpoint {path}: {name} is missing or altered; use another checkpoint")
+    return manifest
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
