@@ -183,3 +183,21 @@ def test_a_meta_json_with_a_missing_or_unknown_key_is_refused() -> None:
         SnapshotMeta.from_json({k: v for k, v in data.items() if k != "obs_dtype"})
     with pytest.raises(TypeError):
         SnapshotMeta.from_json({**data, "surprise": 1})
+
+
+# ---------------------------------------------------------------------------------------------
+# gc's retention setting comes from the real spec
+
+
+def test_gc_reads_keep_checkpoints_through_the_spec_and_its_default() -> None:
+    from rlrun.maintenance import _keep_checkpoints
+    from rlrun.spec import MetaSpec
+
+    document = builtin_document("reinforce_cartpole")
+    unset = {**document, "meta": {k: v for k, v in document["meta"].items() if k != "keep_checkpoints"}}
+    assert _keep_checkpoints(json.dumps(unset)) == MetaSpec.model_fields["keep_checkpoints"].default
+    lowered = {**document, "meta": {**document["meta"], "keep_checkpoints": 1}}
+    assert _keep_checkpoints(json.dumps(lowered)) == 1
+    # A spec that no longer validates (or none at all): gc cannot know the rule, so it retires nothing.
+    assert _keep_checkpoints(json.dumps({**lowered, "agent": {"algorithm": "gone"}})) is None
+    assert _keep_checkpoints("not json") is None and _keep_checkpoints(None) is None
