@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +96,7 @@ def write(destination: Path, snapshot: Snapshot) -> Written:
         os.rename(temporary, destination)
         fsync_dir(destination.parent)
     except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+        remove(temporary)
         raise
     return Written(destination, hashlib.sha256(manifest).hexdigest(), size_bytes(destination))
 
