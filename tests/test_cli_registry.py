@@ -21,6 +21,8 @@ from conftest import TINY, Result, cli_env, popen, rlrun
 from rlrun import retention
 from rlrun.registry import SCHEMA_HEAD, Registry
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 pytest_plugins = ["postgres_server"]
 
