@@ -591,8 +591,11 @@ def run(argv: list[str]) -> int:
         return error.exit_code
     except typer.Abort:
         return 130
-    except SystemExit as stop:  # a command's own status: 128+signal after a graceful stop, 1 after a failure
-        return stop.code if isinstance(stop.code, int) else 1
+    except SystemExit as stop:  # a command's own status: 128+signal after a graceful stop, 1 when rm is declined
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        sys.stderr.write(f"{stop.code}\n")  # what Python itself does with a message
+        return 1
     # typer.Exit (--version, help for a bare group, Ctrl-C) comes back as its code.
     return code if isinstance(code, int) else 0
 
