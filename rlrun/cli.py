@@ -558,34 +558,46 @@ def spec_schema() -> None:
 
 
 def main() -> None:
-    """Entry point, and the only error handler: run the app and turn domain errors and usage
-    errors into one line and an exit code, never a traceback."""
+    """Entry point of the `rlrun` command: `run` with the process's arguments, its result as the exit status."""
+    code = run(sys.argv[1:])
+    if code:
+        raise SystemExit(code)
+
+
+def run(argv: list[str]) -> int:
+    """Run the app on `argv` and return the exit code; the only error handler: domain errors and
+    usage errors become one line on stderr and an exit code, never a traceback. In-process
+    callers (tests, scripts) get exactly what the command line gets."""
     try:
         # Not standalone: Typer hands usage errors to us instead of printing them its own way.
-        code = app(prog_name="rlrun", standalone_mode=False)
+        code = app(args=argv, prog_name="rlrun", standalone_mode=False)
     except EditRefused as error:
         from rlrun.display import refusal_table
 
         _console().print(refusal_table(error.changes))
         sys.stderr.write(f"error: {error}\n")
-        raise SystemExit(error.exit_code) from None
+        return error.exit_code
     except SpecError as error:
         for problem in error.problems:
             sys.stderr.write(f"error: {problem}\n")
-        raise SystemExit(error.exit_code) from None
+        return error.exit_code
     except RlrunError as error:
         sys.stderr.write(f"error: {error}\n")
-        raise SystemExit(error.exit_code) from None
+        return error.exit_code
     except typer.TyperException as error:  # usage errors: unknown option or command, missing argument, bad value
         context = getattr(error, "ctx", None)
         command = context.command_path if context is not None else "rlrun"
         sys.stderr.write(f"error: {_usage_message(error)}; see `{command} --help`\n")
-        raise SystemExit(error.exit_code) from None
+        return error.exit_code
     except typer.Abort:
-        raise SystemExit(130) from None
+        return 130
+    except SystemExit as stop:  # a command's own status: 128+signal after a graceful stop, 1 when rm is declined
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        sys.stderr.write(f"{stop.code}\n")  # what Python itself does with a message
+        return 1
     # typer.Exit (--version, help for a bare group, Ctrl-C) comes back as its code.
-    if isinstance(code, int) and code:
-        raise SystemExit(code)
+    return code if isinstance(code, int) else 0
 
 
 def _usage_message(error: typer.TyperException) -> str:

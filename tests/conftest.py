@@ -1,11 +1,16 @@
-"""Shared test helpers: run the real `rlrun` command in a subprocess against a temporary home."""
+"""Shared test helpers: run `rlrun` in-process (`invoke`, the `cli` fixture) or as a real subprocess
+(`rlrun`, `popen`) against a temporary home, and one trained home per test session."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,3 +77,72 @@ def popen(home: Path, *args: str) -> subprocess.Popen[str]:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+@pytest.fixture(autouse=True)
+def _temporary_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs against its own home: in-process commands read RLRUN_HOME, and a database
+    URL from the developer's shell never reaches a test."""
+    monkeypatch.setenv("RLRUN_HOME", str(home))
+    monkeypatch.delenv("RLRUN_DB", raising=False)
+
+
+@contextlib.contextmanager
+def _environment(home: Path | None, env: dict[str, str] | None) -> Iterator[None]:
+    saved = dict(os.environ)
+    try:
+        os.environ.pop("RLRUN_DB", None)
+        if home is not None:
+            os.environ["RLRUN_HOME"] = str(home)
+        os.environ.update(env or {})
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def invoke(home: Path | None, *args: str, env: dict[str, str] | None = None, stdin: str = "") -> Result:
+    """`rlrun ARGS` in this process, through the same error handler as the command line
+    (`rlrun.cli.run`): its exit code, stdout and stderr. For everything that needs no real process
+    or signal; `rlrun` (a subprocess) for the rest."""
+    from rlrun.cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    with (_environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+          _stdin(stdin)):
+        code = run(list(args))
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _stdin(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+@pytest.fixture
+def cli(home: Path) -> Callable[..., Result]:
+    """`cli("ls", "--json")`: `rlrun ls --json` in-process against this test's home."""
+    return lambda *args, **kwargs: invoke(home, *args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def trained_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny real training (reinforce_cartpole, TINY) per test session, named `tiny`, for the
+    tests that only read a trained home. A test that changes it works on `trained_copy`."""
+    home = tmp_path_factory.mktemp("trained") / "runs"
+    done = rlrun(home, "train", "reinforce_cartpole", "--name", "tiny", *TINY)
+    assert done.code == 0, done.stderr
+    return home
+
+
+@pytest.fixture
+def trained_copy(trained_home: Path, tmp_path: Path) -> Path:
+    """A private copy of the session's trained home, free to change."""
+    copy = tmp_path / "trained"
+    shutil.copytree(trained_home, copy)
+    return copy

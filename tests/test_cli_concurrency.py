@@ -28,6 +28,8 @@ import json, sys, time
 from pathlib import Path
 from rlrun.refs import RunFilter
 from rlrun.registry import Registry
+
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
 home, seconds = Path(sys.argv[1]), float(sys.argv[2])
 counts = {"listings": 0, "shows": 0, "errors": []}
 deadline = time.monotonic() + seconds

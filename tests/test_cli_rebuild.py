@@ -13,6 +13,8 @@ from conftest import TINY, Result, rlrun
 
 from rlrun.session import SIGNAL_AT_ENV
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 ROW_IDS = ("id", "session_id")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY, Result, cli_env, popen, rlrun
+from conftest import TINY, Result, cli_env, invoke, popen, rlrun
 
 from rlrun import retention
 from rlrun.registry import SCHEMA_HEAD, Registry
@@ -40,7 +40,7 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def listed(home: Path, *args: str) -> list[dict[str, Any]]:
-    done = rlrun(home, "ls", "--json", *args)
+    done = invoke(home, "ls", "--json", *args)
     assert done.code == 0, done.stderr
     rows: list[dict[str, Any]] = done.json()
     return rows
@@ -83,6 +83,7 @@ def assert_bad_input(result: Result, *fragments: str) -> None:
 # ---- ls ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
     rows = listed(zoo)
     names = [r["name"] for r in rows]
@@ -91,13 +92,14 @@ def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
     assert (beta["num_sessions"], beta["frames_done"], beta["frames_target"], beta["status"]) == (2, 6000, 6000,
                                                                                                  "finished")
     assert rows[0]["frames_done"] == 4000 and rows[0]["algorithm"] == "reinforce"
-    human = ok(rlrun(zoo, "ls"))
+    human = ok(invoke(zoo, "ls"))
     assert human.stdout == ""
     lines = human.stderr.splitlines()
     assert lines[0].split()[:3] == ["#", "id", "name"] and len(lines) == 5
     assert "finished" in lines[1] and "gamma" in lines[2] and "6k/6k" in lines[3]
 
 
+@pytest.mark.slow  # trains
 @pytest.mark.parametrize(
     ("args", "names"),
     [
@@ -116,6 +118,7 @@ def test_ls_filters(zoo: Path, args: list[str], names: list[str]) -> None:
     assert [r["name"] or "fork" for r in listed(zoo, *args)] == names
 
 
+@pytest.mark.slow  # trains
 def test_ls_sort_orders(zoo: Path) -> None:
     best = listed(zoo, "--sort", "best")
     scores = [r["best_eval"] for r in best]
@@ -124,8 +127,9 @@ def test_ls_sort_orders(zoo: Path) -> None:
     assert frames == sorted(frames, reverse=True) and frames[0] == 6000
 
 
+@pytest.mark.slow  # trains
 def test_ls_csv_has_the_json_fields(zoo: Path) -> None:
-    done = ok(rlrun(zoo, "ls", "--csv"))
+    done = ok(invoke(zoo, "ls", "--csv"))
     table = list(csv.DictReader(io.StringIO(done.stdout)))
     document = listed(zoo)
     assert list(table[0]) == list(document[0])
@@ -135,18 +139,20 @@ def test_ls_csv_has_the_json_fields(zoo: Path) -> None:
     assert table[0]["created_at"].startswith(time.strftime("%Y-"))  # a readable time, not epoch seconds
 
 
+@pytest.mark.slow  # trains
 def test_ls_says_what_it_shows(zoo: Path) -> None:
-    page = ok(rlrun(zoo, "ls", "-n", "2")).stderr
+    page = ok(invoke(zoo, "ls", "-n", "2")).stderr
     assert page.splitlines()[0] == "2 of 4 runs"
-    narrowed = ok(rlrun(zoo, "ls", "--algo", "reinforce", "-n", "1")).stderr
+    narrowed = ok(invoke(zoo, "ls", "--algo", "reinforce", "-n", "1")).stderr
     assert narrowed.splitlines()[0] == "1 of 3 runs matching --algo reinforce"
-    nothing = ok(rlrun(zoo, "ls", "--algo", "dqn"))
+    nothing = ok(invoke(zoo, "ls", "--algo", "dqn"))
     assert nothing.stderr == f"no runs match --algo dqn (4 runs in {zoo}); see `rlrun ls`\n"
 
 
 # ---- references: every form, on show ----------------------------------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_every_reference_form(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     newest_first = [r["id"] for r in listed(zoo)]
@@ -161,11 +167,12 @@ def test_every_reference_form(zoo: Path) -> None:
     prefix = next(gamma[:n] for n in range(1, 11) if sum(i.startswith(gamma[:n]) for i in ids.values()) == 1)
     forms[prefix] = ids["gamma"]
     for reference, expected in forms.items():
-        done = ok(rlrun(zoo, "show", reference, "--json"))
+        done = ok(invoke(zoo, "show", reference, "--json"))
         assert done.json()["run"]["id"] == expected, reference
         assert done.stderr.startswith(f"{reference} → run {expected}"), done.stderr
 
 
+@pytest.mark.slow  # trains
 def test_filters_come_before_latest_and_rows(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     cases = [
@@ -178,11 +185,12 @@ def test_filters_come_before_latest_and_rows(zoo: Path) -> None:
         (["alpha", "--algo", "reinforce"], ids["alpha"]),
     ]
     for args, expected in cases:
-        done = ok(rlrun(zoo, "show", *args, "--json"))
+        done = ok(invoke(zoo, "show", *args, "--json"))
         assert done.json()["run"]["id"] == expected, args
         assert done.stderr.startswith(f"{' '.join(args)} → run {expected}"), done.stderr
 
 
+@pytest.mark.slow  # trains
 def test_every_error_is_one_line_exit_2_and_writes_nothing(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     shared = common_prefix(list(ids.values()))
@@ -216,7 +224,7 @@ def test_every_error_is_one_line_exit_2_and_writes_nothing(zoo: Path) -> None:
         (["db", "frobnicate"], ["No such command 'frobnicate'", "see `rlrun db --help`"]),
     ]
     for args, fragments in cases:
-        assert_bad_input(rlrun(zoo, *args), *fragments)
+        assert_bad_input(invoke(zoo, *args), *fragments)
     assert (registry_rows(zoo), home_files(zoo)) == before
     assert not Path("plot.png").exists()
 
@@ -225,10 +233,10 @@ def test_a_fresh_home_stays_untouched(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
     for args in (["show", "latest"], ["rm", "latest", "--yes"], ["plot", "-o", str(tmp_path / "p.png")],
                  ["enjoy", "latest", "--algo", "ppo"]):  # fmt: skip
-        assert_bad_input(rlrun(home, *args), f"no runs in {home} yet")
-    assert ok(rlrun(home, "ls")).stderr == f"no runs in {home} yet; start one with `rlrun train reinforce_cartpole`\n"
-    assert ok(rlrun(home, "gc")).stderr.startswith(f"gc in {home}: nothing to remove")
-    assert ok(rlrun(home, "db", "current")).stdout == f"{home / 'registry.sqlite'}: no registry yet (created by" \
+        assert_bad_input(invoke(home, *args), f"no runs in {home} yet")
+    assert ok(invoke(home, "ls")).stderr == f"no runs in {home} yet; start one with `rlrun train reinforce_cartpole`\n"
+    assert ok(invoke(home, "gc")).stderr.startswith(f"gc in {home}: nothing to remove")
+    assert ok(invoke(home, "db", "current")).stdout == f"{home / 'registry.sqlite'}: no registry yet (created by" \
                                                       " `rlrun train`)\n"
     assert not home.exists() and not (tmp_path / "p.png").exists()
 
@@ -236,32 +244,35 @@ def test_a_fresh_home_stays_untouched(tmp_path: Path) -> None:
 # ---- show, plot, enjoy ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_show_tells_the_whole_story(zoo: Path) -> None:
     ids = ids_by_name(zoo)
-    beta = ok(rlrun(zoo, "show", "beta")).stderr
+    beta = ok(invoke(zoo, "show", "beta")).stderr
     for part in ("sessions", "evaluation return (mean of sessions): ", "checkpoints", "evaluations",
                  "spec revisions", "attempts", "spec (latest revision)", '"max_frame": 3000'):  # fmt: skip
         assert part in beta, part
     session_lines = [line for line in beta.splitlines() if line.strip().startswith(("s0 ", "s1 "))][:2]
     assert all(any(c in line for c in "▁▂▃▄▅▆▇█") for c in session_lines for line in [c])
-    fork = ok(rlrun(zoo, "show", ids["fork"])).stderr
+    fork = ok(invoke(zoo, "show", ids["fork"])).stderr
     assert f"forked from {ids['alpha']} at frame 3k" in fork
     assert "meta.eval_frequency: 1000 → 1500" in fork and "meta.max_frame: 3000 → 4000" in fork
-    assert f"forks: {ids['fork']}" in ok(rlrun(zoo, "show", "alpha")).stderr
-    document = ok(rlrun(zoo, "show", ids["fork"], "--json")).json()
+    assert f"forks: {ids['fork']}" in ok(invoke(zoo, "show", "alpha")).stderr
+    document = ok(invoke(zoo, "show", ids["fork"], "--json")).json()
     assert document["run"]["parent_id"] == ids["alpha"] and len(document["spec_revisions"]) == 2
 
 
+@pytest.mark.slow  # trains
 def test_plot_draws_runs_overlaid(zoo: Path, tmp_path: Path) -> None:
     png = tmp_path / "curves.png"
-    done = ok(rlrun(zoo, "plot", "alpha", "beta", "latest", "-o", str(png), "--title", "CartPole"))
+    done = ok(invoke(zoo, "plot", "alpha", "beta", "latest", "-o", str(png), "--title", "CartPole"))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert done.stderr.count(" → run ") == 3 and done.stderr.endswith(f"wrote {png}\n")
     svg = tmp_path / "ppo.svg"
-    done = ok(rlrun(zoo, "plot", "latest", "--algo", "ppo", "-o", str(svg)))
+    done = ok(invoke(zoo, "plot", "latest", "--algo", "ppo", "-o", str(svg)))
     assert "latest --algo ppo → run" in done.stderr and "gamma" in svg.read_text()
 
 
+@pytest.mark.slow  # trains
 def test_plot_curve_is_the_mean_and_std_across_sessions(zoo: Path) -> None:
     from rlrun.plot import curve
 
@@ -275,6 +286,7 @@ def test_plot_curve_is_the_mean_and_std_across_sessions(zoo: Path) -> None:
         assert drawn.std[i] == pytest.approx(abs(means[0] - means[1]) / 2)
 
 
+@pytest.mark.slow  # trains
 def test_enjoy_takes_filters(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     done = ok(rlrun(zoo, "enjoy", "latest", "--algo", "ppo", "--episodes", "1", "--json"))
@@ -294,6 +306,7 @@ def two_runs(tmp_path: Path) -> Path:
     return home
 
 
+@pytest.mark.slow  # trains
 def test_rm_asks_then_removes_rows_then_files(two_runs: Path) -> None:
     home = two_runs
     ids = ids_by_name(home)
@@ -311,15 +324,16 @@ def test_rm_asks_then_removes_rows_then_files(two_runs: Path) -> None:
     assert not (home / ids["keep"]).exists()
     rows = listed(home)
     assert [r["id"] for r in rows] == [ids["fork"]]  # the fork stays, unlinked
-    assert ok(rlrun(home, "show", "latest", "--json")).json()["run"]["parent_id"] is None
+    assert ok(invoke(home, "show", "latest", "--json")).json()["run"]["parent_id"] is None
     assert json.loads((home / ids["fork"] / "run.json").read_text())["run"]["parent_id"] is None
-    ok(rlrun(home, "rm", "latest", "--yes"))
+    ok(invoke(home, "rm", "latest", "--yes"))
     assert listed(home) == [] and [p.name for p in home.iterdir() if not p.name.startswith("registry")] == []
     with sqlite3.connect(home / "registry.sqlite") as db:
         for table in ("sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"):
             assert db.execute(f"select count(*) from {table}").fetchone() == (0,), table
 
 
+@pytest.mark.slow  # trains
 def test_rm_refuses_a_running_run(tmp_path: Path) -> None:
     home = tmp_path / "runs"
     process = popen(home, "train", "reinforce_cartpole", "--frames", "10M", "--set", "meta.eval_frequency=10M")
@@ -340,6 +354,7 @@ def test_rm_refuses_a_running_run(tmp_path: Path) -> None:
 # ---- gc ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_gc_sweeps_orphans_torn_writes_and_retired_snapshots(two_runs: Path) -> None:
     home = two_runs
     ids = ids_by_name(home)
@@ -366,14 +381,14 @@ def test_gc_sweeps_orphans_torn_writes_and_retired_snapshots(two_runs: Path) -> 
         kept = registry.get_run(ids["keep"]).checkpoints
     retired = {c.path for c in kept} - {c.path for c in kept if c.id in retention.to_keep(kept, 1)}
 
-    dry = ok(rlrun(home, "gc", "--dry-run", "--json")).json()
+    dry = ok(invoke(home, "gc", "--dry-run", "--json")).json()
     assert dry["orphans"] == [str((checkpoints / "f000000009000").relative_to(home))]
     assert dry["temporaries"] == [str(torn.relative_to(home))]
     assert set(dry["retired"]) == retired and retired
     assert dry["missing"] == [str(lost.relative_to(home))] and dry["unregistered"] == ["zz00000000"]
     assert (checkpoints / "f000000009000").exists() and torn.exists()
 
-    done = ok(rlrun(home, "gc"))
+    done = ok(invoke(home, "gc"))
     assert done.stderr.startswith(f"gc in {home}: removed 1 snapshot folder no registry row points at, 1 unfinished"
                                   f" snapshot write, {len(retired)} snapshot")  # fmt: skip
     assert "1 checkpoint row(s) point at a folder that is gone" in done.stderr, done.stderr
@@ -383,7 +398,7 @@ def test_gc_sweeps_orphans_torn_writes_and_retired_snapshots(two_runs: Path) -> 
     with Registry.open(home, create=False) as registry:
         assert {c.path for c in registry.get_run(ids["keep"]).checkpoints} == {c.path for c in kept} - retired
     assert stranger.exists()
-    again = ok(rlrun(home, "gc", "--json")).json()
+    again = ok(invoke(home, "gc", "--json")).json()
     assert (again["orphans"], again["temporaries"], again["retired"]) == ([], [], [])
 
 
@@ -400,11 +415,11 @@ def old_home(tmp_path: Path) -> Path:
 
 def test_db_current_and_upgrade(tmp_path: Path) -> None:
     home = old_home(tmp_path)
-    current = ok(rlrun(home, "db", "current"))
+    current = ok(invoke(home, "db", "current"))
     assert current.stdout == f"{home / 'registry.sqlite'}: schema 0001, this rlrun needs {SCHEMA_HEAD}; run" \
                              " `rlrun db upgrade`\n"
-    assert ok(rlrun(home, "db", "current", "--json")).json()["up_to_date"] is False
-    upgraded = ok(rlrun(home, "db", "upgrade"))
+    assert ok(invoke(home, "db", "current", "--json")).json()["up_to_date"] is False
+    upgraded = ok(invoke(home, "db", "upgrade"))
     backups = list(home.glob("registry.sqlite.0001.*.bak"))
     assert len(backups) == 1 and upgraded.stdout == (
         f"upgraded {home / 'registry.sqlite'} from schema 0001 to {SCHEMA_HEAD}; the old file is kept at {backups[0]}\n"
@@ -412,11 +427,13 @@ def test_db_current_and_upgrade(tmp_path: Path) -> None:
     with sqlite3.connect(backups[0]) as db:
         assert db.execute("select version_num from rlrun_alembic_version").fetchone() == ("0001",)
         assert db.execute("select count(*) from runs").fetchone() == (2,)
-    assert ok(rlrun(home, "db", "current")).stdout.endswith(f"schema {SCHEMA_HEAD} (head, up to date)\n")
-    assert ok(rlrun(home, "db", "upgrade")).stdout == f"registry already at schema {SCHEMA_HEAD}\n"
+    assert ok(invoke(home, "db", "current")).stdout.endswith(f"schema {SCHEMA_HEAD} (head, up to date)\n")
+    assert ok(invoke(home, "db", "upgrade")).stdout == f"registry already at schema {SCHEMA_HEAD}\n"
 
 
 def test_any_command_upgrades_an_old_file_after_a_backup(tmp_path: Path) -> None:
+    # A real process: the upgrade notice goes through logging's last-resort handler to stderr,
+    # which pytest's log capture would take in-process.
     home = old_home(tmp_path)
     done = ok(rlrun(home, "ls", "--json"))
     assert [r["id"] for r in done.json()] == ["fb00000002", "fa00000001"]
@@ -432,8 +449,8 @@ def test_a_registry_newer_than_the_code_is_refused(tmp_path: Path) -> None:
         db.execute("update rlrun_alembic_version set version_num = '9999'")
     before = (home / "registry.sqlite").read_bytes()
     for args in (["ls"], ["show", "latest"], ["db", "upgrade"], ["gc"], ["db", "rebuild"]):
-        assert_bad_input(rlrun(home, *args), "is at schema revision 9999, newer than this rlrun", "upgrade rlrun")
-    assert ok(rlrun(home, "db", "current")).stdout.endswith("schema 9999, this rlrun needs"
+        assert_bad_input(invoke(home, *args), "is at schema revision 9999, newer than this rlrun", "upgrade rlrun")
+    assert ok(invoke(home, "db", "current")).stdout.endswith("schema 9999, this rlrun needs"
                                                             f" {SCHEMA_HEAD}; run `rlrun db upgrade`\n")
     assert (home / "registry.sqlite").read_bytes() == before and not list(home.glob("*.bak"))
 
@@ -455,6 +472,7 @@ def heavy_modules(home: Path, *args: str) -> str:
     return done.stderr.rsplit("HEAVY=", 1)[1].strip()
 
 
+@pytest.mark.slow  # trains
 def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_path: Path) -> None:
     home = two_runs
     # ls and show do not even load SQLAlchemy or Rich: they must answer at once.
@@ -470,6 +488,7 @@ def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_p
 # ---- the same commands with the registry on a PostgreSQL server ---------------------------------
 
 
+@pytest.mark.slow  # trains
 def test_a_training_and_the_registry_commands_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     home = tmp_path / "runs"
     env = {**cli_env(home), "RLRUN_DB": postgres_url}
@@ -497,7 +516,7 @@ def test_a_damaged_registry_or_an_unreachable_server_is_one_line(tmp_path: Path)
     home.mkdir()
     (home / "registry.sqlite").write_bytes(b"not a database, " * 100)
     for args in (["ls"], ["show", "latest"], ["db", "current"], ["gc"]):
-        assert_bad_input(rlrun(home, *args), "registry at", "cannot be used: file is not a database",
+        assert_bad_input(invoke(home, *args), "registry at", "cannot be used: file is not a database",
                          "`rlrun db rebuild`")  # fmt: skip
     env = {**cli_env(home), "RLRUN_DB": "postgresql+psycopg://someone:secret@127.0.0.1:9/nowhere"}
     done = subprocess.run([sys.executable, "-m", "rlrun", "ls"], env=env, capture_output=True, text=True, timeout=120)

@@ -15,6 +15,8 @@ from conftest import TINY, cli_env, popen, rlrun
 from rlrun import snapshot
 from rlrun.registry import Registry
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:

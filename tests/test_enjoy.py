@@ -13,6 +13,8 @@ from conftest import TINY, builtin_for, fast, rlrun
 from PIL import Image
 from test_resume import ALGORITHMS
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 
 def training_records(home: Path) -> dict[str, Any]:
     """What enjoy must never change: training evaluations, checkpoints (rows and files), runs and

@@ -6,6 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Slow: ruff and mypy over the whole tree take tens of seconds. They stay in the full suite, the
+# README's command that CI runs, so CI still lints; the unit lane leaves them out.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -29,6 +29,8 @@ from rlrun.registry import Registry
 from rlrun.session import SIGNAL_AT_ENV
 from rlrun.spec import builtin_document, builtin_names
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 BUDGET = 12_000
 CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
            "--set", "meta.log_frequency=500", "--set", "meta.num_eval_episodes=2"]

@@ -19,6 +19,8 @@ from test_resume import ALGORITHMS, BUDGET, CADENCE, assert_same_run, final_stat
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 HALF = BUDGET // 2
 
 

@@ -1,0 +1,69 @@
+"""The command line in-process (`rlrun.cli.run`, through the same error handler as `rlrun`), on
+this test's own empty home: what needs no training and no real process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import Result
+
+from rlrun import __version__
+from rlrun.cli import main
+from rlrun.spec import builtin_document, builtin_names
+
+Cli = Callable[..., Result]
+
+
+def test_each_test_has_its_own_home(home: Path, cli: Cli) -> None:
+    done = cli("ls")
+    assert (done.code, done.stdout) == (0, "")
+    assert done.stderr == f"no runs in {home} yet; start one with `rlrun train reinforce_cartpole`\n"
+    assert not home.exists()
+
+
+def test_version(cli: Cli) -> None:
+    assert cli("--version") == Result(0, f"rlrun {__version__}\n", "")
+
+
+def test_spec_list_and_show(cli: Cli) -> None:
+    listed = cli("spec", "list")
+    assert listed.code == 0 and all(name in listed.stdout for name in builtin_names())
+    shown = cli("spec", "show", "ppo_cartpole")
+    assert shown.code == 0 and json.loads(shown.stdout) == builtin_document("ppo_cartpole")
+
+
+def test_spec_schema_is_json_schema(cli: Cli) -> None:
+    schema = cli("spec", "schema").json()
+    assert {"agent", "env", "meta"} <= set(schema["properties"])
+
+
+def test_db_current_on_a_fresh_home_writes_nothing(home: Path, cli: Cli) -> None:
+    done = cli("db", "current", "--json")
+    assert done.code == 0 and not home.exists()
+    assert done.json()["up_to_date"] is False
+
+
+def test_a_usage_error_is_one_line_and_exit_2(cli: Cli) -> None:
+    done = cli("ls", "--colour")
+    assert done == Result(2, "", "error: No such option '--colour'; see `rlrun ls --help`\n")
+
+
+def test_a_domain_error_is_one_line_and_exit_2(home: Path, cli: Cli) -> None:
+    done = cli("show", "latest")
+    assert done == Result(2, "", f"error: no runs in {home} yet; start one with `rlrun train reinforce_cartpole`\n")
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["--version"], None), (["ls", "--colour"], 2), (["show", "0"], 2)])
+def test_main_exits_with_runs_code(argv: list[str], code: int | None, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.argv", ["rlrun", *argv])
+    if code is None:
+        main()  # returns: exit status 0
+    else:
+        with pytest.raises(SystemExit) as stop:
+            main()
+        assert stop.value.code == code
+    assert "Traceback" not in capsys.readouterr().err
