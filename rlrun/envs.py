@@ -10,11 +10,16 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
+from rlrun.envstate import EpisodeRecorder
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
 
 # Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it.
-EXTRAS = {"LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d"}
+EXTRAS = {
+    "LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d",
+    **dict.fromkeys(["Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+                     "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"], "mujoco"),
+}
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]:
@@ -29,11 +34,16 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
         raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
 
 
+def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
+    """A training copy: the env, recording its episode so a snapshot can replay it."""
+    return EpisodeRecorder(make_env(spec))
+
+
 def make_vector_env(spec: EnvSpec) -> VectorEnv:
     """`num_envs` copies stepped together. Same-step autoreset: an env whose episode ends returns
     the next episode's first observation at once and its final one in `info["final_obs"]`, so every
     observation the agent sees is one it can act on."""
-    copies = [partial(make_env, spec)] * spec.num_envs
+    copies = [partial(make_recorded_env, spec)] * spec.num_envs
     if spec.vectorization == "async":
         return AsyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
     return SyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP)
