@@ -322,7 +322,8 @@ def restore_vector_env(vector_env: Any, state: dict[str, Any]) -> str:
     env's own state; returns how, e.g. "env: replayed 143+12 steps". Raises NotCapturable when a
     copy could not be put back exactly (the env must then be reset)."""
     if hasattr(vector_env, "envs"):
-        outcomes = [_restore_copy(env, env_state) for env, env_state in zip(vector_env.envs, state["envs"], strict=True)]
+        copies = zip(vector_env.envs, state["envs"], strict=True)
+        outcomes = [_restore_copy(env, env_state) for env, env_state in copies]
     else:
         vector_env.set_attr("rlrun_pending", list(state["envs"]))
         outcomes = list(vector_env.call("rlrun_apply"))
