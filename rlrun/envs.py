@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Any
 
@@ -26,12 +27,25 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
     kwargs = dict(spec.kwargs)
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
+    if EXTRAS.get(spec.id.split("-")[0]) == "mujoco":
+        _mujoco_warnings_to_python()
     try:
         return gym.make(spec.id, render_mode=render_mode, **kwargs)
     except gym.error.DependencyNotInstalled as error:
         extra = EXTRAS.get(spec.id.split("-")[0])
         fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
         raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
+
+
+def _mujoco_warnings_to_python() -> None:
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working directory (for
+    every env built: MuJoCo 4 finds a deprecated attribute in Gymnasium's model files); Python's
+    warnings say it once per process instead, and leave the user's directory alone."""
+    try:
+        import mujoco
+    except ImportError:
+        return  # gym.make then says which extra is missing
+    mujoco.set_mju_user_warning(lambda text: warnings.warn(f"MuJoCo: {text}", RuntimeWarning, stacklevel=1))
 
 
 def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
