@@ -260,7 +260,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         base = self.env.unwrapped
         return {
             "method": "replayed", "why": reason, "start": self.rlrun_start,
-            "actions": [encode(a, "action") for a in self.rlrun_actions],
+            "actions": _encode_actions(self.rlrun_actions),
             "obs_hash": observation_hash(self.rlrun_last_obs),
             "action_space": _space_generators(base.action_space),
             "observation_space": _space_generators(base.observation_space),
@@ -288,14 +288,32 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         base = self.env.unwrapped
         base._np_random = make_generator(start["np_random"])
         self.reset(seed=start["seed"], options=decode(start["options"]))
-        for action in state["actions"]:
-            self.step(decode(action))
+        actions = _decode_actions(state["actions"])
+        for action in actions:
+            self.step(action)
         if observation_hash(self.rlrun_last_obs) != state["obs_hash"]:
-            raise NotCapturable(f"replaying {len(state['actions'])} steps did not reproduce the observation "
+            raise NotCapturable(f"replaying {len(actions)} steps did not reproduce the observation "
                                 "(the env is not deterministic given its seed and actions)")
         _restore_space_generators(base.action_space, state["action_space"])
         _restore_space_generators(base.observation_space, state["observation_space"])
-        return f"replayed {len(state['actions'])} steps"
+        return f"replayed {len(actions)} steps"
+
+
+def _encode_actions(actions: list[Any]) -> Any:
+    """Array actions (Discrete, Box, MultiDiscrete) as one stacked array: a tenth of the JSON of
+    one record each; others (Dict, Tuple spaces) one by one."""
+    if actions and all(isinstance(a, np.ndarray) and a.dtype != object for a in actions):
+        try:
+            return {"stacked": encode(np.stack(actions), "actions")}
+        except ValueError:  # shapes differ
+            pass
+    return [encode(a, "action") for a in actions]
+
+
+def _decode_actions(data: Any) -> list[Any]:
+    if isinstance(data, dict):
+        return list(decode(data["stacked"]))
+    return [decode(a) for a in data]
 
 
 def capture_vector_env(vector_env: Any) -> dict[str, Any]:
@@ -330,8 +348,9 @@ def restore_vector_env(vector_env: Any, state: dict[str, Any]) -> str:
     failed = [f"copy {i}: {o.removeprefix('failed: ')}" for i, o in enumerate(outcomes) if o.startswith("failed")]
     if failed:
         raise NotCapturable("; ".join(failed))
-    for key, value in state["own"].items():
-        setattr(vector_env, key, decode(value))
+    if hasattr(vector_env, "envs"):  # a fork may step a sync run's copies asynchronously, or back
+        for key, value in state["own"].items():
+            setattr(vector_env, key, decode(value))
     _restore_space_generators(vector_env.action_space, state["action_space"])
     _restore_space_generators(vector_env.observation_space, state["observation_space"])
     return describe_restore(outcomes)

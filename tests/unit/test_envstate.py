@@ -72,8 +72,8 @@ def test_a_replay_that_does_not_reproduce_the_observation_is_refused() -> None:
     a, _ = _stepped(spec, 40)
     state = capture_vector_env(a)
     assert state["envs"][0]["method"] == "replayed"
-    last = state["envs"][0]["actions"][-1]  # another engine fired on the last step: another episode
-    last["array"] = [(last["array"][0] + 2) % 4]
+    actions = state["envs"][0]["actions"]["stacked"]["array"]
+    actions[-1] = (actions[-1] + 2) % 4  # another engine fired on the last step: another episode
     b = make_vector_env(spec)
     b.reset(seed=99)
     with pytest.raises(NotCapturable, match="did not reproduce the observation"):
