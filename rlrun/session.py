@@ -105,7 +105,7 @@ class Session:
         attempt = self.registry.add_attempt(
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
             start_frame=self.clock.frame, approximate=self.approximate is not None,
-            note=self.approximate or self.env_restored,
+            note="; ".join(filter(None, [self.approximate, self.env_restored])) or None,
         )
         self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
         self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
