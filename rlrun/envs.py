@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Any
 
@@ -10,17 +11,24 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
+from rlrun.envstate import EpisodeRecorder
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
 
 # Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it.
-EXTRAS = {"LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d"}
+EXTRAS = {
+    "LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d",
+    **dict.fromkeys(["Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+                     "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"], "mujoco"),
+}
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]:
     kwargs = dict(spec.kwargs)
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
+    if EXTRAS.get(spec.id.split("-")[0]) == "mujoco":
+        _mujoco_warnings_to_python()
     try:
         return gym.make(spec.id, render_mode=render_mode, **kwargs)
     except gym.error.DependencyNotInstalled as error:
@@ -29,11 +37,27 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
         raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
 
 
+def _mujoco_warnings_to_python() -> None:
+    """MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working directory (for
+    every env built: MuJoCo 4 finds a deprecated attribute in Gymnasium's model files); Python's
+    warnings say it once per process instead, and leave the user's directory alone."""
+    try:
+        import mujoco
+    except ImportError:
+        return  # gym.make then says which extra is missing
+    mujoco.set_mju_user_warning(lambda text: warnings.warn(f"MuJoCo: {text}", RuntimeWarning, stacklevel=1))
+
+
+def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
+    """A training copy: the env, recording its episode so a snapshot can replay it."""
+    return EpisodeRecorder(make_env(spec))
+
+
 def make_vector_env(spec: EnvSpec) -> VectorEnv:
     """`num_envs` copies stepped together. Same-step autoreset: an env whose episode ends returns
     the next episode's first observation at once and its final one in `info["final_obs"]`, so every
     observation the agent sees is one it can act on."""
-    copies = [partial(make_env, spec)] * spec.num_envs
+    copies = [partial(make_recorded_env, spec)] * spec.num_envs
     if spec.vectorization == "async":
         return AsyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
     return SyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP)

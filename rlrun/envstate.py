@@ -2,17 +2,30 @@
 
 A snapshot taken mid-episode must put the env back exactly where it was: the physics state, the
 time-limit counter, the wrappers' flags and every random generator (the env's own and its spaces').
-Classic-control envs keep all of that in plain attributes (numbers, arrays, tuples), so the walk
-below records every plain attribute of each wrapper layer and of the base env, and every
-generator's bit-generator state. An attribute that is not plain (a Box2D world, a MuJoCo model)
-makes the env *not capturable*; the session then resumes at an episode boundary instead, and says
-so in the registry.
+Each env copy is restored by the best of three means, and says which:
+
+- *captured*: classic-control envs keep all of that in plain attributes (numbers, arrays, tuples),
+  so the walk below records every plain attribute of each wrapper layer and of the base env, and
+  every generator's bit-generator state. MuJoCo envs are captured the same way, with the engine's
+  own integration state (`mj_getState`) in place of the model and data objects.
+- *replayed*: any other env that is deterministic given its generators and actions (Box2D). An
+  `EpisodeRecorder`, the outermost wrapper of each copy, keeps the episode's start (the generator
+  state just before the reset, and the reset's seed and options) and the actions since; a restore
+  resets the rebuilt copy the same way, steps the same actions through the same wrappers, and
+  accepts the result only if the observation hashes the same as the one it replaces.
+- *restarted*: a replay that does not reproduce the observation (a non-deterministic env) raises
+  NotCapturable; the session then resumes at an episode boundary instead, and says so.
+
+The recorder's methods are reached by name (`rlrun_capture`, `rlrun_restore`), so an async vector
+env runs them inside each worker process through `AsyncVectorEnv.call`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -103,27 +116,34 @@ def _restore_space_generators(space: spaces.Space[Any], state: Any) -> None:
 
 
 def _layers(env: Any) -> list[Any]:
-    """The wrapper chain from the outside in, ending with the base env."""
+    """The wrapper chain from the outside in, ending with the base env (the recorder left out:
+    what it holds matters only to a replay, which rebuilds it)."""
     chain = [env]
     while hasattr(chain[-1], "env"):
         chain.append(chain[-1].env)
-    return chain
+    return [layer for layer in chain if not isinstance(layer, EpisodeRecorder)]
 
 
-def _plain_attributes(obj: Any, where: str) -> dict[str, Any]:
-    return {key: encode(value, f"{where}.{key}") for key, value in vars(obj).items() if key not in _SKIP}
+def _plain_attributes(obj: Any, where: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return {key: encode(value, f"{where}.{key}") for key, value in vars(obj).items()
+            if key not in _SKIP and key not in skip}
 
 
 def capture_env(env: Any, where: str = "env") -> dict[str, Any]:
     """The state of one env (all its wrapper layers); raises NotCapturable."""
     layers = _layers(env)
     base = layers[-1]
-    return {
-        "layers": [_plain_attributes(layer, f"{where}.{type(layer).__name__}") for layer in layers],
+    physics = _mujoco_state(base)
+    skip = _MUJOCO_OBJECTS if physics is not None else frozenset()
+    state = {
+        "layers": [_plain_attributes(layer, f"{where}.{type(layer).__name__}", skip) for layer in layers],
         "np_random": generator_state(getattr(base, "_np_random", None)),
         "action_space": _space_generators(base.action_space),
         "observation_space": _space_generators(base.observation_space),
     }
+    if physics is not None:
+        state["mujoco"] = physics
+    return state
 
 
 def restore_env(env: Any, state: dict[str, Any]) -> None:
@@ -134,27 +154,221 @@ def restore_env(env: Any, state: dict[str, Any]) -> None:
         for key, value in attributes.items():
             setattr(layer, key, decode(value))
     base = layers[-1]
+    if "mujoco" in state:
+        _set_mujoco_state(base, state["mujoco"])
+    _restore_generators(base, state)
+
+
+def _restore_generators(base: Any, state: dict[str, Any]) -> None:
     base._np_random = make_generator(state["np_random"])
     _restore_space_generators(base.action_space, state["action_space"])
     _restore_space_generators(base.observation_space, state["observation_space"])
 
 
+# -- MuJoCo: the engine's own state ------------------------------------------------------------------
+
+# The compiled model and the simulation data (rebuilt from the spec, the data then overwritten with
+# the engine's state), the renderer, and the constructor's arguments kept for pickling.
+_MUJOCO_OBJECTS = frozenset({"model", "data", "mujoco_renderer", "_ezpickle_args", "_ezpickle_kwargs"})
+
+
+def _is_mujoco(base: Any) -> bool:
+    return type(getattr(base, "data", None)).__module__.startswith("mujoco")
+
+
+def _mujoco_state(base: Any) -> dict[str, Any] | None:
+    """Everything `mj_step` reads (time, positions, velocities, activations, controls, applied
+    forces, the solver's warm start), as plain floats; None for an env that is not MuJoCo's."""
+    if not _is_mujoco(base):
+        return None
+    import mujoco
+
+    what = mujoco.mjtState.mjSTATE_INTEGRATION
+    state = np.empty(mujoco.mj_stateSize(base.model, what), dtype=np.float64)
+    mujoco.mj_getState(base.model, base.data, state, what)
+    return {"integration": encode(state, "mujoco")}
+
+
+def _set_mujoco_state(base: Any, physics: dict[str, Any]) -> None:
+    import mujoco
+
+    if not _is_mujoco(base):
+        raise NotCapturable("the snapshot holds MuJoCo state but the env is not MuJoCo's")
+    mujoco.mj_setState(base.model, base.data, decode(physics["integration"]), mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+# -- episode replay -----------------------------------------------------------------------------------
+
+
+def observation_hash(obs: Any) -> str:
+    """A digest of an observation's values, dtype and shape (nested ones flattened in order)."""
+    digest = hashlib.sha256()
+    for part in _leaves(obs):
+        array = np.ascontiguousarray(part)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _leaves(obs: Any) -> list[Any]:
+    if isinstance(obs, dict):
+        return [leaf for key in sorted(obs) for leaf in _leaves(obs[key])]
+    if isinstance(obs, tuple | list):
+        return [leaf for item in obs for leaf in _leaves(item)]
+    return [obs]
+
+
+class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
+    """Keeps what a replay of the current episode needs: how it was reset and the actions since
+    (at most one episode's worth). It changes nothing the env does."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.rlrun_start: dict[str, Any] | None = None
+        self.rlrun_actions: list[Any] = []
+        self.rlrun_last_obs: Any = None
+        """The latest observation (hashed only when captured: hashing every step would cost)."""
+        self.rlrun_pending: dict[str, Any] | None = None
+        """A state to restore, set by `AsyncVectorEnv.set_attr` (one per worker) before `rlrun_apply`."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        # Only a seeded reset reseeds the env; every later one draws from the env's generator as it
+        # stands now, so that state is part of the episode's start.
+        self.rlrun_start = {"np_random": generator_state(getattr(self.env.unwrapped, "_np_random", None)),
+                            "seed": seed, "options": encode(options, "reset options")}
+        self.rlrun_actions = []
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.rlrun_last_obs = obs
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        self.rlrun_actions.append(np.array(action, copy=True))
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.rlrun_last_obs = obs
+        return obs, reward, terminated, truncated, info
+
+    # -- reached by name, also from an async vector env's worker --------------------------------
+
+    def rlrun_capture(self) -> dict[str, Any]:
+        """This copy's state: captured where it can be, else what a replay needs."""
+        try:
+            return {"method": "captured", **capture_env(self.env)}
+        except NotCapturable as error:
+            reason = str(error)
+        if self.rlrun_start is None:
+            raise NotCapturable(f"{reason}, and the env was never reset")
+        base = self.env.unwrapped
+        return {
+            "method": "replayed", "why": reason, "start": self.rlrun_start,
+            "actions": _encode_actions(self.rlrun_actions),
+            "obs_hash": observation_hash(self.rlrun_last_obs),
+            "action_space": _space_generators(base.action_space),
+            "observation_space": _space_generators(base.observation_space),
+        }
+
+    def rlrun_restore(self, state: dict[str, Any]) -> str:
+        """Put this copy back in `state`; says how, or (a replay that diverged) why it could not,
+        as "failed: ..." — an exception would end an async worker."""
+        try:
+            if state.get("method", "captured") == "captured":  # older snapshots: no method, captured
+                restore_env(self.env, state)
+                return "captured"
+            return self._replay(state)
+        except NotCapturable as error:
+            return f"failed: {error}"
+
+    def rlrun_apply(self) -> str:
+        state, self.rlrun_pending = self.rlrun_pending, None
+        if state is None:
+            return "failed: no state was sent to this worker"
+        return self.rlrun_restore(state)
+
+    def _replay(self, state: dict[str, Any]) -> str:
+        start = state["start"]
+        base = self.env.unwrapped
+        base._np_random = make_generator(start["np_random"])
+        self.reset(seed=start["seed"], options=decode(start["options"]))
+        actions = _decode_actions(state["actions"])
+        for action in actions:
+            self.step(action)
+        if observation_hash(self.rlrun_last_obs) != state["obs_hash"]:
+            raise NotCapturable(f"replaying {len(actions)} steps did not reproduce the observation "
+                                "(the env is not deterministic given its seed and actions)")
+        _restore_space_generators(base.action_space, state["action_space"])
+        _restore_space_generators(base.observation_space, state["observation_space"])
+        return f"replayed {len(actions)} steps"
+
+
+def _encode_actions(actions: list[Any]) -> Any:
+    """Array actions (Discrete, Box, MultiDiscrete) as one stacked array: a tenth of the JSON of
+    one record each; others (Dict, Tuple spaces) one by one."""
+    if actions and all(isinstance(a, np.ndarray) and a.dtype != object for a in actions):
+        try:
+            return {"stacked": encode(np.stack(actions), "actions")}
+        except ValueError:  # shapes differ
+            pass
+    return [encode(a, "action") for a in actions]
+
+
+def _decode_actions(data: Any) -> list[Any]:
+    if isinstance(data, dict):
+        return list(decode(data["stacked"]))
+    return [decode(a) for a in data]
+
+
 def capture_vector_env(vector_env: Any) -> dict[str, Any]:
-    """A synchronous vector env: its own buffers and spaces, and each copy's state."""
-    if not hasattr(vector_env, "envs"):
-        raise NotCapturable(f"{type(vector_env).__name__} keeps its copies in other processes")
+    """A vector env: its own buffers (a synchronous one's; an async one's are overwritten by every
+    step) and spaces, and each copy's state, taken where the copy lives."""
+    in_process = hasattr(vector_env, "envs")
     return {
-        "own": _plain_attributes(vector_env, "vector_env"),
+        "own": _plain_attributes(vector_env, "vector_env") if in_process else {},
         "action_space": _space_generators(vector_env.action_space),
         "observation_space": _space_generators(vector_env.observation_space),
-        "envs": [capture_env(env, f"envs[{i}]") for i, env in enumerate(vector_env.envs)],
+        "envs": ([_capture_copy(env) for env in vector_env.envs] if in_process
+                 else list(vector_env.call("rlrun_capture"))),
     }
 
 
-def restore_vector_env(vector_env: Any, state: dict[str, Any]) -> None:
-    for key, value in state["own"].items():
-        setattr(vector_env, key, decode(value))
+def _capture_copy(env: Any) -> dict[str, Any]:
+    if isinstance(env, EpisodeRecorder):
+        return env.rlrun_capture()
+    return {"method": "captured", **capture_env(env)}
+
+
+def restore_vector_env(vector_env: Any, state: dict[str, Any]) -> str:
+    """Restore every copy (replays first, as they reset and step the copies), then the vector
+    env's own state; returns how, e.g. "env: replayed 143+12 steps". Raises NotCapturable when a
+    copy could not be put back exactly (the env must then be reset)."""
+    if hasattr(vector_env, "envs"):
+        copies = zip(vector_env.envs, state["envs"], strict=True)
+        outcomes = [_restore_copy(env, env_state) for env, env_state in copies]
+    else:
+        vector_env.set_attr("rlrun_pending", list(state["envs"]))
+        outcomes = list(vector_env.call("rlrun_apply"))
+    failed = [f"copy {i}: {o.removeprefix('failed: ')}" for i, o in enumerate(outcomes) if o.startswith("failed")]
+    if failed:
+        raise NotCapturable("; ".join(failed))
+    if hasattr(vector_env, "envs"):  # a fork may step a sync run's copies asynchronously, or back
+        for key, value in state["own"].items():
+            setattr(vector_env, key, decode(value))
     _restore_space_generators(vector_env.action_space, state["action_space"])
     _restore_space_generators(vector_env.observation_space, state["observation_space"])
-    for env, env_state in zip(vector_env.envs, state["envs"], strict=True):
-        restore_env(env, env_state)
+    return describe_restore(outcomes)
+
+
+def _restore_copy(env: Any, state: dict[str, Any]) -> str:
+    if isinstance(env, EpisodeRecorder):
+        return env.rlrun_restore(state)
+    try:
+        restore_env(env, state)
+    except NotCapturable as error:
+        return f"failed: {error}"
+    return "captured"
+
+
+def describe_restore(outcomes: list[str]) -> str:
+    """One line for the registry's note: "env: captured", "env: replayed 143+0 steps"."""
+    replayed = [o.split()[1] for o in outcomes if o.startswith("replayed")]
+    if not replayed:
+        return "env: captured"
+    return f"env: replayed {'+'.join(replayed)} steps"

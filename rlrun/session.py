@@ -93,6 +93,8 @@ class Session:
         self.last_snapshot_frame = -1
         self.approximate: str | None = None
         """Why this process could not continue exactly (None when it did)."""
+        self.env_restored: str | None = None
+        """How a resume put the env back ("env: captured", "env: replayed 143 steps")."""
         if task.resume_from is not None:
             self._restore(snapshot.read(self.home / task.resume_from, task.resume_sha256))
 
@@ -102,7 +104,8 @@ class Session:
         """Train to the budget or until a stop is requested; returns the session's final status."""
         attempt = self.registry.add_attempt(
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
-            start_frame=self.clock.frame, approximate=self.approximate is not None, note=self.approximate,
+            start_frame=self.clock.frame, approximate=self.approximate is not None,
+            note="; ".join(filter(None, [self.approximate, self.env_restored])) or None,
         )
         self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
         self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
@@ -259,13 +262,7 @@ class Session:
         self.last_losses = meta.last_losses
         self.recent_returns.extend(meta.recent_returns)
         self.last_snapshot_frame = self.clock.frame
-        if meta.env is None:
-            self._restart_episodes(meta.env_note or "")
-        else:
-            self.obs = np.array(meta.obs, dtype=np.dtype(meta.obs_dtype))
-            self.episode_return = np.array(meta.episode_return, dtype=np.float64)
-            self.episode_length = np.array(meta.episode_length, dtype=np.int64)
-            restore_vector_env(self.env, meta.env)
+        self._restore_env(meta)
         state = meta.random.python
         random.setstate((state[0], tuple(state[1]), state[2]))
         numpy_state = meta.random.numpy
@@ -275,6 +272,20 @@ class Session:
         if meta.random.eval_env is not None:
             self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
 
+    def _restore_env(self, meta: snapshot.SnapshotMeta) -> None:
+        """Put the training env back mid-episode (captured or replayed), else restart its episodes."""
+        if meta.env is None:
+            self._restart_episodes(meta.env_note or "")
+            return
+        try:
+            self.env_restored = restore_vector_env(self.env, meta.env)
+        except NotCapturable as error:
+            self._restart_episodes(f"{self.spec.env.id} state could not be restored ({error})")
+            return
+        self.obs = np.array(meta.obs, dtype=np.dtype(meta.obs_dtype))
+        self.episode_return = np.array(meta.episode_return, dtype=np.float64)
+        self.episode_length = np.array(meta.episode_length, dtype=np.int64)
+
     def _restart_episodes(self, note: str) -> None:
         """The env's state was not captured: start fresh episodes (seeded from the frame, so even
         this is repeatable) and drop the agent's unfinished ones."""
@@ -282,7 +293,7 @@ class Session:
         restart = getattr(self.agent, "restart_episodes", None)
         if restart is not None:
             restart()
-        self.approximate = f"{note}; resumed at an episode boundary"
+        self.approximate = f"{note}; env: restarted, resumed at an episode boundary"
 
 
 def _jsonable(state: Any) -> Any:

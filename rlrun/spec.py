@@ -94,8 +94,8 @@ class EnvSpec(Strict):
     """Override the environment's time limit (null keeps Gymnasium's default)."""
     vectorization: Literal["sync", "async"] = "sync"
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
-    a step costs far more than passing its data between processes; its env state cannot be
-    captured, so a resume restarts episodes and is recorded as approximate)."""
+    a step costs far more than passing its data between processes; each copy's state is captured
+    or replayed inside its worker, so a resume is exact either way)."""
 
 
 class MetaSpec(Strict):

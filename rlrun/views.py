@@ -267,12 +267,19 @@ def _revisions(detail: RunDetail) -> str:
     return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ")
 
 
+def _exactness(approximate: bool, note: str | None) -> str:
+    """"yes", with how the env came back when a resume says so ("yes (env: replayed 143 steps)")."""
+    if approximate:
+        return f"approximate: {note or ''}"
+    return f"yes ({note})" if note else "yes"
+
+
 def _attempts(detail: RunDetail) -> str:
     if not detail.attempts:
         return "attempts: none yet"
     rows: list[list[Cell | str]] = [
         [f"s{a.session_index}", a.kind, format_size(a.start_frame), a.host or "-", str(a.pid or "-"),
-         when(a.started_at), a.end_status or "-", f"approximate: {a.note or ''}" if a.approximate else "yes"]
+         when(a.started_at), a.end_status or "-", _exactness(a.approximate, a.note)]
         for a in detail.attempts
     ]  # fmt: skip
     return table(("session", "kind", "from frame", "host", "pid", "started", "ended", "exact"), rows,

@@ -237,9 +237,10 @@ def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> N
     assert_same_run(final_state(straight_home), final_state(home))
 
 
-def test_an_env_whose_state_cannot_be_captured_resumes_approximately_and_says_so(tmp_path: Path) -> None:
-    """Copies stepped in subprocesses (`vectorization: async`) cannot be captured: the session
-    restarts its episodes at the resume, and the registry records that attempt as approximate."""
+def test_async_copies_are_captured_in_their_workers(tmp_path: Path) -> None:
+    """Copies stepped in subprocesses (`vectorization: async`) are captured inside each worker, so
+    the resume is exact and the registry says how the env came back. (An env that can be neither
+    captured nor replayed: `test_resume_envs.py`.)"""
     home, spec = tmp_path / "async", builtin_for("ppo")
     assert train(home, spec, "--frames", "3000", "--set", "env.vectorization=async").code == 0
     resume_ok(home, "--frames", "6000")
@@ -247,8 +248,8 @@ def test_an_env_whose_state_cannot_be_captured_resumes_approximately_and_says_so
         detail = registry.get_run(registry.resolve("latest").id)
     assert detail.run.status == "finished" and {s.frame for s in detail.sessions} == {6000}
     train_attempt, resume_attempt = detail.attempts
-    assert not train_attempt.approximate and resume_attempt.approximate
-    assert resume_attempt.note is not None and "resumed at an episode boundary" in resume_attempt.note
+    assert not train_attempt.approximate and not resume_attempt.approximate
+    assert resume_attempt.note == "env: captured"
 
 
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a in ("dqn", "sac")])

@@ -1,0 +1,182 @@
+"""Exact resume for envs whose state is not plain attributes: Box2D (episode replay), async vector
+envs (capture and replay inside each worker), MuJoCo (the engine's own state) — and a
+non-deterministic env, whose replay cannot reproduce the episode, restarts and says so.
+
+Like `test_resume.py`: run A trains straight to the budget; run B is stopped mid-episode (SIGTERM
+at an exact frame, or kill -9 of its process group) and resumed; A and B must be equal bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cli_env, fast
+from test_resume import (
+    CADENCE,
+    assert_same_run,
+    final_state,
+    newest_checkpoint_frame,
+    resume_ok,
+    train,
+    wait_for,
+)
+
+from rlrun import snapshot
+from rlrun.registry import Registry
+from rlrun.session import SIGNAL_AT_ENV
+
+pytestmark = pytest.mark.slow
+
+BUDGET = 4000
+SMALL = ["--set", "agent.network.hidden=[32, 32]"]
+
+# name: (built-in spec, extra settings, how every copy must come back)
+CASES: dict[str, tuple[str, list[str], str]] = {
+    "ppo-lunarlander": ("ppo_lunarlander", [*SMALL, "--set", "env.num_envs=4"], "replayed"),
+    "dqn-lunarlander": ("dqn_lunarlander", [*SMALL, "--set", "agent.learning_starts=500"], "replayed"),
+    "ppo-lunarlander-async": ("ppo_lunarlander", [*SMALL, "--set", "env.num_envs=2", "--set",
+                                                  "env.vectorization=async"], "replayed"),
+    "sac-halfcheetah": ("sac_halfcheetah", [*SMALL, "--set", "agent.learning_starts=500"], "captured"),
+    "ppo-hopper": ("ppo_hopper", [*SMALL, "--set", "env.num_envs=2"], "captured"),
+}
+NEEDS = {"lunarlander": "Box2D", "halfcheetah": "mujoco", "hopper": "mujoco"}
+
+
+def _skip_without_engine(case: str) -> None:
+    for word, module in NEEDS.items():
+        if word in case:
+            pytest.importorskip(module)
+
+
+def _args(case: str) -> tuple[str, list[str]]:
+    spec, extra, _ = CASES[case]
+    return spec, [*fast(spec), *extra, "--frames", str(BUDGET)]
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    case = request.param
+    _skip_without_engine(case)
+    spec, args = _args(case)
+    home = tmp_path_factory.mktemp(f"straight-{case}")
+    done = train(home, spec, *args)
+    assert done.code == 0, done.stderr
+    return case, final_state(home)
+
+
+def _attempts(home: Path) -> list[Any]:
+    with Registry.open(home, create=False) as registry:
+        return registry.get_run(registry.resolve("latest").id).attempts
+
+
+def _assert_resumed_exactly(home: Path, case: str) -> None:
+    resumed = _attempts(home)[-1]
+    assert not resumed.approximate, resumed.note
+    assert resumed.note is not None and resumed.note.startswith(f"env: {CASES[case][2]}"), resumed.note
+    shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
+                           capture_output=True, text=True, timeout=60)
+    assert f"yes (env: {CASES[case][2]}" in " ".join(shown.stderr.split()), shown.stderr
+
+
+def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    case, a = straight
+    spec, args = _args(case)
+    stopped = train(home, spec, *args, env={SIGNAL_AT_ENV: "2345"})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    with Registry.open(home, create=False) as registry:
+        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
+    assert newest.kind == "preempt"
+    assert any(length > 0 for length in snapshot.read_meta(home / newest.path).episode_length), "not mid-episode"
+    resume_ok(home)
+    _assert_resumed_exactly(home, case)
+    assert_same_run(a, final_state(home))
+
+
+def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
+    case, a = straight
+    spec, args = _args(case)
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    resume_ok(home, "latest")
+    _assert_resumed_exactly(home, case)
+    assert_same_run(a, final_state(home))
+
+
+# ---------------------------------------------------------------------------------------------
+# An env that replay cannot reproduce
+
+FLAKY_ENV = '''
+import os
+
+import gymnasium as gym
+import numpy as np
+
+
+class Flaky(gym.Env):
+    """Steps with OS entropy: the same seed and actions give another episode each time."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.world = object()  # not plain data: the env cannot be captured, only replayed
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        noise = np.frombuffer(os.urandom(8), np.float32) / np.float32(2**32)
+        return np.clip(noise, -1, 1).astype(np.float32), 1.0, False, False, {}
+
+
+gym.register("Flaky-v0", entry_point=Flaky, max_episode_steps=200)
+'''
+
+
+def test_an_env_that_replay_cannot_reproduce_restarts_its_episodes_and_says_so(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "sitecustomize.py").write_text(FLAKY_ENV)  # registers Flaky-v0 in every process
+    home = tmp_path / "flaky"
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(plugin)]))}
+    settings = ["--set", "env.id=Flaky-v0", "--set", "env.num_envs=2", "--frames", "1500"]
+    stopped = train(home, "ppo_cartpole", *fast("ppo_cartpole"), *settings, env={**env, SIGNAL_AT_ENV: "777"})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    resumed = subprocess.run([sys.executable, "-m", "rlrun", "resume", "latest"], env={**cli_env(home), **env},
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    attempts = _attempts(home)
+    assert [a.approximate for a in attempts] == [False, True]
+    note = attempts[1].note or ""
+    assert "did not reproduce the observation" in note and "env: restarted" in note, note
+    shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
+                           capture_output=True, text=True, timeout=60)
+    assert "env: restarted" in " ".join((shown.stdout + shown.stderr).split()), shown.stderr
+
+
+def test_a_mujoco_spec_without_mujoco_names_the_extra(tmp_path: Path) -> None:
+    """MuJoCo shadowed by a module that fails to import, as on a machine without the extra."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "mujoco.py").write_text("raise ImportError('No module named mujoco')\n")
+    home = tmp_path / "fresh"
+    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "sac_halfcheetah", "--frames", "1k"],
+                          env={**cli_env(home), "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow),
+                                                                               os.environ.get("PYTHONPATH")]))},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "HalfCheetah-v5 needs a package that is not installed" in done.stderr, done.stderr
+    assert "pip install 'rlrun[mujoco]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not home.exists()
