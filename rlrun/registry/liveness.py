@@ -65,7 +65,8 @@ def _any_session(condition: str) -> str:
 # The status a stored-running run `r` is settled at when every session is done (run_status
 # rendered in SQL, same precedence; a test holds the two together), else NULL.
 SETTLED_SQL = (
-    f"CASE WHEN r.status <> 'running' OR {_any_session(f'NOT {_SESSION_DONE_SQL}')} THEN NULL"
+    "CASE WHEN r.status <> 'running' THEN NULL"  # a branch of its own: CASE is lazy, OR need not be
+    f" WHEN {_any_session(f'NOT {_SESSION_DONE_SQL}')} THEN NULL"
     + "".join(f" WHEN {_any_session(f's.status = {status!r}')} THEN '{status}'" for status in _PRECEDENCE)
     + " ELSE 'finished' END"
 )

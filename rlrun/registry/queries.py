@@ -191,7 +191,7 @@ class Reads(Connected):
             elif filters.status == "running":
                 clauses.append("1 = 0")
         elif filters.status is not None:
-            clauses.append(f"(r.status = :status OR {SETTLED_SQL} = :status)")
+            clauses.append(f"(r.status = :status OR (r.status = 'running' AND {SETTLED_SQL} = :status))")
             params["status"] = filters.status
         for column, value in (("algorithm", filters.algorithm), ("env_id", filters.env),
                               ("spec_name", filters.spec)):  # fmt: skip
