@@ -27,7 +27,7 @@ from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_c
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_ref
-from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord
+from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
 from rlrun.stopping import StopRequest, stop_on_signals
 
@@ -289,11 +289,7 @@ def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[Any], on
 def _run_status(registry: Registry, run_id: str) -> str:
     """The run's status from its sessions'. Sessions this process did not resume may still be
     crashed: the run then stays "running" in the registry, which reports it crashed."""
-    statuses = {s.status for s in registry.get_run(run_id).sessions}
-    for status in ("failed", "preempted"):
-        if status in statuses:
-            return status
-    return "finished" if statuses == {"finished"} else "running"
+    return run_status(s.status for s in registry.get_run(run_id).sessions)
 
 
 def _run_here(task: Any, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
