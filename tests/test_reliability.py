@@ -149,3 +149,16 @@ def test_sigterm_after_every_session_finished_exits_0(home: Path) -> None:
     _, errors = process.communicate(timeout=120)
     assert process.returncode == 0, errors[-3000:]
     assert rlrun(home, "ls", "--json").json()[0]["status"] == "finished"
+
+
+def test_an_attempt_that_ends_by_exception_is_closed(home: Path) -> None:
+    run_id = trained(home)
+    checkpoints = home / run_id / "s0" / "checkpoints"
+    (checkpoints / "f000000002000").write_text("in the way")  # the resumed session's next snapshot fails
+    failed = rlrun(home, "resume", run_id, "--more", "500")
+    assert failed.code == 1, failed.stderr[-3000:]
+    shown = rlrun(home, "show", run_id, "--json").json()
+    session = shown["sessions"][0]
+    assert session["status"] == "failed" and "FileExistsError" in session["error"] and session["frame"] >= 1500
+    last = shown["attempts"][-1]
+    assert last["kind"] == "resume" and last["ended_at"] is not None and last["end_status"] == "failed", last
