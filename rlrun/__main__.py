@@ -1,13 +1,14 @@
 import sys
 
-if sys.argv[1:2] and sys.argv[1] in ("train", "resume"):
-    # Before anything else loads: a SIGTERM during start-up stops gracefully (see rlrun.stopping).
-    # `main` does the same for the `rlrun` script; this covers `python -m rlrun` a little earlier.
-    from rlrun.stopping import defer_signals
+# Guarded: spawned session processes import this module too (as __mp_main__, with the parent's argv).
+if __name__ == "__main__":
+    if sys.argv[1:2] and sys.argv[1] in ("train", "resume"):
+        # Before anything else loads: a SIGTERM during start-up stops gracefully (see rlrun.stopping).
+        # `rlrun.cli.main` does the same for the `rlrun` script; this covers `python -m rlrun` sooner.
+        from rlrun.stopping import defer_signals
 
-    defer_signals()
+        defer_signals()
 
-from rlrun.cli import main
+    from rlrun.cli import main
 
-if __name__ == "__main__":  # guarded: spawned session processes re-import the main module
     main()

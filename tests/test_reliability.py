@@ -135,6 +135,7 @@ def test_a_graceful_stop_of_two_sessions_leaves_no_process_behind(home: Path) ->
     _, errors = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, errors[-3000:]
     assert not group_alive(process.pid), "a child of the stopped command is still alive"
+    assert "Traceback" not in errors and "Exception ignored" not in errors, errors[-3000:]
     sessions = rlrun(home, "show", "latest", "--json").json()["sessions"]
     assert [s["status"] for s in sessions] == ["preempted", "preempted"]
 

@@ -65,6 +65,14 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
 
 
 def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Execution:
+    execution = _supervise(tasks, on_event, signals)
+    _stop_resource_tracker()
+    return execution
+
+
+def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Execution:
+    """Start the session processes and relay their events until each has ended. Every
+    multiprocessing object lives and dies inside this call (see `_stop_resource_tracker`)."""
     from rlrun.session import run_session_process
 
     context = multiprocessing.get_context("spawn")
@@ -94,18 +102,20 @@ def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> E
             for process in processes.values():
                 process.join()
     finally:
-        _close(channel)
+        channel.close()
+        channel.join_thread()  # the queue's feeder thread
     return Execution([ended[t.index] for t in tasks], stop.signal)
 
 
-def _close(channel: Any) -> None:
-    """Leave nothing behind: the queue's feeder thread, and multiprocessing's resource tracker (a
-    helper process that spawn starts and that otherwise outlives this call until the interpreter
-    exits, so a caller that waits for its children would see one still alive)."""
-    channel.close()
-    channel.join_thread()
+def _stop_resource_tracker() -> None:
+    """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
+    the interpreter exits, so a caller waiting for this command's children would find one still
+    alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop
+    request's: collected now, so the tracker finds none to clean up and says nothing)."""
+    import gc
     from multiprocessing import resource_tracker
 
+    gc.collect()
     stop_tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # private; absent: ends at exit
     if stop_tracker is not None:
         with contextlib.suppress(Exception):
