@@ -61,7 +61,8 @@ class EnjoyResult:
 
 def choose(registry: Registry, reference: RunRef | str, filters: RunFilter | None = None) -> EnjoyTarget:
     """The session with the best training evaluation (or `/sK`), and its checkpoint with the best
-    evaluation mean (or `@best`, `@latest`, `@FRAMES`); the newest when nothing was evaluated.
+    evaluation mean (or `@best`, `@latest`, `@FRAMES`; a checkpoint folder's path names its frame);
+    the newest when nothing was evaluated.
     The run is the one `reference` names among those `filters` let through."""
     ref = parse_ref(reference) if isinstance(reference, str) else reference
     run = registry.resolve(ref, filters)
@@ -108,14 +109,20 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
         raise BadInput("--episodes must be at least 1")
     if render and video is not None:
         raise BadInput("choose --render (a window) or --video (a file), not both")
-    root = paths.resolve_home(home)
-    with Registry.open(root, create=False) as registry:
-        target = choose(registry, reference, filters)
+    from rlrun.folder_runs import open_registry, outside_folder
+
+    ref = parse_ref(reference) if isinstance(reference, str) else reference
+    outside = outside_folder(ref, home)  # a run folder from elsewhere: read where it is, recorded nowhere
+    root = outside.parent if outside is not None else paths.resolve_home(home)
+    with open_registry(ref, home) as registry:
+        target = choose(registry, ref, filters)
     _check_output(render, video)
     if on_target is not None:
         on_target(target)
     result = _play(root, target, episodes=episodes, seed=target.session.seed if seed is None else seed,
                    stochastic=stochastic, render=render, video=video)
+    if outside is not None:
+        return result
     with Registry.open(root) as registry:
         returns = [e.episode_return for e in result.episodes]
         registry.add_evaluation(target.session.id, frame=target.checkpoint.frame, mean=result.mean, std=result.std,

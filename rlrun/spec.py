@@ -171,11 +171,36 @@ def read_document(source: str | Path) -> dict[str, Any]:
             ) from None
         if not isinstance(document, dict):
             raise SpecError([f"{path}: a spec is a JSON object {{...}}, got {type(document).__name__}"])
+        if (what := _not_a_spec(path, document)) is not None:
+            raise SpecError([what])
         return document
     if path.suffix == ".json" or "/" in str(source):
         fix = "give a path or a built-in name (`rlrun spec list`)"
         raise SpecError([f"spec file {json.dumps(str(source))} does not exist; {fix}"])
     return builtin_document(str(source))
+
+
+def _not_a_spec(path: Path, document: dict[str, Any]) -> str | None:
+    """What a JSON file is when it is one of rlrun's own files rather than a spec (a run's
+    run.json, a snapshot's meta.json or MANIFEST.json), and the command meant: one line, or None."""
+    run = document.get("run")
+    if isinstance(run, dict) and "spec_revisions" in document:
+        run_id = run.get("id", "?")
+        return f"{path} is run {run_id}'s manifest (run.json), not a spec; to continue that run: rlrun resume {run_id}"
+    if {"clock", "run_id", "session_index"} <= set(document):  # a snapshot's meta.json
+        return _snapshot_advice(path, document)
+    if set(document) == {"format", "files"}:  # a snapshot's MANIFEST.json
+        try:
+            return _snapshot_advice(path, json.loads((path.parent / "meta.json").read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"{path} is a snapshot's MANIFEST.json (its files' hashes), not a spec"
+    return None
+
+
+def _snapshot_advice(path: Path, meta: dict[str, Any]) -> str:
+    run_id, index, frame = meta["run_id"], meta["session_index"], int(meta["clock"]["frame"])
+    return (f"{path} is part of a snapshot of run {run_id} (session s{index}) at frame {frame:,}, not a spec;"
+            f" to replay it: rlrun enjoy {run_id}/s{index}@{frame}; to continue the run: rlrun resume {run_id}")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

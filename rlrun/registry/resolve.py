@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, RunRef, like_pattern, parse_ref
@@ -39,7 +40,9 @@ class Resolution(Reads):
     def _find(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> tuple[RunRecord, str | None]:
         """The run and, if it is stored running, the status its sessions settle it at (or None)."""
         found: tuple[RunRecord, str | None] | None
-        if ref.kind == "token":
+        if ref.kind == "path":
+            found = self._find_folder(tx, ref, filters)
+        elif ref.kind == "token":
             found = self._find_token(tx, ref.token, filters)
         else:
             # `latest` is always the newest; rows follow the listing's order.
@@ -50,6 +53,23 @@ class Resolution(Reads):
         if found is None:
             raise RunReferenceError(self._not_found(tx, ref, filters))
         return found
+
+    def _find_folder(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
+        """A run folder names its run by its id, and only inside this home."""
+        folder = Path(ref.path)
+        if not is_inside(folder, self.home):
+            raise RunReferenceError(
+                f"{folder} is a run folder outside the runs home {self.home}; `rlrun enjoy` and `rlrun show` read"
+                f" it where it is, `rlrun import {folder}` adds it to the home")
+        where, params = self._where(tx, filters)
+        found = tx.rows(f"SELECT {RUN_SELECT}, {SETTLED_SQL} FROM runs r WHERE r.id = :id AND {where}",
+                        {**params, "id": folder.name})
+        if found:
+            return RunRecord(*found[0][:-1]), found[0][-1]
+        if filters.narrows and tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": folder.name}):
+            return None
+        raise RunReferenceError(f"{folder} is a run folder the registry of {self.home} does not list;"
+                                " `rlrun db rebuild` adds it")
 
     def _find_token(self, tx: Transaction, token: str, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
         # Ids are lowercase; a name is matched exactly as typed; then id prefixes.
@@ -73,6 +93,8 @@ class Resolution(Reads):
             return f"no runs in {self.home} yet; start one with `rlrun train reinforce_cartpole`"
         narrowed = filters.describe() if filters.narrows else ""
         listing = f"`rlrun ls {narrowed}`" if narrowed else "`rlrun ls`"
+        if ref.kind == "path":
+            return f"run {Path(ref.path).name} ({ref.path}) does not match {narrowed}; see {listing}"
         if ref.kind == "token":
             with_filters = f" with {narrowed}" if narrowed else ""
             return f"no run matches {ref.token!r}{with_filters}; see {listing}"
@@ -88,7 +110,7 @@ class Resolution(Reads):
     def _hint(tx: Transaction, filters: RunFilter) -> str:
         """Name the values that exist when a filter asks for one that does not."""
         for flag, column, value in (("--algo", "algorithm", filters.algorithm), ("--env", "env_id", filters.env),
-                                    ("--spec", "spec_name", filters.spec)):  # fmt: skip
+                                    (filters.spec_option, "spec_name", filters.spec)):  # fmt: skip
             if value is None:
                 continue
             known = [v for (v,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
@@ -96,6 +118,11 @@ class Resolution(Reads):
                 return f" (no run has {flag} {value}; there are {', '.join(known[:_MAX_CANDIDATES])})"
         return ""
 
+
+
+def is_inside(run_folder: Path, home: Path) -> bool:
+    """Whether a run folder is one of this home's (symbolic links followed)."""
+    return run_folder.resolve().parent == home.resolve()
 
 
 def _sessions_phrase(count: int) -> str:
