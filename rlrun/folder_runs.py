@@ -17,7 +17,6 @@ from rlrun.errors import BadInput
 from rlrun.refs import RunRef
 from rlrun.registry import Registry
 from rlrun.registry.resolve import is_inside
-from rlrun.snapshot import layout
 
 
 class _Detached(Registry):
@@ -61,6 +60,8 @@ def open_folder(folder: Path) -> Registry:
 
 def verify_snapshots(folder: Path) -> None:
     """Check every complete snapshot in a run folder, every file against its MANIFEST.json."""
+    from rlrun.snapshot import layout  # only when a folder is read: `rlrun show latest` never needs it
+
     for snapshot in layout.snapshot_folders(folder):
         if layout.is_complete(snapshot):
             layout.verify(snapshot, deep=True)

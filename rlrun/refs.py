@@ -148,17 +148,25 @@ def parse_ref(text: str) -> RunRef:
     """Parse a run reference or a path (the rule is in the module's docstring); bad syntax, or a
     path that is not a run's, raises RunReferenceError naming the problem."""
     cleaned = text.strip()
-    if cleaned in (".", "..") or cleaned.startswith(_PATH_STARTS):
+    marked = cleaned in (".", "..") or cleaned.startswith(_PATH_STARTS)
+    # A missing `/...` is also read as a reference, only to say what is wrong with it (`/s1`).
+    if marked and (not cleaned.startswith("/") or _exists(cleaned)):
         return _parse_path(text, cleaned)
     try:
         return _parse_reference(text, cleaned)
     except RunReferenceError as error:
         if "/" not in cleaned:
             raise
-        if Path(cleaned).exists() or ("@" in cleaned and Path(cleaned.rpartition("@")[0]).exists()):
+        if _exists(cleaned):
             return _parse_path(text, cleaned)
         raise _error(text, f"no file or folder {cleaned!r} exists, and as a run reference:"
                            f" {getattr(error, 'problem', error)}") from None
+
+
+def _exists(cleaned: str) -> bool:
+    """Whether a path names something on disk, with or without an @CKPT suffix."""
+    return any(Path(candidate).expanduser().exists()
+               for candidate in (cleaned, cleaned.rpartition("@")[0]) if candidate)
 
 
 def _parse_reference(text: str, cleaned: str) -> RunRef:
@@ -173,12 +181,13 @@ def _parse_path(text: str, cleaned: str) -> RunRef:
     when the text as a whole names nothing on disk."""
     from rlrun.registry.manifest import MANIFEST
 
-    target, checkpoint = Path(cleaned).expanduser(), None
-    if not target.exists() and "@" in target.name:
-        base, _, suffix = cleaned.rpartition("@")
-        target, checkpoint = Path(base).expanduser(), _parse_checkpoint(text, suffix)
+    typed, checkpoint = cleaned, None
+    if not Path(typed).expanduser().exists() and "@" in Path(typed).name:
+        typed, _, suffix = cleaned.rpartition("@")
+        checkpoint = _parse_checkpoint(text, suffix)
+    target = Path(typed).expanduser()
     if not target.exists():
-        raise _error(text, f"no file or folder {str(target)!r} exists")
+        raise _error(text, f"no file or folder {typed!r} exists")
     folder = target.absolute()
     folder = folder.parent if folder.is_file() else folder
     session: int | None = None
