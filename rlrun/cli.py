@@ -184,7 +184,7 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
 @app.command()
 def resume(
     reference: Annotated[str, _reference(
-        "latest, latest~N, a row, an id, prefix or name; /sK for one session.")] = "latest",
+        "latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")] = "latest",
     frames: Annotated[str | None, typer.Option(metavar="TEXT", help="New frame target per session, e.g. 20M.")] = None,
     more: Annotated[str | None, typer.Option(metavar="TEXT", help="Frames to add to the target, e.g. 500k.")] = None,
     spec_file: Annotated[Path | None, typer.Option("--spec", metavar="PATH", help="An edited spec file.")] = None,
@@ -232,7 +232,7 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
 @app.command()
 def enjoy(
     reference: Annotated[str, _reference(
-        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint.")] = "latest",
+        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder).")] = "latest",
     episodes: Annotated[
         int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to play.")
     ] = 5,
@@ -338,7 +338,7 @@ def _nothing_listed(root: Path, filters: Any, everything: int) -> str:
 @app.command()
 def show(
     reference: Annotated[str, _reference(
-        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")] = "latest",
+        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere).")] = "latest",
     status: Status = None,
     algo: Algo = None,
     env: Env = None,
