@@ -339,13 +339,18 @@ def show(
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
     revisions and their changes, attempts, lineage and the spec."""
     from rlrun import views
-    from rlrun.registry import Registry
+    from rlrun.refs import parse_ref
+    from rlrun.registry import Registry, choose_checkpoint
 
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    parsed = parse_ref(reference)
     with Registry.open(paths.resolve_home(home), create=False) as registry:
-        run = registry.resolve(reference, filters)
+        run = registry.resolve(parsed, filters)
         detail = registry.get_run(run.id)
+    chosen = choose_checkpoint(detail, parsed) if parsed.checkpoint is not None else None
     _say(views.resolved(run, _label(reference, filters)))
+    if chosen is not None:
+        _say(f"checkpoint: session s{chosen.session.index}, frame {chosen.checkpoint.frame:,}")
     if as_json:
         _print_json(detail.to_json())
     else:

@@ -19,7 +19,7 @@ import numpy as np
 from rlrun import paths
 from rlrun.errors import BadInput
 from rlrun.refs import parse_ref
-from rlrun.registry import CheckpointRecord, Registry, RunDetail, RunRecord, SessionRecord
+from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, choose_checkpoint
 
 
 @dataclass(frozen=True)
@@ -65,38 +65,9 @@ def choose(registry: Registry, reference: str) -> EnjoyTarget:
     ref = parse_ref(reference)
     run = registry.resolve(ref)
     detail = registry.get_run(run.id)
-    session = _session(detail, ref.session)
-    checkpoints = [c for c in detail.checkpoints if c.session_index == session.index]
-    if not checkpoints:
-        raise BadInput(f"run {run.id} session s{session.index} has no checkpoint yet; train or resume it first")
-    scores = {e.frame: e.mean for e in detail.evaluations if e.session_index == session.index and e.kind == "train"}
-    checkpoint = _checkpoint(checkpoints, scores, ref.checkpoint, run.id, session.index)
-    revision = max((r for r in detail.spec_revisions if r.frame <= checkpoint.frame), key=lambda r: r.revision)
-    return EnjoyTarget(run, session, checkpoint, scores.get(checkpoint.frame), revision.spec_json)
-
-
-def _session(detail: RunDetail, index: int | None) -> SessionRecord:
-    if index is not None:
-        return next(s for s in detail.sessions if s.index == index)  # resolve() checked the range
-    evaluated = [s for s in detail.sessions if s.best_eval is not None]
-    if evaluated:
-        return max(evaluated, key=lambda s: (s.best_eval, -s.index))
-    return max(detail.sessions, key=lambda s: (s.frame, -s.index))
-
-
-def _checkpoint(checkpoints: list[CheckpointRecord], scores: dict[int, float], wanted: str | None, run_id: str,
-                index: int) -> CheckpointRecord:
-    newest = max(checkpoints, key=lambda c: c.frame)
-    if wanted == "latest":
-        return newest
-    if wanted not in (None, "best"):
-        exact = [c for c in checkpoints if c.frame == int(wanted)]
-        if not exact:
-            frames = ", ".join(f"{c.frame:,}" for c in sorted(checkpoints, key=lambda c: c.frame))
-            raise BadInput(f"run {run_id} session s{index} has no checkpoint at frame {int(wanted):,}; it has {frames}")
-        return exact[0]
-    scored = [c for c in checkpoints if c.frame in scores]
-    return max(scored, key=lambda c: (scores[c.frame], c.frame)) if scored else newest
+    chosen = choose_checkpoint(detail, ref)
+    revision = max((r for r in detail.spec_revisions if r.frame <= chosen.checkpoint.frame), key=lambda r: r.revision)
+    return EnjoyTarget(run, chosen.session, chosen.checkpoint, chosen.score, revision.spec_json)
 
 
 def enjoy(reference: str = "latest", *, home: Path | str | None = None, episodes: int = 5, seed: int | None = None,
