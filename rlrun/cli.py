@@ -375,6 +375,7 @@ def plot(
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
     from rlrun import views
     from rlrun.plot import check_output, curve, draw
+    from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
     if output is None:
@@ -384,7 +385,7 @@ def plot(
     details: list[Any] = []
     with Registry.open(paths.resolve_home(home), create=False) as registry:
         for reference in references or ("latest",):
-            run = registry.resolve(reference, filters)
+            run = registry.resolve(whole_run(reference, "plot"), filters)
             _say(views.resolved(run, _label(reference, filters)))
             if run.id not in [d.run.id for d in details]:
                 details.append(registry.get_run(run.id))
@@ -407,6 +408,7 @@ def rm(
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun import views
     from rlrun.maintenance import folder_size, remove_runs
+    from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
     if not references:
@@ -416,7 +418,7 @@ def rm(
     with Registry.open(root, create=False) as registry:
         chosen: dict[str, tuple[str, Any]] = {}
         for reference in references:
-            run = registry.resolve(reference, filters)
+            run = registry.resolve(whole_run(reference, "rm"), filters)
             chosen.setdefault(run.id, (reference, run))
         running = [run.id for _, run in chosen.values() if run.status == "running"]
         if running:

@@ -21,6 +21,10 @@ from rlrun.errors import BadInput
 from rlrun.refs import parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, choose_checkpoint
 
+MAX_EPISODES = 10_000
+"""The most episodes one `enjoy` plays: a score needs far fewer, and a slip of the finger
+(`--episodes 10000000`) would never end."""
+
 
 @dataclass(frozen=True)
 class EnjoyTarget:
@@ -74,8 +78,8 @@ def enjoy(reference: str = "latest", *, home: Path | str | None = None, episodes
           stochastic: bool = False, render: bool = False, video: Path | None = None,
           on_target: Any = None) -> EnjoyResult:
     """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy"."""
-    if episodes < 1:
-        raise BadInput("--episodes must be at least 1")
+    if not 1 <= episodes <= MAX_EPISODES:
+        raise BadInput(f"--episodes {episodes}: play from 1 to {MAX_EPISODES:,} episodes at a time")
     if render and video is not None:
         raise BadInput("choose --render (a window) or --video (a file), not both")
     root = paths.resolve_home(home)

@@ -21,27 +21,35 @@ DEFAULT_HOME = Path("runs")
 def resolve_home(home: Path | str | None = None) -> Path:
     """The runs home: the argument, else $RLRUN_HOME, else ./runs. A path that cannot be a folder
     (a file, inside a file, too long) is bad input here, before anything is read or written."""
-    chosen = home if home is not None else os.environ.get(HOME_ENV) or DEFAULT_HOME
-    resolved = Path(chosen).expanduser().absolute()
-    _check_home(resolved)
+    if home is not None:
+        chosen, source = Path(home), "--home"
+    elif os.environ.get(HOME_ENV):
+        chosen, source = Path(os.environ[HOME_ENV]), f"${HOME_ENV}"
+    else:
+        chosen, source = DEFAULT_HOME, "the runs home"
+    resolved = chosen.expanduser().absolute()
+    check_folder(resolved, source)
     return resolved
 
 
-def _check_home(home: Path) -> None:
-    """A home may be missing (it is made when first written) but must be usable as a folder."""
+def check_folder(folder: Path, source: str) -> None:
+    """`folder` may be missing (it is made when first written) but must be able to be a folder;
+    otherwise bad input, naming `source` (where the path came from, "--home")."""
+    what = f"{source} {folder}"
     try:
-        is_folder = stat.S_ISDIR(home.stat().st_mode)
+        if stat.S_ISDIR(folder.stat().st_mode):
+            return
+        file = folder
     except FileNotFoundError:
         return
     except NotADirectoryError:
-        file = next(p for p in reversed(home.parents) if p.is_file())
-        raise BadInput(f"--home {home}: {file} is a file, not a folder; give a folder") from None
+        file = next((p for p in reversed(folder.parents) if p.is_file()), folder)
     except OSError as error:
         if error.errno == errno.ENAMETOOLONG:
-            raise BadInput(f"--home {home}: the path is too long for the file system; give a shorter one") from None
-        raise BadInput(f"--home {home} cannot be used ({error.strerror}); give another folder") from None
-    if not is_folder:
-        raise BadInput(f"--home {home} is a file; give a folder")
+            raise BadInput(f"{what}: the path is too long for the file system; give a shorter one") from None
+        raise BadInput(f"{what} cannot be used ({error.strerror}); give another folder") from None
+    where = "" if file == folder else f": {file}"
+    raise BadInput(f"{what}{where} is a file, not a folder; give a folder")
 
 
 def database_url(home: Path) -> str:

@@ -176,7 +176,7 @@ def read_document(source: str | Path) -> dict[str, Any]:
         raise SpecError([f"{path} is a folder, not a spec file; {fix}"])
     if path.is_file():
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = json.loads(path.read_text(encoding="utf-8-sig"))  # the byte-order mark some editors write
         except UnicodeDecodeError as error:
             raise SpecError([f"{path}: not UTF-8 text ({_where_byte(error)}); save it as UTF-8"]) from None
         except OSError as error:

@@ -94,6 +94,7 @@ class Registry(Writes, Resolution):
             return cls._open_elsewhere(home, url, create)
         if not db_file.exists() and not create:
             return cls(home, url, empty_database(), missing=True)
+        paths.check_folder(db_file.parent, f"${paths.DB_ENV} {url}: folder")
         db_file.parent.mkdir(parents=True, exist_ok=True)
         database = SqliteDatabase(str(db_file))
         try:
