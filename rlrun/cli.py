@@ -353,13 +353,17 @@ def show(
     revisions and their changes, attempts, lineage and the spec."""
     from rlrun import views
     from rlrun.folder_runs import open_registry
+    from rlrun.registry import choose_checkpoint
 
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     ref = _parse(reference)
     with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
         run = registry.resolve(ref, filters)
         detail = registry.get_run(run.id)
+    chosen = choose_checkpoint(detail, ref) if ref.checkpoint is not None else None
     _say(views.resolved(run, _label(reference, filters)))
+    if chosen is not None:
+        _say(f"checkpoint: session s{chosen.session.index}, frame {chosen.checkpoint.frame:,}")
     if as_json:
         _print_json(detail.to_json())
     else:
@@ -386,6 +390,7 @@ def plot(
     from rlrun import views
     from rlrun.folder_runs import open_registry
     from rlrun.plot import check_output, curve, draw
+    from rlrun.refs import whole_run
 
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
@@ -393,7 +398,7 @@ def plot(
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     details: list[Any] = []
     for reference in references or ("latest",):
-        ref = _parse(reference)
+        ref = whole_run(reference, "plot")
         with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
             run = registry.resolve(ref, filters)
             _say(views.resolved(run, _label(reference, filters)))
@@ -419,6 +424,7 @@ def rm(
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun import views
     from rlrun.maintenance import folder_size, remove_runs
+    from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
     if not references:
@@ -428,7 +434,7 @@ def rm(
     with Registry.open(root, create=False) as registry:
         chosen: dict[str, tuple[str, Any]] = {}
         for reference in references:
-            run = registry.resolve(_parse(reference), filters)
+            run = registry.resolve(whole_run(reference, "rm"), filters)
             chosen.setdefault(run.id, (reference, run))
         running = [run.id for _, run in chosen.values() if run.status == "running"]
         if running:

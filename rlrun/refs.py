@@ -206,6 +206,16 @@ def _parse_path(text: str, cleaned: str) -> RunRef:
     return RunRef("path", path=str(folder), session=session, checkpoint=checkpoint)
 
 
+def whole_run(text: str, command: str) -> RunRef:
+    """A reference for a command that acts on whole runs: a /sK or @checkpoint suffix is refused,
+    not ignored (`rlrun rm latest@1k` must not delete the run)."""
+    ref = parse_ref(text)
+    if ref.session is not None or ref.checkpoint is not None:
+        raise RunReferenceError(f"{text!r}: `rlrun {command}` takes whole runs, not a session or a checkpoint;"
+                                f" name the run alone ({ref.base})")
+    return ref
+
+
 def check_run_name(name: str) -> str:
     """A run name must read back as itself: not `latest`, not a row number, no `/` or `@`."""
     try:
