@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, snapshot
+from rlrun import paths, snapshot, testhooks
 from rlrun.clock import Clock
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
@@ -82,6 +82,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     with Registry.open(root, url) as registry:
         run = _create_run(registry, spec, name=name)
         _write_manifest(root, registry, run.id)
+        testhooks.crash_point("manifest-written")
         if on_start is not None:
             on_start(run)
         tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
@@ -278,6 +279,7 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
         # session processes start up.
         registry.start_session(session.id, host=socket.gethostname(), pid=os.getpid())
     _write_manifest(root, registry, run.id)
+    testhooks.crash_point("resume-rewound")
     tasks = [_task(root, url, run.id, s, plan.spec, "resume", c) for s, c in plan.starts]
     return registry.resolve(run.id), tasks
 
