@@ -34,7 +34,7 @@ from rlrun.registry import Registry
 from rlrun.spec import validate_spec
 from rlrun.stopping import StopRequest
 
-HEARTBEAT_SECONDS = 3.0
+HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
 RECENT_EPISODES = 100
 
 Emit = Callable[[events.Event], None]

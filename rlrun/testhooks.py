@@ -9,6 +9,8 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   can kill the process mid-write at a moment of its choosing.
 - `RLRUN_TEST_SIGNAL_AT_FRAME=F` makes a session send itself SIGTERM at the step that reaches
   frame F, so a test can preempt it at an exact (mid-episode) step through the real signal path.
+- `RLRUN_TEST_HEARTBEAT_SECONDS=S` makes sessions heartbeat every S seconds, so a tiny training
+  reaches its heartbeat (and a crash point there) in a test's time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections import Counter
 CRASH_ENV = "RLRUN_TEST_CRASH_AT"
 HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
 SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
+HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -72,3 +75,8 @@ def hang_in_snapshot(name: str) -> None:
 def signal_at_frame() -> int:
     """The frame at which a session SIGTERMs itself (-1: never)."""
     return int(os.environ.get(SIGNAL_AT_ENV, "-1"))
+
+
+def heartbeat_seconds(default: float) -> float:
+    """How often sessions heartbeat: `default`, unless a test asked for another period."""
+    return float(os.environ.get(HEARTBEAT_ENV) or default)

@@ -75,10 +75,13 @@ def torn_snapshots(home: Path) -> int:
     return torn
 
 
-def trial(rng: random.Random, spec: str, straight: dict[str, Any], workdir: Path, counts: Counter[str]) -> str:
+def trial(rng: random.Random, spec: str, straight: dict[str, Any], lifetime: float, workdir: Path,
+          counts: Counter[str]) -> str:
+    """`lifetime`: how long the uninterrupted command took, start-up included, so the kill lands
+    anywhere in a run's life on this machine (a fixed window lands mostly in start-up on a slow one)."""
     home = Path(tempfile.mkdtemp(dir=workdir))
     kills = 2 if rng.random() < 0.1 else 1
-    code, stderr = run(home, command(spec), kill_after=rng.uniform(1.0, 6.0))
+    code, stderr = run(home, command(spec), kill_after=rng.uniform(0.05, 1.05) * lifetime)
     counts["registry errors"] += registry_trouble(stderr)
     if code == 0:
         counts["finished before the kill"] += 1
@@ -88,7 +91,7 @@ def trial(rng: random.Random, spec: str, straight: dict[str, Any], workdir: Path
         return "killed before the run was recorded"
     resume = [sys.executable, "-m", "rlrun", "resume", "latest"]
     for attempt in range(4):
-        code, stderr = run(home, resume, kill_after=rng.uniform(0.5, 4.0) if attempt < kills - 1 else 600)
+        code, stderr = run(home, resume, kill_after=rng.uniform(0.05, 1.0) * lifetime if attempt < kills - 1 else 600)
         counts["registry errors"] += registry_trouble(stderr)
         if code == 0:
             break
@@ -117,16 +120,19 @@ def main() -> None:
     counts: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(scratch)
-        straight = {}
+        straight, lifetime = {}, {}
         for spec in specs:
             home = workdir / f"straight-{spec}"
+            began = time.monotonic()
             code, stderr = run(home, command(spec), kill_after=600)
+            lifetime[spec] = time.monotonic() - began
             assert code == 0, stderr
             straight[spec] = final_state(home)
+        print("uninterrupted:", ", ".join(f"{spec} {seconds:.1f} s" for spec, seconds in lifetime.items()), flush=True)
         started = time.monotonic()
         for number in range(1, options.trials + 1):
             spec = rng.choice(specs)
-            outcome = trial(rng, spec, straight[spec], workdir, counts)
+            outcome = trial(rng, spec, straight[spec], lifetime[spec], workdir, counts)
             counts["trials"] += 1
             print(f"trial {number:3d} {spec:20s} {outcome}", flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")
