@@ -33,6 +33,7 @@ from rlrun.snapshot.layout import (
     remove,
     size_bytes,
     snapshot_name,
+    sweep_after,
     sweep_incomplete,
     temporary_name,
     verify,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Best", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "read", "read_meta", "remove",
-    "snapshot_name", "sweep_incomplete", "verify", "write",
+    "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
 ]  # fmt: skip
 
 

@@ -287,13 +287,14 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
 def _rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord,
             start: CheckpointRecord | None) -> None:
     """What the session recorded after its snapshot will be trained again: forget it (rows first,
-    then folders), and sweep away snapshots that never finished writing."""
+    then folders), and sweep away snapshots that never finished writing or never reached the
+    registry: the session writes them again."""
     clock = (snapshot.read_meta(root / start.path).clock if start else Clock()).to_json()
     removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
                                       opt_step=clock["opt_step"])
     for checkpoint in removed:
         snapshot.remove(root / checkpoint.path)
-    snapshot.sweep_incomplete(paths.checkpoints_dir(root, run_id, session.index))
+    snapshot.sweep_after(paths.checkpoints_dir(root, run_id, session.index), clock["frame"])
 
 
 def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
