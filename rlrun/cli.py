@@ -167,10 +167,9 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
     signal after a graceful stop."""
     if as_json:
         _print_json(result.to_json())
-    statuses = {s.status for s in result.sessions}
-    if "failed" in statuses:
+    if result.outcome == "failed":
         raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
-    if "preempted" in statuses:
+    if result.outcome == "preempted":
         console.print(f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
                       f" `rlrun resume {result.run_id}`", highlight=False, markup=False)
         raise SystemExit(128 + result.signal)

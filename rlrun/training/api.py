@@ -59,6 +59,12 @@ class TrainResult:
     def error(self) -> str | None:
         return next((s.error for s in self.sessions if s.error), None)
 
+    @property
+    def outcome(self) -> str:
+        """What the sessions this call ran make of it, by the run-status rule: failed, preempted,
+        finished (or running, when it ran none). `status` is the whole run's."""
+        return run_status(s.status for s in self.sessions)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
