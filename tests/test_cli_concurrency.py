@@ -17,6 +17,8 @@ from conftest import cli_env, popen
 
 from rlrun.registry import Registry
 
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
 SESSIONS = 6  # + the launcher + the listing loop = 8 processes
 SECONDS = 60.0
 EVAL_EVERY = 500
@@ -29,7 +31,6 @@ from pathlib import Path
 from rlrun.refs import RunFilter
 from rlrun.registry import Registry
 
-pytestmark = pytest.mark.slow  # real trainings in subprocesses
 home, seconds = Path(sys.argv[1]), float(sys.argv[2])
 counts = {"listings": 0, "shows": 0, "errors": []}
 deadline = time.monotonic() + seconds
