@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import torch
 
 from rlrun.algorithms.configs.ppo import Config
@@ -18,15 +17,20 @@ from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
 
 
+_MINIBATCH_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+
+
 class Agent(OnPolicyAgent):
     config: Config
+    METRICS = (*_MINIBATCH_STATS, "explained_variance", "lr", "clip_range")
+    HEADLINE = "approx_kl"
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
+        """The minibatch steps; their diagnostics averaged over every minibatch of every epoch."""
         clip = self.config.clip_range.value(clock.frame, self.max_frame)
         entropy_coef = self.entropy_term(clock)
-        losses = [self._minibatch(part, clip, entropy_coef, clock) for part in self._minibatches(batch)]
-        policy, value = np.mean(losses, axis=0)
-        return {"policy_loss": float(policy), "value_loss": float(value), "clip": clip}
+        stats = torch.stack([self._minibatch(part, clip, entropy_coef, clock) for part in self._minibatches(batch)])
+        return {**dict(zip(_MINIBATCH_STATS, stats.double().mean(dim=0).tolist(), strict=True)), "clip_range": clip}
 
     def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
         """Every epoch's minibatches: the rollout reshuffled and split, advantages normalised
@@ -43,9 +47,11 @@ class Agent(OnPolicyAgent):
                 yield {**part, "advantages": self.normalized(part["advantages"])}
 
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float,
-                   clock: Clock) -> tuple[float, float]:
+                   clock: Clock) -> torch.Tensor:
+        """One gradient step; returns its `_MINIBATCH_STATS`."""
         config = self.config
-        log_probs, entropy = self.model.evaluate(part["obs"], part["actions"], entropy=entropy_coef != 0)
+        log_probs, entropy = self.model.evaluate(part["obs"], part["actions"], entropy=True)
+        assert entropy is not None
         advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
         policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
@@ -54,8 +60,12 @@ class Agent(OnPolicyAgent):
             values = part["values"] + torch.clamp(values - part["values"], -config.clip_range_vf, config.clip_range_vf)
         value_loss = (part["returns"] - values).pow(2).mean()
         loss = policy_loss + config.value_coef * value_loss
-        if entropy is not None:
+        if entropy_coef != 0:
             loss = loss - entropy_coef * entropy.mean()
-        optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return policy_loss.item(), value_loss.item()
+        with torch.no_grad():  # CleanRL's diagnostics: how far the policy moved, how much was clipped
+            log_ratio = log_probs - part["log_probs"]
+            approx_kl = (log_ratio.exp() - 1 - log_ratio).mean()
+            clip_fraction = ((ratio - 1).abs() > clip).float().mean()
+            return torch.stack([policy_loss, value_loss, entropy.mean(), approx_kl, clip_fraction, grad_norm])
