@@ -19,7 +19,7 @@ from rich.text import Text
 
 from rlrun import events
 from rlrun.sizes import format_size
-from rlrun.views import duration, resolved, score
+from rlrun.views import duration, resolved, score, significant
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
                 "crashed": "magenta", "pending": "dim"}
@@ -126,7 +126,7 @@ class TrainingDisplay:
             line = self.lines[index]
             done = min(line.frame / max(line.max_frame, 1), 1.0)
             bar = "█" * int(done * 20) + "░" * (20 - int(done * 20))
-            diagnostic = [_number(line.headline_value)] if headline else []
+            diagnostic = [significant(line.headline_value)] if headline else []
             table.add_row(f"s{index}", str(line.seed), f"{format_size(line.frame)}/{format_size(line.max_frame)}",
                           f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), score(line.return_mean),
                           *diagnostic, score(line.last_eval), score(line.best_eval), duration(_eta(line)),
@@ -136,12 +136,7 @@ class TrainingDisplay:
 
 def _headline(line: _SessionLine) -> str:
     """The algorithm's main diagnostic and two spaces, once it has one."""
-    return f"{line.headline} {_number(line.headline_value)}  " if line.headline else ""
-
-
-def _number(value: float | None) -> str:
-    """A diagnostic's value in four significant digits (they range from 1e-4 to 1e3)."""
-    return "-" if value is None else f"{value:.4g}"
+    return f"{line.headline} {significant(line.headline_value)}  " if line.headline else ""
 
 
 def _eta(line: _SessionLine) -> float | None:

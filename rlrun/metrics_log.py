@@ -34,9 +34,13 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rlrun import paths
 from rlrun.fsutil import atomic_write
+
+if TYPE_CHECKING:
+    from rlrun.registry import RunDetail
 
 FILE_NAME = "metrics.csv"
 CLOCK = ("frame", "episode", "opt_step", "wall_time")
@@ -165,3 +169,70 @@ class MetricsLog:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Several sessions
+
+
+class SessionLog(NamedTuple):
+    run_id: str
+    session: int
+    path: Path
+
+
+def session_logs(home: Path, detail: RunDetail) -> list[SessionLog]:
+    """Where each session of a run keeps its log (some may not have one yet)."""
+    return [SessionLog(detail.run.id, s.index, path(paths.session_dir(home, detail.run.id, s.index)))
+            for s in detail.sessions]
+
+
+def gather(logs: Iterable[SessionLog]) -> dict[str, list[Any]]:
+    """Several sessions' logs as one table of columns: `run` and `session` first, then every
+    column any of them has, in first-seen order (empty where a log lacks it)."""
+    names: dict[str, None] = {}
+    parts: list[tuple[SessionLog, list[Row]]] = []
+    for log in logs:
+        if log.path.exists():
+            header, rows = read_rows(log.path)
+            names.update(dict.fromkeys(header))
+            parts.append((log, rows))
+    table: dict[str, list[Any]] = {"run": [], "session": [], **{name: [] for name in names}}
+    for log, rows in parts:
+        table["run"] += [log.run_id] * len(rows)
+        table["session"] += [log.session] * len(rows)
+        for name in names:
+            table[name] += [row.get(name) for row in rows]
+    return table
+
+
+def to_csv(table: Mapping[str, Sequence[Any]]) -> str:
+    """A gathered table as CSV text, numbers written as in the logs."""
+    names = list(table)
+    count = len(table[names[0]]) if names else 0
+    cell = {name: (str if name == "run" else format_value) for name in names}
+    return "".join([_line(names), *(_line([cell[n](table[n][i]) for n in names]) for i in range(count))])
+
+
+def metrics(reference: str = "latest", *, home: Path | str | None = None) -> dict[str, list[Any]]:
+    """The Python API: a run's training metrics, every session, as columns (`run`, `session`,
+    then the log's), ready for `pandas.DataFrame(...)` or `polars.DataFrame(...)`."""
+    from rlrun.registry import Registry
+
+    root = paths.resolve_home(home)
+    with Registry.open(root, create=False) as registry:
+        detail = registry.get_run(registry.resolve(reference).id)
+    return gather(session_logs(root, detail))
+
+
+def unknown_metric(name: str, available: Iterable[str]) -> str | None:
+    """Why `name` cannot be drawn (not a logged scalar), with the closest one; None if it can."""
+    import difflib
+
+    scalars = [n for n in dict.fromkeys(available) if n not in ("run", "session", "frame")]
+    if name in scalars:
+        return None
+    close = difflib.get_close_matches(name, scalars, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    logged = f" (logged: {', '.join(scalars)})" if scalars else " (no metrics logged yet)"
+    return f"no metric {name!r} in the metrics logs{hint}{logged}"

@@ -21,7 +21,6 @@ from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
 from rlrun.memory import ReplayMemory
 
-
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
 
 

@@ -16,7 +16,6 @@ from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
 
-
 _MINIBATCH_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 
 
