@@ -152,6 +152,8 @@ class Session:
             if now - last_beat >= HEARTBEAT_SECONDS:
                 self.registry.heartbeat(self.task.session_id, **self.progress())
                 self.metrics.flush()
+                if self.tensorboard is not None:
+                    self.tensorboard.flush()
                 last_beat = now
         return "finished"
 
