@@ -176,3 +176,14 @@ def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(tmp_p
         if tag != "time/fps":
             assert points == a[tag], tag
     assert [s for s, _ in b["rollout/return_mean"]] == metrics_log.read(log)["frame"]
+
+
+def test_a_fork_starts_its_log_with_its_parents_rows(tmp_path: Path) -> None:
+    """A fork's sessions begin at the parent's snapshot, and so do their logs: the parent's rows up
+    to the fork frame, then the fork's own."""
+    home = trained(tmp_path / "runs", "reinforce")
+    forked = rlrun(home, "resume", "latest", "--fork", "--frames", str(2 * FRAMES))
+    assert forked.code == 0, forked.stderr
+    parent, child = metrics_log.read(session_log(home, "latest~1")), metrics_log.read(session_log(home, "latest"))
+    assert child["frame"] == [LOG * i for i in range(1, 2 * FRAMES // LOG + 1)]
+    assert {name: values[: FRAMES // LOG] for name, values in child.items()} == parent
