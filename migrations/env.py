@@ -1,6 +1,6 @@
 """Alembic environment for the rlrun registry.
 
-rlrun runs migrations programmatically (see `rlrun.registry_schema.alembic_config`): there is no
+rlrun runs migrations programmatically (see `rlrun.registry.schema.alembic_config`): there is no
 alembic.ini, and the caller passes an open connection in `config.attributes["connection"]`,
 already inside the transaction the migration should run in. Without one, the URL comes from
 the `sqlalchemy.url` option, else from $RLRUN_DB / $RLRUN_HOME as the CLI would choose it.
@@ -12,7 +12,10 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from rlrun import paths
-from rlrun.registry_schema import VERSION_TABLE, Base, create_registry_engine, migration_connection
+from rlrun.registry.database import VERSION_TABLE
+from rlrun.registry.schema import migration_connection
+from rlrun.registry.server import create_registry_engine
+from rlrun.registry.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

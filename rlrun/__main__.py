@@ -1,4 +1,13 @@
-from rlrun.cli import main
+import sys
 
-if __name__ == "__main__":  # guarded: spawned session processes re-import the main module
+# Guarded: spawned session processes import this module too (as __mp_main__, with the parent's argv).
+if __name__ == "__main__":
+    # Before anything else loads: a SIGTERM during start-up stops gracefully (see rlrun.stopping).
+    # `rlrun.cli.main` does the same for the `rlrun` script; this covers `python -m rlrun` sooner.
+    from rlrun.stopping import defer_signals_for
+
+    defer_signals_for(sys.argv[1:])
+
+    from rlrun.cli import main
+
     main()

@@ -167,10 +167,9 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
     signal after a graceful stop."""
     if as_json:
         _print_json(result.to_json())
-    statuses = {s.status for s in result.sessions}
-    if "failed" in statuses:
+    if result.outcome == "failed":
         raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
-    if "preempted" in statuses:
+    if result.outcome == "preempted":
         console.print(f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
                       f" `rlrun resume {result.run_id}`", highlight=False, markup=False)
         raise SystemExit(128 + result.signal)
@@ -200,16 +199,29 @@ def resume(
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    target, label = _pin(reference, _filters(status=status, algo=algo, env=env, since=since), home)
+    filters = _filters(status=status, algo=algo, env=env, since=since)
+    ref = _parse(reference)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(
-            target, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
+            ref, filters, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
             more=None if more is None else parse_size(more, what="--more"), spec=spec_file,
             overrides=list(overrides or ()), fork=fork, on_event=display,
-            on_plan=lambda plan: console.print(resume_plan(plan, label)),
+            on_plan=lambda plan: console.print(resume_plan(plan, _label(reference, filters))),
         )
+    if result.nothing_to_do:
+        _nothing_to_do(result, console, as_json)
+        return
     _conclude(result, console, as_json)
+
+
+def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
+    """A run already at its target: say so and exit 0, so a scheduler may requeue `resume` safely."""
+    if as_json:
+        _print_json(result.to_json())
+    trained = max(s.frame for s in result.sessions)
+    console.print(f"nothing to do: run {result.run_id} has trained {trained:,} of its {result.max_frame:,} frames;"
+                  " raise the target with --frames or --more", highlight=False, markup=False)
 
 
 @app.command()
@@ -241,28 +253,22 @@ def enjoy(
     from rlrun.enjoy import enjoy as enjoy_run
 
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
-    target, label = _pin(reference, filters, home)
+    label = _label(reference, filters)
     console = _console()
-    result = enjoy_run(target, home=home, episodes=episodes, seed=seed, stochastic=stochastic, render=render,
-                       video=video, on_target=lambda chosen: console.print(enjoy_target(chosen, label)))
+    result = enjoy_run(_parse(reference), filters, home=home, episodes=episodes, seed=seed, stochastic=stochastic,
+                       render=render, video=video,
+                       on_target=lambda chosen: console.print(enjoy_target(chosen, label)))
     if as_json:
         _print_json(result.to_json())
     else:
         console.print(enjoy_table(result))
 
 
-def _pin(reference: str, filters: Any, home: Path | None) -> tuple[str, str]:
-    """With filters, resolve the run part of `reference` here and hand the library the run's id
-    (keeping any /sK and @checkpoint suffix); returns it and the label "resolved" lines show."""
-    if not filters.narrows and filters.sort == "started":
-        return reference, reference
+def _parse(reference: str) -> Any:
+    """The reference, parsed once here; the library resolves it (with the filters) once."""
     from rlrun.refs import parse_ref
-    from rlrun.registry import Registry
 
-    parsed = parse_ref(reference)
-    with Registry.open(paths.resolve_home(home), create=False) as registry:
-        run = registry.resolve(parsed, filters)
-    return str(parsed._replace(kind="token", token=run.id)), _label(reference, filters)
+    return parse_ref(reference)
 
 
 def _label(reference: str, filters: Any) -> str:
@@ -625,6 +631,11 @@ def spec_schema() -> None:
 
 def main() -> None:
     """Entry point of the `rlrun` command: `run` with the process's arguments, its result as the exit status."""
+    # First thing, before the heavy imports of start-up: a SIGTERM from now on stops a training
+    # command gracefully (128 + signal, nothing or a consistent record written), never kills it.
+    from rlrun.stopping import defer_signals_for
+
+    defer_signals_for(sys.argv[1:])
     code = run(sys.argv[1:])
     if code:
         raise SystemExit(code)

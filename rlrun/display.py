@@ -159,7 +159,7 @@ def resume_plan(plan: Any, reference: str) -> Text:
     for change in plan.changes:
         lines.append(f"  edit {change.path}: {_value(change.old)} → {_value(change.new)} ({change.reason})")
     for skipped in plan.skipped:
-        lines.append(f"  skipped {skipped}")
+        lines.append(f"  warning: skipped {skipped}")
     return Text("\n".join(lines))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from rlrun import paths
 from rlrun.errors import BadInput
-from rlrun.refs import parse_ref
+from rlrun.refs import RunFilter, RunRef, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunDetail, RunRecord, SessionRecord
 
 
@@ -59,11 +59,12 @@ class EnjoyResult:
         return document
 
 
-def choose(registry: Registry, reference: str) -> EnjoyTarget:
+def choose(registry: Registry, reference: RunRef | str, filters: RunFilter | None = None) -> EnjoyTarget:
     """The session with the best training evaluation (or `/sK`), and its checkpoint with the best
-    evaluation mean (or `@best`, `@latest`, `@FRAMES`); the newest when nothing was evaluated."""
-    ref = parse_ref(reference)
-    run = registry.resolve(ref)
+    evaluation mean (or `@best`, `@latest`, `@FRAMES`); the newest when nothing was evaluated.
+    The run is the one `reference` names among those `filters` let through."""
+    ref = parse_ref(reference) if isinstance(reference, str) else reference
+    run = registry.resolve(ref, filters)
     detail = registry.get_run(run.id)
     session = _session(detail, ref.session)
     checkpoints = [c for c in detail.checkpoints if c.session_index == session.index]
@@ -99,9 +100,9 @@ def _checkpoint(checkpoints: list[CheckpointRecord], scores: dict[int, float], w
     return max(scored, key=lambda c: (scores[c.frame], c.frame)) if scored else newest
 
 
-def enjoy(reference: str = "latest", *, home: Path | str | None = None, episodes: int = 5, seed: int | None = None,
-          stochastic: bool = False, render: bool = False, video: Path | None = None,
-          on_target: Any = None) -> EnjoyResult:
+def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
+          episodes: int = 5, seed: int | None = None, stochastic: bool = False, render: bool = False,
+          video: Path | None = None, on_target: Any = None) -> EnjoyResult:
     """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy"."""
     if episodes < 1:
         raise BadInput("--episodes must be at least 1")
@@ -109,7 +110,7 @@ def enjoy(reference: str = "latest", *, home: Path | str | None = None, episodes
         raise BadInput("choose --render (a window) or --video (a file), not both")
     root = paths.resolve_home(home)
     with Registry.open(root, create=False) as registry:
-        target = choose(registry, reference)
+        target = choose(registry, reference, filters)
     _check_output(render, video)
     if on_target is not None:
         on_target(target)

@@ -65,3 +65,12 @@ class TrainingFailed(RlrunError):
     """A session raised while training; the run is marked failed with the message."""
 
     exit_code = EXIT_FAILED
+
+
+class Stopped(RlrunError):
+    """A SIGINT/SIGTERM arrived before a command had written anything: it stops there, with the
+    exit code of a graceful stop (128 + the signal)."""
+
+    def __init__(self, signum: int, when: str) -> None:
+        super().__init__(f"stopped by signal {signum} {when}")
+        self.exit_code = 128 + signum

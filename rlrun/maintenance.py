@@ -20,7 +20,16 @@ from typing import Any
 from rlrun import paths, retention
 from rlrun.errors import SpecError
 from rlrun.fsutil import folder_size
-from rlrun.registry import MANIFEST, CheckpointRecord, Registry, RestoredRun, RunRecord
+from rlrun.registry import (
+    MANIFEST,
+    CheckpointRecord,
+    Manifest,
+    Registry,
+    RestoredRun,
+    RunRecord,
+    read_manifest,
+    run_status,
+)
 from rlrun.snapshot import layout
 from rlrun.snapshot.meta import SnapshotMeta
 from rlrun.spec import validate_spec
@@ -191,11 +200,10 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
     """A run's rows from its folder: the manifest for the run, its sessions, spec revisions,
     attempts and non-training evaluations; the snapshots for checkpoints and, from each session's
     newest snapshot, its training evaluations and where its clock stood."""
-    manifest = json.loads((folder / MANIFEST).read_text())
-    run_fields = {k: manifest["run"][k] for k in RunRecord._fields}
-    run = RunRecord(**run_fields)
+    manifest = read_manifest(folder)
+    run = manifest.run
     snapshots = _read_snapshots(folder, home)
-    listed = manifest.get("sessions") or _sessions_from_snapshots(run, snapshots)
+    listed = manifest.sessions or _sessions_from_snapshots(run, snapshots)
     sessions, evaluations = [], []
     start = _first_frames(manifest, run)
     for session in listed:
@@ -204,12 +212,11 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
         trained = _training_evaluations(own[-1], index, own, after=start.get(index, 0)) if own else []
         sessions.append(_session_row(session, own[-1] if own else None, trained))
         evaluations += trained
-    if manifest.get("format", 1) < 2:
+    if manifest.format < 2:
         run = _status_from_snapshots(run, sessions, snapshots)
-    evaluations += [dict(e) for e in manifest.get("evaluations", [])]
+    evaluations += manifest.evaluations
     return RestoredRun(
-        run=run, sessions=sessions, spec_revisions=[_revision_row(r) for r in manifest["spec_revisions"]],
-        attempts=[dict(a) for a in manifest.get("attempts", [])],
+        run=run, sessions=sessions, spec_revisions=manifest.spec_revisions, attempts=manifest.attempts,
         checkpoints=[{"session_index": index, "frame": s.frame, "kind": s.kind, "path": s.path, "sha256": s.sha256,
                       "size_bytes": s.size_bytes, "created_at": s.created_at}
                      for index, own in snapshots.items() for s in own],
@@ -233,15 +240,15 @@ def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
     return found
 
 
-def _first_frames(manifest: dict[str, Any], run: RunRecord) -> dict[int, int]:
+def _first_frames(manifest: Manifest, run: RunRecord) -> dict[int, int]:
     """Where each session's own history starts: a fork's snapshots carry its parent's evaluations
     up to the frame it branched at, which the registry lists under the parent only."""
     starts: dict[int, int] = {}
-    for attempt in manifest.get("attempts", []):
+    for attempt in manifest.attempts:
         index = attempt["session_index"]
         starts[index] = min(starts.get(index, attempt["start_frame"]), attempt["start_frame"])
     if not starts and run.parent_id is not None:  # a format-1 manifest: the fork's first revision
-        branched = min((r["frame"] for r in manifest["spec_revisions"] if r["revision"] > 0), default=0)
+        branched = min((r["frame"] for r in manifest.spec_revisions if r["revision"] > 0), default=0)
         starts = dict.fromkeys(range(run.num_sessions), branched)
     return starts
 
@@ -307,16 +314,6 @@ def _sessions_from_snapshots(run: RunRecord, snapshots: dict[int, list[_Snapshot
 def _status_from_snapshots(run: RunRecord, sessions: list[dict[str, Any]],
                            snapshots: dict[int, list[_Snapshot]]) -> RunRecord:  # fmt: skip
     """A format-1 manifest was written when the run started; its end shows in the snapshots."""
-    statuses = {s["status"] for s in sessions}
-    status = "preempted" if "preempted" in statuses else "finished" if statuses == {"finished"} else "running"
+    status = run_status(s["status"] for s in sessions)
     newest = max((s.created_at for own in snapshots.values() for s in own), default=None)
     return run._replace(status=status, finished_at=newest if status != "running" else None)
-
-
-def _revision_row(revision: dict[str, Any]) -> dict[str, Any]:
-    # The registry stored json.dumps of the spec and diff; loading and dumping again gives the
-    # same text.
-    diff = revision.get("diff")
-    return {"revision": revision["revision"], "frame": revision["frame"], "spec_json": json.dumps(revision["spec"]),
-            "diff_json": None if diff is None else json.dumps(diff), "created_at": revision["created_at"]}
-

@@ -103,23 +103,28 @@ class Session:
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, stop: StopRequest) -> str:
-        """Train to the budget or until a stop is requested; returns the session's final status."""
-        attempt = self.registry.add_attempt(
+        """Train to the budget or until a stop is requested; returns the session's final status.
+        However training ends, the session and this attempt are closed: an exception closes both
+        as failed, with its message, and goes on up."""
+        self.registry.add_attempt(
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
             start_frame=self.clock.frame, approximate=self.approximate is not None,
             note="; ".join(filter(None, [self.approximate, self.env_restored])) or None,
         )
-        self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
-        self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
-        self._open_metrics()
+        status, error = "failed", None
         try:
-            status = self._train(stop)
+            self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
+            self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
+            self._open_metrics()
+            try:
+                status = self._train(stop)
+            finally:
+                self._close_metrics()
+        except BaseException as raised:
+            error = describe(raised)
+            raise
         finally:
-            self.metrics.close()
-            if self.tensorboard is not None:
-                self.tensorboard.close()
-        self.registry.finish_session(self.task.session_id, status=status, **self.progress())
-        self.registry.end_attempt(attempt.id, status=status)
+            self.registry.finish_session(self.task.session_id, status=status, error=error, **self.progress())
         best = self.best.mean if self.best else None
         self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
         return status
@@ -183,6 +188,11 @@ class Session:
         names = metrics_log.columns(self.agent.METRICS)
         self.metrics = metrics_log.MetricsLog.create(metrics_log.path(folder), names, self.metrics_kept)
         self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
+
+    def _close_metrics(self) -> None:
+        self.metrics.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
@@ -345,6 +355,10 @@ class SessionFailed(Exception):
         self.details = details
 
 
+def describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
 def run_session(task: SessionTask, emit: Emit, stop: StopRequest) -> str:
     """Train one session, recording it in the registry; returns its final status. A failure is
     recorded on the session (status failed, with the message) and raised as SessionFailed."""
@@ -352,11 +366,15 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest) -> str:
     session: Session | None = None
     try:
         session = Session(task, registry, emit)
-        return session.run(stop)
+        return session.run(stop)  # records its own failures
     except Exception as error:
-        message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        progress = session.progress() if session else ProgressCounts(frame=0, episode=0, opt_step=0)
-        registry.finish_session(task.session_id, status="failed", error=message, **progress)
+        message = describe(error)
+        if session is not None:
+            progress = session.progress()
+        else:  # it never started: the session keeps the progress it has on record
+            record = registry.get_session(task.run_id, task.index)
+            progress = ProgressCounts(frame=record.frame, episode=record.episode, opt_step=record.opt_step)
+            registry.finish_session(task.session_id, status="failed", error=message, **progress)
         emit(events.SessionEnded(task.index, "failed", progress["frame"], None, message))
         raise SessionFailed(message, traceback.format_exc()) from error
     finally:

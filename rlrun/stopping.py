@@ -3,6 +3,12 @@ write a snapshot and record themselves preempted); a second one ends the process
 
 The request is a shared integer (the signal number, 0 while none), so spawned session processes
 poll the same value as the process that received the signal.
+
+A command that trains calls `defer_signals` first thing, before its heavy imports: a signal that
+arrives while it starts up is then held (`pending`) instead of killing it mid-way, and is honoured
+at the first point that can honour it: `raise_if_stopped` before anything is written, or the first
+`stop_on_signals`, which stops the sessions at once with a snapshot. A signal that arrives after the
+sessions have ended is held and ignored: the work is done.
 """
 
 from __future__ import annotations
@@ -12,10 +18,52 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from multiprocessing.sharedctypes import Synchronized
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # this module loads first thing in a training command: keep it light
+    from multiprocessing.sharedctypes import Synchronized
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_pending = 0
+"""A signal held by `defer_signals` that no stop request has taken yet (0 while none)."""
+
+
+def defer_signals() -> None:
+    """Hold the first SIGINT/SIGTERM (see the module's note); a second one ends the process with
+    128 + the signal, as a second signal does during training."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        global _pending
+        if _pending:
+            raise SystemExit(128 + signum)
+        _pending = signum
+
+    for sig in SIGNALS:
+        signal.signal(sig, hold)
+
+
+TRAINING_COMMANDS = ("train", "resume")
+
+
+def defer_signals_for(argv: list[str]) -> None:
+    """`defer_signals` when `argv` (the arguments after the program) starts a training command:
+    only those write state that a signal during start-up could leave half-made."""
+    if argv[:1] and argv[0] in TRAINING_COMMANDS:
+        defer_signals()
+
+
+def pending() -> int:
+    return _pending
+
+
+def raise_if_stopped(when: str) -> None:
+    """Raise `Stopped` if a held signal is waiting: the caller has written nothing yet."""
+    if _pending:
+        from rlrun.errors import Stopped
+
+        raise Stopped(_pending, when)
 
 
 class StopRequest:
@@ -53,7 +101,11 @@ def stop_on_signals(stop: StopRequest, on_abort: Callable[[], None] = lambda: No
             os._exit(128 + signum)
         stop.request(signum)
 
+    global _pending
     previous = {sig: signal.signal(sig, handle) for sig in SIGNALS}
+    if _pending:  # held while starting up: the sessions stop at once, with a snapshot
+        stop.request(_pending)
+    _pending = 0
     try:
         yield stop
     finally:

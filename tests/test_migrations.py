@@ -19,17 +19,17 @@ from sqlalchemy import Engine, inspect, text
 from rlrun.errors import RegistryError
 from rlrun.paths import REGISTRY_FILE
 from rlrun.registry import SCHEMA_HEAD, Registry
-from rlrun.registry_schema import (
-    VERSION_TABLE,
-    Base,
+from rlrun.registry.database import VERSION_TABLE
+from rlrun.registry.schema import (
     alembic_config,
-    create_registry_engine,
     current_revision,
     downgrade_schema,
     migration_connection,
     migrations_dir,
     upgrade_schema,
 )
+from rlrun.registry.server import create_registry_engine
+from rlrun.registry.tables import Base
 
 pytest_plugins = ["postgres_server"]
 
@@ -314,7 +314,7 @@ def _dump_bytes(data: bytes, where: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_a_failed_upgrade_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlrun import registry_schema
+    from rlrun.registry import schema as registry_schema
 
     home = tmp_path / "home"
     db_file = _copy_fixture(OLD_REVISIONS[0], home)

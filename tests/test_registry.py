@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from rlrun import registry as registry_module
 from rlrun.errors import BadInput, RegistryError, RunReferenceError
 from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
 from rlrun.paths import REGISTRY_FILE
 from rlrun.refs import RunFilter, parse_ref
-from rlrun.registry import STALE_AFTER_SECONDS, Registry, RestoredRun, RunRecord, SessionRecord
+from rlrun.registry import STALE_AFTER_SECONDS, Registry, RestoredRun, RunRecord, SessionRecord, liveness, queries
 
 pytest_plugins = ["postgres_server"]
 
@@ -819,9 +818,10 @@ def test_a_run_is_crashed_when_no_session_is_alive(registry: Registry) -> None:
     assert statuses(registry, run.id) == ("running", ["finished", "running", "failed"])
     set_columns(registry, "sessions", s1.id, heartbeat_at=time.time() - 3600)
     assert statuses(registry, run.id) == ("crashed", ["finished", "crashed", "failed"])
-    # Every session ended but the launcher never recorded the end: crashed too.
+    # Every session ended and the launcher never recorded the end: the run takes its sessions'
+    # verdict (one failed), never crashed (issue 16; tests/unit/test_registry_rules.py).
     registry.finish_session(s1.id, status="finished", frame=1000, episode=9, opt_step=9)
-    assert statuses(registry, run.id) == ("crashed", ["finished", "finished", "failed"])
+    assert statuses(registry, run.id) == ("failed", ["finished", "finished", "failed"])
     # A stored end wins at run level; a session left "running" still reads as crashed.
     registry.start_session(s1.id, host=HERE, pid=dead_pid())
     registry.finish_run(run.id, status="preempted")
@@ -869,7 +869,7 @@ def test_ls_filters_on_the_reported_status(registry: Registry) -> None:
 
 def test_ls_status_without_an_in_list(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = _mixed(registry)
-    monkeypatch.setattr(registry_module, "_IN_LIMIT", 1)  # as with thousands of running runs
+    monkeypatch.setattr(queries.records, "IN_LIMIT", 1)  # as with thousands of running runs
     assert {s.id: s.status for s in registry.list_runs(limit=None)} == expected
 
 
@@ -903,10 +903,10 @@ def test_ls_is_one_query_unless_the_page_holds_running_runs(registry: Registry) 
 
 
 def test_pid_checks() -> None:
-    assert registry_module._pid_alive(os.getpid())
-    assert not registry_module._pid_alive(dead_pid())
-    assert not registry_module._pid_alive(2**40)
-    assert registry_module._pid_alive(0)  # not a pid: never reported dead
+    assert liveness.pid_alive(os.getpid())
+    assert not liveness.pid_alive(dead_pid())
+    assert not liveness.pid_alive(2**40)
+    assert liveness.pid_alive(0)  # not a pid: never reported dead
 
 
 # ---- filters and sort orders: listing, counting and references agree -------------------------

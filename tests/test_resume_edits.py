@@ -109,8 +109,11 @@ def test_the_tied_schedule_refusal_says_why(half_trained: tuple[str, Path]) -> N
 def test_resume_with_nothing_to_do_or_contradictory_targets(half_trained: tuple[str, Path]) -> None:
     _, home = half_trained
     before = snapshot_of(home)
-    done = rlrun(home, "resume", "plain")
-    assert done.code == 2 and f"has trained {HALF:,} of its {HALF:,} frames" in done.stderr
+    done = rlrun(home, "resume", "plain")  # requeue-safe: nothing to do is success, and writes nothing
+    assert done.code == 0, done.stderr
+    assert "nothing to do: run " in done.stderr and f"has trained {HALF:,} of its {HALF:,} frames" in done.stderr
+    as_json = rlrun(home, "resume", "plain", "--json")
+    assert as_json.code == 0 and as_json.json()["nothing_to_do"] is True
     both = rlrun(home, "resume", "plain", "--frames", "20k", "--more", "1k")
     assert both.code == 2 and "not both" in both.stderr
     lower = rlrun(home, "resume", "plain", "--frames", "1000")

@@ -24,7 +24,7 @@ from rlrun.registry import Registry
 from rlrun.session import Session
 from rlrun.spec import builtin_names, load_spec
 from rlrun.stopping import StopRequest
-from rlrun.training import _task
+from rlrun.training.api import _task
 
 QUIET = ["--set", "meta.num_eval_episodes=1", "--set", "meta.eval_frequency=1000000"]
 

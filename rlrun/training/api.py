@@ -3,35 +3,32 @@ are from a notebook.
 
 Both check everything that can be checked before anything is written (the spec, the run name, that
 the env and the algorithm fit, that an edit is consistent), then record what they do in the registry
-and train the sessions: in this process for one session, in one spawned process each for several.
-SIGINT/SIGTERM stop every session at its next step with a snapshot; a second signal ends at once.
+and hand the sessions to an executor (`rlrun.training.executor`; by default the local one: this
+process for one session, one spawned process each for several). SIGINT/SIGTERM stop every session at
+its next step with a snapshot; a second signal ends at once. A signal that arrives before anything is
+written (see `rlrun.stopping.defer_signals`) stops the call with nothing written.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing
 import os
-import queue as queue_module
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import events, paths, snapshot
+from rlrun import paths, snapshot
 from rlrun.clock import Clock
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
-from rlrun.refs import check_run_name, parse_ref
-from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord
+from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
+from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
-from rlrun.stopping import StopRequest, stop_on_signals
-
-OnEvent = Callable[[events.Event], None]
+from rlrun.stopping import raise_if_stopped
+from rlrun.training.executor import Executor, OnEvent
 
 
 @dataclass(frozen=True)
@@ -53,10 +50,20 @@ class TrainResult:
     sessions: list[SessionOutcome]
     signal: int = 0
     """The signal that stopped the run (0 when none did)."""
+    nothing_to_do: bool = False
+    """`resume` found every session already at its target and wrote nothing."""
+    max_frame: int = 0
+    """Each session's frame target."""
 
     @property
     def error(self) -> str | None:
         return next((s.error for s in self.sessions if s.error), None)
+
+    @property
+    def outcome(self) -> str:
+        """What the sessions this call ran make of it, by the run-status rule: failed, preempted,
+        finished (or running, when it ran none). `status` is the whole run's."""
+        return run_status(s.status for s in self.sessions)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +74,8 @@ class TrainResult:
 
 
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
-          on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True) -> TrainResult:
+          on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
+          executor: Executor | None = None) -> TrainResult:
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
@@ -75,13 +83,15 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         check_run_name(name)
         _check_name_free(root, url, name)
     check_compatible(spec)
+    if handle_signals:
+        raise_if_stopped("before the run was recorded; nothing was written")
     with Registry.open(root, url) as registry:
         run = _create_run(registry, spec, name=name)
         _write_manifest(root, registry, run.id)
         if on_start is not None:
             on_start(run)
         tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
-        return _launch(registry, root, run, tasks, on_event, handle_signals)
+        return _launch(registry, root, run, tasks, on_event, _executor(executor, handle_signals))
 
 
 def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None) -> RunRecord:
@@ -154,20 +164,24 @@ class ResumePlan:
     frame: int
     """The newest snapshot frame over the sessions that continue: edits are checked up to it."""
     starts: list[tuple[SessionRecord, CheckpointRecord | None]]
-    """Each session to continue and the snapshot it continues from (None: from frame 0)."""
+    """Each session to continue and the snapshot it continues from (None: from frame 0). Empty
+    when every session has reached its target: nothing to do."""
     changes: list[Change]
     fork: bool
     skipped: list[str] = field(default_factory=list)
-    """Snapshots passed over because they are missing or do not match the registry."""
+    """Warnings: snapshots passed over because they are missing or damaged, each naming the one
+    used instead."""
 
 
-def plan_resume(registry: Registry, root: Path, reference: str, *, frames: int | None = None,
-                more: int | None = None, spec: str | Path | None = None, overrides: list[str] | None = None,
-                fork: bool = False) -> ResumePlan:
-    ref = parse_ref(reference)
-    run = registry.resolve(ref)
-    if fork and ref.session is not None:
-        raise BadInput(f"--fork branches a whole run; drop /s{ref.session} from {reference!r}")
+def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", filters: RunFilter | None = None, *,
+                frames: int | None = None, more: int | None = None, spec: str | Path | None = None,
+                overrides: list[str] | None = None, fork: bool = False) -> ResumePlan:
+    """What `resume` would do, decided from the registry and the snapshots alone: raises BadInput
+    (or EditRefused) when it cannot, and says `nothing_to_do` when every session is at its target."""
+    parsed = parse_ref(ref) if isinstance(ref, str) else ref
+    run = registry.resolve(parsed, filters)
+    if fork and parsed.session is not None:
+        raise BadInput(f"--fork branches a whole run; drop /s{parsed.session} from '{parsed.base}/s{parsed.session}'")
     if not fork and (live := registry.live_session(run.id)) is not None:
         raise BadInput(f"run {run.id} is still running (session s{live.index}, pid {live.pid} on {live.host});"
                        " stop it with SIGTERM or wait for it to end")
@@ -175,19 +189,23 @@ def plan_resume(registry: Registry, root: Path, reference: str, *, frames: int |
     edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
     detail = registry.get_run(run.id)
     skipped: list[str] = []
-    starts = [(s, _newest_complete(root, [c for c in detail.checkpoints if c.session_index == s.index], skipped))
-              for s in detail.sessions if ref.session is None or s.index == ref.session]
+    starts = [(s, _newest_intact(root, run.id, s, [c for c in detail.checkpoints if c.session_index == s.index],
+                                 skipped))
+              for s in detail.sessions if parsed.session is None or s.index == parsed.session]
     frame = max((c.frame for _, c in starts if c is not None), default=0)
     changes = check_edit(previous, edited, frame)
     refused = fork_conflicts(previous, edited) if fork else [c for c in changes if not c.allowed]
     if refused:
         raise EditRefused(run.id, frame, refused, fork=fork)
     if not fork:
-        starts = [(s, c) for s, c in starts if c is None or c.frame < edited.meta.max_frame or s.status != "finished"]
-        if not starts or all(c is not None and c.frame >= edited.meta.max_frame for _, c in starts):
-            raise BadInput(f"run {run.id} has trained {frame:,} of its {edited.meta.max_frame:,} frames;"
-                           " raise the target with --frames or --more")
+        starts = [(s, c) for s, c in starts if not _at_target(s, c, edited.meta.max_frame)]
     return ResumePlan(run, edited, previous, frame, starts, changes, fork, skipped)
+
+
+def _at_target(session: SessionRecord, start: CheckpointRecord | None, target: int) -> bool:
+    """Whether a session has nothing left to train: it finished at the target, or its snapshot is
+    there already. (A finished session whose newest snapshot is damaged still counts as done.)"""
+    return (session.status == "finished" and session.frame >= target) or (start is not None and start.frame >= target)
 
 
 def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None,
@@ -201,33 +219,58 @@ def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: 
     return validate_spec(document)
 
 
-def _newest_complete(root: Path, checkpoints: list[CheckpointRecord], skipped: list[str]) -> CheckpointRecord | None:
+def _newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord],
+                   skipped: list[str]) -> CheckpointRecord | None:
+    """The session's newest snapshot that passes the deep check (every file against its manifest,
+    the manifest against the registry's sha256), so a damaged one is found before anything is
+    written. Each one passed over is a warning in `skipped`, naming the snapshot used instead. A
+    session whose every snapshot is damaged cannot continue: BadInput, nothing written."""
+    problems: list[str] = []
     for checkpoint in sorted(checkpoints, key=lambda c: c.frame, reverse=True):
         try:
-            snapshot.verify(root / checkpoint.path, checkpoint.sha256, deep=False)
+            snapshot.verify(root / checkpoint.path, checkpoint.sha256, deep=True)
         except snapshot.SnapshotError as error:
-            skipped.append(str(error))
+            problems.append(str(error).removesuffix("; use another checkpoint"))
             continue
+        skipped.extend(f"{problem}; s{session.index} continues from the snapshot at frame {checkpoint.frame:,}"
+                       f" ({checkpoint.path}) instead" for problem in problems)
         return checkpoint
+    if problems:
+        raise BadInput(f"run {run_id} session s{session.index} has no intact snapshot to continue from"
+                       f" ({len(problems)} damaged; newest: {problems[0]}); nothing was changed")
     return None
 
 
-def resume(reference: str = "latest", *, home: Path | str | None = None, frames: int | None = None,
-           more: int | None = None, spec: str | Path | None = None, overrides: list[str] | None = None,
-           fork: bool = False, on_event: OnEvent | None = None, on_plan: Callable[[ResumePlan], None] | None = None,
-           handle_signals: bool = True) -> TrainResult:
-    """Continue a run (or, with `fork`, branch a new one) from each session's newest complete
-    snapshot, optionally with a spec edit that must be consistent with what was already trained."""
+def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
+           frames: int | None = None, more: int | None = None, spec: str | Path | None = None,
+           overrides: list[str] | None = None, fork: bool = False, on_event: OnEvent | None = None,
+           on_plan: Callable[[ResumePlan], None] | None = None, handle_signals: bool = True,
+           executor: Executor | None = None) -> TrainResult:
+    """Continue a run (or, with `fork`, branch a new one) from each session's newest intact
+    snapshot, optionally with a spec edit that must be consistent with what was already trained.
+    `ref` names the run among those `filters` let through. When every session has already reached
+    its target, nothing is written and the result says `nothing_to_do` (safe to requeue)."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     with Registry.open(root, url, create=False) as registry:
-        plan = plan_resume(registry, root, reference, frames=frames, more=more, spec=spec, overrides=overrides,
+        plan = plan_resume(registry, root, ref, filters, frames=frames, more=more, spec=spec, overrides=overrides,
                            fork=fork)
-    with Registry.open(root, url) as registry:
         if on_plan is not None:
             on_plan(plan)
+        if not plan.starts:
+            return _nothing_to_do(registry, root, plan)
+    if handle_signals:
+        raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
+    with Registry.open(root, url) as registry:
         run, tasks = _start_fork(registry, root, url, plan) if fork else _reopen(registry, root, url, plan)
-        return _launch(registry, root, run, tasks, on_event, handle_signals)
+        return _launch(registry, root, run, tasks, on_event, _executor(executor, handle_signals))
+
+
+def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainResult:
+    sessions = [SessionOutcome(s.index, s.seed, s.status, s.frame, s.best_eval, s.error)
+                for s in registry.get_run(plan.run.id).sessions]
+    return TrainResult(plan.run.id, plan.run.name, str(root), plan.run.status, sessions, nothing_to_do=True,
+                       max_frame=plan.spec.meta.max_frame)
 
 
 def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
@@ -266,108 +309,29 @@ def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan) -> t
 
 
 # ---------------------------------------------------------------------------------------------
-# Running sessions
+# Running the sessions
+
+
+def _executor(executor: Executor | None, handle_signals: bool) -> Executor:
+    if executor is not None:
+        return executor
+    from rlrun.training.local import LocalExecutor
+
+    return LocalExecutor(handle_signals=handle_signals)
 
 
 def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[Any], on_event: OnEvent | None,
-            handle_signals: bool) -> TrainResult:
-    forward = on_event or (lambda event: None)
-    if len(tasks) == 1:
-        stop = StopRequest()
-        with stop_on_signals(stop) if handle_signals else contextlib.nullcontext(stop):
-            ended = [_run_here(tasks[0], forward, stop)]
-    else:
-        ended, stop = _run_spawned(tasks, forward, registry, handle_signals)
+            executor: Executor) -> TrainResult:
+    execution = executor.run(tasks, on_event or (lambda event: None))
     status = _run_status(registry, run.id)
     if status != "running":
-        registry.finish_run(run.id, status=status, error=next((e.error for e in ended if e.error), None))
+        registry.finish_run(run.id, status=status, error=next((e.error for e in execution.ended if e.error), None))
     outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
-                for t, e in zip(tasks, ended, strict=True)]
-    return TrainResult(run.id, run.name, str(root), status, outcomes, stop.signal)
+                for t, e in zip(tasks, execution.ended, strict=True)]
+    return TrainResult(run.id, run.name, str(root), status, outcomes, execution.signal, max_frame=run.max_frame)
 
 
 def _run_status(registry: Registry, run_id: str) -> str:
     """The run's status from its sessions'. Sessions this process did not resume may still be
     crashed: the run then stays "running" in the registry, which reports it crashed."""
-    statuses = {s.status for s in registry.get_run(run_id).sessions}
-    for status in ("failed", "preempted"):
-        if status in statuses:
-            return status
-    return "finished" if statuses == {"finished"} else "running"
-
-
-def _run_here(task: Any, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
-    from rlrun.session import SessionFailed, run_session
-
-    ended: list[events.SessionEnded] = []
-
-    def forward(event: events.Event) -> None:
-        if isinstance(event, events.SessionEnded):
-            ended.append(event)
-        on_event(event)
-
-    with contextlib.suppress(SessionFailed):  # already recorded, and reported through `forward`
-        run_session(task, forward, stop)
-    return ended[-1]
-
-
-def _run_spawned(tasks: list[Any], on_event: OnEvent, registry: Registry,
-                 handle_signals: bool) -> tuple[list[events.SessionEnded], StopRequest]:
-    """One spawned process per session (spawn, not fork: torch and SQLite connections do not
-    survive a fork). Events come back through a queue; a stop request is one shared integer; a
-    process that dies without saying so is recorded as failed."""
-    from rlrun.session import run_session_process
-
-    context = multiprocessing.get_context("spawn")
-    channel = context.Queue()
-    stop = StopRequest(context.Value("i", 0))
-    processes = {t.index: context.Process(target=run_session_process, args=(t, channel, stop.shareable()),
-                                          name=f"rlrun-s{t.index}") for t in tasks}
-
-    def abort() -> None:
-        for process in processes.values():
-            if process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, 9)
-
-    with stop_on_signals(stop, on_abort=abort) if handle_signals else contextlib.nullcontext(stop):
-        for process in processes.values():
-            process.start()
-        ended: dict[int, events.SessionEnded] = {}
-        while len(ended) < len(tasks):
-            try:
-                event = channel.get(timeout=0.5)
-            except queue_module.Empty:
-                _reap_silent_deaths(tasks, processes, ended, channel, on_event, registry)
-                continue
-            _deliver(event, ended, on_event)
-        for process in processes.values():
-            process.join()
-    return [ended[t.index] for t in tasks], stop
-
-
-def _deliver(event: events.Event, ended: dict[int, events.SessionEnded], on_event: OnEvent) -> None:
-    if isinstance(event, events.SessionEnded):
-        ended[event.index] = event
-    on_event(event)
-
-
-def _reap_silent_deaths(tasks: list[Any], processes: dict[int, Any], ended: dict[int, events.SessionEnded],
-                        channel: Any, on_event: OnEvent, registry: Registry) -> None:
-    dead = [t for t in tasks if t.index not in ended and not processes[t.index].is_alive()]
-    if not dead:
-        return
-    deadline = time.monotonic() + 2.0  # a process's last events may still be in the pipe
-    while time.monotonic() < deadline:
-        try:
-            _deliver(channel.get(timeout=0.1), ended, on_event)
-        except queue_module.Empty:
-            break
-    for task in dead:
-        if task.index in ended:
-            continue
-        message = f"session process exited with code {processes[task.index].exitcode} without reporting"
-        session = registry.get_session(task.run_id, task.index)
-        registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
-                                opt_step=session.opt_step, error=message)
-        _deliver(events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message), ended, on_event)
+    return run_status(s.status for s in registry.get_run(run_id).sessions)

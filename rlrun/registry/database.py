@@ -1,0 +1,144 @@
+"""The small interface both database drivers implement, and what is common to them: URLs, the
+schema revision read, the error policy and the base every part of `Registry` builds on.
+
+Two drivers: `rlrun.registry.sqlite` (the standard library's sqlite3: a local registry never
+imports SQLAlchemy) and `rlrun.registry.server` (SQLAlchemy, loaded only for a server URL). Both
+run plain, portable SQL with `:name` parameters, one short transaction at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from rlrun import paths
+from rlrun.errors import RegistryError
+
+# The Alembic head this code was written against; a test keeps it equal to the migrations' head.
+SCHEMA_HEAD = "0002"
+VERSION_TABLE = "rlrun_alembic_version"
+
+
+class Transaction(Protocol):
+    dialect: str
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> int: ...
+    def insert(self, sql: str, params: dict[str, Any]) -> int: ...
+    def now(self) -> float: ...
+
+
+class Database(Protocol):
+    @property
+    def integrity_errors(self) -> tuple[type[Exception], ...]: ...
+    @property
+    def unusable_errors(self) -> tuple[type[Exception], ...]: ...
+    def transaction(self, write: bool) -> Any: ...
+    def close(self) -> None: ...
+
+
+# The database's clock in epoch seconds: every timestamp the registry writes, and the "now" that
+# staleness is judged against, so hosts with skewed clocks agree (Optuna's heartbeat rule).
+_CLOCK = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgresql": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)",
+}
+
+
+def clock_sql(dialect: str) -> str:
+    """An SQL expression for the database's clock, in epoch seconds."""
+    return _CLOCK.get(dialect, _CLOCK["postgresql"])
+
+
+_TABLE_EXISTS_SQL = {
+    "sqlite": "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+    "postgresql": (
+        "SELECT 1 FROM information_schema.tables WHERE table_name = :name AND table_schema = current_schema()"
+    ),
+}
+
+
+def read_revision(tx: Transaction) -> str | None:
+    """The schema revision stored in the database, None when it has no schema yet."""
+    exists = _TABLE_EXISTS_SQL.get(tx.dialect, _TABLE_EXISTS_SQL["postgresql"])
+    if not tx.rows(exists, {"name": VERSION_TABLE}):
+        return None
+    found = tx.rows(f"SELECT version_num FROM {VERSION_TABLE}")
+    return found[0][0] if found else None
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (`sqlite:///relative.db`, `sqlite:////abs/path.db`); None for
+    in-memory SQLite and other databases. Parsed by hand: no SQLAlchemy on the fast path."""
+    if not is_sqlite(url):
+        return None
+    database = url.partition("://")[2].partition("?")[0].removeprefix("/")
+    return None if database in ("", ":memory:") else Path(database)
+
+
+def is_sqlite(url: str) -> bool:
+    return url.partition("://")[0].split("+")[0] == "sqlite"
+
+
+def label(url: str) -> str:
+    """A URL fit to print: the password hidden."""
+    file = sqlite_file(url)
+    if file is not None:
+        return str(file)
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if at and ":" in credentials:
+        credentials = credentials.split(":")[0] + ":***"
+    return f"{scheme}://{credentials}{at}{host}"
+
+
+class Conflict(RegistryError):
+    """A write broke a unique or foreign-key constraint: another writer won a race."""
+
+
+@contextmanager
+def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """A database that cannot be used (not a database, unreachable, locked for too long) is one
+    line saying so and what to do, not a traceback."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except errors as error:
+        detail = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
+        if "locked" in detail:
+            advice = "another process held it for more than 30 s; try again"
+        elif sqlite_file(url) is not None:
+            advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
+        else:
+            advice = f"check {paths.DB_ENV} and that the server is up"
+        raise RegistryError(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
+
+
+class Connected:
+    """An open registry database and its one transaction helper with its one error policy; the
+    parts of `Registry` (store, queries, resolve) build on it."""
+
+    def __init__(self, home: Path, url: str, database: Database, *, missing: bool = False,
+                 upgrade: Any = None) -> None:  # fmt: skip
+        self.home = home
+        self.url = url
+        self._db = database
+        self._missing = missing  # opened with create=False where there is no registry yet
+        self.upgrade = upgrade  # what opening it did to the schema (a schema.Upgrade), if anything
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Transaction]:
+        """One transaction (BEGIN IMMEDIATE for writes on SQLite), committed on success."""
+        if write and self._missing:
+            raise RegistryError(f"no registry at {label(self.url)}; it is created by `rlrun train`")
+        try:
+            with explained(self.url, self._db.unusable_errors), self._db.transaction(write) as tx:
+                yield tx
+        except self._db.integrity_errors as error:
+            raise Conflict(str(error)) from error

@@ -1,0 +1,323 @@
+"""Reads: listings with their filters and sort orders, a run with everything recorded about it,
+sessions, checkpoints and spec revisions. Read-only: nothing here writes, locks or changes a
+file. Statuses are reported as they are (`rlrun.registry.liveness`), not only as stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rlrun.errors import RunReferenceError
+from rlrun.refs import RunFilter, like_pattern
+from rlrun.registry import records
+from rlrun.registry.database import Connected, Transaction, clock_sql
+from rlrun.registry.liveness import (
+    FINAL_REACHED_SQL,
+    SETTLED_SQL,
+    STALE_AFTER_SECONDS,
+    Liveness,
+    maybe_alive_sql,
+    page_status,
+    reported_run_status,
+)
+from rlrun.registry.records import (
+    ATTEMPT_SELECT,
+    CHECKPOINT_SELECT,
+    CRASHED,
+    EVALUATION_SELECT,
+    LISTED_RUN_STATUSES,
+    NEWEST_FIRST,
+    REVISION_SELECT,
+    RUN_COLUMNS,
+    RUN_SELECT,
+    SESSION_SELECT,
+    AttemptRecord,
+    CheckpointRecord,
+    EvaluationRecord,
+    RunDetail,
+    RunRecord,
+    RunSummary,
+    SessionRecord,
+    SpecRevisionRecord,
+    attempt_record,
+    in_list,
+)
+
+# A page row: the run, its frames done over all sessions, its best score, its settled status.
+PageRow = tuple[RunRecord, int, float | None, str | None]
+
+# Sessions with whether each registered its final snapshot (see liveness.FINAL_REACHED_SQL).
+_SESSIONS_OF_RUN = (
+    f"SELECT {SESSION_SELECT}, (s.status = 'running' AND {FINAL_REACHED_SQL}) AS final"
+    " FROM sessions s JOIN runs r ON r.id = s.run_id WHERE s.run_id = :run_id"
+)
+
+
+def run_by_id(tx: Transaction, run_id: str) -> RunRecord:
+    found = tx.rows(f"SELECT {RUN_SELECT} FROM runs r WHERE r.id = :id", {"id": run_id})
+    if not found:
+        raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+    return RunRecord(*found[0])
+
+
+def sessions_with_final(tx: Transaction, run_id: str, condition: str = "1 = 1",
+                        params: dict[str, Any] | None = None) -> list[tuple[SessionRecord, bool]]:  # fmt: skip
+    rows = tx.rows(f"{_SESSIONS_OF_RUN} AND {condition} ORDER BY s.session_index", {"run_id": run_id, **(params or {})})
+    return [(SessionRecord(*row[:-1]), bool(row[-1])) for row in rows]
+
+
+def checkpoints_where(tx: Transaction, condition: str, params: dict[str, Any]) -> list[CheckpointRecord]:
+    query = (f"SELECT {CHECKPOINT_SELECT} FROM checkpoints c JOIN sessions s ON c.session_id = s.id"
+             f" WHERE {condition} ORDER BY s.run_id, s.session_index, c.frame, c.id")  # fmt: skip
+    return [CheckpointRecord(*row) for row in tx.rows(query, params)]
+
+
+def evaluations_where(tx: Transaction, condition: str, params: dict[str, Any]) -> list[EvaluationRecord]:
+    query = (f"SELECT {EVALUATION_SELECT} FROM evaluations e JOIN sessions s ON e.session_id = s.id"
+             f" WHERE {condition} ORDER BY s.session_index, e.frame, e.id")  # fmt: skip
+    return [EvaluationRecord(*row) for row in tx.rows(query, params)]
+
+
+def revisions_of(tx: Transaction, run_id: str) -> list[SpecRevisionRecord]:
+    query = f"SELECT {REVISION_SELECT} FROM spec_revisions v WHERE v.run_id = :id ORDER BY v.revision"
+    return [SpecRevisionRecord(*row) for row in tx.rows(query, {"id": run_id})]
+
+
+def attempts_of(tx: Transaction, run_id: str) -> list[AttemptRecord]:
+    query = (f"SELECT {ATTEMPT_SELECT} FROM attempts a JOIN sessions s ON a.session_id = s.id"
+             " WHERE a.run_id = :id ORDER BY a.started_at, a.id")  # fmt: skip
+    return [attempt_record(row) for row in tx.rows(query, {"id": run_id})]
+
+
+def _window(dialect: str, limit: int | None, offset: int) -> tuple[str, dict[str, Any]]:
+    """LIMIT / OFFSET clauses (SQLite needs a LIMIT before an OFFSET, PostgreSQL takes none)."""
+    if limit is None and not offset:
+        return "", {}
+    if limit is None:
+        return (" LIMIT -1 OFFSET :offset" if dialect == "sqlite" else " OFFSET :offset"), {"offset": offset}
+    return " LIMIT :limit OFFSET :offset", {"limit": limit, "offset": offset}
+
+
+def as_filter(value: RunFilter | str | None) -> RunFilter:
+    """A filter from a filter, a status (the older calling convention) or nothing."""
+    if isinstance(value, RunFilter):
+        return value
+    if value is not None and value not in LISTED_RUN_STATUSES:
+        raise ValueError(f"status {value!r} is not one of {', '.join(LISTED_RUN_STATUSES)}")
+    return RunFilter(status=value)
+
+
+class Reads(Connected):
+    """The registry's reads (mixed into `Registry`)."""
+
+    def name_exists(self, name: str) -> str | None:
+        """The id of the run holding `name`, or None."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
+        return found[0][0] if found else None
+
+    def count_runs(self, filters: RunFilter | str | None = None) -> int:
+        """How many runs `list_runs(filters=filters, limit=None)` would list (a string is a status)."""
+        chosen = as_filter(filters)
+        with self._transaction(write=False) as tx:
+            where, params = self._where(tx, chosen)
+            return int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
+
+    def list_runs(self, *, status: str | None = None, limit: int | None = 20, offset: int = 0,
+                  filters: RunFilter | None = None) -> list[RunSummary]:  # fmt: skip
+        """Runs newest first (or as `filters.sort` says) with session aggregates, in one query,
+        plus one small liveness query when the page holds stored-running runs whose sessions
+        have not all ended (see rlrun.registry.liveness).
+
+        Sorted by start, the newest runs come straight off the (created_at, id) index and only
+        they are aggregated, so the cost follows the page size, not the size of the registry. A
+        status filter applies to the status as reported: "running" and "crashed" are told apart
+        by first finding which stored-running runs are still alive.
+        """
+        chosen = as_filter(filters or status)
+        with self._transaction(write=False) as tx:
+            rows = self._page(tx, chosen, limit, offset)
+            alive = self._alive_on_page(tx, chosen, rows)
+        return [
+            RunSummary(
+                row=offset + i + 1, id=run.id, name=run.name, spec_name=run.spec_name, algorithm=run.algorithm,
+                env_id=run.env_id, status=chosen.status or page_status(run.status, settled, run.id in alive),
+                num_sessions=run.num_sessions, frames_done=frames, frames_target=run.max_frame * run.num_sessions,
+                best_eval=best, created_at=run.created_at, finished_at=run.finished_at,
+            )
+            for i, (run, frames, best, settled) in enumerate(rows)
+        ]  # fmt: skip
+
+    def _page(self, tx: Transaction, filters: RunFilter, limit: int | None, offset: int) -> list[PageRow]:
+        where, params = self._where(tx, filters)
+        window, bounds = _window(tx.dialect, limit, offset)
+        params.update(bounds)
+        # Correlated sub-selects use the sessions' (run_id, session_index) index run by run, so the
+        # cost follows the page when sorted by start, and stays linear for a whole listing.
+        aggregates = ("(SELECT COALESCE(SUM(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
+                      " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best,"
+                      f" {SETTLED_SQL} AS settled")  # fmt: skip
+        if filters.sort == "started":
+            query = f"SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where} ORDER BY {NEWEST_FIRST}{window}"
+        else:
+            # Sorting on aggregates needs them for every run that passes the filters.
+            order = "(p.best IS NULL), p.best DESC" if filters.sort == "best" else "p.frames DESC"
+            query = (f"SELECT * FROM (SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where}) p"
+                     f" ORDER BY {order}, p.created_at DESC, p.id DESC{window}")  # fmt: skip
+        n = len(RUN_COLUMNS)
+        return [(RunRecord(*row[:n]), int(row[n]), row[n + 1], row[n + 2]) for row in tx.rows(query, params)]
+
+    def _alive_on_page(self, tx: Transaction, filters: RunFilter, rows: Sequence[PageRow]) -> set[str]:
+        if filters.status is not None:
+            return set()  # every row has the status asked for
+        undecided = [run.id for run, _, _, settled in rows if run.status == "running" and settled is None]
+        if not undecided:
+            return set()
+        # A long IN list would hit SQLite's variable limit; all running runs are few.
+        return self._live_runs(tx, undecided if len(undecided) <= records.IN_LIMIT else None)
+
+    def _where(self, tx: Transaction, filters: RunFilter) -> tuple[str, dict[str, Any]]:
+        """The filters as a condition on `runs r` and its parameters."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if filters.status in ("running", CRASHED):
+            alive = sorted(self._live_runs(tx))
+            clauses.append(f"r.status = 'running' AND {SETTLED_SQL} IS NULL")
+            if alive:
+                listed, ids = in_list("alive", alive)
+                clauses.append(f"r.id {'IN' if filters.status == 'running' else 'NOT IN'} ({listed})")
+                params.update(ids)
+            elif filters.status == "running":
+                clauses.append("1 = 0")
+        elif filters.status is not None:
+            clauses.append(f"(r.status = :status OR (r.status = 'running' AND {SETTLED_SQL} = :status))")
+            params["status"] = filters.status
+        for column, value in (("algorithm", filters.algorithm), ("env_id", filters.env),
+                              ("spec_name", filters.spec)):  # fmt: skip
+            if value is not None:
+                clauses.append(f"LOWER(r.{column}) = LOWER(:{column})")
+                params[column] = value
+        if filters.name is not None:
+            operator = "LIKE" if tx.dialect == "sqlite" else "ILIKE"  # both ignore case
+            clauses.append(f"r.name {operator} :name ESCAPE '\\'")
+            params["name"] = like_pattern(filters.name)
+        if filters.since is not None:
+            clauses.append("r.created_at >= :since")
+            params["since"] = filters.since
+        return " AND ".join(clauses) or "1 = 1", params
+
+    def _live_runs(self, tx: Transaction, among: Sequence[str] | None = None) -> set[str]:
+        """The ids of the stored-running runs (of `among`) with a session running or pending.
+
+        SQL keeps only the sessions that pass the time test, by the database's clock (read in
+        the same query); Python checks their pids.
+        """
+        clock = clock_sql(tx.dialect)
+        query = (
+            f"SELECT s.run_id, s.status, s.host, s.pid, s.heartbeat_at, r.host, r.pid, r.created_at, {clock}"
+            " FROM sessions s JOIN runs r ON s.run_id = r.id WHERE r.status = 'running'"
+            f" AND {maybe_alive_sql(f'({clock} - {STALE_AFTER_SECONDS})')}"
+        )
+        params: dict[str, Any] = {}
+        if among is not None:
+            listed, ids = in_list("among", among)
+            query += f" AND r.id IN ({listed})"
+            params.update(ids)
+        rows = tx.rows(query, params)
+        if not rows:
+            return set()
+        live = Liveness(float(rows[0][-1]))
+        alive: set[str] = set()
+        for run_id, status, host, pid, beat, run_host, run_pid, created, _ in rows:
+            if run_id not in alive and live.session_status(status, host, pid, beat, run_host, run_pid,
+                                                           created) != CRASHED:  # fmt: skip
+                alive.add(run_id)
+        return alive
+
+    def live_run_ids(self) -> set[str]:
+        """The runs that are running now (a live session): maintenance leaves their files alone."""
+        with self._transaction(write=False) as tx:
+            return self._live_runs(tx)
+
+    def get_run(self, run_id: str) -> RunDetail:
+        """A run with everything recorded about it; statuses as reported (see rlrun.registry.liveness)."""
+        where = {"run_id": run_id}
+        with self._transaction(write=False) as tx:
+            live = Liveness(tx.now())
+            run = run_by_id(tx, run_id)
+            sessions = sessions_with_final(tx, run_id)
+            statuses = [live.session_of(s, run, final) for s, final in sessions]
+            return RunDetail(
+                run=run._replace(status=reported_run_status(run.status, statuses)),
+                sessions=[s._replace(status=status) for (s, _), status in zip(sessions, statuses, strict=True)],
+                checkpoints=checkpoints_where(tx, "s.run_id = :run_id", where),
+                evaluations=evaluations_where(tx, "s.run_id = :run_id", where),
+                spec_revisions=revisions_of(tx, run_id),
+                attempts=attempts_of(tx, run_id),
+                forks=[fork for (fork,) in tx.rows(
+                    "SELECT id FROM runs WHERE parent_id = :run_id ORDER BY created_at, id", where)],
+            )  # fmt: skip
+
+    def latest_spec(self, run_id: str) -> SpecRevisionRecord:
+        """The run's newest spec revision (the one training continues under)."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {REVISION_SELECT} FROM spec_revisions v WHERE v.run_id = :id"
+                            " ORDER BY v.revision DESC LIMIT 1", {"id": run_id})  # fmt: skip
+        if not found:
+            raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
+        return SpecRevisionRecord(*found[0])
+
+    def latest_specs(self) -> dict[str, str]:
+        """Every run's newest spec (JSON text) by run id, in one query (`rlrun gc`)."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows(
+                "SELECT v.run_id, v.spec_json FROM spec_revisions v JOIN (SELECT run_id, MAX(revision) AS revision"
+                " FROM spec_revisions GROUP BY run_id) m ON m.run_id = v.run_id AND m.revision = v.revision"
+            )
+        return dict(rows)
+
+    def get_session(self, run_id: str, index: int) -> SessionRecord:
+        """One session; its status as reported (see rlrun.registry.liveness)."""
+        with self._transaction(write=False) as tx:
+            found = sessions_with_final(tx, run_id, "s.session_index = :index", {"index": index})
+            if not found:
+                raise RunReferenceError(f"run {run_id} has no session s{index}; see `rlrun show`")
+            (session, final), run = found[0], run_by_id(tx, run_id)
+            return session._replace(status=Liveness(tx.now()).session_of(session, run, final))
+
+    def live_session(self, run_id: str) -> SessionRecord | None:
+        """A session of the run whose process is still at work (fresh heartbeat and, on this host,
+        a live pid), or None. `rlrun resume` refuses a run that has one."""
+        with self._transaction(write=False) as tx:
+            live = Liveness(tx.now())
+            run = run_by_id(tx, run_id)
+            rows = tx.rows(f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id AND s.status = 'running'"
+                           " ORDER BY s.session_index", {"run_id": run_id})  # fmt: skip
+        for row in rows:
+            session = SessionRecord(*row)
+            if live.session_of(session, run) == "running":  # one finishing counts: its process is at work
+                return session
+        return None
+
+    def checkpoints(self, session_id: int) -> list[CheckpointRecord]:
+        """The checkpoints of one session, oldest frame first."""
+        with self._transaction(write=False) as tx:
+            return checkpoints_where(tx, "s.id = :session_id", {"session_id": session_id})
+
+    def all_checkpoints(self) -> list[CheckpointRecord]:
+        """Every checkpoint, by run, session and frame (`rlrun gc`)."""
+        with self._transaction(write=False) as tx:
+            return checkpoints_where(tx, "1 = 1", {})
+
+    def run_ids(self) -> set[str]:
+        """The id of every run (`rlrun db rebuild`)."""
+        with self._transaction(write=False) as tx:
+            return {run_id for (run_id,) in tx.rows("SELECT id FROM runs")}
+
+    def distinct(self, column: str) -> list[str]:
+        """The values of a run column (algorithm, env_id or spec_name), to suggest filters."""
+        if column not in ("algorithm", "env_id", "spec_name"):
+            raise ValueError(f"not a filterable column: {column}")
+        with self._transaction(write=False) as tx:
+            return [value for (value,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]

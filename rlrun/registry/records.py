@@ -1,0 +1,247 @@
+"""What the registry hands out: immutable records, the statuses they may hold, and the column
+lists that turn a selected row into a record as it is.
+
+The tables themselves are declared once, in `rlrun.registry.tables` (SQLAlchemy, for Alembic);
+a test (tests/unit/test_registry_rules.py) holds the records and column lists here to them, so
+the fast read path needs no SQLAlchemy to know its columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from rlrun.refs import STATUSES
+
+# Stored statuses. "crashed" is never stored: reads report a "running" (or "pending") row as
+# crashed when its process is gone (see rlrun.registry.liveness), so a killed process needs
+# nobody to record it.
+CRASHED = "crashed"
+RUN_STATUSES = tuple(s for s in STATUSES if s != CRASHED)
+SESSION_STATUSES = ("pending", "running", "finished", "failed", "preempted")
+# What `list_runs(status=...)` and `count_runs(status)` accept, as reported on read.
+LISTED_RUN_STATUSES = STATUSES
+ENDED = ("finished", "failed", "preempted")
+
+# Attempts: every process that works on a session (the first training, each resume or fork).
+ATTEMPT_KINDS = ("train", "resume", "fork")
+ATTEMPT_END_STATUSES = (*ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
+
+IN_LIMIT = 500  # beyond this many ids, select by a condition rather than an IN list
+
+
+# --------------------------------------------------------------------------------------------
+# Records returned to callers: immutable named tuples whose fields are the tables' columns in the
+# tables' order, so a row selected with the matching column list below becomes a record as it is.
+# (Named tuples rather than dataclasses: a dozen dataclasses take longer to create than a whole
+# `rlrun ls` may spend on the registry.) `to_json()` gives plain JSON types, for `--json`.
+
+
+class RunRecord(NamedTuple):
+    id: str
+    name: str | None
+    spec_name: str
+    algorithm: str
+    env_id: str
+    status: str
+    max_frame: int
+    num_sessions: int
+    seed: int
+    parent_id: str | None
+    host: str | None
+    pid: int | None
+    error: str | None
+    created_at: float
+    finished_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class SessionRecord(NamedTuple):
+    id: int
+    run_id: str
+    index: int  # type: ignore[assignment]  # the session's number, shadowing tuple.index on purpose
+    seed: int
+    status: str
+    frame: int
+    episode: int
+    opt_step: int
+    best_eval: float | None
+    last_eval: float | None
+    host: str | None
+    pid: int | None
+    heartbeat_at: float | None
+    started_at: float | None
+    finished_at: float | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class CheckpointRecord(NamedTuple):
+    id: int
+    session_id: int
+    run_id: str
+    session_index: int
+    frame: int
+    kind: str
+    path: str
+    sha256: str
+    size_bytes: int
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class EvaluationRecord(NamedTuple):
+    id: int
+    session_id: int
+    run_id: str
+    session_index: int
+    frame: int
+    kind: str
+    mean: float
+    std: float
+    min: float
+    max: float
+    episodes: int
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class SpecRevisionRecord(NamedTuple):
+    id: int
+    run_id: str
+    revision: int
+    frame: int
+    spec_json: str
+    diff_json: str | None
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec and diff as JSON values rather than strings holding JSON."""
+        data = self._asdict()
+        data["spec"] = json.loads(data.pop("spec_json"))
+        diff = data.pop("diff_json")
+        data["diff"] = None if diff is None else json.loads(diff)
+        return data
+
+
+class AttemptRecord(NamedTuple):
+    id: int
+    run_id: str
+    session_id: int
+    session_index: int
+    kind: str
+    host: str | None
+    pid: int | None
+    start_frame: int
+    started_at: float
+    ended_at: float | None
+    end_status: str | None
+    approximate: bool
+    note: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class RunSummary(NamedTuple):
+    row: int  # 1-based position in `rlrun ls` order under the same filters
+    id: str
+    name: str | None
+    spec_name: str
+    algorithm: str
+    env_id: str
+    status: str
+    num_sessions: int
+    frames_done: int
+    frames_target: int
+    best_eval: float | None
+    created_at: float
+    finished_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class RunDetail(NamedTuple):
+    run: RunRecord
+    sessions: list[SessionRecord]
+    checkpoints: list[CheckpointRecord]
+    evaluations: list[EvaluationRecord]
+    spec_revisions: list[SpecRevisionRecord]
+    attempts: list[AttemptRecord]  # oldest first
+    forks: list[str]  # ids of the runs forked from this one
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run.to_json(),
+            "sessions": [s.to_json() for s in self.sessions],
+            "checkpoints": [c.to_json() for c in self.checkpoints],
+            "evaluations": [e.to_json() for e in self.evaluations],
+            "spec_revisions": [r.to_json() for r in self.spec_revisions],
+            "attempts": [a.to_json() for a in self.attempts],
+            "forks": list(self.forks),
+        }
+
+
+# Column lists in record order (the *_SELECT strings name each table by its alias: r, s, c, e, v,
+# a). Sessions call their index column session_index.
+RUN_COLUMNS = (
+    "id", "name", "spec_name", "algorithm", "env_id", "status", "max_frame", "num_sessions", "seed",
+    "parent_id", "host", "pid", "error", "created_at", "finished_at",
+)  # fmt: skip
+SESSION_COLUMNS = (
+    "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",
+    "last_eval", "host", "pid", "heartbeat_at", "started_at", "finished_at", "error",
+)  # fmt: skip
+RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
+SESSION_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
+CHECKPOINT_SELECT = (
+    "c.id, c.session_id, s.run_id, s.session_index, c.frame, c.kind, c.path, c.sha256, c.size_bytes, c.created_at"
+)
+EVALUATION_SELECT = (
+    "e.id, e.session_id, s.run_id, s.session_index, e.frame, e.kind, e.mean, e.std, e.min, e.max, e.episodes,"
+    " e.created_at"
+)
+REVISION_SELECT = "v.id, v.run_id, v.revision, v.frame, v.spec_json, v.diff_json, v.created_at"
+ATTEMPT_SELECT = (
+    "a.id, a.run_id, a.session_id, s.session_index, a.kind, a.host, a.pid, a.start_frame, a.started_at,"
+    " a.ended_at, a.end_status, a.approximate, a.note"
+)
+NEWEST_FIRST = "r.created_at DESC, r.id DESC"
+
+
+def attempt_record(row: tuple[Any, ...]) -> AttemptRecord:
+    record = AttemptRecord(*row)
+    return record._replace(approximate=bool(record.approximate))  # SQLite keeps booleans as 0 and 1
+
+
+def insert_sql(table: str, columns: Iterable[str]) -> str:
+    names = list(columns)
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(':' + n for n in names)})"
+
+
+def in_list(prefix: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """`:p0, :p1, ...` and their values, for an IN (...) list."""
+    params = {f"{prefix}{i}": value for i, value in enumerate(values)}
+    return ", ".join(f":{name}" for name in params), params
+
+
+class RestoredRun(NamedTuple):
+    """A run read back from its folder, ready for `Registry.restore_run`: the run's record (its
+    stored status) and its rows as column values, children keyed by session_index."""
+
+    run: RunRecord
+    sessions: list[dict[str, Any]]
+    spec_revisions: list[dict[str, Any]]
+    attempts: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+    evaluations: list[dict[str, Any]]

@@ -1,0 +1,372 @@
+"""Writes: every change to the registry, each one short transaction that also rewrites the run's
+manifest when the change is one the manifest holds (`rlrun.registry.manifest`).
+
+Timestamps are the database's clock (`Transaction.now()`), never this host's: staleness is
+judged by the same clock (`rlrun.registry.liveness`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rlrun.errors import BadInput, RegistryError
+from rlrun.registry import manifest
+from rlrun.registry.database import Conflict, Connected, Transaction
+from rlrun.registry.liveness import run_status
+from rlrun.registry.queries import checkpoints_where
+from rlrun.registry.records import (
+    ATTEMPT_END_STATUSES,
+    ATTEMPT_KINDS,
+    CRASHED,
+    ENDED,
+    IN_LIMIT,
+    RUN_COLUMNS,
+    AttemptRecord,
+    CheckpointRecord,
+    EvaluationRecord,
+    RestoredRun,
+    RunRecord,
+    SpecRevisionRecord,
+    in_list,
+    insert_sql,
+)
+
+
+def check_status(status: str, allowed: Sequence[str], what: str = "status") -> None:
+    if status not in allowed:
+        raise ValueError(f"{what} {status!r} is not one of {', '.join(allowed)}")
+
+
+def owner(tx: Transaction, session_id: int) -> tuple[str, int]:
+    """The run id and index of a session."""
+    found = tx.rows("SELECT run_id, session_index FROM sessions WHERE id = :id", {"id": session_id})
+    if not found:
+        raise RegistryError(f"no session with id {session_id} in the registry")
+    return found[0][0], found[0][1]
+
+
+def lock_run(tx: Transaction, run_id: str) -> None:
+    """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has)."""
+    if tx.dialect != "sqlite":
+        tx.rows("SELECT id FROM runs WHERE id = :id FOR UPDATE", {"id": run_id})
+
+
+def close_open_attempts(tx: Transaction, session_id: int, status: str) -> int:
+    """End the session's attempts that are still open; how many there were."""
+    return tx.execute(
+        "UPDATE attempts SET ended_at = :now, end_status = :status WHERE session_id = :session_id AND ended_at IS NULL",
+        {"now": tx.now(), "status": status, "session_id": session_id},
+    )
+
+
+class Writes(Connected):
+    """The registry's writes (mixed into `Registry`)."""
+
+    def create_run(
+        self, *, run_id: str, name: str | None, spec_name: str, algorithm: str, env_id: str,
+        max_frame: int, seed: int, num_sessions: int, spec_json: str, host: str | None,
+        pid: int | None, parent_id: str | None = None,
+    ) -> RunRecord:  # fmt: skip
+        """Insert a running run, its pending sessions (seed + i) and spec revision 0.
+
+        `parent_id` links a fork (`rlrun resume --fork`) to the run it started from.
+        """
+        if num_sessions < 1:
+            raise BadInput(f"a run needs at least one session, not {num_sessions}")
+        try:
+            with self._transaction(write=True) as tx:
+                self._check_new_run(tx, run_id, name, parent_id)
+                now = tx.now()
+                run = RunRecord(
+                    id=run_id, name=name, spec_name=spec_name, algorithm=algorithm, env_id=env_id,
+                    status="running", max_frame=max_frame, num_sessions=num_sessions, seed=seed,
+                    parent_id=parent_id, host=host, pid=pid, error=None, created_at=now, finished_at=None,
+                )  # fmt: skip
+                tx.execute(insert_sql("runs", RUN_COLUMNS), run._asdict())
+                for i in range(num_sessions):
+                    tx.insert(
+                        "INSERT INTO sessions (run_id, session_index, seed, status, frame, episode, opt_step)"
+                        " VALUES (:run_id, :index, :seed, 'pending', 0, 0, 0)",
+                        {"run_id": run_id, "index": i, "seed": seed + i},
+                    )
+                tx.insert(insert_sql("spec_revisions", ("run_id", "revision", "frame", "spec_json", "created_at")),
+                          {"run_id": run_id, "revision": 0, "frame": 0, "spec_json": spec_json, "created_at": now})
+                self._sync_manifest(tx, run_id)
+        except Conflict as error:
+            # Only reachable when another writer won a race the check above could not see
+            # (servers, which have no BEGIN IMMEDIATE), so the culprit is not known here.
+            raise BadInput(f"run id {run_id!r} or name {name!r} is already taken") from error
+        return run
+
+    @staticmethod
+    def _check_new_run(tx: Transaction, run_id: str, name: str | None, parent_id: str | None) -> None:
+        if tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run_id}):
+            raise RegistryError(f"a run with id {run_id} already exists")
+        if parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": parent_id}):
+            raise RegistryError(f"parent run {parent_id} is not in the registry")
+        if name is None:
+            return
+        holder = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
+        if holder:
+            raise BadInput(
+                f"a run named {name!r} already exists (id {holder[0][0]}); choose another --name"
+            )
+
+    def _update_session(self, tx: Transaction, session_id: int, assignments: str, values: dict[str, Any]) -> None:
+        """`:now` in the assignments is the database's clock."""
+        count = tx.execute(f"UPDATE sessions SET {assignments} WHERE id = :session_id",
+                           {**values, "now": tx.now(), "session_id": session_id})  # fmt: skip
+        if count == 0:
+            raise RegistryError(f"no session with id {session_id} in the registry")
+
+    def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
+        """Mark a session running; started_at keeps the first start across resumes."""
+        with self._transaction(write=True) as tx:
+            self._update_session(
+                tx, session_id,
+                "status = 'running', host = :host, pid = :pid, heartbeat_at = :now,"
+                " started_at = COALESCE(started_at, :now), finished_at = NULL, error = NULL",
+                {"host": host, "pid": pid},
+            )  # fmt: skip
+            self._sync_manifest(tx, owner(tx, session_id)[0])
+
+    def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> None:
+        """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
+        snapshot says as much, and the work since would be redone on resume)."""
+        with self._transaction(write=True) as tx:
+            self._update_session(
+                tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
+                {"frame": frame, "episode": episode, "opt_step": opt_step},
+            )
+
+    def finish_session(
+        self, session_id: int, *, status: str, frame: int, episode: int, opt_step: int,
+        error: str | None = None,
+    ) -> None:  # fmt: skip
+        """Record a session's end. In the same transaction its open attempts end with it, and a
+        run whose sessions have now all ended is closed with the status they give it (the
+        launcher records it again with the error; a launcher killed before that leaves nothing
+        behind to call crashed)."""
+        check_status(status, ENDED)
+        with self._transaction(write=True) as tx:
+            self._update_session(
+                tx, session_id,
+                "status = :status, frame = :frame, episode = :episode, opt_step = :opt_step, error = :error,"
+                " heartbeat_at = :now, finished_at = :now",
+                {"status": status, "frame": frame, "episode": episode, "opt_step": opt_step, "error": error},
+            )  # fmt: skip
+            run_id, _ = owner(tx, session_id)
+            close_open_attempts(tx, session_id, status)
+            self._settle_run(tx, run_id)
+            self._sync_manifest(tx, run_id)
+
+    @staticmethod
+    def _settle_run(tx: Transaction, run_id: str) -> None:
+        """Close a stored-running run whose sessions have all ended."""
+        statuses = [s for (s,) in tx.rows("SELECT status FROM sessions WHERE run_id = :id", {"id": run_id})]
+        if not statuses or not all(s in ENDED for s in statuses):
+            return
+        tx.execute("UPDATE runs SET status = :status, finished_at = :now WHERE id = :id AND status = 'running'",
+                   {"status": run_status(statuses), "now": tx.now(), "id": run_id})  # fmt: skip
+
+    def finish_run(self, run_id: str, *, status: str, error: str | None = None) -> None:
+        """End a run: finished, failed, or preempted (stopped by a signal after saving)."""
+        check_status(status, ENDED)
+        self._update_run(run_id, ended=True, status=status, error=error)
+
+    def reopen_run(
+        self, run_id: str, *, host: str | None, pid: int | None, max_frame: int | None = None
+    ) -> None:
+        """Mark a run running again for `rlrun resume`, optionally with a new frame budget.
+
+        host/pid become those of the resuming process (the launcher that liveness checks).
+        """
+        values: dict[str, Any] = {"status": "running", "host": host, "pid": pid}
+        if max_frame is not None:
+            values["max_frame"] = max_frame
+        self._update_run(run_id, error=None, finished_at=None, **values)
+
+    def _update_run(self, run_id: str, *, ended: bool = False, **values: Any) -> None:
+        """Set run columns; `ended` stamps finished_at with the database's clock."""
+        with self._transaction(write=True) as tx:
+            if ended:
+                values["finished_at"] = tx.now()
+            assignments = ", ".join(f"{column} = :{column}" for column in values)
+            if tx.execute(f"UPDATE runs SET {assignments} WHERE id = :run_id", {**values, "run_id": run_id}) == 0:
+                raise RegistryError(f"no run with id {run_id} in the registry")
+            self._sync_manifest(tx, run_id)
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run and, by cascade, its sessions, checkpoints, evaluations and revisions.
+        Its forks stay, unlinked (their manifests are rewritten to say so). Files are the
+        caller's: see `rlrun.maintenance.remove_runs`."""
+        with self._transaction(write=True) as tx:
+            forks = [fork for (fork,) in tx.rows("SELECT id FROM runs WHERE parent_id = :id", {"id": run_id})]
+            if tx.execute("DELETE FROM runs WHERE id = :id", {"id": run_id}) == 0:
+                raise RegistryError(f"no run with id {run_id} in the registry")
+            for fork in forks:
+                self._sync_manifest(tx, fork)
+
+    def add_spec_revision(
+        self, run_id: str, *, frame: int, spec_json: str, diff_json: str | None
+    ) -> SpecRevisionRecord:
+        """Record a spec edited at resume time; the revision number is the next free one."""
+        with self._transaction(write=True) as tx:
+            lock_run(tx, run_id)
+            (last,) = tx.rows("SELECT MAX(revision) FROM spec_revisions WHERE run_id = :id", {"id": run_id})[0]
+            if last is None:
+                raise RegistryError(f"no run with id {run_id} in the registry")
+            values: dict[str, Any] = {"run_id": run_id, "revision": last + 1, "frame": frame, "spec_json": spec_json,
+                      "diff_json": diff_json, "created_at": tx.now()}  # fmt: skip
+            row_id = tx.insert(insert_sql("spec_revisions", values), values)
+            self._sync_manifest(tx, run_id)
+        return SpecRevisionRecord(id=row_id, **values)
+
+    def rewind_session(
+        self, session_id: int, *, frame: int, episode: int, opt_step: int
+    ) -> list[CheckpointRecord]:
+        """Continue a session from its snapshot at `frame`: forget what it recorded after it.
+
+        Deletes the session's "train" evaluations and its checkpoints with a frame above `frame`
+        (they will be recomputed), sets its clock, recomputes best_eval / last_eval from the
+        evaluations that remain, and clears error and finished_at; the status is left to
+        `start_session`. Returns the deleted checkpoints so the caller can remove their files
+        once this has committed.
+        """
+        later = {"session_id": session_id, "frame": frame}
+        with self._transaction(write=True) as tx:
+            run_id, _ = owner(tx, session_id)
+            doomed = checkpoints_where(tx, "c.session_id = :session_id AND c.frame > :frame", later)
+            tx.execute("DELETE FROM checkpoints WHERE session_id = :session_id AND frame > :frame", later)
+            train = "session_id = :session_id AND kind = 'train'"
+            tx.execute(f"DELETE FROM evaluations WHERE {train} AND frame > :frame", later)
+            (best,) = tx.rows(f"SELECT MAX(mean) FROM evaluations WHERE {train}", later)[0]
+            last = tx.rows(f"SELECT mean FROM evaluations WHERE {train} ORDER BY frame DESC, id DESC LIMIT 1", later)
+            tx.execute(
+                "UPDATE sessions SET frame = :frame, episode = :episode, opt_step = :opt_step, best_eval = :best,"
+                " last_eval = :last, error = NULL, finished_at = NULL WHERE id = :session_id",
+                {**later, "episode": episode, "opt_step": opt_step, "best": best, "last": last[0][0] if last else None},
+            )
+            self._sync_manifest(tx, run_id)
+        return doomed
+
+    def add_attempt(
+        self, session_id: int, *, kind: str, host: str | None, pid: int | None, start_frame: int,
+        approximate: bool = False, note: str | None = None,
+    ) -> AttemptRecord:  # fmt: skip
+        """Record a process starting work on a session at `start_frame`.
+
+        kind: "train" (the first process), "resume", or "fork" (the first process of a forked
+        run). `approximate` with a `note` says why a resume could not be exact.
+        """
+        check_status(kind, ATTEMPT_KINDS, what="attempt kind")
+        with self._transaction(write=True) as tx:
+            run_id, index = owner(tx, session_id)
+            close_open_attempts(tx, session_id, CRASHED)  # their process died without a word
+            values: dict[str, Any] = dict(
+                run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
+                started_at=tx.now(), ended_at=None, end_status=None, approximate=approximate, note=note,
+            )
+            row_id = tx.insert(insert_sql("attempts", values), values)
+            self._sync_manifest(tx, run_id)
+        return AttemptRecord(id=row_id, session_index=index, **values)
+
+    def end_attempt(self, attempt_id: int, *, status: str) -> None:
+        """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
+        check_status(status, ATTEMPT_END_STATUSES)
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
+                               {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
+            if count == 0:
+                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
+            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
+            self._sync_manifest(tx, run_id)
+
+    def add_checkpoint(
+        self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int
+    ) -> CheckpointRecord:
+        with self._transaction(write=True) as tx:
+            run_id, index = owner(tx, session_id)
+            values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
+                                          size_bytes=size_bytes, created_at=tx.now())
+            row_id = tx.insert(insert_sql("checkpoints", values), values)
+        return CheckpointRecord(id=row_id, run_id=run_id, session_index=index, **values)
+
+    def remove_checkpoint(self, checkpoint_id: int) -> None:
+        with self._transaction(write=True) as tx:
+            if tx.execute("DELETE FROM checkpoints WHERE id = :id", {"id": checkpoint_id}) == 0:
+                raise RegistryError(f"no checkpoint with id {checkpoint_id} in the registry")
+
+    def remove_checkpoints(self, checkpoint_ids: Sequence[int]) -> int:
+        """Delete many checkpoint rows at once (`rlrun gc`); returns how many were there."""
+        removed = 0
+        with self._transaction(write=True) as tx:
+            for start in range(0, len(checkpoint_ids), IN_LIMIT):
+                listed, params = in_list("c", list(checkpoint_ids[start:start + IN_LIMIT]))
+                removed += tx.execute(f"DELETE FROM checkpoints WHERE id IN ({listed})", params)
+        return removed
+
+    def add_evaluation(
+        self, session_id: int, *, frame: int, mean: float, std: float, min: float, max: float,
+        episodes: int, kind: str = "train",
+    ) -> EvaluationRecord:  # fmt: skip
+        """Record an evaluation; a "train" one also updates the session's last and best score.
+        Other kinds (`rlrun enjoy`) go into the run's manifest too: no snapshot holds them."""
+        if not all(math.isfinite(v) for v in (mean, std, min, max)):
+            # SQLite stores NaN as NULL, which would silently lose the row's meaning.
+            raise ValueError(f"evaluation scores must be finite: {mean=} {std=} {min=} {max=}")
+        with self._transaction(write=True) as tx:
+            run_id, index = owner(tx, session_id)
+            values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, mean=mean, std=std,
+                                          min=min, max=max, episodes=episodes, created_at=tx.now())
+            row_id = tx.insert(insert_sql("evaluations", values), values)
+            if kind == "train":
+                tx.execute(
+                    "UPDATE sessions SET last_eval = :mean,"
+                    " best_eval = CASE WHEN best_eval IS NULL OR best_eval < :mean THEN :mean ELSE best_eval END"
+                    " WHERE id = :session_id", values,
+                )  # fmt: skip
+            else:
+                self._sync_manifest(tx, run_id)
+        return EvaluationRecord(id=row_id, run_id=run_id, session_index=index, **values)
+
+    # ---- rebuilding from folders -------------------------------------------------------------
+
+    def restore_run(self, restored: RestoredRun) -> None:
+        """Insert a run read back from its folder (`rlrun db rebuild`) with all its rows, in one
+        transaction. A parent that is not in the registry is dropped from the record."""
+        run = restored.run
+        with self._transaction(write=True) as tx:
+            if run.parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.parent_id}):
+                run = run._replace(parent_id=None)
+            tx.execute(insert_sql("runs", RUN_COLUMNS), run._asdict())
+            ids: dict[int, int] = {}
+            for session in restored.sessions:
+                values = {"run_id": run.id, **session}
+                ids[session["session_index"]] = tx.insert(insert_sql("sessions", values), values)
+            for revision in restored.spec_revisions:
+                values = {"run_id": run.id, **revision}
+                tx.insert(insert_sql("spec_revisions", values), values)
+            for table, rows in (("attempts", restored.attempts), ("checkpoints", restored.checkpoints),
+                                ("evaluations", restored.evaluations)):  # fmt: skip
+                for row in rows:
+                    values = {k: v for k, v in row.items() if k != "session_index"}
+                    values["session_id"] = ids[row["session_index"]]
+                    if table == "attempts":
+                        values["run_id"] = run.id
+                    tx.insert(insert_sql(table, values), values)
+            self._sync_manifest(tx, run.id)
+
+
+    # ---- the run folder's manifest -----------------------------------------------------------
+
+    def write_manifest(self, run_id: str) -> None:
+        """Write the run's `run.json` from its rows (the registry also does after every change)."""
+        with self._transaction(write=True) as tx:
+            self._sync_manifest(tx, run_id)
+
+    def _sync_manifest(self, tx: Transaction, run_id: str) -> None:
+        lock_run(tx, run_id)
+        manifest.write_from_rows(tx, self.home, run_id)

@@ -1,0 +1,168 @@
+"""The registry's tables, declared once (SQLAlchemy): the schema the Alembic migrations must build
+(`migrations/env.py` compares against it), and the DDL of an empty in-memory registry.
+
+Imported only where SQLAlchemy is wanted anyway (creating, upgrading, comparing schemas); the
+fast read path selects with the column lists of `rlrun.registry.records`, which a test holds to
+these declarations and to the migrations.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Constraint names are fixed by convention so migrations can refer to them by name (SQLite batch
+# migrations need named constraints to drop or alter them).
+_NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    # (created_at, id) is the `rlrun ls` order, so the newest runs come straight off the index.
+    __table_args__ = (Index("ix_runs_created_at", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200), unique=True)
+    spec_name: Mapped[str] = mapped_column(String(200))
+    algorithm: Mapped[str] = mapped_column(String(64))
+    env_id: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    max_frame: Mapped[int] = mapped_column(BigInteger)
+    num_sessions: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    # A fork outlives its parent: deleting the parent only unlinks it.
+    parent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), index=True
+    )
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    # The unique (run_id, session_index) index also serves lookups by run_id alone.
+    __table_args__ = (UniqueConstraint("run_id", "session_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column("session_index", Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    frame: Mapped[int] = mapped_column(BigInteger)
+    episode: Mapped[int] = mapped_column(BigInteger)
+    opt_step: Mapped[int] = mapped_column(BigInteger)
+    best_eval: Mapped[float | None] = mapped_column(Float)
+    last_eval: Mapped[float | None] = mapped_column(Float)
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class CheckpointRow(Base):
+    __tablename__ = "checkpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    frame: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(Text)  # relative to the runs home
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class EvaluationRow(Base):
+    __tablename__ = "evaluations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    frame: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(16), server_default="train")
+    mean: Mapped[float] = mapped_column(Float)
+    std: Mapped[float] = mapped_column(Float)
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    episodes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class AttemptRow(Base):
+    """One process working on one session, from its start frame until it ends (or dies)."""
+
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))  # train | resume | fork
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    start_frame: Mapped[int] = mapped_column(BigInteger)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    end_status: Mapped[str | None] = mapped_column(String(16))
+    approximate: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    note: Mapped[str | None] = mapped_column(Text)  # why a resume was approximate
+
+
+class SpecRevisionRow(Base):
+    __tablename__ = "spec_revisions"
+    # The unique (run_id, revision) index also serves lookups by run_id alone.
+    __table_args__ = (UniqueConstraint("run_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    revision: Mapped[int] = mapped_column(Integer)  # 0 = the spec at train time
+    frame: Mapped[int] = mapped_column(BigInteger)  # the frame the revision applies from
+    spec_json: Mapped[str] = mapped_column(Text)
+    diff_json: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+
+def sqlite_ddl() -> list[str]:
+    """CREATE statements for the head schema on SQLite: an empty in-memory registry answers
+    reads when there is no registry file yet."""
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = sqlite.dialect()
+    statements = []
+    for table in Base.metadata.sorted_tables:
+        statements.append(str(CreateTable(table).compile(dialect=dialect)))
+        statements += [str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes]
+    return statements

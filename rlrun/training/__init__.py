@@ -1,0 +1,21 @@
+"""Training: the library calls behind `rlrun train` and `rlrun resume` (`api`), and the executors
+that run a run's sessions (`local`: this process for one session, spawned processes for several).
+
+`train` and `resume` decide and record what to do; an executor only runs session tasks, delivers
+their events and stops them on request, so another executor (a cluster's) slots in beside the local
+one without touching them.
+"""
+
+from rlrun.training.api import (
+    ResumePlan,
+    SessionOutcome,
+    TrainResult,
+    check_compatible,
+    plan_resume,
+    resume,
+    train,
+)
+from rlrun.training.executor import Execution, Executor
+
+__all__ = ["Execution", "Executor", "ResumePlan", "SessionOutcome", "TrainResult", "check_compatible",
+           "plan_resume", "resume", "train"]

@@ -1,0 +1,36 @@
+"""The seam between deciding what to train and running it: an executor runs session tasks,
+delivers their events, and stops them when asked (SIGINT/SIGTERM), then says how each ended.
+
+`train` and `resume` record the run and build the tasks (`rlrun.session.SessionTask`: plain data
+naming the run, the session, its seed, its spec and the snapshot to start from); what runs them, and
+where, is the executor's business. Each session records its own progress in the registry, so an
+executor only has to report what it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from rlrun import events
+
+if TYPE_CHECKING:
+    from rlrun.session import SessionTask
+
+OnEvent = Callable[[events.Event], None]
+
+
+@dataclass(frozen=True)
+class Execution:
+    ended: list[events.SessionEnded]
+    """How each task ended, in the order of the tasks."""
+    signal: int = 0
+    """The signal that asked the sessions to stop (0 when none did)."""
+
+
+class Executor(Protocol):
+    def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
+        """Run every task to its end and deliver their events to `on_event` as they come. A session
+        that ends without saying how is recorded as failed by the executor."""
+        ...
