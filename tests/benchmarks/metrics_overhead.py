@@ -38,7 +38,10 @@ def measure(spec_name: str, frames: int, edits: list[str]) -> float:
     from rlrun.session import Session
     from rlrun.spec import load_spec
     from rlrun.stopping import StopRequest
-    from rlrun.training import _task
+    try:
+        from rlrun.training.api import _task
+    except ImportError:  # a checkout from before the training package
+        from rlrun.training import _task  # type: ignore[attr-defined,no-redef]
 
     spec = load_spec(spec_name, [f"meta.max_frame={frames}", "meta.sessions=1", *QUIET, *edits])
     with tempfile.TemporaryDirectory() as tmp, Registry.open(Path(tmp)) as registry:
