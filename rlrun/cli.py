@@ -51,7 +51,9 @@ Status = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Only runs with this status: running, finished, failed, preempted, crashed.")]
 Algo = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this algorithm.")]
 Env = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs on this env id.")]
-SpecName = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this spec name.")]
+SpecName = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this spec name (as --of).")]
+Of = Annotated[str | None, typer.Option(
+    "--of", metavar="SPEC", help="Only runs of this spec name: `resume latest --of reinforce_cartpole`.")]
 Name = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs whose name matches this glob (* and ?).")]
 Since = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.")]
@@ -70,10 +72,11 @@ def _references(text: str) -> Any:
 
 
 def _filters(status: str | None = None, algo: str | None = None, env: str | None = None, spec: str | None = None,
-             name: str | None = None, since: str | None = None, sort: str | None = None) -> Any:  # fmt: skip
+             name: str | None = None, since: str | None = None, sort: str | None = None,
+             of: str | None = None) -> Any:  # fmt: skip
     from rlrun.refs import RunFilter
 
-    return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
 
 
 def _console() -> Any:
@@ -180,7 +183,7 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
 @app.command()
 def resume(
     reference: Annotated[str, _reference(
-        "latest, latest~N, a row, an id, prefix or name; /sK for one session.")] = "latest",
+        "latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")] = "latest",
     frames: Annotated[str | None, typer.Option(metavar="TEXT", help="New frame target per session, e.g. 20M.")] = None,
     more: Annotated[str | None, typer.Option(metavar="TEXT", help="Frames to add to the target, e.g. 500k.")] = None,
     spec_file: Annotated[Path | None, typer.Option("--spec", metavar="PATH", help="An edited spec file.")] = None,
@@ -190,6 +193,7 @@ def resume(
     status: Status = None,
     algo: Algo = None,
     env: Env = None,
+    of: Of = None,
     since: Since = None,
     home: Home = None,
     as_json: AsJson = False,
@@ -199,7 +203,7 @@ def resume(
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    filters = _filters(status=status, algo=algo, env=env, since=since)
+    filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
     ref = _parse(reference)
     console = _console()
     with TrainingDisplay(console) as display:
@@ -227,7 +231,7 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
 @app.command()
 def enjoy(
     reference: Annotated[str, _reference(
-        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint.")] = "latest",
+        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder).")] = "latest",
     episodes: Annotated[
         int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to play.")
     ] = 5,
@@ -242,6 +246,7 @@ def enjoy(
     algo: Algo = None,
     env: Env = None,
     spec: SpecName = None,
+    of: Of = None,
     name: Name = None,
     since: Since = None,
     sort: Sort = None,
@@ -252,7 +257,7 @@ def enjoy(
     from rlrun.display import enjoy_table, enjoy_target
     from rlrun.enjoy import enjoy as enjoy_run
 
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     label = _label(reference, filters)
     console = _console()
     result = enjoy_run(_parse(reference), filters, home=home, episodes=episodes, seed=seed, stochastic=stochastic,
@@ -290,6 +295,7 @@ def list_runs(
     algo: Algo = None,
     env: Env = None,
     spec: SpecName = None,
+    of: Of = None,
     name: Name = None,
     since: Since = None,
     sort: Sort = None,
@@ -302,7 +308,7 @@ def list_runs(
 
     if as_json and as_csv:
         raise BadInput("choose --json or --csv, not both")
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     root = paths.resolve_home(home)
     page = None if show_all else limit
     with Registry.open(root, create=False) as registry:
@@ -331,11 +337,12 @@ def _nothing_listed(root: Path, filters: Any, everything: int) -> str:
 @app.command()
 def show(
     reference: Annotated[str, _reference(
-        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")] = "latest",
+        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere).")] = "latest",
     status: Status = None,
     algo: Algo = None,
     env: Env = None,
     spec: SpecName = None,
+    of: Of = None,
     name: Name = None,
     since: Since = None,
     sort: Sort = None,
@@ -347,15 +354,21 @@ def show(
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
     revisions and their changes, attempts, lineage and the spec."""
     from rlrun import views
-    from rlrun.registry import Registry
+    from rlrun.folder_runs import open_registry
+    from rlrun.registry import choose_checkpoint
 
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
-    with Registry.open(paths.resolve_home(home), create=False) as registry:
-        run = registry.resolve(reference, filters)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
+    ref = _parse(reference)
+    with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
+        run = registry.resolve(ref, filters)
         detail = registry.get_run(run.id)
+        root = registry.home
+    chosen = choose_checkpoint(detail, ref) if ref.checkpoint is not None else None
     _say(views.resolved(run, _label(reference, filters)))
+    if chosen is not None:
+        _say(f"checkpoint: session s{chosen.session.index}, frame {chosen.checkpoint.frame:,}")
     if metrics:
-        _show_metrics(detail, paths.resolve_home(home), as_json)
+        _show_metrics(detail, root, as_json)
     elif as_json:
         _print_json(detail.to_json())
     else:
@@ -386,6 +399,7 @@ def plot(
     algo: Algo = None,
     env: Env = None,
     spec: SpecName = None,
+    of: Of = None,
     name: Name = None,
     since: Since = None,
     sort: Sort = None,
@@ -393,32 +407,35 @@ def plot(
 ) -> None:
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
     from rlrun import views
+    from rlrun.folder_runs import open_registry
     from rlrun.plot import check_output, curve, draw
-    from rlrun.registry import Registry
+    from rlrun.refs import whole_run
 
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     details: list[Any] = []
-    with Registry.open(paths.resolve_home(home), create=False) as registry:
-        for reference in references or ("latest",):
-            run = registry.resolve(reference, filters)
+    roots: dict[str, Path] = {}  # each run's home: a run folder outside the home is read in place
+    for reference in references or ("latest",):
+        ref = whole_run(reference, "plot")
+        with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
+            run = registry.resolve(ref, filters)
             _say(views.resolved(run, _label(reference, filters)))
             if run.id not in [d.run.id for d in details]:
                 details.append(registry.get_run(run.id))
-    curves = [curve(d) for d in details] if metric is None else _metric_curves(details, home, metric)
+                roots[run.id] = registry.home
+    curves = [curve(d) for d in details] if metric is None else _metric_curves(details, roots, metric)
     _say(f"wrote {draw(curves, output, title=title, metric=metric)}")
 
 
-def _metric_curves(details: list[Any], home: Path | None, metric: str) -> list[Any]:
+def _metric_curves(details: list[Any], roots: dict[str, Path], metric: str) -> list[Any]:
     """`plot --metric`: the metric's curve of each run, refused before anything is drawn when no
     run logged it."""
     from rlrun import metrics_log
     from rlrun.plot import metric_curve
 
-    root = paths.resolve_home(home)
-    tables = [metrics_log.gather(metrics_log.session_logs(root, d)) for d in details]
+    tables = [metrics_log.gather(metrics_log.session_logs(roots[d.run.id], d)) for d in details]
     problem = metrics_log.unknown_metric(metric, [name for table in tables for name in table])
     if problem:
         raise BadInput(problem)
@@ -466,6 +483,7 @@ def rm(
     algo: Algo = None,
     env: Env = None,
     spec: SpecName = None,
+    of: Of = None,
     name: Name = None,
     since: Since = None,
     sort: Sort = None,
@@ -474,16 +492,17 @@ def rm(
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun import views
     from rlrun.maintenance import folder_size, remove_runs
+    from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
     if not references:
         raise BadInput("name the runs to delete, e.g. `rlrun rm latest` or `rlrun rm RUN_ID`")
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort)
+    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     root = paths.resolve_home(home)
     with Registry.open(root, create=False) as registry:
         chosen: dict[str, tuple[str, Any]] = {}
         for reference in references:
-            run = registry.resolve(reference, filters)
+            run = registry.resolve(whole_run(reference, "rm"), filters)
             chosen.setdefault(run.id, (reference, run))
         running = [run.id for _, run in chosen.values() if run.status == "running"]
         if running:
@@ -527,6 +546,30 @@ def gc(
         _print_json(report.to_json())
     else:
         _say(views.garbage_report(report, root))
+
+
+@app.command("import")
+def import_(
+    folders: Annotated[list[Path] | None, typer.Argument(
+        metavar="PATH...", show_default=False, help="Run folders (each with its run.json) to add to the home.")] = None,
+    move: Annotated[bool, typer.Option("--move", help="Move the folders into the home, not copy them.")] = False,
+    home: Home = None,
+) -> None:
+    """Add runs copied from elsewhere (a cluster, a colleague) to the home: each folder is checked
+    (every snapshot against its MANIFEST.json), copied (or moved) in and registered."""
+    from rlrun.maintenance import check_imports, import_runs
+    from rlrun.registry import Registry
+
+    if not folders:
+        raise BadInput("name the run folders to import, e.g. `rlrun import ~/Downloads/k3ab9x2m`")
+    root = paths.resolve_home(home)
+    with Registry.open(root, create=False) as registry:  # checked before anything is written
+        checked = check_imports(registry, folders)
+    with Registry.open(root) as registry:
+        imported = import_runs(registry, checked, move=move)
+    for run in imported:
+        _say(f"imported run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}:"
+             f" see `rlrun show {run.id}`")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,11 @@ import numpy as np
 from rlrun import paths
 from rlrun.errors import BadInput
 from rlrun.refs import RunFilter, RunRef, parse_ref
-from rlrun.registry import CheckpointRecord, Registry, RunDetail, RunRecord, SessionRecord
+from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, choose_checkpoint
+
+MAX_EPISODES = 10_000
+"""The most episodes one `enjoy` plays: a score needs far fewer, and a slip of the finger
+(`--episodes 10000000`) would never end."""
 
 
 @dataclass(frozen=True)
@@ -61,61 +65,39 @@ class EnjoyResult:
 
 def choose(registry: Registry, reference: RunRef | str, filters: RunFilter | None = None) -> EnjoyTarget:
     """The session with the best training evaluation (or `/sK`), and its checkpoint with the best
-    evaluation mean (or `@best`, `@latest`, `@FRAMES`); the newest when nothing was evaluated.
+    evaluation mean (or `@best`, `@latest`, `@FRAMES`; a checkpoint folder's path names its frame);
+    the newest when nothing was evaluated.
     The run is the one `reference` names among those `filters` let through."""
     ref = parse_ref(reference) if isinstance(reference, str) else reference
     run = registry.resolve(ref, filters)
     detail = registry.get_run(run.id)
-    session = _session(detail, ref.session)
-    checkpoints = [c for c in detail.checkpoints if c.session_index == session.index]
-    if not checkpoints:
-        raise BadInput(f"run {run.id} session s{session.index} has no checkpoint yet; train or resume it first")
-    scores = {e.frame: e.mean for e in detail.evaluations if e.session_index == session.index and e.kind == "train"}
-    checkpoint = _checkpoint(checkpoints, scores, ref.checkpoint, run.id, session.index)
-    revision = max((r for r in detail.spec_revisions if r.frame <= checkpoint.frame), key=lambda r: r.revision)
-    return EnjoyTarget(run, session, checkpoint, scores.get(checkpoint.frame), revision.spec_json)
-
-
-def _session(detail: RunDetail, index: int | None) -> SessionRecord:
-    if index is not None:
-        return next(s for s in detail.sessions if s.index == index)  # resolve() checked the range
-    evaluated = [s for s in detail.sessions if s.best_eval is not None]
-    if evaluated:
-        return max(evaluated, key=lambda s: (s.best_eval, -s.index))
-    return max(detail.sessions, key=lambda s: (s.frame, -s.index))
-
-
-def _checkpoint(checkpoints: list[CheckpointRecord], scores: dict[int, float], wanted: str | None, run_id: str,
-                index: int) -> CheckpointRecord:
-    newest = max(checkpoints, key=lambda c: c.frame)
-    if wanted == "latest":
-        return newest
-    if wanted not in (None, "best"):
-        exact = [c for c in checkpoints if c.frame == int(wanted)]
-        if not exact:
-            frames = ", ".join(f"{c.frame:,}" for c in sorted(checkpoints, key=lambda c: c.frame))
-            raise BadInput(f"run {run_id} session s{index} has no checkpoint at frame {int(wanted):,}; it has {frames}")
-        return exact[0]
-    scored = [c for c in checkpoints if c.frame in scores]
-    return max(scored, key=lambda c: (scores[c.frame], c.frame)) if scored else newest
+    chosen = choose_checkpoint(detail, ref)
+    revision = max((r for r in detail.spec_revisions if r.frame <= chosen.checkpoint.frame), key=lambda r: r.revision)
+    return EnjoyTarget(run, chosen.session, chosen.checkpoint, chosen.score, revision.spec_json)
 
 
 def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
           episodes: int = 5, seed: int | None = None, stochastic: bool = False, render: bool = False,
           video: Path | None = None, on_target: Any = None) -> EnjoyResult:
     """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy"."""
-    if episodes < 1:
-        raise BadInput("--episodes must be at least 1")
+    if not 1 <= episodes <= MAX_EPISODES:
+        raise BadInput(f"--episodes {episodes}: play from 1 to {MAX_EPISODES:,} episodes at a time")
     if render and video is not None:
         raise BadInput("choose --render (a window) or --video (a file), not both")
-    root = paths.resolve_home(home)
-    with Registry.open(root, create=False) as registry:
-        target = choose(registry, reference, filters)
+    from rlrun.folder_runs import open_registry, outside_folder
+
+    ref = parse_ref(reference) if isinstance(reference, str) else reference
+    outside = outside_folder(ref, home)  # a run folder from elsewhere: read where it is, recorded nowhere
+    root = outside.parent if outside is not None else paths.resolve_home(home)
+    with open_registry(ref, home) as registry:
+        target = choose(registry, ref, filters)
     _check_output(render, video)
     if on_target is not None:
         on_target(target)
     result = _play(root, target, episodes=episodes, seed=target.session.seed if seed is None else seed,
                    stochastic=stochastic, render=render, video=video)
+    if outside is not None:
+        return result
     with Registry.open(root) as registry:
         returns = [e.episode_return for e in result.episodes]
         registry.add_evaluation(target.session.id, frame=target.checkpoint.frame, mean=result.mean, std=result.std,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+import json
+import re
 import warnings
 from functools import partial
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
@@ -35,6 +39,42 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
         extra = EXTRAS.get(spec.id.split("-")[0])
         fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
         raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
+    except (TypeError, ValueError, AssertionError) as error:
+        if not spec.kwargs:
+            raise  # not the user's input: a bug to see in full
+        raise BadInput(_rejected_kwargs(spec, error)) from None
+
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(?P<key>[^']+)'")
+
+
+def _rejected_kwargs(spec: EnvSpec, error: Exception) -> str:
+    """Why the env's constructor refused `env.kwargs`, naming the key and the ones it takes."""
+    unexpected = _UNEXPECTED.search(str(error))
+    if unexpected is None:
+        detail = str(error).split(" was raised from the environment creator")[0] or type(error).__name__
+        return f"env.kwargs = {json.dumps(spec.kwargs)}: {spec.id} refused them ({detail}); fix or remove them"
+    taken = _keywords(spec.id)
+    if taken is None:
+        options = "see its documentation for the ones it takes"
+    else:
+        options = f"it takes {', '.join(taken)}" if taken else "it takes none"
+    return f"env.kwargs.{unexpected['key']}: {spec.id} has no such keyword argument; {options}"
+
+
+def _keywords(env_id: str) -> list[str] | None:
+    """The keyword arguments an env's constructor takes (but render_mode, which rlrun sets), as
+    far as its signature says; None when it says nothing."""
+    try:
+        entry = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+        parameters = inspect.signature(creator).parameters.values() if creator is not None else None
+    except (TypeError, ValueError, ImportError, gym.error.Error):
+        return None
+    if parameters is None:
+        return None
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in keywords and p.name != "render_mode"]
 
 
 def _mujoco_warnings_to_python() -> None:

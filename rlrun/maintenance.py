@@ -1,4 +1,4 @@
-"""Keeping a runs home tidy and whole: `rlrun rm`, `rlrun gc` and `rlrun db rebuild`.
+"""Keeping a runs home tidy and whole: `rlrun rm`, `rlrun gc`, `rlrun db rebuild` and `rlrun import`.
 
 All three read run folders as plain files (JSON and file sizes) and talk to the registry through
 its API; none imports torch or gymnasium. Rows always go before files: the registry never points
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import paths, retention
-from rlrun.errors import SpecError
+from rlrun.errors import BadInput, SpecError
 from rlrun.fsutil import folder_size
 from rlrun.registry import (
     MANIFEST,
@@ -317,3 +317,61 @@ def _status_from_snapshots(run: RunRecord, sessions: list[dict[str, Any]],
     status = run_status(s["status"] for s in sessions)
     newest = max((s.created_at for own in snapshots.values() for s in own), default=None)
     return run._replace(status=status, finished_at=newest if status != "running" else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# import
+
+
+def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, RestoredRun]]:
+    """Each folder's run, read and verified as `rlrun enjoy` reads a run folder from elsewhere:
+    BadInput (nothing written) when a folder is not a run folder, a snapshot does not match its
+    manifest, or its id or name is taken in this home (or twice among the folders)."""
+    from rlrun.folder_runs import verify_snapshots
+    from rlrun.refs import parse_ref
+
+    checked: list[tuple[Path, RestoredRun]] = []
+    for given in folders:
+        runs = [r for _, r in checked]
+        ref = parse_ref(str(given) if given.is_absolute() else f"./{given}")
+        if ref.session is not None or ref.checkpoint is not None:
+            raise BadInput(f"{given} is inside run folder {ref.path}; import the whole run folder")
+        folder = Path(ref.path)
+        verify_snapshots(folder)
+        try:
+            restored = read_run_folder(folder, folder.parent)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise BadInput(f"{folder}: its run.json cannot be read ({type(error).__name__}: {error})") from None
+        run = restored.run
+        if run.id != folder.name:
+            raise BadInput(f"{folder}: its run.json is run {run.id}'s; a run folder is named by its run's id")
+        if run.id in registry.run_ids() or paths.run_dir(registry.home, run.id).exists() or \
+                run.id in [r.run.id for r in runs]:  # fmt: skip
+            raise BadInput(f"run {run.id} is already in {registry.home}; nothing imported (`rlrun show {run.id}`)")
+        holder = registry.name_exists(run.name) if run.name else None
+        if holder is not None or (run.name and run.name in [r.run.name for r in runs]):
+            raise BadInput(f"run {run.id} is named {run.name!r}, a name run {holder} already has in"
+                           f" {registry.home}; nothing imported")
+        checked.append((folder, restored))
+    return checked
+
+
+def import_runs(registry: Registry, checked: list[tuple[Path, RestoredRun]], *, move: bool) -> list[RunRecord]:
+    """Copy (or move) each checked run folder into the home, then register it; parents before
+    their forks. Files go first: a run's rows never point at a folder that is not there."""
+    imported = []
+    registry.home.mkdir(parents=True, exist_ok=True)
+    for folder, restored in sorted(checked, key=lambda pair: (pair[1].run.created_at, pair[1].run.id)):
+        destination = paths.run_dir(registry.home, restored.run.id)
+        if move:
+            shutil.move(folder, destination)
+        else:
+            shutil.copytree(folder, destination)
+        try:
+            registry.restore_run(restored)
+        except BaseException:
+            if not move:
+                shutil.rmtree(destination, ignore_errors=True)
+            raise
+        imported.append(registry.resolve(restored.run.id))
+    return imported

@@ -5,8 +5,12 @@ Paths stored in the registry are relative to the home, so a home can be moved or
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+
+from rlrun.errors import BadInput
 
 HOME_ENV = "RLRUN_HOME"
 DB_ENV = "RLRUN_DB"
@@ -15,9 +19,37 @@ DEFAULT_HOME = Path("runs")
 
 
 def resolve_home(home: Path | str | None = None) -> Path:
-    """The runs home: the argument, else $RLRUN_HOME, else ./runs."""
-    chosen = home if home is not None else os.environ.get(HOME_ENV) or DEFAULT_HOME
-    return Path(chosen).expanduser().absolute()
+    """The runs home: the argument, else $RLRUN_HOME, else ./runs. A path that cannot be a folder
+    (a file, inside a file, too long) is bad input here, before anything is read or written."""
+    if home is not None:
+        chosen, source = Path(home), "--home"
+    elif os.environ.get(HOME_ENV):
+        chosen, source = Path(os.environ[HOME_ENV]), f"${HOME_ENV}"
+    else:
+        chosen, source = DEFAULT_HOME, "the runs home"
+    resolved = chosen.expanduser().absolute()
+    check_folder(resolved, source)
+    return resolved
+
+
+def check_folder(folder: Path, source: str) -> None:
+    """`folder` may be missing (it is made when first written) but must be able to be a folder;
+    otherwise bad input, naming `source` (where the path came from, "--home")."""
+    what = f"{source} {folder}"
+    try:
+        if stat.S_ISDIR(folder.stat().st_mode):
+            return
+        file = folder
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        file = next((p for p in reversed(folder.parents) if p.is_file()), folder)
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise BadInput(f"{what}: the path is too long for the file system; give a shorter one") from None
+        raise BadInput(f"{what} cannot be used ({error.strerror}); give another folder") from None
+    where = "" if file == folder else f": {file}"
+    raise BadInput(f"{what}{where} is a file, not a folder; give a folder")
 
 
 def database_url(home: Path) -> str:

@@ -5,29 +5,43 @@
     ROW     := 1, 2, ...          the row of `rlrun ls`, newest first
     TOKEN   := a run id, an id prefix or a run name
     CKPT    := "best" | "latest" | a frame count such as 5M, 1.5M, 500k, 2e6, 20_000
+    PATH    := a run folder, a session folder (`.../s1`) or a checkpoint folder
+               (`.../s1/checkpoints/f000000050000`), or a file in one, optionally followed by @CKPT
+
+Which texts are paths (one rule, so a text never means two things): a text that starts with `/`,
+`./`, `../` or `~` (or is `.` or `..`) is a path; any other text is a reference when it reads as
+one (`abc/s1` is session s1 of run abc, never a folder `abc/s1` in the current directory: write
+`./abc/s1` for that); a text that does not read as a reference but contains a `/` is a path when
+it exists on disk (`runs/abc`, `runs/abc/s1/checkpoints/f000000050000`). A path is read back to its
+run folder (the one holding `run.json`), session and checkpoint frame here; whether that folder is
+inside the runs home is the resolver's question.
 
 A `RunFilter` (status, algorithm, env, spec, name glob, since, sort) narrows the runs a reference
 counts: `latest` is the newest run that passes it, a row number the row of `rlrun ls` with the
 same filter and sort order.
 
-Parsing is pure: no database. `rlrun.registry.Registry.resolve` turns a `RunRef` and a `RunFilter`
-into a run.
+Parsing touches no database (a path is looked at on disk, nothing more).
+`rlrun.registry.Registry.resolve` turns a `RunRef` and a `RunFilter` into a run.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 from rlrun.errors import BadInput, RunReferenceError, SizeError
 from rlrun.sizes import parse_size
 
-RefKind = Literal["latest", "row", "token"]
+RefKind = Literal["latest", "row", "token", "path"]
 
 FORMS = (
     "use latest, latest~N, a row number from `rlrun ls`, a run id, id prefix or name, "
-    "optionally followed by /sK and @best, @latest or @<frames> (e.g. latest/s1@best)"
+    "optionally followed by /sK and @best, @latest or @<frames> (e.g. latest/s1@best), "
+    "or the path of a run, session or checkpoint folder"
 )
+_PATH_STARTS = ("/", "./", "../", "~")
+_SNAPSHOT_FOLDER = re.compile(r"f(?P<frame>[0-9]{12})")
 
 _LATEST = re.compile(r"latest(?:~(?P<offset>[0-9]*))?")
 _ROW = re.compile(r"[0-9]+")
@@ -47,12 +61,15 @@ class RunRef(NamedTuple):
     token: str = ""  # id, id prefix or name
     session: int | None = None  # /sK
     checkpoint: str | None = None  # "best", "latest", or a frame count as decimal digits
+    path: str = ""  # kind "path": the absolute run folder (the one holding run.json)
 
     @property
     def base(self) -> str:
         """The run part in canonical form, for messages: `latest~2`, `3`, `k3ab`."""
         if self.kind == "latest":
             return f"latest~{self.offset}" if self.offset else "latest"
+        if self.kind == "path":
+            return self.path
         return str(self.row) if self.kind == "row" else self.token
 
     @property
@@ -69,7 +86,9 @@ class RunRef(NamedTuple):
 
 
 def _error(text: str, problem: str) -> RunReferenceError:
-    return RunReferenceError(f"bad run reference {text!r}: {problem}; {FORMS}")
+    error = RunReferenceError(f"bad run reference {text!r}: {problem}; {FORMS}")
+    error.problem = problem  # type: ignore[attr-defined]  # for parse_ref's path-or-reference message
+    return error
 
 
 def _parse_base(text: str, base: str) -> RunRef:
@@ -126,12 +145,75 @@ def _parse_suffixes(text: str, suffixes: str) -> tuple[int | None, str | None]:
 
 
 def parse_ref(text: str) -> RunRef:
-    """Parse a run reference; bad syntax raises RunReferenceError naming the problem."""
+    """Parse a run reference or a path (the rule is in the module's docstring); bad syntax, or a
+    path that is not a run's, raises RunReferenceError naming the problem."""
     cleaned = text.strip()
+    marked = cleaned in (".", "..") or cleaned.startswith(_PATH_STARTS)
+    # A missing `/...` is also read as a reference, only to say what is wrong with it (`/s1`).
+    if marked and (not cleaned.startswith("/") or _exists(cleaned)):
+        return _parse_path(text, cleaned)
+    try:
+        return _parse_reference(text, cleaned)
+    except RunReferenceError as error:
+        if "/" not in cleaned:
+            raise
+        if _exists(cleaned):
+            return _parse_path(text, cleaned)
+        raise _error(text, f"no file or folder {cleaned!r} exists, and as a run reference:"
+                           f" {getattr(error, 'problem', error)}") from None
+
+
+def _exists(cleaned: str) -> bool:
+    """Whether a path names something on disk, with or without an @CKPT suffix."""
+    return any(Path(candidate).expanduser().exists()
+               for candidate in (cleaned, cleaned.rpartition("@")[0]) if candidate)
+
+
+def _parse_reference(text: str, cleaned: str) -> RunRef:
     cuts = [i for i in (cleaned.find("/"), cleaned.find("@")) if i >= 0]
     cut = min(cuts, default=len(cleaned))
     session, checkpoint = _parse_suffixes(text, cleaned[cut:])
     return _parse_base(text, cleaned[:cut])._replace(session=session, checkpoint=checkpoint)
+
+
+def _parse_path(text: str, cleaned: str) -> RunRef:
+    """A path to a run, session or checkpoint folder (or a file in one), with an optional @CKPT
+    when the text as a whole names nothing on disk."""
+    from rlrun.registry.manifest import MANIFEST
+
+    typed, checkpoint = cleaned, None
+    if not Path(typed).expanduser().exists() and "@" in Path(typed).name:
+        typed, _, suffix = cleaned.rpartition("@")
+        checkpoint = _parse_checkpoint(text, suffix)
+    target = Path(typed).expanduser()
+    if not target.exists():
+        raise _error(text, f"no file or folder {typed!r} exists")
+    folder = target.absolute()
+    folder = folder.parent if folder.is_file() else folder
+    session: int | None = None
+    snapshot = _SNAPSHOT_FOLDER.fullmatch(folder.name)
+    if snapshot is not None and folder.parent.name == "checkpoints":
+        if checkpoint is not None:
+            raise _error(text, "a checkpoint folder already names its checkpoint; drop the '@' suffix")
+        checkpoint, folder = str(int(snapshot["frame"])), folder.parent
+    if folder.name == "checkpoints":
+        folder = folder.parent
+    if (match := _SESSION.fullmatch(folder.name)) is not None and not (folder / MANIFEST).is_file():
+        session, folder = int(match["index"]), folder.parent
+    if not (folder / MANIFEST).is_file():
+        raise _error(text, f"{str(folder)!r} is not a run folder, nor a session or checkpoint folder in one"
+                           f" (no {MANIFEST})")
+    return RunRef("path", path=str(folder), session=session, checkpoint=checkpoint)
+
+
+def whole_run(text: str, command: str) -> RunRef:
+    """A reference for a command that acts on whole runs: a /sK or @checkpoint suffix is refused,
+    not ignored (`rlrun rm latest@1k` must not delete the run)."""
+    ref = parse_ref(text)
+    if ref.session is not None or ref.checkpoint is not None:
+        raise RunReferenceError(f"{text!r}: `rlrun {command}` takes whole runs, not a session or a checkpoint;"
+                                f" name the run alone ({ref.base})")
+    return ref
 
 
 def check_run_name(name: str) -> str:
@@ -179,20 +261,26 @@ class RunFilter(NamedTuple):
     since: float | None = None
     since_text: str | None = None  # as the user typed it, for messages
     sort: str = "started"
+    spec_option: str = "--spec"  # the option that gave `spec`, for messages: --spec or --of (resume has only --of)
 
     @classmethod
     def of(cls, *, status: str | None = None, algorithm: str | None = None, env: str | None = None,
            spec: str | None = None, name: str | None = None, since: str | None = None,
-           sort: str | None = None, now: float | None = None) -> RunFilter:
-        """A filter from command-line values; a bad value raises BadInput naming the option."""
+           sort: str | None = None, now: float | None = None, of: str | None = None) -> RunFilter:
+        """A filter from command-line values; a bad value raises BadInput naming the option.
+        `of` is `--of SPEC`, the spec-name filter every command that takes a reference accepts
+        (`resume`'s `--spec` is an edited spec file, so `--of` is the name that never collides);
+        `spec` is the older `--spec NAME` of `ls`, `show`, `enjoy`, `plot` and `rm`."""
+        if of is not None and spec is not None and of.lower() != spec.lower():
+            raise BadInput(f"--of {of} and --spec {spec} name different specs; give one of them")
         if status is not None and status not in STATUSES:
             raise BadInput(f"--status {status!r} is not a run status{_suggest(status, STATUSES)};"
                            f" use one of {', '.join(STATUSES)}")
         if sort is not None and sort not in SORTS:
             raise BadInput(f"--sort {sort!r} is not a sort order{_suggest(sort, SORTS)}; use one of {', '.join(SORTS)}")
-        return cls(status=status, algorithm=algorithm, env=env, spec=spec, name=name,
+        return cls(status=status, algorithm=algorithm, env=env, spec=of or spec, name=name,
                    since=None if since is None else parse_since(since, now), since_text=since,
-                   sort=sort or "started")
+                   sort=sort or "started", spec_option="--of" if of is not None else "--spec")
 
     @property
     def narrows(self) -> bool:
@@ -202,7 +290,7 @@ class RunFilter(NamedTuple):
     def describe(self) -> str:
         """The options as typed, for messages: `--status finished --algo ppo`."""
         options = [("--status", self.status), ("--algo", self.algorithm), ("--env", self.env),
-                   ("--spec", self.spec), ("--name", self.name), ("--since", self.since_text)]
+                   (self.spec_option, self.spec), ("--name", self.name), ("--since", self.since_text)]
         if self.sort != "started":
             options.append(("--sort", self.sort))
         return " ".join(f"{flag} {value}" for flag, value in options if value is not None)

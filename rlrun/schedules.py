@@ -28,6 +28,19 @@ class _ScheduleBase(BaseModel):
         """True when some value of the schedule moves if the run's frame budget changes."""
         return False
 
+    def not_positive(self) -> str | None:
+        """What keeps the schedule of a positive setting (a learning rate) from being one: a value
+        at or below 0, or below 0 where it ends (decaying to 0 is common); None when it is."""
+        raise NotImplementedError
+
+
+def _above_zero(name: str, value: float) -> str | None:
+    return None if value > 0 else f"{name} is {value:g}; it must be greater than 0"
+
+
+def _at_least_zero(name: str, value: float) -> str | None:
+    return None if value >= 0 else f"{name} is {value:g}; it must be greater than or equal to 0"
+
 
 def _anchor(frame: int | str, max_frame: int) -> int:
     return max_frame if frame == MAX_FRAME else int(frame)
@@ -45,6 +58,9 @@ class Constant(_ScheduleBase):
     @model_serializer
     def _as_number(self) -> float:
         return self.value_
+
+    def not_positive(self) -> str | None:
+        return None if self.value_ > 0 else "must be greater than 0"
 
 
 class Linear(_ScheduleBase):
@@ -70,6 +86,9 @@ class Linear(_ScheduleBase):
 
     def depends_on_max_frame(self) -> bool:
         return MAX_FRAME in (self.from_frame, self.to_frame) and self.start != self.end
+
+    def not_positive(self) -> str | None:
+        return _above_zero("start", self.start) or _at_least_zero("end", self.end)
 
 
 class Piecewise(_ScheduleBase):
@@ -98,6 +117,12 @@ class Piecewise(_ScheduleBase):
         (f0, v0), (f1, v1) = self.points[i - 1], self.points[i]
         return v0 + (v1 - v0) * (frame - f0) / (f1 - f0)
 
+    def not_positive(self) -> str | None:
+        *before, (last_frame, last) = self.points
+        found = [_above_zero(f"the value at frame {frame}", value) for frame, value in before]
+        found.append((_at_least_zero if before else _above_zero)(f"the value at frame {last_frame}", last))
+        return next(filter(None, found), None)
+
 
 class Exponential(_ScheduleBase):
     """`start * rate ** (frame / every)`, never below `floor`."""
@@ -112,6 +137,9 @@ class Exponential(_ScheduleBase):
 
     def value(self, frame: int, max_frame: int) -> float:
         return max(self.floor, self.start * self.rate ** (frame / self.every))
+
+    def not_positive(self) -> str | None:
+        return _above_zero("start", self.start)  # a positive rate keeps every later value above 0
 
 
 def _number_as_constant(raw: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from rlrun import events, metrics_log, paths, retention, seeding, snapshot, tensorboard_log
+from rlrun import events, metrics_log, paths, retention, seeding, snapshot, tensorboard_log, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
@@ -34,10 +34,7 @@ from rlrun.registry import Registry
 from rlrun.spec import validate_spec
 from rlrun.stopping import StopRequest
 
-HEARTBEAT_SECONDS = 3.0
-SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
-"""Test hook: the session sends itself SIGTERM at the step that reaches this frame, so a test can
-preempt it at an exact (mid-episode) step through the real signal path."""
+HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
 RECENT_EPISODES = 100
 
 Emit = Callable[[events.Event], None]
@@ -132,7 +129,7 @@ class Session:
     def _train(self, stop: StopRequest) -> str:
         started = last_beat = time.monotonic()
         start_frame, start_wall = self.clock.frame, self.clock.wall_time
-        signal_at = int(os.environ.get(SIGNAL_AT_ENV, "-1"))
+        signal_at = testhooks.signal_at_frame()
         while self.clock.frame < self.meta.max_frame:
             if stop.signal:
                 self._checkpoint(["preempt"])
@@ -160,6 +157,7 @@ class Session:
                 if self.tensorboard is not None:
                     self.tensorboard.flush()
                 last_beat = now
+        testhooks.crash_point("session-finishing")
         return "finished"
 
     def _step(self) -> None:

@@ -12,22 +12,32 @@ _SIZE = re.compile(r"^\s*(?P<number>[0-9][0-9_]*(?:\.[0-9_]*)?(?:e[+-]?[0-9]+)?)
 
 EXAMPLES = "20M, 1.5M, 500k, 2e6 or 20_000"
 
+# The largest count rlrun takes: far beyond any training budget (a million G), and far inside the
+# 64-bit integers that the registry, the clock and the snapshots store frames in.
+MAX_SIZE = 10**15
+MAX_SIZE_TEXT = "1e15"
 
-def parse_size(text: str | int, *, what: str = "size") -> int:
-    """Parse a positive whole count; a fraction that does not land on a whole number is an error."""
+
+def parse_size(text: str | int | float, *, what: str = "size") -> int:
+    """Parse a whole count from 0 to MAX_SIZE; a fraction that does not land on a whole number is an
+    error. Numbers (a spec's JSON) are checked the same way as text."""
+    shown = f"{text:g}" if isinstance(text, float) else repr(text)  # 2e+15, not 2000000000000000.0
     if isinstance(text, bool):
-        raise SizeError(f"{what}: {text!r} is not a size; use a count like {EXAMPLES}")
-    if isinstance(text, int):
+        raise SizeError(f"{what}: {shown} is not a size; use a count like {EXAMPLES}")
+    if isinstance(text, int | float):
         value: float = text
     else:
         match = _SIZE.match(text)
         if match is None or match["number"].startswith("_") or "__" in match["number"]:
-            raise SizeError(f"{what}: {text!r} is not a size; use a count like {EXAMPLES}")
+            raise SizeError(f"{what}: {shown} is not a size; use a count like {EXAMPLES}")
         value = float(match["number"].replace("_", "")) * _SUFFIXES[match["suffix"].lower()]
+    if value > MAX_SIZE:
+        raise SizeError(f"{what}: {shown} is more than {MAX_SIZE_TEXT}, the largest count rlrun takes;"
+                        f" use a count like {EXAMPLES}")
     if not math.isfinite(value) or value != int(value):
-        raise SizeError(f"{what}: {text!r} is not a whole number of frames; use a count like {EXAMPLES}")
+        raise SizeError(f"{what}: {shown} is not a whole number of frames; use a count like {EXAMPLES}")
     if value < 0:
-        raise SizeError(f"{what}: {text!r} is negative; use a count like {EXAMPLES}")
+        raise SizeError(f"{what}: {shown} is negative; use a count like {EXAMPLES}")
     return int(value)
 
 

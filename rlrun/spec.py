@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    field_validator,
 )
 
 from rlrun.algorithms import algorithm_names, config_class
@@ -33,7 +34,7 @@ from rlrun.sizes import parse_size
 
 
 def _size(raw: Any) -> Any:
-    if isinstance(raw, str | int) and not isinstance(raw, bool):
+    if isinstance(raw, str | int | float) and not isinstance(raw, bool):
         try:
             return parse_size(raw)
         except SizeError as error:
@@ -67,6 +68,14 @@ class OptimizerSpec(Strict):
     """Numerical-stability term of Adam and RMSprop."""
     grad_clip: float | None = Field(default=None, gt=0)
     """Clip the global gradient norm to this value (none when null)."""
+
+    @field_validator("lr")
+    @classmethod
+    def _lr_is_positive(cls, lr: Schedule) -> Schedule:
+        problem = lr.not_positive()
+        if problem is not None:
+            raise ValueError(problem)
+        return lr
 
 
 class MemorySpec(Strict):
@@ -162,20 +171,59 @@ def _unknown_builtin_message(name: str) -> str:
 def read_document(source: str | Path) -> dict[str, Any]:
     """A spec document from a JSON file, or the built-in spec of that name."""
     path = Path(source)
+    if path.is_dir():
+        fix = "give a .json file or a built-in name (`rlrun spec list`)"
+        raise SpecError([f"{path} is a folder, not a spec file; {fix}"])
     if path.is_file():
         try:
-            document = json.loads(path.read_text())
+            document = json.loads(path.read_text(encoding="utf-8-sig"))  # the byte-order mark some editors write
+        except UnicodeDecodeError as error:
+            raise SpecError([f"{path}: not UTF-8 text ({_where_byte(error)}); save it as UTF-8"]) from None
+        except OSError as error:
+            raise SpecError([f"{path}: cannot be read ({error.strerror}); check the file's permissions"]) from None
         except json.JSONDecodeError as error:
             raise SpecError(
                 [f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); fix the syntax"]
             ) from None
         if not isinstance(document, dict):
             raise SpecError([f"{path}: a spec is a JSON object {{...}}, got {type(document).__name__}"])
+        if (what := _not_a_spec(path, document)) is not None:
+            raise SpecError([what])
         return document
     if path.suffix == ".json" or "/" in str(source):
         fix = "give a path or a built-in name (`rlrun spec list`)"
         raise SpecError([f"spec file {json.dumps(str(source))} does not exist; {fix}"])
     return builtin_document(str(source))
+
+
+def _not_a_spec(path: Path, document: dict[str, Any]) -> str | None:
+    """What a JSON file is when it is one of rlrun's own files rather than a spec (a run's
+    run.json, a snapshot's meta.json or MANIFEST.json), and the command meant: one line, or None."""
+    run = document.get("run")
+    if isinstance(run, dict) and "spec_revisions" in document:
+        run_id = run.get("id", "?")
+        return f"{path} is run {run_id}'s manifest (run.json), not a spec; to continue that run: rlrun resume {run_id}"
+    if {"clock", "run_id", "session_index"} <= set(document):  # a snapshot's meta.json
+        return _snapshot_advice(path, document)
+    if set(document) == {"format", "files"}:  # a snapshot's MANIFEST.json
+        try:
+            return _snapshot_advice(path, json.loads((path.parent / "meta.json").read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"{path} is a snapshot's MANIFEST.json (its files' hashes), not a spec"
+    return None
+
+
+def _snapshot_advice(path: Path, meta: dict[str, Any]) -> str:
+    run_id, index, frame = meta["run_id"], meta["session_index"], int(meta["clock"]["frame"])
+    return (f"{path} is part of a snapshot of run {run_id} (session s{index}) at frame {frame:,}, not a spec;"
+            f" to replay it: rlrun enjoy {run_id}/s{index}@{frame}; to continue the run: rlrun resume {run_id}")
+
+
+def _where_byte(error: UnicodeDecodeError) -> str:
+    """The first byte that is not UTF-8, and its line and column as an editor counts them."""
+    before = error.object[: error.start]
+    line, column = before.count(b"\n") + 1, error.start - before.rfind(b"\n")
+    return f"byte 0x{error.object[error.start]:02x} on line {line}, column {column}"
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -33,12 +33,18 @@ FAST = {
 }
 
 
+CLASSIC_CONTROL = {"CartPole", "Acrobot", "Pendulum", "MountainCar", "MountainCarContinuous"}
+
+
 def builtin_for(algorithm: str) -> str:
     """The built-in spec that exercises `algorithm` in tests: its CartPole spec if it has one."""
     from rlrun.spec import builtin_document, builtin_names
 
     names = [n for n in builtin_names() if builtin_document(n)["agent"]["algorithm"] == algorithm]
-    return next((n for n in names if n.endswith("_cartpole") and not n.startswith("ddqn")), names[0])
+    preferred = [n for n in names if n.endswith("_cartpole") and not n.startswith("ddqn")]
+    # Otherwise a classic-control env: quick to step, and it renders without OpenGL (MuJoCo's needs it).
+    classic = [n for n in names if builtin_document(n)["env"]["id"].split("-")[0] in CLASSIC_CONTROL]
+    return (preferred or classic or names)[0]
 
 
 def fast(spec: str) -> list[str]:

@@ -66,6 +66,7 @@ SPEC_FILES: dict[str, bytes] = {
     "env.json": json.dumps(document(env__id="CartPol-v1")).encode(),
     "no_env.json": json.dumps(document(env=None)).encode(),
     "gamma.json": json.dumps(document(agent__gamma=1.5)).encode(),
+    "no_envs.json": json.dumps(document(env__num_envs=0)).encode(),
 }
 
 
@@ -98,10 +99,8 @@ def tampered(home: Path, scratch: Path) -> None:
 
 
 TINY_TRAIN = ("--frames", "1000")
-CANNOT_TRAIN = ("says 'reinforce cannot train on CartPole-v1: Invalid learning rate: -0.01; pick another algorithm"
-                " or env' instead of naming agent.optimizer.lr")
-BOGUS_DB = "sqlalchemy NoSuchModuleError traceback (Can't load plugin: sqlalchemy.dialects:bogus)"
 LONG_NAME = "x" * 300
+BOGUS_DB = "registry URL bogus://nowhere ($RLRUN_DB): unknown database 'bogus'; use sqlite:///"
 
 
 def case(*args: str, hint: str, xfail: str = "", **fields: Any) -> Any:
@@ -116,22 +115,23 @@ def case(*args: str, hint: str, xfail: str = "", **fields: Any) -> Any:
 CASES = [
     # specs
     case("train", spec_file("truncated.json"), hint="not valid JSON (line 1, column 25"),
-    case("train", spec_file("latin1.json"), hint="UTF-8", xfail="UnicodeDecodeError traceback"),
+    case("train", spec_file("latin1.json"), hint="not UTF-8 text (byte 0xe9 on line 1, column 14); save it as UTF-8"),
     case("train", spec_file("array.json"), hint="a spec is a JSON object {...}, got list"),
     case("train", spec_file("empty.json"), hint="not valid JSON (line 1, column 1"),
     case("train", spec_file("typo.json"), hint='did you mean "max_frame"'),
     case("train", spec_file("type.json"), hint='meta.sessions = "two": input should be a valid integer'),
     case("train", spec_file("zero_sessions.json"), hint="meta.sessions = 0: input should be greater than 0"),
-    case("train", spec_file("negative_lr.json"), hint="agent.optimizer.lr", xfail=CANNOT_TRAIN),
+    case("train", spec_file("negative_lr.json"), hint="agent.optimizer.lr = -0.01: must be greater than 0"),
     case("train", spec_file("algorithm.json"), hint='"reinforcee": unknown algorithm; did you mean "reinforce"'),
     case("train", spec_file("env.json"), hint='unknown Gymnasium environment; did you mean "CartPole-v1"'),
     case("train", spec_file("no_env.json"), hint="env: required key is missing; add it"),
     case("train", spec_file("gamma.json"), hint="agent.gamma = 1.5: input should be less than or equal to 1"),
-    case("train", "SCRATCH", hint="is a folder", xfail="says the folder 'does not exist'"),
+    case("train", spec_file("no_envs.json"), hint="env.num_envs = 0: input should be greater than 0"),
+    case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
     case("train", "SPECS/does_not_exist.json", hint="does_not_exist.json\" does not exist; give a path or a built-in"),
     case("train", "reinforce_cartpol", hint='no such file or built-in spec; did you mean "reinforce_cartpole"'),
     # sizes
-    case("train", RC, "--frames", "1e99", hint="1e99", xfail="OverflowError traceback from SQLite (integer too large)"),
+    case("train", RC, "--frames", "1e99", hint="--frames: '1e99' is more than 1e15, the largest count rlrun takes"),
     case("train", RC, "--frames", "-5", hint="--frames: '-5' is not a size; use a count like 20M"),
     case("train", RC, "--frames", "abc", hint="use a count like 20M"),
     case("train", RC, "--frames", "1.5", hint="use a count like 20M"),
@@ -145,11 +145,16 @@ CASES = [
     case("train", RC, "--set", "agent.network.hiden=[8]", hint='did you mean "hidden"'),
     case("train", RC, "--set", "agent.network.hidden=[64,", hint="agent.network.hidden"),
     case("train", RC, "--set", "agent.gamma=abc", hint="agent.gamma"),
-    case("train", RC, "--set", 'env.kwargs={"bogus_kw":1}', hint="bogus_kw",
-         xfail="TypeError traceback from gymnasium.make (unexpected keyword argument)"),
-    case("train", RC, "--set", "agent.optimizer.lr=-0.01", hint="agent.optimizer.lr", xfail=CANNOT_TRAIN),
-    case("train", RC, "--set", "meta.max_frame=1e99", hint="meta.max_frame = 1e+99"),
+    case("train", RC, "--set", 'env.kwargs={"bogus_kw":1}',
+         hint="env.kwargs.bogus_kw: CartPole-v1 has no such keyword argument; it takes sutton_barto_reward"),
+    case("train", RC, "--set", "agent.optimizer.lr=-0.01", hint="agent.optimizer.lr = -0.01: must be greater than 0"),
+    case("train", RC, "--set", "meta.max_frame=1e99",
+         hint="meta.max_frame = 1e+99: 1e+99 is more than 1e15, the largest count rlrun takes; use a count like 20M"),
     case("train", RC, "--set", "env.num_envs=0", hint="env.num_envs"),
+    case("train", RC, "--set", 'agent.optimizer.lr={"kind": "linear", "start": 1e-3, "end": -0.1}',
+         hint="agent.optimizer.lr = {\"kind\": \"linear\", \"start\": 0.001, \"end\": -0.1}: end is -0.1; it must be"),
+    case("train", RC, "--set", "meta.max_frame=1.5", hint="1.5 is not a whole number of frames; use a count like 20M"),
+    case("train", RC, "--set", "env.max_episode_steps=0", hint="env.max_episode_steps = 0: input should be greater"),
     # usage
     case("train", RC, "--colour", hint="No such option '--colour'"),
     case("trian", hint="No such command 'trian'"),
@@ -162,37 +167,49 @@ CASES = [
     case("ls", "--sort", "speed", hint="use one of started, best, frames"),
     case("ls", "--since", "yesterday", hint="is not a time"),
     case("ls", "--json", "--csv", hint="choose --json or --csv"),
+    case("rm", hint="name the runs to delete, e.g. `rlrun rm latest`"),
+    case("plot", "latest", hint="rlrun plot needs an image to write: -o FILE.png"),
+    case("enjoy", "--episodes", "0", hint="'--episodes': 0 is not in the range x>=1"),
+    case("enjoy", "--episodes", "99999999", hint="--episodes 99999999: play from 1 to 10,000 episodes at a time"),
+    case("enjoy", "--render", "--video", "SCRATCH/v.gif", hint="choose --render (a window) or --video (a file)"),
+    case("db", "upgrade", hint="no registry at"),
     # a fresh home: nothing to name
     case("show", "latest", hint="start one with `rlrun train"),
     case("enjoy", "latest", hint="start one with `rlrun train"),
     case("resume", "latest", hint="start one with `rlrun train"),
     # homes
-    case("ls", "--home", "SCRATCH/a_file", hint="a_file", prepare=a_file,
-         xfail="exit 0 with 'no runs in .../a_file yet': a file is taken for an empty home"),
-    case("train", RC, *TINY_TRAIN, "--home", "SCRATCH/a_file", hint="a_file", prepare=a_file,
-         xfail="FileExistsError traceback"),
-    case("train", RC, *TINY_TRAIN, "--home", "SCRATCH/a_file/runs", hint="a_file", prepare=a_file,
-         xfail="NotADirectoryError traceback"),
-    case("ls", "--home", f"SCRATCH/{LONG_NAME}", hint="too long", xfail="OSError traceback (File name too long)"),
-    case("train", RC, *TINY_TRAIN, "--home", f"SCRATCH/{LONG_NAME}", hint="too long",
-         xfail="OSError traceback (File name too long)"),
+    case("ls", "--home", "SCRATCH/a_file", hint="a_file is a file, not a folder; give a folder", prepare=a_file),
+    case("train", RC, *TINY_TRAIN, "--home", "SCRATCH/a_file", hint="a_file is a file, not a folder", prepare=a_file),
+    case("train", RC, *TINY_TRAIN, "--home", "SCRATCH/a_file/runs", prepare=a_file,
+         hint="a_file/runs: SCRATCH/a_file is a file, not a folder; give a folder"),
+    case("ls", "--home", f"SCRATCH/{LONG_NAME}", hint="too long for the file system; give a shorter one"),
+    case("train", RC, *TINY_TRAIN, "--home", f"SCRATCH/{LONG_NAME}", hint="too long for the file system"),
     # database URLs
-    case("ls", hint="bogus://nowhere", env={"RLRUN_DB": "bogus://nowhere"}, xfail=BOGUS_DB),
-    case("train", RC, *TINY_TRAIN, hint="bogus://nowhere", env={"RLRUN_DB": "bogus://nowhere"}, xfail=BOGUS_DB),
+    case("ls", hint=BOGUS_DB, env={"RLRUN_DB": "bogus://nowhere"}),
+    case("train", RC, *TINY_TRAIN, hint=BOGUS_DB, env={"RLRUN_DB": "bogus://nowhere"}),
+    case("ls", hint="registry URL postgres://me:***@host/db ($RLRUN_DB): unknown database 'postgres'; use",
+         env={"RLRUN_DB": "postgres://me:secret@host/db"}),
+    case("ls", hint="registry URL nowhere ($RLRUN_DB): not a URL; use sqlite:///", env={"RLRUN_DB": "nowhere"}),
+    case("train", RC, *TINY_TRAIN, hint="folder SCRATCH/a_file is a file, not a folder; give a folder",
+         env={"RLRUN_DB": "sqlite:///SCRATCH/a_file/registry.sqlite"}, prepare=a_file),
     # references on a trained home
     case("show", "nosuchrun", hint="no run matches 'nosuchrun'; see `rlrun ls`", trained=True),
     case("show", "TWIN_PREFIX", hint="type more of the id", trained=True, prepare=twin_run),
     case("show", "5", hint="only 1 run", trained=True),
     case("show", "latest~3", hint="only 1 run", trained=True),
+    case("show", "latest~99999999999999999999", hint="only 1 run", trained=True),
+    case("show", "99999999999999999999", hint="99999999999999999999: only 1 run", trained=True),
     case("show", "latest@worst", hint="is not @best, @latest or a frame count", trained=True),
     case("show", "latest/x1", hint="is not /s0, /s1", trained=True),
-    case("show", "latest/s3", hint="has 1 session", trained=True),
-    case("show", "latest@999k", hint="no checkpoint at frame 999,000", trained=True,
-         xfail="exit 0: show ignores the @999k checkpoint suffix"),
+    case("show", "latest/s3", hint="has 1 session, s0; name it as latest/s0 or leave out /s3", trained=True),
+    case("show", "latest@999k", hint="no checkpoint at frame 999,000; it has 1,000, 2,000, 3,000", trained=True),
     case("enjoy", "latest@999k", hint="no checkpoint at frame 999,000", trained=True),
     case("enjoy", "latest@1500", hint="no checkpoint at frame 1,500", trained=True),
     case("resume", "nosuchrun", hint="no run matches 'nosuchrun'", trained=True),
     case("rm", "nosuchrun", "--yes", hint="no run matches 'nosuchrun'", trained=True),
+    case("rm", "tiny@1k", "--yes", trained=True,
+         hint="`rlrun rm` takes whole runs, not a session or a checkpoint; name the run alone (tiny)"),
+    case("plot", "tiny/s0", "-o", "SCRATCH/p.png", hint="`rlrun plot` takes whole runs", trained=True),
     case("show", "tiny", "--algo", "ppo", hint="with --algo ppo", trained=True),
     # refused edits and bad resumes
     case("resume", "tiny", "--set", "agent.gamma=0.5", "--frames", "5000", hint="edit refused: agent.gamma",
@@ -202,6 +219,9 @@ CASES = [
     case("resume", "tiny", "--frames", "2000", hint="edit refused: meta.max_frame", trained=True),
     case("resume", "tiny", "--frames", "5000", "--more", "1000", trained=True,
          hint="--frames (the new target) or --more (added to it), not both"),
+    case("resume", "tiny", "--more", "abc", hint="--more: 'abc' is not a size; use a count like 20M", trained=True),
+    case("resume", "tiny", "--more", "1e99", hint="--more: '1e99' is more than 1e15, the largest count", trained=True),
+    case("resume", "tiny", "--spec", "SCRATCH", "--more", "1k", hint="is a folder, not a spec file", trained=True),
     # damaged files, missing extras
     case("enjoy", "tiny", "--episodes", "1", trained=True, prepare=tampered,
          hint="state.pt is missing or altered; use another checkpoint"),
@@ -257,6 +277,7 @@ def unimportable(modules: tuple[str, ...]) -> Iterator[None]:
 
 
 def resolve(args: tuple[str, ...], specs: Path, scratch: Path, home: Path) -> list[str]:
+    """The arguments (or environment values, or a hint) with the placeholders filled in."""
     twin = ""
     if "TWIN_PREFIX" in args:
         with closing(sqlite3.connect(home / "registry.sqlite")) as db:
@@ -291,9 +312,10 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(bad: Case, prepared: t
     if bad.prepare is not None:
         bad.prepare(home, scratch)
     before = (tree(scratch.parent), registry_rows(home))
+    env = dict(zip(bad.env, resolve(tuple(bad.env.values()), specs, scratch, home), strict=True))
     with unimportable(bad.missing):
-        result = invoke(home, *resolve(bad.args, specs, scratch, home), env=bad.env)
-    assert_one_error_line(result, bad.hint)
+        result = invoke(home, *resolve(bad.args, specs, scratch, home), env=env)
+    assert_one_error_line(result, resolve((bad.hint,), specs, scratch, home)[0])
     after = (tree(scratch.parent), registry_rows(home))
     assert after == before
     if not bad.trained:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import TINY, Result, rlrun
 
-from rlrun.session import SIGNAL_AT_ENV
+from rlrun.testhooks import SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 

@@ -202,7 +202,7 @@ def test_every_error_is_one_line_exit_2_and_writes_nothing(zoo: Path) -> None:
         (["show", "9"], ["9: only 4 runs"]),
         (["show", "0"], ["bad run reference '0': rows start at 1"]),
         (["show", "latest~x"], ["`latest~` must be followed by a number"]),
-        (["show", "alpha/s1"], ["alpha/s1: run", "has 1 session (s0)"]),
+        (["show", "alpha/s1"], ["alpha/s1: run", "has 1 session, s0; name it as alpha/s0 or leave out /s1"]),
         (["show", "alpha@worst"], ["checkpoint '@worst' is not @best"]),
         (["show", "gamma", "--algo", "reinforce"], ["no run matches 'gamma' with --algo reinforce"]),
         (["show", "latest~3", "--algo", "reinforce"], ["latest~3: only 3 runs match --algo reinforce"]),

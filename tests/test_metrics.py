@@ -18,7 +18,7 @@ import pytest
 from conftest import builtin_for, cli_env, fast, rlrun
 from test_resume import ALGORITHMS, assert_same_run, final_state, newest_checkpoint_frame, wait_for
 
-from rlrun import metrics_log, paths, snapshot
+from rlrun import metrics_log, paths, snapshot, testhooks
 from rlrun.algorithms import agent_class
 from rlrun.registry import Registry
 
@@ -151,7 +151,7 @@ def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(tmp_p
     process = train(straight, "ppo", *frames)
     assert process.wait(timeout=600) == 0
     home = tmp_path / "killed"
-    process = train(home, "ppo", *frames, env={snapshot.HANG_ENV: snapshot.snapshot_name(5000)})
+    process = train(home, "ppo", *frames, env={testhooks.HANG_ENV: snapshot.snapshot_name(5000)})
     wait_for(lambda: any(home.glob("*/s0/checkpoints/.f000000005000.tmp-*/state.pt")), process)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)

@@ -458,8 +458,10 @@ def test_resolve_with_no_runs(registry: Registry, home: Path) -> None:
 def test_resolve_session_suffix_in_range(registry: Registry, three: list[RunRecord]) -> None:
     assert registry.resolve("alpha/s1").id == "ka00000001"
     message = reference_error(registry, "alpha/s2")
-    assert message == "alpha/s2: run ka00000001 has 2 sessions (s0..s1)"
-    assert reference_error(registry, "gamma/s1") == "gamma/s1: run kb00000003 has 1 session (s0)"
+    assert message == "alpha/s2: run ka00000001 has 2 sessions, s0 to s1; name one of them as alpha/s0 or leave out /s2"
+    assert reference_error(registry, "gamma/s1@best") == (
+        "gamma/s1@best: run kb00000003 has 1 session, s0; name it as gamma/s0@best or leave out /s1"
+    )
 
 
 def test_resolve_bad_syntax(registry: Registry, three: list[RunRecord]) -> None:

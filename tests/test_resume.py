@@ -27,8 +27,8 @@ from conftest import Result, builtin_for, cli_env, fast, rlrun
 from rlrun import metrics_log, paths, snapshot
 from rlrun.algorithms import algorithm_names
 from rlrun.registry import Registry
-from rlrun.session import SIGNAL_AT_ENV
 from rlrun.spec import builtin_document, builtin_names
+from rlrun.testhooks import HANG_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -185,7 +185,7 @@ def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, 
     spec, a = straight
     process = subprocess.Popen(
         [sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
-        env={**cli_env(home), snapshot.HANG_ENV: snapshot.snapshot_name(5000)},
+        env={**cli_env(home), HANG_ENV: snapshot.snapshot_name(5000)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     torn: list[Path] = []

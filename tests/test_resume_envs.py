@@ -29,7 +29,7 @@ from test_resume import (
 
 from rlrun import snapshot
 from rlrun.registry import Registry
-from rlrun.session import SIGNAL_AT_ENV
+from rlrun.testhooks import SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -42,6 +42,10 @@ def test_every_builtin_validates_and_round_trips() -> None:
         ('agent.optimizer.lr={"kind": "linear", "start": 1}', "agent.optimizer.lr.end: required key is missing"),
         ('agent.optimizer.lr={"kind": "cosine"}', "agent.optimizer.lr = {\"kind\": \"cosine\"}: unknown kind"),
         ("agent.network.hidden=[64, 0]", "agent.network.hidden.1 = 0: input should be greater than 0"),
+        ("agent.optimizer.lr=-0.01", "agent.optimizer.lr = -0.01: must be greater than 0"),
+        ('agent.optimizer.lr={"kind": "linear", "start": 0, "end": 1}',
+         'agent.optimizer.lr = {"kind": "linear", "start": 0, "end": 1}: start is 0; it must be greater than 0'),
+        ("meta.max_frame=2e15", "meta.max_frame = 2000000000000000.0: 2e+15 is more than 1e15, the largest count"),
     ],
 )
 def test_one_line_per_problem_naming_path_value_and_fix(override: str, expected: str) -> None:
@@ -75,6 +79,24 @@ def test_malformed_json_file_names_line_and_column(tmp_path: Path) -> None:
     bad.write_text('{"name": "x",\n "agent": }')
     (found,) = problems(source=str(bad))
     assert "not valid JSON (line 2, column 11" in found
+
+
+def test_a_file_that_is_not_utf8_names_the_byte_and_the_fix(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(b'{"name": "x",\n "note": "caf\xe9"}')
+    assert problems(source=str(bad)) == [f"{bad}: not UTF-8 text (byte 0xe9 on line 2, column 14); save it as UTF-8"]
+
+
+def test_a_folder_is_not_a_spec(tmp_path: Path) -> None:
+    assert problems(source=str(tmp_path)) == [
+        f"{tmp_path} is a folder, not a spec file; give a .json file or a built-in name (`rlrun spec list`)"
+    ]
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(load_spec("reinforce_cartpole").to_json()).encode())
+    assert load_spec(str(path)) == load_spec("reinforce_cartpole")
 
 
 def test_spec_file_with_sizes_loads(tmp_path: Path) -> None:

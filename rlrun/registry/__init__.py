@@ -54,7 +54,7 @@ from rlrun.registry.records import (
     SessionRecord,
     SpecRevisionRecord,
 )
-from rlrun.registry.resolve import Resolution
+from rlrun.registry.resolve import CheckpointChoice, Resolution, choose_checkpoint
 from rlrun.registry.schema import (
     NoSchema,
     SchemaState,
@@ -70,9 +70,9 @@ from rlrun.registry.store import Writes
 __all__ = [
     "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
     "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "STALE_AFTER_SECONDS", "VERSION_TABLE", "AttemptRecord",
-    "CheckpointRecord", "EvaluationRecord", "Manifest", "Registry", "RestoredRun", "RunDetail", "RunRecord",
-    "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade", "read_manifest", "run_status",
-    "schema_state", "sqlite_file", "upgrade_registry",
+    "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "Manifest", "Registry", "RestoredRun", "RunDetail",
+    "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade", "choose_checkpoint",
+    "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
 ]  # fmt: skip
 
 
@@ -94,6 +94,7 @@ class Registry(Writes, Resolution):
             return cls._open_elsewhere(home, url, create)
         if not db_file.exists() and not create:
             return cls(home, url, empty_database(), missing=True)
+        paths.check_folder(db_file.parent, f"${paths.DB_ENV} {url}: folder")
         db_file.parent.mkdir(parents=True, exist_ok=True)
         database = SqliteDatabase(str(db_file))
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlrun import paths
-from rlrun.errors import RegistryError
+from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
 SCHEMA_HEAD = "0002"
@@ -69,29 +69,50 @@ def read_revision(tx: Transaction) -> str | None:
     return found[0][0] if found else None
 
 
+# The databases the registry's SQL is written for (its clock and catalogue queries above), and
+# how a URL names them: any driver after a "+", as SQLAlchemy spells it.
+DIALECTS = ("sqlite", "postgresql")
+URL_FORMS = "sqlite:///path/to/registry.sqlite or postgresql+psycopg://user:password@host/db"
+
+
+def dialect(url: str) -> str:
+    """The database a URL names, "sqlite" or "postgresql"; anything else is bad input, refused
+    before any driver is loaded. Parsed by hand: no SQLAlchemy on the fast path."""
+    scheme, sep, _ = url.partition("://")
+    name = scheme.split("+")[0]
+    if not sep or name not in DIALECTS:
+        problem = f"unknown database {name!r}" if sep else "not a URL"
+        raise BadInput(f"registry URL {label(url)} (${paths.DB_ENV}): {problem}; use {URL_FORMS}")
+    return name
+
+
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL (`sqlite:///relative.db`, `sqlite:////abs/path.db`); None for
-    in-memory SQLite and other databases. Parsed by hand: no SQLAlchemy on the fast path."""
+    in-memory SQLite and other databases."""
     if not is_sqlite(url):
         return None
+    return _sqlite_path(url)
+
+
+def _sqlite_path(url: str) -> Path | None:
     database = url.partition("://")[2].partition("?")[0].removeprefix("/")
     return None if database in ("", ":memory:") else Path(database)
 
 
 def is_sqlite(url: str) -> bool:
-    return url.partition("://")[0].split("+")[0] == "sqlite"
+    return dialect(url) == "sqlite"
 
 
 def label(url: str) -> str:
-    """A URL fit to print: the password hidden."""
-    file = sqlite_file(url)
+    """A URL fit to print: the password hidden. Any text, even one `dialect` refuses."""
+    scheme, sep, rest = url.partition("://")
+    file = _sqlite_path(url) if scheme.split("+")[0] == "sqlite" else None
     if file is not None:
         return str(file)
-    scheme, _, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
+    credentials, at, host = (rest if sep else url).rpartition("@")
     if at and ":" in credentials:
         credentials = credentials.split(":")[0] + ":***"
-    return f"{scheme}://{credentials}{at}{host}"
+    return f"{scheme}{sep}{credentials}{at}{host}" if sep else f"{credentials}{at}{host}"
 
 
 class Conflict(RegistryError):

@@ -90,10 +90,17 @@ def attempts_of(tx: Transaction, run_id: str) -> list[AttemptRecord]:
     return [attempt_record(row) for row in tx.rows(query, {"id": run_id})]
 
 
+# SQL integers are 64-bit; a page bound past any registry's size (`latest~99999999999999999999`,
+# `ls -n 1e20`) means what this one does.
+_LARGEST_BOUND = 2**62
+
+
 def _window(dialect: str, limit: int | None, offset: int) -> tuple[str, dict[str, Any]]:
     """LIMIT / OFFSET clauses (SQLite needs a LIMIT before an OFFSET, PostgreSQL takes none)."""
     if limit is None and not offset:
         return "", {}
+    offset = min(offset, _LARGEST_BOUND)
+    limit = None if limit is None else min(limit, _LARGEST_BOUND)
     if limit is None:
         return (" LIMIT -1 OFFSET :offset" if dialect == "sqlite" else " OFFSET :offset"), {"offset": offset}
     return " LIMIT :limit OFFSET :offset", {"limit": limit, "offset": offset}

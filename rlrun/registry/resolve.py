@@ -1,18 +1,28 @@
 """Run references (`latest`, a row number, a name, an id or its prefix, with filters): which run
-one names, and the messages that say why none or several do.
+one names, and the messages that say why none or several do; and which session and checkpoint
+its `/sK` and `@checkpoint` suffixes name in it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, RunRef, like_pattern, parse_ref
 from rlrun.registry.database import Transaction
 from rlrun.registry.liveness import SETTLED_SQL, page_status
 from rlrun.registry.queries import Reads
-from rlrun.registry.records import NEWEST_FIRST, RUN_SELECT, RunRecord
+from rlrun.registry.records import (
+    NEWEST_FIRST,
+    RUN_SELECT,
+    CheckpointRecord,
+    RunDetail,
+    RunRecord,
+    SessionRecord,
+)
 
 _MAX_CANDIDATES = 10
 
@@ -31,15 +41,15 @@ class Resolution(Reads):
             alive = run.status == "running" and settled is None and bool(self._live_runs(tx, [run.id]))
         run = run._replace(status=page_status(run.status, settled, alive))
         if parsed.session is not None and parsed.session >= run.num_sessions:
-            raise RunReferenceError(
-                f"{parsed}: run {run.id} has {_sessions_phrase(run.num_sessions)}"
-            )
+            raise RunReferenceError(_no_such_session(parsed, run))
         return run
 
     def _find(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> tuple[RunRecord, str | None]:
         """The run and, if it is stored running, the status its sessions settle it at (or None)."""
         found: tuple[RunRecord, str | None] | None
-        if ref.kind == "token":
+        if ref.kind == "path":
+            found = self._find_folder(tx, ref, filters)
+        elif ref.kind == "token":
             found = self._find_token(tx, ref.token, filters)
         else:
             # `latest` is always the newest; rows follow the listing's order.
@@ -50,6 +60,23 @@ class Resolution(Reads):
         if found is None:
             raise RunReferenceError(self._not_found(tx, ref, filters))
         return found
+
+    def _find_folder(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
+        """A run folder names its run by its id, and only inside this home."""
+        folder = Path(ref.path)
+        if not is_inside(folder, self.home):
+            raise RunReferenceError(
+                f"{folder} is a run folder outside the runs home {self.home}; `rlrun enjoy` and `rlrun show` read"
+                f" it where it is, `rlrun import {folder}` adds it to the home")
+        where, params = self._where(tx, filters)
+        found = tx.rows(f"SELECT {RUN_SELECT}, {SETTLED_SQL} FROM runs r WHERE r.id = :id AND {where}",
+                        {**params, "id": folder.name})
+        if found:
+            return RunRecord(*found[0][:-1]), found[0][-1]
+        if filters.narrows and tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": folder.name}):
+            return None
+        raise RunReferenceError(f"{folder} is a run folder the registry of {self.home} does not list;"
+                                " `rlrun db rebuild` adds it")
 
     def _find_token(self, tx: Transaction, token: str, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
         # Ids are lowercase; a name is matched exactly as typed; then id prefixes.
@@ -73,6 +100,8 @@ class Resolution(Reads):
             return f"no runs in {self.home} yet; start one with `rlrun train reinforce_cartpole`"
         narrowed = filters.describe() if filters.narrows else ""
         listing = f"`rlrun ls {narrowed}`" if narrowed else "`rlrun ls`"
+        if ref.kind == "path":
+            return f"run {Path(ref.path).name} ({ref.path}) does not match {narrowed}; see {listing}"
         if ref.kind == "token":
             with_filters = f" with {narrowed}" if narrowed else ""
             return f"no run matches {ref.token!r}{with_filters}; see {listing}"
@@ -88,7 +117,7 @@ class Resolution(Reads):
     def _hint(tx: Transaction, filters: RunFilter) -> str:
         """Name the values that exist when a filter asks for one that does not."""
         for flag, column, value in (("--algo", "algorithm", filters.algorithm), ("--env", "env_id", filters.env),
-                                    ("--spec", "spec_name", filters.spec)):  # fmt: skip
+                                    (filters.spec_option, "spec_name", filters.spec)):  # fmt: skip
             if value is None:
                 continue
             known = [v for (v,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
@@ -97,11 +126,59 @@ class Resolution(Reads):
         return ""
 
 
+def is_inside(run_folder: Path, home: Path) -> bool:
+    """Whether a run folder is one of this home's (symbolic links followed)."""
+    return run_folder.resolve().parent == home.resolve()
 
-def _sessions_phrase(count: int) -> str:
-    if count == 1:
-        return "1 session (s0)"
-    return f"{count} sessions (s0..s{count - 1})"
+
+class CheckpointChoice(NamedTuple):
+    """The session and checkpoint a reference names in a run."""
+
+    session: SessionRecord
+    checkpoint: CheckpointRecord
+    score: float | None
+    """The training evaluation mean at the checkpoint's frame (what made it best), if any."""
+
+
+def choose_checkpoint(detail: RunDetail, ref: RunRef) -> CheckpointChoice:
+    """The session `/sK` names, else the one with the best training evaluation; in it, the
+    checkpoint `@best` (the default: the best evaluation mean), `@latest` or `@FRAMES` names; the
+    newest where nothing was evaluated. A checkpoint that is not there is bad input listing those
+    that are."""
+    session = _session(detail, ref.session)
+    checkpoints = sorted((c for c in detail.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
+    where = f"run {detail.run.id} session s{session.index}"
+    if not checkpoints:
+        raise RunReferenceError(f"{where} has no checkpoint yet; train or resume it first")
+    scores = {e.frame: e.mean for e in detail.evaluations if e.session_index == session.index and e.kind == "train"}
+    wanted = ref.checkpoint_frame
+    if wanted is not None:
+        exact = [c for c in checkpoints if c.frame == wanted]
+        if not exact:
+            frames = ", ".join(f"{c.frame:,}" for c in checkpoints)
+            raise RunReferenceError(f"{where} has no checkpoint at frame {wanted:,}; it has {frames}")
+        chosen = exact[0]
+    elif ref.checkpoint == "latest" or not any(c.frame in scores for c in checkpoints):
+        chosen = checkpoints[-1]
+    else:
+        chosen = max((c for c in checkpoints if c.frame in scores), key=lambda c: (scores[c.frame], c.frame))
+    return CheckpointChoice(session, chosen, scores.get(chosen.frame))
+
+
+def _session(detail: RunDetail, index: int | None) -> SessionRecord:
+    if index is not None:
+        return next(s for s in detail.sessions if s.index == index)  # resolve() checked the range
+    evaluated = [s for s in detail.sessions if s.best_eval is not None]
+    if evaluated:
+        return max(evaluated, key=lambda s: (s.best_eval, -s.index))
+    return max(detail.sessions, key=lambda s: (s.frame, -s.index))
+
+
+def _no_such_session(ref: RunRef, run: RunRecord) -> str:
+    count = run.num_sessions
+    sessions = "1 session, s0" if count == 1 else f"{count} sessions, s0 to s{count - 1}"
+    which = "it" if count == 1 else "one of them"
+    return f"{ref}: run {run.id} has {sessions}; name {which} as {ref._replace(session=0)} or leave out /s{ref.session}"
 
 
 def _ambiguous(token: str, candidates: Sequence[RunRecord]) -> str:

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from rlrun.registry import sqlite
-from rlrun.registry.database import clock_sql, sqlite_file
+from rlrun.registry.database import clock_sql, is_sqlite, sqlite_file
 
 # Set on a connection before it begins, read by the SQLite "begin" hook (see _on_sqlite_begin).
 WRITE_FLAG = "rlrun_write"
@@ -36,7 +36,7 @@ def _on_sqlite_begin(conn: Connection) -> None:
 
 def create_registry_engine(url: str) -> Engine:
     """An engine configured the way the registry needs it (pragmas and BEGIN control on SQLite)."""
-    if url.partition("://")[0].split("+")[0] != "sqlite":
+    if not is_sqlite(url):
         return create_engine(url)
     if sqlite_file(url) is None:
         # One shared connection, or every checkout would see a different empty database.

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from rlrun import testhooks
 from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import manifest
 from rlrun.registry.database import Conflict, Connected, Transaction
@@ -98,6 +99,7 @@ class Writes(Connected):
             # Only reachable when another writer won a race the check above could not see
             # (servers, which have no BEGIN IMMEDIATE), so the culprit is not known here.
             raise BadInput(f"run id {run_id!r} or name {name!r} is already taken") from error
+        testhooks.crash_point("run-recorded")
         return run
 
     @staticmethod
@@ -140,6 +142,7 @@ class Writes(Connected):
                 tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
                 {"frame": frame, "episode": episode, "opt_step": opt_step},
             )
+        testhooks.crash_point("heartbeat-recorded")
 
     def finish_session(
         self, session_id: int, *, status: str, frame: int, episode: int, opt_step: int,
@@ -161,6 +164,7 @@ class Writes(Connected):
             close_open_attempts(tx, session_id, status)
             self._settle_run(tx, run_id)
             self._sync_manifest(tx, run_id)
+        testhooks.crash_point("session-finished")
 
     @staticmethod
     def _settle_run(tx: Transaction, run_id: str) -> None:
@@ -175,6 +179,7 @@ class Writes(Connected):
         """End a run: finished, failed, or preempted (stopped by a signal after saving)."""
         check_status(status, ENDED)
         self._update_run(run_id, ended=True, status=status, error=error)
+        testhooks.crash_point("run-finished")
 
     def reopen_run(
         self, run_id: str, *, host: str | None, pid: int | None, max_frame: int | None = None
@@ -271,6 +276,7 @@ class Writes(Connected):
             )
             row_id = tx.insert(insert_sql("attempts", values), values)
             self._sync_manifest(tx, run_id)
+        testhooks.crash_point("attempt-recorded")
         return AttemptRecord(id=row_id, session_index=index, **values)
 
     def end_attempt(self, attempt_id: int, *, status: str) -> None:
@@ -292,6 +298,7 @@ class Writes(Connected):
             values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
                                           size_bytes=size_bytes, created_at=tx.now())
             row_id = tx.insert(insert_sql("checkpoints", values), values)
+        testhooks.crash_point("checkpoint-recorded")
         return CheckpointRecord(id=row_id, run_id=run_id, session_index=index, **values)
 
     def remove_checkpoint(self, checkpoint_id: int) -> None:
@@ -330,6 +337,7 @@ class Writes(Connected):
                 )  # fmt: skip
             else:
                 self._sync_manifest(tx, run_id)
+        testhooks.crash_point("evaluation-recorded")
         return EvaluationRecord(id=row_id, run_id=run_id, session_index=index, **values)
 
     # ---- rebuilding from folders -------------------------------------------------------------

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlrun import testhooks
 from rlrun.fsutil import fsync_dir, write_synced
 from rlrun.snapshot.layout import (
     ARRAYS,
@@ -33,6 +33,7 @@ from rlrun.snapshot.layout import (
     remove,
     size_bytes,
     snapshot_name,
+    sweep_after,
     sweep_incomplete,
     temporary_name,
     verify,
@@ -43,11 +44,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "HANG_ENV", "Best", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "read",
-    "read_meta", "remove", "snapshot_name", "sweep_incomplete", "verify", "write",
+    "Best", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "read", "read_meta", "remove",
+    "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
 ]  # fmt: skip
-
-HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
 
 
 @dataclass
@@ -64,13 +63,6 @@ class Written:
     size_bytes: int
 
 
-def _pause_if_asked(destination: Path) -> None:
-    """Test hook: hang half-way through writing the named snapshot, so a test can kill the
-    process mid-write and check that the torn snapshot is never used."""
-    if os.environ.get(HANG_ENV) == destination.name:
-        time.sleep(3600)
-
-
 def write(destination: Path, snapshot: Snapshot) -> Written:
     """Write `snapshot` atomically at `destination` (which must not exist yet)."""
     import torch
@@ -85,7 +77,8 @@ def write(destination: Path, snapshot: Snapshot) -> Written:
         buffer = io.BytesIO()
         torch.save(snapshot.tensors, buffer)
         hashes[STATE] = write_synced(temporary / STATE, buffer.getbuffer())
-        _pause_if_asked(destination)
+        testhooks.hang_in_snapshot(destination.name)  # tests kill the process here: a torn snapshot
+        testhooks.crash_point("snapshot-half-written")
         for name, array in snapshot.arrays.items():
             hashes[f"{ARRAYS}/{name}.npy"] = _write_array(temporary / ARRAYS / f"{name}.npy", array)
         manifest = manifest_bytes(hashes)
@@ -98,6 +91,7 @@ def write(destination: Path, snapshot: Snapshot) -> Written:
     except BaseException:
         remove(temporary)
         raise
+    testhooks.crash_point("snapshot-renamed")
     return Written(destination, hashlib.sha256(manifest).hexdigest(), size_bytes(destination))
 
 

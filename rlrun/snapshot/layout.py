@@ -95,6 +95,24 @@ def sweep_incomplete(directory: Path) -> list[Path]:
     return swept
 
 
+def sweep_after(directory: Path, frame: int) -> list[Path]:
+    """Make way for a session continuing from `frame`: delete the torn snapshots (see
+    `sweep_incomplete`) and every complete one of a later frame, which it will write again. Such a
+    one may be on disk with no registry row: its process was killed between the rename that
+    completed it and the commit that would have recorded it."""
+    later = [p for p in directory.iterdir() if (found := frame_of(p.name)) is not None and found > frame] \
+        if directory.is_dir() else []  # fmt: skip
+    for path in later:
+        remove(path)
+    return sweep_incomplete(directory) + later
+
+
+def frame_of(name: str) -> int | None:
+    """The frame of a complete snapshot's folder name (`snapshot_name`); None for any other name."""
+    digits = name.removeprefix("f")
+    return int(digits) if name.startswith("f") and len(digits) == 12 and digits.isdigit() else None
+
+
 def remove(path: Path) -> None:
     """Delete a snapshot (or a torn one) the registry no longer lists."""
     shutil.rmtree(path, ignore_errors=True)

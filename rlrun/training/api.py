@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, snapshot
+from rlrun import paths, snapshot, testhooks
 from rlrun.clock import Clock
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.errors import BadInput
@@ -88,6 +88,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     with Registry.open(root, url) as registry:
         run = _create_run(registry, spec, name=name)
         _write_manifest(root, registry, run.id)
+        testhooks.crash_point("manifest-written")
         if on_start is not None:
             on_start(run)
         tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
@@ -284,6 +285,7 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
         # session processes start up.
         registry.start_session(session.id, host=socket.gethostname(), pid=os.getpid())
     _write_manifest(root, registry, run.id)
+    testhooks.crash_point("resume-rewound")
     tasks = [_task(root, url, run.id, s, plan.spec, "resume", c) for s, c in plan.starts]
     return registry.resolve(run.id), tasks
 
@@ -291,13 +293,14 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
 def _rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord,
             start: CheckpointRecord | None) -> None:
     """What the session recorded after its snapshot will be trained again: forget it (rows first,
-    then folders), and sweep away snapshots that never finished writing."""
+    then folders), and sweep away snapshots that never finished writing or never reached the
+    registry: the session writes them again."""
     clock = (snapshot.read_meta(root / start.path).clock if start else Clock()).to_json()
     removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
                                       opt_step=clock["opt_step"])
     for checkpoint in removed:
         snapshot.remove(root / checkpoint.path)
-    snapshot.sweep_incomplete(paths.checkpoints_dir(root, run_id, session.index))
+    snapshot.sweep_after(paths.checkpoints_dir(root, run_id, session.index), clock["frame"])
 
 
 def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,80 @@ def test_the_filter_statuses_are_the_registry_s() -> None:
     from rlrun.registry import LISTED_RUN_STATUSES
 
     assert set(STATUSES) == set(LISTED_RUN_STATUSES)
+
+
+# ---- paths -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run folder `runs/abc` (run.json, session s1 with one checkpoint), the cwd its parent's parent."""
+    folder = tmp_path / "runs" / "abc"
+    (folder / "s1" / "checkpoints" / "f000000050000").mkdir(parents=True)
+    (folder / "run.json").write_text("{}")
+    (folder / "s1" / "checkpoints" / "f000000050000" / "meta.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("text", "session", "checkpoint"),
+    [
+        ("runs/abc", None, None),
+        ("runs/abc/", None, None),
+        ("./runs/abc", None, None),
+        ("runs/abc/run.json", None, None),
+        ("runs/abc/s1", 1, None),
+        ("runs/abc/s1/checkpoints", 1, None),
+        ("runs/abc/s1/checkpoints/f000000050000", 1, "50000"),
+        ("runs/abc/s1/checkpoints/f000000050000/meta.json", 1, "50000"),
+        ("runs/abc@best", None, "best"),
+        ("./runs/abc/s1@50k", 1, "50000"),
+    ],
+)
+def test_paths_name_their_run_folder_session_and_checkpoint(run_folder: Path, text: str, session: int | None,
+                                                           checkpoint: str | None) -> None:
+    for form in (text, str(Path.cwd() / text)):  # relative and absolute
+        assert parse_ref(form) == RunRef("path", path=str(run_folder), session=session, checkpoint=checkpoint)
+
+
+def test_a_path_prints_as_its_run_folder(run_folder: Path) -> None:
+    ref = parse_ref("runs/abc/s1/checkpoints/f000000050000")
+    assert str(ref) == f"{run_folder}/s1@50000" and ref.base == str(run_folder)
+
+
+def test_a_text_that_reads_as_a_reference_is_one_even_when_a_folder_has_its_name(
+        run_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.chdir(run_folder.parent)  # ./abc/s1 exists here
+    assert parse_ref("abc/s1") == RunRef("token", token="abc", session=1)
+    assert parse_ref("abc") == RunRef("token", token="abc")
+    assert parse_ref("./abc/s1") == RunRef("path", path=str(run_folder), session=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("./nowhere", "no file or folder './nowhere' exists"),
+        ("runs/nope", "no file or folder 'runs/nope' exists, and as a run reference: session suffix '/nope'"),
+        ("runs", "is not a run folder, nor a session or checkpoint folder in one (no run.json)"),
+        ("./runs/abc/s1/checkpoints/f000000050000@best", "a checkpoint folder already names its checkpoint"),
+        ("./runs/abc@worst", "checkpoint '@worst' is not @best"),
+    ],
+)
+def test_bad_paths(run_folder: Path, text: str, problem: str) -> None:
+    (run_folder.parent.parent / "runs" / "placeholder").mkdir()  # `runs/` exists, so `runs` alone is a path
+    with pytest.raises(RunReferenceError) as caught:
+        parse_ref(text if text != "runs" else "./runs")
+    message = str(caught.value)
+    assert problem in message and "\n" not in message
+    assert "path of a run, session or checkpoint folder" in message  # the accepted forms name paths
+
+
+def test_of_is_the_spec_name_filter_and_messages_name_it() -> None:
+    chosen = RunFilter.of(of="reinforce_cartpole")
+    assert chosen.spec == "reinforce_cartpole" and chosen.narrows
+    assert chosen.describe() == "--of reinforce_cartpole"
+    assert RunFilter.of(spec="ppo_cartpole").describe() == "--spec ppo_cartpole"
+    assert RunFilter.of(of="a", spec="A").spec == "a"  # the same spec twice is fine
+    with pytest.raises(BadInput, match="--of a and --spec b name different specs"):
+        RunFilter.of(of="a", spec="b")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rlrun.errors import SizeError
-from rlrun.schedules import Constant, Exponential, Linear, Piecewise
+from rlrun.schedules import Constant, Exponential, Linear, Piecewise, Schedule
 from rlrun.sizes import format_size, parse_size
 
 
@@ -20,6 +20,15 @@ def test_sizes(text: str | int, value: int) -> None:
 def test_bad_sizes_name_the_value_and_the_accepted_forms(text: str) -> None:
     with pytest.raises(SizeError, match=r"use a count like 20M, 1.5M, 500k, 2e6 or 20_000"):
         parse_size(text, what="--frames")
+
+
+def test_sizes_stop_at_1e15_text_or_number() -> None:
+    assert parse_size("1e15") == parse_size(10**15) == parse_size(1e15) == 10**15
+    for too_large in ("1000001G", 10**15 + 1, 1e99, "1e400"):
+        with pytest.raises(SizeError, match="is more than 1e15, the largest count rlrun takes; use a count like"):
+            parse_size(too_large, what="--frames")
+    with pytest.raises(SizeError, match=r"1\.5 is not a whole number of frames"):
+        parse_size(1.5)
 
 
 def test_format_size() -> None:
@@ -44,3 +53,23 @@ def test_schedules_are_pure_functions_of_the_frame() -> None:
 def test_piecewise_points_must_increase() -> None:
     with pytest.raises(ValueError, match="strictly increasing"):
         Piecewise(kind="piecewise", points=[(10, 1.0), (5, 0.0)])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "problem"),
+    [
+        (Constant(value=1e-3), None),
+        (Constant(value=0.0), "must be greater than 0"),
+        (Linear(kind="linear", start=1e-3, end=0.0), None),
+        (Linear(kind="linear", start=0.0, end=1e-3), "start is 0; it must be greater than 0"),
+        (Linear(kind="linear", start=1e-3, end=-1e-4), "end is -0.0001; it must be greater than or equal to 0"),
+        (Piecewise(kind="piecewise", points=[(0, 1e-3), (10, 5e-4), (20, 0.0)]), None),
+        (Piecewise(kind="piecewise", points=[(0, 1e-3), (10, 0.0), (20, 1e-3)]),
+         "the value at frame 10 is 0; it must be greater than 0"),
+        (Piecewise(kind="piecewise", points=[(0, 0.0)]), "the value at frame 0 is 0; it must be greater than 0"),
+        (Exponential(kind="exponential", start=1e-3, rate=0.5, every=10), None),
+        (Exponential(kind="exponential", start=-1.0, rate=0.5, every=10), "start is -1; it must be greater than 0"),
+    ],
+)
+def test_a_positive_setting_may_only_end_at_zero(schedule: Schedule, problem: str | None) -> None:
+    assert schedule.not_positive() == problem

@@ -124,6 +124,23 @@ def test_listing_sweeping_and_sizing_a_run_folder(tmp_path: Path) -> None:
     assert layout.snapshot_folders(run, include_temporary=True) == complete
 
 
+def test_sweeping_after_a_frame_makes_way_for_the_snapshots_a_resume_writes_again(tmp_path: Path) -> None:
+    """A complete snapshot past the resume's frame may have no registry row (killed between its
+    rename and its commit): it goes, with the torn ones; earlier ones and other files stay."""
+    folder = tmp_path / "checkpoints"
+    for frame in (1000, 2000, 3000):
+        make_snapshot(folder / layout.snapshot_name(frame), {layout.META: b"{}"})
+    torn = folder / layout.temporary_name(layout.snapshot_name(4000))
+    torn.mkdir()
+    (folder / "notes.txt").write_text("not a snapshot")
+    swept = layout.sweep_after(folder, 2000)
+    assert sorted(p.name for p in swept) == sorted([torn.name, layout.snapshot_name(3000)])
+    assert sorted(p.name for p in folder.iterdir()) == ["f000000001000", "f000000002000", "notes.txt"]
+    assert layout.sweep_after(tmp_path / "nowhere", 0) == []
+    assert layout.frame_of("f000000002000") == 2000 and layout.frame_of("notes.txt") is None
+    assert layout.frame_of(torn.name) is None and layout.frame_of("f12") is None
+
+
 def test_verify_catches_a_flipped_byte_a_missing_file_and_a_foreign_hash(tmp_path: Path) -> None:
     folder = tmp_path / "f000000001000"
     sha = make_snapshot(folder, {layout.META: b'{"a": 1}', layout.STATE: bytes(range(256))})

@@ -1,0 +1,82 @@
+"""Test hooks: the few places where a test makes a real process misbehave on purpose (kill itself,
+hang, signal itself), to prove that every moment of training and resuming can be recovered from.
+Each is driven by one environment variable; unset (always, outside tests) a hook costs one lookup.
+
+- `RLRUN_TEST_CRASH_AT=STEP` SIGKILLs the process the first time it reaches the crash point STEP;
+  `STEP#N` the N-th time. The steps are listed here, once, so a test can walk through all of them
+  and a misspelt step is an error, not a test that silently never crashes.
+- `RLRUN_TEST_HANG_IN_SNAPSHOT=NAME` hangs half-way through writing the snapshot NAME, so a test
+  can kill the process mid-write at a moment of its choosing.
+- `RLRUN_TEST_SIGNAL_AT_FRAME=F` makes a session send itself SIGTERM at the step that reaches
+  frame F, so a test can preempt it at an exact (mid-episode) step through the real signal path.
+- `RLRUN_TEST_HEARTBEAT_SECONDS=S` makes sessions heartbeat every S seconds, so a tiny training
+  reaches its heartbeat (and a crash point there) in a test's time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+CRASH_ENV = "RLRUN_TEST_CRASH_AT"
+HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
+SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
+HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
+
+STEPS = (
+    "run-recorded",  # the run, its sessions and first spec revision are committed
+    "manifest-written",  # run.json is in the run folder
+    "attempt-recorded",  # a session's attempt row is committed
+    "snapshot-half-written",  # a snapshot's temporary folder holds some of its files
+    "snapshot-renamed",  # the snapshot folder is complete, the registry has not heard of it
+    "checkpoint-recorded",  # the registry row of a complete snapshot is committed
+    "evaluation-recorded",  # an evaluation row is committed
+    "heartbeat-recorded",  # a heartbeat is committed
+    "session-finishing",  # the session reached its target; its row still says running
+    "session-finished",  # the session row and its attempt are closed (the run's too, if it was the last)
+    "run-finished",  # the launcher recorded the run's end
+    "resume-rewound",  # a resume cut the session back to its snapshot, before training again
+)
+
+_reached: Counter[str] = Counter()
+
+
+def _crash_target() -> tuple[str, int] | None:
+    value = os.environ.get(CRASH_ENV)
+    if not value:
+        return None
+    step, _, count = value.partition("#")
+    if step not in STEPS:
+        raise ValueError(f"{CRASH_ENV}={value}: unknown step; one of {', '.join(STEPS)}")
+    return step, int(count or 1)
+
+
+def crash_point(step: str) -> None:
+    """Mark `step` reached; kill this process (SIGKILL: no handler, no cleanup) if the test asked
+    for a crash here."""
+    if step not in STEPS:
+        raise ValueError(f"unknown crash point {step!r}")
+    target = _crash_target()
+    if target is None or target[0] != step:
+        return
+    _reached[step] += 1
+    if _reached[step] == target[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hang_in_snapshot(name: str) -> None:
+    """Hang for an hour if the test asked to while the snapshot `name` is half written."""
+    if os.environ.get(HANG_ENV) == name:
+        time.sleep(3600)
+
+
+def signal_at_frame() -> int:
+    """The frame at which a session SIGTERMs itself (-1: never)."""
+    return int(os.environ.get(SIGNAL_AT_ENV, "-1"))
+
+
+def heartbeat_seconds(default: float) -> float:
+    """How often sessions heartbeat: `default`, unless a test asked for another period."""
+    return float(os.environ.get(HEARTBEAT_ENV) or default)

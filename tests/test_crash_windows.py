@@ -1,0 +1,134 @@
+"""Every crash window, deterministically (issue 16): a training, and a resume, SIGKILL themselves at
+each named crash point (`rlrun.testhooks.STEPS`), and the run must still come out right.
+
+After each kill: `rlrun ls` answers and calls the run crashed, finished or preempted (never running:
+its process is gone, and liveness knows it by the dead pid on this host); `rlrun resume latest`
+finishes the run or says there is nothing to do, and a second resume says nothing to do (both exit
+0, so a scheduler may requeue it); the final snapshot equals the uninterrupted run's bit for bit;
+every checkpoint the registry lists verifies, and none is a temporary (torn) snapshot folder.
+
+Run with `-s` to print the crash-window table (step, path → status after the crash, what the first
+resume did, bit-exact).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TINY, Result, cli_env, rlrun
+from test_resume import assert_same_run, final_state
+
+from rlrun import snapshot
+from rlrun.registry import Registry
+from rlrun.snapshot.layout import is_temporary
+from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STEPS
+
+pytestmark = pytest.mark.slow  # real trainings in subprocesses
+
+SPEC = "reinforce_cartpole"
+CADENCE = TINY[2:]  # TINY without its frame budget: evaluations, snapshots and logs every 1k
+BUDGET = 3000
+# The resume path starts from a run stopped by SIGTERM at PREEMPT_AT (mid-episode) of a
+# PREEMPT_BUDGET budget, and resumes it with `--more` to BUDGET.
+PREEMPT_BUDGET, PREEMPT_AT = 2000, 1500
+# A heartbeat several times a second, so a training of a few seconds reaches one.
+HEARTBEAT = {HEARTBEAT_ENV: "0.05"}
+
+ONLY_AT_TRAIN = ("run-recorded", "manifest-written")
+ONLY_AT_RESUME = ("resume-rewound",)
+# The first time each step is reached, and the last snapshot's steps again (`STEP#N`): a final
+# snapshot on disk or in the registry is what decides "finished" and "nothing to do".
+FINAL_SNAPSHOT = ("snapshot-half-written", "snapshot-renamed", "checkpoint-recorded")
+TRAIN_STEPS = [s for s in STEPS if s not in ONLY_AT_RESUME] + [f"{s}#{BUDGET // 1000}" for s in FINAL_SNAPSHOT]
+RESUME_STEPS = [s for s in STEPS if s not in ONLY_AT_TRAIN]
+
+TABLE: list[list[str]] = []
+
+
+def run_cli(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
+    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env={**cli_env(home), **(env or {})},
+                               capture_output=True, text=True, timeout=300)
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The uninterrupted run, trained once."""
+    home = tmp_path_factory.mktemp("reference") / "runs"
+    done = run_cli(home, "train", SPEC, "--frames", str(BUDGET), *CADENCE)
+    assert done.code == 0, done.stderr
+    return final_state(home)
+
+
+@pytest.fixture(scope="module")
+def preempted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home whose run was stopped by SIGTERM mid-episode, with a snapshot, before its budget."""
+    home = tmp_path_factory.mktemp("preempted") / "runs"
+    stopped = run_cli(home, "train", SPEC, "--frames", str(PREEMPT_BUDGET), *CADENCE,
+                      env={SIGNAL_AT_ENV: str(PREEMPT_AT)})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    return home
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_table() -> Iterator[None]:
+    yield
+    if TABLE:
+        rows = [["step", "path", "status after the kill", "first resume", "bit-exact"], *TABLE]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        print("\n\ncrash windows (reinforce_cartpole, 3k frames, 1 session)")
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+@pytest.mark.parametrize("step", TRAIN_STEPS)
+def test_a_crash_while_training_is_recovered(step: str, reference: dict[str, Any], home: Path) -> None:
+    crashed = run_cli(home, "train", SPEC, "--frames", str(BUDGET), *CADENCE, env={CRASH_ENV: step, **HEARTBEAT})
+    assert crashed.code == -signal.SIGKILL, f"{step} was not reached: {crashed.stderr}"
+    check_recovered(home, reference, step, "train")
+
+
+@pytest.mark.parametrize("step", RESUME_STEPS)
+def test_a_crash_while_resuming_is_recovered(step: str, reference: dict[str, Any], preempted: Path,
+                                             home: Path) -> None:
+    shutil.copytree(preempted, home)
+    crashed = run_cli(home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET),
+                      env={CRASH_ENV: step, **HEARTBEAT})
+    assert crashed.code == -signal.SIGKILL, f"{step} was not reached: {crashed.stderr}"
+    check_recovered(home, reference, step, "resume")
+
+
+def check_recovered(home: Path, reference: dict[str, Any], step: str, path: str) -> None:
+    listed = rlrun(home, "ls", "--json")
+    assert listed.code == 0, listed.stderr
+    status = listed.json()[0]["status"]
+    assert status in ("crashed", "finished", "preempted"), status
+    first = rlrun(home, "resume", "latest")
+    assert first.code == 0, first.stderr
+    did = "nothing to do" if "nothing to do" in first.stderr else "resumed to the end"
+    again = rlrun(home, "resume", "latest")
+    assert again.code == 0 and "nothing to do" in again.stderr, again.stderr
+    row = [step, path, status, did, "no"]
+    TABLE.append(row)
+    assert_same_run(reference, final_state(home))
+    row[-1] = "yes"
+    assert_snapshots_sound(home)
+
+
+def assert_snapshots_sound(home: Path) -> None:
+    """Every checkpoint listed verifies against its recorded hash; none is a temporary folder, and
+    none is left on disk."""
+    with Registry.open(home, create=False) as registry:
+        checkpoints = registry.all_checkpoints()
+    assert checkpoints
+    for checkpoint in checkpoints:
+        assert not is_temporary(home / checkpoint.path), checkpoint.path
+        snapshot.verify(home / checkpoint.path, checkpoint.sha256, deep=True)
+    assert not [p for p in home.glob("*/s*/checkpoints/.*") if is_temporary(p)]
