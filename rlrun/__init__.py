@@ -2,8 +2,9 @@
 
 The Python API mirrors the command line:
 
-    from rlrun import load_spec, train
+    from rlrun import load_spec, metrics, train
     result = train(load_spec("reinforce_cartpole", ["meta.max_frame=20k"]), home="runs")
+    pandas.DataFrame(metrics(result.run_id, home="runs"))  # training metrics, every session
 
 Heavy modules (torch, gymnasium) load only when training needs them.
 """
@@ -15,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from rlrun.metrics_log import metrics
     from rlrun.spec import Spec, load_spec
     from rlrun.training import TrainResult, resume, train
 
-__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "resume", "train"]
+__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "metrics", "resume", "train"]
 
 _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
-         "TrainResult": "rlrun.training"}
+         "TrainResult": "rlrun.training", "metrics": "rlrun.metrics_log"}
 
 
 def __getattr__(name: str) -> Any:

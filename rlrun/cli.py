@@ -348,6 +348,8 @@ def show(
     sort: Sort = None,
     home: Home = None,
     as_json: AsJson = False,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="Show the training metrics instead: latest values and sparklines.")] = False,
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
     revisions and their changes, attempts, lineage and the spec."""
@@ -360,14 +362,29 @@ def show(
     with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
         run = registry.resolve(ref, filters)
         detail = registry.get_run(run.id)
+        root = registry.home
     chosen = choose_checkpoint(detail, ref) if ref.checkpoint is not None else None
     _say(views.resolved(run, _label(reference, filters)))
     if chosen is not None:
         _say(f"checkpoint: session s{chosen.session.index}, frame {chosen.checkpoint.frame:,}")
-    if as_json:
+    if metrics:
+        _show_metrics(detail, root, as_json)
+    elif as_json:
         _print_json(detail.to_json())
     else:
         _say(views.run_detail(detail, colour=views.colour_enabled()))
+
+
+def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
+    """`show --metrics`: each session's log, summarised (or, with --json, whole, as columns)."""
+    from rlrun import metrics_log, views
+
+    logs = metrics_log.session_logs(root, detail)
+    if as_json:
+        _print_json(metrics_log.gather(logs))
+        return
+    tables = [(f"s{log.session}", metrics_log.read(log.path) if log.path.exists() else {}) for log in logs]
+    _say(views.metrics_summary(tables, colour=views.colour_enabled()))
 
 
 @app.command()
@@ -376,6 +393,8 @@ def plot(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="PATH", help="Image file to write: .png, .svg or .pdf.")] = None,
     title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
+    metric: Annotated[str | None, typer.Option(
+        metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return.")] = None,
     status: Status = None,
     algo: Algo = None,
     env: Env = None,
@@ -397,6 +416,7 @@ def plot(
     check_output(output)
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     details: list[Any] = []
+    roots: dict[str, Path] = {}  # each run's home: a run folder outside the home is read in place
     for reference in references or ("latest",):
         ref = whole_run(reference, "plot")
         with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
@@ -404,7 +424,55 @@ def plot(
             _say(views.resolved(run, _label(reference, filters)))
             if run.id not in [d.run.id for d in details]:
                 details.append(registry.get_run(run.id))
-    _say(f"wrote {draw([curve(d) for d in details], output, title=title)}")
+                roots[run.id] = registry.home
+    curves = [curve(d) for d in details] if metric is None else _metric_curves(details, roots, metric)
+    _say(f"wrote {draw(curves, output, title=title, metric=metric)}")
+
+
+def _metric_curves(details: list[Any], roots: dict[str, Path], metric: str) -> list[Any]:
+    """`plot --metric`: the metric's curve of each run, refused before anything is drawn when no
+    run logged it."""
+    from rlrun import metrics_log
+    from rlrun.plot import metric_curve
+
+    tables = [metrics_log.gather(metrics_log.session_logs(roots[d.run.id], d)) for d in details]
+    problem = metrics_log.unknown_metric(metric, [name for table in tables for name in table])
+    if problem:
+        raise BadInput(problem)
+    return [metric_curve(d, table, metric) for d, table in zip(details, tables, strict=True)]
+
+
+@app.command()
+def export(
+    references: Annotated[list[str] | None, _references("the runs to export (default: latest).")] = None,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="PATH", help="CSV file to write (default: standard output).")] = None,
+    home: Home = None,
+) -> None:
+    """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
+    session columns. Read-only."""
+    from rlrun import metrics_log, views
+    from rlrun.registry import Registry
+
+    if not metrics:
+        raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv")
+    if output is not None and not output.parent.is_dir():
+        raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
+    root = paths.resolve_home(home)
+    logs: list[Any] = []
+    with Registry.open(root, create=False) as registry:
+        for reference in references or ("latest",):
+            run = registry.resolve(reference)
+            _say(views.resolved(run, reference))
+            if run.id not in {log.run_id for log in logs}:
+                logs += metrics_log.session_logs(root, registry.get_run(run.id))
+    text = metrics_log.to_csv(metrics_log.gather(logs))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    _say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
 
 
 @app.command()

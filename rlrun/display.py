@@ -19,7 +19,7 @@ from rich.text import Text
 
 from rlrun import events
 from rlrun.sizes import format_size
-from rlrun.views import duration, resolved, score
+from rlrun.views import duration, resolved, score, significant
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
                 "crashed": "magenta", "pending": "dim"}
@@ -50,6 +50,8 @@ class _SessionLine:
     fps: float = 0.0
     episode: int = 0
     return_mean: float | None = None
+    headline: str | None = None
+    headline_value: float | None = None
     last_eval: float | None = None
     best_eval: float | None = None
     status: str = "pending"
@@ -85,6 +87,7 @@ class TrainingDisplay:
         elif isinstance(event, events.Progress):
             line.frame, line.max_frame, line.fps = event.frame, event.max_frame, event.frames_per_second
             line.episode, line.return_mean = event.episode, event.return_mean
+            line.headline, line.headline_value = event.headline, event.headline_value
         elif isinstance(event, events.Evaluated):
             line.last_eval = event.mean
             if event.is_best:
@@ -103,7 +106,7 @@ class TrainingDisplay:
             self.console.print(
                 f"{tag} frame {format_size(event.frame)}/{format_size(event.max_frame)}  "
                 f"{event.frames_per_second:,.0f} f/s  episodes {event.episode}  return {score(event.return_mean)}  "
-                f"eval {score(line.last_eval)}  eta {duration(_eta(line))}", highlight=False)
+                f"{_headline(line)}eval {score(line.last_eval)}  eta {duration(_eta(line))}", highlight=False)
         elif isinstance(event, events.Evaluated):
             best = " (best)" if event.is_best else ""
             self.console.print(f"{tag} eval at {format_size(event.frame)}: {event.mean:.1f} ± {event.std:.1f}{best}",
@@ -114,17 +117,26 @@ class TrainingDisplay:
 
     def _table(self) -> Table:
         table = Table(box=None, pad_edge=False)
-        for column in ("session", "seed", "frames", "", "frames/s", "episodes", "return", "last eval", "best eval",
-                       "eta", "status"):
-            table.add_column(column, justify="left" if column in ("session", "status", "") else "right")
+        headline = next((line.headline for line in self.lines.values() if line.headline), None)
+        for column in ("session", "seed", "frames", "", "frames/s", "episodes", "return", headline, "last eval",
+                       "best eval", "eta", "status"):
+            if column is not None:
+                table.add_column(column, justify="left" if column in ("session", "status", "") else "right")
         for index in sorted(self.lines):
             line = self.lines[index]
             done = min(line.frame / max(line.max_frame, 1), 1.0)
             bar = "█" * int(done * 20) + "░" * (20 - int(done * 20))
+            diagnostic = [significant(line.headline_value)] if headline else []
             table.add_row(f"s{index}", str(line.seed), f"{format_size(line.frame)}/{format_size(line.max_frame)}",
                           f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), score(line.return_mean),
-                          score(line.last_eval), score(line.best_eval), duration(_eta(line)), _status(line.status))
+                          *diagnostic, score(line.last_eval), score(line.best_eval), duration(_eta(line)),
+                          _status(line.status))
         return table
+
+
+def _headline(line: _SessionLine) -> str:
+    """The algorithm's main diagnostic and two spaces, once it has one."""
+    return f"{line.headline} {significant(line.headline_value)}  " if line.headline else ""
 
 
 def _eta(line: _SessionLine) -> float | None:

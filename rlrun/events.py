@@ -23,6 +23,10 @@ class Progress:
     frames_per_second: float
     return_mean: float | None
     """Mean training return over the last 100 finished episodes."""
+    headline: str | None = None
+    """The algorithm's main diagnostic (`Agent.HEADLINE`), e.g. PPO's approx_kl."""
+    headline_value: float | None = None
+    """Its value at the latest update (None before the first)."""
 
 
 @dataclass(frozen=True)

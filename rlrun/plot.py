@@ -1,7 +1,8 @@
-"""`rlrun plot`: evaluation return against frames, mean ± std across a run's sessions, several runs
-overlaid with a legend, written to an image file by matplotlib's headless Agg renderer.
+"""`rlrun plot`: evaluation return (or, with `--metric`, any scalar of the training metrics logs)
+against frames, mean ± std across a run's sessions, several runs overlaid with a legend, written to
+an image file by matplotlib's headless Agg renderer.
 
-Reads only the registry; matplotlib is the one heavy import, and only once there is something to
+Reads only the registry and the metrics logs; matplotlib is the one heavy import, and only once there is something to
 draw. It is an optional extra: `pip install 'rlrun[plot]'`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlrun.errors import BadInput
 from rlrun.registry import RunDetail
@@ -31,10 +33,21 @@ class Curve:
 def curve(detail: RunDetail) -> Curve:
     """Average the sessions' evaluation means frame by frame (a frame where only some sessions
     have evaluated averages those)."""
+    return _across_sessions(detail, [(e.frame, e.mean) for e in detail.evaluations if e.kind == "train"])
+
+
+def metric_curve(detail: RunDetail, table: dict[str, list[Any]], metric: str) -> Curve:
+    """One logged scalar of the run's sessions (`table`: their gathered metrics logs), averaged
+    frame by frame as `curve` does; empty cells are skipped."""
+    points = [(int(f), float(v)) for f, v in zip(table["frame"], table.get(metric, []), strict=False)
+              if f is not None and v is not None and math.isfinite(v)]
+    return _across_sessions(detail, points)
+
+
+def _across_sessions(detail: RunDetail, points: list[tuple[int, float]]) -> Curve:
     by_frame: dict[int, list[float]] = {}
-    for evaluation in detail.evaluations:
-        if evaluation.kind == "train":
-            by_frame.setdefault(evaluation.frame, []).append(evaluation.mean)
+    for frame, value in points:
+        by_frame.setdefault(frame, []).append(value)
     frames = sorted(by_frame)
     means = [sum(by_frame[f]) / len(by_frame[f]) for f in frames]
     stds = [_std(by_frame[f]) for f in frames]
@@ -58,8 +71,8 @@ def check_output(output: Path) -> None:
         raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
 
 
-def draw(curves: list[Curve], output: Path, *, title: str | None = None) -> Path:
-    """Write the curves to `output` and return it."""
+def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric: str | None = None) -> Path:
+    """Write the curves (evaluation returns, or the training `metric`) to `output` and return it."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -69,7 +82,7 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None) -> Path
     axes = figure.add_subplot()
     for item in curves:
         if not item.frames:
-            axes.plot([], [], label=f"{item.label}: not evaluated yet")
+            axes.plot([], [], label=f"{item.label}: {'nothing logged' if metric else 'not evaluated'} yet")
             continue
         line = axes.plot(item.frames, item.mean, marker="o" if len(item.frames) < 30 else None, markersize=3,
                          label=item.label)[0]  # fmt: skip
@@ -77,8 +90,8 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None) -> Path
         high = [m + s for m, s in zip(item.mean, item.std, strict=True)]
         axes.fill_between(item.frames, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     axes.set_xlabel("frames")
-    axes.set_ylabel("evaluation return (mean ± std across sessions)")
-    axes.set_title(title or "evaluation return")
+    axes.set_ylabel(f"{metric or 'evaluation return'} (mean ± std across sessions)")
+    axes.set_title(title or (f"training {metric}" if metric else "evaluation return"))
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     figure.savefig(output, dpi=120)

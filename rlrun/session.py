@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from rlrun import events, paths, retention, seeding, snapshot, testhooks
+from rlrun import events, metrics_log, paths, retention, seeding, snapshot, tensorboard_log, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
@@ -83,7 +83,9 @@ class Session:
         self.episode_return = np.zeros(n, dtype=np.float64)
         self.episode_length = np.zeros(n, dtype=np.int64)
         self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
-        self.metrics: list[dict[str, Any]] = []
+        self.recent_lengths: deque[int] = deque(maxlen=RECENT_EPISODES)
+        self.metrics_kept: list[metrics_log.Row] = []
+        """The metrics rows a resume continues after (the snapshot's source log, cut back)."""
         self.evaluations: list[dict[str, Any]] = []
         self.best: snapshot.Best | None = None
         self.last_losses: dict[str, float] = {}
@@ -110,7 +112,11 @@ class Session:
         try:
             self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
             self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
-            status = self._train(stop)
+            self._open_metrics()
+            try:
+                status = self._train(stop)
+            finally:
+                self._close_metrics()
         except BaseException as raised:
             error = describe(raised)
             raise
@@ -147,6 +153,9 @@ class Session:
                 self._checkpoint(kinds)
             if now - last_beat >= HEARTBEAT_SECONDS:
                 self.registry.heartbeat(self.task.session_id, **self.progress())
+                self.metrics.flush()
+                if self.tensorboard is not None:
+                    self.tensorboard.flush()
                 last_beat = now
         testhooks.crash_point("session-finishing")
         return "finished"
@@ -162,20 +171,41 @@ class Session:
         self.episode_length += 1
         for i in np.flatnonzero(done):
             self.recent_returns.append(float(self.episode_return[i]))
+            self.recent_lengths.append(int(self.episode_length[i]))
             self.episode_return[i], self.episode_length[i] = 0.0, 0
             self.clock.episode += 1
         self.last_losses = self.agent.update(self.clock) or self.last_losses
 
     # -- cadences -------------------------------------------------------------------------------
 
+    def _open_metrics(self) -> None:
+        """Start this process's metrics log (and its TensorBoard mirror) from the rows the
+        snapshot had seen: a resume cuts the log back to the snapshot's frame, a fork copies its
+        parent's up to there."""
+        folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
+        names = metrics_log.columns(self.agent.METRICS)
+        self.metrics = metrics_log.MetricsLog.create(metrics_log.path(folder), names, self.metrics_kept)
+        self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
+
+    def _close_metrics(self) -> None:
+        self.metrics.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
     def _report(self, fps: float, record: bool) -> None:
-        """Metrics history grows only on the log cadence, so it does not depend on where a run
+        """The metrics log grows only on the log cadence, so it does not depend on where a run
         happened to stop; the display hears about the last frame too."""
         return_mean = float(np.mean(self.recent_returns)) if self.recent_returns else None
         if record:
-            self.metrics.append({**self.clock.to_json(), "return_mean": return_mean, **self.last_losses})
+            length_mean = float(np.mean(self.recent_lengths)) if self.recent_lengths else None
+            row = {**self.clock.to_json(), "fps": fps, "return_mean": return_mean, "length_mean": length_mean,
+                   **self.last_losses}
+            self.metrics.append(row)
+            if self.tensorboard is not None:
+                self.tensorboard.add(row)
+        headline = self.agent.HEADLINE
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
-                                  fps, return_mean))
+                                  fps, return_mean, headline, self.last_losses.get(headline)))
 
     def _evaluate_if_due(self, before: int, finished: bool) -> list[str]:
         if not (crossed(before, self.clock.frame, self.meta.eval_frequency) or finished):
@@ -185,6 +215,8 @@ class Session:
         summary = result.summary()
         self.evaluations.append(result.to_json())
         self.registry.add_evaluation(self.task.session_id, **summary)
+        if self.tensorboard is not None:
+            self.tensorboard.add_evaluation(result.frame, result.mean)
         is_best = self.best is None or result.mean > self.best.mean
         if is_best:
             self.best = snapshot.Best(frame=result.frame, mean=result.mean)
@@ -195,6 +227,9 @@ class Session:
         if self.clock.frame == self.last_snapshot_frame:
             return  # a stop right after a scheduled snapshot: that one already holds this state
         kind = "+".join(kinds)
+        self.metrics.flush(sync=True)  # the log always reaches as far as the newest snapshot
+        if self.tensorboard is not None:
+            self.tensorboard.flush()
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
         written = snapshot.write(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
         self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
@@ -245,8 +280,8 @@ class Session:
             episode_return=self.episode_return.tolist(),
             episode_length=self.episode_length.tolist(),
             recent_returns=list(self.recent_returns),
+            recent_lengths=list(self.recent_lengths),
             last_losses=self.last_losses,
-            metrics=self.metrics,
             evaluations=self.evaluations,
             best=self.best,
         )
@@ -263,9 +298,12 @@ class Session:
         if memory is not None and not memory.snapshot:
             self.approximate = "replay memory not in the snapshot (memory.snapshot is false); it refills"
         self.clock = replace(meta.clock)
-        self.metrics, self.evaluations, self.best = meta.metrics, meta.evaluations, meta.best
+        self.evaluations, self.best = meta.evaluations, meta.best
         self.last_losses = meta.last_losses
         self.recent_returns.extend(meta.recent_returns)
+        self.recent_lengths.extend(meta.recent_lengths or ())
+        source = metrics_log.path(paths.session_dir(self.home, meta.run_id, meta.session_index))
+        self.metrics_kept = metrics_log.rows_up_to(source, self.clock.frame) or list(meta.metrics or ())
         self.last_snapshot_frame = self.clock.frame
         self._restore_env(meta)
         state = meta.random.python

@@ -309,3 +309,37 @@ def garbage_report(report: Any, home: Any) -> str:
         lines.append(f"  {len(report.unregistered)} run folder(s) not in the registry, left alone:"
                      f" {', '.join(report.unregistered)}; `rlrun db rebuild` adds them back")  # fmt: skip
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# show --metrics
+
+
+def metrics_summary(logs: Sequence[tuple[str, dict[str, list[Any]]]], *, colour: bool = False) -> str:
+    """`rlrun show --metrics`: per session (label, its log's columns), each logged scalar's latest
+    value, range and sparkline over frames."""
+    from rlrun.metrics_log import CLOCK, latest
+
+    sections = []
+    for label, log in logs:
+        frames = log.get("frame", [])
+        if not frames:
+            sections.append(f"metrics of {label}: none logged yet")
+            continue
+        rows: list[list[Cell | str]] = []
+        for name, values in log.items():
+            present = [float(v) for v in values if v is not None and math.isfinite(v)]
+            if name in CLOCK or not present:
+                continue
+            rows.append([name, significant(latest(values)), significant(min(present)), significant(max(present)),
+                         Cell(sparkline(present, 40), "36")])
+        title = (f"metrics of {label}: {len(frames)} rows, frames {format_size(int(frames[0] or 0))}"
+                 f" → {format_size(int(frames[-1] or 0))}")  # fmt: skip
+        sections.append(table(("metric", "latest", "min", "max", "over frames"), rows,
+                              right=("latest", "min", "max"), title=title, colour=colour, indent="  "))
+    return "\n\n".join(sections)
+
+
+def significant(value: float | None) -> str:
+    """Four significant digits: losses, rates and returns alike."""
+    return "-" if value is None else f"{value:.4g}"

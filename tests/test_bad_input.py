@@ -231,6 +231,10 @@ CASES = [
          missing=("imageio", "imageio_ffmpeg")),
     case("enjoy", "tiny", "--video", "SCRATCH/v.txt", hint="write a .gif or an .mp4", trained=True),
     case("plot", "tiny", "-o", "SCRATCH/p.txt", hint="cannot write a .txt", trained=True),
+    # training metrics
+    case("plot", "tiny", "--metric", "entropi", "-o", "SCRATCH/p.png", hint="did you mean 'entropy'?", trained=True),
+    case("export", "tiny", "-o", "SCRATCH/m.csv", hint="rlrun export REFERENCE --metrics", trained=True),
+    case("export", "tiny", "--metrics", "-o", "SCRATCH/no/m.csv", hint="folder", trained=True),
 ]
 
 

@@ -3,12 +3,13 @@
 For every algorithm (through a built-in spec that uses it), run A trains straight to the budget in
 one process; run B is interrupted — a clean finish at half the budget, a SIGTERM mid-episode, a
 kill -9 of its process group, a kill in the middle of writing a snapshot — and resumed in new
-processes. A and B must end with equal weights, optimiser state, clock, metrics history and
+processes. A and B must end with equal weights, optimiser state, clock, metrics log and
 evaluations at every scheduled evaluation (wall-clock fields aside).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ import pytest
 import torch
 from conftest import Result, builtin_for, cli_env, fast, rlrun
 
-from rlrun import snapshot
+from rlrun import metrics_log, paths, snapshot
 from rlrun.algorithms import algorithm_names
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document, builtin_names
@@ -57,12 +58,18 @@ def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
         saved = snapshot.read(home / newest.path, newest.sha256)
         evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
                        if e.session_index == session.index]
-        sessions.append({"saved": saved, "recorded": evaluations, "status": session.status})
+        log = metrics_log.path(paths.session_dir(home, detail.run.id, session.index))
+        sessions.append({"saved": saved, "recorded": evaluations, "status": session.status,
+                         "metrics": training_cells(log)})
     return {"run": detail.run, "sessions": sessions}
 
 
-def _without_wall_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in row.items() if k != "wall_time"} for row in rows]
+def training_cells(log: Path) -> list[list[str]]:
+    """The metrics log as written, header first, without the columns that measure the machine."""
+    with open(log, newline="", encoding="utf-8") as file:
+        lines = list(csv.reader(file))
+    keep = [i for i, name in enumerate(lines[0]) if name not in metrics_log.WALL_CLOCK]
+    return [[line[i] for i in keep] for line in lines]
 
 
 def assert_tensors_equal(a: Any, b: Any, where: str = "state") -> None:
@@ -90,7 +97,9 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
         assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
                {k: v for k, v in meta_b["clock"].items() if k != "wall_time"}
         assert_tensors_equal(a["saved"].tensors, b["saved"].tensors)
-        assert _without_wall_time(meta_a["metrics"]) == _without_wall_time(meta_b["metrics"])
+        assert "metrics" not in meta_a and "metrics" not in meta_b, "snapshots no longer carry the history"
+        assert len(a["metrics"]) > 1, "nothing logged"
+        assert a["metrics"] == b["metrics"], "metrics logs differ in their training columns"
         scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
         assert scheduled, "no evaluation to compare"
         assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \

@@ -9,6 +9,7 @@ as tensors and plain Python values, so a snapshot loads with `torch.load(weights
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -38,6 +39,11 @@ class Step:
 
 
 class Agent(Protocol):
+    METRICS: ClassVar[tuple[str, ...]]
+    """The scalars `update` reports, in the order the metrics log's columns take them."""
+    HEADLINE: ClassVar[str]
+    """The one the live display shows beside return and frames/s."""
+
     def act(
         self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
     ) -> np.ndarray:
@@ -49,7 +55,9 @@ class Agent(Protocol):
     def observe(self, step: Step) -> None: ...
 
     def update(self, clock: Clock) -> dict[str, float]:
-        """Optimise if it is time to; advance `clock.opt_step`; return the losses (empty if idle)."""
+        """Optimise if it is time to; advance `clock.opt_step`; return the losses and diagnostics
+        named in `METRICS` (empty if idle). Diagnostics come from tensors the update computes
+        anyway: they never change what it learns."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -121,6 +129,13 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
+    """1 - Var(target - predicted) / Var(target): 1 for a perfect value function, 0 for one no
+    better than a constant, negative for worse (NaN when the targets do not vary)."""
+    variance = float(np.var(target))
+    return math.nan if variance == 0 else 1.0 - float(np.var(target - predicted)) / variance
 
 
 def obs_size(space: Any) -> int:

@@ -21,8 +21,14 @@ from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
 from rlrun.memory import ReplayMemory
 
+_STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
+
 
 class Agent:
+    METRICS = (*_STEP_STATS, "epsilon", "lr")
+    """`q_mean`: the mean Q-value of the actions replayed; `td_error`: the mean absolute TD error."""
+    HEADLINE = "q_mean"
+
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int) -> None:
         if not isinstance(action_space, spaces.Discrete):
@@ -70,12 +76,15 @@ class Agent:
         if before < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = before // config.train_frequency - previous // config.train_frequency
-        losses = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
-        if not losses:
+        steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        if not steps:
             return {}
-        return {"loss": float(np.mean(losses)), "epsilon": config.epsilon.value(before, self.max_frame)}
+        stats = torch.stack(steps).double().mean(dim=0).tolist()
+        return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
+                "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _gradient_step(self, clock: Clock) -> float:
+    def _gradient_step(self, clock: Clock) -> torch.Tensor:
+        """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
         config = self.config
         batch = self.memory.sample(config.batch_size, self.generator)
         with torch.no_grad():
@@ -89,12 +98,12 @@ class Agent:
         taken = self.q(batch["obs"]).gather(1, batch["actions"][:, None]).squeeze(1)
         loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
         loss = loss_function(taken, target)
-        optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        if config.target_update == "polyak":
-            with torch.no_grad():
+        with torch.no_grad():
+            if config.target_update == "polyak":
                 torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)
-        return loss.item()
+            return torch.stack([loss, taken.mean(), (taken - target).abs().mean(), grad_norm])
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import Fast, Step, explained_variance, log_softmax, mlp, obs_size, sample_categorical
 from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
@@ -187,7 +187,8 @@ class OnPolicyAgent:
         batch["returns"] = torch.from_numpy(returns).flatten()
         metrics = self.learn(batch, clock)
         self.rollout.filled = 0
-        return metrics
+        return {**metrics, "explained_variance": explained_variance(self.rollout.values, returns),
+                "lr": self.optimizer.param_groups[0]["lr"]}
 
     def restart_episodes(self) -> None:
         """The env restarted every episode (a resume that could not restore it mid-episode): the
@@ -199,6 +200,7 @@ class OnPolicyAgent:
         return self.config.gae_lambda
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
+        """Optimise on a full rollout; return the losses and diagnostics."""
         raise NotImplementedError
 
     def entropy_term(self, clock: Clock) -> float:

@@ -107,23 +107,30 @@ def make_optimizer(spec: OptimizerSpec, params: list[nn.Parameter], max_frame: i
 
 def optimise(
     optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
-) -> None:
-    """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says."""
+) -> torch.Tensor:
+    """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says.
+    Returns the gradient's global norm before clipping (a diagnostic; a tensor, so reading it
+    costs nothing until someone does)."""
     lr = spec.lr.value(frame, max_frame)
     for group in optimizer.param_groups:
         group["lr"] = lr
         for p in group["params"]:  # what zero_grad(set_to_none=True) does, without its profiler record
             p.grad = None
     loss.backward()
-    if spec.grad_clip is not None:
-        clip_gradients(optimizer, spec.grad_clip)
-    optimizer.step()
-
-
-def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
-    """Scale the gradients so their global norm is at most `max_norm` (what
-    `torch.nn.utils.clip_grad_norm_` computes, without its per-call bookkeeping, which costs more
-    than the arithmetic for small networks)."""
     grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    norm = gradient_norm(grads)
+    if spec.grad_clip is not None:
+        clip_gradients(grads, norm, spec.grad_clip)
+    optimizer.step()
+    return norm
+
+
+def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The global 2-norm of `grads` (what `torch.nn.utils.clip_grad_norm_` computes, without its
+    per-call bookkeeping, which costs more than the arithmetic for small networks)."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+
+
+def clip_gradients(grads: list[torch.Tensor], norm: torch.Tensor, max_norm: float) -> None:
+    """Scale the gradients so their global norm (`norm`) is at most `max_norm`, in place."""
     torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))

@@ -7,9 +7,10 @@ bonus on a schedule, and gradient-norm clipping. The rollout collection lives in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from rlrun.algorithms.configs.ppo import Config
@@ -18,15 +19,46 @@ from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
 
 
+class Stepped(NamedTuple):
+    """What one minibatch step leaves for the diagnostics (detached: no graph kept alive)."""
+
+    losses: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    """Policy loss, value loss, gradient norm before clipping."""
+    log_probs: torch.Tensor
+    """The actions' log-probabilities under the policy just before the step."""
+    collected: torch.Tensor
+    """... and under the policy that collected them."""
+    entropy: torch.Tensor | None
+
+
 class Agent(OnPolicyAgent):
     config: Config
+    METRICS = ("policy_loss", "value_loss", "grad_norm", "entropy", "approx_kl", "clip_fraction",
+               "explained_variance", "lr", "clip_range")
+    HEADLINE = "approx_kl"
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         clip = self.config.clip_range.value(clock.frame, self.max_frame)
         entropy_coef = self.entropy_term(clock)
-        losses = [self._minibatch(part, clip, entropy_coef, clock) for part in self._minibatches(batch)]
-        policy, value = np.mean(losses, axis=0)
-        return {"policy_loss": float(policy), "value_loss": float(value), "clip": clip}
+        steps = [self._minibatch(part, clip, entropy_coef, clock, entropy=i == 0 or entropy_coef != 0)
+                 for i, part in enumerate(self._minibatches(batch))]
+        return {**self._diagnostics(steps, clip), "clip_range": clip}
+
+    @staticmethod
+    @torch.no_grad()
+    def _diagnostics(steps: list[Stepped], clip: float) -> dict[str, float]:
+        """CleanRL's PPO diagnostics, computed once per update over every minibatch of every epoch
+        (a few tensor operations, not a few per minibatch): the mean losses and gradient norm,
+        how far each step's policy had moved from the collecting one (approximate KL) and how
+        often the ratio was clipped; the entropy of the collecting policy on the first minibatch."""
+        losses = torch.stack([torch.stack(step.losses) for step in steps]).double().mean(dim=0).tolist()
+        log_ratio = torch.cat([step.log_probs for step in steps]) - torch.cat([step.collected for step in steps])
+        ratio = log_ratio.exp()
+        entropy = steps[0].entropy
+        return {**dict(zip(("policy_loss", "value_loss", "grad_norm"), losses, strict=True)),
+                "entropy": float(entropy.mean()) if entropy is not None else math.nan,
+                "approx_kl": float((ratio - 1 - log_ratio).mean()),
+                "clip_fraction": float(((ratio - 1).abs() > clip).float().mean())}
 
     def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
         """Every epoch's minibatches: the rollout reshuffled and split, advantages normalised
@@ -42,10 +74,12 @@ class Agent(OnPolicyAgent):
                 part = {name: value[order[start:start + config.batch_size]] for name, value in batch.items()}
                 yield {**part, "advantages": self.normalized(part["advantages"])}
 
-    def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float,
-                   clock: Clock) -> tuple[float, float]:
+    def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float, clock: Clock, *,
+                   entropy: bool) -> Stepped:
+        """One gradient step (computing the policy's entropy only if the loss or the diagnostics
+        need it)."""
         config = self.config
-        log_probs, entropy = self.model.evaluate(part["obs"], part["actions"], entropy=entropy_coef != 0)
+        log_probs, entropies = self.model.evaluate(part["obs"], part["actions"], entropy=entropy)
         advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
         policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
@@ -54,8 +88,9 @@ class Agent(OnPolicyAgent):
             values = part["values"] + torch.clamp(values - part["values"], -config.clip_range_vf, config.clip_range_vf)
         value_loss = (part["returns"] - values).pow(2).mean()
         loss = policy_loss + config.value_coef * value_loss
-        if entropy is not None:
-            loss = loss - entropy_coef * entropy.mean()
-        optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        if entropy_coef != 0 and entropies is not None:
+            loss = loss - entropy_coef * entropies.mean()
+        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return policy_loss.item(), value_loss.item()
+        return Stepped((policy_loss.detach(), value_loss.detach(), grad_norm), log_probs.detach(), part["log_probs"],
+                       None if entropies is None else entropies.detach())

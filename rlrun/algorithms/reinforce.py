@@ -13,13 +13,17 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import Fast, Step, explained_variance, log_softmax, mlp, obs_size, sample_categorical
 from rlrun.algorithms.configs.reinforce import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
 
 
 class Agent:
+    METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "explained_variance", "grad_norm", "lr")
+    """explained_variance only with the learned value baseline."""
+    HEADLINE = "entropy"
+
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int) -> None:
         if not isinstance(action_space, spaces.Discrete):
@@ -71,14 +75,25 @@ class Agent:
         log_probs = torch.log_softmax(logits, dim=-1)
         chosen = log_probs.gather(1, actions[:, None]).squeeze(1)
         entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
-        advantages, value_loss = self._advantages(obs, returns)
+        advantages, value_loss, values = self._advantages(obs, returns)
         policy_loss = -(chosen * advantages).mean()
         entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
         loss = policy_loss - entropy_coef * entropy + self.config.value_coef * value_loss
-        optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
+        grad_norm = optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                "entropy": entropy.item()}
+        return {**self._diagnostics(obs, actions, chosen, policy_loss, value_loss, entropy, grad_norm),
+                **({} if values is None else {"explained_variance": explained_variance(values, returns.numpy())}),
+                "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _diagnostics(self, obs: torch.Tensor, actions: torch.Tensor, chosen: torch.Tensor,
+                     *scalars: torch.Tensor) -> dict[str, float]:
+        """The losses, entropy and gradient norm, and how far the step moved the policy on these
+        episodes (approximate KL, from one small forward pass)."""
+        with torch.no_grad():
+            after = torch.log_softmax(self.policy(obs), dim=-1).gather(1, actions[:, None]).squeeze(1)
+            policy_loss, value_loss, entropy, grad_norm = scalars
+            stats = torch.stack([policy_loss, value_loss, entropy, (chosen - after).mean(), grad_norm]).tolist()
+        return dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"), stats, strict=True))
 
     def _returns(self, rewards: list[float]) -> np.ndarray:
         returns = np.empty(len(rewards), dtype=np.float32)
@@ -88,19 +103,23 @@ class Agent:
             returns[t] = running
         return returns
 
-    def _advantages(self, obs: torch.Tensor, returns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _advantages(self, obs: torch.Tensor, returns: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
+        """Advantages, the baseline's loss, and its predictions (None without a learned one)."""
         value_loss = torch.zeros(())
+        predicted = None
         if self.value is not None:
             values = self.value(obs).squeeze(-1)
             value_loss = 0.5 * (values - returns).pow(2).mean()
             advantages = returns - values.detach()
+            predicted = values.detach().numpy()
         elif self.config.baseline == "mean":
             advantages = returns - returns.mean()
         else:
             advantages = returns
         if self.config.normalize_advantages and len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        return advantages, value_loss
+        return advantages, value_loss, predicted
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -59,7 +59,15 @@ class Critic(nn.Module):
         return self.q1(inputs).squeeze(-1), self.q2(inputs).squeeze(-1)
 
 
+_STEP_STATS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy")
+
+
 class Agent:
+    METRICS = (*_STEP_STATS, "lr")
+    """`alpha`: the entropy coefficient; `q_mean`: the smaller critic's mean on replayed actions;
+    `entropy`: the policy's, estimated from its sampled actions' log-probabilities."""
+    HEADLINE = "alpha"
+
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int) -> None:
         if not isinstance(action_space, spaces.Box):
@@ -115,13 +123,14 @@ class Agent:
         if clock.frame < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = clock.frame // config.train_frequency - previous // config.train_frequency
-        results = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
-        if not results:
+        steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        if not steps:
             return {}
-        critic_loss, actor_loss, alpha = np.mean(results, axis=0)
-        return {"critic_loss": float(critic_loss), "actor_loss": float(actor_loss), "alpha": float(alpha)}
+        stats = torch.stack(steps).double().mean(dim=0).tolist()
+        return {**dict(zip(_STEP_STATS, stats, strict=True)), "lr": self.actor_optimizer.param_groups[0]["lr"]}
 
-    def _gradient_step(self, clock: Clock) -> tuple[float, float, float]:
+    def _gradient_step(self, clock: Clock) -> torch.Tensor:
+        """One gradient step of the critics, the actor and the temperature; returns its `_STEP_STATS`."""
         config = self.config
         batch = self.memory.sample(config.batch_size, self.generator)
         alpha = self.alpha()
@@ -141,8 +150,9 @@ class Agent:
             optimise(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), config.tau)
-        clock.opt_step += 1
-        return critic_loss.item(), actor_loss.item(), alpha
+            clock.opt_step += 1
+            return torch.stack([critic_loss, actor_loss, torch.tensor(alpha), torch.min(q1, q2).mean(),
+                                -log_prob.mean()])
 
     # -- state ----------------------------------------------------------------------------------
 

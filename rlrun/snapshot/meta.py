@@ -2,14 +2,19 @@
 
 The record maps one to one onto the file's keys, so `from_json(to_json(x)) == x` and a file read
 and written again is byte for byte the same (`rlrun.snapshot.layout.json_bytes`). Nested values that
-are someone else's format (the spec, captured env state, random-generator states, metrics and
-evaluation rows) stay plain JSON.
+are someone else's format (the spec, captured env state, random-generator states, evaluation rows)
+stay plain JSON.
+
+Keys added after the first release are optional (`OPTIONAL`): None means the key is absent, so an
+older file still reads, and writes back, byte for byte. The training metrics history is not here:
+it is the session's metrics log (`rlrun.metrics_log`); older snapshots that carried it in `metrics`
+still load.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rlrun.clock import Clock
 
@@ -58,14 +63,20 @@ class SnapshotMeta:
     recent_returns: list[float]
     """Returns of the latest finished episodes (the training return mean)."""
     last_losses: dict[str, float]
-    metrics: list[dict[str, Any]]
-    """Rows of the metrics history, up to the snapshot's frame."""
+    """The scalars of the algorithm's latest update (the next metrics row repeats them)."""
     evaluations: list[dict[str, Any]]
     """Every training evaluation so far: frame, returns, lengths."""
     best: Best | None
+    recent_lengths: list[int] | None = None
+    """Lengths of the latest finished episodes (the training length mean); None in older files."""
+    metrics: list[dict[str, Any]] | None = None
+    """Older files only: the metrics history, which now lives in the session's metrics log."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        return {key: value for key, value in data.items() if not (key in self.OPTIONAL and value is None)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SnapshotMeta:
