@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -147,17 +148,24 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert listed.code == 0 and "no runs" in listed.stderr and not home.exists()
 
 
-def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path) -> None:
-    """Box2D shadowed by a module that fails to import, as on a machine without it."""
+@pytest.mark.parametrize(("module", "spec", "env_id", "extra"), [
+    ("Box2D", "ppo_lunarlander", "LunarLander-v3", "box2d"),
+    ("mujoco", "sac_halfcheetah", "HalfCheetah-v5", "mujoco"),
+])  # fmt: skip
+def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path, module: str, spec: str, env_id: str,
+                                                         extra: str) -> None:
+    """The physics package shadowed by a module that fails to import, as on a machine without the extra."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "Box2D.py").write_text("raise ImportError('No module named Box2D')\n")
+    (shadow / f"{module}.py").write_text(f"raise ImportError('No module named {module}')\n")
     home = tmp_path / "fresh"
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "ppo_lunarlander", "--frames", "1k"],
-                          env={**cli_env(home), "PYTHONPATH": str(shadow)}, capture_output=True, text=True)
+    path = os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, "--frames", "1k"],
+                          env={**cli_env(home), "PYTHONPATH": path}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "LunarLander-v3 needs a package that is not installed" in done.stderr, done.stderr
-    assert "pip install 'rlrun[box2d]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert f"{env_id} needs a package that is not installed" in done.stderr, done.stderr
+    assert f"pip install 'rlrun[{extra}]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not home.exists()
     assert not home.exists()
 
 

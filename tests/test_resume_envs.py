@@ -164,19 +164,3 @@ def test_an_env_that_replay_cannot_reproduce_restarts_its_episodes_and_says_so(t
     shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
                            capture_output=True, text=True, timeout=60)
     assert "env: restarted" in " ".join((shown.stdout + shown.stderr).split()), shown.stderr
-
-
-def test_a_mujoco_spec_without_mujoco_names_the_extra(tmp_path: Path) -> None:
-    """MuJoCo shadowed by a module that fails to import, as on a machine without the extra."""
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "mujoco.py").write_text("raise ImportError('No module named mujoco')\n")
-    home = tmp_path / "fresh"
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "sac_halfcheetah", "--frames", "1k"],
-                          env={**cli_env(home), "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow),
-                                                                               os.environ.get("PYTHONPATH")]))},
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert "HalfCheetah-v5 needs a package that is not installed" in done.stderr, done.stderr
-    assert "pip install 'rlrun[mujoco]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert not home.exists()
