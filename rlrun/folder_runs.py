@@ -15,7 +15,7 @@ from typing import Any
 from rlrun import paths
 from rlrun.errors import BadInput
 from rlrun.refs import RunRef
-from rlrun.registry import Registry
+from rlrun.registry import Registry, RestoredRun
 from rlrun.registry.resolve import is_inside
 
 
@@ -44,6 +44,14 @@ def open_registry(ref: RunRef, home: Path | str | None) -> Registry:
 def open_folder(folder: Path) -> Registry:
     """A registry in memory holding the run of `folder`, every snapshot verified first (a file
     that does not match its snapshot's MANIFEST.json is refused: SnapshotError, exit 2)."""
+    registry = _Detached.open(folder.parent, "sqlite://")
+    registry.restore_run(read_copied_run(folder))
+    return registry
+
+
+def read_copied_run(folder: Path) -> RestoredRun:
+    """The run of a folder from elsewhere, as `rlrun db rebuild` reads one, after every snapshot
+    is verified; a folder whose run.json cannot be read, or is another run's, is bad input."""
     from rlrun.maintenance import read_run_folder
 
     verify_snapshots(folder)
@@ -53,9 +61,7 @@ def open_folder(folder: Path) -> Registry:
         raise BadInput(f"{folder}: its run.json cannot be read ({type(error).__name__}: {error})") from None
     if restored.run.id != folder.name:
         raise BadInput(f"{folder}: its run.json is run {restored.run.id}'s; a run folder is named by its run's id")
-    registry = _Detached.open(folder.parent, "sqlite://")
-    registry.restore_run(restored)
-    return registry
+    return restored
 
 
 def verify_snapshots(folder: Path) -> None:

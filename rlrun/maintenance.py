@@ -327,7 +327,7 @@ def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, R
     """Each folder's run, read and verified as `rlrun enjoy` reads a run folder from elsewhere:
     BadInput (nothing written) when a folder is not a run folder, a snapshot does not match its
     manifest, or its id or name is taken in this home (or twice among the folders)."""
-    from rlrun.folder_runs import verify_snapshots
+    from rlrun.folder_runs import read_copied_run
     from rlrun.refs import parse_ref
 
     checked: list[tuple[Path, RestoredRun]] = []
@@ -337,14 +337,8 @@ def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, R
         if ref.session is not None or ref.checkpoint is not None:
             raise BadInput(f"{given} is inside run folder {ref.path}; import the whole run folder")
         folder = Path(ref.path)
-        verify_snapshots(folder)
-        try:
-            restored = read_run_folder(folder, folder.parent)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise BadInput(f"{folder}: its run.json cannot be read ({type(error).__name__}: {error})") from None
+        restored = read_copied_run(folder)
         run = restored.run
-        if run.id != folder.name:
-            raise BadInput(f"{folder}: its run.json is run {run.id}'s; a run folder is named by its run's id")
         if run.id in registry.run_ids() or paths.run_dir(registry.home, run.id).exists() or \
                 run.id in [r.run.id for r in runs]:  # fmt: skip
             raise BadInput(f"run {run.id} is already in {registry.home}; nothing imported (`rlrun show {run.id}`)")
