@@ -1,7 +1,8 @@
 """Past-future consistency: may a spec edit be applied to a run already trained to frame F?
 
 An edit is consistent when training over [0, F] under the edited spec would have been exactly what
-happened. So record-only settings may change freely; every scheduled value must be equal at every
+happened. So record-only settings may change freely (and the device, though a resume that moves
+to another one is recorded as approximate); every scheduled value must be equal at every
 frame in [0, F] under both specs (checked exactly for piecewise-linear schedules, by comparing
 them at every breakpoint of either and at the ends); everything else is structural and may not
 change. `--fork` branches a new run instead, and only refuses what a snapshot cannot be loaded
@@ -24,10 +25,13 @@ RECORD_ONLY = {
     "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.checkpoint_frequency",
     "meta.keep_checkpoints", "meta.log_frequency",
 }
+# Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on
+# another GPU); the registry records that resume as approximate when the device differs.
+PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
 FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "meta.sessions", "meta.seed")
 
-Kind = Literal["record-only", "schedule", "budget", "structural"]
+Kind = Literal["record-only", "placement", "schedule", "budget", "structural"]
 
 __all__ = ["Change", "EditRefused", "check_edit", "diff", "diff_json", "fork_conflicts"]
 
@@ -93,6 +97,8 @@ def fork_conflicts(old: Spec, new: Spec) -> list[Change]:
 def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: int) -> Change:
     if path in RECORD_ONLY:
         return Change(path, before, after, "record-only", True, "only changes what is recorded")
+    if path in PLACEMENT:
+        return Change(path, before, after, "placement", True, "where it learns; on another device it is not exact")
     a, b = flatten(old).get(path), flatten(new).get(path)
     if isinstance(a, _ScheduleBase) and isinstance(b, _ScheduleBase):
         where = first_difference(a, old.meta.max_frame, b, new.meta.max_frame, frame)

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -27,6 +28,7 @@ from rlrun import events, metrics_log, paths, retention, seeding, snapshot, tens
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
+from rlrun.device import Where, moved, nondeterministic_ops, resolve_device, where
 from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
 from rlrun.envstate import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
 from rlrun.evaluation import evaluate
@@ -75,7 +77,10 @@ class Session:
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         self.env = make_vector_env(self.spec.env)
         self.eval_env = make_env(self.spec.env)
-        self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed)
+        self.device = resolve_device(self.meta.device)
+        self.where = where(self.device)
+        self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
+                                 str(self.device))
         self.clock = Clock()
         self.obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
         seed_spaces(self.env, task.seed)
@@ -103,7 +108,7 @@ class Session:
         """Train to the budget or until a stop is requested; returns the session's final status.
         However training ends, the session and this attempt are closed: an exception closes both
         as failed, with its message, and goes on up."""
-        self.registry.add_attempt(
+        self.attempt = self.registry.add_attempt(
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
             start_frame=self.clock.frame, approximate=self.approximate is not None,
             note="; ".join(filter(None, [self.approximate, self.env_restored])) or None,
@@ -114,7 +119,8 @@ class Session:
             self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
             self._open_metrics()
             try:
-                status = self._train(stop)
+                with self._watching_nondeterminism():
+                    status = self._train(stop)
             finally:
                 self._close_metrics()
         except BaseException as raised:
@@ -125,6 +131,14 @@ class Session:
         best = self.best.mean if self.best else None
         self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
         return status
+
+    def _watching_nondeterminism(self) -> AbstractContextManager[None]:
+        """On a GPU, an op without a deterministic kernel makes this attempt approximate, on record
+        the first time each such op runs."""
+        if self.device.type == "cpu":
+            return nullcontext()
+        return nondeterministic_ops(lambda op: self.registry.mark_attempt_approximate(
+            self.attempt.id, reason=f"{op} has no deterministic kernel on {self.where}: a resume cannot be exact"))
 
     def _train(self, stop: StopRequest) -> str:
         started = last_beat = time.monotonic()
@@ -284,6 +298,8 @@ class Session:
             last_losses=self.last_losses,
             evaluations=self.evaluations,
             best=self.best,
+            device=self.where.device,
+            gpu=self.where.gpu,
         )
         agent_state = self.agent.state_dict()
         arrays = agent_state.pop("arrays", {})  # large buffers: .npy files, written without a copy
@@ -314,6 +330,9 @@ class Session:
         torch.set_rng_state(saved.tensors["torch_rng"])
         if meta.random.eval_env is not None:
             self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
+        elsewhere = moved(Where(meta.device or "cpu", meta.gpu), self.where)  # older snapshots: the CPU
+        if elsewhere is not None:
+            self.approximate = "; ".join(filter(None, [self.approximate, elsewhere]))
 
     def _restore_env(self, meta: snapshot.SnapshotMeta) -> None:
         """Put the training env back mid-episode (captured or replayed), else restart its episodes."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -128,6 +129,20 @@ class MetaSpec(Strict):
     """Report progress every this many frames."""
     torch_threads: int = Field(default=1, gt=0, le=256)
     """Torch intra-op threads per session (one keeps parallel sessions from fighting)."""
+    device: str = "cpu"
+    """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
+    sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,
+    and small networks run faster there. The replay memory, rollouts and random generators stay in
+    host memory whatever the device. On CUDA a resume is exact on the same GPU model where torch has
+    deterministic kernels; the registry records a session that used one without, or that resumed on
+    another device, as approximate."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_is_known(cls, device: str) -> str:
+        if re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", device) is None:
+            raise ValueError('not a device; use "auto", "cpu", "cuda" or "cuda:N" (N: the GPU\'s index)')
+        return device
 
 
 class Spec(Strict):

@@ -34,15 +34,16 @@ def agent_class(name: str) -> Any:
     return importlib.import_module(f"rlrun.algorithms.{name}").Agent
 
 
-def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int) -> Agent:
-    """The spec's agent, its weights initialised from the session seed."""
+def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device: str = "cpu") -> Agent:
+    """The spec's agent, its weights initialised from the session seed (on the CPU, whatever the
+    device: a run starts from the same weights anywhere), then moved to `device` to learn there."""
     import torch
 
     from rlrun import seeding
 
     torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
     agent: Agent = agent_class(spec.agent.algorithm)(
-        spec.agent, obs_space, action_space,
-        seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs, max_frame=spec.meta.max_frame,
+        spec.agent, obs_space, action_space, seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs,
+        max_frame=spec.meta.max_frame, device=torch.device(device),
     )
     return agent

@@ -96,13 +96,17 @@ class Fast:
 
     def __init__(self, net: nn.Sequential) -> None:
         self.steps: list[tuple[np.ndarray, np.ndarray] | Any] = []
+        device = next(net.parameters()).device
+        if device.type != "cpu":  # weights on a GPU: one batched forward there, the obs moved once
+            self.steps = [lambda x: _forward(net, torch.from_numpy(x).to(device)).cpu().numpy()]
+            return
         for module in net:
             if isinstance(module, nn.Linear):
                 self.steps.append((module.weight.detach().numpy().T, module.bias.detach().numpy()))
             elif type(module) in self._ACTIVATIONS:
                 self.steps.append(self._ACTIVATIONS[type(module)])
             else:
-                self.steps = [lambda x, net=net: net(torch.from_numpy(x)).detach().numpy()]  # e.g. GELU
+                self.steps = [lambda x, net=net: _forward(net, torch.from_numpy(x)).numpy()]  # e.g. GELU
                 return
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -110,6 +114,18 @@ class Fast:
         for step in self.steps:
             x = x @ step[0] + step[1] if isinstance(step, tuple) else step(x)
         return x
+
+
+@torch.no_grad()
+def _forward(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    out: torch.Tensor = net(x)
+    return out
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch from host memory on the device the networks learn on (on the CPU: the same
+    tensors, not copies). Memories, rollouts and generators stay on the host (`rlrun.device`)."""
+    return {name: value.to(device) for name, value in batch.items()}
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical, to_device
 from rlrun.algorithms.configs.dqn import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
@@ -30,12 +30,12 @@ class Agent:
     HEADLINE = "q_mean"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int) -> None:
+                 num_envs: int, max_frame: int, device: torch.device) -> None:
         if not isinstance(action_space, spaces.Discrete):
             raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
-        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
+        self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.actions = int(action_space.n)
-        self.q = mlp(obs_size(obs_space), self.actions, config.network)
+        self.q = mlp(obs_size(obs_space), self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
@@ -86,7 +86,7 @@ class Agent:
     def _gradient_step(self, clock: Clock) -> torch.Tensor:
         """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
         config = self.config
-        batch = self.memory.sample(config.batch_size, self.generator)
+        batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
         with torch.no_grad():
             next_q = self.target(batch["next_obs"])
             if config.double:

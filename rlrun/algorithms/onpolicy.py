@@ -16,7 +16,16 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlrun.algorithms.base import Fast, Step, explained_variance, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import (
+    Fast,
+    Step,
+    explained_variance,
+    log_softmax,
+    mlp,
+    obs_size,
+    sample_categorical,
+    to_device,
+)
 from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
@@ -27,7 +36,7 @@ _LOG_2PI = math.log(2 * math.pi)
 
 class ActorCritic(nn.Module):
     def __init__(self, obs_space: spaces.Space, action_space: spaces.Space, network: NetworkSpec,
-                 log_std_init: float = 0.0) -> None:
+                 log_std_init: float, device: torch.device) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
         if not self.continuous and not isinstance(action_space, spaces.Discrete):
@@ -37,6 +46,7 @@ class ActorCritic(nn.Module):
         self.critic = mlp(obs_size(obs_space), 1, network)
         self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous)
         """The Gaussian policy's log standard deviation (unused for discrete actions)."""
+        self.to(device)  # before the acting copies, which hold the weights where they are
         self.fast_actor, self.fast_critic = Fast(self.actor), Fast(self.critic)
         if self.continuous:
             assert isinstance(action_space, spaces.Box)
@@ -49,7 +59,7 @@ class ActorCritic(nn.Module):
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
         out = self.fast_actor(obs)
         if self.continuous:
-            log_std = self.log_std.detach().numpy()
+            log_std = self.log_std.detach().cpu().numpy()
             noise = torch.randn(out.shape, generator=generator).numpy()
             return out + np.exp(log_std) * noise, (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
         log_probs = log_softmax(out)
@@ -147,9 +157,9 @@ class OnPolicyAgent:
     config: OnPolicyConfig
 
     def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int) -> None:
-        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
-        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init)
+                 num_envs: int, max_frame: int, device: torch.device) -> None:
+        self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
+        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device)
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.rollout = Rollout(config.n_steps, num_envs, obs_size(obs_space), action_space.shape or (),
@@ -185,7 +195,7 @@ class OnPolicyAgent:
                  for name in ("obs", "actions", "log_probs", "values")}
         batch["advantages"] = torch.from_numpy(advantages).flatten()
         batch["returns"] = torch.from_numpy(returns).flatten()
-        metrics = self.learn(batch, clock)
+        metrics = self.learn(to_device(batch, self.device), clock)
         self.rollout.filled = 0
         return {**metrics, "explained_variance": explained_variance(self.rollout.values, returns),
                 "lr": self.optimizer.param_groups[0]["lr"]}

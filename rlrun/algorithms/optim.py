@@ -42,7 +42,7 @@ class Adam(torch.optim.Adam):
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
-            params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq")
+            params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq", step_on_device=True)
             steps = [state["step"] for state in states]
             torch._foreach_add_(steps, 1)
             beta1, beta2 = group["betas"]
@@ -75,17 +75,18 @@ class RMSprop(torch.optim.RMSprop):
 _ONE = torch.tensor(1.0)
 
 
-def _stepping(optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str
+def _stepping(optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str, step_on_device: bool = False
               ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[dict[str, torch.Tensor]]]:
     """The group's parameters that have a gradient, those gradients, and the parameters' states.
     A state is created on its parameter's first step as torch creates it: a float32 step count
-    and zeroed `buffers` shaped like the parameter."""
+    (on the CPU, or beside the parameter for a fused kernel, which reads it there) and zeroed
+    `buffers` shaped like the parameter."""
     params = [p for p in group["params"] if p.grad is not None]
     grads = [g for p in params if (g := p.grad) is not None]
     states = [optimizer.state[p] for p in params]
     for param, state in zip(params, states, strict=True):
         if not state:
-            state["step"] = torch.zeros((), dtype=torch.float32)
+            state["step"] = torch.zeros((), dtype=torch.float32, device=param.device if step_on_device else None)
             for name in buffers:
                 state[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
     return params, grads, states

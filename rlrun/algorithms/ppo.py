@@ -69,7 +69,7 @@ class Agent(OnPolicyAgent):
             yield from [whole] * config.n_epochs
             return
         for _ in range(config.n_epochs):
-            order = torch.randperm(size, generator=self.generator)
+            order = torch.randperm(size, generator=self.generator).to(batch["obs"].device)  # drawn on the host
             for start in range(0, size, config.batch_size):
                 part = {name: value[order[start:start + config.batch_size]] for name, value in batch.items()}
                 yield {**part, "advantages": self.normalized(part["advantages"])}

@@ -25,13 +25,13 @@ class Agent:
     HEADLINE = "entropy"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int) -> None:
+                 num_envs: int, max_frame: int, device: torch.device) -> None:
         if not isinstance(action_space, spaces.Discrete):
             raise ValueError(f"reinforce needs a Discrete action space, got {action_space}")
-        self.config, self.max_frame = config, max_frame
-        self.policy = mlp(obs_size(obs_space), int(action_space.n), config.network, output_gain=0.01)
+        self.config, self.max_frame, self.device = config, max_frame, device
+        self.policy = mlp(obs_size(obs_space), int(action_space.n), config.network, output_gain=0.01).to(device)
         self.fast_policy = Fast(self.policy)
-        self.value = mlp(obs_size(obs_space), 1, config.network) if config.baseline == "value" else None
+        self.value = mlp(obs_size(obs_space), 1, config.network).to(device) if config.baseline == "value" else None
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
         self.optimizer = make_optimizer(config.optimizer, params, max_frame)
         self.generator = torch.Generator().manual_seed(seed)
@@ -67,9 +67,10 @@ class Agent:
             return {}
         episodes, self.finished = self.finished, []
         obs = torch.as_tensor(np.stack([o for ep in episodes for o, _, _ in ep]), dtype=torch.float32)
-        obs = obs.reshape(len(obs), -1)
-        actions = torch.as_tensor([a for ep in episodes for _, a, _ in ep])
-        returns = torch.as_tensor(np.concatenate([self._returns([r for _, _, r in ep]) for ep in episodes]))
+        obs = obs.reshape(len(obs), -1).to(self.device)
+        actions = torch.as_tensor([a for ep in episodes for _, a, _ in ep], device=self.device)
+        host_returns = np.concatenate([self._returns([r for _, _, r in ep]) for ep in episodes])
+        returns = torch.as_tensor(host_returns, device=self.device)
 
         logits = self.policy(obs)
         log_probs = torch.log_softmax(logits, dim=-1)
@@ -82,7 +83,7 @@ class Agent:
         grad_norm = optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         return {**self._diagnostics(obs, actions, chosen, policy_loss, value_loss, entropy, grad_norm),
-                **({} if values is None else {"explained_variance": explained_variance(values, returns.numpy())}),
+                **({} if values is None else {"explained_variance": explained_variance(values, host_returns)}),
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
     def _diagnostics(self, obs: torch.Tensor, actions: torch.Tensor, chosen: torch.Tensor,
@@ -106,13 +107,13 @@ class Agent:
     def _advantages(self, obs: torch.Tensor, returns: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
         """Advantages, the baseline's loss, and its predictions (None without a learned one)."""
-        value_loss = torch.zeros(())
+        value_loss = torch.zeros((), device=obs.device)
         predicted = None
         if self.value is not None:
             values = self.value(obs).squeeze(-1)
             value_loss = 0.5 * (values - returns).pow(2).mean()
             advantages = returns - values.detach()
-            predicted = values.detach().numpy()
+            predicted = values.detach().cpu().numpy()
         elif self.config.baseline == "mean":
             advantages = returns - returns.mean()
         else:

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, mlp, obs_size
+from rlrun.algorithms.base import Fast, Step, mlp, obs_size, to_device
 from rlrun.algorithms.configs.sac import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
@@ -39,9 +39,9 @@ class Actor(nn.Module):
         `generator` is None."""
         mean, log_std = self.body(obs).chunk(2, dim=-1)
         if generator is None:
-            return torch.tanh(mean), torch.zeros(len(obs))
+            return torch.tanh(mean), torch.zeros(len(obs), device=obs.device)
         log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        noise = torch.randn(mean.shape, generator=generator)
+        noise = torch.randn(mean.shape, generator=generator).to(mean.device)  # drawn on the host
         raw = mean + log_std.exp() * noise
         action = torch.tanh(raw)
         gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
@@ -69,20 +69,20 @@ class Agent:
     HEADLINE = "alpha"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int) -> None:
+                 num_envs: int, max_frame: int, device: torch.device) -> None:
         if not isinstance(action_space, spaces.Box):
             raise ValueError(f"sac needs a continuous (Box) action space, got {action_space}")
-        self.config, self.num_envs, self.max_frame = config, num_envs, max_frame
+        self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
-        self.actor = Actor(obs_dim, action_dim, config.network)
+        self.actor = Actor(obs_dim, action_dim, config.network).to(device)
         self.fast_actor = Fast(self.actor.body)
-        self.critic = Critic(obs_dim, action_dim, config.network)
+        self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init)))
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = make_optimizer(config.optimizer, [self.log_alpha], max_frame)
         self.target_entropy = -float(action_dim) if config.target_entropy == "auto" else config.target_entropy
         self.memory = ReplayMemory(config.memory, (obs_dim,), (action_dim,), np.dtype(np.float32))
@@ -132,7 +132,7 @@ class Agent:
     def _gradient_step(self, clock: Clock) -> torch.Tensor:
         """One gradient step of the critics, the actor and the temperature; returns its `_STEP_STATS`."""
         config = self.config
-        batch = self.memory.sample(config.batch_size, self.generator)
+        batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
         alpha = self.alpha()
         with torch.no_grad():
             next_action, next_log_prob = self.actor(batch["next_obs"], self.generator)
@@ -151,7 +151,7 @@ class Agent:
         with torch.no_grad():
             torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), config.tau)
             clock.opt_step += 1
-            return torch.stack([critic_loss, actor_loss, torch.tensor(alpha), torch.min(q1, q2).mean(),
+            return torch.stack([critic_loss, actor_loss, critic_loss.new_tensor(alpha), torch.min(q1, q2).mean(),
                                 -log_prob.mean()])
 
     # -- state ----------------------------------------------------------------------------------

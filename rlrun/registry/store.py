@@ -290,6 +290,19 @@ class Writes(Connected):
             (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
             self._sync_manifest(tx, run_id)
 
+    def mark_attempt_approximate(self, attempt_id: int, *, reason: str) -> None:
+        """Record that an attempt found, while running, that its continuation cannot be exact (a
+        GPU op without a deterministic kernel): it becomes approximate, `reason` joins its note."""
+        with self._transaction(write=True) as tx:
+            count = tx.execute(
+                "UPDATE attempts SET approximate = :yes, note = CASE WHEN note IS NULL THEN :reason"
+                " ELSE note || '; ' || :reason END WHERE id = :id", {"yes": True, "reason": reason, "id": attempt_id},
+            )
+            if count == 0:
+                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
+            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
+            self._sync_manifest(tx, run_id)
+
     def add_checkpoint(
         self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int
     ) -> CheckpointRecord:

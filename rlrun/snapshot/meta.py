@@ -71,8 +71,12 @@ class SnapshotMeta:
     """Lengths of the latest finished episodes (the training length mean); None in older files."""
     metrics: list[dict[str, Any]] | None = None
     """Older files only: the metrics history, which now lives in the session's metrics log."""
+    device: str | None = None
+    """Where the networks learned: "cpu" or "cuda:N" (None in older files, all taken on the CPU)."""
+    gpu: str | None = None
+    """The GPU's model name (None on the CPU): a resume is exact only on the same model."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

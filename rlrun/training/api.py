@@ -22,6 +22,7 @@ from typing import Any
 from rlrun import paths, snapshot, testhooks
 from rlrun.clock import Clock
 from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
+from rlrun.device import check_device
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
@@ -120,10 +121,12 @@ def _check_name_free(root: Path, url: str, name: str) -> None:
 
 def check_compatible(spec: Spec) -> None:
     """Build the env and the agent once, so a mismatch (say, a continuous-action env for a
-    discrete-action algorithm) is bad input reported before the run is recorded."""
+    discrete-action algorithm, or a GPU this machine lacks) is bad input reported before the run
+    is recorded."""
     from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
 
+    check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
@@ -200,6 +203,8 @@ def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", fi
         raise EditRefused(run.id, frame, refused, fork=fork)
     if not fork:
         starts = [(s, c) for s, c in starts if not _at_target(s, c, edited.meta.max_frame)]
+    if starts:
+        check_device(edited.meta.device)
     return ResumePlan(run, edited, previous, frame, starts, changes, fork, skipped)
 
 
