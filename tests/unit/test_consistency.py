@@ -94,3 +94,10 @@ def test_a_fork_refuses_only_what_a_snapshot_cannot_hold() -> None:
     conflicts = fork_conflicts(spec(), spec("ppo_cartpole", "agent.gamma=0.5", "env.num_envs=2"))
     assert [c.path for c in conflicts] == ["env.num_envs"]
     assert conflicts[0].old == 8 and conflicts[0].new == 2
+
+
+def test_the_device_may_change_on_resume_and_says_it_is_not_exact() -> None:
+    [change] = check_edit(spec(), spec("ppo_cartpole", "meta.device=cuda"), 50_000)
+    assert (change.path, change.kind, change.allowed) == ("meta.device", "placement", True)
+    assert "not exact" in change.reason
+    assert fork_conflicts(spec(), spec("ppo_cartpole", "meta.device=auto")) == []

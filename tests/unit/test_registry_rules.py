@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from rlrun import paths
+from rlrun.errors import RegistryError
 from rlrun.registry import (
     STALE_AFTER_SECONDS,
     Registry,
@@ -239,6 +240,27 @@ def test_attempts_are_closed_however_they_end(registry: Registry) -> None:
     assert ends == [(first.id, "crashed"), (second.id, "failed"), (third.id, "finished")]
     manifest = read_manifest(paths.run_dir(registry.home, run.id))
     assert [a["end_status"] for a in manifest.attempts] == ["crashed", "failed", "finished"]
+
+
+def test_an_attempt_found_inexact_while_running_is_marked_approximate(registry: Registry) -> None:
+    """A GPU op without a deterministic kernel is found mid-attempt: the open attempt becomes
+    approximate, its reason joins whatever note the attempt began with, and the manifest follows."""
+    run = make_run(registry, "ka00000002", sessions=2)
+    s0, s1 = sessions(registry, run.id)
+    exact = registry.add_attempt(s0.id, kind="train", host=HERE, pid=os.getpid(), start_frame=0)
+    noted = registry.add_attempt(s1.id, kind="resume", host=HERE, pid=os.getpid(), start_frame=0,
+                                 note="env: captured")
+    registry.mark_attempt_approximate(exact.id, reason="op_a has no deterministic kernel")
+    registry.mark_attempt_approximate(noted.id, reason="op_b has no deterministic kernel")
+    attempts = {a.id: a for a in registry.get_run(run.id).attempts}
+    assert (attempts[exact.id].approximate, attempts[exact.id].note) == (True, "op_a has no deterministic kernel")
+    assert (attempts[noted.id].approximate, attempts[noted.id].note) == (
+        True, "env: captured; op_b has no deterministic kernel")
+    manifest = read_manifest(paths.run_dir(registry.home, run.id))
+    assert [(a["approximate"], a["note"]) for a in manifest.attempts] == [
+        (True, "op_a has no deterministic kernel"), (True, "env: captured; op_b has no deterministic kernel")]
+    with pytest.raises(RegistryError, match="no attempt with id 999"):
+        registry.mark_attempt_approximate(999, reason="x")
 
 
 # ---- the database's clock ----------------------------------------------------------------------
