@@ -103,6 +103,12 @@ LONG_NAME = "x" * 300
 BOGUS_DB = "registry URL bogus://nowhere ($RLRUN_DB): unknown database 'bogus'; use sqlite:///"
 
 
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def case(*args: str, hint: str, xfail: str = "", **fields: Any) -> Any:
     """One row of the table; `xfail` says what is wrong today (issue 16)."""
     marks = [pytest.mark.xfail(strict=True, reason=f"issue 16: {xfail}")] if xfail else []
@@ -155,6 +161,13 @@ CASES = [
          hint="agent.optimizer.lr = {\"kind\": \"linear\", \"start\": 0.001, \"end\": -0.1}: end is -0.1; it must be"),
     case("train", RC, "--set", "meta.max_frame=1.5", hint="1.5 is not a whole number of frames; use a count like 20M"),
     case("train", RC, "--set", "env.max_episode_steps=0", hint="env.max_episode_steps = 0: input should be greater"),
+    # devices: the spec's forms, then a GPU this machine lacks (refused before the run is recorded)
+    case("train", RC, "--set", "meta.device=gpu", hint='meta.device = "gpu": not a device; use "auto", "cpu", "cuda"'),
+    case("train", RC, *TINY_TRAIN, "--set", "meta.device=cuda:99", hint='meta.device = "cuda:99": '),
+    *([] if cuda_available() else [
+        case("train", RC, *TINY_TRAIN, "--set", "meta.device=cuda", hint="run here with --set meta.device=cpu"),
+        case("resume", "tiny", "--more", "1k", "--set", "meta.device=cuda", trained=True,
+             hint="run here with --set meta.device=cpu (or auto), or on a machine with a GPU")]),
     # usage
     case("train", RC, "--colour", hint="No such option '--colour'"),
     case("trian", hint="No such command 'trian'"),
