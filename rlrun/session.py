@@ -111,7 +111,7 @@ class Session:
         self.attempt = self.registry.add_attempt(
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
             start_frame=self.clock.frame, approximate=self.approximate is not None,
-            note="; ".join(filter(None, [self.approximate, self.env_restored])) or None,
+            note="; ".join(filter(None, [self.approximate, self.env_restored, self._device_note()])) or None,
         )
         status, error = "failed", None
         try:
@@ -131,6 +131,10 @@ class Session:
         best = self.best.mean if self.best else None
         self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
         return status
+
+    def _device_note(self) -> str | None:
+        """Which GPU an attempt learned on (nothing for the CPU, where every attempt was before)."""
+        return None if self.device.type == "cpu" else f"device: {self.where}"
 
     def _watching_nondeterminism(self) -> AbstractContextManager[None]:
         """On a GPU, an op without a deterministic kernel makes this attempt approximate, on record
