@@ -34,7 +34,7 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
     if EXTRAS.get(spec.id.split("-")[0]) == "mujoco":
         _mujoco_warnings_to_python()
     try:
-        return gym.make(spec.id, render_mode=render_mode, **kwargs)
+        env = gym.make(spec.id, render_mode=render_mode, **kwargs)
     except gym.error.DependencyNotInstalled as error:
         extra = EXTRAS.get(spec.id.split("-")[0])
         fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
@@ -43,6 +43,9 @@ def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
         raise BadInput(_rejected_kwargs(spec, error)) from None
+    if spec.frame_stack > 1:
+        env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
+    return env
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(?P<key>[^']+)'")

@@ -102,6 +102,9 @@ class EnvSpec(Strict):
     """Keyword arguments passed to `gymnasium.make`."""
     max_episode_steps: int | None = Field(default=None, gt=0)
     """Override the environment's time limit (null keeps Gymnasium's default)."""
+    frame_stack: int = Field(default=1, ge=1, le=16)
+    """Stack the last N observations along a new first axis, so the agent sees motion (Atari: 4). At an
+    episode's start the stack repeats its first observation. The replay memory stores each frame once."""
     vectorization: Literal["sync", "async"] = "sync"
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
