@@ -29,7 +29,8 @@ RECORD_ONLY = {
 # another GPU); the registry records that resume as approximate when the device differs.
 PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
-FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "env.frame_stack", "meta.sessions", "meta.seed")
+FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "env.frame_stack",
+              "meta.sessions", "meta.seed")
 
 Kind = Literal["record-only", "placement", "schedule", "budget", "structural"]
 
