@@ -17,7 +17,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 VERSION_TABLE = "rlrun_alembic_version"
 
 

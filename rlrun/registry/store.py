@@ -24,12 +24,18 @@ from rlrun.registry.records import (
     ENDED,
     IN_LIMIT,
     RUN_COLUMNS,
+    SEARCH_COLUMNS,
+    SEARCH_STATUSES,
+    TRIAL_COLUMNS,
+    TRIAL_STATES,
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
     RestoredRun,
     RunRecord,
+    SearchRecord,
     SpecRevisionRecord,
+    TrialRecord,
     in_list,
     insert_sql,
 )
@@ -391,3 +397,83 @@ class Writes(Connected):
     def _sync_manifest(self, tx: Transaction, run_id: str) -> None:
         lock_run(tx, run_id)
         manifest.write_from_rows(tx, self.home, run_id)
+
+    # -- searches (`rlrun search`) ---------------------------------------------------------------
+
+    def create_search(
+        self, *, search_id: str, name: str | None, spec_name: str, spec_json: str, space_json: str,
+        settings_json: str, host: str | None, pid: int | None,
+    ) -> SearchRecord:  # fmt: skip
+        """Insert a running search (no trials yet)."""
+        try:
+            with self._transaction(write=True) as tx:
+                if name is not None and (holder := tx.rows("SELECT id FROM searches WHERE name = :name",
+                                                           {"name": name})):  # fmt: skip
+                    raise BadInput(f"a search named {name!r} already exists (id {holder[0][0]}); choose another"
+                                   f" --name, or continue it with `rlrun resume search:{name}`")
+                search = SearchRecord(
+                    id=search_id, name=name, spec_name=spec_name, spec_json=spec_json, space_json=space_json,
+                    settings_json=settings_json, status="running", host=host, pid=pid, error=None,
+                    importance_json=None, created_at=tx.now(), finished_at=None,
+                )  # fmt: skip
+                tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
+        except Conflict as error:
+            raise BadInput(f"search id {search_id!r} or name {name!r} is already taken") from error
+        return search
+
+    def reopen_search(self, search_id: str, *, host: str | None, pid: int | None) -> None:
+        """Mark a search running again (`rlrun resume search:...`), driven by this process."""
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
+                               " finished_at = NULL WHERE id = :id", {"host": host, "pid": pid, "id": search_id})
+            if count == 0:
+                raise RegistryError(f"no search with id {search_id} in the registry")
+
+    def finish_search(self, search_id: str, *, status: str, error: str | None = None,
+                      importance_json: str | None = None) -> None:  # fmt: skip
+        """End a search: finished, failed, or preempted (stopped by a signal); with each parameter's
+        importance when it was computed."""
+        check_status(status, SEARCH_STATUSES[1:])
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE searches SET status = :status, error = :error, finished_at = :now,"
+                               " importance_json = :importance WHERE id = :id",
+                               {"status": status, "error": error, "now": tx.now(), "importance": importance_json,
+                                "id": search_id})  # fmt: skip
+            if count == 0:
+                raise RegistryError(f"no search with id {search_id} in the registry")
+
+    def add_trial(self, search_id: str, *, number: int, run_id: str | None, params_json: str) -> TrialRecord:
+        """Record a running trial and the run that trains it."""
+        with self._transaction(write=True) as tx:
+            trial = TrialRecord(
+                id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
+                value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
+                finished_at=None,
+            )  # fmt: skip
+            values = {k: v for k, v in trial._asdict().items() if k != "id"}
+            row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
+        return trial._replace(id=row_id)
+
+    def link_trial(self, trial_id: int, run_id: str) -> None:
+        """Give a trial whose run is being (re)created its new run."""
+        with self._transaction(write=True) as tx:
+            if tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": trial_id}) == 0:
+                raise RegistryError(f"no trial with id {trial_id} in the registry")
+
+    def record_trial(
+        self, trial_id: int, *, intermediate_json: str, system_attrs_json: str, state: str = "running",
+        value: float | None = None, note: str | None = None,
+    ) -> None:  # fmt: skip
+        """What the search made of a trial so far: its scores at each evaluation and the pruner's
+        notes; with an ending state (complete, pruned, failed), its value and why."""
+        check_status(state, TRIAL_STATES, what="trial state")
+        with self._transaction(write=True) as tx:
+            count = tx.execute(
+                "UPDATE trials SET intermediate_json = :intermediate, system_attrs_json = :attrs, state = :state,"
+                " value = :value, note = :note, finished_at = :finished WHERE id = :id",
+                {"intermediate": intermediate_json, "attrs": system_attrs_json, "state": state,
+                 "value": None if value is None or math.isnan(value) else value, "note": note,
+                 "finished": None if state == "running" else tx.now(), "id": trial_id},
+            )  # fmt: skip
+            if count == 0:
+                raise RegistryError(f"no trial with id {trial_id} in the registry")

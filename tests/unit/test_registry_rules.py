@@ -325,6 +325,8 @@ _RECORD_OF_TABLE = {
     "evaluations": (records.EvaluationRecord, None),
     "spec_revisions": (records.SpecRevisionRecord, None),
     "attempts": (records.AttemptRecord, None),
+    "searches": (records.SearchRecord, records.SEARCH_COLUMNS),
+    "trials": (records.TrialRecord, records.TRIAL_COLUMNS),
 }
 
 
