@@ -234,6 +234,8 @@ def parse_search_ref(text: str) -> RunRef:
     if not cleaned.startswith(SEARCH_PREFIX):
         raise RunReferenceError(f"{text!r} is not a search reference; {SEARCH_FORMS}")
     base = cleaned[len(SEARCH_PREFIX):]
+    if not base:
+        raise RunReferenceError(f"bad search reference {text!r}: no search named after 'search:'; {SEARCH_FORMS}")
     try:
         ref = _parse_base(text, base)
     except RunReferenceError as error:

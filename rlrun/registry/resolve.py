@@ -58,14 +58,14 @@ class Resolution(Reads):
 
     def _find_search(self, tx: Transaction, ref: RunRef) -> SearchRecord:
         newest = "q.created_at DESC, q.id DESC"
+        if not tx.rows("SELECT 1 FROM searches LIMIT 1"):
+            raise RunReferenceError(f"no searches in {self.home} yet; start one with `rlrun search SPEC`")
         if ref.kind == "latest":
             rows = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q ORDER BY {newest} LIMIT 1 OFFSET :offset",
                            {"offset": ref.offset})
             if rows:
                 return SearchRecord(*rows[0])
             total = int(tx.rows("SELECT COUNT(*) FROM searches")[0][0])
-            if total == 0:
-                raise RunReferenceError(f"no searches in {self.home} yet; start one with `rlrun search SPEC`")
             raise RunReferenceError(f"search:{ref.base}: only {total} searches; see `rlrun ls --searches`")
         for condition, value in (("q.id = :token", ref.token.lower()), ("q.name = :token", ref.token)):
             exact = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE {condition}", {"token": value})
