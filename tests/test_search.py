@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import cli_env, invoke, rlrun
+from test_cli_registry import PROBE
 from test_resume import assert_same_run, assert_tensors_equal, final_state, wait_for
 
 from rlrun.registry import Registry
@@ -101,6 +102,14 @@ def test_search_scores_prunes_and_reads_back(straight: tuple[Path, Path]) -> Non
     assert (home / "search.png").stat().st_size > 0
     again = invoke(home, "resume", "search:latest")
     assert again.code == 0 and "nothing to do" in again.stderr
+
+
+def test_search_views_import_neither_optuna_nor_torch(straight: tuple[Path, Path]) -> None:
+    home, _ = straight
+    probe = PROBE.replace("'sqlalchemy', 'rich'", "'optuna', 'sqlalchemy', 'rich'")
+    for args in (["show", "search:latest"], ["ls", "--search", "latest"], ["ls", "--searches", "--json"]):
+        done = subprocess.run([sys.executable, "-c", probe, *args], env=cli_env(home), capture_output=True, text=True)
+        assert done.stderr.rsplit("HEAVY=", 1)[1].strip() == "", args
 
 
 def test_sigterm_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, Path], tmp_path: Path) -> None:
