@@ -295,7 +295,7 @@ def search(
     trials: Annotated[int | None, typer.Option(
         min=1, metavar="INTEGER RANGE", help="Trials to run (default: every point of an all-grid space).")] = None,
     parallel: Annotated[int, typer.Option(
-        min=1, metavar="INTEGER RANGE", help="Trials at a time (1 on this branch).")] = 1,
+        min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own.")] = 1,
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
     metric: Annotated[str, typer.Option(
         metavar="TEXT", help="Score: eval_mean (final evaluation) or best_eval, over sessions.")] = "eval_mean",
@@ -356,6 +356,9 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
         console.print(f"search {result.search_id} stopped by signal {result.signal}; continue it with"
                       f" `rlrun resume search:{result.search_id}`", highlight=False, markup=False)
         raise SystemExit(128 + result.signal)
+    if result.status == "failed":
+        raise TrainingFailed(f"search {result.search_id} failed: {result.error}; continue it with"
+                             f" `rlrun resume search:{result.search_id}`")
     best = result.best
     found = f"; best: trial {best.number} (run {best.run_id}), {best.value:.1f}" if best else ""
     console.print(f"search {result.search_id} {result.status}{found}: see `rlrun show search:{result.search_id}`",

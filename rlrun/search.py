@@ -97,6 +97,7 @@ class SearchResult:
     trials: list[TrialOutcome]
     signal: int = 0
     nothing_to_do: bool = False
+    error: str | None = None
 
     @property
     def best(self) -> TrialOutcome | None:
@@ -154,8 +155,6 @@ def plan_search(source: str | Path | dict[str, Any], overrides: list[str] | None
         raise BadInput("say how many trials to run: --trials N")
     if trials < 1 or parallel < 1:
         raise BadInput("--trials and --parallel take a count of at least 1")
-    if parallel > 1:
-        raise BadInput("--parallel runs one trial at a time on this branch; give --parallel 1 (or leave it out)")
     _optuna()
     from rlrun.training import check_compatible
 
@@ -261,21 +260,12 @@ class _Driver:
         self.make_executor = make_executor or _local_executor
 
     def drive(self) -> SearchResult:
-        signal, status, error = 0, "finished", None
+        signal, status = 0, "finished"
+        self.error: str | None = None
         with Registry.open(self.root, self.url) as registry:
             try:
-                for number in range(self.plan.settings.trials):
-                    if stopping.pending():
-                        signal = stopping.pending()
-                        break
-                    trials = registry.get_search(self.record.id).trials
-                    existing = next((t for t in trials if t.number == number), None)
-                    if existing is not None and existing.state != "running":
-                        continue
-                    history = [t for t in trials if t.number < number and t.state != "running"]
-                    signal = _Trial(self, registry, number, existing, history).run()
-                    if signal:
-                        break
+                signal = self._one_at_a_time(registry) if self.plan.settings.parallel == 1 else \
+                    self._several_at_once(registry)
             except Stopped as stopped:
                 signal = stopped.exit_code - 128
             except BaseException as raised:
@@ -283,13 +273,160 @@ class _Driver:
                 raise
             if signal:
                 status = "preempted"
+            elif self.error is not None:
+                status = "failed"
             detail = registry.get_search(self.record.id)
             found = importance(detail) if status == "finished" else None
-            registry.finish_search(self.record.id, status=status, error=error,
+            registry.finish_search(self.record.id, status=status, error=self.error,
                                    importance_json=None if found is None else json.dumps(found))
             trials = detail.trials
         return SearchResult(self.record.id, self.record.name, str(self.root), status, [_outcome(t) for t in trials],
-                            signal)
+                            signal, error=self.error)
+
+    def _next(self, registry: Registry, numbers: Any) -> tuple[int, TrialRecord | None, list[TrialRecord]] | None:
+        """The next trial to work on (a new one, or one left running), with the ended trials."""
+        for number in numbers:
+            trials = registry.get_search(self.record.id).trials
+            existing = next((t for t in trials if t.number == number), None)
+            if existing is None or existing.state == "running":
+                return number, existing, [t for t in trials if t.state != "running"]
+        return None
+
+    def _one_at_a_time(self, registry: Registry) -> int:
+        numbers = iter(range(self.plan.settings.trials))
+        while not stopping.pending() and (found := self._next(registry, numbers)) is not None:
+            signal = _Trial(self, registry, *found).run()
+            if signal:
+                return signal
+        return stopping.pending()
+
+    def _several_at_once(self, registry: Registry) -> int:
+        """Up to `parallel` trials at once, each trained in a worker process of its own (sessions of
+        different trials must not share a process: their random generators are the process's).
+        Events come back through one queue and are scored here; the pruner's stop and a signal's
+        reach a worker through a value shared with it."""
+        from rlrun.training.local import stop_resource_tracker
+
+        signal = self._supervise(registry)
+        stop_resource_tracker()  # every multiprocessing object of `_supervise` is gone by now
+        return signal
+
+    def _supervise(self, registry: Registry) -> int:
+        import multiprocessing
+        import queue as queue_module
+
+        from rlrun.stopping import stop_on_signals
+
+        context = multiprocessing.get_context("spawn")
+        channel = context.Queue()
+        stop_all = StopRequest()
+        active: dict[int, tuple[_Trial, Any]] = {}
+        numbers = iter(range(self.plan.settings.trials))
+        exhausted = False
+
+        def abort() -> None:
+            for _, process in active.values():
+                if process.pid is not None:
+                    os.kill(process.pid, 9)
+
+        try:
+            with stop_on_signals(stop_all, abort):
+                while True:
+                    while not (exhausted or stop_all.signal) and len(active) < self.plan.settings.parallel:
+                        found = self._next(registry, numbers)
+                        if found is None:
+                            exhausted = True
+                            break
+                        trial = _Trial(self, registry, *found, stop=StopRequest(context.Value("i", 0)))
+                        job = trial.prepare()
+                        if job is not None:
+                            process = context.Process(target=_work, name=f"rlrun-t{job.number}", args=(
+                                job, str(self.root), channel, trial.stop.shareable(), os.getpid()))
+                            process.start()
+                            active[job.number] = (trial, process)
+                    if not active:
+                        break
+                    for trial, _ in active.values():
+                        if stop_all.signal and trial.stop.signal <= 0:
+                            trial.stop.request(stop_all.signal)
+                    try:
+                        kind, number, payload = channel.get(timeout=0.5)
+                    except queue_module.Empty:
+                        self._reap(active)
+                        continue
+                    trial, process = active[number]
+                    if kind == "event":
+                        trial._event(payload)
+                    elif kind == "started":
+                        trial._started(payload)
+                    else:
+                        trial.conclude(*payload)
+                        process.join()
+                        del active[number]
+        finally:
+            channel.close()
+            channel.join_thread()
+        return stop_all.signal
+
+    def _reap(self, active: dict[int, tuple[_Trial, Any]]) -> None:
+        """A worker that died without a word (killed, out of memory): its trial stays running, for
+        `rlrun resume search:...` to continue, and the search ends failed, saying which."""
+        for number, (_, process) in list(active.items()):
+            if not process.is_alive():
+                process.join()
+                del active[number]
+                self.error = f"trial {number}'s worker process exited with code {process.exitcode}"
+
+
+def _work(job: Job, home: str, channel: Any, shared_stop: Any, parent: int) -> None:
+    """A worker process: train one trial, its events and end sent to the driver. Signals are the
+    driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
+    stops its trial at the next event, with a snapshot."""
+    import signal
+
+    from rlrun.errors import RlrunError
+    from rlrun.training.local import LocalExecutor
+
+    for number in stopping.SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+    stop = StopRequest(shared_stop)
+
+    def emit(event: events.Event) -> None:
+        if os.getppid() != parent and not stop.signal:
+            stop.request(signal.SIGTERM)
+        channel.put(("event", job.number, event))
+
+    try:
+        result = job.run(Path(home), emit, lambda run_id: channel.put(("started", job.number, run_id)),
+                         LocalExecutor(handle_signals=False, stop=stop), handle_signals=False)
+        channel.put(("ended", job.number, (result.outcome, result.error, result.signal)))
+    except RlrunError as error:
+        channel.put(("ended", job.number, ("failed", str(error), 0)))
+    finally:
+        channel.close()
+        channel.join_thread()
+
+
+@dataclass(frozen=True)
+class Job:
+    """A trial's training, as plain data (it crosses to a worker process): a new run of `spec`, or
+    the run `run_id` continued from its snapshots."""
+
+    number: int
+    kind: str  # train | resume
+    spec: dict[str, Any] | None
+    run_id: str | None
+
+    def run(self, home: Path, on_event: Callable[[events.Event], None], on_start: Callable[[str], None],
+            executor: Executor, handle_signals: bool = True) -> Any:
+        from rlrun.training import resume, train
+
+        if self.kind == "resume":
+            assert self.run_id is not None
+            return resume(self.run_id, home=home, on_event=on_event, executor=executor, handle_signals=handle_signals)
+        assert self.spec is not None
+        return train(validate_spec(self.spec, check_env_id=False), home=home, on_event=on_event,
+                     on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals)
 
 
 def _local_executor(stop: StopRequest) -> Executor:
@@ -303,7 +440,7 @@ class _Trial:
     perhaps pruned on its evaluations."""
 
     def __init__(self, driver: _Driver, registry: Registry, number: int, existing: TrialRecord | None,
-                 history: list[TrialRecord]) -> None:  # fmt: skip
+                 history: list[TrialRecord], stop: StopRequest | None = None) -> None:  # fmt: skip
         self.driver, self.registry, self.number, self.existing = driver, registry, number, existing
         settings = driver.plan.settings
         self.settings = settings
@@ -320,39 +457,50 @@ class _Trial:
         """frame -> session index -> evaluation mean, as the sessions report them."""
         self.intermediate: list[tuple[int, float]] = []
         self.pruned_at: int | None = None
-        self.stop = StopRequest()
+        self.stop = stop or StopRequest()
+        """Requested (PRUNE) when the pruner stops the trial; shared with its worker process when it has one."""
 
     # -- running --------------------------------------------------------------------------------
 
-    def run(self) -> int:
-        """Train or continue the trial and record how it ended; the signal that stopped it, or 0."""
-        from rlrun.training import plan_resume, resume, train
+    def prepare(self) -> Job | None:
+        """What to train: a new run, or the trial's run continued from its snapshots (whose kept
+        evaluations the pruner sees again first); None when the trial turns out to have been
+        pruned already (the driver died before it could record that)."""
+        from rlrun.training import plan_resume
 
-        executor = self.driver.make_executor(self.stop)
-        if self.row is not None and self.row.run_id is not None:
-            plan = plan_resume(self.registry, self.driver.root, self.row.run_id)
-            self._replay(plan)
-            if self.pruned_at is not None:
-                return self._end("pruned", None)
-            result = resume(self.row.run_id, home=self.driver.root, on_event=self._event, executor=executor)
-        else:
-            result = train(self.spec, home=self.driver.root, on_event=self._event, on_start=self._started,
-                           executor=executor)
+        if self.row is None or self.row.run_id is None:
+            return Job(self.number, "train", self.spec.to_json(), None)
+        self._replay(plan_resume(self.registry, self.driver.root, self.row.run_id))
+        if self.pruned_at is not None:
+            self.conclude("pruned", None, 0)
+            return None
+        return Job(self.number, "resume", None, self.row.run_id)
+
+    def run(self) -> int:
+        """Train or continue the trial here and record how it ended; the signal that stopped it, or 0."""
+        job = self.prepare()
+        if job is None:
+            return 0
+        result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop))
+        return self.conclude(result.outcome, result.error, result.signal)
+
+    def conclude(self, outcome: str, error: str | None, signal: int) -> int:
+        """Record the trial's end from its run's outcome; a stop by a signal leaves it running."""
         if self.pruned_at is not None:
             return self._end("pruned", None)
-        if result.outcome == "failed":
-            return self._end("failed", result.error)
-        if result.signal or result.outcome == "preempted":
-            return result.signal or PRUNE
+        if outcome == "failed":
+            return self._end("failed", error)
+        if signal > 0 or outcome == "preempted":
+            return signal or PRUNE
         return self._end("complete", None)
 
-    def _started(self, run: Any) -> None:
+    def _started(self, run_id: str) -> None:
         if self.row is None:
-            self.row = self.registry.add_trial(self.driver.record.id, number=self.number, run_id=run.id,
+            self.row = self.registry.add_trial(self.driver.record.id, number=self.number, run_id=run_id,
                                                params_json=json.dumps(self.params))
         else:  # its run was deleted: a new one trains it
-            self.registry.link_trial(self.row.id, run.id)
-            self.row = self.row._replace(run_id=run.id)
+            self.registry.link_trial(self.row.id, run_id)
+            self.row = self.row._replace(run_id=run_id)
 
     def _replay(self, plan: Any) -> None:
         """The evaluations the run kept (up to each session's snapshot), as if they came now: the

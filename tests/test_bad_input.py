@@ -163,7 +163,7 @@ CASES = [
     case("search", spec_file("search_grid.json"), "--trials", "3", hint="--trials 3 is more than the grid's 2 points"),
     case("search", spec_file("searched.json"), "--trials", "2", "--pruner", "medain",
          hint="--pruner 'medain' is not one of median, halving, none; did you mean \"median\""),
-    case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", hint="give --parallel 1"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "0", hint="'--parallel': 0 is not in"),
     case("search", spec_file("searched.json"), "--trials", "2", hint="searching needs Optuna: pip install",
          missing=("optuna",)),
     case("show", "search:latest", hint="no searches in"),

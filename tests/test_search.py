@@ -160,16 +160,54 @@ def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight
 
 
 def _third_trial_has_a_snapshot(home: Path) -> bool:
+    return _trials_with_a_snapshot(home) >= {2}
+
+
+def _trials_with_a_snapshot(home: Path) -> set[int]:
     database = home / "registry.sqlite"
     if not database.exists():
-        return False
+        return set()
     try:
         with sqlite3.connect(database) as db:
-            found = db.execute("SELECT COUNT(*) FROM trials t JOIN sessions s ON s.run_id = t.run_id JOIN checkpoints"
-                               " c ON c.session_id = s.id WHERE t.number = 2").fetchone()
+            found = db.execute("SELECT DISTINCT t.number FROM trials t JOIN sessions s ON s.run_id = t.run_id"
+                               " JOIN checkpoints c ON c.session_id = s.id").fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
-        return False
-    return bool(found and found[0])
+        return set()
+    return {number for (number,) in found}
+
+
+def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tuple[Path, Path],
+                                                                   tmp_path: Path) -> None:
+    """Two trials at a time, each in a worker process: SIGTERM to the driver alone stops both with a
+    snapshot; resumed, each trial is the run its parameters give, bit for bit (which trials a
+    suggestion sees depends on timing, so the guarantee is per trial)."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *search], env=cli_env(home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    stopped = {t.number: t for t in trials(home)}
+    assert {stopped[0].state, stopped[1].state} <= {"running", "complete"}
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    done = trials(home)
+    assert [t.state for t in done] == ["complete"] * 4
+    straight_first = trials(home_a)[0]  # the first suggestion sees no ended trial, in any search
+    assert done[0].params == straight_first.params and done[0].value == straight_first.value
+    assert_same_run(final_state(home_a, straight_first.run_id), final_state(home, done[0].run_id))
+    # Trial 1: the run of its parameters, trained straight.
+    base = tmp_path / "base.json"
+    document = json.loads(spec.read_text())
+    del document["search"]
+    base.write_text(json.dumps(document))
+    edits = [arg for path, value in done[1].params.items() for arg in ("--set", f"{path}={json.dumps(value)}")]
+    alone = tmp_path / "alone"
+    assert rlrun(alone, "train", str(base), *edits).code == 0
+    assert_same_run(final_state(alone, "latest"), final_state(home, done[1].run_id))
 
 
 def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> None:

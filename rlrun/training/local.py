@@ -70,7 +70,7 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
 def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
                  outside: StopRequest | None = None) -> Execution:
     execution = _supervise(tasks, on_event, signals, outside)
-    _stop_resource_tracker()
+    stop_resource_tracker()
     return execution
 
 
@@ -78,7 +78,7 @@ def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
                outside: StopRequest | None = None) -> Execution:
     """Start the session processes and relay their events until each has ended; a stop requested
     on `outside` is passed on to them. Every multiprocessing object lives and dies inside this call
-    (see `_stop_resource_tracker`)."""
+    (see `stop_resource_tracker`)."""
     from rlrun.session import run_session_process
 
     context = multiprocessing.get_context("spawn")
@@ -115,7 +115,7 @@ def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
     return Execution([ended[t.index] for t in tasks], stop.signal)
 
 
-def _stop_resource_tracker() -> None:
+def stop_resource_tracker() -> None:
     """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
     the interpreter exits, so a caller waiting for this command's children would find one still
     alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop
