@@ -26,6 +26,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from signal import SIGTERM
 from typing import TYPE_CHECKING, Any
 
 from rlrun import events, paths, search_space, seeding, stopping
@@ -490,8 +491,8 @@ class _Trial:
             return self._end("pruned", None)
         if outcome == "failed":
             return self._end("failed", error)
-        if signal > 0 or outcome == "preempted":
-            return signal or PRUNE
+        if signal > 0 or outcome == "preempted":  # stopped by a signal (to the driver, or to a session)
+            return signal if signal > 0 else int(SIGTERM)
         return self._end("complete", None)
 
     def _started(self, run_id: str) -> None:

@@ -210,6 +210,32 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     assert_same_run(final_state(alone, "latest"), final_state(home, done[1].run_id))
 
 
+def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_trial(straight: tuple[Path, Path],
+                                                                                    tmp_path: Path) -> None:
+    """A worker (a parallel trial) killed by kill -9: the other trials go on, the search ends failed
+    naming the trial, and `rlrun resume search:...` continues that trial from its snapshot, exactly."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), "--trials", "3", "--parallel",
+                                "2", "--pruner", "none"], env=cli_env(home), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: 0 in _trials_with_a_snapshot(home), process)
+    with Registry.open(home, create=False) as registry:
+        run_id = next(t.run_id for t in registry.get_search(registry.resolve_search("search:latest").id).trials
+                      if t.number == 0)
+        worker = registry.get_run(run_id).sessions[0].pid  # the worker trains its one session itself
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1, stderr
+    assert "trial 0's worker process exited with code -9" in stderr
+    assert trials(home)[0].state == "running"
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    done = trials(home)
+    assert [t.state for t in done] == ["complete"] * 3
+    assert_same_run(final_state(home_a, trials(home_a)[0].run_id), final_state(home, done[0].run_id))
+
+
 def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> None:
     spec = search_spec(tmp_path)
     refused = invoke(tmp_path / "runs", "train", str(spec))
