@@ -482,7 +482,10 @@ class _Trial:
         job = self.prepare()
         if job is None:
             return 0
-        result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop))
+        try:
+            result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop))
+        except BadInput as error:  # these values cannot train (an env and an agent that do not fit)
+            return self.conclude("failed", str(error), 0)
         return self.conclude(result.outcome, result.error, result.signal)
 
     def conclude(self, outcome: str, error: str | None, signal: int) -> int:
@@ -550,7 +553,9 @@ class _Trial:
         return {k: v for k, v in frozen.system_attrs.items() if not k.startswith("fixed_params")}
 
     def _end(self, state: str, error: str | None) -> int:
-        assert self.row is not None
+        if self.row is None:  # refused before its run was recorded
+            self.row = self.registry.add_trial(self.driver.record.id, number=self.number, run_id=None,
+                                               params_json=json.dumps(self.params))
         value = self.intermediate[-1][1] if state == "complete" and self.intermediate else None
         note = error
         if state == "pruned" and self.pruned_at is not None:
@@ -578,8 +583,9 @@ def _study(settings: Settings, dimensions: list[Dimension], history: list[TrialR
     seed = seeding.derive(settings.seed, SAMPLER_STREAM, number)
     sampler: Any
     if settings.sampler == "grid":
+        # One seed for every trial: it orders the grid, and the trials' grid ids index that order.
         sampler = optuna.samplers.GridSampler({d.path: [json.dumps(v) for v in d.values] for d in dimensions},
-                                              seed=seed)
+                                              seed=seeding.derive(settings.seed, SAMPLER_STREAM))
     elif settings.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=seed)
     else:

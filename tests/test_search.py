@@ -236,6 +236,24 @@ def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_tri
     assert_same_run(final_state(home_a, trials(home_a)[0].run_id), final_state(home, done[0].run_id))
 
 
+def test_a_trial_whose_values_cannot_train_fails_alone(tmp_path: Path) -> None:
+    """A grid over env ids where one env does not fit the algorithm: that trial fails, recorded with
+    why and without a run; the other trains; the search finishes."""
+    spec = search_spec(tmp_path)
+    document = json.loads(spec.read_text())
+    document["search"] = {"env.id": {"grid": ["CartPole-v1", "Pendulum-v1"]}}
+    spec.write_text(json.dumps(document))
+    home = tmp_path / "runs"
+    done = invoke(home, "search", str(spec), "--json")
+    assert done.code == 0, done.stderr
+    result = done.json()
+    by_env = {t["params"]["env.id"]: t for t in result["trials"]}
+    assert by_env["CartPole-v1"]["state"] == "complete" and by_env["CartPole-v1"]["run_id"] is not None
+    assert by_env["Pendulum-v1"]["state"] == "failed" and by_env["Pendulum-v1"]["run_id"] is None
+    assert "reinforce cannot train on Pendulum-v1" in by_env["Pendulum-v1"]["note"]
+    assert result["status"] == "finished"
+
+
 def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> None:
     spec = search_spec(tmp_path)
     refused = invoke(tmp_path / "runs", "train", str(spec))
