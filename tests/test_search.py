@@ -254,6 +254,26 @@ def test_a_trial_whose_values_cannot_train_fails_alone(tmp_path: Path) -> None:
     assert result["status"] == "finished"
 
 
+def test_successive_halving_keeps_its_rungs_in_the_registry(tmp_path: Path) -> None:
+    """`--pruner halving` over a grid: each trial records the rungs it reached (Optuna's own notes,
+    kept so a resumed search's pruner sees what the first driver's did), and a trial that fell out
+    of the best third at a rung is pruned there."""
+    spec = search_spec(tmp_path)
+    document = json.loads(spec.read_text())
+    document["search"] = {"agent.optimizer.lr": {"grid": [0.003, 0.000001, 0.0000001]}}
+    spec.write_text(json.dumps(document))
+    home = tmp_path / "runs"
+    done = invoke(home, "search", str(spec), "--pruner", "halving")
+    assert done.code == 0, done.stderr
+    ended = trials(home)
+    assert sorted(t.params["agent.optimizer.lr"] for t in ended) == [0.0000001, 0.000001, 0.003]  # the grid, once each
+    for trial in ended:
+        attrs = json.loads(trial.system_attrs_json)
+        assert "completed_rung_0" in attrs and attrs["completed_rung_0"] == trial.intermediate[0][1]
+        if trial.state == "pruned":
+            assert trial.note.startswith("pruned at frame") and "halving" in trial.note
+
+
 def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> None:
     spec = search_spec(tmp_path)
     refused = invoke(tmp_path / "runs", "train", str(spec))
