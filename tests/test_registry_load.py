@@ -1,10 +1,12 @@
-"""Two dozen session processes on one PostgreSQL registry, each writing what a session writes
-(attempt, start, heartbeats, evaluations, snapshots with the retention rule, finish) at a few
-hundred times the real cadence for a few seconds, four runs sharing them: no write fails (no
-deadlock), and every row a write returned for is there afterwards, each run settled as finished.
+"""A PostgreSQL registry shared by a cluster's sessions.
 
-The sessions are those of `tests/benchmarks/registry_cluster_load.py` (the cluster benchmark), one
-process each here, as on a cluster."""
+Two dozen session processes, each writing what a session writes (attempt, start, heartbeats,
+evaluations, snapshots with the retention rule, finish) at a few hundred times the real cadence for
+a few seconds, four runs sharing them: no write fails (no deadlock), and every row a write returned
+for is there afterwards, each run settled as finished. The sessions are those of
+`tests/benchmarks/registry_cluster_load.py` (the cluster benchmark), one process each here, as on a
+cluster. And a session's connection keeps no prepared statement, so a pooler in transaction mode
+(PgBouncer) can hand its transactions to any server connection."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from benchmarks.registry_cluster_load import Cadence, create_runs, rows_lost, ru
 from rlrun.registry import Registry
 
 pytest_plugins = ["postgres_server"]
-pytestmark = pytest.mark.slow  # two dozen processes
 
 PROCESSES = 24
 RUNS = 4
@@ -26,6 +27,7 @@ FAST = Cadence(heartbeat_seconds=0.05, fps=100_000, eval_frequency=10_000, check
                keep_checkpoints=2)  # fmt: skip
 
 
+@pytest.mark.slow  # two dozen processes
 def test_two_dozen_session_processes_lose_nothing(postgres_url: str, tmp_path: Path) -> None:
     home = tmp_path / "runs"
     with Registry.open(home, postgres_url) as registry:
@@ -43,3 +45,14 @@ def test_two_dozen_session_processes_lose_nothing(postgres_url: str, tmp_path: P
         assert len(outcome.evaluations) >= 10 and len(outcome.latencies["heartbeat"]) >= 10
         # Kept: the newest `keep_checkpoints` periodic ones, the best and the final one.
         assert 1 <= len(outcome.checkpoints) <= FAST.keep_checkpoints + 2 and len(outcome.removed) >= 3
+
+
+def test_a_session_connection_keeps_no_prepared_statement(postgres_url: str, tmp_path: Path) -> None:
+    with Registry.open(tmp_path / "runs", postgres_url) as registry:
+        (slot,) = create_runs(registry, 1, 1, FAST, SECONDS)
+        for frame in range(1, 21):  # psycopg would prepare a statement run five times
+            registry.heartbeat(slot.session_id, frame=frame, episode=0, opt_step=0)
+            registry.add_evaluation(slot.session_id, frame=frame, mean=1.0, std=0.0, min=1.0, max=1.0, episodes=1)
+        with registry._db.engine.connect() as conn:  # type: ignore[attr-defined]  # the pool's one connection
+            prepared = conn.exec_driver_sql("SELECT count(*) FROM pg_prepared_statements").scalar_one()
+    assert prepared == 0

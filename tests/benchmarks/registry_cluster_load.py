@@ -382,13 +382,17 @@ class Listing(threading.Thread):
 
 class ServerWatch(threading.Thread):
     """The server's view, twice a second: connections to the database and backends waiting on a
-    lock (peaks); deadlocks counted by the server over the whole time."""
+    lock (peaks); deadlocks counted by the server over the whole time. And the machine's: how long
+    a bare `SELECT 1` takes meanwhile (straight to the server, the floor under every write), and
+    the load average."""
 
     def __init__(self, url: str, database: str) -> None:
         super().__init__(daemon=True)
         self.url, self.database, self.stop = url, database, threading.Event()
         self.peak_connections = self.peak_lock_waits = 0
         self.deadlocks = 0
+        self.round_trips: list[float] = []
+        self.load: list[float] = []
 
     def _deadlocks(self, conn: Any) -> int:
         found = conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = %s", (self.database,)).fetchone()
@@ -400,6 +404,10 @@ class ServerWatch(threading.Thread):
         with psycopg.connect(plain(self.url), autocommit=True) as conn:
             first = self._deadlocks(conn)
             while not self.stop.wait(0.5):
+                started = time.perf_counter()
+                conn.execute("SELECT 1").fetchone()
+                self.round_trips.append(time.perf_counter() - started)
+                self.load.append(os.getloadavg()[0])
                 connections, waiting = conn.execute(
                     "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity"
                     " WHERE datname = %s AND pid <> pg_backend_pid()", (self.database,)).fetchone() or (0, 0)
@@ -456,7 +464,10 @@ class Figures:
 
 def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) -> Figures:
     name = f"rlrun_load_{os.getpid()}_{int(speed)}x"
-    with own_database(url, name) as db_url, tempfile.TemporaryDirectory() as tmp:
+    with own_database(url, name) as direct_url, tempfile.TemporaryDirectory() as tmp:
+        # Sessions and `rlrun ls` connect the way the cluster is set up to: through the pooler if
+        # there is one, straight to the server if not.
+        db_url = f"{args.pool_url.rpartition('/')[0]}/{name}" if args.pool_url else direct_url
         home = Path(tmp) / "runs"  # run folders (manifests): the runs home a cluster shares
         with Registry.open(home, db_url) as registry:
             slots = create_runs(registry, args.runs, args.sessions, cadence, args.seconds)
@@ -475,7 +486,7 @@ def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) 
             errors += outcome.errors
             for kind, values in outcome.latencies.items():
                 latencies.setdefault(kind, []).extend(values)
-        with Registry.open(home, db_url) as registry:
+        with Registry.open(home, direct_url) as registry:  # what the server itself holds
             lost = rows_lost(registry, outcomes)
     return Figures(speed, latencies, errors, lost, len(outcomes), listing, watch)
 
@@ -513,6 +524,10 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
     watch = figures.watch
     print(f"server: peak {watch.peak_connections} connections to the database, peak {watch.peak_lock_waits}"
           f" backends waiting on a lock, {watch.deadlocks} deadlocks")
+    if watch.round_trips:
+        print(f"machine: load average {min(watch.load):.1f}–{max(watch.load):.1f} on {os.cpu_count()} CPUs; a bare"
+              f" SELECT 1 took p50 {statistics.median(watch.round_trips) * 1000:.1f} ms,"
+              f" p99 {quantile(watch.round_trips, 0.99) * 1000:.1f} ms meanwhile")
     missing = args.sessions - figures.sessions_reported
     errors = len(figures.errors) + len(figures.listing.errors) + missing
     for line in sorted(set(figures.errors + figures.listing.errors))[:8]:
@@ -536,6 +551,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each speed runs")
     parser.add_argument("--speeds", default="1,10", help="cadence multipliers, comma-separated")
     parser.add_argument("--fps", type=float, default=5000.0, help="frames per second of a session at 1×")
+    parser.add_argument("--pool-url", help="the URL of a connection pooler (PgBouncer) in front of the server, which"
+                        " sessions and `rlrun ls` connect through; its database name is replaced by the benchmark's")
     parser.add_argument("--launch-spread", type=float, default=1.0,
                         help="seconds over which the sessions' first frames are spread")
     args = parser.parse_args()
@@ -543,7 +560,8 @@ def main() -> None:
         parser.error(f"give --url or set ${URL_ENV} to a PostgreSQL server's URL")
     cadence = real_cadence(args.fps)
     print(f"server max_connections = {max_connections(args.url)}; {args.sessions} sessions hold one connection"
-          f" each (+ `rlrun ls`, + this process's watch); {os.cpu_count()} CPUs here")
+          f" each (+ `rlrun ls`, + this process's watch), {'through ' + args.pool_url if args.pool_url else 'direct'};"
+          f" {os.cpu_count()} CPUs here")
     verdicts = [report(measure(args.url, args, cadence, float(s)), args, cadence) for s in args.speeds.split(",")]
     sys.exit(0 if all(verdicts) else 1)
 
