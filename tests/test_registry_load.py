@@ -32,7 +32,7 @@ def test_two_dozen_session_processes_lose_nothing(postgres_url: str, tmp_path: P
     home = tmp_path / "runs"
     with Registry.open(home, postgres_url) as registry:
         slots = create_runs(registry, RUNS, PROCESSES, FAST, SECONDS)
-    outcomes = run_cluster(home, postgres_url, slots, FAST, SECONDS, processes=PROCESSES, launch_spread=0.0)
+    outcomes, _ = run_cluster(home, postgres_url, slots, FAST, SECONDS, processes=PROCESSES, launch_spread=0.0)
 
     assert len(outcomes) == PROCESSES
     assert [error for outcome in outcomes for error in outcome.errors] == []

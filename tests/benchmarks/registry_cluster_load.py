@@ -42,6 +42,7 @@ import math
 import os
 import queue
 import random
+import resource
 import socket
 import statistics
 import subprocess
@@ -50,6 +51,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -272,12 +274,20 @@ def _worker(home: str, url: str, slots: list[Slot], cadence: Cadence, seconds: f
     import rlrun.registry.server  # noqa: F401
 
     ready.wait()
-    results.put(run_sessions(home, url, slots, cadence, seconds, seed, launch_spread))
+    before = cpu_seconds(resource.RUSAGE_SELF)
+    outcomes = run_sessions(home, url, slots, cadence, seconds, seed, launch_spread)
+    results.put((outcomes, cpu_seconds(resource.RUSAGE_SELF) - before))
+
+
+def cpu_seconds(who: int) -> float:
+    used = resource.getrusage(who)
+    return used.ru_utime + used.ru_stime
 
 
 def run_cluster(home: Path, url: str, slots: list[Slot], cadence: Cadence, seconds: float, processes: int,
-                launch_spread: float, seed: int = 0) -> list[Outcome]:  # fmt: skip
-    """Simulate every slot, spread over `processes` spawned worker processes; their outcomes."""
+                launch_spread: float, seed: int = 0) -> tuple[list[Outcome], float]:  # fmt: skip
+    """Simulate every slot, spread over `processes` spawned worker processes; their outcomes and
+    the CPU seconds the workers spent simulating (not starting)."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -289,16 +299,20 @@ def run_cluster(home: Path, url: str, slots: list[Slot], cadence: Cadence, secon
         worker.start()
     ready.wait(timeout=300)
     outcomes: list[Outcome] = []
+    cpu = 0.0
     deadline = time.monotonic() + seconds + 600
     while len(outcomes) < len(slots) and time.monotonic() < deadline:
         try:
-            outcomes += results.get(timeout=5)
+            share, used = results.get(timeout=5)
         except queue.Empty:
             if not any(w.is_alive() for w in workers) and results.empty():
                 break
+            continue
+        outcomes += share
+        cpu += used
     for worker in workers:
         worker.join(timeout=60)
-    return outcomes
+    return outcomes, cpu
 
 
 # ---- the runs, and what the database holds afterwards -----------------------------------------
@@ -393,6 +407,7 @@ class ServerWatch(threading.Thread):
         self.deadlocks = 0
         self.round_trips: list[float] = []
         self.load: list[float] = []
+        self.waiting_on: Counter[str] = Counter()  # the statements found waiting on a lock, summed over samples
 
     def _deadlocks(self, conn: Any) -> int:
         found = conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = %s", (self.database,)).fetchone()
@@ -413,6 +428,10 @@ class ServerWatch(threading.Thread):
                     " WHERE datname = %s AND pid <> pg_backend_pid()", (self.database,)).fetchone() or (0, 0)
                 self.peak_connections = max(self.peak_connections, connections)
                 self.peak_lock_waits = max(self.peak_lock_waits, waiting)
+                for (query,) in conn.execute(
+                        "SELECT left(query, 60) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
+                        (self.database,)).fetchall():  # fmt: skip
+                    self.waiting_on[query] += 1
             conn.execute("SELECT pg_stat_clear_snapshot()")
             self.deadlocks = self._deadlocks(conn) - first
 
@@ -441,6 +460,15 @@ def own_database(url: str, name: str) -> Iterator[str]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def server_cpu_seconds(pid: int | None) -> float:
+    """CPU seconds of a PostgreSQL server on this machine: the postmaster's and its ended backends'
+    (a backend's time is added to the postmaster's when it exits); 0 without a pid."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
 def max_connections(url: str) -> int:
     import psycopg
 
@@ -460,6 +488,8 @@ class Figures:
     sessions_reported: int
     listing: Listing
     watch: ServerWatch
+    client_cpu: float  # seconds, the simulated sessions' processes
+    server_cpu: float  # seconds, the server's backends (0 without --server-pid)
 
 
 def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) -> Figures:
@@ -475,11 +505,15 @@ def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) 
         listing, watch = Listing(home, db_url), ServerWatch(url, name)
         watch.start()
         listing.start()
-        outcomes = run_cluster(home, db_url, slots, faster, args.seconds, args.processes, args.launch_spread)
+        server_cpu = server_cpu_seconds(args.server_pid)
+        outcomes, client_cpu = run_cluster(home, db_url, slots, faster, args.seconds, args.processes,
+                                           args.launch_spread)  # fmt: skip
         listing.stop.set()
         watch.stop.set()
         listing.join()
         watch.join()
+        time.sleep(1.0)  # the sessions' backends exit, and their CPU time is added to the server's
+        server_cpu = server_cpu_seconds(args.server_pid) - server_cpu
         latencies: dict[str, list[float]] = {}
         errors: list[str] = []
         for outcome in outcomes:
@@ -488,7 +522,7 @@ def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) 
                 latencies.setdefault(kind, []).extend(values)
         with Registry.open(home, direct_url) as registry:  # what the server itself holds
             lost = rows_lost(registry, outcomes)
-    return Figures(speed, latencies, errors, lost, len(outcomes), listing, watch)
+    return Figures(speed, latencies, errors, lost, len(outcomes), listing, watch, client_cpu, server_cpu)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -517,6 +551,10 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
     if everything:
         print(f"{'all writes':<18} {len(everything):>7} {statistics.median(everything) * 1000:>8.1f}"
               f" {quantile(everything, 0.99) * 1000:>8.1f} {max(everything) * 1000:>8.1f}")
+        cpu = f"CPU per write: sessions' processes {figures.client_cpu / len(everything) * 1000:.2f} ms"
+        if figures.server_cpu:
+            cpu += f", server {figures.server_cpu / len(everything) * 1000:.2f} ms"
+        print(f"{cpu}; {len(everything) / args.seconds:.0f} writes/s")
     listed = figures.listing.seconds
     if listed:
         print(f"rlrun ls: {len(listed)} runs, p50 {statistics.median(listed):.2f} s,"
@@ -524,6 +562,8 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
     watch = figures.watch
     print(f"server: peak {watch.peak_connections} connections to the database, peak {watch.peak_lock_waits}"
           f" backends waiting on a lock, {watch.deadlocks} deadlocks")
+    for query, samples in watch.waiting_on.most_common(3):
+        print(f"  waiting on a lock in {samples} samples: {query}")
     if watch.round_trips:
         print(f"machine: load average {min(watch.load):.1f}–{max(watch.load):.1f} on {os.cpu_count()} CPUs; a bare"
               f" SELECT 1 took p50 {statistics.median(watch.round_trips) * 1000:.1f} ms,"
@@ -553,6 +593,8 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=5000.0, help="frames per second of a session at 1×")
     parser.add_argument("--pool-url", help="the URL of a connection pooler (PgBouncer) in front of the server, which"
                         " sessions and `rlrun ls` connect through; its database name is replaced by the benchmark's")
+    parser.add_argument("--server-pid", type=int, help="the postmaster's pid, when the server runs on this machine:"
+                        " the CPU time its backends spend is reported per write")
     parser.add_argument("--launch-spread", type=float, default=1.0,
                         help="seconds over which the sessions' first frames are spread")
     args = parser.parse_args()
