@@ -1,11 +1,14 @@
 """The shared PostgreSQL registry under a cluster's load (issue 11): 256 simulated sessions write
 what a real session writes, at its real cadence and at 10× it, while `rlrun ls` reads alongside.
 
-    nice python tests/benchmarks/registry_cluster_load.py [--url URL] [--sessions 256] [--runs 32]
-        [--processes 16] [--seconds 60] [--speeds 1,10]
+    nice python tests/benchmarks/registry_cluster_load.py [--url URL] [--pool-url URL] [--sessions 256]
+        [--runs 32] [--processes 16] [--seconds 60] [--speeds 1,10] [--server-pid PID]
 
 URL (default $RLRUN_TEST_POSTGRES) names a server and a role that may create databases: each speed
-runs in a fresh database of its own, dropped afterwards.
+runs in a fresh database of its own, dropped afterwards. With --pool-url, the sessions and
+`rlrun ls` connect through that pooler (PgBouncer in transaction mode) instead. Mind that 256
+sessions straight to a server with Debian's max_connections (100) take every free connection: do
+not point it at a server others are using.
 
 What a simulated session does is what `rlrun.session.Session` does, through the same `Registry`
 calls, each in its own short transaction: open the registry, `add_attempt`, `start_session`; then
@@ -373,24 +376,30 @@ def rows_lost(registry: Registry, outcomes: list[Outcome]) -> list[str]:
 
 
 class Listing(threading.Thread):
-    """`rlrun ls` (the installed script, as a user runs it) once a second until stopped."""
+    """`rlrun ls` (the installed script, as a user runs it) once a second until stopped, each
+    after an `rlrun --version`: what starting any command costs on this machine meanwhile."""
 
     def __init__(self, home: Path, url: str, pause: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.env = {**os.environ, "RLRUN_HOME": str(home), "RLRUN_DB": url}
         self.pause, self.stop = pause, threading.Event()
         self.seconds: list[float] = []
+        self.version_seconds: list[float] = []
         self.errors: list[str] = []
 
-    def run(self) -> None:
+    def _timed(self, *args: str) -> float:
         script = Path(sys.executable).parent / "rlrun"
-        command = [str(script) if script.exists() else "rlrun", "ls"]
+        started = time.perf_counter()
+        done = subprocess.run([str(script) if script.exists() else "rlrun", *args], env=self.env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        if done.returncode != 0 or "Traceback" in done.stderr:
+            self.errors.append(f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:200]}")
+        return time.perf_counter() - started
+
+    def run(self) -> None:
         while not self.stop.is_set():
-            started = time.perf_counter()
-            done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=120)
-            self.seconds.append(time.perf_counter() - started)
-            if done.returncode != 0 or "Traceback" in done.stderr:
-                self.errors.append(f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:200]}")
+            self.version_seconds.append(self._timed("--version"))
+            self.seconds.append(self._timed("ls"))
             self.stop.wait(self.pause)
 
 
@@ -555,10 +564,11 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
         if figures.server_cpu:
             cpu += f", server {figures.server_cpu / len(everything) * 1000:.2f} ms"
         print(f"{cpu}; {len(everything) / args.seconds:.0f} writes/s")
-    listed = figures.listing.seconds
+    listed, started = figures.listing.seconds, figures.listing.version_seconds
     if listed:
         print(f"rlrun ls: {len(listed)} runs, p50 {statistics.median(listed):.2f} s,"
-              f" p99 {quantile(listed, 0.99):.2f} s, max {max(listed):.2f} s, {len(figures.listing.errors)} errors")
+              f" p99 {quantile(listed, 0.99):.2f} s, max {max(listed):.2f} s, {len(figures.listing.errors)} errors;"
+              f" rlrun --version meanwhile p50 {statistics.median(started):.2f} s")
     watch = figures.watch
     print(f"server: peak {watch.peak_connections} connections to the database, peak {watch.peak_lock_waits}"
           f" backends waiting on a lock, {watch.deadlocks} deadlocks")
