@@ -55,9 +55,30 @@ def owner(tx: Transaction, session_id: int) -> tuple[str, int]:
 
 
 def lock_run(tx: Transaction, run_id: str) -> None:
-    """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has)."""
+    """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has).
+
+    Taken first, before the transaction writes anything of the run's: inserting a row that refers
+    to the run (an attempt) holds a key-share lock on the run's row, and two transactions that
+    both hold one and then ask for this lock wait for each other (PostgreSQL's "deadlock detected").
+    """
     if tx.dialect != "sqlite":
         tx.rows("SELECT id FROM runs WHERE id = :id FOR UPDATE", {"id": run_id})
+
+
+def lock_owner(tx: Transaction, session_id: int) -> tuple[str, int]:
+    """The run id and index of a session, with its run locked (`lock_run`)."""
+    run_id, index = owner(tx, session_id)
+    lock_run(tx, run_id)
+    return run_id, index
+
+
+def lock_attempt_run(tx: Transaction, attempt_id: int) -> str:
+    """The run of an attempt, locked (`lock_run`)."""
+    found = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})
+    if not found:
+        raise RegistryError(f"no attempt with id {attempt_id} in the registry")
+    lock_run(tx, found[0][0])
+    return str(found[0][0])
 
 
 def close_open_attempts(tx: Transaction, session_id: int, status: str) -> int:
@@ -132,13 +153,14 @@ class Writes(Connected):
     def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
         """Mark a session running; started_at keeps the first start across resumes."""
         with self._transaction(write=True) as tx:
+            run_id, _ = lock_owner(tx, session_id)
             self._update_session(
                 tx, session_id,
                 "status = 'running', host = :host, pid = :pid, heartbeat_at = :now,"
                 " started_at = COALESCE(started_at, :now), finished_at = NULL, error = NULL",
                 {"host": host, "pid": pid},
             )  # fmt: skip
-            self._sync_manifest(tx, owner(tx, session_id)[0])
+            self._sync_manifest(tx, run_id)
 
     def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> None:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
@@ -160,13 +182,15 @@ class Writes(Connected):
         behind to call crashed)."""
         check_status(status, ENDED)
         with self._transaction(write=True) as tx:
+            # The run first: the last two sessions to end take turns, so the second sees the first
+            # ended and settles the run.
+            run_id, _ = lock_owner(tx, session_id)
             self._update_session(
                 tx, session_id,
                 "status = :status, frame = :frame, episode = :episode, opt_step = :opt_step, error = :error,"
                 " heartbeat_at = :now, finished_at = :now",
                 {"status": status, "frame": frame, "episode": episode, "opt_step": opt_step, "error": error},
             )  # fmt: skip
-            run_id, _ = owner(tx, session_id)
             close_open_attempts(tx, session_id, status)
             self._settle_run(tx, run_id)
             self._sync_manifest(tx, run_id)
@@ -202,6 +226,7 @@ class Writes(Connected):
     def _update_run(self, run_id: str, *, ended: bool = False, **values: Any) -> None:
         """Set run columns; `ended` stamps finished_at with the database's clock."""
         with self._transaction(write=True) as tx:
+            lock_run(tx, run_id)
             if ended:
                 values["finished_at"] = tx.now()
             assignments = ", ".join(f"{column} = :{column}" for column in values)
@@ -248,7 +273,7 @@ class Writes(Connected):
         """
         later = {"session_id": session_id, "frame": frame}
         with self._transaction(write=True) as tx:
-            run_id, _ = owner(tx, session_id)
+            run_id, _ = lock_owner(tx, session_id)
             doomed = checkpoints_where(tx, "c.session_id = :session_id AND c.frame > :frame", later)
             tx.execute("DELETE FROM checkpoints WHERE session_id = :session_id AND frame > :frame", later)
             train = "session_id = :session_id AND kind = 'train'"
@@ -274,7 +299,7 @@ class Writes(Connected):
         """
         check_status(kind, ATTEMPT_KINDS, what="attempt kind")
         with self._transaction(write=True) as tx:
-            run_id, index = owner(tx, session_id)
+            run_id, index = lock_owner(tx, session_id)
             close_open_attempts(tx, session_id, CRASHED)  # their process died without a word
             values: dict[str, Any] = dict(
                 run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
@@ -289,24 +314,20 @@ class Writes(Connected):
         """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
         check_status(status, ATTEMPT_END_STATUSES)
         with self._transaction(write=True) as tx:
-            count = tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
-                               {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
-            if count == 0:
-                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
-            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
+            run_id = lock_attempt_run(tx, attempt_id)
+            tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
+                       {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
             self._sync_manifest(tx, run_id)
 
     def mark_attempt_approximate(self, attempt_id: int, *, reason: str) -> None:
         """Record that an attempt found, while running, that its continuation cannot be exact (a
         GPU op without a deterministic kernel): it becomes approximate, `reason` joins its note."""
         with self._transaction(write=True) as tx:
-            count = tx.execute(
+            run_id = lock_attempt_run(tx, attempt_id)
+            tx.execute(
                 "UPDATE attempts SET approximate = :yes, note = CASE WHEN note IS NULL THEN :reason"
                 " ELSE note || '; ' || :reason END WHERE id = :id", {"yes": True, "reason": reason, "id": attempt_id},
             )
-            if count == 0:
-                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
-            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
             self._sync_manifest(tx, run_id)
 
     def add_checkpoint(
@@ -344,7 +365,8 @@ class Writes(Connected):
             # SQLite stores NaN as NULL, which would silently lose the row's meaning.
             raise ValueError(f"evaluation scores must be finite: {mean=} {std=} {min=} {max=}")
         with self._transaction(write=True) as tx:
-            run_id, index = owner(tx, session_id)
+            # A "train" evaluation leaves the manifest, so the run, alone: no lock on it.
+            run_id, index = owner(tx, session_id) if kind == "train" else lock_owner(tx, session_id)
             values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, mean=mean, std=std,
                                           min=min, max=max, episodes=episodes, created_at=tx.now())
             row_id = tx.insert(insert_sql("evaluations", values), values)
@@ -395,6 +417,8 @@ class Writes(Connected):
             self._sync_manifest(tx, run_id)
 
     def _sync_manifest(self, tx: Transaction, run_id: str) -> None:
+        """Rewrite the run's manifest. Writes that change the run's rows lock it first (`lock_run`);
+        locking here again costs nothing then, and covers a caller that wrote nothing before."""
         lock_run(tx, run_id)
         manifest.write_from_rows(tx, self.home, run_id)
 
