@@ -6,7 +6,8 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   `STEP#N` the N-th time. The steps are listed here, once, so a test can walk through all of them
   and a misspelt step is an error, not a test that silently never crashes.
 - `RLRUN_TEST_HANG_IN_SNAPSHOT=NAME` hangs half-way through writing the snapshot NAME, so a test
-  can kill the process mid-write at a moment of its choosing.
+  can kill the process mid-write at a moment of its choosing. `NAME@FILE`: only the first process
+  to get there hangs (it creates FILE, which the test can wait for); a retry passes.
 - `RLRUN_TEST_SIGNAL_AT_FRAME=F` makes a session send itself SIGTERM at the step that reaches
   frame F, so a test can preempt it at an exact (mid-episode) step through the real signal path.
 - `RLRUN_TEST_HEARTBEAT_SECONDS=S` makes sessions heartbeat every S seconds, so a tiny training
@@ -68,8 +69,15 @@ def crash_point(step: str) -> None:
 
 def hang_in_snapshot(name: str) -> None:
     """Hang for an hour if the test asked to while the snapshot `name` is half written."""
-    if os.environ.get(HANG_ENV) == name:
-        time.sleep(3600)
+    target, _, once = os.environ.get(HANG_ENV, "").partition("@")
+    if target != name:
+        return
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # another process hung here already
+    time.sleep(3600)
 
 
 def signal_at_frame() -> int:

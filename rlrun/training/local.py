@@ -35,6 +35,9 @@ class LocalExecutor:
         self.handle_signals = handle_signals
         """False: leave signal handling to the caller (outside the main thread it is left anyway)."""
 
+    def prepare(self, home: Path, db_url: str) -> None:
+        """Nothing to check: the sessions run on this machine, beside the home."""
+
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         if len(tasks) == 1:
             stop = StopRequest()
