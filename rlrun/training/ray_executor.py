@@ -66,6 +66,7 @@ class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run 
 class RayExecutor:
     def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
                  handle_signals: bool = True) -> None:  # fmt: skip
+        import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
         self.handle_signals = handle_signals
