@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections import deque
@@ -171,6 +172,7 @@ class Session:
             self._step()
             if before < signal_at <= self.clock.frame:
                 os.kill(os.getpid(), signal.SIGTERM)
+            testhooks.freeze_at_frame(before, self.clock.frame)
             now = time.monotonic()
             self.clock.wall_time = start_wall + now - started
             finished = self.clock.frame >= self.meta.max_frame
@@ -433,6 +435,8 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
         session = Session(task, registry, emit, lease)
         return session.run(stop)  # records its own failures
     except LeaseLost as lost:
+        # Said on stderr (a worker's log on a cluster): this attempt writes nothing anywhere else.
+        sys.stderr.write(f"rlrun: session s{task.index} of run {task.run_id}: {lost}\n")
         frame = session.clock.frame if session is not None else 0
         emit(events.SessionEnded(task.index, SUPERSEDED, frame, None, str(lost)))
         return SUPERSEDED

@@ -244,7 +244,7 @@ CASES = [
          missing=("imageio", "imageio_ffmpeg")),
     case("enjoy", "tiny", "--video", "SCRATCH/v.txt", hint="write a .gif or an .mp4", trained=True),
     # sessions on a Ray cluster (tests/test_ray.py runs a real one)
-    case("train", RC, "--ray", hint="--ray needs Ray, an optional extra that is not installed: pip install 'rlrun[ray]'",
+    case("train", RC, "--ray", hint="--ray needs Ray, an optional extra that is not installed: pip install 'rlrun[ray]",
          missing=("ray",)),
     case("resume", "tiny", "--ray", "127.0.0.1:7000", hint="pip install 'rlrun[ray]'", trained=True,
          missing=("ray",)),

@@ -26,7 +26,7 @@ from conftest import Result, cli_env, fast
 from test_resume import CADENCE, assert_same_run, final_state
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
-from rlrun.testhooks import CRASH_ENV, HANG_ENV, SIGNAL_AT_ENV
+from rlrun.testhooks import CRASH_ENV, FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STALE_ENV
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
 
@@ -235,3 +235,32 @@ def test_a_killed_driver_then_resume_on_the_cluster(cluster: Any, registry_url: 
     assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
         ("train", 0, "crashed"), ("resume", 1000, "finished")]
     assert_same_run(a, final_state(home))
+
+
+def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A frozen worker (SIGSTOP) is alive to Ray but silent in the registry: the driver presumes it
+    lost and starts a retry on another node, which takes the lease. Woken (SIGCONT) while the retry
+    trains, the old attempt finds its lease taken at its next write and stops: no checkpoint, no
+    evaluation, no metrics row, no status of its own; the run ends as the uninterrupted one."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "frozen"
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", wait=False,
+                   env={FREEZE_ENV: f"1500@{flag}", STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
+    stale = int(wait_for(lambda: flag.exists() and flag.read_text(), driver))
+    with Registry.open(home, registry_url, create=False) as registry:
+        session = registry.get_session(registry.resolve("latest").id, 0)
+        taken = wait_for(lambda: registry.silence(session.id)[0] > session.lease, driver)
+        os.kill(stale, signal.SIGCONT)
+    assert taken
+    done = finished(driver)
+    assert done.code == 0, done.stderr
+    run = detail(home, registry_url)
+    assert [(t.kind, t.pid, t.end_status) for t in run.attempts] == [
+        ("train", stale, "crashed"), ("retry", run.attempts[1].pid, "finished")]
+    assert run.attempts[1].start_frame == 1000 and run.attempts[1].node != run.attempts[0].node
+    assert_same_run(a, final_state(home))  # its metrics log, evaluations and snapshots: the retry's alone
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    refused = [p for p in logs.glob("worker-*.err") if f"run {run.run.id}: session" in p.read_text(errors="replace")]
+    assert refused, "the woken attempt never reached a write (it must try one, and be refused)"
+    assert "stops without writing" in refused[0].read_text()

@@ -150,9 +150,10 @@ class Writes(Connected):
 
     def acquire_lease(self, session_id: int) -> int:
         """Take the session's lease for a new attempt: its next fencing token. Every older
-        attempt's fenced writes fail from this commit on (`Connected.fence`)."""
+        attempt's fenced writes fail from this commit on (`Connected.fence`). Taking it is a sign
+        of life: the heartbeat is stamped, so the attempt is not presumed lost while it starts."""
         with self._transaction(write=True) as tx:
-            self._update_session(tx, session_id, "lease = lease + 1", {})
+            self._update_session(tx, session_id, "lease = lease + 1, heartbeat_at = :now", {})
             (lease,) = tx.rows("SELECT lease FROM sessions WHERE id = :id", {"id": session_id})[0]
         return int(lease)
 

@@ -126,7 +126,9 @@ class RayExecutor:
         attempt = ray.remote(run_attempt).options(
             num_cpus=self.cpus, num_gpus=self.gpus, max_retries=MAX_RETRIES, retry_exceptions=[WorkerStopped],
             runtime_env={"env_vars": forwarded_environment()})
-        pending = {attempt.remote(replace(t, lease_base=_lease_of(t)), mailbox): t for t in tasks}
+        handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
+        pending = {attempt.remote(t, mailbox): t for t in handed_out}
+        watch = _Watch(tasks[0])
         stop = StopRequest()
         ended: dict[int, events.SessionEnded] = {}
 
@@ -137,7 +139,7 @@ class RayExecutor:
 
         signals = stop_on_signals(stop, abort) if self.handle_signals else contextlib.nullcontext(stop)
         asked = 0
-        with signals:
+        with signals, watch:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
                 if stop.signal and not asked:
@@ -149,6 +151,12 @@ class RayExecutor:
                     ended[task.index] = _outcome(ray, ref, task)
                     _relay(ray, mailbox, on_event)
                     on_event(ended[task.index])
+                if not asked:
+                    for ref in watch.lost(pending):
+                        # Abandoned, not cancelled: a frozen worker cannot be reached, and when it
+                        # wakes its lease is taken, so it writes nothing (see the module's note).
+                        task = pending.pop(ref)
+                        pending[attempt.remote(task, mailbox)] = task
         with contextlib.suppress(Exception):
             ray.kill(mailbox)
         return Execution([ended[t.index] for t in tasks], stop.signal)
@@ -158,6 +166,42 @@ def forwarded_environment() -> dict[str, str]:
     """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
     local ones; a worker's environment is its node's, not this process's."""
     return {k: v for k, v in os.environ.items() if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB")}
+
+
+class _Watch:
+    """Presumes an attempt lost that Ray cannot see is: its worker alive to Ray (frozen, or on a
+    node cut off from the registry) but silent in the registry for longer than the liveness rule
+    allows (`STALE_AFTER_SECONDS`, by the database's clock; `rlrun ls` says crashed by then too).
+    Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
+
+    def __init__(self, task: SessionTask) -> None:
+        self.registry = Registry.open(Path(task.home), task.db_url)
+        self.checked = 0.0
+        self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
+
+    def __enter__(self) -> _Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.registry.close()
+
+    def lost(self, pending: dict[Any, SessionTask]) -> list[Any]:
+        import time
+
+        from rlrun.registry import STALE_AFTER_SECONDS
+
+        if time.monotonic() - self.checked < 1.0:
+            return []
+        self.checked = time.monotonic()
+        found = []
+        for ref, task in pending.items():
+            lease, silent = self.registry.silence(task.session_id)
+            started = task.lease_base is not None and lease > task.lease_base
+            if started and silent is not None and silent > STALE_AFTER_SECONDS and \
+                    self.presumed.get(task.session_id) != lease:  # fmt: skip
+                self.presumed[task.session_id] = lease
+                found.append(ref)
+        return found
 
 
 def _lease_of(task: SessionTask) -> int:
