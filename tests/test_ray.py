@@ -176,6 +176,7 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url:
     assert other[0].node != lost[0].node, "two sessions, two nodes"
     assert lost[1].lease == lost[0].lease + 1
     assert not hung.parent.exists(), "the torn snapshot was swept away"
+    assert not list(home.glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
     shown = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
@@ -264,3 +265,4 @@ def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: s
     refused = [p for p in logs.glob("worker-*.err") if f"run {run.run.id}: session" in p.read_text(errors="replace")]
     assert refused, "the woken attempt never reached a write (it must try one, and be refused)"
     assert "stops without writing" in refused[0].read_text()
+
