@@ -266,3 +266,27 @@ def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: s
     assert refused, "the woken attempt never reached a write (it must try one, and be refused)"
     assert "stops without writing" in refused[0].read_text()
 
+
+
+def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any, registry_url: str, home: Path) -> None:
+    """A SIGTERM to `rlrun` itself stops every session at its next step with a snapshot, as on one
+    machine: the run is preempted, exit 143, and no session is retried."""
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", "--sessions", "2", "--frames", "1M",
+                   wait=False)
+
+    def both_training() -> bool:
+        with Registry.open(home, registry_url, create=False) as registry:
+            run = registry.get_run(registry.resolve("latest").id) if registry.count_runs() else None
+        return run is not None and {c.session_index for c in run.checkpoints} == {0, 1}
+
+    wait_for(both_training, driver)
+    driver.send_signal(signal.SIGTERM)
+    done = finished(driver)
+    assert done.code == 128 + signal.SIGTERM, done.stderr
+    run = detail(home, registry_url)
+    assert run.run.status == "preempted" and {s.status for s in run.sessions} == {"preempted"}
+    assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted")] * 2
+    for session in run.sessions:
+        newest = max((c for c in run.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
+        # At the stop frame: a "preempt" snapshot, or the scheduled one the stop came right after.
+        assert newest.frame == session.frame and (newest.kind == "preempt" or newest.frame % 1000 == 0)
