@@ -203,6 +203,7 @@ def test_sigterm_to_a_worker_preempts_then_retries(cluster: Any, registry_url: s
     a = straight(tmp_path_factory, "ppo_cartpole")
     done = train(home, registry_url, cluster, "ppo_cartpole", env={SIGNAL_AT_ENV: "1500"})
     assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr and "WorkerStopped" not in done.stderr, done.stderr
     run = detail(home, registry_url)
     assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted"), ("retry", "finished")]
     assert 1500 <= run.attempts[1].start_frame < 1500 + 8, "it continued from the snapshot the signal wrote"
