@@ -268,8 +268,9 @@ class Mailbox:
 
 class _Relay:
     """A session's side of the mailbox: a thread that posts the session's events a few times a
-    second and hands the driver's stop request to the session. The mailbox gone (the driver died)
-    costs only the events: the session trains on and records itself."""
+    second and hands the driver's stop request to the session. A mailbox gone (its driver died;
+    Ray then usually ends the driver's tasks too) costs only the events: whatever still runs
+    records itself in the registry, as always."""
 
     def __init__(self, mailbox: Any, stop: StopRequest) -> None:
         self.mailbox, self.stop = mailbox, stop
