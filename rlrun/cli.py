@@ -57,6 +57,16 @@ Of = Annotated[str | None, typer.Option(
 Name = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs whose name matches this glob (* and ?).")]
 Since = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.")]
+# `--ray` alone is $RLRUN_RAY_ADDRESS, else "auto" (the cluster this machine belongs to, as Ray
+# finds it); `--ray HOST:PORT` names one. Without it nothing imports Ray. Typer has no option with
+# an optional value, so `run` turns a bare `--ray` into `--ray=` first (see `_bare_ray`).
+Ray = Annotated[str | None, typer.Option(
+    "--ray", metavar="[ADDRESS]",
+    help="Run the sessions on a Ray cluster: ADDRESS, else $RLRUN_RAY_ADDRESS, else auto.")]
+Cpus = Annotated[float | None, typer.Option(
+    "--cpus", min=0, metavar="FLOAT", help="With --ray: CPUs per session (default 1).")]
+Gpus = Annotated[float | None, typer.Option(
+    "--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")]
 Sort = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
 
@@ -77,6 +87,17 @@ def _filters(status: str | None = None, algo: str | None = None, env: str | None
     from rlrun.refs import RunFilter
 
     return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
+
+
+def _executor(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
+    """The executor the options ask for: None (the local one) without --ray."""
+    if ray is None:
+        if cpus is not None or gpus is not None:
+            raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
+        return None
+    from rlrun.training.ray_executor import ray_executor
+
+    return ray_executor(ray or None, cpus=cpus, gpus=gpus)
 
 
 def _console() -> Any:
@@ -136,6 +157,9 @@ def train(
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable).")] = None,
+    ray: Ray = None,
+    cpus: Cpus = None,
+    gpus: Gpus = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -153,6 +177,7 @@ def train(
     if seed is not None:
         edits.append(f"meta.seed={seed}")
     loaded = load_spec(spec, edits)
+    executor = _executor(ray, cpus, gpus)
     console = _console()
 
     def announce(run: Any) -> None:
@@ -161,7 +186,7 @@ def train(
                       f"{run.num_sessions} session(s), {run.max_frame:,} frames each", highlight=False, markup=False)
 
     with TrainingDisplay(console) as display:
-        result = train_run(loaded, home=home, name=name, on_event=display, on_start=announce)
+        result = train_run(loaded, home=home, name=name, on_event=display, on_start=announce, executor=executor)
     _conclude(result, console, as_json)
 
 
@@ -195,6 +220,9 @@ def resume(
     env: Env = None,
     of: Of = None,
     since: Since = None,
+    ray: Ray = None,
+    cpus: Cpus = None,
+    gpus: Gpus = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -213,13 +241,14 @@ def resume(
 
     filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
     ref = _parse(reference)
+    executor = _executor(ray, cpus, gpus)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(
             ref, filters, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
             more=None if more is None else parse_size(more, what="--more"), spec=spec_file,
             overrides=list(overrides or ()), fork=fork, on_event=display,
-            on_plan=lambda plan: console.print(resume_plan(plan, _label(reference, filters))),
+            on_plan=lambda plan: console.print(resume_plan(plan, _label(reference, filters))), executor=executor,
         )
     if result.nothing_to_do:
         _nothing_to_do(result, console, as_json)
@@ -852,10 +881,26 @@ def main() -> None:
         raise SystemExit(code)
 
 
+def _bare_ray(argv: list[str]) -> list[str]:
+    """`--ray` takes the next argument as its ADDRESS only when it reads as one (HOST:PORT, a
+    ray:// URL, `auto` or `local`), so `rlrun resume --ray latest` resumes `latest` on the cluster
+    that `auto` finds; otherwise it is `--ray=` (no address given)."""
+    fixed = list(argv)
+    for i, arg in enumerate(fixed):
+        if arg == "--":
+            break
+        if arg == "--ray":
+            following = fixed[i + 1] if i + 1 < len(fixed) else ""
+            if not (":" in following or following in ("auto", "local")):
+                fixed[i] = "--ray="
+    return fixed
+
+
 def run(argv: list[str]) -> int:
     """Run the app on `argv` and return the exit code; the only error handler: domain errors and
     usage errors become one line on stderr and an exit code, never a traceback. In-process
     callers (tests, scripts) get exactly what the command line gets."""
+    argv = _bare_ray(argv)
     try:
         # Not standalone: Typer hands usage errors to us instead of printing them its own way.
         code = app(args=argv, prog_name="rlrun", standalone_mode=False)

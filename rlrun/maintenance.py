@@ -289,6 +289,7 @@ def _session_row(session: dict[str, Any], newest: _Snapshot | None, trained: lis
     """The session's row: as the manifest recorded it, moved on to its newest snapshot when that
     is further along (the manifest is not rewritten on every heartbeat)."""
     row = {"session_index": session["index"], **{k: session.get(k) for k in _SESSION_FIELDS}}
+    row["lease"] = session.get("lease") or 0  # the fencing token goes on from where it was (0: an older manifest)
     if newest is not None and newest.frame > (row["frame"] or 0):
         clock = newest.meta.clock
         row.update(frame=clock.frame, episode=clock.episode, opt_step=clock.opt_step)

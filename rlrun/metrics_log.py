@@ -142,11 +142,13 @@ def _row_line(names: Sequence[str], row: Mapping[str, Any]) -> str:
 
 
 class MetricsLog:
-    """A session's log, open for appending. Rows reach the file on `flush` (each snapshot, each
-    heartbeat) or when the buffer fills."""
+    """A session's log, open for appending. Rows reach the file only on `flush` (each snapshot,
+    each heartbeat), never on their own: a session on a cluster flushes under its lease, so an
+    attempt that lost it adds no row (`discard` drops what it still holds)."""
 
     def __init__(self, file: Path, names: Sequence[str]) -> None:
         self.path, self.columns = file, tuple(names)
+        self._pending: list[str] = []
         self._file = open(file, "a", encoding="utf-8", newline="")  # noqa: SIM115  # closed by close()
 
     @classmethod
@@ -157,17 +159,24 @@ class MetricsLog:
         return cls(file, names)
 
     def append(self, row: Mapping[str, Any]) -> None:
-        self._file.write(_row_line(self.columns, row))
+        self._pending.append(_row_line(self.columns, row))
 
     def flush(self, *, sync: bool = False) -> None:
         """Hand the rows to the OS; with `sync`, also to the disk (before a snapshot is written)."""
+        self._file.write("".join(self._pending))
+        self._pending.clear()
         self._file.flush()
         if sync:
             os.fsync(self._file.fileno())
 
+    def discard(self) -> None:
+        """Close without writing the rows not yet flushed."""
+        self._pending.clear()
+        self._file.close()
+
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
+            self.flush()
             self._file.close()
 
 

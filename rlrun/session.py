@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections import deque
@@ -33,6 +34,7 @@ from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
 from rlrun.envstate import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
 from rlrun.evaluation import evaluate
 from rlrun.registry import Registry
+from rlrun.registry.database import LeaseLost
 from rlrun.spec import validate_spec
 from rlrun.stopping import StopRequest
 
@@ -64,11 +66,23 @@ class SessionTask:
     resume_from: str | None = None
     """Snapshot to continue from, relative to the home (None: start at frame 0)."""
     resume_sha256: str | None = None
+    lease_base: int | None = None
+    """The session's lease token when the task was handed to an executor that may run it more
+    than once (a cluster's): an attempt that takes a later token than the next one knows an
+    earlier attempt ran, and continues from the session's newest snapshot instead (None: the
+    executor runs it once)."""
+    node: str | None = None
+    """The cluster node this attempt runs on, as recorded with the attempt (None: not on a cluster)."""
+
+
+SUPERSEDED = "superseded"
+"""How an attempt that lost the session's lease to a newer one ends: it writes nothing more, and
+the registry keeps the newer attempt's account (not a stored status)."""
 
 
 class Session:
-    def __init__(self, task: SessionTask, registry: Registry, emit: Emit) -> None:
-        self.task, self.registry, self.emit = task, registry, emit
+    def __init__(self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None) -> None:
+        self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
         self.spec = validate_spec(task.spec)
         self.meta = self.spec.meta
         self.home = Path(task.home)
@@ -112,8 +126,9 @@ class Session:
             self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
             start_frame=self.clock.frame, approximate=self.approximate is not None,
             note="; ".join(filter(None, [self.approximate, self.env_restored, self._device_note()])) or None,
+            node=self.task.node, lease=self.lease,
         )
-        status, error = "failed", None
+        status, error, lost = "failed", None, False
         try:
             self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
             self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
@@ -124,10 +139,11 @@ class Session:
             finally:
                 self._close_metrics()
         except BaseException as raised:
-            error = describe(raised)
+            error, lost = describe(raised), isinstance(raised, LeaseLost)
             raise
         finally:
-            self.registry.finish_session(self.task.session_id, status=status, error=error, **self.progress())
+            if not lost:  # a stale attempt leaves the session to the one that took it over
+                self.registry.finish_session(self.task.session_id, status=status, error=error, **self.progress())
         best = self.best.mean if self.best else None
         self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
         return status
@@ -156,6 +172,7 @@ class Session:
             self._step()
             if before < signal_at <= self.clock.frame:
                 os.kill(os.getpid(), signal.SIGTERM)
+            testhooks.freeze_at_frame(before, self.clock.frame)
             now = time.monotonic()
             self.clock.wall_time = start_wall + now - started
             finished = self.clock.frame >= self.meta.max_frame
@@ -170,10 +187,7 @@ class Session:
             if kinds:
                 self._checkpoint(kinds)
             if now - last_beat >= HEARTBEAT_SECONDS:
-                self.registry.heartbeat(self.task.session_id, **self.progress())
-                self.metrics.flush()
-                if self.tensorboard is not None:
-                    self.tensorboard.flush()
+                self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self._flush_logs)
                 last_beat = now
         testhooks.crash_point("session-finishing")
         return "finished"
@@ -202,13 +216,28 @@ class Session:
         parent's up to there."""
         folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
         names = metrics_log.columns(self.agent.METRICS)
-        self.metrics = metrics_log.MetricsLog.create(metrics_log.path(folder), names, self.metrics_kept)
+
+        def create() -> None:
+            self.metrics = metrics_log.MetricsLog.create(metrics_log.path(folder), names, self.metrics_kept)
+
+        self.registry.fenced(create)  # under the lease: a stale attempt never cuts a newer one's log
         self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
 
-    def _close_metrics(self) -> None:
-        self.metrics.close()
+    def _flush_logs(self, sync: bool = False) -> None:
+        """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`)."""
+        self.metrics.flush(sync=sync)
         if self.tensorboard is not None:
-            self.tensorboard.close()
+            self.tensorboard.flush()
+
+    def _close_metrics(self) -> None:
+        try:
+            self.registry.fenced(self.metrics.close)
+        except LeaseLost:
+            self.metrics.discard()
+            raise
+        finally:
+            if self.tensorboard is not None:
+                self.tensorboard.close()
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
@@ -245,16 +274,21 @@ class Session:
         if self.clock.frame == self.last_snapshot_frame:
             return  # a stop right after a scheduled snapshot: that one already holds this state
         kind = "+".join(kinds)
-        self.metrics.flush(sync=True)  # the log always reaches as far as the newest snapshot
-        if self.tensorboard is not None:
-            self.tensorboard.flush()
+        self.registry.fenced(lambda: self._flush_logs(sync=True))  # the log always reaches the newest snapshot
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
-        written = snapshot.write(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
-        self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
-                                     path=str(written.path.relative_to(self.home)), sha256=written.sha256,
-                                     size_bytes=written.size_bytes)
+        prepared = snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
+        try:
+            # The rename happens inside the fenced transaction that records it: a stale attempt
+            # neither puts its folder in place nor records it.
+            self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
+                                         path=str(prepared.destination.relative_to(self.home)),
+                                         sha256=prepared.sha256, size_bytes=prepared.size_bytes,
+                                         publish=prepared.publish)
+        except BaseException:
+            prepared.discard()
+            raise
         self.last_snapshot_frame = self.clock.frame
-        self.emit(events.Checkpointed(self.task.index, self.clock.frame, kind, str(written.path)))
+        self.emit(events.Checkpointed(self.task.index, self.clock.frame, kind, str(prepared.destination)))
         self._retain()
 
     def _retain(self) -> None:
@@ -380,14 +414,32 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def run_session(task: SessionTask, emit: Emit, stop: StopRequest) -> str:
+OnLease = Callable[[Registry, SessionTask, int], SessionTask]
+
+
+def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLease | None = None) -> str:
     """Train one session, recording it in the registry; returns its final status. A failure is
-    recorded on the session (status failed, with the message) and raised as SessionFailed."""
+    recorded on the session (status failed, with the message) and raised as SessionFailed.
+
+    The attempt first takes the session's lease, and every write it makes is fenced by it: once a
+    newer attempt takes the lease, this one writes nothing more and ends SUPERSEDED. `on_lease`
+    (a cluster executor's) may then change the task, given the token: a retried attempt continues
+    from the newest snapshot."""
     registry = Registry.open(Path(task.home), task.db_url)
     session: Session | None = None
     try:
-        session = Session(task, registry, emit)
+        lease = registry.acquire_lease(task.session_id)
+        registry.fence(task.session_id, lease)
+        if on_lease is not None:
+            task = on_lease(registry, task, lease)
+        session = Session(task, registry, emit, lease)
         return session.run(stop)  # records its own failures
+    except LeaseLost as lost:
+        # Said on stderr (a worker's log on a cluster): this attempt writes nothing anywhere else.
+        sys.stderr.write(f"rlrun: session s{task.index} of run {task.run_id}: {lost}\n")
+        frame = session.clock.frame if session is not None else 0
+        emit(events.SessionEnded(task.index, SUPERSEDED, frame, None, str(lost)))
+        return SUPERSEDED
     except Exception as error:
         message = describe(error)
         if session is not None:

@@ -6,11 +6,16 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   `STEP#N` the N-th time. The steps are listed here, once, so a test can walk through all of them
   and a misspelt step is an error, not a test that silently never crashes.
 - `RLRUN_TEST_HANG_IN_SNAPSHOT=NAME` hangs half-way through writing the snapshot NAME, so a test
-  can kill the process mid-write at a moment of its choosing.
+  can kill the process mid-write at a moment of its choosing. `NAME@FILE`: only the first process
+  to get there hangs (it creates FILE, which the test can wait for); a retry passes.
 - `RLRUN_TEST_SIGNAL_AT_FRAME=F` makes a session send itself SIGTERM at the step that reaches
   frame F, so a test can preempt it at an exact (mid-episode) step through the real signal path.
 - `RLRUN_TEST_HEARTBEAT_SECONDS=S` makes sessions heartbeat every S seconds, so a tiny training
   reaches its heartbeat (and a crash point there) in a test's time.
+- `RLRUN_TEST_STALE_AFTER_SECONDS=S` makes a session silent for S seconds count as crashed (and,
+  on a cluster, as lost), so a test need not wait the default half-minute.
+- `RLRUN_TEST_FREEZE_AT_FRAME=F@FILE` makes the first session process to reach frame F write its
+  pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ CRASH_ENV = "RLRUN_TEST_CRASH_AT"
 HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
 SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
 HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
+STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
+FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -68,13 +75,40 @@ def crash_point(step: str) -> None:
 
 def hang_in_snapshot(name: str) -> None:
     """Hang for an hour if the test asked to while the snapshot `name` is half written."""
-    if os.environ.get(HANG_ENV) == name:
-        time.sleep(3600)
+    target, _, once = os.environ.get(HANG_ENV, "").partition("@")
+    if target != name:
+        return
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # another process hung here already
+    time.sleep(3600)
 
 
 def signal_at_frame() -> int:
     """The frame at which a session SIGTERMs itself (-1: never)."""
     return int(os.environ.get(SIGNAL_AT_ENV, "-1"))
+
+
+def stale_after_seconds(default: float) -> float:
+    """How long a silent session is still counted alive: `default`, unless a test asked for another."""
+    return float(os.environ.get(STALE_ENV) or default)
+
+
+def freeze_at_frame(before: int, after: int) -> None:
+    """SIGSTOP this process if a test asked for it at a frame in (before, after], once over all
+    processes (the first to create the file named after the frame)."""
+    frame, _, flag = os.environ.get(FREEZE_ENV, "").partition("@")
+    if not frame or not before < int(frame) <= after:
+        return
+    try:
+        descriptor = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(descriptor, str(os.getpid()).encode())
+    os.close(descriptor)
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def heartbeat_seconds(default: float) -> float:

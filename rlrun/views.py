@@ -199,12 +199,17 @@ def _history(detail: RunDetail, index: int) -> list[float]:
 
 
 def _sessions(detail: RunDetail, colour: bool) -> str:
+    # On a cluster: the node of each session's newest attempt (where it runs, or ran last).
+    nodes = {a.session_index: a.node for a in detail.attempts if a.node}
+    attempts = {s.index: sum(a.session_index == s.index for a in detail.attempts) for s in detail.sessions}
     rows: list[list[Cell | str]] = [
         [f"s{s.index}", str(s.seed), status_cell(s.status), format_size(s.frame), str(s.episode), str(s.opt_step),
-         score(s.best_eval), score(s.last_eval), Cell(sparkline(_history(detail, s.index)), "36")]
+         score(s.best_eval), score(s.last_eval), Cell(sparkline(_history(detail, s.index)), "36"),
+         *([nodes.get(s.index, "-"), str(attempts[s.index])] if nodes else [])]
         for s in detail.sessions
     ]  # fmt: skip
-    headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations")
+    headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations",
+               *(("node", "attempts") if nodes else ()))
     return table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
                  title="sessions", colour=colour, indent="  ")  # fmt: skip
 
@@ -277,13 +282,21 @@ def _exactness(approximate: bool, note: str | None) -> str:
 def _attempts(detail: RunDetail) -> str:
     if not detail.attempts:
         return "attempts: none yet"
+    clustered = any(a.node for a in detail.attempts)
     rows: list[list[Cell | str]] = [
-        [f"s{a.session_index}", a.kind, format_size(a.start_frame), a.host or "-", str(a.pid or "-"),
-         when(a.started_at), a.end_status or "-", _exactness(a.approximate, a.note)]
+        [f"s{a.session_index}", _kind(a.kind), format_size(a.start_frame), a.host or "-",
+         *([a.node or "-"] if clustered else []), str(a.pid or "-"), when(a.started_at), a.end_status or "-",
+         _exactness(a.approximate, a.note)]
         for a in detail.attempts
     ]  # fmt: skip
-    return table(("session", "kind", "from frame", "host", "pid", "started", "ended", "exact"), rows,
-                 title="attempts", indent="  ")
+    headers = ("session", "kind", "from frame", "host", *(("node",) if clustered else ()), "pid", "started", "ended",
+               "exact")
+    return table(headers, rows, title="attempts", indent="  ")
+
+
+def _kind(kind: str) -> str:
+    """An attempt's kind; a retry says it was automatic (the cluster executor's, not a person's)."""
+    return "retry (automatic)" if kind == "retry" else kind
 
 
 # ---------------------------------------------------------------------------------------------

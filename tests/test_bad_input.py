@@ -277,6 +277,13 @@ CASES = [
     case("enjoy", "tiny", "--episodes", "1", "--video", "SCRATCH/v.gif", hint="pip install", trained=True,
          missing=("imageio", "imageio_ffmpeg")),
     case("enjoy", "tiny", "--video", "SCRATCH/v.txt", hint="write a .gif or an .mp4", trained=True),
+    # sessions on a Ray cluster (tests/test_ray.py runs a real one)
+    case("train", RC, "--ray", hint="--ray needs Ray, an optional extra that is not installed: pip install 'rlrun[ray]",
+         missing=("ray",)),
+    case("resume", "tiny", "--ray", "127.0.0.1:7000", hint="pip install 'rlrun[ray]'", trained=True,
+         missing=("ray",)),
+    case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+    case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),
     case("plot", "tiny", "-o", "SCRATCH/p.txt", hint="cannot write a .txt", trained=True),
     # training metrics
     case("plot", "tiny", "--metric", "entropi", "-o", "SCRATCH/p.png", hint="did you mean 'entropy'?", trained=True),

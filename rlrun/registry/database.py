@@ -17,7 +17,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 VERSION_TABLE = "rlrun_alembic_version"
 
 
@@ -119,6 +119,16 @@ class Conflict(RegistryError):
     """A write broke a unique or foreign-key constraint: another writer won a race."""
 
 
+class LeaseLost(RegistryError):
+    """A fenced write found the session's lease taken by a newer attempt (see `Connected.fence`):
+    this attempt is stale and must write nothing more."""
+
+    def __init__(self, session_id: int, held: int, current: int | None) -> None:
+        super().__init__(f"session {session_id}: this attempt's lease {held} was taken over (the session's lease is"
+                         f" now {current}); a newer attempt continues it, this one stops without writing")
+        self.session_id, self.held, self.current = session_id, held, current
+
+
 @contextmanager
 def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
     """A database that cannot be used (not a database, unreachable, locked for too long) is one
@@ -152,6 +162,25 @@ class Connected:
         self._db = database
         self._missing = missing  # opened with create=False where there is no registry yet
         self.upgrade = upgrade  # what opening it did to the schema (a schema.Upgrade), if anything
+        self._fence: tuple[int, int] | None = None  # (session id, lease token) every write must hold
+
+    def fence(self, session_id: int, lease: int) -> None:
+        """From now on every write through this registry first checks, inside its transaction and
+        holding the session's row, that `lease` is still the session's token, else raises
+        LeaseLost and writes nothing. A file written inside such a transaction (`Writes.fenced`)
+        is fenced too: a newer attempt's takeover waits for that row, so it cannot slip between
+        the check and the write."""
+        self._fence = (session_id, lease)
+
+    def _check_fence(self, tx: Transaction) -> None:
+        if self._fence is None:
+            return
+        session_id, held = self._fence
+        lock = "" if tx.dialect == "sqlite" else " FOR UPDATE"  # SQLite's BEGIN IMMEDIATE already holds the lock
+        found = tx.rows(f"SELECT lease FROM sessions WHERE id = :id{lock}", {"id": session_id})
+        current = found[0][0] if found else None
+        if current != held:
+            raise LeaseLost(session_id, held, current)
 
     def close(self) -> None:
         self._db.close()
@@ -163,6 +192,8 @@ class Connected:
             raise RegistryError(f"no registry at {label(self.url)}; it is created by `rlrun train`")
         try:
             with explained(self.url, self._db.unusable_errors), self._db.transaction(write) as tx:
+                if write:
+                    self._check_fence(tx)
                 yield tx
         except self._db.integrity_errors as error:
             raise Conflict(str(error)) from error

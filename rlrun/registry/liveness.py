@@ -24,10 +24,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from rlrun import testhooks
 from rlrun.registry.records import CRASHED, ENDED, RunRecord, SearchRecord, SessionRecord
 
 # Sessions heartbeat every few seconds; one silent for longer than this is reported crashed.
-STALE_AFTER_SECONDS = 30.0
+STALE_AFTER_SECONDS = testhooks.stale_after_seconds(30.0)
 
 # A session's final snapshot: the snapshot kinds are joined with "+" and "final" comes last.
 FINAL_KIND_SQL = "(c.kind = 'final' OR c.kind LIKE '%+final')"

@@ -300,6 +300,18 @@ class Reads(Connected):
             (session, final), run = found[0], run_by_id(tx, run_id)
             return session._replace(status=Liveness(tx.now()).session_of(session, run, final))
 
+    def silence(self, session_id: int) -> tuple[int, float | None]:
+        """The session's lease token, and how long (seconds, by the database's clock) since its
+        running attempt last heartbeat (None when it is not running): a cluster executor presumes
+        an attempt lost when it stays silent past STALE_AFTER_SECONDS (see `liveness`)."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows("SELECT lease, status, heartbeat_at FROM sessions WHERE id = :id", {"id": session_id})
+            now = tx.now()
+        if not found:
+            return 0, None
+        lease, status, beat = found[0]
+        return int(lease), (now - beat if status == "running" and beat is not None else None)
+
     def live_session(self, run_id: str) -> SessionRecord | None:
         """A session of the run whose process is still at work (fresh heartbeat and, on this host,
         a live pid), or None. `rlrun resume` refuses a run that has one."""

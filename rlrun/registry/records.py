@@ -25,7 +25,9 @@ LISTED_RUN_STATUSES = STATUSES
 ENDED = ("finished", "failed", "preempted")
 
 # Attempts: every process that works on a session (the first training, each resume or fork).
-ATTEMPT_KINDS = ("train", "resume", "fork")
+# "retry": started by the cluster executor on its own after an attempt was lost (a node or worker
+# died, or a worker was asked to stop by its node), not by a person.
+ATTEMPT_KINDS = ("train", "resume", "fork", "retry")
 ATTEMPT_END_STATUSES = (*ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
 
 # Searches and their trials (`rlrun search`). A search's "crashed", like a run's, is computed on
@@ -81,6 +83,8 @@ class SessionRecord(NamedTuple):
     started_at: float | None
     finished_at: float | None
     error: str | None
+    lease: int = 0
+    """The session's fencing token: the number of attempts that have taken it over."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -152,6 +156,10 @@ class AttemptRecord(NamedTuple):
     end_status: str | None
     approximate: bool
     note: str | None
+    node: str | None = None
+    """The cluster node it ran on (Ray's node id), None outside a cluster."""
+    lease: int | None = None
+    """The session's lease token it held (None before leases existed)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -269,7 +277,7 @@ RUN_COLUMNS = (
 )  # fmt: skip
 SESSION_COLUMNS = (
     "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",
-    "last_eval", "host", "pid", "heartbeat_at", "started_at", "finished_at", "error",
+    "last_eval", "host", "pid", "heartbeat_at", "started_at", "finished_at", "error", "lease",
 )  # fmt: skip
 RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 SESSION_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
@@ -283,7 +291,7 @@ EVALUATION_SELECT = (
 REVISION_SELECT = "v.id, v.run_id, v.revision, v.frame, v.spec_json, v.diff_json, v.created_at"
 ATTEMPT_SELECT = (
     "a.id, a.run_id, a.session_id, s.session_index, a.kind, a.host, a.pid, a.start_frame, a.started_at,"
-    " a.ended_at, a.end_status, a.approximate, a.note"
+    " a.ended_at, a.end_status, a.approximate, a.note, a.node, a.lease"
 )
 NEWEST_FIRST = "r.created_at DESC, r.id DESC"
 SEARCH_COLUMNS = (

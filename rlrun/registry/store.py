@@ -8,7 +8,7 @@ judged by the same clock (`rlrun.registry.liveness`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlrun import testhooks
@@ -162,15 +162,34 @@ class Writes(Connected):
             )  # fmt: skip
             self._sync_manifest(tx, run_id)
 
-    def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> None:
+    def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int,
+                  publish: Callable[[], None] | None = None) -> None:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
-        snapshot says as much, and the work since would be redone on resume)."""
+        snapshot says as much, and the work since would be redone on resume). `publish` (the
+        session's log flush) runs inside the same transaction, under the lease (see `fenced`)."""
         with self._transaction(write=True) as tx:
             self._update_session(
                 tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
                 {"frame": frame, "episode": episode, "opt_step": opt_step},
             )
+            if publish is not None:
+                publish()
         testhooks.crash_point("heartbeat-recorded")
+
+    def acquire_lease(self, session_id: int) -> int:
+        """Take the session's lease for a new attempt: its next fencing token. Every older
+        attempt's fenced writes fail from this commit on (`Connected.fence`). Taking it is a sign
+        of life: the heartbeat is stamped, so the attempt is not presumed lost while it starts."""
+        with self._transaction(write=True) as tx:
+            self._update_session(tx, session_id, "lease = lease + 1, heartbeat_at = :now", {})
+            (lease,) = tx.rows("SELECT lease FROM sessions WHERE id = :id", {"id": session_id})[0]
+        return int(lease)
+
+    def fenced(self, write: Callable[[], None]) -> None:
+        """Run a file write (a log flush) inside a write transaction, so that under a fence
+        (`Connected.fence`) it happens only while this attempt still holds the session's lease."""
+        with self._transaction(write=True):
+            write()
 
     def finish_session(
         self, session_id: int, *, status: str, frame: int, episode: int, opt_step: int,
@@ -290,12 +309,14 @@ class Writes(Connected):
 
     def add_attempt(
         self, session_id: int, *, kind: str, host: str | None, pid: int | None, start_frame: int,
-        approximate: bool = False, note: str | None = None,
+        approximate: bool = False, note: str | None = None, node: str | None = None, lease: int | None = None,
     ) -> AttemptRecord:  # fmt: skip
         """Record a process starting work on a session at `start_frame`.
 
-        kind: "train" (the first process), "resume", or "fork" (the first process of a forked
-        run). `approximate` with a `note` says why a resume could not be exact.
+        kind: "train" (the first process), "resume", "fork" (the first process of a forked run),
+        or "retry" (started by a cluster executor after an attempt was lost). `approximate` with a
+        `note` says why a resume could not be exact; `node` is the cluster node it runs on and
+        `lease` the session's lease token it holds.
         """
         check_status(kind, ATTEMPT_KINDS, what="attempt kind")
         with self._transaction(write=True) as tx:
@@ -304,6 +325,7 @@ class Writes(Connected):
             values: dict[str, Any] = dict(
                 run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
                 started_at=tx.now(), ended_at=None, end_status=None, approximate=approximate, note=note,
+                node=node, lease=lease,
             )
             row_id = tx.insert(insert_sql("attempts", values), values)
             self._sync_manifest(tx, run_id)
@@ -331,10 +353,15 @@ class Writes(Connected):
             self._sync_manifest(tx, run_id)
 
     def add_checkpoint(
-        self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int
+        self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int,
+        publish: Callable[[], object] | None = None,
     ) -> CheckpointRecord:
+        """Record a complete snapshot. `publish` (the rename that puts its folder in place) runs
+        inside the same transaction, under the lease: a stale attempt neither renames nor records."""
         with self._transaction(write=True) as tx:
             run_id, index = owner(tx, session_id)
+            if publish is not None:
+                publish()
             values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
                                           size_bytes=size_bytes, created_at=tx.now())
             row_id = tx.insert(insert_sql("checkpoints", values), values)

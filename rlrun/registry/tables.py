@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -84,6 +85,9 @@ class SessionRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    # The fencing token: each attempt takes the next one, and a write whose token is no longer the
+    # session's is refused (rlrun.registry.database.LeaseLost).
+    lease: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
 
 
 class CheckpointRow(Base):
@@ -137,6 +141,8 @@ class AttemptRow(Base):
     end_status: Mapped[str | None] = mapped_column(String(16))
     approximate: Mapped[bool] = mapped_column(Boolean, server_default=false())
     note: Mapped[str | None] = mapped_column(Text)  # why a resume was approximate
+    node: Mapped[str | None] = mapped_column(String(64))  # the cluster node it ran on (Ray's node id)
+    lease: Mapped[int | None] = mapped_column(BigInteger)  # the session's lease token it held
 
 
 class SpecRevisionRow(Base):

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Best", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "read", "read_meta", "remove",
+    "Best", "Prepared", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "prepare", "read",
+    "read_meta", "remove",
     "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
 ]  # fmt: skip
 
@@ -65,6 +66,38 @@ class Written:
 
 def write(destination: Path, snapshot: Snapshot) -> Written:
     """Write `snapshot` atomically at `destination` (which must not exist yet)."""
+    prepared = prepare(destination, snapshot)
+    try:
+        return prepared.publish()
+    except BaseException:
+        prepared.discard()
+        raise
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A snapshot written in full to its temporary folder, not yet in place. `publish` renames it
+    into place; a caller that must fence the rename (a session on a cluster, under its lease) runs
+    `publish` inside its fenced registry transaction, and `discard`s it when the fence refuses."""
+
+    temporary: Path
+    destination: Path
+    sha256: str
+    size_bytes: int
+
+    def publish(self) -> Written:
+        os.rename(self.temporary, self.destination)
+        fsync_dir(self.destination.parent)
+        testhooks.crash_point("snapshot-renamed")
+        return Written(self.destination, self.sha256, self.size_bytes)
+
+    def discard(self) -> None:
+        remove(self.temporary)
+
+
+def prepare(destination: Path, snapshot: Snapshot) -> Prepared:
+    """Write every file of `snapshot` into a temporary folder beside `destination` (which must not
+    exist yet), fsync'd; `Prepared.publish` completes it."""
     import torch
 
     if destination.exists():
@@ -86,13 +119,10 @@ def write(destination: Path, snapshot: Snapshot) -> Written:
         for directory in (temporary / ARRAYS, temporary):
             if directory.exists():
                 fsync_dir(directory)
-        os.rename(temporary, destination)
-        fsync_dir(destination.parent)
     except BaseException:
         remove(temporary)
         raise
-    testhooks.crash_point("snapshot-renamed")
-    return Written(destination, hashlib.sha256(manifest).hexdigest(), size_bytes(destination))
+    return Prepared(temporary, destination, hashlib.sha256(manifest).hexdigest(), size_bytes(temporary))
 
 
 def read(path: Path, expected_sha256: str | None = None) -> Snapshot:

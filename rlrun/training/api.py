@@ -84,6 +84,8 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         check_run_name(name)
         _check_name_free(root, url, name)
     check_compatible(spec)
+    runner = _executor(executor, handle_signals)
+    runner.prepare(root, url)
     if handle_signals:
         raise_if_stopped("before the run was recorded; nothing was written")
     with Registry.open(root, url) as registry:
@@ -93,7 +95,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         if on_start is not None:
             on_start(run)
         tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
-        return _launch(registry, root, run, tasks, on_event, _executor(executor, handle_signals))
+        return _launch(registry, root, run, tasks, on_event, runner)
 
 
 def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None) -> RunRecord:
@@ -193,8 +195,8 @@ def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", fi
     edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
     detail = registry.get_run(run.id)
     skipped: list[str] = []
-    starts = [(s, _newest_intact(root, run.id, s, [c for c in detail.checkpoints if c.session_index == s.index],
-                                 skipped))
+    starts = [(s, newest_intact(root, run.id, s, [c for c in detail.checkpoints if c.session_index == s.index],
+                                skipped))
               for s in detail.sessions if parsed.session is None or s.index == parsed.session]
     frame = max((c.frame for _, c in starts if c is not None), default=0)
     changes = check_edit(previous, edited, frame)
@@ -225,7 +227,7 @@ def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: 
     return validate_spec(document)
 
 
-def _newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord],
+def newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord],
                    skipped: list[str]) -> CheckpointRecord | None:
     """The session's newest snapshot that passes the deep check (every file against its manifest,
     the manifest against the registry's sha256), so a damaged one is found before anything is
@@ -265,11 +267,13 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
             on_plan(plan)
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
+    runner = _executor(executor, handle_signals)
+    runner.prepare(root, url)
     if handle_signals:
         raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         run, tasks = _start_fork(registry, root, url, plan) if fork else _reopen(registry, root, url, plan)
-        return _launch(registry, root, run, tasks, on_event, _executor(executor, handle_signals))
+        return _launch(registry, root, run, tasks, on_event, runner)
 
 
 def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainResult:
@@ -285,7 +289,7 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
                                diff_json=diff_json(plan.previous, plan.spec))
     registry.reopen_run(run.id, host=socket.gethostname(), pid=os.getpid(), max_frame=plan.spec.meta.max_frame)
     for session, start in plan.starts:
-        _rewind(registry, root, run.id, session, start)
+        rewind(registry, root, run.id, session, start.path if start else None)
         # Claimed at once, so the run never looks dead (and open to a second resume) while its
         # session processes start up.
         registry.start_session(session.id, host=socket.gethostname(), pid=os.getpid())
@@ -295,12 +299,11 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
     return registry.resolve(run.id), tasks
 
 
-def _rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord,
-            start: CheckpointRecord | None) -> None:
-    """What the session recorded after its snapshot will be trained again: forget it (rows first,
-    then folders), and sweep away snapshots that never finished writing or never reached the
-    registry: the session writes them again."""
-    clock = (snapshot.read_meta(root / start.path).clock if start else Clock()).to_json()
+def rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord, start: str | None) -> None:
+    """What the session recorded after its snapshot `start` (a path in the home; None: frame 0)
+    will be trained again: forget it (rows first, then folders), and sweep away snapshots that
+    never finished writing or never reached the registry: the session writes them again."""
+    clock = (snapshot.read_meta(root / start).clock if start else Clock()).to_json()
     removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
                                       opt_step=clock["opt_step"])
     for checkpoint in removed:

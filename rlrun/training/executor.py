@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from rlrun import events
@@ -30,6 +31,11 @@ class Execution:
 
 
 class Executor(Protocol):
+    def prepare(self, home: Path, db_url: str) -> None:
+        """Check, before anything is written, that this executor can run sessions of this home and
+        registry (a cluster: reachable, and every node sees the home); BadInput if not."""
+        ...
+
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         """Run every task to its end and deliver their events to `on_event` as they come. A session
         that ends without saying how is recorded as failed by the executor."""

@@ -38,6 +38,9 @@ class LocalExecutor:
         """A stop the caller may request for reasons of its own, from its `on_event` (a search pruning
         a trial): the sessions stop at their next step with a snapshot, as after a signal."""
 
+    def prepare(self, home: Path, db_url: str) -> None:
+        """Nothing to check: the sessions run on this machine, beside the home."""
+
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         if len(tasks) == 1:
             stop = self.stop or StopRequest()

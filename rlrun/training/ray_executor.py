@@ -1,0 +1,451 @@
+"""The cluster executor: each session runs as a Ray task (one CPU by default), placed by Ray, and
+survives the loss of its worker or node.
+
+Ray runs a task at least once: when a session's worker process or node dies, Ray runs the task
+again elsewhere. The retried attempt looks up its own durable state (Ray's habit): it takes the
+session's lease (a fencing token in the registry), sees from the token that an earlier attempt ran,
+and continues from the session's newest snapshot that passes the deep check, as `rlrun resume` would
+(`rlrun.training.api.newest_intact` and `rewind`), recorded as an attempt of kind "retry". An older
+attempt that is still alive somewhere (a frozen worker, a partitioned node) finds its lease taken at
+its next write and stops without writing anything (`rlrun.registry.database.LeaseLost`).
+
+A SIGTERM to a session's worker (a spot notice) stops that session at its next step with a
+snapshot, recorded preempted; the task then raises `WorkerStopped`, which Ray retries like a lost
+worker. A SIGINT/SIGTERM to this process (the driver) asks every session to stop the same way, and
+none is retried. Events and the driver's stop request travel through a small actor on the driver's
+node (`Mailbox`); sessions poll it a few times a second, never per step.
+
+Ray is an optional extra, imported only here, only when `--ray` is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlrun import events
+from rlrun.errors import BadInput
+from rlrun.registry import Registry, sqlite_file
+from rlrun.stopping import StopRequest, stop_on_signals
+from rlrun.training.executor import Execution, OnEvent
+
+if TYPE_CHECKING:
+    from rlrun.session import SessionTask
+
+ADDRESS_ENV = "RLRUN_RAY_ADDRESS"
+MAX_RETRIES = 8
+"""How many times Ray runs a session again after losing it (worker or node death, a worker's
+SIGTERM) before the driver records it failed."""
+POLL_SECONDS = 0.25
+"""How often a session passes its events to the driver and hears of a stop request."""
+PROBE_SECONDS = 60.0
+EXTRA = "pip install 'rlrun[ray]'"
+
+
+def import_ray() -> Any:
+    """Ray, or the one line that says how to get it."""
+    try:
+        import ray
+    except ImportError:
+        raise BadInput(f"--ray needs Ray, an optional extra that is not installed: {EXTRA}") from None
+    return ray
+
+
+class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run the task again
+    """A session stopped with a snapshot because its worker was asked to (SIGTERM, a spot notice),
+    not because the driver was: raised so that Ray runs the task again, which resumes it."""
+
+
+class RayExecutor:
+    def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
+                 handle_signals: bool = True) -> None:  # fmt: skip
+        import_ray()  # a missing extra is said at once, before the spec is even loaded
+        self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
+        self.cpus, self.gpus = cpus, gpus
+        self.handle_signals = handle_signals
+        self._connected_here = False
+
+    # -- before anything is written ---------------------------------------------------------------
+
+    def prepare(self, home: Path, db_url: str) -> None:
+        """Connect to the cluster and check that every node that may run a session sees the runs
+        home (and a SQLite registry): BadInput naming the node and the path if one does not."""
+        ray = import_ray()
+        self._connect(ray)
+        try:
+            check_storage(ray, home, db_url, self.cpus, self.gpus)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, ray: Any) -> None:
+        if ray.is_initialized():
+            return
+        _check_reachable(self.address)
+        import logging
+
+        try:
+            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False,
+                     configure_logging=True)  # fmt: skip
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
+                           f" or give its address (--ray HOST:PORT or ${ADDRESS_ENV})") from None
+        self._connected_here = True
+
+    def close(self) -> None:
+        if self._connected_here:
+            import ray
+
+            ray.shutdown()
+            self._connected_here = False
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
+        ray = import_ray()
+        self._connect(ray)
+        try:
+            return self._supervise(ray, list(tasks), on_event)
+        finally:
+            self.close()
+
+    def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()
+        mailbox = ray.remote(num_cpus=0)(Mailbox).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
+        attempt = ray.remote(run_attempt).options(
+            num_cpus=self.cpus, num_gpus=self.gpus, max_retries=MAX_RETRIES, retry_exceptions=[WorkerStopped],
+            runtime_env={"env_vars": forwarded_environment()})
+        handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
+        pending = {attempt.remote(t, mailbox): t for t in handed_out}
+        watch = _Watch(tasks[0])
+        stop = StopRequest()
+        ended: dict[int, events.SessionEnded] = {}
+
+        def abort() -> None:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True, recursive=True)
+
+        signals = stop_on_signals(stop, abort) if self.handle_signals else contextlib.nullcontext(stop)
+        asked = 0
+        with signals, watch:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
+                if stop.signal and not asked:
+                    asked = stop.signal
+                    mailbox.request_stop.remote(asked)
+                _relay(ray, mailbox, on_event)
+                for ref in ready:
+                    task = pending.pop(ref)
+                    ended[task.index] = _outcome(ray, ref, task)
+                    _relay(ray, mailbox, on_event)
+                    on_event(ended[task.index])
+                if not asked:
+                    for ref in watch.lost(pending):
+                        # Abandoned, not cancelled: a frozen worker cannot be reached, and when it
+                        # wakes its lease is taken, so it writes nothing (see the module's note).
+                        task = pending.pop(ref)
+                        pending[attempt.remote(task, mailbox)] = task
+        with contextlib.suppress(Exception):
+            ray.kill(mailbox)
+        return Execution([ended[t.index] for t in tasks], stop.signal)
+
+
+def forwarded_environment() -> dict[str, str]:
+    """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
+    local ones; a worker's environment is its node's, not this process's."""
+    return {k: v for k, v in os.environ.items() if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB")}
+
+
+class _Watch:
+    """Presumes an attempt lost that Ray cannot see is: its worker alive to Ray (frozen, or on a
+    node cut off from the registry) but silent in the registry for longer than the liveness rule
+    allows (`STALE_AFTER_SECONDS`, by the database's clock; `rlrun ls` says crashed by then too).
+    Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
+
+    def __init__(self, task: SessionTask) -> None:
+        self.registry = Registry.open(Path(task.home), task.db_url)
+        self.checked = 0.0
+        self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
+
+    def __enter__(self) -> _Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.registry.close()
+
+    def lost(self, pending: dict[Any, SessionTask]) -> list[Any]:
+        import time
+
+        from rlrun.registry import STALE_AFTER_SECONDS
+
+        if time.monotonic() - self.checked < 1.0:
+            return []
+        self.checked = time.monotonic()
+        found = []
+        for ref, task in pending.items():
+            lease, silent = self.registry.silence(task.session_id)
+            started = task.lease_base is not None and lease > task.lease_base
+            if started and silent is not None and silent > STALE_AFTER_SECONDS and \
+                    self.presumed.get(task.session_id) != lease:  # fmt: skip
+                self.presumed[task.session_id] = lease
+                found.append(ref)
+        return found
+
+
+def _lease_of(task: SessionTask) -> int:
+    with Registry.open(Path(task.home), task.db_url) as registry:
+        return registry.get_session(task.run_id, task.index).lease
+
+
+def _relay(ray: Any, mailbox: Any, on_event: OnEvent) -> None:
+    for event in ray.get(mailbox.take.remote()):
+        on_event(event)
+
+
+def _outcome(ray: Any, ref: Any, task: SessionTask) -> events.SessionEnded:
+    """How a session's task ended. Ray gave up on it (every retry lost, or the task could not be
+    placed): the session is recorded failed, unless it ended on its own before that."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        ended: events.SessionEnded = ray.get(ref)
+        return ended
+    except RayTaskError as error:
+        cause = error.cause if isinstance(getattr(error, "cause", None), BaseException) else error
+        if isinstance(cause, WorkerStopped):
+            return _recorded_end(task, f"stopped on its worker {MAX_RETRIES + 1} times: {cause}")
+        return _recorded_end(task, f"{type(cause).__name__}: {cause}")
+    except RayError as error:
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return _recorded_end(task, f"lost on the cluster after {MAX_RETRIES} retries: {detail}")
+
+
+def _recorded_end(task: SessionTask, message: str) -> events.SessionEnded:
+    with Registry.open(Path(task.home), task.db_url) as registry:
+        session = registry.get_session(task.run_id, task.index)
+        if session.status in ("pending", "running"):
+            registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
+                                    opt_step=session.opt_step, error=message)
+            return events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message)
+        return events.SessionEnded(task.index, session.status, session.frame, session.best_eval, session.error)
+
+
+class Mailbox:
+    """The driver's post box, an actor on the driver's node: sessions leave their events and read
+    the driver's stop request; the driver takes the events and posts the request."""
+
+    def __init__(self) -> None:
+        self.events: list[events.Event] = []
+        self.stop = 0
+
+    def post(self, batch: list[events.Event]) -> int:
+        self.events.extend(batch)
+        return self.stop
+
+    def take(self) -> list[events.Event]:
+        taken, self.events = self.events, []
+        return taken
+
+    def request_stop(self, signum: int) -> None:
+        self.stop = signum
+
+
+# ---------------------------------------------------------------------------------------------
+# On the worker
+
+
+class _Relay:
+    """A session's side of the mailbox: a thread that posts the session's events a few times a
+    second and hands the driver's stop request to the session. A mailbox gone (its driver died;
+    Ray then usually ends the driver's tasks too) costs only the events: whatever still runs
+    records itself in the registry, as always."""
+
+    def __init__(self, mailbox: Any, stop: StopRequest) -> None:
+        self.mailbox, self.stop = mailbox, stop
+        self.stopped_by_driver = False
+        self._events: list[events.Event] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rlrun-relay", daemon=True)
+
+    def emit(self, event: events.Event) -> None:
+        if isinstance(event, events.SessionEnded):
+            return  # the task's result says how it ended, once, after any retry
+        with self._lock:
+            self._events.append(event)
+
+    def __enter__(self) -> _Relay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join()
+        self._post()
+
+    def _loop(self) -> None:
+        while not self._done.wait(POLL_SECONDS):
+            self._post()
+
+    def _post(self) -> None:
+        import ray
+
+        with self._lock:
+            batch, self._events = self._events, []
+        try:
+            signum = ray.get(self.mailbox.post.remote(batch), timeout=10)
+        except Exception:  # the driver is gone or slow: training goes on, its events are dropped
+            return
+        if signum and not self.stop.signal:
+            self.stopped_by_driver = True
+            self.stop.request(signum)
+
+
+def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
+    """One attempt at a session, on a worker. Ray may run it again after losing it; each run takes
+    the session's lease first (`rlrun.session.run_session`)."""
+    import ray
+
+    from rlrun.session import SessionFailed, run_session
+
+    task = replace(task, node=ray.get_runtime_context().get_node_id()[:16])
+    stop = StopRequest()
+    ended: list[events.SessionEnded] = []
+    with _Relay(mailbox, stop) as relay, stop_on_signals(stop):
+        def emit(event: events.Event) -> None:
+            if isinstance(event, events.SessionEnded):
+                ended.append(event)
+            relay.emit(event)
+
+        with contextlib.suppress(SessionFailed):  # recorded, and reported through `emit`
+            run_session(task, emit, stop, on_lease=continue_lost_attempt)
+    if ended and ended[-1].status == "preempted" and not relay.stopped_by_driver:
+        raise WorkerStopped(f"session s{task.index} of run {task.run_id} was stopped on node {task.node}"
+                            f" (signal {stop.signal}) with a snapshot")
+    return ended[-1]
+
+
+def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> SessionTask:
+    """A retried attempt (its lease is not the first one taken since the task was handed out):
+    continue from the session's newest intact snapshot, as `rlrun resume` would, forgetting what
+    the lost attempt recorded after it. Writes under the lease just taken."""
+    if task.lease_base is None or lease <= task.lease_base + 1:
+        return task
+    from rlrun.training.api import newest_intact, rewind
+
+    home = Path(task.home)
+    detail = registry.get_run(task.run_id)
+    session = next(s for s in detail.sessions if s.index == task.index)
+    own = [c for c in detail.checkpoints if c.session_index == task.index]
+    start = newest_intact(home, task.run_id, session, own, [])
+    path, sha256 = (start.path, start.sha256) if start else (task.resume_from, task.resume_sha256)
+    rewind(registry, home, task.run_id, session, path)
+    return replace(task, attempt="retry", resume_from=path, resume_sha256=sha256)
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage every node reaches
+
+
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT that refuses connections is bad input at once (Ray itself keeps trying)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as error:
+        raise BadInput(f"no Ray cluster at --ray {address}: {error.strerror or error}; start one with"
+                       " `ray start --head` or give its address (--ray HOST:PORT)") from None
+
+
+def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float) -> None:
+    """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
+    every node that may run a session look for it: a node that cannot see it is bad input naming
+    the node and the path. The markers are removed either way: nothing is left written."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = uuid.uuid4().hex
+    places = {"runs home": home}
+    db_file = sqlite_file(db_url)
+    if db_file is not None:
+        places["SQLite registry"] = db_file.parent
+    made: list[Path] = []
+    markers: dict[str, str] = {}
+    try:
+        for what, folder in places.items():
+            made += [p for p in (folder, *folder.parents) if not p.exists()]
+            folder.mkdir(parents=True, exist_ok=True)
+            marker = folder / f".rlrun-probe-{token}"
+            marker.write_text(token)
+            markers[what] = str(marker)
+        nodes = [n for n in ray.nodes() if n.get("Alive") and _fits(n.get("Resources", {}), cpus, gpus)]
+        if not nodes:
+            raise BadInput(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a session;"
+                           " add nodes or ask for less (--cpus, --gpus)")
+        probe = ray.remote(find_markers)
+        found = [probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                 .remote(markers, token) for n in nodes]  # fmt: skip
+        try:
+            answers = ray.get(found, timeout=PROBE_SECONDS)
+        except Exception as error:
+            raise BadInput(f"the Ray cluster's nodes did not answer a storage check ({type(error).__name__}: {error});"
+                           " check that rlrun is installed on every node") from None
+        for node, missing in zip(nodes, answers, strict=True):
+            if missing:
+                raise BadInput(_unreachable(node, missing[0], places, db_file is not None))
+    finally:
+        for written in markers.values():
+            Path(written).unlink(missing_ok=True)
+        for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _fits(resources: dict[str, float], cpus: float, gpus: float) -> bool:
+    return resources.get("CPU", 0) >= cpus and resources.get("GPU", 0) >= gpus
+
+
+def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlite: bool) -> str:
+    where = f"node {node.get('NodeManagerAddress', '?')} ({node['NodeID'][:16]})"
+    if what == "SQLite registry":
+        return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
+                " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
+    advice = " and RLRUN_DB on PostgreSQL" if sqlite else ""
+    return (f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
+            f" path (NFS, a cluster file system){advice}")
+
+
+def find_markers(markers: dict[str, str], token: str) -> list[str]:
+    """On a node: which of the marker files (by what they mark) it cannot read back."""
+    missing = []
+    for what, marker in markers.items():
+        try:
+            if Path(marker).read_text() != token:
+                missing.append(what)
+        except OSError:
+            missing.append(what)
+    return missing
+
+
+def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
+                 handle_signals: bool = True) -> RayExecutor:  # fmt: skip
+    """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto")."""
+    return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
+                       handle_signals=handle_signals)
+
+
+__all__ = ["ADDRESS_ENV", "RayExecutor", "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor",
+           "run_attempt"]

@@ -1,0 +1,293 @@
+"""Sessions on a real Ray cluster (`rlrun train/resume --ray`): a head with no CPU and worker nodes of
+one CPU each on 127.0.0.1, one cluster for the whole module, and a real PostgreSQL registry.
+
+Every way a session can lose its worker — its node removed, its worker killed, its worker asked to
+stop (SIGTERM, a spot notice), the driver killed — ends with the session finished, and its final
+snapshot, metrics log and evaluations bit for bit those of the same run trained locally without
+interruption (`test_resume.assert_same_run`). The test hooks (`rlrun.testhooks`) stop each attempt
+at a chosen frame, so no test waits on a clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Result, cli_env, fast
+from test_resume import CADENCE, assert_same_run, final_state
+
+from rlrun.registry import AttemptRecord, Registry, RunDetail
+from rlrun.testhooks import CRASH_ENV, FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STALE_ENV
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
+
+pytest_plugins = ["postgres_server"]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
+
+WORKERS = 3
+FRAMES = "3000"
+ISOLATED = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RLRUN_TENSORBOARD": "0"}
+"""Every node and driver binds to 127.0.0.1 only; TensorBoard mirrors cost start-up time here."""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """One real multi-node cluster for the module: a head that runs no session, and worker nodes
+    of one CPU each. A test that removes a node adds a fresh one back."""
+    os.environ.update(ISOLATED)
+    from ray.cluster_utils import Cluster
+
+    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        for _ in range(WORKERS):
+            made.add_node(num_cpus=1)
+        made.wait_for_nodes()
+        yield made
+    finally:
+        made.shutdown()
+
+
+@pytest.fixture
+def registry_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The sessions record into PostgreSQL, as on a real cluster; `final_state` reads it too."""
+    monkeypatch.setenv("RLRUN_DB", postgres_url)
+    return postgres_url
+
+
+_straight: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def straight(tmp_path_factory: pytest.TempPathFactory, spec: str, *args: str) -> dict[str, Any]:
+    """The uninterrupted run, trained locally (SQLite registry), once per module for each spec."""
+    key = (spec, *args)
+    if key not in _straight:
+        home = tmp_path_factory.mktemp("straight")
+        env = {k: v for k, v in cli_env(home).items() if k != "RLRUN_DB"}
+        done = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES,
+                               *args], env={**env, **ISOLATED}, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        saved = os.environ.pop("RLRUN_DB", None)
+        try:
+            _straight[key] = final_state(home)
+        finally:
+            if saved is not None:
+                os.environ["RLRUN_DB"] = saved
+    return _straight[key]
+
+
+def command(home: Path, url: str, *args: str, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    return [sys.executable, "-m", "rlrun", *args], {**cli_env(home), "RLRUN_DB": url, **ISOLATED, **(env or {})}
+
+
+def train(home: Path, url: str, cluster: Any, spec: str, *args: str, env: dict[str, str] | None = None,
+          wait: bool = True) -> Any:  # fmt: skip
+    argv, environment = command(home, url, "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES, *args,
+                                "--ray", cluster.address, env=env)
+    process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    if not wait:
+        return process
+    return finished(process)
+
+
+def finished(process: subprocess.Popen[str], timeout: float = 240) -> Result:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return Result(process.returncode, stdout, stderr)
+
+
+def detail(home: Path, url: str) -> RunDetail:
+    with Registry.open(home, url, create=False) as registry:
+        return registry.get_run(registry.resolve("latest").id)
+
+
+def attempts_of(run: RunDetail, index: int) -> list[AttemptRecord]:
+    return [a for a in run.attempts if a.session_index == index]
+
+
+def wait_for(condition: Callable[[], Any], process: subprocess.Popen[str] | None = None, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the driver ended first ({process.returncode}): {process.stderr.read()[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def hanging_snapshot(home: Path, frame: int) -> Callable[[], list[Path]]:
+    """A session hung half-way through writing its snapshot at `frame` (HANG_ENV)."""
+    return lambda: list(home.glob(f"*/s*/checkpoints/.f{frame:012d}.tmp-*/state.pt"))
+
+
+def node_of(cluster: Any, node_id: str) -> Any:
+    return next(n for n in cluster.list_all_nodes() if n.node_id.startswith(node_id))
+
+
+@contextlib.contextmanager
+def losing_a_node(cluster: Any) -> Iterator[None]:
+    """The module's cluster keeps its size: a node removed inside is replaced after."""
+    before = len(cluster.list_all_nodes())
+    try:
+        yield
+    finally:
+        while len(cluster.list_all_nodes()) < before:
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two sessions spread over the nodes; the node of the one hung mid-snapshot is removed
+    (ungracefully): Ray runs it again on another node, where it continues from its newest complete
+    snapshot (PPO, mid-rollout) and ends as the uninterrupted run does."""
+    a = straight(tmp_path_factory, "ppo_cartpole", "--sessions", "2")
+    flag = tmp_path / "hung"
+    with losing_a_node(cluster):
+        driver = train(home, registry_url, cluster, "ppo_cartpole", "--sessions", "2", wait=False,
+                       env={HANG_ENV: f"f000000002000@{flag}"})
+        hung = wait_for(hanging_snapshot(home, 2000), driver)[0]
+        index = int(hung.parent.parent.parent.name.removeprefix("s"))
+        first = attempts_of(detail(home, registry_url), index)[-1]
+        assert first.node, "the attempt records its node"
+        cluster.remove_node(node_of(cluster, first.node), allow_graceful=False)
+        done = finished(driver)
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    run = detail(home, registry_url)
+    lost, other = attempts_of(run, index), attempts_of(run, 1 - index)
+    assert [(t.kind, t.end_status) for t in lost] == [("train", "crashed"), ("retry", "finished")]
+    assert lost[1].start_frame == 1000 and not lost[1].approximate
+    assert lost[1].node != lost[0].node, "the retry ran on another node"
+    assert [(t.kind, t.end_status) for t in other] == [("train", "finished")]
+    assert other[0].node != lost[0].node, "two sessions, two nodes"
+    assert lost[1].lease == lost[0].lease + 1
+    assert not hung.parent.exists(), "the torn snapshot was swept away"
+    assert not list(home.glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
+    assert_same_run(a, final_state(home))
+    argv, environment = command(home, registry_url, "show", "latest")
+    shown = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+    assert "retry (automatic)" in shown.stderr and lost[1].node in shown.stderr
+
+
+def test_a_killed_worker_dqn_replay_memory(cluster: Any, registry_url: str, home: Path,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """kill -9 of the worker (it kills itself right after recording its second snapshot): the
+    retry continues from that snapshot with the replay memory it holds."""
+    a = straight(tmp_path_factory, "dqn_cartpole")
+    done = train(home, registry_url, cluster, "dqn_cartpole", env={CRASH_ENV: "checkpoint-recorded#2"})
+    assert done.code == 0, done.stderr
+    run = detail(home, registry_url)
+    assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
+        ("train", 0, "crashed"), ("retry", 2000, "finished")]
+    assert_same_run(a, final_state(home))
+
+
+def test_sigterm_to_a_worker_preempts_then_retries(cluster: Any, registry_url: str, home: Path,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A spot notice: SIGTERM to the session's worker writes a snapshot, ends the attempt
+    preempted, and its retry resumes it exactly; the run ends finished (exit 0)."""
+    a = straight(tmp_path_factory, "ppo_cartpole")
+    done = train(home, registry_url, cluster, "ppo_cartpole", env={SIGNAL_AT_ENV: "1500"})
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr and "WorkerStopped" not in done.stderr, done.stderr
+    run = detail(home, registry_url)
+    assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted"), ("retry", "finished")]
+    assert 1500 <= run.attempts[1].start_frame < 1500 + 8, "it continued from the snapshot the signal wrote"
+    assert_same_run(a, final_state(home))
+
+
+def test_a_killed_driver_then_resume_on_the_cluster(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    """kill -9 of the driver: its sessions end with it (Ray ends a dead driver's tasks), `rlrun ls`
+    says crashed, and `rlrun resume --ray` continues from the newest snapshot: nothing lost, and
+    the frames after it trained once in the final account."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "hung"
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", wait=False,
+                   env={HANG_ENV: f"f000000002000@{flag}"})
+    wait_for(hanging_snapshot(home, 2000), driver)
+    os.kill(driver.pid, signal.SIGKILL)
+    finished(driver)
+    argv, environment = command(home, registry_url, "ls", "--json")
+
+    def listed_status() -> str | None:
+        status = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        found = status.stdout and json.loads(status.stdout)[0]["status"]
+        return found if found == "crashed" else None
+
+    assert wait_for(listed_status, timeout=60) == "crashed"
+    argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address)
+    resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    run = detail(home, registry_url)
+    assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
+        ("train", 0, "crashed"), ("resume", 1000, "finished")]
+    assert_same_run(a, final_state(home))
+
+
+def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A frozen worker (SIGSTOP) is alive to Ray but silent in the registry: the driver presumes it
+    lost and starts a retry on another node, which takes the lease. Woken (SIGCONT) while the retry
+    trains, the old attempt finds its lease taken at its next write and stops: no checkpoint, no
+    evaluation, no metrics row, no status of its own; the run ends as the uninterrupted one."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "frozen"
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", wait=False,
+                   env={FREEZE_ENV: f"1500@{flag}", STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
+    stale = int(wait_for(lambda: flag.exists() and flag.read_text(), driver))
+    with Registry.open(home, registry_url, create=False) as registry:
+        session = registry.get_session(registry.resolve("latest").id, 0)
+        taken = wait_for(lambda: registry.silence(session.id)[0] > session.lease, driver)
+        os.kill(stale, signal.SIGCONT)
+    assert taken
+    done = finished(driver)
+    assert done.code == 0, done.stderr
+    run = detail(home, registry_url)
+    assert [(t.kind, t.pid, t.end_status) for t in run.attempts] == [
+        ("train", stale, "crashed"), ("retry", run.attempts[1].pid, "finished")]
+    assert run.attempts[1].start_frame == 1000 and run.attempts[1].node != run.attempts[0].node
+    assert_same_run(a, final_state(home))  # its metrics log, evaluations and snapshots: the retry's alone
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    refused = [p for p in logs.glob("worker-*.err") if f"run {run.run.id}: session" in p.read_text(errors="replace")]
+    assert refused, "the woken attempt never reached a write (it must try one, and be refused)"
+    assert "stops without writing" in refused[0].read_text()
+
+
+
+def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any, registry_url: str, home: Path) -> None:
+    """A SIGTERM to `rlrun` itself stops every session at its next step with a snapshot, as on one
+    machine: the run is preempted, exit 143, and no session is retried."""
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", "--sessions", "2", "--frames", "1M",
+                   wait=False)
+
+    def both_training() -> bool:
+        with Registry.open(home, registry_url, create=False) as registry:
+            run = registry.get_run(registry.resolve("latest").id) if registry.count_runs() else None
+        return run is not None and {c.session_index for c in run.checkpoints} == {0, 1}
+
+    wait_for(both_training, driver)
+    driver.send_signal(signal.SIGTERM)
+    done = finished(driver)
+    assert done.code == 128 + signal.SIGTERM, done.stderr
+    run = detail(home, registry_url)
+    assert run.run.status == "preempted" and {s.status for s in run.sessions} == {"preempted"}
+    assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted")] * 2
+    for session in run.sessions:
+        newest = max((c for c in run.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
+        # At the stop frame: a "preempt" snapshot, or the scheduled one the stop came right after.
+        assert newest.frame == session.frame and (newest.kind == "preempt" or newest.frame % 1000 == 0)
