@@ -38,5 +38,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def folder_size(path: Path) -> int:
-    """Bytes in the files under `path` (0 when it does not exist)."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+    """Bytes in the files under `path` (0 when it does not exist), a file with several names
+    there (hard links: snapshots sharing a segment) counted once."""
+    if not path.exists():
+        return 0
+    files = {(s.st_dev, s.st_ino): s.st_size for p in path.rglob("*") if p.is_file() and (s := p.stat())}
+    return sum(files.values())

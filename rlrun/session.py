@@ -99,8 +99,12 @@ class Session:
         """Why this process could not continue exactly (None when it did)."""
         self.env_restored: str | None = None
         """How a resume put the env back ("env: captured", "env: replayed 143 steps")."""
+        self.previous_snapshot: Path | None = None
+        """The snapshot this process's state descends from (resumed from, then each one written):
+        the next snapshot shares its replay memory's segments instead of writing them again."""
         if task.resume_from is not None:
-            self._restore(snapshot.read(self.home / task.resume_from, task.resume_sha256))
+            self.previous_snapshot = self.home / task.resume_from
+            self._restore(snapshot.read(self.previous_snapshot, task.resume_sha256))
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -249,7 +253,9 @@ class Session:
         if self.tensorboard is not None:
             self.tensorboard.flush()
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
-        written = snapshot.write(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
+        written = snapshot.write(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind),
+                                 previous=self.previous_snapshot)
+        self.previous_snapshot = written.path
         self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
                                      path=str(written.path.relative_to(self.home)), sha256=written.sha256,
                                      size_bytes=written.size_bytes)
@@ -306,14 +312,14 @@ class Session:
             gpu=self.where.gpu,
         )
         agent_state = self.agent.state_dict()
-        arrays = agent_state.pop("arrays", {})  # large buffers: .npy files, written without a copy
+        logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
         tensors = {"agent": agent_state, "torch_rng": torch.get_rng_state()}
-        return snapshot.Snapshot(meta=meta, tensors=tensors, arrays=arrays)
+        return snapshot.Snapshot(meta=meta, tensors=tensors, logs=logs)
 
     def _restore(self, saved: snapshot.Snapshot) -> None:
         """Continue from a snapshot: state first, every random generator last."""
         meta = saved.meta
-        self.agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays})
+        self.agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays, "logs": saved.logs})
         memory = getattr(self.spec.agent, "memory", None)
         if memory is not None and not memory.snapshot:
             self.approximate = "replay memory not in the snapshot (memory.snapshot is false); it refills"
