@@ -146,3 +146,20 @@ def test_gc_and_rm_leave_no_segment_behind(five_snapshots: Path, home: Path) -> 
 
 def _link(source: str, destination: str) -> None:
     Path(destination).hardlink_to(source)
+
+
+def test_a_run_with_format_1_snapshots_imports_and_resumes(home: Path, tmp_path: Path) -> None:
+    """A run folder written before format 2 (tests/fixtures/format1-run: DQN, 2 copies, a memory
+    of 1000 that wrapped) is imported, verified and continued; its next snapshot is format 2."""
+    fixture = Path(__file__).resolve().parent / "fixtures" / "format1-run" / "bngd4n8pag"
+    folder = tmp_path / fixture.name
+    shutil.copytree(fixture, folder)
+    imported = rlrun(home, "import", str(folder))
+    assert imported.code == 0, imported.stderr
+    resumed = resume_ok(home, "latest", "--frames", "2400")
+    assert "from snapshot at frame 1,600" in resumed.stderr
+    newest = checkpoints(home)[-1]
+    assert newest.frame == 2400
+    manifest = layout.verify(home / newest.path, newest.sha256, deep=True)
+    assert manifest["format"] == layout.FORMAT_VERSION and set(manifest["logs"]) == {"rows", "frames"}
+    assert manifest["logs"]["rows"]["end"] == 1000 + 800, "the 1000 rows read from format 1, then 800 more"
