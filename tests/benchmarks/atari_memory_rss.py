@@ -11,7 +11,9 @@ frames drawn from a pool of random frames. rlrun is filled to its capacity. SB3'
 28 GB (optimized) and 56 GB (not) at 1M, more than a 24 GiB machine has: they are filled with
 --sb3-fill transitions, measured, and their RSS at full capacity is extrapolated per transition
 (both grow linearly: preallocated arrays whose pages become resident as they are written). rlrun
-is measured at --sb3-fill too, so one row compares like with like.
+is measured at --sb3-fill too, so one row compares like with like. Where the kernel refuses even
+to map a full-capacity SB3 buffer (more than RAM: 26 GiB, 53 GiB at 1M), it is built with
+--sb3-fill capacity instead, and the report says so.
 """
 
 from __future__ import annotations
@@ -75,8 +77,14 @@ def sb3_worker(capacity: int, fill: int, optimize: bool) -> dict[str, Any]:
     from stable_baselines3.common.buffers import ReplayBuffer
 
     before = rss()
-    buffer = ReplayBuffer(capacity, spaces.Box(0, 255, SHAPE, np.uint8), spaces.Discrete(6), device="cpu",
-                          optimize_memory_usage=optimize, handle_timeout_termination=False)
+    refused = None
+    try:
+        buffer = ReplayBuffer(capacity, spaces.Box(0, 255, SHAPE, np.uint8), spaces.Discrete(6), device="cpu",
+                              optimize_memory_usage=optimize, handle_timeout_termination=False)
+    except MemoryError as error:  # more than the machine has: the kernel refuses to even map it
+        refused = str(error)
+        buffer = ReplayBuffer(fill, spaces.Box(0, 255, SHAPE, np.uint8), spaces.Discrete(6), device="cpu",
+                              optimize_memory_usage=optimize, handle_timeout_termination=False)
     episodes, started = Episodes(), time.perf_counter()
     for _ in range(fill):
         obs, following, ended = episodes.next()
@@ -84,8 +92,8 @@ def sb3_worker(capacity: int, fill: int, optimize: bool) -> dict[str, Any]:
     arrays = [buffer.observations, buffer.actions, buffer.rewards, buffer.dones]
     if getattr(buffer, "next_observations", None) is not None:
         arrays.append(buffer.next_observations)
-    return {"rss": rss() - before, "filled": fill, "capacity": capacity, "seconds": time.perf_counter() - started,
-            "allocated": sum(a.nbytes for a in arrays)}
+    return {"rss": rss() - before, "filled": fill, "capacity": buffer.buffer_size, "seconds":
+            time.perf_counter() - started, "allocated": sum(a.nbytes for a in arrays), "refused": refused}
 
 
 def run(python: str, *args: str) -> dict[str, Any]:
@@ -125,6 +133,9 @@ def main() -> None:
         print(f"  {name:14s} filled {fill:>9,}: RSS {r['rss'] / 1e9:6.2f} GB; at {args.capacity:,}:"
               f" {full / 1e9:6.2f} GB ({how}); arrays allocated {r['allocated'] / 1e9:6.2f} GB;"
               f" {fill / r['seconds']:,.0f} adds/s")
+        if r.get("refused"):
+            print(f"  {'':14s} (a buffer of {args.capacity:,} could not be allocated here: {r['refused']};"
+                  f" built with {r['capacity']:,})")
         results.append({"name": name, **r, "at_capacity": full})
     print(json.dumps(results))
 
