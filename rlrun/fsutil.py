@@ -44,3 +44,16 @@ def folder_size(path: Path) -> int:
         return 0
     files = {(s.st_dev, s.st_ino): s.st_size for p in path.rglob("*") if p.is_file() and (s := p.stat())}
     return sum(files.values())
+
+
+def bytes_freed_by_removing(paths: list[Path]) -> int:
+    """Bytes deleting these folders would free: a file with several names (hard links) only when
+    every one of them is among these folders."""
+    seen: dict[tuple[int, int], list[int]] = {}
+    for path in paths:
+        for file in path.rglob("*") if path.is_dir() else ():
+            if file.is_file():
+                status = file.stat()
+                entry = seen.setdefault((status.st_dev, status.st_ino), [status.st_size, status.st_nlink, 0])
+                entry[2] += 1
+    return sum(size for size, links, names in seen.values() if names >= links)

@@ -136,6 +136,7 @@ def test_gc_and_rm_leave_no_segment_behind(five_snapshots: Path, home: Path) -> 
     assert collected.code == 0, collected.stderr
     report = collected.json()
     assert len(report["temporaries"]) == 1 and len(report["orphans"]) == 1
+    assert report["freed_bytes"] == 0, "each of their files is also a kept snapshot's: deleting them frees nothing"
     assert_no_orphan_segments(home)
     assert_snapshots_sound(home)
     removed = rlrun(home, "rm", run_id, "--yes")

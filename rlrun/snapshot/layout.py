@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.errors import BadInput
-from rlrun.fsutil import folder_size
+from rlrun.fsutil import bytes_freed_by_removing, folder_size
 from rlrun.snapshot.meta import SnapshotMeta
 
 FORMAT_VERSION = 2
@@ -135,11 +135,10 @@ def size_bytes(path: Path) -> int:
     return folder_size(path)
 
 
-def unshared_bytes(path: Path) -> int:
-    """Bytes that deleting this snapshot alone would free: its files no other snapshot links."""
-    if not path.is_dir():
-        return 0
-    return sum(s.st_size for p in path.rglob("*") if p.is_file() and (s := p.stat()).st_nlink == 1)
+def freed_bytes(paths: list[Path]) -> int:
+    """Bytes that deleting these snapshots would free: segments that snapshots not among them
+    still name stay."""
+    return bytes_freed_by_removing(paths)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,6 +104,19 @@ class StoredLog:
             del mapped  # unmapped before the next one: one segment's pages at a time
 
 
+def load(stored: StoredLog) -> Log:
+    """A stored log read into a new ring of its capacity (to write the snapshot anew elsewhere)."""
+    import numpy as np
+
+    if not stored.segments:
+        return Log(np.zeros(stored.capacity, np.uint8), stored.end)
+    first = np.load(stored.segments[0].path, mmap_mode="r", allow_pickle=False)
+    ring = np.zeros((stored.capacity, *first.shape[1:]), dtype=first.dtype)
+    del first
+    stored.fill(ring)
+    return Log(ring, stored.end)
+
+
 def stored_logs(folder: Path, manifest: dict[str, Any]) -> dict[str, StoredLog]:
     """The logs a (verified) manifest lists, their segments in order; SnapshotError when they do
     not cover their window."""
