@@ -26,7 +26,8 @@ resumed from, then each one it wrote. A session resumed from an older snapshot (
 never links a segment written after it.
 
 Reading maps one segment at a time (`StoredLog.fill`) and copies the window's items into the
-ring, so restoring costs the ring plus one segment of memory, never a second copy of the data.
+ring chunk by chunk, dropping each copied chunk from the mapping, so restoring costs the ring plus
+one chunk of resident memory, never a second copy of the data.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,14 +96,54 @@ class StoredLog:
             raise SnapshotError(f"a log of capacity {self.capacity} cannot be restored into a ring of {len(ring)}")
         start = max(0, self.end - self.capacity)
         for segment in self.segments:
-            mapped = np.load(segment.path, mmap_mode="r", allow_pickle=False)
-            if mapped.dtype != ring.dtype or mapped.shape[1:] != ring.shape[1:] or \
-                    len(mapped) != segment.end - segment.start:  # fmt: skip
-                raise SnapshotError(f"{segment.path} does not hold the items its name says; use another checkpoint")
-            for first, last in _ring_pieces(max(segment.start, start), segment.end, len(ring)):
-                slot = first % len(ring)
-                ring[slot : slot + last - first] = mapped[first - segment.start : last - segment.start]
-            del mapped  # unmapped before the next one: one segment's pages at a time
+            with _mapped(segment.path) as (items, release):
+                if items.dtype != ring.dtype or items.shape[1:] != ring.shape[1:] or \
+                        len(items) != segment.end - segment.start:  # fmt: skip
+                    raise SnapshotError(f"{segment.path} does not hold the items its name says; use another"
+                                        " checkpoint")
+                step = max(1, _CHUNK // max(1, ring.itemsize * int(np.prod(ring.shape[1:]))))
+                for first, last in _ring_pieces(max(segment.start, start), segment.end, len(ring)):
+                    for piece in range(first, last, step):
+                        end = min(last, piece + step)
+                        slot = piece % len(ring)
+                        ring[slot : slot + end - piece] = items[piece - segment.start : end - segment.start]
+                        release(piece - segment.start, end - segment.start)
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[tuple[np.ndarray, Callable[[int, int], None]]]:
+    """A .npy file's array, memory-mapped read-only, and a function that drops items [a, b) from
+    this process's mapping once copied (the file's pages stay in the page cache, but no longer
+    count in the process's resident memory: a restore holds one chunk of a segment, not a copy)."""
+    import mmap
+
+    import numpy as np
+
+    with open(path, "rb") as file:
+        version = np.lib.format.read_magic(file)
+        if version != (1, 0):
+            raise SnapshotError(f"{path} is not a segment this rlrun wrote; use another checkpoint")
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(file)
+        offset = file.tell()
+        if fortran or dtype.hasobject:
+            raise SnapshotError(f"{path} is not a segment this rlrun wrote; use another checkpoint")
+        size = os.fstat(file.fileno()).st_size
+        if size == offset:  # an empty segment: nothing to map
+            yield np.empty(shape, dtype), lambda first, last: None
+            return
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    item = dtype.itemsize * int(np.prod(shape[1:]))
+
+    def release(first: int, last: int) -> None:
+        begin = (offset + first * item) // mmap.PAGESIZE * mmap.PAGESIZE
+        mapping.madvise(mmap.MADV_DONTNEED, begin, offset + last * item - begin)
+
+    items = np.ndarray(shape, dtype, buffer=mapping, offset=offset)
+    try:
+        yield items, release
+    finally:
+        del items
+        mapping.close()
 
 
 def load(stored: StoredLog) -> Log:

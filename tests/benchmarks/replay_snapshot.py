@@ -7,6 +7,8 @@ Stable-Baselines3's `save_replay_buffer` and pickle, in one run on one disk.
 Each measurement runs in a fresh process, so its resident memory (RSS) is its own:
 
 - dd: `dd if=/dev/zero of=FILE bs=64M count=N conv=fdatasync`, GIB bytes: the disk's write speed;
+- raw: one `write()` of GIB non-zero bytes, then fsync (a virtual disk may store zeros faster than
+  data: this is the ceiling for a memory's bytes);
 - rlrun: an Atari-shaped memory (84x84 uint8 frames, stack 4) whose frame ring is GIB bytes, full
   of non-zero data, written as a snapshot (`rlrun.snapshot.write`: segments fsync'd, sha256
   computed while writing); then `--new` of its rows replaced by new ones and a second snapshot
@@ -146,10 +148,16 @@ def rlrun_worker(folder: Path, gib: float, new: float) -> dict[str, Any]:
     started = time.perf_counter()
     snapshot.verify(second.path, second.sha256, deep=True)
     verify_seconds = time.perf_counter() - started
+    with peak_rss() as restore_rss:  # what a resume does after its deep check: read (verifies again), map, copy
+        started = time.perf_counter()
+        saved = snapshot.read(second.path, second.sha256)
+        memory.load_state_dict({"memory": saved.tensors["memory"], "logs": saved.logs})
+        restore_seconds = time.perf_counter() - started
     return {"bytes": nbytes, "transitions": capacity, "seconds": first_seconds, "extra_rss": first_rss["extra"],
             "rss_before": first_rss["before"], "second_seconds": second_seconds,
             "second_extra_rss": second_rss["extra"], "second_written_bytes": written_bytes,
-            "second_linked_files": linked, "verify_seconds": verify_seconds}
+            "second_linked_files": linked, "verify_seconds": verify_seconds, "restore_seconds": restore_seconds,
+            "restore_extra_rss": restore_rss["extra"]}
 
 
 def _meta() -> Any:
@@ -157,6 +165,14 @@ def _meta() -> Any:
 
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "snapshot-meta" / "captured-mid-episode.json"
     return SnapshotMeta.from_json(json.loads(fixture.read_text()))
+
+
+def raw_worker(folder: Path, gib: float) -> dict[str, Any]:
+    """The ceiling for non-zero bytes on this disk: one write() of the array, then fsync."""
+    frames = np.empty((int(gib * (1 << 30) / (FRAME[0] * FRAME[1])), *FRAME), np.uint8)
+    fill(frames, 4)
+    seconds = timed(lambda: synced_dump(folder / "raw.bin", lambda f: f.write(frames.data)))
+    return {"bytes": frames.nbytes, "seconds": seconds}
 
 
 def pickle_worker(folder: Path, gib: float) -> dict[str, Any]:
@@ -189,7 +205,7 @@ def sb3_worker(folder: Path, gib: float) -> dict[str, Any]:
             "rss_before": used["before"], "version": stable_baselines3.__version__}
 
 
-WORKERS = {"rlrun": rlrun_worker, "pickle": pickle_worker, "sb3": sb3_worker}
+WORKERS = {"raw": raw_worker, "rlrun": rlrun_worker, "pickle": pickle_worker, "sb3": sb3_worker}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,7 +251,7 @@ def main() -> None:
         raise SystemExit(f"{args.folder}: {free / 2**30:.1f} GiB free, {args.gib * 1.5:.1f} needed")
     runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(dir=args.folder, prefix=".replay-bench-") as scratch:
-        order = [("dd", None), ("rlrun", sys.executable), ("pickle", sys.executable)]
+        order = [("dd", None), ("raw", sys.executable), ("rlrun", sys.executable), ("pickle", sys.executable)]
         if Path(args.peer_python).exists():
             order.append(("sb3", args.peer_python))
         for _ in range(args.repeat):  # interleaved, so a busy moment of the shared disk hits all alike
@@ -258,6 +274,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
 
     print(f"replay snapshot, {args.gib} GiB memories, {args.folder}, median of {args.repeat}")
     print(f"  dd conv=fdatasync   {speed(results['dd'])}")
+    print(f"  write+fsync random  {speed(results['raw'])}   (one write() of non-zero bytes: this disk's ceiling)")
     r = results["rlrun"]
     print(f"  rlrun snapshot      {speed(r)}   extra RSS {r['extra_rss'] / 2**20:6.0f} MiB"
           f" ({r['extra_rss'] / r['rss_before']:.1%} of {r['rss_before'] / 2**30:.2f} GiB)")
@@ -267,6 +284,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
           f" MiB ({fraction:.1%}), linked {r['second_linked_files']} segments, extra RSS"
           f" {r['second_extra_rss'] / 2**20:.0f} MiB")
     print(f"  rlrun deep verify   {r['verify_seconds']:6.2f} s (sha256 of every file, before a resume)")
+    print(f"  rlrun restore       {r['restore_seconds']:6.2f} s (read: verify again, then map each segment and copy"
+          f" it into the rings), extra RSS {r['restore_extra_rss'] / 2**20:.0f} MiB")
     p = results["pickle"]
     print(f"  pickle.dump+fsync   {speed(p)}   extra RSS {p['extra_rss'] / 2**20:6.0f} MiB (protocol {p['protocol']})")
     if "sb3" in results:
