@@ -17,6 +17,15 @@ def write_synced(path: Path, data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def fsync_file(path: Path) -> None:
+    """fsync a file already written and closed (its dirty pages belong to the file, not the descriptor)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def fsync_dir(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
