@@ -688,7 +688,8 @@ def rm(
 ) -> None:
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun import views
-    from rlrun.maintenance import folder_size, remove_runs
+    from rlrun.fsutil import bytes_freed_by_removing
+    from rlrun.maintenance import remove_runs
     from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
@@ -706,7 +707,7 @@ def rm(
             raise BadInput(f"run {', '.join(running)} is still running; stop it (SIGTERM) before deleting it")
         for reference, run in chosen.values():
             _say(views.resolved(run, _label(reference, filters)))
-        size = sum(folder_size(paths.run_dir(root, run_id)) for run_id in chosen)
+        size = bytes_freed_by_removing([paths.run_dir(root, run_id) for run_id in chosen])
         what = f"{len(chosen)} run{'s' if len(chosen) != 1 else ''} and {views.format_bytes(size)} of files"
         if not yes and not _confirm(f"delete {what}? [y/N] "):
             _say("nothing deleted")

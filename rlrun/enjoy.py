@@ -133,7 +133,10 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     torch.set_num_threads(spec.meta.torch_threads)
     env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
     agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
-    agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays})
+    agent_state = saved.tensors["agent"]
+    if "memory" in agent_state:  # playing needs the weights only: the replay memory is not read
+        agent_state = {**agent_state, "memory": {"included": False}}
+    agent.load_state_dict(agent_state)
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]

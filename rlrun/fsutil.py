@@ -17,6 +17,15 @@ def write_synced(path: Path, data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def fsync_file(path: Path) -> None:
+    """fsync a file already written and closed (its dirty pages belong to the file, not the descriptor)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def fsync_dir(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -38,5 +47,22 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def folder_size(path: Path) -> int:
-    """Bytes in the files under `path` (0 when it does not exist)."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+    """Bytes in the files under `path` (0 when it does not exist), a file with several names
+    there (hard links: snapshots sharing a segment) counted once."""
+    if not path.exists():
+        return 0
+    files = {(s.st_dev, s.st_ino): s.st_size for p in path.rglob("*") if p.is_file() and (s := p.stat())}
+    return sum(files.values())
+
+
+def bytes_freed_by_removing(paths: list[Path]) -> int:
+    """Bytes deleting these folders would free: a file with several names (hard links) only when
+    every one of them is among these folders."""
+    seen: dict[tuple[int, int], list[int]] = {}
+    for path in paths:
+        for file in path.rglob("*") if path.is_dir() else ():
+            if file.is_file():
+                status = file.stat()
+                entry = seen.setdefault((status.st_dev, status.st_ino), [status.st_size, status.st_nlink, 0])
+                entry[2] += 1
+    return sum(size for size, links, names in seen.values() if names >= links)

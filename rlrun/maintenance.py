@@ -19,7 +19,7 @@ from typing import Any
 
 from rlrun import paths, retention
 from rlrun.errors import BadInput, SpecError
-from rlrun.fsutil import folder_size
+from rlrun.fsutil import bytes_freed_by_removing
 from rlrun.registry import (
     MANIFEST,
     CheckpointRecord,
@@ -44,7 +44,7 @@ def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:
     freed = 0
     for run in runs:
         folder = paths.run_dir(registry.home, run.id)
-        size = folder_size(folder)
+        size = bytes_freed_by_removing([folder])  # a fork's snapshots may share its segments
         registry.delete_run(run.id)
         shutil.rmtree(folder, ignore_errors=True)
         freed += size
@@ -101,10 +101,9 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
                 report.temporaries.append(relative)
             elif relative not in listed:
                 report.orphans.append(relative)
-    for relative in (*report.orphans, *report.temporaries):
-        report.freed_bytes += layout.size_bytes(home / relative)
-        if not dry_run:
-            layout.remove(home / relative)
+    report.freed_bytes += layout.freed_bytes([home / relative for relative in (*report.orphans, *report.temporaries)])
+    for relative in (*report.orphans, *report.temporaries) if not dry_run else ():
+        layout.remove(home / relative)
     return report
 
 
@@ -123,7 +122,7 @@ def _retire(registry: Registry, checkpoints: list[CheckpointRecord], report: Gar
             keep = retention.to_keep(records, keep_checkpoints)
             doomed += [c for c in records if c.id not in keep]
     report.retired = [c.path for c in doomed]
-    report.freed_bytes += sum(layout.size_bytes(registry.home / c.path) for c in doomed)
+    report.freed_bytes += layout.freed_bytes([registry.home / c.path for c in doomed])  # shared segments once
     if report.dry_run or not doomed:
         return
     registry.remove_checkpoints([c.id for c in doomed])

@@ -113,8 +113,12 @@ class Session:
         """Why this process could not continue exactly (None when it did)."""
         self.env_restored: str | None = None
         """How a resume put the env back ("env: captured", "env: replayed 143 steps")."""
+        self.previous_snapshot: Path | None = None
+        """The snapshot this process's state descends from (resumed from, then each one written):
+        the next snapshot shares its replay memory's segments instead of writing them again."""
         if task.resume_from is not None:
-            self._restore(snapshot.read(self.home / task.resume_from, task.resume_sha256))
+            self.previous_snapshot = self.home / task.resume_from
+            self._restore(snapshot.read(self.previous_snapshot, task.resume_sha256))
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -276,7 +280,8 @@ class Session:
         kind = "+".join(kinds)
         self.registry.fenced(lambda: self._flush_logs(sync=True))  # the log always reaches the newest snapshot
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
-        prepared = snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind))
+        prepared = snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind),
+                                    previous=self.previous_snapshot)
         try:
             # The rename happens inside the fenced transaction that records it: a stale attempt
             # neither puts its folder in place nor records it.
@@ -287,6 +292,7 @@ class Session:
         except BaseException:
             prepared.discard()
             raise
+        self.previous_snapshot = prepared.destination
         self.last_snapshot_frame = self.clock.frame
         self.emit(events.Checkpointed(self.task.index, self.clock.frame, kind, str(prepared.destination)))
         self._retain()
@@ -340,14 +346,14 @@ class Session:
             gpu=self.where.gpu,
         )
         agent_state = self.agent.state_dict()
-        arrays = agent_state.pop("arrays", {})  # large buffers: .npy files, written without a copy
+        logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
         tensors = {"agent": agent_state, "torch_rng": torch.get_rng_state()}
-        return snapshot.Snapshot(meta=meta, tensors=tensors, arrays=arrays)
+        return snapshot.Snapshot(meta=meta, tensors=tensors, logs=logs)
 
     def _restore(self, saved: snapshot.Snapshot) -> None:
         """Continue from a snapshot: state first, every random generator last."""
         meta = saved.meta
-        self.agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays})
+        self.agent.load_state_dict({**saved.tensors["agent"], "arrays": saved.arrays, "logs": saved.logs})
         memory = getattr(self.spec.agent, "memory", None)
         if memory is not None and not memory.snapshot:
             self.approximate = "replay memory not in the snapshot (memory.snapshot is false); it refills"

@@ -37,6 +37,7 @@ STEPS = (
     "manifest-written",  # run.json is in the run folder
     "attempt-recorded",  # a session's attempt row is committed
     "snapshot-half-written",  # a snapshot's temporary folder holds some of its files
+    "segment-half-written",  # a log segment (replay memory) is partly written in a snapshot's temporary folder
     "snapshot-renamed",  # the snapshot folder is complete, the registry has not heard of it
     "checkpoint-recorded",  # the registry row of a complete snapshot is committed
     "evaluation-recorded",  # an evaluation row is committed

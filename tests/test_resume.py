@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from conftest import Result, builtin_for, cli_env, fast, rlrun
@@ -107,6 +108,16 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
         assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
         for key in ("obs", "episode_return", "episode_length", "recent_returns", "env", "random"):
             assert meta_a[key] == meta_b[key], key
+        assert a["saved"].logs.keys() == b["saved"].logs.keys()
+        for name, log in a["saved"].logs.items():  # the replay memory, however its segments were cut
+            assert np.array_equal(log_items(log), log_items(b["saved"].logs[name])), f"log {name}"
+
+
+def log_items(log: snapshot.StoredLog) -> np.ndarray:
+    """The items a snapshot's log holds in its window, oldest first."""
+    start = max(0, log.end - log.capacity)
+    parts = [np.load(s.path, allow_pickle=False)[max(start - s.start, 0):] for s in log.segments]
+    return np.concatenate(parts) if parts else np.empty(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,7 +281,7 @@ def test_replay_memory_left_out_of_snapshots_refills_and_is_approximate(algorith
     assert train(home, spec, "--frames", "3000", "--set", "agent.memory.snapshot=false").code == 0
     with Registry.open(home, create=False) as registry:
         newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
-    assert not (home / newest.path / "arrays").exists()
+    assert not (home / newest.path / "arrays").exists() and not (home / newest.path / "logs").exists()
     resume_ok(home, "--frames", "4000")
     with Registry.open(home, create=False) as registry:
         attempts = registry.get_run(registry.resolve("latest").id).attempts
@@ -278,14 +289,20 @@ def test_replay_memory_left_out_of_snapshots_refills_and_is_approximate(algorith
     assert "replay memory not in the snapshot" in (attempts[1].note or "")
 
 
-def test_replay_memory_is_in_the_snapshot_as_plain_arrays(tmp_path: Path) -> None:
+def test_replay_memory_is_in_the_snapshot_as_shared_segments(tmp_path: Path) -> None:
+    """Each frame once, in the env's dtype; the second snapshot writes only the rows added since
+    the first and hard-links the first's segments."""
     home, spec = tmp_path / "memory", builtin_for("dqn")
     assert train(home, spec, "--frames", "2000").code == 0
     with Registry.open(home, create=False) as registry:
-        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
-    import numpy as np
-
-    arrays = {p.name: np.load(p, allow_pickle=False) for p in (home / newest.path / "arrays").glob("*.npy")}
-    assert set(arrays) == {"obs.npy", "actions.npy", "rewards.npy", "next_obs.npy", "terminated.npy"}
-    assert {len(a) for a in arrays.values()} == {2000}
-    assert arrays["obs.npy"].dtype == np.float32 and arrays["actions.npy"].dtype == np.int64
+        first, newest = sorted(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
+    saved = snapshot.read(home / newest.path, newest.sha256)
+    assert not saved.arrays and set(saved.logs) == {"rows", "frames"}
+    rows, frames = log_items(saved.logs["rows"]), log_items(saved.logs["frames"])
+    assert len(rows) == 2000 and rows.dtype.names == ("obs", "next", "action", "reward", "terminated")
+    assert frames.dtype == np.float32 and frames.shape[1:] == (4,)  # CartPole's own observations
+    assert 2000 < len(frames) < 2 * 2000, "one frame per row, plus one per episode start"
+    shared = {p.name for p in (home / newest.path / "logs").iterdir() if p.stat().st_nlink == 2}
+    assert shared and shared <= {p.name for p in (home / first.path / "logs").iterdir()}
+    assert all(int(name.split(".")[1].split("-")[0]) >= 1000 for name in
+               {p.name for p in (home / newest.path / "logs").glob("rows.*")} - shared)

@@ -22,6 +22,7 @@ from test_resume import resume_ok, train
 
 from rlrun import snapshot
 from rlrun.registry import Registry
+from rlrun.snapshot import logs
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +35,7 @@ def as_if_taken_on(home: Path, device: str | None, gpu: str | None) -> int:
         newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
         saved = snapshot.read(home / newest.path, newest.sha256)
         saved.arrays = {name: np.array(array) for name, array in saved.arrays.items()}  # off the files removed next
+        saved.logs = {name: logs.load(log) for name, log in saved.logs.items()}
         registry.remove_checkpoint(newest.id)
         snapshot.remove(home / newest.path)
         written = snapshot.write(home / newest.path, replace(saved, meta=replace(saved.meta, device=device, gpu=gpu)))

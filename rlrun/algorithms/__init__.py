@@ -42,8 +42,10 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     from rlrun import seeding
 
     torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
+    # An agent with a replay memory learns how observations are stacked, so it stores each frame once.
+    stacking = {"frame_stack": spec.env.frame_stack} if getattr(spec.agent, "memory", None) is not None else {}
     agent: Agent = agent_class(spec.agent.algorithm)(
         spec.agent, obs_space, action_space, seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs,
-        max_frame=spec.meta.max_frame, device=torch.device(device),
+        max_frame=spec.meta.max_frame, device=torch.device(device), **stacking,
     )
     return agent

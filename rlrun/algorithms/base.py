@@ -128,6 +128,12 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     return {name: value.to(device) for name, value in batch.items()}
 
 
+def flat_float(obs: torch.Tensor) -> torch.Tensor:
+    """A batch of observations as a multi-layer perceptron takes them: one float32 row each (the
+    replay memory keeps the env's shape and dtype)."""
+    return obs.reshape(len(obs), -1).float()
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical, to_device
+from rlrun.algorithms.base import Fast, Step, flat_float, log_softmax, mlp, obs_size, sample_categorical, to_device
 from rlrun.algorithms.configs.dqn import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
@@ -30,7 +30,7 @@ class Agent:
     HEADLINE = "q_mean"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1) -> None:
         if not isinstance(action_space, spaces.Discrete):
             raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
@@ -39,7 +39,8 @@ class Agent:
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
-        self.memory = ReplayMemory(config.memory, (obs_size(obs_space),), (), np.dtype(np.int64))
+        self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
+                                   np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: exploration schedules are read at it."""
@@ -61,8 +62,7 @@ class Agent:
         return np.where(explore, random_actions, q.argmax(axis=-1))
 
     def observe(self, step: Step) -> None:
-        self.memory.add(step.obs.reshape(len(step.obs), -1), step.action, step.reward,
-                        step.next_obs.reshape(len(step.obs), -1), step.terminated)
+        self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated)
 
     # -- learning -------------------------------------------------------------------------------
 
@@ -87,15 +87,16 @@ class Agent:
         """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
         config = self.config
         batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
+        obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
         with torch.no_grad():
-            next_q = self.target(batch["next_obs"])
+            next_q = self.target(next_obs)
             if config.double:
-                chosen = self.q(batch["next_obs"]).argmax(dim=-1, keepdim=True)
+                chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
                 next_value = next_q.gather(1, chosen).squeeze(1)
             else:
                 next_value = next_q.max(dim=-1).values
             target = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
-        taken = self.q(batch["obs"]).gather(1, batch["actions"][:, None]).squeeze(1)
+        taken = self.q(obs).gather(1, batch["actions"][:, None]).squeeze(1)
         loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
         loss = loss_function(taken, target)
         grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, mlp, obs_size, to_device
+from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
 from rlrun.algorithms.configs.sac import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
@@ -69,7 +69,7 @@ class Agent:
     HEADLINE = "alpha"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1) -> None:
         if not isinstance(action_space, spaces.Box):
             raise ValueError(f"sac needs a continuous (Box) action space, got {action_space}")
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
@@ -85,7 +85,8 @@ class Agent:
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = make_optimizer(config.optimizer, [self.log_alpha], max_frame)
         self.target_entropy = -float(action_dim) if config.target_entropy == "auto" else config.target_entropy
-        self.memory = ReplayMemory(config.memory, (obs_dim,), (action_dim,), np.dtype(np.float32))
+        self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype),
+                                   (action_dim,), np.dtype(np.float32), num_envs=num_envs, frame_stack=frame_stack)
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: random actions are taken until learning_starts."""
@@ -111,8 +112,8 @@ class Agent:
 
     def observe(self, step: Step) -> None:
         squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
-        self.memory.add(step.obs.reshape(len(step.obs), -1), squashed, step.reward,
-                        step.next_obs.reshape(len(step.obs), -1), step.terminated)
+        self.memory.add(step.obs, squashed.reshape(len(step.obs), -1), step.reward, step.next_obs, step.terminated,
+                        step.truncated)
 
     # -- learning -------------------------------------------------------------------------------
 
@@ -133,17 +134,18 @@ class Agent:
         """One gradient step of the critics, the actor and the temperature; returns its `_STEP_STATS`."""
         config = self.config
         batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
+        obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
         alpha = self.alpha()
         with torch.no_grad():
-            next_action, next_log_prob = self.actor(batch["next_obs"], self.generator)
-            next_q = torch.min(*self.critic_target(batch["next_obs"], next_action)) - alpha * next_log_prob
+            next_action, next_log_prob = self.actor(next_obs, self.generator)
+            next_q = torch.min(*self.critic_target(next_obs, next_action)) - alpha * next_log_prob
             target = batch["rewards"] + config.gamma * (1 - batch["terminated"]) * next_q
-        q1, q2 = self.critic(batch["obs"], batch["actions"])
+        q1, q2 = self.critic(obs, batch["actions"])
         critic_loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
         optimise(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
 
-        action, log_prob = self.actor(batch["obs"], self.generator)
-        actor_loss = (alpha * log_prob - torch.min(*self.critic(batch["obs"], action))).mean()
+        action, log_prob = self.actor(obs, self.generator)
+        actor_loss = (alpha * log_prob - torch.min(*self.critic(obs, action))).mean()
         optimise(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
         if config.alpha == "auto":
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()

@@ -1,8 +1,10 @@
 """The snapshot format: the one package that writes and reads session snapshots.
 
 `layout` says where the files are and checks them (torch-free, for `rlrun gc` and `rlrun db
-rebuild`); `meta` types what meta.json holds; this module writes a snapshot and reads it back, and
-imports torch and NumPy only inside `write` and `read`, where tensors and arrays are handled.
+rebuild`); `meta` types what meta.json holds; `logs` writes large append-only data (the replay
+memory) as segments shared between a session's snapshots; this module writes a snapshot and reads
+it back, and imports torch and NumPy only inside `write` and `read`, where tensors and arrays are
+handled.
 
 A snapshot is written into a hidden temporary directory, every file and the directory fsync'd,
 then renamed into place; only then is it reported to the registry. Nothing read here is ever
@@ -22,6 +24,7 @@ from rlrun import testhooks
 from rlrun.fsutil import fsync_dir, write_synced
 from rlrun.snapshot.layout import (
     ARRAYS,
+    LOGS,
     MANIFEST,
     META,
     STATE,
@@ -38,15 +41,15 @@ from rlrun.snapshot.layout import (
     temporary_name,
     verify,
 )
+from rlrun.snapshot.logs import Log, StoredLog, stored_logs, write_logs
 from rlrun.snapshot.meta import Best, RandomStates, SnapshotMeta
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Best", "Prepared", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "Written", "prepare", "read",
-    "read_meta", "remove",
-    "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
+    "Best", "Log", "Prepared", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "StoredLog", "Written",
+    "prepare", "read", "read_meta", "remove", "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
 ]  # fmt: skip
 
 
@@ -55,6 +58,9 @@ class Snapshot:
     meta: SnapshotMeta
     tensors: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    """Plain arrays, one .npy each (format 1 kept the replay memory here; read back memory-mapped)."""
+    logs: dict[str, Any] = field(default_factory=dict)
+    """Append-only logs: `Log`s to write, `StoredLog`s when read (`rlrun.snapshot.logs`)."""
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,11 @@ class Written:
     size_bytes: int
 
 
-def write(destination: Path, snapshot: Snapshot) -> Written:
-    """Write `snapshot` atomically at `destination` (which must not exist yet)."""
-    prepared = prepare(destination, snapshot)
+def write(destination: Path, snapshot: Snapshot, *, previous: Path | None = None) -> Written:
+    """Write `snapshot` atomically at `destination` (which must not exist yet). Its logs' items
+    that `previous` (the snapshot the writer's state descends from) holds are linked from there,
+    not written again."""
+    prepared = prepare(destination, snapshot, previous=previous)
     try:
         return prepared.publish()
     except BaseException:
@@ -95,9 +103,9 @@ class Prepared:
         remove(self.temporary)
 
 
-def prepare(destination: Path, snapshot: Snapshot) -> Prepared:
+def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = None) -> Prepared:
     """Write every file of `snapshot` into a temporary folder beside `destination` (which must not
-    exist yet), fsync'd; `Prepared.publish` completes it."""
+    exist yet), fsync'd, linking the log segments `previous` holds; `Prepared.publish` completes it."""
     import torch
 
     if destination.exists():
@@ -114,9 +122,10 @@ def prepare(destination: Path, snapshot: Snapshot) -> Prepared:
         testhooks.crash_point("snapshot-half-written")
         for name, array in snapshot.arrays.items():
             hashes[f"{ARRAYS}/{name}.npy"] = _write_array(temporary / ARRAYS / f"{name}.npy", array)
-        manifest = manifest_bytes(hashes)
+        log_hashes, logs = write_logs(temporary, snapshot.logs, previous)
+        manifest = manifest_bytes({**hashes, **log_hashes}, logs)
         write_synced(temporary / MANIFEST, manifest)
-        for directory in (temporary / ARRAYS, temporary):
+        for directory in (temporary / ARRAYS, temporary / LOGS, temporary):
             if directory.exists():
                 fsync_dir(directory)
     except BaseException:
@@ -139,7 +148,7 @@ def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
         for name in manifest["files"]
         if name.startswith(f"{ARRAYS}/")
     }
-    return Snapshot(meta=read_meta(path), tensors=tensors, arrays=arrays)
+    return Snapshot(meta=read_meta(path), tensors=tensors, arrays=arrays, logs=stored_logs(path, manifest))
 
 
 def _write_array(path: Path, array: np.ndarray) -> str:

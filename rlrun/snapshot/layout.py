@@ -3,14 +3,23 @@ rebuild` read snapshots by the same rules that wrote them.
 
     s<k>/checkpoints/
       f000000050000/                 a complete snapshot: `snapshot_name(frame)`
-        MANIFEST.json                format version and the sha256 of every other file
+        MANIFEST.json                format version, the sha256 of every other file, the logs' segments
         meta.json                    plain JSON: `rlrun.snapshot.meta.SnapshotMeta`
         state.pt                     tensors only: torch.load(weights_only=True)
-        arrays/*.npy                 large plain arrays (e.g. replay memory), saved without pickle
+        logs/<log>.<start>-<end>.npy segments of append-only logs (the replay memory's rows and frames):
+                                     items [start, end), each file a hard link shared with the
+                                     session's earlier snapshots that hold the same items
+        arrays/*.npy                 format 1 only: the replay memory as whole arrays
       .f000000050000.tmp-1a2b3c4d/   being written, or torn by a kill mid-write: `temporary_name`
 
-A snapshot's sha256 is the hash of its MANIFEST.json, which covers every file, so the registry's
-hash verifies the whole snapshot.
+A snapshot's sha256 is the hash of its MANIFEST.json, which covers every file (shared segments
+included: the manifest lists their hashes like any other file's), so the registry's hash verifies
+the whole snapshot. A shared segment is an ordinary file with several names: deleting a snapshot
+folder deletes its names, and the file system frees a segment with its last name, so no segment
+outlives the snapshots that use it and none needs collecting.
+
+Format 2 (this one) adds `logs/` and the manifest's "logs" entry; format 1 snapshots (whole
+`arrays/*.npy`, no "logs") are still read.
 """
 
 from __future__ import annotations
@@ -23,14 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.errors import BadInput
-from rlrun.fsutil import folder_size
+from rlrun.fsutil import bytes_freed_by_removing, folder_size
 from rlrun.snapshot.meta import SnapshotMeta
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 MANIFEST = "MANIFEST.json"
 META = "meta.json"
 STATE = "state.pt"
 ARRAYS = "arrays"
+LOGS = "logs"
 _TEMPORARY = ".tmp-"
 _CHUNK = 1 << 20
 
@@ -119,8 +130,15 @@ def remove(path: Path) -> None:
 
 
 def size_bytes(path: Path) -> int:
-    """Bytes on disk of a snapshot's files (0 when it is gone)."""
+    """Bytes of a snapshot's files, shared segments included (what a copy of it takes; 0 when
+    it is gone)."""
     return folder_size(path)
+
+
+def freed_bytes(paths: list[Path]) -> int:
+    """Bytes that deleting these snapshots would free: segments that snapshots not among them
+    still name stay."""
+    return bytes_freed_by_removing(paths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,9 +150,15 @@ def json_bytes(document: Any) -> bytes:
     return json.dumps(document, indent=1, sort_keys=True, allow_nan=True).encode()
 
 
-def manifest_bytes(hashes: dict[str, str]) -> bytes:
-    """MANIFEST.json for files (relative paths) with these sha256 hashes."""
-    return json_bytes({"format": FORMAT_VERSION, "files": hashes})
+def manifest_bytes(hashes: dict[str, str], logs: dict[str, Any] | None = None) -> bytes:
+    """MANIFEST.json for files (relative paths) with these sha256 hashes, and the logs' entries
+    (`rlrun.snapshot.logs`)."""
+    return json_bytes({"format": FORMAT_VERSION, "files": hashes, "logs": logs or {}})
+
+
+def segment_file(log: str, start: int, end: int) -> str:
+    """The relative path of the segment holding items [start, end) of `log`."""
+    return f"{LOGS}/{log}.{start:012d}-{end:012d}.npy"
 
 
 def sha256(path: Path) -> str:
@@ -160,10 +184,15 @@ def verify(path: Path, expected_sha256: str | None = None, *, deep: bool = True)
             " use another checkpoint"
         )
     manifest: dict[str, Any] = json.loads(raw)
-    if manifest.get("format") != FORMAT_VERSION:
+    if manifest.get("format") not in READABLE_FORMATS:
         raise SnapshotError(
-            f"checkpoint {path} has format {manifest.get('format')!r}; this rlrun reads format {FORMAT_VERSION}"
+            f"checkpoint {path} has format {manifest.get('format')!r}; this rlrun reads formats"
+            f" {', '.join(map(str, READABLE_FORMATS))}: use a newer rlrun"
         )
+    listed = {file for entry in manifest.get("logs", {}).values() for _, _, file in entry["segments"]}
+    if not listed <= manifest["files"].keys():
+        raise SnapshotError(f"checkpoint {path}: its manifest names log segments it does not hash; use another"
+                            " checkpoint")
     for name, digest in manifest["files"].items() if deep else ():
         file = path / name
         if not file.is_file() or hash_file(file) != digest:

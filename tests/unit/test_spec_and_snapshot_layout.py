@@ -147,7 +147,7 @@ def test_verify_catches_a_flipped_byte_a_missing_file_and_a_foreign_hash(tmp_pat
     manifest = layout.verify(folder, sha)
     hashes = {layout.META: hashlib.sha256(b'{"a": 1}').hexdigest(),
               layout.STATE: hashlib.sha256(bytes(range(256))).hexdigest()}
-    assert manifest == {"format": layout.FORMAT_VERSION, "files": hashes}
+    assert manifest == {"format": layout.FORMAT_VERSION, "files": hashes, "logs": {}}
 
     state = bytearray((folder / layout.STATE).read_bytes())
     state[100] ^= 0x01
