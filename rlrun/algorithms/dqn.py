@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, log_softmax, mlp, obs_size, sample_categorical, to_device
+from rlrun.algorithms.base import Fast, Step, log_softmax, network, obs_size, sample_categorical, to_device
 from rlrun.algorithms.configs.dqn import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
@@ -35,7 +35,7 @@ class Agent:
             raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.actions = int(action_space.n)
-        self.q = mlp(obs_size(obs_space), self.actions, config.network).to(device)
+        self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
