@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -159,12 +160,14 @@ class EnvSpec(Strict):
     a step costs far more than passing its data between processes; each copy's state is captured
     or replayed inside its worker, so a resume is exact either way)."""
 
-    @model_validator(mode="after")
-    def _atari_only_for_ale(self) -> EnvSpec:
-        if self.atari is not None and not self.id.startswith(ALE_NAMESPACE):
-            raise ValueError(f"env.atari preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {self.id}; "
+    @field_validator("atari")
+    @classmethod
+    def _atari_only_for_ale(cls, atari: AtariSpec | None, info: ValidationInfo) -> AtariSpec | None:
+        env_id = info.data.get("id", "")
+        if atari is not None and not env_id.startswith(ALE_NAMESPACE):
+            raise ValueError(f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; "
                              "remove it or use an ALE id")
-        return self
+        return atari
 
 
 class MetaSpec(Strict):

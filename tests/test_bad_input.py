@@ -67,6 +67,10 @@ SPEC_FILES: dict[str, bytes] = {
     "no_env.json": json.dumps(document(env=None)).encode(),
     "gamma.json": json.dumps(document(agent__gamma=1.5)).encode(),
     "no_envs.json": json.dumps(document(env__num_envs=0)).encode(),
+    "ale_game.json": json.dumps(document(env__id="ALE/Pongg-v5")).encode(),
+    "atari_on_cartpole.json": json.dumps(document(env__atari={})).encode(),
+    "cnn_on_vector.json": json.dumps({**builtin_document("dqn_cartpole"), "agent": {
+        **builtin_document("dqn_cartpole")["agent"], "network": {"kind": "nature_cnn"}}}).encode(),
 }
 
 
@@ -133,6 +137,14 @@ CASES = [
     case("train", spec_file("no_env.json"), hint="env: required key is missing; add it"),
     case("train", spec_file("gamma.json"), hint="agent.gamma = 1.5: input should be less than or equal to 1"),
     case("train", spec_file("no_envs.json"), hint="env.num_envs = 0: input should be greater than 0"),
+    case("train", spec_file("ale_game.json"), hint='unknown Gymnasium environment; did you mean "ALE/Pong-v5"'),
+    case("train", spec_file("atari_on_cartpole.json"), hint="env.atari = {}: preprocesses ALE games only"),
+    case("train", spec_file("cnn_on_vector.json"), hint="the nature_cnn network needs image observations"),
+    case("train", "dqn_pong", *TINY_TRAIN, hint="ALE/Pong-v5 needs a package that is not installed",
+         missing=("ale_py",)),
+    case("train", "ppo_breakout", *TINY_TRAIN, hint="pip install 'rlrun[atari]'", missing=("ale_py",)),
+    case("train", "dqn_pong", *TINY_TRAIN, "--set", "env.kwargs.frameskip=4",
+         hint="env.atari.frame_skip repeats the actions; remove env.kwargs.frameskip"),
     case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
     case("train", "SPECS/does_not_exist.json", hint="does_not_exist.json\" does not exist; give a path or a built-in"),
     case("train", "reinforce_cartpol", hint='no such file or built-in spec; did you mean "reinforce_cartpole"'),

@@ -141,8 +141,9 @@ def _image_layout(space: Any) -> tuple[int, int, int]:
     shape = tuple(getattr(space, "shape", None) or ())
     is_image = getattr(space, "dtype", None) == np.uint8 and 2 <= len(shape) <= 4
     if not is_image:
-        raise ValueError(f"the nature_cnn network needs image observations (uint8 frames), and these are {space}; "
-                         'use agent.network.kind = "mlp"')
+        seen = f"{getattr(space, 'dtype', None)} of shape {shape}" if shape else type(space).__name__
+        raise ValueError(f"the nature_cnn network needs image observations (uint8 frames), not {seen};"
+                         ' use agent.network.kind = "mlp"')
     colour = len(shape) >= 3 and shape[-1] == 3
     height, width = shape[-3:-1] if colour else shape[-2:]
     channels = int(np.prod(shape[:-3])) * 3 if colour else int(np.prod(shape[:-2]))
