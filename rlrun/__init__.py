@@ -17,13 +17,16 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from rlrun.metrics_log import metrics
+    from rlrun.search import plan_search, resume_search, run_search
     from rlrun.spec import Spec, load_spec
     from rlrun.training import TrainResult, resume, train
 
-__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "metrics", "resume", "train"]
+__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "metrics", "plan_search", "resume", "resume_search",
+           "run_search", "train"]
 
 _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
-         "TrainResult": "rlrun.training", "metrics": "rlrun.metrics_log"}
+         "TrainResult": "rlrun.training", "metrics": "rlrun.metrics_log", "plan_search": "rlrun.search",
+         "run_search": "rlrun.search", "resume_search": "rlrun.search"}
 
 
 def __getattr__(name: str) -> Any:

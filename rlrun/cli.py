@@ -198,7 +198,15 @@ def resume(
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
-    """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit."""
+    """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit;
+    or a search (`search:latest`, `search:ID`): its trials as they would have been."""
+    from rlrun.refs import is_search_ref
+
+    if is_search_ref(reference):
+        given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
+                 "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
+        _resume_search(reference, home, as_json, given)
+        return
     from rlrun.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
@@ -281,6 +289,102 @@ def _label(reference: str, filters: Any) -> str:
     return f"{reference} {filters.describe()}" if narrowed else reference
 
 
+@app.command()
+def search(
+    spec: Annotated[str, typer.Argument(metavar="SPEC", show_default=False)],
+    trials: Annotated[int | None, typer.Option(
+        min=1, metavar="INTEGER RANGE", help="Trials to run (default: every point of an all-grid space).")] = None,
+    parallel: Annotated[int, typer.Option(
+        min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own.")] = 1,
+    name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
+    metric: Annotated[str, typer.Option(
+        metavar="TEXT", help="Score: eval_mean (final evaluation) or best_eval, over sessions.")] = "eval_mean",
+    sampler: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="tpe (default), random, or grid (the default when every dimension is a grid).")] = None,
+    pruner: Annotated[str, typer.Option(
+        metavar="TEXT", help="Stop poor trials early: median (default), halving, or none.")] = "median",
+    prune_after: Annotated[int, typer.Option(
+        min=0, metavar="INTEGER RANGE", help="Trials the median pruner waits for before it prunes.")] = 5,
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="TEXT", help="Override a base spec value: --set meta.max_frame=50k (repeatable).")] = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Search hyper-parameters: train a run per trial over the spec's `search` block, suggested by
+    Optuna (seeded by the spec), scored on evaluations, poor trials pruned; `rlrun resume search:REF`
+    continues it after a stop or a crash."""
+    from rlrun.display import TrainingDisplay
+    from rlrun.search import plan_search, run_search
+
+    plan = plan_search(spec, list(overrides or ()), trials=trials, metric=metric, sampler=sampler, pruner=pruner,
+                       parallel=parallel, prune_after=prune_after)
+    console = _console()
+
+    def announce(record: Any) -> None:
+        label = f" ({record.name})" if record.name else ""
+        settings = plan.settings
+        console.print(f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
+                      f"{', '.join(d.path for d in plan.dimensions)}; {settings.sampler} sampler, "
+                      f"{settings.pruner} pruner, score {settings.metric}", highlight=False, markup=False)
+
+    with TrainingDisplay(console) as display:
+        result = run_search(plan, home=home, name=name, on_event=display, on_start=announce,
+                            on_trial=_trial_line(console))
+    _conclude_search(result, console, as_json)
+
+
+def _trial_line(console: Any) -> Any:
+    def say(outcome: Any) -> None:
+        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={json.dumps(v)}"
+                           for k, v in outcome.params.items())
+        scored = f"{outcome.value:.1f}" if outcome.value is not None else "-"
+        note = f" ({outcome.note})" if outcome.note else ""
+        console.print(f"trial {outcome.number} {outcome.state} (run {outcome.run_id}): {scored}{note}  {params}",
+                      highlight=False, markup=False)
+    return say
+
+
+def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
+    """The search's outcome and exit code: 0 done, 128 + the signal after a graceful stop."""
+    if as_json:
+        _print_json(result.to_json())
+    if result.nothing_to_do:
+        console.print(f"nothing to do: search {result.search_id} has ended all its trials", highlight=False,
+                      markup=False)
+        return
+    if result.signal > 0:
+        console.print(f"search {result.search_id} stopped by signal {result.signal}; continue it with"
+                      f" `rlrun resume search:{result.search_id}`", highlight=False, markup=False)
+        raise SystemExit(128 + result.signal)
+    if result.status == "failed":
+        raise TrainingFailed(f"search {result.search_id} failed: {result.error}; continue it with"
+                             f" `rlrun resume search:{result.search_id}`")
+    best = result.best
+    found = f"; best: trial {best.number} (run {best.run_id}), {best.value:.1f}" if best else ""
+    console.print(f"search {result.search_id} {result.status}{found}: see `rlrun show search:{result.search_id}`",
+                  highlight=False, markup=False)
+
+
+def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict[str, Any]) -> None:
+    from rlrun.display import TrainingDisplay
+    from rlrun.search import resume_search
+
+    extra = [option for option, value in given.items() if value]
+    if extra:
+        raise BadInput(f"{', '.join(extra)} edit a run; a search resumes as it was recorded: drop them")
+    console = _console()
+    with TrainingDisplay(console) as display:
+        result = resume_search(reference, home=home, on_event=display, on_trial=_trial_line(console),
+                               on_start=lambda record: _say(_views().resolved_search(record, reference)))
+    _conclude_search(result, console, as_json)
+
+
+def _views() -> Any:
+    from rlrun import views
+
+    return views
+
+
 # ---------------------------------------------------------------------------------------------
 # Registry commands (ls, show, plot, rm, gc, db): they read and write the registry and the run
 # folders only, so they never import torch or gymnasium, and ls and show not even Rich.
@@ -302,12 +406,18 @@ def list_runs(
     home: Home = None,
     as_json: AsJson = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print only CSV on stdout.")] = False,
+    search_ref: Annotated[str | None, typer.Option(
+        "--search", metavar="SEARCH", help="List a search's trials instead: --search search:latest.")] = None,
+    searches: Annotated[bool, typer.Option("--searches", help="List the searches instead.")] = False,
 ) -> None:
     """List runs, newest first (or --sort best | frames); filters narrow the list and the row numbers."""
     from rlrun.registry import Registry
 
     if as_json and as_csv:
         raise BadInput("choose --json or --csv, not both")
+    if search_ref is not None or searches:
+        _list_searches(search_ref, home, as_json, None if show_all else limit)
+        return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     root = paths.resolve_home(home)
     page = None if show_all else limit
@@ -326,6 +436,30 @@ def list_runs(
         _say(_nothing_listed(root, filters, everything))
     else:
         _say(views.runs_table(runs, total=total, filters=filters.describe(), colour=views.colour_enabled()))
+
+
+def _list_searches(reference: str | None, home: Path | None, as_json: bool, limit: int | None) -> None:
+    """`ls --searches` (the searches, newest first) or `ls --search REF` (one search's trials). Read-only."""
+    from rlrun import views
+    from rlrun.registry import Registry
+
+    root = paths.resolve_home(home)
+    with Registry.open(root, create=False) as registry:
+        if reference is None:
+            found = registry.list_searches(limit)
+            if as_json:
+                _print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
+            else:
+                _say(views.searches_table(found, colour=views.colour_enabled()) if found
+                     else f"no searches in {root} yet; start one with `rlrun search SPEC`")
+            return
+        text = reference if reference.startswith("search:") else f"search:{reference}"
+        detail = registry.get_search(registry.resolve_search(text).id)
+    _say(views.resolved_search(detail.search, text))
+    if as_json:
+        _print_json([t.to_json() for t in detail.trials])
+    else:
+        _say(views.trials_table(detail, colour=views.colour_enabled()))
 
 
 def _nothing_listed(root: Path, filters: Any, everything: int) -> str:
@@ -355,8 +489,12 @@ def show(
     revisions and their changes, attempts, lineage and the spec."""
     from rlrun import views
     from rlrun.folder_runs import open_registry
+    from rlrun.refs import is_search_ref
     from rlrun.registry import choose_checkpoint
 
+    if is_search_ref(reference):
+        _show_search(reference, home, as_json)
+        return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     ref = _parse(reference)
     with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
@@ -373,6 +511,19 @@ def show(
         _print_json(detail.to_json())
     else:
         _say(views.run_detail(detail, colour=views.colour_enabled()))
+
+
+def _show_search(reference: str, home: Path | None, as_json: bool) -> None:
+    from rlrun import views
+    from rlrun.registry import Registry
+
+    with Registry.open(paths.resolve_home(home), create=False) as registry:
+        detail = registry.get_search(registry.resolve_search(reference).id)
+    _say(views.resolved_search(detail.search, reference))
+    if as_json:
+        _print_json(detail.to_json())
+    else:
+        _say(views.search_detail(detail, colour=views.colour_enabled()))
 
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
@@ -414,6 +565,9 @@ def plot(
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
+    if any(r.strip().startswith("search:") for r in references or ()):
+        _plot_search(references or [], output, title, home)
+        return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     details: list[Any] = []
     roots: dict[str, Path] = {}  # each run's home: a run folder outside the home is read in place
@@ -427,6 +581,20 @@ def plot(
                 roots[run.id] = registry.home
     curves = [curve(d) for d in details] if metric is None else _metric_curves(details, roots, metric)
     _say(f"wrote {draw(curves, output, title=title, metric=metric)}")
+
+
+def _plot_search(references: list[str], output: Path, title: str | None, home: Path | None) -> None:
+    """`plot search:REF -o x.png`: score against trial, with the best so far."""
+    from rlrun import views
+    from rlrun.plot import draw_search
+    from rlrun.registry import Registry
+
+    if len(references) != 1:
+        raise BadInput("rlrun plot draws one search at a time (score against trial); name only it")
+    with Registry.open(paths.resolve_home(home), create=False) as registry:
+        detail = registry.get_search(registry.resolve_search(references[0]).id)
+    _say(views.resolved_search(detail.search, references[0]))
+    _say(f"wrote {draw_search(detail, output, title=title)}")
 
 
 def _metric_curves(details: list[Any], roots: dict[str, Path], metric: str) -> list[Any]:

@@ -96,3 +96,38 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
     axes.legend(loc="best", fontsize="small")
     figure.savefig(output, dpi=120)
     return output
+
+
+def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
+    """A search's score against its trial number, with the best so far as a step line; a trial that
+    did not complete is drawn hollow at its last score."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise BadInput("rlrun plot needs matplotlib: pip install 'rlrun[plot]'") from None
+    import json
+
+    figure = Figure(figsize=(8, 5), layout="constrained")
+    axes = figure.add_subplot()
+    complete = [(t.number, t.value) for t in detail.trials if t.state == "complete" and t.value is not None]
+    partial = [(t.number, t.intermediate[-1][1]) for t in detail.trials
+               if t.state != "complete" and t.intermediate]  # fmt: skip
+    if complete:
+        axes.plot([n for n, _ in complete], [v for _, v in complete], "o", label="complete trials")
+        best, steps = -math.inf, []
+        for number, value in complete:
+            best = max(best, value)
+            steps.append((number, best))
+        axes.step([n for n, _ in steps], [b for _, b in steps], where="post", label="best so far")
+    if partial:
+        axes.plot([n for n, _ in partial], [v for _, v in partial], "o", fillstyle="none",
+                  label="pruned, failed or running (last score)")
+    metric = json.loads(detail.search.settings_json)["metric"]
+    axes.set_xlabel("trial")
+    axes.set_ylabel(f"{metric} (mean over sessions)")
+    search = detail.search
+    axes.set_title(title or f"search {search.name or search.id}: {search.spec_name}")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
+    figure.savefig(output, dpi=120)
+    return output

@@ -216,6 +216,36 @@ def whole_run(text: str, command: str) -> RunRef:
     return ref
 
 
+# ---------------------------------------------------------------------------------------------
+# Search references: `search:` and then what names a run (`latest`, `latest~N`, an id, an id prefix
+# or a name), so a search and a run never read as each other.
+
+SEARCH_PREFIX = "search:"
+SEARCH_FORMS = "use search:latest, search:latest~N, or search: followed by a search id, id prefix or name"
+
+
+def is_search_ref(text: str) -> bool:
+    return text.strip().startswith(SEARCH_PREFIX)
+
+
+def parse_search_ref(text: str) -> RunRef:
+    """`search:latest` and the like: a RunRef of kind latest or token (rows and suffixes are refused)."""
+    cleaned = text.strip()
+    if not cleaned.startswith(SEARCH_PREFIX):
+        raise RunReferenceError(f"{text!r} is not a search reference; {SEARCH_FORMS}")
+    base = cleaned[len(SEARCH_PREFIX):]
+    if not base:
+        raise RunReferenceError(f"bad search reference {text!r}: no search named after 'search:'; {SEARCH_FORMS}")
+    try:
+        ref = _parse_base(text, base)
+    except RunReferenceError as error:
+        raise RunReferenceError(f"bad search reference {text!r}: {getattr(error, 'problem', error)};"
+                                f" {SEARCH_FORMS}") from None
+    if ref.kind == "row":
+        raise RunReferenceError(f"bad search reference {text!r}: searches have no row numbers; {SEARCH_FORMS}")
+    return ref
+
+
 def check_run_name(name: str) -> str:
     """A run name must read back as itself: not `latest`, not a row number, no `/` or `@`."""
     try:

@@ -343,6 +343,10 @@ def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spe
     asking Gymnasium whether `env.id` exists (and importing it), for readers of a spec that was
     checked when it was stored, such as `rlrun gc`."""
     problems: list[str] = []
+    if "search" in document:  # a search space: `rlrun search` trains its trials, one run each
+        problems.append("search: this spec is a search space; run it with `rlrun search SPEC` (or remove the"
+                        " search block to train one run with the values it gives)")
+        document = {key: value for key, value in document.items() if key != "search"}
     agent: AgentConfig = AgentConfig(algorithm="?")
     raw_agent = document.get("agent")
     if isinstance(raw_agent, dict):
@@ -388,6 +392,11 @@ def _check_env_id(env_id: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Error messages: one line per problem, with the path, the value and a fix.
+
+
+def did_you_mean(word: str, candidates: list[str]) -> str:
+    """` did you mean "X"?` for the closest candidate, or nothing."""
+    return _did_you_mean(word, candidates)
 
 
 def _did_you_mean(word: str, candidates: list[str]) -> str:

@@ -44,7 +44,7 @@ def defer_signals() -> None:
         signal.signal(sig, hold)
 
 
-TRAINING_COMMANDS = ("train", "resume")
+TRAINING_COMMANDS = ("train", "resume", "search")
 
 
 def defer_signals_for(argv: list[str]) -> None:

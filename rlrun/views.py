@@ -343,3 +343,84 @@ def metrics_summary(logs: Sequence[tuple[str, dict[str, list[Any]]]], *, colour:
 def significant(value: float | None) -> str:
     """Four significant digits: losses, rates and returns alike."""
     return "-" if value is None else f"{value:.4g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Searches (`rlrun ls --search`, `rlrun ls --searches`, `rlrun show search:...`)
+
+
+def resolved_search(search: Any, reference: str) -> str:
+    label = f" ({search.name})" if search.name else ""
+    return f"{reference} → search {search.id}{label}, {search.spec_name}, {search.status}"
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _trial_score(trial: Any) -> str:
+    if trial.value is not None:
+        return score(trial.value)
+    intermediate = json.loads(trial.intermediate_json)
+    return f"({score(intermediate[-1][1])})" if intermediate else "-"
+
+
+def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False) -> str:
+    """A search's trials: number, run, state, each parameter, score (in brackets: the last score of a
+    trial that did not complete), and why a trial was pruned or failed."""
+    paths = list(json.loads(detail.search.space_json))
+    trials = list(detail.trials)
+    if best_first:
+        trials.sort(key=lambda t: (t.value is None, -(t.value or 0.0), t.number))
+    rows: list[list[Cell | str]] = []
+    for trial in trials:
+        params = json.loads(trial.params_json)
+        rows.append([str(trial.number), trial.run_id or "-", status_cell(trial.state),
+                     *[_param(params.get(p)) for p in paths], _trial_score(trial), trial.note or ""])
+    settings = json.loads(detail.search.settings_json)
+    headers = ("trial", "run", "state", *paths, settings["metric"], "note")
+    return table(headers, rows, right=("trial", settings["metric"]), colour=colour)
+
+
+def searches_table(searches: Sequence[tuple[Any, int, float | None]], *, colour: bool = False) -> str:
+    rows: list[list[Cell | str]] = []
+    for search, ended, best in searches:
+        settings = json.loads(search.settings_json)
+        rows.append([search.id, search.name or "", search.spec_name, status_cell(search.status),
+                     f"{ended}/{settings['trials']}", settings["metric"], score(best), when(search.created_at)])
+    headers = ("id", "name", "spec", "status", "trials", "metric", "best", "started")
+    return table(headers, rows, right=("trials", "best"), colour=colour)
+
+
+def search_detail(detail: Any, *, colour: bool = False) -> str:
+    """`rlrun show search:...`: the search, its best trials, each parameter's importance, every trial."""
+    search = detail.search
+    settings = json.loads(search.settings_json)
+    ended = [t for t in detail.trials if t.state != "running"]
+    lines = [f"search {search.id}{f' ({search.name})' if search.name else ''}: {search.spec_name}, {search.status},"
+             f" {len(ended)} of {settings['trials']} trials ended",
+             f"  {settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner,"
+             f" score: {settings['metric']} (mean over each trial's sessions), started {when(search.created_at)}"]
+    if search.error:
+        lines.append(f"  error: {search.error}")
+    lines.append("space:")
+    lines += [f"  {path}: {json.dumps(distribution)}" for path, distribution in json.loads(search.space_json).items()]
+    complete = sorted((t for t in detail.trials if t.state == "complete" and t.value is not None),
+                      key=lambda t: (-(t.value or 0.0), t.number))
+    if complete:
+        lines.append("best trials:")
+        for trial in complete[:3]:
+            params = ", ".join(f"{k}={_param(v)}" for k, v in json.loads(trial.params_json).items())
+            lines.append(f"  trial {trial.number} (run {trial.run_id or '-'}): {score(trial.value)}  {params}")
+    if search.importance_json:
+        lines.append("parameter importance (fANOVA over the complete trials):")
+        for path, share in sorted(json.loads(search.importance_json).items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {path}: {share:.2f}")
+    counts = {state: sum(t.state == state for t in detail.trials) for state in ("complete", "pruned", "failed",
+                                                                                "running")}
+    lines.append("trials: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n))
+    if detail.trials:
+        lines.append(trials_table(detail, colour=colour))
+    return "\n".join(lines)

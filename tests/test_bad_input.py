@@ -71,6 +71,17 @@ SPEC_FILES: dict[str, bytes] = {
     "atari_on_cartpole.json": json.dumps(document(env__atari={})).encode(),
     "cnn_on_vector.json": json.dumps({**builtin_document("dqn_cartpole"), "agent": {
         **builtin_document("dqn_cartpole")["agent"], "network": {"kind": "nature_cnn"}}}).encode(),
+    # search blocks (issue 15)
+    "searched.json": json.dumps(document(search={"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}})).encode(),
+    "search_path.json": json.dumps(document(search={"agent.optimizer.lrr": {"uniform": [0.1, 0.2]}})).encode(),
+    "search_kind.json": json.dumps(document(search={"agent.gamma": {"unifrom": [0.9, 0.99]}})).encode(),
+    "search_bound.json": json.dumps(document(search={"agent.gamma": {"uniform": [0.9, 1.5]}})).encode(),
+    "search_int.json": json.dumps(document(search={"agent.episodes_per_update": {"uniform": [2, 8]}})).encode(),
+    "search_log.json": json.dumps(document(search={"agent.optimizer.lr": {"loguniform": [0, 0.1]}})).encode(),
+    "search_choice.json": json.dumps(document(search={"agent.baseline": {"choice": ["mean", "avg"]}})).encode(),
+    "search_leaf.json": json.dumps(document(search={"agent.optimizer.lr.start": {"uniform": [0.1, 0.2]}})).encode(),
+    "search_grid.json": json.dumps(document(search={"agent.baseline": {"grid": ["mean", "value"]}})).encode(),
+    "search_empty.json": json.dumps(document(search={})).encode(),
 }
 
 
@@ -148,6 +159,29 @@ CASES = [
     case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
     case("train", "SPECS/does_not_exist.json", hint="does_not_exist.json\" does not exist; give a path or a built-in"),
     case("train", "reinforce_cartpol", hint='no such file or built-in spec; did you mean "reinforce_cartpole"'),
+    # search blocks: refused by train, checked by search before anything is written (issue 15)
+    case("train", spec_file("searched.json"), hint="this spec is a search space; run it with `rlrun search SPEC`"),
+    case("search", RC, hint="has no search block; add one"),
+    case("search", spec_file("search_path.json"), hint='search.agent.optimizer.lrr: not a setting of this spec;'
+         ' did you mean "agent.optimizer.lr"'),
+    case("search", spec_file("search_kind.json"), hint='unknown distribution "unifrom"; did you mean "uniform"'),
+    case("search", spec_file("search_bound.json"), hint="1.5 does not fit (agent.gamma = 1.5: input should be less"),
+    case("search", spec_file("search_int.json"), hint="agent.episodes_per_update takes whole numbers; use randint"),
+    case("search", spec_file("search_log.json"), hint="loguniform needs low > 0"),
+    case("search", spec_file("search_choice.json"), hint='"avg" does not fit (agent.baseline = "avg": not an'),
+    case("search", spec_file("search_leaf.json"), hint="agent.optimizer.lr is 0.002, not an object with keys"),
+    case("search", spec_file("search_empty.json"), hint="search = {}: not a search space"),
+    case("search", spec_file("searched.json"), hint="say how many trials to run: --trials N"),
+    case("search", spec_file("search_grid.json"), "--trials", "3", hint="--trials 3 is more than the grid's 2 points"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--pruner", "medain",
+         hint="--pruner 'medain' is not one of median, halving, none; did you mean \"median\""),
+    case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "0", hint="'--parallel': 0 is not in"),
+    case("search", spec_file("searched.json"), "--trials", "2", hint="searching needs Optuna: pip install",
+         missing=("optuna",)),
+    case("show", "search:latest", hint="no searches in"),
+    case("show", "search:", hint="bad search reference 'search:': no search named after 'search:'"),
+    case("resume", "search:latest", "--more", "1k", hint="--more edit a run; a search resumes as it was recorded"),
+    case("ls", "--search", "search:nope", hint="no searches in"),
     # sizes
     case("train", RC, "--frames", "1e99", hint="--frames: '1e99' is more than 1e15, the largest count rlrun takes"),
     case("train", RC, "--frames", "-5", hint="--frames: '-5' is not a size; use a count like 20M"),

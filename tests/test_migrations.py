@@ -33,7 +33,7 @@ from rlrun.registry.tables import Base
 
 pytest_plugins = ["postgres_server"]
 
-TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"}
+TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts", "searches", "trials"}
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 VERSION_TABLE = "rlrun_alembic_version"
 
 
@@ -131,6 +131,9 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         detail = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
         if "locked" in detail:
             advice = "another process held it for more than 30 s; try again"
+        elif "too many clients" in detail or "connection slots" in detail:
+            advice = ("the server's max_connections is reached (every session holds one): raise it, or connect"
+                      " through PgBouncer in transaction mode (README, The registry)")
         elif sqlite_file(url) is not None:
             advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
         else:

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from rlrun.registry.records import CRASHED, ENDED, RunRecord, SessionRecord
+from rlrun.registry.records import CRASHED, ENDED, RunRecord, SearchRecord, SessionRecord
 
 # Sessions heartbeat every few seconds; one silent for longer than this is reported crashed.
 STALE_AFTER_SECONDS = 30.0
@@ -104,6 +104,16 @@ def reported_run_status(stored: str, session_statuses: Iterable[str]) -> str:
     if statuses and all(s in ENDED for s in statuses):
         return run_status(statuses)
     return CRASHED
+
+
+def search_status(search: SearchRecord) -> str:
+    """A search as it is: a stored-running one whose driver ran on this host under a pid that is
+    gone is crashed (a driver elsewhere is taken at its word; its trials' runs have heartbeats)."""
+    import socket
+
+    if search.status != "running" or search.pid is None or search.host != socket.gethostname():
+        return search.status
+    return search.status if pid_alive(search.pid) else CRASHED
 
 
 def pid_alive(pid: int) -> bool:

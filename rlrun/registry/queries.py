@@ -20,6 +20,7 @@ from rlrun.registry.liveness import (
     maybe_alive_sql,
     page_status,
     reported_run_status,
+    search_status,
 )
 from rlrun.registry.records import (
     ATTEMPT_SELECT,
@@ -31,15 +32,21 @@ from rlrun.registry.records import (
     REVISION_SELECT,
     RUN_COLUMNS,
     RUN_SELECT,
+    SEARCH_COLUMNS,
+    SEARCH_SELECT,
     SESSION_SELECT,
+    TRIAL_SELECT,
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
     RunDetail,
     RunRecord,
     RunSummary,
+    SearchDetail,
+    SearchRecord,
     SessionRecord,
     SpecRevisionRecord,
+    TrialRecord,
     attempt_record,
     in_list,
 )
@@ -328,3 +335,28 @@ class Reads(Connected):
             raise ValueError(f"not a filterable column: {column}")
         with self._transaction(write=False) as tx:
             return [value for (value,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
+
+    # -- searches --------------------------------------------------------------------------------
+
+    def get_search(self, search_id: str) -> SearchDetail:
+        """A search with its trials by number; its status as reported (see `search_status`)."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
+            if not found:
+                raise RunReferenceError(f"no search with id {search_id!r}; see `rlrun ls --searches`")
+            trials = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number",
+                             {"id": search_id})
+        search = SearchRecord(*found[0])
+        return SearchDetail(search._replace(status=search_status(search)), [TrialRecord(*row) for row in trials])
+
+    def list_searches(self, limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:
+        """Searches newest first, each with its count of ended trials and its best value."""
+        window, bounds = _window("sqlite", limit, 0) if limit is not None else ("", {})
+        with self._transaction(write=False) as tx:
+            rows = tx.rows(
+                f"SELECT {SEARCH_SELECT}, (SELECT COUNT(*) FROM trials t WHERE t.search_id = q.id"
+                " AND t.state <> 'running'), (SELECT MAX(t.value) FROM trials t WHERE t.search_id = q.id"
+                f" AND t.state = 'complete') FROM searches q ORDER BY q.created_at DESC, q.id DESC{window}", bounds)
+        n = len(SEARCH_COLUMNS)
+        return [(SearchRecord(*row[:n])._replace(status=search_status(SearchRecord(*row[:n]))), int(row[n]),
+                 row[n + 1]) for row in rows]  # fmt: skip

@@ -28,6 +28,11 @@ ENDED = ("finished", "failed", "preempted")
 ATTEMPT_KINDS = ("train", "resume", "fork")
 ATTEMPT_END_STATUSES = (*ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
 
+# Searches and their trials (`rlrun search`). A search's "crashed", like a run's, is computed on
+# read (its driver's process is gone), never stored.
+SEARCH_STATUSES = ("running", "finished", "failed", "preempted")
+TRIAL_STATES = ("running", "complete", "pruned", "failed")
+
 IN_LIMIT = 500  # beyond this many ids, select by a condition rather than an IN list
 
 
@@ -152,6 +157,70 @@ class AttemptRecord(NamedTuple):
         return self._asdict()
 
 
+class SearchRecord(NamedTuple):
+    id: str
+    name: str | None
+    spec_name: str
+    spec_json: str
+    space_json: str
+    settings_json: str
+    status: str
+    host: str | None
+    pid: int | None
+    error: str | None
+    importance_json: str | None
+    created_at: float
+    finished_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec, space, settings and importance as JSON values rather than strings holding JSON."""
+        data = self._asdict()
+        for key in ("spec", "space", "settings", "importance"):
+            text = data.pop(f"{key}_json")
+            data[key] = None if text is None else json.loads(text)
+        return data
+
+
+class TrialRecord(NamedTuple):
+    id: int
+    search_id: str
+    number: int
+    run_id: str | None
+    params_json: str
+    state: str
+    value: float | None
+    intermediate_json: str
+    system_attrs_json: str
+    note: str | None
+    created_at: float
+    finished_at: float | None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.params_json)
+        return result
+
+    @property
+    def intermediate(self) -> list[tuple[int, float]]:
+        """(frame, value) pairs, oldest first: the trial's score at each evaluation."""
+        return [(int(frame), float(value)) for frame, value in json.loads(self.intermediate_json)]
+
+    def to_json(self) -> dict[str, Any]:
+        data = self._asdict()
+        data["params"] = json.loads(data.pop("params_json"))
+        data["intermediate"] = json.loads(data.pop("intermediate_json"))
+        data["system_attrs"] = json.loads(data.pop("system_attrs_json"))
+        return data
+
+
+class SearchDetail(NamedTuple):
+    search: SearchRecord  # its status as reported (crashed when its driver is gone)
+    trials: list[TrialRecord]  # by number
+
+    def to_json(self) -> dict[str, Any]:
+        return {"search": self.search.to_json(), "trials": [t.to_json() for t in self.trials]}
+
+
 class RunSummary(NamedTuple):
     row: int  # 1-based position in `rlrun ls` order under the same filters
     id: str
@@ -217,6 +286,16 @@ ATTEMPT_SELECT = (
     " a.ended_at, a.end_status, a.approximate, a.note"
 )
 NEWEST_FIRST = "r.created_at DESC, r.id DESC"
+SEARCH_COLUMNS = (
+    "id", "name", "spec_name", "spec_json", "space_json", "settings_json", "status", "host", "pid", "error",
+    "importance_json", "created_at", "finished_at",
+)  # fmt: skip
+TRIAL_COLUMNS = (
+    "id", "search_id", "number", "run_id", "params_json", "state", "value", "intermediate_json",
+    "system_attrs_json", "note", "created_at", "finished_at",
+)  # fmt: skip
+SEARCH_SELECT = ", ".join(f"q.{c}" for c in SEARCH_COLUMNS)
+TRIAL_SELECT = ", ".join(f"t.{c}" for c in TRIAL_COLUMNS)
 
 
 def attempt_record(row: tuple[Any, ...]) -> AttemptRecord:

@@ -13,14 +13,16 @@ from typing import NamedTuple
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, RunRef, like_pattern, parse_ref
 from rlrun.registry.database import Transaction
-from rlrun.registry.liveness import SETTLED_SQL, page_status
+from rlrun.registry.liveness import SETTLED_SQL, page_status, search_status
 from rlrun.registry.queries import Reads
 from rlrun.registry.records import (
     NEWEST_FIRST,
     RUN_SELECT,
+    SEARCH_SELECT,
     CheckpointRecord,
     RunDetail,
     RunRecord,
+    SearchRecord,
     SessionRecord,
 )
 
@@ -43,6 +45,41 @@ class Resolution(Reads):
         if parsed.session is not None and parsed.session >= run.num_sessions:
             raise RunReferenceError(_no_such_session(parsed, run))
         return run
+
+    def resolve_search(self, ref: str | RunRef) -> SearchRecord:
+        """The search a `search:...` reference names: the newest (`search:latest~N`), or one by
+        id, name or unambiguous id prefix; its status as reported."""
+        from rlrun.refs import parse_search_ref
+
+        parsed = parse_search_ref(ref) if isinstance(ref, str) else ref
+        with self._transaction(write=False) as tx:
+            found = self._find_search(tx, parsed)
+        return found._replace(status=search_status(found))
+
+    def _find_search(self, tx: Transaction, ref: RunRef) -> SearchRecord:
+        newest = "q.created_at DESC, q.id DESC"
+        if not tx.rows("SELECT 1 FROM searches LIMIT 1"):
+            raise RunReferenceError(f"no searches in {self.home} yet; start one with `rlrun search SPEC`")
+        if ref.kind == "latest":
+            rows = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q ORDER BY {newest} LIMIT 1 OFFSET :offset",
+                           {"offset": ref.offset})
+            if rows:
+                return SearchRecord(*rows[0])
+            total = int(tx.rows("SELECT COUNT(*) FROM searches")[0][0])
+            raise RunReferenceError(f"search:{ref.base}: only {total} searches; see `rlrun ls --searches`")
+        for condition, value in (("q.id = :token", ref.token.lower()), ("q.name = :token", ref.token)):
+            exact = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE {condition}", {"token": value})
+            if exact:
+                return SearchRecord(*exact[0])
+        candidates = [SearchRecord(*row) for row in tx.rows(
+            f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id LIKE :prefix ESCAPE '\\' ORDER BY {newest}"
+            f" LIMIT {_MAX_CANDIDATES + 1}", {"prefix": like_pattern(ref.token.lower()) + "%"})]
+        if len(candidates) > 1:
+            shown = ", ".join(f"{c.id}{f' ({c.name})' if c.name else ''}" for c in candidates[:_MAX_CANDIDATES])
+            raise RunReferenceError(f"'search:{ref.token}' is ambiguous: {shown}; type more of the id")
+        if not candidates:
+            raise RunReferenceError(f"no search matches 'search:{ref.token}'; see `rlrun ls --searches`")
+        return candidates[0]
 
     def _find(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> tuple[RunRecord, str | None]:
         """The run and, if it is stored running, the status its sessions settle it at (or None)."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, make_url, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
@@ -37,7 +37,7 @@ def _on_sqlite_begin(conn: Connection) -> None:
 def create_registry_engine(url: str) -> Engine:
     """An engine configured the way the registry needs it (pragmas and BEGIN control on SQLite)."""
     if not is_sqlite(url):
-        return create_engine(url)
+        return create_engine(url, connect_args=_server_connect_args(url))
     if sqlite_file(url) is None:
         # One shared connection, or every checkout would see a different empty database.
         engine = create_engine(url, poolclass=StaticPool, connect_args={"timeout": 30})
@@ -46,6 +46,15 @@ def create_registry_engine(url: str) -> Engine:
     event.listen(engine, "connect", _on_sqlite_connect)
     event.listen(engine, "begin", _on_sqlite_begin)
     return engine
+
+
+def _server_connect_args(url: str) -> dict[str, Any]:
+    """psycopg (3) prepares a statement on the server once a connection has run it five times; a
+    pooler in transaction mode (PgBouncer before 1.21, the usual way to give hundreds of sessions
+    one server) hands the next transaction another server connection, where that statement is
+    missing or already taken ("prepared statement "_pg3_0" already exists"). The registry's
+    statements are small and planned in microseconds: never prepare them."""
+    return {"prepare_threshold": None} if make_url(url).get_driver_name() == "psycopg" else {}
 
 
 class ServerTransaction:

@@ -24,12 +24,18 @@ from rlrun.registry.records import (
     ENDED,
     IN_LIMIT,
     RUN_COLUMNS,
+    SEARCH_COLUMNS,
+    SEARCH_STATUSES,
+    TRIAL_COLUMNS,
+    TRIAL_STATES,
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
     RestoredRun,
     RunRecord,
+    SearchRecord,
     SpecRevisionRecord,
+    TrialRecord,
     in_list,
     insert_sql,
 )
@@ -49,9 +55,30 @@ def owner(tx: Transaction, session_id: int) -> tuple[str, int]:
 
 
 def lock_run(tx: Transaction, run_id: str) -> None:
-    """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has)."""
+    """Serialise writers of one run on a server (SQLite's BEGIN IMMEDIATE already has).
+
+    Taken first, before the transaction writes anything of the run's: inserting a row that refers
+    to the run (an attempt) holds a key-share lock on the run's row, and two transactions that
+    both hold one and then ask for this lock wait for each other (PostgreSQL's "deadlock detected").
+    """
     if tx.dialect != "sqlite":
         tx.rows("SELECT id FROM runs WHERE id = :id FOR UPDATE", {"id": run_id})
+
+
+def lock_owner(tx: Transaction, session_id: int) -> tuple[str, int]:
+    """The run id and index of a session, with its run locked (`lock_run`)."""
+    run_id, index = owner(tx, session_id)
+    lock_run(tx, run_id)
+    return run_id, index
+
+
+def lock_attempt_run(tx: Transaction, attempt_id: int) -> str:
+    """The run of an attempt, locked (`lock_run`)."""
+    found = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})
+    if not found:
+        raise RegistryError(f"no attempt with id {attempt_id} in the registry")
+    lock_run(tx, found[0][0])
+    return str(found[0][0])
 
 
 def close_open_attempts(tx: Transaction, session_id: int, status: str) -> int:
@@ -126,13 +153,14 @@ class Writes(Connected):
     def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
         """Mark a session running; started_at keeps the first start across resumes."""
         with self._transaction(write=True) as tx:
+            run_id, _ = lock_owner(tx, session_id)
             self._update_session(
                 tx, session_id,
                 "status = 'running', host = :host, pid = :pid, heartbeat_at = :now,"
                 " started_at = COALESCE(started_at, :now), finished_at = NULL, error = NULL",
                 {"host": host, "pid": pid},
             )  # fmt: skip
-            self._sync_manifest(tx, owner(tx, session_id)[0])
+            self._sync_manifest(tx, run_id)
 
     def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> None:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
@@ -154,13 +182,15 @@ class Writes(Connected):
         behind to call crashed)."""
         check_status(status, ENDED)
         with self._transaction(write=True) as tx:
+            # The run first: the last two sessions to end take turns, so the second sees the first
+            # ended and settles the run.
+            run_id, _ = lock_owner(tx, session_id)
             self._update_session(
                 tx, session_id,
                 "status = :status, frame = :frame, episode = :episode, opt_step = :opt_step, error = :error,"
                 " heartbeat_at = :now, finished_at = :now",
                 {"status": status, "frame": frame, "episode": episode, "opt_step": opt_step, "error": error},
             )  # fmt: skip
-            run_id, _ = owner(tx, session_id)
             close_open_attempts(tx, session_id, status)
             self._settle_run(tx, run_id)
             self._sync_manifest(tx, run_id)
@@ -196,6 +226,7 @@ class Writes(Connected):
     def _update_run(self, run_id: str, *, ended: bool = False, **values: Any) -> None:
         """Set run columns; `ended` stamps finished_at with the database's clock."""
         with self._transaction(write=True) as tx:
+            lock_run(tx, run_id)
             if ended:
                 values["finished_at"] = tx.now()
             assignments = ", ".join(f"{column} = :{column}" for column in values)
@@ -242,7 +273,7 @@ class Writes(Connected):
         """
         later = {"session_id": session_id, "frame": frame}
         with self._transaction(write=True) as tx:
-            run_id, _ = owner(tx, session_id)
+            run_id, _ = lock_owner(tx, session_id)
             doomed = checkpoints_where(tx, "c.session_id = :session_id AND c.frame > :frame", later)
             tx.execute("DELETE FROM checkpoints WHERE session_id = :session_id AND frame > :frame", later)
             train = "session_id = :session_id AND kind = 'train'"
@@ -268,7 +299,7 @@ class Writes(Connected):
         """
         check_status(kind, ATTEMPT_KINDS, what="attempt kind")
         with self._transaction(write=True) as tx:
-            run_id, index = owner(tx, session_id)
+            run_id, index = lock_owner(tx, session_id)
             close_open_attempts(tx, session_id, CRASHED)  # their process died without a word
             values: dict[str, Any] = dict(
                 run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
@@ -283,24 +314,20 @@ class Writes(Connected):
         """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
         check_status(status, ATTEMPT_END_STATUSES)
         with self._transaction(write=True) as tx:
-            count = tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
-                               {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
-            if count == 0:
-                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
-            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
+            run_id = lock_attempt_run(tx, attempt_id)
+            tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
+                       {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
             self._sync_manifest(tx, run_id)
 
     def mark_attempt_approximate(self, attempt_id: int, *, reason: str) -> None:
         """Record that an attempt found, while running, that its continuation cannot be exact (a
         GPU op without a deterministic kernel): it becomes approximate, `reason` joins its note."""
         with self._transaction(write=True) as tx:
-            count = tx.execute(
+            run_id = lock_attempt_run(tx, attempt_id)
+            tx.execute(
                 "UPDATE attempts SET approximate = :yes, note = CASE WHEN note IS NULL THEN :reason"
                 " ELSE note || '; ' || :reason END WHERE id = :id", {"yes": True, "reason": reason, "id": attempt_id},
             )
-            if count == 0:
-                raise RegistryError(f"no attempt with id {attempt_id} in the registry")
-            (run_id,) = tx.rows("SELECT run_id FROM attempts WHERE id = :id", {"id": attempt_id})[0]
             self._sync_manifest(tx, run_id)
 
     def add_checkpoint(
@@ -338,7 +365,8 @@ class Writes(Connected):
             # SQLite stores NaN as NULL, which would silently lose the row's meaning.
             raise ValueError(f"evaluation scores must be finite: {mean=} {std=} {min=} {max=}")
         with self._transaction(write=True) as tx:
-            run_id, index = owner(tx, session_id)
+            # A "train" evaluation leaves the manifest, so the run, alone: no lock on it.
+            run_id, index = owner(tx, session_id) if kind == "train" else lock_owner(tx, session_id)
             values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, mean=mean, std=std,
                                           min=min, max=max, episodes=episodes, created_at=tx.now())
             row_id = tx.insert(insert_sql("evaluations", values), values)
@@ -389,5 +417,87 @@ class Writes(Connected):
             self._sync_manifest(tx, run_id)
 
     def _sync_manifest(self, tx: Transaction, run_id: str) -> None:
+        """Rewrite the run's manifest. Writes that change the run's rows lock it first (`lock_run`);
+        locking here again costs nothing then, and covers a caller that wrote nothing before."""
         lock_run(tx, run_id)
         manifest.write_from_rows(tx, self.home, run_id)
+
+    # -- searches (`rlrun search`) ---------------------------------------------------------------
+
+    def create_search(
+        self, *, search_id: str, name: str | None, spec_name: str, spec_json: str, space_json: str,
+        settings_json: str, host: str | None, pid: int | None,
+    ) -> SearchRecord:  # fmt: skip
+        """Insert a running search (no trials yet)."""
+        try:
+            with self._transaction(write=True) as tx:
+                if name is not None and (holder := tx.rows("SELECT id FROM searches WHERE name = :name",
+                                                           {"name": name})):  # fmt: skip
+                    raise BadInput(f"a search named {name!r} already exists (id {holder[0][0]}); choose another"
+                                   f" --name, or continue it with `rlrun resume search:{name}`")
+                search = SearchRecord(
+                    id=search_id, name=name, spec_name=spec_name, spec_json=spec_json, space_json=space_json,
+                    settings_json=settings_json, status="running", host=host, pid=pid, error=None,
+                    importance_json=None, created_at=tx.now(), finished_at=None,
+                )  # fmt: skip
+                tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
+        except Conflict as error:
+            raise BadInput(f"search id {search_id!r} or name {name!r} is already taken") from error
+        return search
+
+    def reopen_search(self, search_id: str, *, host: str | None, pid: int | None) -> None:
+        """Mark a search running again (`rlrun resume search:...`), driven by this process."""
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
+                               " finished_at = NULL WHERE id = :id", {"host": host, "pid": pid, "id": search_id})
+            if count == 0:
+                raise RegistryError(f"no search with id {search_id} in the registry")
+
+    def finish_search(self, search_id: str, *, status: str, error: str | None = None,
+                      importance_json: str | None = None) -> None:  # fmt: skip
+        """End a search: finished, failed, or preempted (stopped by a signal); with each parameter's
+        importance when it was computed."""
+        check_status(status, SEARCH_STATUSES[1:])
+        with self._transaction(write=True) as tx:
+            count = tx.execute("UPDATE searches SET status = :status, error = :error, finished_at = :now,"
+                               " importance_json = :importance WHERE id = :id",
+                               {"status": status, "error": error, "now": tx.now(), "importance": importance_json,
+                                "id": search_id})  # fmt: skip
+            if count == 0:
+                raise RegistryError(f"no search with id {search_id} in the registry")
+
+    def add_trial(self, search_id: str, *, number: int, run_id: str | None, params_json: str) -> TrialRecord:
+        """Record a running trial and the run that trains it."""
+        with self._transaction(write=True) as tx:
+            trial = TrialRecord(
+                id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
+                value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
+                finished_at=None,
+            )  # fmt: skip
+            values = {k: v for k, v in trial._asdict().items() if k != "id"}
+            row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
+        return trial._replace(id=row_id)
+
+    def link_trial(self, trial_id: int, run_id: str) -> None:
+        """Give a trial whose run is being (re)created its new run."""
+        with self._transaction(write=True) as tx:
+            if tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": trial_id}) == 0:
+                raise RegistryError(f"no trial with id {trial_id} in the registry")
+
+    def record_trial(
+        self, trial_id: int, *, intermediate_json: str, system_attrs_json: str, state: str = "running",
+        value: float | None = None, note: str | None = None,
+    ) -> None:  # fmt: skip
+        """What the search made of a trial so far: its scores at each evaluation and the pruner's
+        notes; with an ending state (complete, pruned, failed), its value and why."""
+        check_status(state, TRIAL_STATES, what="trial state")
+        with self._transaction(write=True) as tx:
+            count = tx.execute(
+                "UPDATE trials SET intermediate_json = :intermediate, system_attrs_json = :attrs, state = :state,"
+                " value = :value, note = :note, finished_at = :finished WHERE id = :id",
+                {"intermediate": intermediate_json, "attrs": system_attrs_json, "state": state,
+                 "value": None if value is None or math.isnan(value) else value, "note": note,
+                 "finished": None if state == "running" else tx.now(), "id": trial_id},
+            )  # fmt: skip
+            if count == 0:
+                raise RegistryError(f"no trial with id {trial_id} in the registry")

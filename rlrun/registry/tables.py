@@ -153,6 +153,49 @@ class SpecRevisionRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class SearchRow(Base):
+    """A hyper-parameter search (`rlrun search`): its spec, space, sampler settings and status.
+    Its trials are runs, linked through `trials`."""
+
+    __tablename__ = "searches"
+    __table_args__ = (Index("ix_searches_created_at", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200), unique=True)
+    spec_name: Mapped[str] = mapped_column(String(200))
+    spec_json: Mapped[str] = mapped_column(Text)  # the base spec, without its search block
+    space_json: Mapped[str] = mapped_column(Text)  # the search block as given
+    settings_json: Mapped[str] = mapped_column(Text)  # sampler, pruner, metric, trials, parallel, seed
+    status: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str | None] = mapped_column(String(255))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    importance_json: Mapped[str | None] = mapped_column(Text)  # each parameter's importance, at the end
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
+
+class TrialRow(Base):
+    """One trial of a search: its parameters, what the search made of it, and the run that trained
+    it (unlinked, not deleted, when that run is removed: the trial's record is the search's)."""
+
+    __tablename__ = "trials"
+    # The unique (search_id, number) index also serves lookups by search_id alone.
+    __table_args__ = (UniqueConstraint("search_id", "number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    search_id: Mapped[str] = mapped_column(ForeignKey("searches.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    params_json: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16))  # running | complete | pruned | failed
+    value: Mapped[float | None] = mapped_column(Float)
+    intermediate_json: Mapped[str] = mapped_column(Text)  # [[frame, value], ...] as the pruner saw them
+    system_attrs_json: Mapped[str] = mapped_column(Text)  # the pruner's own notes on the trial (Optuna's)
+    note: Mapped[str | None] = mapped_column(Text)  # why it was pruned or failed
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+
 
 def sqlite_ddl() -> list[str]:
     """CREATE statements for the head schema on SQLite: an empty in-memory registry answers

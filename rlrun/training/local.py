@@ -31,17 +31,20 @@ LAST_WORDS_SECONDS = 2.0
 
 
 class LocalExecutor:
-    def __init__(self, *, handle_signals: bool = True) -> None:
+    def __init__(self, *, handle_signals: bool = True, stop: StopRequest | None = None) -> None:
         self.handle_signals = handle_signals
         """False: leave signal handling to the caller (outside the main thread it is left anyway)."""
+        self.stop = stop
+        """A stop the caller may request for reasons of its own, from its `on_event` (a search pruning
+        a trial): the sessions stop at their next step with a snapshot, as after a signal."""
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         if len(tasks) == 1:
-            stop = StopRequest()
+            stop = self.stop or StopRequest()
             with self._signals(stop):
                 ended = [_run_here(tasks[0], on_event, stop)]
             return Execution(ended, stop.signal)
-        return _run_spawned(list(tasks), on_event, self._signals)
+        return _run_spawned(list(tasks), on_event, self._signals, self.stop)
 
     def _signals(self, stop: StopRequest, on_abort: Any = None) -> contextlib.AbstractContextManager[Any]:
         if not self.handle_signals:
@@ -64,15 +67,18 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
     return ended[-1]
 
 
-def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Execution:
-    execution = _supervise(tasks, on_event, signals)
-    _stop_resource_tracker()
+def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
+                 outside: StopRequest | None = None) -> Execution:
+    execution = _supervise(tasks, on_event, signals, outside)
+    stop_resource_tracker()
     return execution
 
 
-def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Execution:
-    """Start the session processes and relay their events until each has ended. Every
-    multiprocessing object lives and dies inside this call (see `_stop_resource_tracker`)."""
+def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
+               outside: StopRequest | None = None) -> Execution:
+    """Start the session processes and relay their events until each has ended; a stop requested
+    on `outside` is passed on to them. Every multiprocessing object lives and dies inside this call
+    (see `stop_resource_tracker`)."""
     from rlrun.session import run_session_process
 
     context = multiprocessing.get_context("spawn")
@@ -93,6 +99,8 @@ def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Exe
             for process in processes.values():
                 process.start()
             while len(ended) < len(tasks):
+                if outside is not None and outside.signal and not stop.signal:
+                    stop.request(outside.signal)
                 try:
                     event = channel.get(timeout=0.5)
                 except queue_module.Empty:
@@ -107,7 +115,7 @@ def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any) -> Exe
     return Execution([ended[t.index] for t in tasks], stop.signal)
 
 
-def _stop_resource_tracker() -> None:
+def stop_resource_tracker() -> None:
     """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
     the interpreter exits, so a caller waiting for this command's children would find one still
     alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop

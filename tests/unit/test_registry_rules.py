@@ -325,6 +325,8 @@ _RECORD_OF_TABLE = {
     "evaluations": (records.EvaluationRecord, None),
     "spec_revisions": (records.SpecRevisionRecord, None),
     "attempts": (records.AttemptRecord, None),
+    "searches": (records.SearchRecord, records.SEARCH_COLUMNS),
+    "trials": (records.TrialRecord, records.TRIAL_COLUMNS),
 }
 
 
@@ -369,3 +371,15 @@ def test_records_tables_and_migrations_agree(tmp_path: Path) -> None:
                 assert _optional(hints[field]) == declared[name], (table, name)
         if column_list is not None:
             assert list(column_list) == fields, table
+
+
+def test_a_full_server_says_what_to_configure() -> None:
+    from rlrun.registry.database import explained
+
+    url = "postgresql+psycopg://rlrun:secret@db.example/rlrun"
+    for refusal in ("FATAL:  sorry, too many clients already",
+                    "FATAL:  remaining connection slots are reserved for non-replication superuser connections"):
+        with pytest.raises(RegistryError) as raised, explained(url, (OSError,)):
+            raise OSError(f'connection failed: connection to server at "10.0.0.5", port 5432 failed: {refusal}')
+        message = str(raised.value)
+        assert "max_connections" in message and "PgBouncer" in message and "secret" not in message
