@@ -76,9 +76,9 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
     layers: list[nn.Module] = []
     width = inputs
     for hidden in network.hidden:
-        layers += [_orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
+        layers += [orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
         width = hidden
-    layers.append(_orthogonal(nn.Linear(width, outputs), gain=output_gain))
+    layers.append(orthogonal(nn.Linear(width, outputs), gain=output_gain))
     return nn.Sequential(*layers)
 
 
@@ -87,7 +87,7 @@ def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: flo
     linear head."""
     if spec.kind == "nature_cnn":
         torso = NatureCNN(obs_space, spec)
-        return nn.Sequential(torso, _orthogonal(nn.Linear(torso.width, outputs), gain=output_gain))
+        return nn.Sequential(torso, orthogonal(nn.Linear(torso.width, outputs), gain=output_gain))
     return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
 
 
@@ -106,9 +106,9 @@ class NatureCNN(nn.Module):
         self.colour = len(self.obs_shape) >= 3 and self.obs_shape[-1] == 3
         gain = float(np.sqrt(2))
         self.convolutions = nn.Sequential(
-            _orthogonal(nn.Conv2d(channels, 32, 8, stride=4), gain), nn.ReLU(),
-            _orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
-            _orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(channels, 32, 8, stride=4), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
             nn.Flatten(),
         )
         # oneDNN's faster layout on the CPU (a fifth off a DQN gradient step); a device move keeps it
@@ -116,7 +116,7 @@ class NatureCNN(nn.Module):
         width = 64 * _conv_out(height) * _conv_out(width)
         layers: list[nn.Module] = []
         for hidden in spec.hidden:
-            layers += [_orthogonal(nn.Linear(width, hidden), gain), ACTIVATIONS[spec.activation]()]
+            layers += [orthogonal(nn.Linear(width, hidden), gain), ACTIVATIONS[spec.activation]()]
             width = hidden
         self.dense = nn.Sequential(*layers)
         self.width = width
@@ -174,7 +174,7 @@ class Fast:
         self.steps: list[tuple[np.ndarray, np.ndarray] | Any] = []
         device = next(net.parameters()).device
         if device.type != "cpu":  # weights on a GPU: one batched forward there, the obs moved once
-            self.steps = [lambda x: _forward(net, torch.from_numpy(x).to(device)).cpu().numpy()]
+            self.steps = [lambda x: forward_no_grad(net, torch.from_numpy(x).to(device)).cpu().numpy()]
             return
         for module in net:
             if isinstance(module, nn.Linear):
@@ -182,7 +182,7 @@ class Fast:
             elif type(module) in self._ACTIVATIONS:
                 self.steps.append(self._ACTIVATIONS[type(module)])
             else:
-                self.steps = [lambda x, net=net: _forward(net, torch.from_numpy(x)).numpy()]  # e.g. GELU
+                self.steps = [lambda x, net=net: forward_no_grad(net, torch.from_numpy(x)).numpy()]  # e.g. GELU
                 return
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -193,7 +193,7 @@ class Fast:
 
 
 @torch.no_grad()
-def _forward(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def forward_no_grad(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     out: torch.Tensor = net(x)
     return out
 
@@ -220,7 +220,7 @@ def sample_categorical(log_probs: np.ndarray, generator: torch.Generator) -> np.
 _Layer = TypeVar("_Layer", nn.Linear, nn.Conv2d)
 
 
-def _orthogonal(layer: _Layer, gain: float) -> _Layer:
+def orthogonal(layer: _Layer, gain: float) -> _Layer:
     nn.init.orthogonal_(layer.weight, gain)
     if layer.bias is not None:
         nn.init.zeros_(layer.bias)

@@ -20,12 +20,12 @@ from rlrun.algorithms.base import (
     Fast,
     NatureCNN,
     Step,
-    _forward,
-    _orthogonal,
     explained_variance,
+    forward_no_grad,
     log_softmax,
     mlp,
     obs_size,
+    orthogonal,
     sample_categorical,
     to_device,
 )
@@ -69,7 +69,7 @@ class ActorCritic(nn.Module):
         if self.shared is None:
             return obs
         device = self.log_std.device
-        return _forward(self.shared, torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
+        return forward_no_grad(self.shared, torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
 
     def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
@@ -113,7 +113,7 @@ class ActorCritic(nn.Module):
 
 
 def _linear_head(inputs: int, outputs: int, gain: float) -> nn.Sequential:
-    return nn.Sequential(_orthogonal(nn.Linear(inputs, outputs), gain=gain))
+    return nn.Sequential(orthogonal(nn.Linear(inputs, outputs), gain=gain))
 
 
 class Rollout:
