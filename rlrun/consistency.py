@@ -30,7 +30,7 @@ RECORD_ONLY = {
 PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
 FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "env.frame_stack",
-              "meta.sessions", "meta.seed")
+              "env.atari", "meta.sessions", "meta.seed")
 
 Kind = Literal["record-only", "placement", "schedule", "budget", "structural"]
 

@@ -14,31 +14,72 @@ import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlrun import seeding
+from rlrun import atari, seeding
 from rlrun.envstate import EpisodeRecorder
 from rlrun.errors import BadInput
-from rlrun.spec import EnvSpec
+from rlrun.spec import ALE_NAMESPACE, EnvSpec
 
-# Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it.
+# Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it:
+# by the id's name (before its version), or by its namespace (the games ale-py registers).
 EXTRAS = {
     "LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d",
     **dict.fromkeys(["Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
                      "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"], "mujoco"),
+    ALE_NAMESPACE: "atari",
 }
 
 
-def make_env(spec: EnvSpec, render_mode: str | None = None) -> gym.Env[Any, Any]:
+def extra_for(env_id: str) -> str | None:
+    """The rlrun extra an env id needs, if any."""
+    if env_id.startswith(ALE_NAMESPACE):
+        return EXTRAS[ALE_NAMESPACE]
+    return EXTRAS.get(env_id.split("-")[0])
+
+
+def missing_package(env_id: str, error: BaseException) -> BadInput:
+    """The one line for an env whose package is not installed, naming the extra that brings it."""
+    extra = extra_for(env_id)
+    fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
+    return BadInput(f"{env_id} needs a package that is not installed ({error}); {fix}")
+
+
+def register_env_package(env_id: str) -> None:
+    """Register the envs of the package that provides `env_id` when Gymnasium does not do it by itself
+    (ale-py's games), importing it only then; BadInput naming the extra when it is missing."""
+    if not env_id.startswith(ALE_NAMESPACE):
+        return
+    try:
+        import ale_py
+    except ImportError as error:
+        raise missing_package(env_id, error) from None
+    if ale_py.__name__ not in _REGISTERED:
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # not its banner on every env made
+        gym.register_envs(ale_py)
+        _REGISTERED.add(ale_py.__name__)
+
+
+_REGISTERED: set[str] = set()
+"""The packages whose envs this process has registered."""
+
+
+def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = False) -> gym.Env[Any, Any]:
+    """One copy of the env. `training` only changes what Atari preprocessing makes of the game (clipped
+    rewards, a lost life ends the episode); anything else, such as evaluation, sees the real game."""
+    register_env_package(spec.id)
     kwargs = dict(spec.kwargs)
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
-    if EXTRAS.get(spec.id.split("-")[0]) == "mujoco":
+    stickiness = 0.0
+    if spec.atari is not None:
+        kwargs, stickiness = atari.ale_kwargs(spec, kwargs)
+    if extra_for(spec.id) == "mujoco":
         _mujoco_warnings_to_python()
     try:
         env = gym.make(spec.id, render_mode=render_mode, **kwargs)
+        if spec.atari is not None:
+            env = atari.preprocess(env, spec.atari, stickiness, training=training)
     except gym.error.DependencyNotInstalled as error:
-        extra = EXTRAS.get(spec.id.split("-")[0])
-        fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
-        raise BadInput(f"{spec.id} needs a package that is not installed ({error}); {fix}") from None
+        raise missing_package(spec.id, error) from None
     except (TypeError, ValueError, AssertionError) as error:
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
@@ -93,7 +134,7 @@ def _mujoco_warnings_to_python() -> None:
 
 def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
     """A training copy: the env, recording its episode so a snapshot can replay it."""
-    return EpisodeRecorder(make_env(spec))
+    return EpisodeRecorder(make_env(spec, training=True))
 
 
 def make_vector_env(spec: EnvSpec) -> VectorEnv:

@@ -7,7 +7,13 @@ Each env copy is restored by the best of three means, and says which:
 - *captured*: classic-control envs keep all of that in plain attributes (numbers, arrays, tuples),
   so the walk below records every plain attribute of each wrapper layer and of the base env, and
   every generator's bit-generator state. MuJoCo envs are captured the same way, with the engine's
-  own integration state (`mj_getState`) in place of the model and data objects.
+  own integration state (`mj_getState`) in place of the model and data objects. ALE (Atari) envs
+  too: the emulator's serialized state with its random generator (`cloneState(include_rng=True)`),
+  as bytes, in place of the emulator object; the preprocessing's max-pool buffers and lives, the
+  frame stack's frames, the sticky actions' previous action and the env's generator (no-op starts,
+  sticky draws) are plain attributes. ALE's state leaves out the previous action of its own sticky
+  actions, so `env.atari` does them in Python (`rlrun.atari.StickyActions`); a raw ALE env with
+  sticky actions is replayed instead.
 - *replayed*: any other env that is deterministic given its generators and actions (Box2D). An
   `EpisodeRecorder`, the outermost wrapper of each copy, keeps the episode's start (the generator
   state just before the reset, and the reset's seed and options) and the actions since; a restore
@@ -22,7 +28,9 @@ env runs them inside each worker process through `AsyncVectorEnv.call`.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+from collections import deque
 from typing import Any
 
 import gymnasium as gym
@@ -51,8 +59,14 @@ def encode(value: Any, where: str) -> Any:
         return {"scalar": encode(np.asarray(value), where), "dtype": value.dtype.str}
     if value is None or isinstance(value, bool | int | str | float):
         return value  # Python's json writes floats with repr, which reads back to the same double
+    if isinstance(value, np.ndarray) and value.dtype.itemsize == 1 and value.dtype.kind in "biu":
+        # pixels and emulator bytes: their raw bytes, a third of the JSON of a list of numbers
+        raw = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+        return {"bytes": raw, "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, np.ndarray) and value.dtype != object:
         return {"array": value.ravel().tolist(), "dtype": value.dtype.str, "shape": list(value.shape)}
+    if isinstance(value, deque):
+        return {"deque": [encode(v, f"{where}[{i}]") for i, v in enumerate(value)], "maxlen": value.maxlen}
     if isinstance(value, tuple | list):
         items = [encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
         return {"tuple": items} if isinstance(value, tuple) else {"list": items}
@@ -64,6 +78,11 @@ def encode(value: Any, where: str) -> Any:
 def decode(data: Any) -> Any:
     if data is None or isinstance(data, bool | int | str | float):
         return data
+    if "bytes" in data:
+        raw = base64.b64decode(data["bytes"])
+        return np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"]).copy()
+    if "deque" in data:
+        return deque((decode(v) for v in data["deque"]), maxlen=data["maxlen"])
     if "array" in data:
         return np.array(data["array"], dtype=np.dtype(data["dtype"])).reshape(data["shape"])
     if "scalar" in data:
@@ -134,7 +153,8 @@ def capture_env(env: Any, where: str = "env") -> dict[str, Any]:
     layers = _layers(env)
     base = layers[-1]
     physics = _mujoco_state(base)
-    skip = _MUJOCO_OBJECTS if physics is not None else frozenset()
+    emulator = _ale_state(base)
+    skip = _MUJOCO_OBJECTS if physics is not None else _ALE_OBJECTS if emulator is not None else frozenset()
     state = {
         "layers": [_plain_attributes(layer, f"{where}.{type(layer).__name__}", skip) for layer in layers],
         "np_random": generator_state(getattr(base, "_np_random", None)),
@@ -143,6 +163,8 @@ def capture_env(env: Any, where: str = "env") -> dict[str, Any]:
     }
     if physics is not None:
         state["mujoco"] = physics
+    if emulator is not None:
+        state["ale"] = emulator
     return state
 
 
@@ -156,6 +178,8 @@ def restore_env(env: Any, state: dict[str, Any]) -> None:
     base = layers[-1]
     if "mujoco" in state:
         _set_mujoco_state(base, state["mujoco"])
+    if "ale" in state:
+        _set_ale_state(base, state["ale"])
     _restore_generators(base, state)
 
 
@@ -195,6 +219,37 @@ def _set_mujoco_state(base: Any, physics: dict[str, Any]) -> None:
     if not _is_mujoco(base):
         raise NotCapturable("the snapshot holds MuJoCo state but the env is not MuJoCo's")
     mujoco.mj_setState(base.model, base.data, decode(physics["integration"]), mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+# -- ALE (Atari): the emulator's own state ---------------------------------------------------------
+
+# The emulator (rebuilt from the spec, then given the saved state), the action set it gives (ALE
+# enums, from the ROM), and the constructor's arguments kept for pickling.
+_ALE_OBJECTS = frozenset({"ale", "_action_set", "_ezpickle_args", "_ezpickle_kwargs"})
+
+
+def _is_ale(base: Any) -> bool:
+    return type(getattr(base, "ale", None)).__module__.startswith("ale_py")
+
+
+def _ale_state(base: Any) -> dict[str, Any] | None:
+    """The emulator's state (RAM, CPU and TIA registers, frame counters, the sticky-action random
+    generator) as ALE serializes it, plain bytes; None for an env that is not ALE's."""
+    if not _is_ale(base):
+        return None
+    if base.ale.getFloat("repeat_action_probability") > 0:
+        raise NotCapturable("ALE's saved state leaves out its sticky actions' previous action"
+                            " (env.atari does sticky actions that a snapshot holds)")
+    serialized = base.ale.cloneState(include_rng=True).serialize()
+    return {"state": encode(np.frombuffer(serialized, dtype=np.uint8), "ale")}
+
+
+def _set_ale_state(base: Any, emulator: dict[str, Any]) -> None:
+    import ale_py
+
+    if not _is_ale(base):
+        raise NotCapturable("the snapshot holds an ALE state but the env is not ALE's")
+    base.ale.restoreState(ale_py.ALEState(decode(emulator["state"]).tobytes()))
 
 
 # -- episode replay -----------------------------------------------------------------------------------

@@ -25,11 +25,13 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from rlrun.algorithms import algorithm_names, config_class
-from rlrun.errors import SizeError, SpecError
+from rlrun.errors import BadInput, SizeError, SpecError
 from rlrun.schedules import Constant, Schedule
 from rlrun.sizes import parse_size
 
@@ -43,6 +45,9 @@ def _size(raw: Any) -> Any:
     return raw
 
 
+ALE_NAMESPACE = "ALE/"
+"""Atari games' ids (`ALE/Pong-v5`): registered by ale-py, the `atari` extra, when one is used."""
+
 Frames = Annotated[int, BeforeValidator(_size), Field(gt=0)]
 """A positive frame count; accepts sizes such as "200k" or "1.5M"."""
 
@@ -54,10 +59,24 @@ class Strict(BaseModel):
 
 
 class NetworkSpec(Strict):
+    kind: Literal["mlp", "nature_cnn"] = "mlp"
+    """"mlp": fully connected layers on the flattened observation. "nature_cnn": the Nature-DQN
+    convolutions (32 8×8 filters, stride 4; 64 4×4, stride 2; 64 3×3, stride 1) on image observations
+    (uint8, scaled by 1/255 inside the network; a stack of frames is its channels), then the `hidden`
+    layers (Nature: one of 512, ReLU — the defaults for this kind). DQN, PPO and A2C take either; A2C
+    and PPO share the convolutions between the policy and the value heads, as Stable-Baselines3 does."""
     hidden: list[Annotated[int, Field(gt=0, le=65536)]] = Field(default=[64, 64], max_length=16)
-    """Widths of the hidden layers of each multi-layer perceptron."""
+    """Widths of the hidden (fully connected) layers."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Non-linearity between hidden layers."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nature_defaults(cls, data: Any) -> Any:
+        """A nature_cnn left without `hidden` or `activation` is the Nature network: 512 units, ReLU."""
+        if isinstance(data, dict) and data.get("kind") == "nature_cnn":
+            return {"hidden": [512], "activation": "relu", **data}
+        return data
 
 
 class OptimizerSpec(Strict):
@@ -93,6 +112,33 @@ class AgentConfig(Strict):
     """Algorithm name, e.g. "reinforce"."""
 
 
+class AtariSpec(Strict):
+    """The standard preprocessing of Atari games (Mnih et al., 2015; Stable-Baselines3's AtariWrapper
+    and its defaults). Sticky actions are the ALE v5 env's own setting (`env.kwargs.repeat_action_probability`,
+    0.25 by default); with `frame_skip` above 1 the ALE env is made with `frameskip=1` and this block
+    repeats each action. Evaluation scores the real game: its env has no reward clipping and no
+    terminal on life loss (the rest is the same), so evaluation returns are game scores."""
+
+    noop_max: int = Field(default=30, ge=0, le=1000)
+    """Each episode starts with a random number (1 to noop_max) of no-op actions; 0 turns it off."""
+    frame_skip: int = Field(default=4, ge=1, le=64)
+    """Emulator frames per agent step, the action repeated; the observation is the pixel-wise maximum of
+    the last two frames (Atari sprites flicker). One rlrun frame is one agent step."""
+    screen_size: int = Field(default=84, ge=8, le=1024)
+    """Frames are resized (area interpolation) to screen_size × screen_size pixels."""
+    grayscale: bool = True
+    """Grey frames (84×84), or colour ones (84×84×3)."""
+    terminal_on_life_loss: bool = True
+    """A lost life ends the learner's episode (terminated, so no bootstrap past it), but the game goes
+    on: the next episode continues from there, with a no-op step (DeepMind's and SB3's EpisodicLife).
+    Training only; evaluation plays whole games."""
+    fire_reset: bool = True
+    """In games whose action 1 is FIRE (Breakout…), press FIRE at the start of each episode (SB3's
+    FireResetEnv), which games that wait for it need to start."""
+    clip_rewards: bool = True
+    """Learn from the reward's sign (−1, 0, +1). Training only; evaluation sums the game's own rewards."""
+
+
 class EnvSpec(Strict):
     id: str = Field(min_length=1)
     """Gymnasium environment id, e.g. "CartPole-v1"."""
@@ -105,10 +151,23 @@ class EnvSpec(Strict):
     frame_stack: int = Field(default=1, ge=1, le=16)
     """Stack the last N observations along a new first axis, so the agent sees motion (Atari: 4). At an
     episode's start the stack repeats its first observation. The replay memory stores each frame once."""
+    atari: AtariSpec | None = None
+    """Atari preprocessing for an ALE id (`ALE/Pong-v5`, with the `atari` extra): `{}` for the standard
+    set, or some of its keys changed; null (the default) gives the raw ALE env. With it,
+    `max_episode_steps` counts emulator frames."""
     vectorization: Literal["sync", "async"] = "sync"
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
     or replayed inside its worker, so a resume is exact either way)."""
+
+    @field_validator("atari")
+    @classmethod
+    def _atari_only_for_ale(cls, atari: AtariSpec | None, info: ValidationInfo) -> AtariSpec | None:
+        env_id = info.data.get("id", "")
+        if atari is not None and not env_id.startswith(ALE_NAMESPACE):
+            raise ValueError(f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; "
+                             "remove it or use an ALE id")
+        return atari
 
 
 class MetaSpec(Strict):
@@ -318,6 +377,12 @@ def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spe
 def _check_env_id(env_id: str) -> list[str]:
     import gymnasium
 
+    from rlrun.envs import register_env_package
+
+    try:
+        register_env_package(env_id)
+    except BadInput as missing:
+        return [str(missing)]
     known = list(gymnasium.envs.registry.keys())
     if env_id in known:
         return []

@@ -151,6 +151,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("module", "spec", "env_id", "extra"), [
     ("Box2D", "ppo_lunarlander", "LunarLander-v3", "box2d"),
     ("mujoco", "sac_halfcheetah", "HalfCheetah-v5", "mujoco"),
+    ("ale_py", "dqn_pong", "ALE/Pong-v5", "atari"),
 ])  # fmt: skip
 def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path, module: str, spec: str, env_id: str,
                                                          extra: str) -> None:

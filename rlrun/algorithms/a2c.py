@@ -27,9 +27,8 @@ class Agent(OnPolicyAgent):
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         entropy_coef = self.entropy_term(clock)
-        log_probs, entropy = self.model.evaluate(batch["obs"], batch["actions"], entropy=True)
+        log_probs, entropy, values = self.model.evaluate(batch["obs"], batch["actions"], entropy=True)
         assert entropy is not None
-        values = self.model.value(batch["obs"])
         advantages = self.normalized(batch["advantages"])
         policy_loss = -(advantages * log_probs).mean()
         value_loss = functional.mse_loss(values, batch["returns"])

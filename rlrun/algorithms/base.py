@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -70,13 +70,89 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 
 def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float = 1.0) -> nn.Sequential:
     """A multi-layer perceptron with orthogonal initialisation (the PPO-paper default)."""
+    if network.kind != "mlp":
+        raise ValueError(f'this algorithm builds multi-layer perceptrons only, not a {network.kind}; '
+                         'use agent.network.kind = "mlp"')
     layers: list[nn.Module] = []
     width = inputs
     for hidden in network.hidden:
-        layers += [_orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
+        layers += [orthogonal(nn.Linear(width, hidden), gain=float(np.sqrt(2))), ACTIVATIONS[network.activation]()]
         width = hidden
-    layers.append(_orthogonal(nn.Linear(width, outputs), gain=output_gain))
+    layers.append(orthogonal(nn.Linear(width, outputs), gain=output_gain))
     return nn.Sequential(*layers)
+
+
+def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0) -> nn.Sequential:
+    """The spec's network from observations to `outputs` values: an `mlp`, or a `NatureCNN` and a
+    linear head."""
+    if spec.kind == "nature_cnn":
+        torso = NatureCNN(obs_space, spec)
+        return nn.Sequential(torso, orthogonal(nn.Linear(torso.width, outputs), gain=output_gain))
+    return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
+
+
+class NatureCNN(nn.Module):
+    """The convolutions of the Nature DQN (Mnih et al., 2015) and the spec's hidden layers after them.
+
+    Observations are uint8 images: (H, W), a stack of them (N, H, W), colour ones (H, W, 3) or a
+    stack of colour ones (N, H, W, 3); the stack (and the colours) are the channels. They are scaled
+    by 1/255 here, so memories and rollouts keep them as bytes. Flattened rows (a replay memory's)
+    are put back in shape first.
+    """
+
+    def __init__(self, obs_space: Any, spec: NetworkSpec) -> None:
+        super().__init__()
+        self.obs_shape, (channels, height, width) = tuple(obs_space.shape), _image_layout(obs_space)
+        self.colour = len(self.obs_shape) >= 3 and self.obs_shape[-1] == 3
+        gain = float(np.sqrt(2))
+        self.convolutions = nn.Sequential(
+            orthogonal(nn.Conv2d(channels, 32, 8, stride=4), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
+            nn.Flatten(),
+        )
+        # oneDNN's faster layout on the CPU (a fifth off a DQN gradient step); a device move keeps it
+        self.convolutions.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        width = 64 * _conv_out(height) * _conv_out(width)
+        layers: list[nn.Module] = []
+        for hidden in spec.hidden:
+            layers += [orthogonal(nn.Linear(width, hidden), gain), ACTIVATIONS[spec.activation]()]
+            width = hidden
+        self.dense = nn.Sequential(*layers)
+        self.width = width
+        """Features out, what the heads take."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.reshape(len(obs), *self.obs_shape)
+        if self.colour:  # channels last: move them before the rows, and merge them with a stack's
+            x = x.movedim(-1, -3).flatten(1, -3) if x.dim() == 5 else x.movedim(-1, 1)
+        elif x.dim() == 3:
+            x = x[:, None]
+        x = x.contiguous(memory_format=torch.channels_last).float() * (1.0 / 255.0)
+        out: torch.Tensor = self.dense(self.convolutions(x))
+        return out
+
+
+def _conv_out(size: int) -> int:
+    """A side of the Nature convolutions' output for a side of `size` pixels."""
+    return ((size - 8) // 4 + 1 - 4) // 2 + 1 - 3 + 1
+
+
+def _image_layout(space: Any) -> tuple[int, int, int]:
+    """(channels, height, width) of image observations; ValueError for anything else."""
+    shape = tuple(getattr(space, "shape", None) or ())
+    is_image = getattr(space, "dtype", None) == np.uint8 and 2 <= len(shape) <= 4
+    if not is_image:
+        seen = f"{getattr(space, 'dtype', None)} of shape {shape}" if shape else type(space).__name__
+        raise ValueError(f"the nature_cnn network needs image observations (uint8 frames), not {seen};"
+                         ' use agent.network.kind = "mlp"')
+    colour = len(shape) >= 3 and shape[-1] == 3
+    height, width = shape[-3:-1] if colour else shape[-2:]
+    channels = int(np.prod(shape[:-3])) * 3 if colour else int(np.prod(shape[:-2]))
+    if min(height, width) < 36:
+        raise ValueError(f"the nature_cnn network needs frames of at least 36×36 pixels, not {height}×{width}; "
+                         "raise env.atari.screen_size")
+    return channels, height, width
 
 
 class Fast:
@@ -98,7 +174,7 @@ class Fast:
         self.steps: list[tuple[np.ndarray, np.ndarray] | Any] = []
         device = next(net.parameters()).device
         if device.type != "cpu":  # weights on a GPU: one batched forward there, the obs moved once
-            self.steps = [lambda x: _forward(net, torch.from_numpy(x).to(device)).cpu().numpy()]
+            self.steps = [lambda x: forward_no_grad(net, torch.from_numpy(x).to(device)).cpu().numpy()]
             return
         for module in net:
             if isinstance(module, nn.Linear):
@@ -106,7 +182,7 @@ class Fast:
             elif type(module) in self._ACTIVATIONS:
                 self.steps.append(self._ACTIVATIONS[type(module)])
             else:
-                self.steps = [lambda x, net=net: _forward(net, torch.from_numpy(x)).numpy()]  # e.g. GELU
+                self.steps = [lambda x, net=net: forward_no_grad(net, torch.from_numpy(x)).numpy()]  # e.g. GELU
                 return
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -117,7 +193,7 @@ class Fast:
 
 
 @torch.no_grad()
-def _forward(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def forward_no_grad(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     out: torch.Tensor = net(x)
     return out
 
@@ -134,6 +210,13 @@ def flat_float(obs: torch.Tensor) -> torch.Tensor:
     return obs.reshape(len(obs), -1).float()
 
 
+def network_input(obs: torch.Tensor, spec: NetworkSpec) -> torch.Tensor:
+    """A replayed batch of observations as the spec's `network` takes it: float rows for an MLP,
+    the frames as they are for the CNN (it scales its uint8 input itself; a float copy would be 4×
+    the bytes)."""
+    return obs if spec.kind == "nature_cnn" else flat_float(obs)
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -147,9 +230,13 @@ def sample_categorical(log_probs: np.ndarray, generator: torch.Generator) -> np.
     return np.minimum((cumulative < uniform * cumulative[:, -1:]).sum(axis=-1), log_probs.shape[-1] - 1)
 
 
-def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+_Layer = TypeVar("_Layer", nn.Linear, nn.Conv2d)
+
+
+def orthogonal(layer: _Layer, gain: float) -> _Layer:
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
     return layer
 
 

@@ -15,7 +15,15 @@ import torch
 from gymnasium import spaces
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, flat_float, log_softmax, mlp, obs_size, sample_categorical, to_device
+from rlrun.algorithms.base import (
+    Fast,
+    Step,
+    log_softmax,
+    network,
+    network_input,
+    sample_categorical,
+    to_device,
+)
 from rlrun.algorithms.configs.dqn import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock, crossed
@@ -35,7 +43,7 @@ class Agent:
             raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.actions = int(action_space.n)
-        self.q = mlp(obs_size(obs_space), self.actions, config.network).to(device)
+        self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
@@ -87,7 +95,7 @@ class Agent:
         """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
         config = self.config
         batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
-        obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
+        obs, next_obs = network_input(batch["obs"], config.network), network_input(batch["next_obs"], config.network)
         with torch.no_grad():
             next_q = self.target(next_obs)
             if config.double:

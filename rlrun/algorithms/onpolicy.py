@@ -9,7 +9,7 @@ as in Stable-Baselines3's default. Probabilities are computed directly, without
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -18,11 +18,14 @@ from torch import nn
 
 from rlrun.algorithms.base import (
     Fast,
+    NatureCNN,
     Step,
     explained_variance,
+    forward_no_grad,
     log_softmax,
     mlp,
     obs_size,
+    orthogonal,
     sample_categorical,
     to_device,
 )
@@ -42,8 +45,15 @@ class ActorCritic(nn.Module):
         if not self.continuous and not isinstance(action_space, spaces.Discrete):
             raise ValueError(f"needs a Discrete or Box action space, got {action_space}")
         outputs = int(np.prod(action_space.shape or ())) if self.continuous else int(action_space.n)  # type: ignore[attr-defined]
-        self.actor = mlp(obs_size(obs_space), outputs, network, output_gain=0.01)
-        self.critic = mlp(obs_size(obs_space), 1, network)
+        self.shared: NatureCNN | None = None
+        """Convolutions both heads read (a nature_cnn network), or None: two separate MLPs."""
+        if network.kind == "nature_cnn":
+            self.shared = NatureCNN(obs_space, network)
+            self.actor = _linear_head(self.shared.width, outputs, gain=0.01)
+            self.critic = _linear_head(self.shared.width, 1, gain=1.0)
+        else:
+            self.actor = mlp(obs_size(obs_space), outputs, network, output_gain=0.01)
+            self.critic = mlp(obs_size(obs_space), 1, network)
         self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous)
         """The Gaussian policy's log standard deviation (unused for discrete actions)."""
         self.to(device)  # before the acting copies, which hold the weights where they are
@@ -52,12 +62,18 @@ class ActorCritic(nn.Module):
             assert isinstance(action_space, spaces.Box)
             self.low, self.high = action_space.low, action_space.high  # the env's bounds: spec, not state
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)
+    # -- acting, in NumPy: the heads read `features(obs)` -------------------------------------
 
-    def sample(self, obs: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def features(self, obs: np.ndarray) -> np.ndarray:
+        """What the heads read: the observations themselves, or the shared convolutions' output."""
+        if self.shared is None:
+            return obs
+        device = self.log_std.device
+        return forward_no_grad(self.shared, torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
+
+    def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
-        out = self.fast_actor(obs)
+        out = self.fast_actor(features)
         if self.continuous:
             log_std = self.log_std.detach().cpu().numpy()
             noise = torch.randn(out.shape, generator=generator).numpy()
@@ -66,25 +82,38 @@ class ActorCritic(nn.Module):
         actions = sample_categorical(log_probs, generator)
         return actions, log_probs[np.arange(len(actions)), actions]
 
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
-        out = self.fast_actor(obs)
+    def greedy(self, features: np.ndarray) -> np.ndarray:
+        out = self.fast_actor(features)
         return out if self.continuous else out.argmax(axis=-1)
 
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return self.fast_critic(self.features(obs))[:, 0]
+
+    # -- learning, in torch ---------------------------------------------------------------------
+
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Log-probabilities of `actions`, with gradients, and the policy's entropy if asked."""
-        out = self.actor(obs)
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Log-probabilities of `actions`, with gradients, the policy's entropy if asked, and the
+        values (one pass of shared convolutions for both heads)."""
+        features = obs if self.shared is None else self.shared(obs)
+        out = self.actor(features)
+        values = self.critic(features).squeeze(-1)
         if self.continuous:
             z = (actions - out) / self.log_std.exp()
             log_probs = (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
-            return log_probs, (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
+            entropies = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
+            return log_probs, entropies, values
         all_log_probs = torch.log_softmax(out, dim=-1)
         log_probs = all_log_probs.gather(-1, actions[..., None].long()).squeeze(-1)
-        return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None
+        return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None, values
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """What the env is given: continuous actions clipped to its bounds."""
         return np.clip(actions, self.low, self.high) if self.continuous else actions
+
+
+def _linear_head(inputs: int, outputs: int, gain: float) -> nn.Sequential:
+    return nn.Sequential(orthogonal(nn.Linear(inputs, outputs), gain=gain))
 
 
 class Rollout:
@@ -92,9 +121,10 @@ class Rollout:
 
     FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "done")
 
-    def __init__(self, steps: int, envs: int, obs_dim: int, action_shape: tuple[int, ...], continuous: bool) -> None:
+    def __init__(self, steps: int, envs: int, obs_layout: ObsLayout, action_shape: tuple[int, ...],
+                 continuous: bool) -> None:
         self.steps, self.envs = steps, envs
-        self.obs = np.zeros((steps, envs, obs_dim), dtype=np.float32)
+        self.obs = np.zeros((steps, envs, *obs_layout.shape), dtype=obs_layout.dtype)
         self.actions = np.zeros((steps, envs, *action_shape), dtype=np.float32 if continuous else np.int64)
         self.log_probs = np.zeros((steps, envs), dtype=np.float32)
         self.values = np.zeros((steps, envs), dtype=np.float32)
@@ -145,8 +175,26 @@ def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: 
     if not cut.any():
         return rewards
     rewards = rewards.astype(np.float32, copy=True)
-    rewards[cut] += gamma * critic.fast_critic(next_obs[cut])[:, 0]
+    rewards[cut] += gamma * critic.values(next_obs[cut])
     return rewards
+
+
+class ObsLayout(NamedTuple):
+    """How a rollout keeps observations: flat float32 rows for an MLP; for a CNN, frames as the env
+    gives them (uint8: a quarter of the memory, scaled inside the network)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @classmethod
+    def of(cls, obs_space: spaces.Space, network: NetworkSpec) -> ObsLayout:
+        if network.kind == "nature_cnn":
+            return cls(tuple(obs_space.shape or ()), np.dtype(obs_space.dtype))
+        return cls((obs_size(obs_space),), np.dtype(np.float32))
+
+    def rows(self, obs: np.ndarray) -> np.ndarray:
+        """A batch of observations in this layout."""
+        return obs.reshape(len(obs), *self.shape).astype(self.dtype, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,19 +210,21 @@ class OnPolicyAgent:
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device)
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
-        self.rollout = Rollout(config.n_steps, num_envs, obs_size(obs_space), action_space.shape or (),
+        self.obs_layout = ObsLayout.of(obs_space, config.network)
+        self.rollout = Rollout(config.n_steps, num_envs, self.obs_layout, action_space.shape or (),
                                self.model.continuous)
-        self.next_obs = np.zeros((num_envs, obs_size(obs_space)), dtype=np.float32)
+        self.next_obs = np.zeros((num_envs, *self.obs_layout.shape), dtype=self.obs_layout.dtype)
         """Where the last collected step led: its value bootstraps the rollout's tail."""
         self._acted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
+        features = self.model.features(obs)
         if deterministic:
-            return self.model.to_env(self.model.greedy(obs))
-        actions, log_probs = self.model.sample(obs, generator or self.generator)
+            return self.model.to_env(self.model.greedy(features))
+        actions, log_probs = self.model.sample(features, generator or self.generator)
         if generator is None:  # a training step: remember what the rollout needs about it
-            self._acted = (actions, log_probs, self.model.fast_critic(obs)[:, 0])
+            self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0])
         return self.model.to_env(actions)
 
     def observe(self, step: Step) -> None:
@@ -182,14 +232,14 @@ class OnPolicyAgent:
         actions, log_probs, values = self._acted
         rewards = bootstrap_truncated(step.reward, step.truncated, step.terminated, step.next_obs, self.model,
                                       self.config.gamma)
-        self.rollout.add(obs=step.obs.reshape(self.num_envs, -1), actions=actions, log_probs=log_probs,
+        self.rollout.add(obs=self.obs_layout.rows(step.obs), actions=actions, log_probs=log_probs,
                          values=values, rewards=rewards, done=step.terminated | step.truncated)
-        self.next_obs = step.next_obs.reshape(self.num_envs, -1).astype(np.float32)
+        self.next_obs = self.obs_layout.rows(step.next_obs).copy()
 
     def update(self, clock: Clock) -> dict[str, float]:
         if not self.rollout.full:
             return {}
-        last_values = self.model.fast_critic(self.next_obs)[:, 0]
+        last_values = self.model.values(self.next_obs)
         advantages, returns = self.rollout.advantages(last_values, self.config.gamma, self.advantage_lambda())
         batch = {name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
                  for name in ("obs", "actions", "log_probs", "values")}

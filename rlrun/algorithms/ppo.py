@@ -79,11 +79,10 @@ class Agent(OnPolicyAgent):
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
         need it)."""
         config = self.config
-        log_probs, entropies = self.model.evaluate(part["obs"], part["actions"], entropy=entropy)
+        log_probs, entropies, values = self.model.evaluate(part["obs"], part["actions"], entropy=entropy)
         advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
         policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
-        values = self.model.value(part["obs"])
         if config.clip_range_vf is not None:
             values = part["values"] + torch.clamp(values - part["values"], -config.clip_range_vf, config.clip_range_vf)
         value_loss = (part["returns"] - values).pow(2).mean()

@@ -101,3 +101,15 @@ def test_the_device_may_change_on_resume_and_says_it_is_not_exact() -> None:
     assert (change.path, change.kind, change.allowed) == ("meta.device", "placement", True)
     assert "not exact" in change.reason
     assert fork_conflicts(spec(), spec("ppo_cartpole", "meta.device=auto")) == []
+
+
+@pytest.mark.parametrize("edit", ["env.atari.clip_rewards=false", "env.atari.terminal_on_life_loss=false",
+                                  "env.atari.noop_max=0", "env.atari.screen_size=64", "env.atari=null",
+                                  "agent.network.kind=mlp"])
+def test_atari_preprocessing_and_the_network_kind_are_structural_even_for_a_fork(edit: str) -> None:
+    pytest.importorskip("ale_py")
+    path = edit.split("=", 1)[0]
+    old, new = spec("dqn_pong"), spec("dqn_pong", edit)
+    change = next(c for p, c in changes(old, new, 5000).items() if p.startswith(path))
+    assert (change.kind, change.allowed) == ("structural", False)
+    assert any(c.path.startswith(path) for c in fork_conflicts(old, new))

@@ -88,3 +88,33 @@ def test_the_recorder_keeps_one_episode_at_most() -> None:
     assert len(recorder.rlrun_actions) == 5
     recorder.reset()
     assert recorder.rlrun_actions == [] and recorder.rlrun_start is not None and recorder.rlrun_start["seed"] is None
+
+
+@pytest.mark.parametrize("game", ["ALE/Pong-v5", "ALE/Breakout-v5"])
+def test_a_captured_atari_game_continues_with_the_same_frames(game: str) -> None:
+    """The emulator's state with its random generator (sticky actions), the preprocessing's max-pool
+    buffers and lives, the frame stack's frames: a copy rebuilt from the spec and given the captured
+    state sees the same frames, rewards and ends — through lost lives (Breakout) and game overs."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    spec = EnvSpec(id=game, num_envs=2, frame_stack=4, atari={}, max_episode_steps=2000)
+    a, actions = _stepped(spec, 150)
+    state = capture_vector_env(a)
+    assert {copy["method"] for copy in state["envs"]} == {"captured"}
+    assert all("ale" in copy for copy in state["envs"])
+    b, said = _put_back(spec, state)
+    assert said == "env: captured"
+    _assert_same_future(a, b, actions)
+
+
+def test_without_the_emulator_state_the_atari_future_differs() -> None:
+    """The test above can fail: the emulator's state left out, the restored copy plays another game."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    spec = EnvSpec(id="ALE/Breakout-v5", num_envs=1, frame_stack=4, atari={})
+    a, actions = _stepped(spec, 150)
+    state = capture_vector_env(a)
+    del state["envs"][0]["ale"]
+    b, _ = _put_back(spec, state)
+    with pytest.raises(AssertionError):
+        _assert_same_future(a, b, actions)

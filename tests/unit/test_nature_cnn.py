@@ -1,0 +1,81 @@
+"""The nature_cnn network: built by DQN, PPO and A2C for image observations, refused elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from rlrun.algorithms import build_agent
+from rlrun.algorithms.base import NatureCNN, Step, network
+from rlrun.clock import Clock
+from rlrun.spec import NetworkSpec, load_spec
+
+FRAMES = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+ACTIONS = spaces.Discrete(6)
+NATURE = ["agent.network.kind=nature_cnn", "agent.network.hidden=[32]"]
+
+
+@pytest.mark.parametrize(("name", "edits"), [
+    ("dqn_cartpole", ["agent.learning_starts=0", "agent.train_frequency=1", "agent.gradient_steps=1",
+                      "agent.batch_size=4", "agent.memory.capacity=100"]),
+    ("ppo_cartpole", ["agent.n_steps=4", "agent.batch_size=4", "agent.n_epochs=1"]),
+    ("a2c_cartpole", ["agent.n_steps=4"]),
+])  # fmt: skip
+def test_dqn_ppo_and_a2c_act_and_learn_on_frames(name: str, edits: list[str]) -> None:
+    spec = load_spec(name, [*NATURE, *edits, "env.num_envs=2"])
+    agent = build_agent(spec, FRAMES, ACTIONS, seed=0)
+    before = [p.detach().clone() for p in _parameters(agent)]
+    rng = np.random.default_rng(0)
+    obs, clock = rng.integers(0, 256, (2, 4, 84, 84), dtype=np.uint8), Clock()
+    for _ in range(4):
+        actions = agent.act(obs)
+        assert actions.shape == (2,) and ((actions >= 0) & (actions < 6)).all()
+        next_obs = rng.integers(0, 256, (2, 4, 84, 84), dtype=np.uint8)
+        agent.observe(Step(obs, actions, np.ones(2, np.float32), np.zeros(2, bool), np.zeros(2, bool), next_obs))
+        clock.frame += 2
+        agent.update(clock)
+        obs = next_obs
+    assert clock.opt_step > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, _parameters(agent), strict=True)), "nothing learned"
+    assert agent.act(obs, deterministic=True).shape == (2,)
+
+
+def _parameters(agent: object) -> list[torch.Tensor]:
+    module = getattr(agent, "q", None) or agent.model  # type: ignore[attr-defined]
+    return list(module.parameters())
+
+
+def test_flat_float_rows_and_uint8_frames_give_the_same_values() -> None:
+    """A replay memory may hold frames as flat float32 rows: the network reshapes and scales them alike."""
+    torch.manual_seed(0)
+    net = network(FRAMES, 6, NetworkSpec(kind="nature_cnn"))
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad():
+        assert torch.equal(net(frames), net(frames.reshape(3, -1).float()))
+
+
+def test_nature_defaults_and_colour_frames() -> None:
+    spec = NetworkSpec(kind="nature_cnn")
+    assert (spec.hidden, spec.activation) == ([512], "relu")
+    colour = NatureCNN(spaces.Box(0, 255, (4, 84, 84, 3), np.uint8), spec)
+    assert colour.convolutions[0].in_channels == 12 and colour.width == 512
+    assert colour(torch.zeros(2, 4, 84, 84, 3, dtype=torch.uint8)).shape == (2, 512)
+    single = NatureCNN(spaces.Box(0, 255, (84, 84), np.uint8), spec)
+    assert single(torch.zeros(2, 84, 84, dtype=torch.uint8)).shape == (2, 512)
+
+
+@pytest.mark.parametrize(("space", "message"), [
+    (spaces.Box(-1, 1, (4,), np.float32), "needs image observations"),
+    (spaces.Box(0, 255, (4, 20, 20), np.uint8), "at least 36×36"),
+])  # fmt: skip
+def test_what_is_not_a_frame_is_refused(space: spaces.Box, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        network(space, 2, NetworkSpec(kind="nature_cnn"))
+
+
+def test_an_algorithm_without_it_says_so() -> None:
+    spec = load_spec("reinforce_cartpole", NATURE)
+    with pytest.raises(ValueError, match=r'use agent\.network\.kind = "mlp"'):
+        build_agent(spec, FRAMES, ACTIONS, seed=0)
