@@ -17,16 +17,9 @@ def write_synced(path: Path, data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fsync_file(path: Path) -> None:
-    """fsync a file already written and closed (its dirty pages belong to the file, not the descriptor)."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a folder (so the names in it are durable), or a file already written and closed (its
+    dirty pages belong to the file, not to the descriptor that wrote them)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -43,7 +36,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def folder_size(path: Path) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlrun import testhooks
-from rlrun.fsutil import fsync_dir, write_synced
+from rlrun.fsutil import fsync_path, write_synced
 from rlrun.snapshot.layout import (
     ARRAYS,
     LOGS,
@@ -95,7 +95,7 @@ class Prepared:
 
     def publish(self) -> Written:
         os.rename(self.temporary, self.destination)
-        fsync_dir(self.destination.parent)
+        fsync_path(self.destination.parent)
         testhooks.crash_point("snapshot-renamed")
         return Written(self.destination, self.sha256, self.size_bytes)
 
@@ -127,7 +127,7 @@ def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = No
         write_synced(temporary / MANIFEST, manifest)
         for directory in (temporary / ARRAYS, temporary / LOGS, temporary):
             if directory.exists():
-                fsync_dir(directory)
+                fsync_path(directory)
     except BaseException:
         remove(temporary)
         raise

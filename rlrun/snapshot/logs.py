@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlrun import testhooks
-from rlrun.fsutil import fsync_file
+from rlrun.fsutil import fsync_path
 from rlrun.snapshot.layout import LOGS, MANIFEST, SnapshotError, segment_file
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ def write_logs(folder: Path, logs: dict[str, Log], previous: Path | None) -> tup
             entries[name] = {"end": log.end, "segments": segments, **log.describe()}
         hashes.update({file: future.result() for file, future in pending.items()})
     for path in written:  # synced once all are written: the disk never waits for the next segment's bytes
-        fsync_file(path)
+        fsync_path(path)
     return hashes, entries
 
 
