@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import builtin_for, cli_env, fast
@@ -116,6 +117,24 @@ def test_a_non_transient_error_is_not_retried(tmp_path: Path) -> None:
         with pytest.raises(LeaseLost):
             registry.heartbeat(session.id, frame=9, episode=1, opt_step=1, publish=lambda: flushed.append(1))
         assert flushed == [] and registry.get_session(session.run_id, 0).frame == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_write_run_again_after_it_committed_is_recorded_once(backend: str, tmp_path: Path,
+                                                               request: pytest.FixtureRequest) -> None:
+    """What a retry does when the earlier try's COMMIT went through but its answer was lost: the
+    same checkpoint and training evaluation, recorded again, find their rows."""
+    url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+    with Registry.open(tmp_path / "home", url) as registry:
+        session = new_session(registry)
+        checkpoint: dict[str, Any] = dict(frame=64, kind="periodic", path="ka/s0/f64", sha256="ab", size_bytes=1)
+        evaluation: dict[str, Any] = dict(frame=64, mean=9.5, std=0.5, min=9.0, max=10.0, episodes=2)
+        first = registry.add_checkpoint(session.id, **checkpoint)
+        assert registry.add_checkpoint(session.id, **checkpoint) == first
+        scored = registry.add_evaluation(session.id, **evaluation)
+        assert registry.add_evaluation(session.id, **evaluation) == scored
+        detail = registry.get_run(session.run_id)
+        assert len(detail.checkpoints) == 1 and len(detail.evaluations) == 1
 
 
 # ---------------------------------------------------------------------------------------------
