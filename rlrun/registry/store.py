@@ -92,10 +92,11 @@ def close_open_attempts(tx: Transaction, session_id: int, status: str) -> int:
 class Writes(Connected):
     """The registry's writes (mixed into `Registry`).
 
-    The writes a training session repeats while it runs (heartbeat, log flushes, evaluations,
-    checkpoints, its start and end) go through `Connected._write`, which rides out a short
-    registry outage; each is safe to run twice (see there). The others fail at once: they run
-    at a command's start or end, where a retry is the user's (or scheduler's) to make."""
+    The writes a training session makes once it holds its lease and attempt (marked running,
+    heartbeats, log flushes, evaluations, checkpoints and their retention, its end, the run's end)
+    go through `Connected._write`, which rides out a short registry outage; each is safe to run
+    twice (see there). The others fail at once: a command's own start (new runs, leases, attempts,
+    rewinds) fails before any training is at stake, and the user or scheduler runs it again."""
 
     def create_run(
         self, *, run_id: str, name: str | None, spec_name: str, algorithm: str, env_id: str,
