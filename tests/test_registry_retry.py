@@ -25,7 +25,7 @@ from test_resume import BUDGET, CADENCE, assert_same_run, final_state, train
 from rlrun.errors import RegistryError
 from rlrun.paths import REGISTRY_FILE
 from rlrun.registry import Registry, SessionRecord
-from rlrun.registry.database import RETRY_ENV, Conflict, LeaseLost, Transaction
+from rlrun.registry.database import Conflict, LeaseLost, Transaction
 from rlrun.registry.sqlite import SqliteDatabase
 from rlrun.testhooks import HEARTBEAT_ENV
 
@@ -81,10 +81,10 @@ def test_a_write_locked_out_past_the_busy_timeout_waits_for_the_lock(
 
 
 def test_without_retries_the_same_lock_fails_the_write(
-    locked_home: tuple[Registry, sqlite3.Connection, SessionRecord], monkeypatch: pytest.MonkeyPatch,
+    locked_home: tuple[Registry, sqlite3.Connection, SessionRecord],
 ) -> None:
     registry, _, session = locked_home
-    monkeypatch.setenv(RETRY_ENV, "0")
+    registry.retry_seconds = 0
     with pytest.raises(RegistryError, match="locked"):
         registry.heartbeat(session.id, frame=64, episode=3, opt_step=2)
 
@@ -171,11 +171,10 @@ def test_a_write_whose_connection_dies_inside_it_is_applied_once(postgres_url: s
         assert [c.path for c in registry.checkpoints(session.id)] == ["ka/s0/f64"]
 
 
-def test_without_retries_a_killed_connection_fails_the_write(postgres_url: str, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_retries_a_killed_connection_fails_the_write(postgres_url: str, tmp_path: Path) -> None:
     with Registry.open(tmp_path, postgres_url) as registry:
         session = new_session(registry)
-        monkeypatch.setenv(RETRY_ENV, "0")
+        registry.retry_seconds = 0
 
         def kill() -> None:
             assert kill_connections(postgres_url) >= 1

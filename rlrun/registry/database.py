@@ -193,6 +193,7 @@ class Connected:
         self._missing = missing  # opened with create=False where there is no registry yet
         self.upgrade = upgrade  # what opening it did to the schema (a schema.Upgrade), if anything
         self._fence: tuple[int, int] | None = None  # (session id, lease token) every write must hold
+        self.retry_seconds = retry_seconds()  # how long `_retried` keeps trying; 0: not at all
 
     def fence(self, session_id: int, lease: int) -> None:
         """From now on every write through this registry first checks, inside its transaction and
@@ -246,13 +247,13 @@ class Connected:
         """Run `body` in a transaction; after a transient error (connection lost or refused,
         server shutting down, too many clients, serialization failure or deadlock, SQLite busy)
         run it again in a new transaction, on a new connection where the old one died, with
-        exponential backoff for up to `retry_seconds()`. Anything else (a constraint, LeaseLost,
+        exponential backoff for up to `self.retry_seconds`. Anything else (a constraint, LeaseLost,
         bad SQL) is raised at once. A write's fence is checked again on each try.
 
         The rule for callers: `body` must be safe to run twice. A connection lost during COMMIT
         leaves it unknown whether the earlier try committed, so a body that inserts first looks
         for the row it would insert, and a file it writes must already be there as it wants it."""
-        budget, delay, started = retry_seconds(), FIRST_DELAY, time.monotonic()
+        budget, delay, started = self.retry_seconds, FIRST_DELAY, time.monotonic()
         with explained(self.url, self._db.unusable_errors):
             while True:
                 try:
