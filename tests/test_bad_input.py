@@ -249,6 +249,10 @@ CASES = [
     case("ls", hint="registry URL postgres://me:***@host/db ($RLRUN_DB): unknown database 'postgres'; use",
          env={"RLRUN_DB": "postgres://me:secret@host/db"}),
     case("ls", hint="registry URL nowhere ($RLRUN_DB): not a URL; use sqlite:///", env={"RLRUN_DB": "nowhere"}),
+    case("ls", hint="$RLRUN_DB_RETRY_SECONDS='soon' is not a number of seconds >= 0; unset it for the default (60 s)",
+         env={"RLRUN_DB_RETRY_SECONDS": "soon"}),
+    case("train", RC, *TINY_TRAIN, hint="$RLRUN_DB_RETRY_SECONDS='-1' is not a number",
+         env={"RLRUN_DB_RETRY_SECONDS": "-1"}),
     case("train", RC, *TINY_TRAIN, hint="folder SCRATCH/a_file is a file, not a folder; give a folder",
          env={"RLRUN_DB": "sqlite:///SCRATCH/a_file/registry.sqlite"}, prepare=a_file),
     # references on a trained home

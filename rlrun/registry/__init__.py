@@ -33,6 +33,7 @@ from rlrun.registry.database import (
     VERSION_TABLE,
     explained,
     is_sqlite,
+    retry_seconds,
     sqlite_file,
 )
 from rlrun.registry.liveness import STALE_AFTER_SECONDS, run_status
@@ -87,6 +88,7 @@ class Registry(Writes, Resolution):
         With create=False and no database file, nothing is written: the registry answers every
         read as empty and refuses writes.
         """
+        retry_seconds()  # a bad $RLRUN_DB_RETRY_SECONDS is refused before anything is written
         home = Path(home)
         url = url or paths.database_url(home)
         db_file = sqlite_file(url)

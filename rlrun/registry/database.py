@@ -8,10 +8,12 @@ run plain, portable SQL with `:name` parameters, one short transaction at a time
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
@@ -36,6 +38,7 @@ class Database(Protocol):
     @property
     def unusable_errors(self) -> tuple[type[Exception], ...]: ...
     def transaction(self, write: bool) -> Any: ...
+    def is_transient(self, error: BaseException) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -151,6 +154,33 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         raise RegistryError(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
 
 
+T = TypeVar("T")
+
+# How long a retried write keeps trying through transient errors (see `Connected._write`): long
+# enough to ride out a PostgreSQL restart or a managed failover (seconds to about a minute) and
+# a burst of "too many clients", short enough that a registry that is really gone fails the
+# session within a minute instead of hanging it. A session silent past STALE_AFTER_SECONDS (30 s)
+# may meanwhile be retried elsewhere; its lease then stops this attempt at its next write.
+RETRY_ENV = "RLRUN_DB_RETRY_SECONDS"
+RETRY_SECONDS = 60.0
+FIRST_DELAY, MAX_DELAY = 0.05, 5.0  # exponential backoff between tries, in seconds
+
+
+def retry_seconds() -> float:
+    """The retry budget: $RLRUN_DB_RETRY_SECONDS, else RETRY_SECONDS; 0 turns retries off."""
+    given = os.environ.get(RETRY_ENV)
+    if not given:
+        return RETRY_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise BadInput(f"${RETRY_ENV}={given!r} is not a number of seconds >= 0; unset it for the default"
+                       f" ({RETRY_SECONDS:g} s)")
+    return seconds
+
+
 class Connected:
     """An open registry database and its one transaction helper with its one error policy; the
     parts of `Registry` (store, queries, resolve) build on it."""
@@ -163,6 +193,7 @@ class Connected:
         self._missing = missing  # opened with create=False where there is no registry yet
         self.upgrade = upgrade  # what opening it did to the schema (a schema.Upgrade), if anything
         self._fence: tuple[int, int] | None = None  # (session id, lease token) every write must hold
+        self.retry_seconds = retry_seconds()  # how long `_retried` keeps trying; 0: not at all
 
     def fence(self, session_id: int, lease: int) -> None:
         """From now on every write through this registry first checks, inside its transaction and
@@ -188,12 +219,50 @@ class Connected:
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Transaction]:
         """One transaction (BEGIN IMMEDIATE for writes on SQLite), committed on success."""
+        with explained(self.url, self._db.unusable_errors), self._attempt(write) as tx:
+            yield tx
+
+    @contextmanager
+    def _attempt(self, write: bool) -> Iterator[Transaction]:
+        """One try at a transaction, its driver's errors as they are (but for constraints)."""
         if write and self._missing:
             raise RegistryError(f"no registry at {label(self.url)}; it is created by `rlrun train`")
         try:
-            with explained(self.url, self._db.unusable_errors), self._db.transaction(write) as tx:
+            with self._db.transaction(write) as tx:
                 if write:
                     self._check_fence(tx)
                 yield tx
         except self._db.integrity_errors as error:
             raise Conflict(str(error)) from error
+
+    def _write(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body` in a write transaction, retried through transient errors (`_retried`)."""
+        return self._retried(body, write=True)
+
+    def _read(self, body: Callable[[Transaction], T]) -> T:
+        """Run `body` in a read transaction, retried through transient errors (`_retried`)."""
+        return self._retried(body, write=False)
+
+    def _retried(self, body: Callable[[Transaction], T], *, write: bool) -> T:
+        """Run `body` in a transaction; after a transient error (connection lost or refused,
+        server shutting down, too many clients, serialization failure or deadlock, SQLite busy)
+        run it again in a new transaction, on a new connection where the old one died, with
+        exponential backoff for up to `self.retry_seconds`. Anything else (a constraint, LeaseLost,
+        bad SQL) is raised at once. A write's fence is checked again on each try.
+
+        The rule for callers: `body` must be safe to run twice. A connection lost during COMMIT
+        leaves it unknown whether the earlier try committed, so a body that inserts first looks
+        for the row it would insert, and a file it writes must already be there as it wants it."""
+        budget, delay, started = self.retry_seconds, FIRST_DELAY, time.monotonic()
+        with explained(self.url, self._db.unusable_errors):
+            while True:
+                try:
+                    with self._attempt(write) as tx:
+                        return body(tx)
+                except Exception as error:
+                    waited = time.monotonic() - started
+                    if isinstance(error, RegistryError) or not self._db.is_transient(error) or \
+                            waited + delay > budget:
+                        raise
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY)

@@ -255,9 +255,11 @@ class Reads(Connected):
             return self._live_runs(tx)
 
     def get_run(self, run_id: str) -> RunDetail:
-        """A run with everything recorded about it; statuses as reported (see rlrun.registry.liveness)."""
+        """A run with everything recorded about it; statuses as reported (see rlrun.registry.liveness).
+        Retried (a launcher reads it when its sessions end)."""
         where = {"run_id": run_id}
-        with self._transaction(write=False) as tx:
+
+        def read(tx: Transaction) -> RunDetail:
             live = Liveness(tx.now())
             run = run_by_id(tx, run_id)
             sessions = sessions_with_final(tx, run_id)
@@ -272,6 +274,8 @@ class Reads(Connected):
                 forks=[fork for (fork,) in tx.rows(
                     "SELECT id FROM runs WHERE parent_id = :run_id ORDER BY created_at, id", where)],
             )  # fmt: skip
+
+        return self._read(read)
 
     def latest_spec(self, run_id: str) -> SpecRevisionRecord:
         """The run's newest spec revision (the one training continues under)."""
@@ -327,9 +331,9 @@ class Reads(Connected):
         return None
 
     def checkpoints(self, session_id: int) -> list[CheckpointRecord]:
-        """The checkpoints of one session, oldest frame first."""
-        with self._transaction(write=False) as tx:
-            return checkpoints_where(tx, "s.id = :session_id", {"session_id": session_id})
+        """The checkpoints of one session, oldest frame first. Retried (a session reads it as it
+        trains, for its retention rule)."""
+        return self._read(lambda tx: checkpoints_where(tx, "s.id = :session_id", {"session_id": session_id}))
 
     def all_checkpoints(self) -> list[CheckpointRecord]:
         """Every checkpoint, by run, session and frame (`rlrun gc`)."""

@@ -16,6 +16,13 @@ from sqlalchemy.pool import StaticPool
 from rlrun.registry import sqlite
 from rlrun.registry.database import clock_sql, is_sqlite, sqlite_file
 
+# PostgreSQL's SQLSTATEs after which the same transaction may succeed when run again (class 08,
+# connection exceptions, too): the server shutting down or starting (57P01-03), out of connection
+# slots (53300), a serialization failure or deadlock that rolled the transaction back (40001, 40P01).
+TRANSIENT_SQLSTATES = ("57P01", "57P02", "57P03", "53300", "40001", "40P01")
+# What a connection attempt that got no SQLSTATE says when retrying cannot help.
+PERMANENT_CONNECT_FAILURES = ("authentication failed", "does not exist", "no pg_hba.conf entry")
+
 # Set on a connection before it begins, read by the SQLite "begin" hook (see _on_sqlite_begin).
 WRITE_FLAG = "rlrun_write"
 
@@ -37,7 +44,10 @@ def _on_sqlite_begin(conn: Connection) -> None:
 def create_registry_engine(url: str) -> Engine:
     """An engine configured the way the registry needs it (pragmas and BEGIN control on SQLite)."""
     if not is_sqlite(url):
-        return create_engine(url, connect_args=_server_connect_args(url))
+        # pool_pre_ping: a pooled connection the server dropped while idle (a restart, an admin's
+        # pg_terminate_backend) is replaced at checkout, so no transaction starts on a dead one;
+        # one lost mid-transaction is `Connected._retried`'s.
+        return create_engine(url, connect_args=_server_connect_args(url), pool_pre_ping=True)
     if sqlite_file(url) is None:
         # One shared connection, or every checkout would see a different empty database.
         engine = create_engine(url, poolclass=StaticPool, connect_args={"timeout": 30})
@@ -98,6 +108,24 @@ class ServerDatabase:
         from sqlalchemy import exc
 
         return (exc.OperationalError, exc.DatabaseError, exc.InterfaceError)
+
+    @staticmethod
+    def is_transient(error: BaseException) -> bool:
+        """An error after which the same transaction may succeed on a new connection: the
+        connection was lost or refused, the server is restarting or full, or it rolled the
+        transaction back to break a serialization conflict or deadlock."""
+        from sqlalchemy import exc
+
+        if not isinstance(error, exc.DBAPIError):
+            return False
+        if error.connection_invalidated:  # SQLAlchemy saw a disconnect and dropped the pool's connections
+            return True
+        state = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+        if state:
+            return str(state).startswith("08") or state in TRANSIENT_SQLSTATES
+        # No SQLSTATE: the server never answered (refused, closed, reset), unless it said why.
+        return isinstance(error, exc.OperationalError) and \
+            not any(failure in str(error.orig) for failure in PERMANENT_CONNECT_FAILURES)
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[ServerTransaction]:

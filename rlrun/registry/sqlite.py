@@ -24,6 +24,7 @@ PRAGMAS = (
     "PRAGMA foreign_keys=ON",  # ON DELETE CASCADE; SQLite leaves it off by default
 )
 WAL = "PRAGMA journal_mode=WAL"  # kept in the file: set before the first write, never by a reader
+BUSY, LOCKED = 5, 6  # SQLite's result codes for a lock held past busy_timeout (primary codes)
 
 
 def begin_statement(write: bool) -> str:
@@ -58,8 +59,9 @@ class SqliteDatabase:
     integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
     unusable_errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
 
-    def __init__(self, target: str, *, schema: Sequence[str] = ()) -> None:
+    def __init__(self, target: str, *, schema: Sequence[str] = (), busy_timeout: float | None = None) -> None:
         self.target = target
+        self._busy_timeout = busy_timeout  # seconds; None keeps PRAGMAS' 30 s (tests shorten it)
         self._schema = schema  # statements to run on a new in-memory database
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -70,6 +72,8 @@ class SqliteDatabase:
             conn = sqlite3.connect(self.target, timeout=30, isolation_level=None, check_same_thread=False)
             for pragma in PRAGMAS:
                 conn.execute(pragma)
+            if self._busy_timeout is not None:
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
             for statement in self._schema:
                 conn.execute(statement)
             self._conn = conn
@@ -89,6 +93,12 @@ class SqliteDatabase:
                 if conn.in_transaction:  # the body failed, or COMMIT did (a full disk, say)
                     conn.execute("ROLLBACK")
                 raise
+
+    @staticmethod
+    def is_transient(error: BaseException) -> bool:
+        """A lock another connection held past busy_timeout: the same write may succeed later."""
+        return isinstance(error, sqlite3.OperationalError) and \
+            getattr(error, "sqlite_errorcode", -1) & 0xFF in (BUSY, LOCKED)
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Write-ahead logging, so readers never block the writer nor the writer readers. The mode

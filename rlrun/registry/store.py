@@ -90,7 +90,13 @@ def close_open_attempts(tx: Transaction, session_id: int, status: str) -> int:
 
 
 class Writes(Connected):
-    """The registry's writes (mixed into `Registry`)."""
+    """The registry's writes (mixed into `Registry`).
+
+    The writes a training session makes once it holds its lease and attempt (marked running,
+    heartbeats, log flushes, evaluations, checkpoints and their retention, its end, the run's end)
+    go through `Connected._write`, which rides out a short registry outage; each is safe to run
+    twice (see there). The others fail at once: a command's own start (new runs, leases, attempts,
+    rewinds) fails before any training is at stake, and the user or scheduler runs it again."""
 
     def create_run(
         self, *, run_id: str, name: str | None, spec_name: str, algorithm: str, env_id: str,
@@ -152,7 +158,7 @@ class Writes(Connected):
 
     def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
         """Mark a session running; started_at keeps the first start across resumes."""
-        with self._transaction(write=True) as tx:
+        def record(tx: Transaction) -> None:  # the same end state however often it runs
             run_id, _ = lock_owner(tx, session_id)
             self._update_session(
                 tx, session_id,
@@ -162,18 +168,22 @@ class Writes(Connected):
             )  # fmt: skip
             self._sync_manifest(tx, run_id)
 
+        self._write(record)
+
     def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int,
                   publish: Callable[[], None] | None = None) -> None:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
         snapshot says as much, and the work since would be redone on resume). `publish` (the
         session's log flush) runs inside the same transaction, under the lease (see `fenced`)."""
-        with self._transaction(write=True) as tx:
+        def record(tx: Transaction) -> None:  # an UPDATE by key; a flush writes its rows once
             self._update_session(
                 tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
                 {"frame": frame, "episode": episode, "opt_step": opt_step},
             )
             if publish is not None:
                 publish()
+
+        self._write(record)
         testhooks.crash_point("heartbeat-recorded")
 
     def acquire_lease(self, session_id: int) -> int:
@@ -187,9 +197,10 @@ class Writes(Connected):
 
     def fenced(self, write: Callable[[], None]) -> None:
         """Run a file write (a log flush) inside a write transaction, so that under a fence
-        (`Connected.fence`) it happens only while this attempt still holds the session's lease."""
-        with self._transaction(write=True):
-            write()
+        (`Connected.fence`) it happens only while this attempt still holds the session's lease.
+        Retried (`Connected._write`): `write` must be idempotent, as the session's log writes are
+        (a flush writes its pending rows once, a close closes once, a create rewrites the same file)."""
+        self._write(lambda _tx: write())
 
     def finish_session(
         self, session_id: int, *, status: str, frame: int, episode: int, opt_step: int,
@@ -200,7 +211,8 @@ class Writes(Connected):
         launcher records it again with the error; a launcher killed before that leaves nothing
         behind to call crashed)."""
         check_status(status, ENDED)
-        with self._transaction(write=True) as tx:
+
+        def record(tx: Transaction) -> None:  # run again, it finds the attempts closed, the run settled
             # The run first: the last two sessions to end take turns, so the second sees the first
             # ended and settles the run.
             run_id, _ = lock_owner(tx, session_id)
@@ -213,6 +225,8 @@ class Writes(Connected):
             close_open_attempts(tx, session_id, status)
             self._settle_run(tx, run_id)
             self._sync_manifest(tx, run_id)
+
+        self._write(record)
         testhooks.crash_point("session-finished")
 
     @staticmethod
@@ -243,15 +257,17 @@ class Writes(Connected):
         self._update_run(run_id, error=None, finished_at=None, **values)
 
     def _update_run(self, run_id: str, *, ended: bool = False, **values: Any) -> None:
-        """Set run columns; `ended` stamps finished_at with the database's clock."""
-        with self._transaction(write=True) as tx:
+        """Set run columns; `ended` stamps finished_at with the database's clock. Retried: an
+        UPDATE by key."""
+        def record(tx: Transaction) -> None:
             lock_run(tx, run_id)
-            if ended:
-                values["finished_at"] = tx.now()
-            assignments = ", ".join(f"{column} = :{column}" for column in values)
-            if tx.execute(f"UPDATE runs SET {assignments} WHERE id = :run_id", {**values, "run_id": run_id}) == 0:
+            stamped = {**values, "finished_at": tx.now()} if ended else values
+            assignments = ", ".join(f"{column} = :{column}" for column in stamped)
+            if tx.execute(f"UPDATE runs SET {assignments} WHERE id = :run_id", {**stamped, "run_id": run_id}) == 0:
                 raise RegistryError(f"no run with id {run_id} in the registry")
             self._sync_manifest(tx, run_id)
+
+        self._write(record)
 
     def delete_run(self, run_id: str) -> None:
         """Delete a run and, by cascade, its sessions, checkpoints, evaluations and revisions.
@@ -335,11 +351,14 @@ class Writes(Connected):
     def end_attempt(self, attempt_id: int, *, status: str) -> None:
         """Close an attempt: finished, failed, preempted, or crashed (found open by a later one)."""
         check_status(status, ATTEMPT_END_STATUSES)
-        with self._transaction(write=True) as tx:
+
+        def record(tx: Transaction) -> None:  # an UPDATE by key
             run_id = lock_attempt_run(tx, attempt_id)
             tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
                        {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
             self._sync_manifest(tx, run_id)
+
+        self._write(record)
 
     def mark_attempt_approximate(self, attempt_id: int, *, reason: str) -> None:
         """Record that an attempt found, while running, that its continuation cannot be exact (a
@@ -357,21 +376,38 @@ class Writes(Connected):
         publish: Callable[[], object] | None = None,
     ) -> CheckpointRecord:
         """Record a complete snapshot. `publish` (the rename that puts its folder in place) runs
-        inside the same transaction, under the lease: a stale attempt neither renames nor records."""
-        with self._transaction(write=True) as tx:
+        inside the same transaction, under the lease: a stale attempt neither renames nor records.
+        Retried: a snapshot's path is recorded once (an earlier try that committed is found), and
+        `publish` must find its folder already in place as done (`snapshot.Prepared.publish`)."""
+        def record(tx: Transaction) -> CheckpointRecord:
             run_id, index = owner(tx, session_id)
             if publish is not None:
                 publish()
             values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
                                           size_bytes=size_bytes, created_at=tx.now())
-            row_id = tx.insert(insert_sql("checkpoints", values), values)
+            found = tx.rows("SELECT id, created_at FROM checkpoints WHERE session_id = :session_id AND path = :path"
+                            " AND sha256 = :sha256", values)  # fmt: skip
+            if found:
+                values["created_at"] = found[0][1]
+            row_id = found[0][0] if found else tx.insert(insert_sql("checkpoints", values), values)
+            return CheckpointRecord(id=row_id, run_id=run_id, session_index=index, **values)
+
+        recorded = self._write(record)
         testhooks.crash_point("checkpoint-recorded")
-        return CheckpointRecord(id=row_id, run_id=run_id, session_index=index, **values)
+        return recorded
 
     def remove_checkpoint(self, checkpoint_id: int) -> None:
-        with self._transaction(write=True) as tx:
-            if tx.execute("DELETE FROM checkpoints WHERE id = :id", {"id": checkpoint_id}) == 0:
+        """Delete a checkpoint's row (a session's retention rule). Retried: a later try that finds
+        the row gone takes it as its earlier try's work (a commit whose answer was lost)."""
+        tries = 0
+
+        def delete(tx: Transaction) -> None:
+            nonlocal tries
+            tries += 1
+            if tx.execute("DELETE FROM checkpoints WHERE id = :id", {"id": checkpoint_id}) == 0 and tries == 1:
                 raise RegistryError(f"no checkpoint with id {checkpoint_id} in the registry")
+
+        self._write(delete)
 
     def remove_checkpoints(self, checkpoint_ids: Sequence[int]) -> int:
         """Delete many checkpoint rows at once (`rlrun gc`); returns how many were there."""
@@ -391,21 +427,37 @@ class Writes(Connected):
         if not all(math.isfinite(v) for v in (mean, std, min, max)):
             # SQLite stores NaN as NULL, which would silently lose the row's meaning.
             raise ValueError(f"evaluation scores must be finite: {mean=} {std=} {min=} {max=}")
-        with self._transaction(write=True) as tx:
-            # A "train" evaluation leaves the manifest, so the run, alone: no lock on it.
-            run_id, index = owner(tx, session_id) if kind == "train" else lock_owner(tx, session_id)
-            values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, mean=mean, std=std,
-                                          min=min, max=max, episodes=episodes, created_at=tx.now())
-            row_id = tx.insert(insert_sql("evaluations", values), values)
-            if kind == "train":
-                tx.execute(
-                    "UPDATE sessions SET last_eval = :mean,"
-                    " best_eval = CASE WHEN best_eval IS NULL OR best_eval < :mean THEN :mean ELSE best_eval END"
-                    " WHERE id = :session_id", values,
-                )  # fmt: skip
-            else:
-                self._sync_manifest(tx, run_id)
+        scores = dict(frame=frame, mean=mean, std=std, min=min, max=max, episodes=episodes)
+        if kind != "train":  # `rlrun enjoy`: the same scores may be recorded twice on purpose; not retried
+            with self._transaction(write=True) as tx:
+                recorded = self._record_evaluation(tx, session_id, kind, scores)
+        else:
+            recorded = self._write(lambda tx: self._record_evaluation(tx, session_id, kind, scores))
         testhooks.crash_point("evaluation-recorded")
+        return recorded
+
+    def _record_evaluation(self, tx: Transaction, session_id: int, kind: str,
+                           scores: dict[str, Any]) -> EvaluationRecord:  # fmt: skip
+        # A "train" evaluation leaves the manifest, so the run, alone: no lock on it.
+        run_id, index = owner(tx, session_id) if kind == "train" else lock_owner(tx, session_id)
+        values: dict[str, Any] = dict(session_id=session_id, kind=kind, **scores, created_at=tx.now())
+        if kind == "train":
+            # A session evaluates once per frame (a rewind deletes those after its frame), so one
+            # found at this frame is this evaluation, recorded by a retried try that committed.
+            found = tx.rows("SELECT id, created_at FROM evaluations WHERE session_id = :session_id"
+                            " AND kind = 'train' AND frame = :frame", values)  # fmt: skip
+            if found:
+                return EvaluationRecord(id=found[0][0], run_id=run_id, session_index=index,
+                                        **{**values, "created_at": found[0][1]})
+        row_id = tx.insert(insert_sql("evaluations", values), values)
+        if kind == "train":
+            tx.execute(
+                "UPDATE sessions SET last_eval = :mean,"
+                " best_eval = CASE WHEN best_eval IS NULL OR best_eval < :mean THEN :mean ELSE best_eval END"
+                " WHERE id = :session_id", values,
+            )  # fmt: skip
+        else:
+            self._sync_manifest(tx, run_id)
         return EvaluationRecord(id=row_id, run_id=run_id, session_index=index, **values)
 
     # ---- rebuilding from folders -------------------------------------------------------------

@@ -94,9 +94,12 @@ class Prepared:
     size_bytes: int
 
     def publish(self) -> Written:
-        os.rename(self.temporary, self.destination)
-        fsync_path(self.destination.parent)
-        testhooks.crash_point("snapshot-renamed")
+        """Put the folder in place. Idempotent, as a retried registry write needs (`add_checkpoint`):
+        a second call finds it renamed already (`prepare` refused an existing destination)."""
+        if self.temporary.exists() or not self.destination.exists():
+            os.rename(self.temporary, self.destination)
+            fsync_path(self.destination.parent)
+            testhooks.crash_point("snapshot-renamed")
         return Written(self.destination, self.sha256, self.size_bytes)
 
     def discard(self) -> None:
