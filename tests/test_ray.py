@@ -302,21 +302,33 @@ def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any,
 
 
 def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str, tmp_path: Path) -> None:
-    """`rlrun search --ray`: each trial's session runs on a worker node, and the search is the same
-    search run locally: the same parameters, scores and pruning, each complete trial's run bit for
-    bit. The pruner's stop reaches a session on its node a moment later than a local one, so a
-    pruned trial's run may stop a little after the evaluation that pruned it: resumed to its end,
-    it is the local one's run, exactly."""
+    """`rlrun search --ray`, stopped by SIGTERM mid-trial and continued by `rlrun resume search:REF
+    --ray`: each trial's session runs on a worker node, and the search is the same search run
+    locally: the same parameters, scores and pruning, each complete trial's run bit for bit. The
+    pruner's stop reaches a session on its node a moment later than a local one, so a pruned trial's
+    run may stop a little after the evaluation that pruned it: resumed to its end, it is the local
+    one's run, exactly."""
     spec = str(search_spec(tmp_path))
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    found = {}
-    for where, extra in (("local", ()), ("cluster", ("--ray", cluster.address))):
-        argv, environment = command(homes[where], registry_url, "search", spec, *SEARCH, "--json", *extra)
-        done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-        found[where] = trials(homes[where], f"search:{json.loads(done.stdout)['search_id']}")
+    argv, environment = command(homes["local"], registry_url, "search", spec, *SEARCH, "--json")
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
+                                cluster.address)
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
+    driver.send_signal(signal.SIGTERM)
+    stopped = finished(driver)
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    search_id = json.loads(stopped.stdout)["search_id"]
+    argv, environment = command(homes["cluster"], registry_url, "resume", f"search:{search_id}", "--ray",
+                                cluster.address)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    remote = trials(homes["cluster"], f"search:{search_id}")
     assert not list(homes["cluster"].glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
-    local, remote = found["local"], found["cluster"]
     assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
         [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
     assert [t.state for t in remote] == ["complete", "pruned"]
@@ -324,8 +336,10 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     for trial in remote:
         attempts = detail_of(homes["cluster"], registry_url, trial.run_id).attempts
         assert attempts and all(a.node in workers for a in attempts), "the trial's session ran on a worker node"
-    stopped = final_state(homes["cluster"], remote[1].run_id)["sessions"][0]
-    assert stopped["status"] == "preempted" and stopped["saved"].meta.clock.frame < 10000, "the pruner's stop came"
+    first = detail_of(homes["cluster"], registry_url, remote[0].run_id).attempts
+    assert [(a.kind, a.end_status) for a in first] == [("train", "preempted"), ("resume", "finished")]
+    pruned = final_state(homes["cluster"], remote[1].run_id)["sessions"][0]
+    assert pruned["status"] == "preempted" and pruned["saved"].meta.clock.frame < 10000, "the pruner's stop came"
     for where, trial in (("local", local[1]), ("cluster", remote[1])):
         argv, environment = command(homes[where], registry_url, "resume", trial.run_id)
         resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
