@@ -247,10 +247,10 @@ def resume_search(ref: str, *, home: Path | str | None = None,
 
 
 def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str) -> None:
-    """Before anything is written, the check `train` makes of its executor, made once for every
-    trial (a Ray cluster: reachable, and every node sees the home). Trials trained at once
-    (`parallel` > 1) run in processes of this machine with the local executor, so another one is
-    refused rather than ignored."""
+    """The check `train` makes of its executor (a Ray cluster: reachable, and every node sees the
+    home), made once for the whole search before anything is written; each trial's run makes it
+    again as it starts. Trials trained at once (`parallel` > 1) run in processes of this machine
+    with the local executor, so another executor is refused rather than ignored."""
     if make_executor is None:
         return
     if settings.parallel > 1:
