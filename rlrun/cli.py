@@ -89,7 +89,7 @@ def _filters(status: str | None = None, algo: str | None = None, env: str | None
     return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
 
 
-def _executor(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
+def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None) -> Any:
     """The executor the options ask for: None (the local one) without --ray."""
     if ray is None:
         if cpus is not None or gpus is not None:
@@ -97,7 +97,15 @@ def _executor(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
         return None
     from rlrun.training.ray_executor import ray_executor
 
-    return ray_executor(ray or None, cpus=cpus, gpus=gpus)
+    return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop)
+
+
+def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
+    """What makes each search trial's executor from the stop its pruner requests: None (the local
+    one) without --ray. The options are checked now, once."""
+    if _executor(ray, cpus, gpus) is None:
+        return None
+    return lambda stop: _executor(ray, cpus, gpus, stop)
 
 
 def _console() -> Any:
@@ -233,7 +241,7 @@ def resume(
     if is_search_ref(reference):
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
                  "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
-        _resume_search(reference, home, as_json, given)
+        _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
         return
     from rlrun.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
@@ -324,7 +332,7 @@ def search(
     trials: Annotated[int | None, typer.Option(
         min=1, metavar="INTEGER RANGE", help="Trials to run (default: every point of an all-grid space).")] = None,
     parallel: Annotated[int, typer.Option(
-        min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own.")] = 1,
+        min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own (without --ray).")] = 1,
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
     metric: Annotated[str, typer.Option(
         metavar="TEXT", help="Score: eval_mean (final evaluation) or best_eval, over sessions.")] = "eval_mean",
@@ -336,6 +344,9 @@ def search(
         min=0, metavar="INTEGER RANGE", help="Trials the median pruner waits for before it prunes.")] = 5,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Override a base spec value: --set meta.max_frame=50k (repeatable).")] = None,
+    ray: Ray = None,
+    cpus: Cpus = None,
+    gpus: Gpus = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -347,6 +358,7 @@ def search(
 
     plan = plan_search(spec, list(overrides or ()), trials=trials, metric=metric, sampler=sampler, pruner=pruner,
                        parallel=parallel, prune_after=prune_after)
+    make_executor = _trial_executors(ray, cpus, gpus)
     console = _console()
 
     def announce(record: Any) -> None:
@@ -358,7 +370,7 @@ def search(
 
     with TrainingDisplay(console) as display:
         result = run_search(plan, home=home, name=name, on_event=display, on_start=announce,
-                            on_trial=_trial_line(console))
+                            on_trial=_trial_line(console), make_executor=make_executor)
     _conclude_search(result, console, as_json)
 
 
@@ -394,7 +406,8 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
                   highlight=False, markup=False)
 
 
-def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict[str, Any]) -> None:
+def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict[str, Any],
+                   make_executor: Any) -> None:
     from rlrun.display import TrainingDisplay
     from rlrun.search import resume_search
 
@@ -404,7 +417,8 @@ def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_search(reference, home=home, on_event=display, on_trial=_trial_line(console),
-                               on_start=lambda record: _say(_views().resolved_search(record, reference)))
+                               on_start=lambda record: _say(_views().resolved_search(record, reference)),
+                               make_executor=make_executor)
     _conclude_search(result, console, as_json)
 
 

@@ -196,11 +196,13 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
                on_start: Callable[[SearchRecord], None] | None = None,
                make_executor: MakeExecutor | None = None) -> SearchResult:
     """Record a new search and run its trials, one at a time; returns when they are done or a
-    signal stopped it (the result's `signal`)."""
+    signal stopped it (the result's `signal`). `make_executor` makes each trial's executor (by
+    default the local one), given the stop the pruner requests; with it, one trial at a time."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     if name is not None:
         check_run_name(name)
+    _check_executor(make_executor, plan.settings, root, url)
     stopping.raise_if_stopped("before the search was recorded; nothing was written")
     with Registry.open(root, url) as registry:
         record = registry.create_search(
@@ -237,10 +239,26 @@ def resume_search(ref: str, *, home: Path | str | None = None,
         return SearchResult(record.id, record.name, str(root), record.status, [_outcome(t) for t in detail.trials],
                             nothing_to_do=True)
     _optuna()
+    _check_executor(make_executor, settings, root, url)
     stopping.raise_if_stopped(f"before search {record.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         registry.reopen_search(record.id, host=socket.gethostname(), pid=os.getpid())
     return _Driver(root, url, record, plan, on_event, on_trial, make_executor).drive()
+
+
+def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str) -> None:
+    """The check `train` makes of its executor (a Ray cluster: reachable, and every node sees the
+    home), made once for the whole search before anything is written; each trial's run makes it
+    again as it starts. Trials trained at once (`parallel` > 1) run in processes of this machine
+    with the local executor, so another executor is refused rather than ignored."""
+    if make_executor is None:
+        return
+    if settings.parallel > 1:
+        raise BadInput(f"--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs"
+                       f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
+    executor = make_executor(StopRequest())
+    executor.prepare(root, url)
+    executor.close()
 
 
 def _outcome(trial: TrialRecord) -> TrialOutcome:

@@ -300,6 +300,10 @@ CASES = [
          missing=("ray",)),
     case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
     case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--ray", "127.0.0.1:1",
+         hint="--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs 2 trials"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--ray", "127.0.0.1:1",
+         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
     case("plot", "tiny", "-o", "SCRATCH/p.txt", hint="cannot write a .txt", trained=True),
     # training metrics
     case("plot", "tiny", "--metric", "entropi", "-o", "SCRATCH/p.png", hint="did you mean 'entropy'?", trained=True),

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from conftest import Result, cli_env, fast
 from test_resume import CADENCE, assert_same_run, final_state
+from test_search import search_spec, trials
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
 from rlrun.testhooks import CRASH_ENV, FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STALE_ENV
@@ -35,6 +36,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 WORKERS = 3
 FRAMES = "3000"
+SEARCH = ["--trials", "2", "--prune-after", "1", "--set", "meta.max_frame=10000"]
+"""A search whose second trial the median pruner stops at its first evaluation (frame 1,000),
+long enough for the stop to reach the session on its node well before its end."""
 ISOLATED = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RLRUN_TENSORBOARD": "0"}
 """Every node and driver binds to 127.0.0.1 only; TensorBoard mirrors cost start-up time here."""
 
@@ -105,8 +109,12 @@ def finished(process: subprocess.Popen[str], timeout: float = 240) -> Result:
 
 
 def detail(home: Path, url: str) -> RunDetail:
+    return detail_of(home, url, "latest")
+
+
+def detail_of(home: Path, url: str, reference: str) -> RunDetail:
     with Registry.open(home, url, create=False) as registry:
-        return registry.get_run(registry.resolve("latest").id)
+        return registry.get_run(registry.resolve(reference).id)
 
 
 def attempts_of(run: RunDetail, index: int) -> list[AttemptRecord]:
@@ -291,3 +299,50 @@ def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any,
         newest = max((c for c in run.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
         # At the stop frame: a "preempt" snapshot, or the scheduled one the stop came right after.
         assert newest.frame == session.frame and (newest.kind == "preempt" or newest.frame % 1000 == 0)
+
+
+def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str, tmp_path: Path) -> None:
+    """`rlrun search --ray`, stopped by SIGTERM mid-trial and continued by `rlrun resume search:REF
+    --ray`: each trial's session runs on a worker node, and the search is the same search run
+    locally: the same parameters, scores and pruning, each complete trial's run bit for bit. The
+    pruner's stop reaches a session on its node a moment later than a local one, so a pruned trial's
+    run may stop a little after the evaluation that pruned it: resumed to its end, it is the local
+    one's run, exactly."""
+    spec = str(search_spec(tmp_path))
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    argv, environment = command(homes["local"], registry_url, "search", spec, *SEARCH, "--json")
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
+                                cluster.address)
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
+    driver.send_signal(signal.SIGTERM)
+    stopped = finished(driver)
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    search_id = json.loads(stopped.stdout)["search_id"]
+    argv, environment = command(homes["cluster"], registry_url, "resume", f"search:{search_id}", "--ray",
+                                cluster.address)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    remote = trials(homes["cluster"], f"search:{search_id}")
+    assert not list(homes["cluster"].glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
+    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
+        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
+    assert [t.state for t in remote] == ["complete", "pruned"]
+    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
+    for trial in remote:
+        attempts = detail_of(homes["cluster"], registry_url, trial.run_id).attempts
+        assert attempts and all(a.node in workers for a in attempts), "the trial's session ran on a worker node"
+    first = detail_of(homes["cluster"], registry_url, remote[0].run_id).attempts
+    assert [(a.kind, a.end_status) for a in first] == [("train", "preempted"), ("resume", "finished")]
+    pruned = final_state(homes["cluster"], remote[1].run_id)["sessions"][0]
+    assert pruned["status"] == "preempted" and pruned["saved"].meta.clock.frame < 10000, "the pruner's stop came"
+    for where, trial in (("local", local[1]), ("cluster", remote[1])):
+        argv, environment = command(homes[where], registry_url, "resume", trial.run_id)
+        resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    for a, b in zip(local, remote, strict=True):
+        assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))

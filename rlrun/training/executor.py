@@ -40,3 +40,8 @@ class Executor(Protocol):
         """Run every task to its end and deliver their events to `on_event` as they come. A session
         that ends without saying how is recorded as failed by the executor."""
         ...
+
+    def close(self) -> None:
+        """Let go of what `prepare` took (a cluster connection) when no `run` follows (a search
+        checks its trials' executor once, before it records anything); `run` lets go itself."""
+        ...

@@ -41,6 +41,9 @@ class LocalExecutor:
     def prepare(self, home: Path, db_url: str) -> None:
         """Nothing to check: the sessions run on this machine, beside the home."""
 
+    def close(self) -> None:
+        """Nothing taken."""
+
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         if len(tasks) == 1:
             stop = self.stop or StopRequest()

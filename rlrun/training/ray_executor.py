@@ -65,11 +65,14 @@ class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run 
 
 class RayExecutor:
     def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
-                 handle_signals: bool = True) -> None:  # fmt: skip
+                 handle_signals: bool = True, stop: StopRequest | None = None) -> None:  # fmt: skip
         import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
         self.handle_signals = handle_signals
+        self.stop = stop
+        """A stop the caller may request for reasons of its own (a search pruning a trial), as the
+        local executor's: the sessions stop at their next step with a snapshot and are not retried."""
         self._connected_here = False
 
     # -- before anything is written ---------------------------------------------------------------
@@ -129,7 +132,7 @@ class RayExecutor:
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
         watch = _Watch(tasks[0])
-        stop = StopRequest()
+        stop = self.stop or StopRequest()
         ended: dict[int, events.SessionEnded] = {}
 
         def abort() -> None:
@@ -441,10 +444,10 @@ def find_markers(markers: dict[str, str], token: str) -> list[str]:
 
 
 def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
-                 handle_signals: bool = True) -> RayExecutor:  # fmt: skip
+                 handle_signals: bool = True, stop: StopRequest | None = None) -> RayExecutor:  # fmt: skip
     """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto")."""
     return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
-                       handle_signals=handle_signals)
+                       handle_signals=handle_signals, stop=stop)
 
 
 __all__ = ["ADDRESS_ENV", "RayExecutor", "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor",
