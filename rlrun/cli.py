@@ -334,14 +334,14 @@ def search(
     parallel: Annotated[int, typer.Option(
         min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own (without --ray).")] = 1,
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
-    metric: Annotated[str, typer.Option(
-        metavar="TEXT", help="Score: eval_mean (final evaluation) or best_eval, over sessions.")] = "eval_mean",
+    metric: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="Score: eval_mean (final evaluation; default) or best_eval, over sessions.")] = None,
     sampler: Annotated[str | None, typer.Option(
         metavar="TEXT", help="tpe (default), random, or grid (the default when every dimension is a grid).")] = None,
-    pruner: Annotated[str, typer.Option(
-        metavar="TEXT", help="Stop poor trials early: median (default), halving, or none.")] = "median",
-    prune_after: Annotated[int, typer.Option(
-        min=0, metavar="INTEGER RANGE", help="Trials the median pruner waits for before it prunes.")] = 5,
+    pruner: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="Stop poor trials early: median (default), halving, or none.")] = None,
+    prune_after: Annotated[int | None, typer.Option(
+        min=0, metavar="INTEGER RANGE", help="Trials the median pruner waits for (default 5).")] = None,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Override a base spec value: --set meta.max_frame=50k (repeatable).")] = None,
     ray: Ray = None,
@@ -356,8 +356,9 @@ def search(
     from rlrun.display import TrainingDisplay
     from rlrun.search import plan_search, run_search
 
-    plan = plan_search(spec, list(overrides or ()), trials=trials, metric=metric, sampler=sampler, pruner=pruner,
-                       parallel=parallel, prune_after=prune_after)
+    given: dict[str, Any] = {"metric": metric, "pruner": pruner, "prune_after": prune_after}  # None: its default
+    plan = plan_search(spec, list(overrides or ()), trials=trials, sampler=sampler, parallel=parallel,
+                       **{key: value for key, value in given.items() if value is not None})
     make_executor = _trial_executors(ray, cpus, gpus)
     console = _console()
 
@@ -906,9 +907,15 @@ def _bare_ray(argv: list[str]) -> list[str]:
             break
         if arg == "--ray":
             following = fixed[i + 1] if i + 1 < len(fixed) else ""
-            if not (":" in following or following in ("auto", "local")):
+            if not (_reads_as_address(following) or following in ("auto", "local")):
                 fixed[i] = "--ray="
     return fixed
+
+
+def _reads_as_address(text: str) -> bool:
+    """HOST:PORT with a numeric port, or a ray:// URL (not a reference such as `search:abc`)."""
+    host, sep, port = text.rpartition(":")
+    return text.startswith("ray://") or bool(sep and host and port.isdigit())
 
 
 def run(argv: list[str]) -> int:

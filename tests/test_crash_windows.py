@@ -27,6 +27,7 @@ from test_resume import assert_same_run, final_state
 
 from rlrun import snapshot
 from rlrun.registry import Registry
+from rlrun.registry.database import LeaseLost
 from rlrun.snapshot.layout import is_temporary
 from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STEPS
 
@@ -105,6 +106,23 @@ def test_a_crash_while_resuming_is_recovered(step: str, reference: dict[str, Any
                       env={CRASH_ENV: step, **HEARTBEAT})
     assert crashed.code == -signal.SIGKILL, f"{step} was not reached: {crashed.stderr}"
     check_recovered(home, reference, step, "resume")
+
+
+def test_a_resume_fences_the_older_attempts_before_it_rewinds(preempted: Path, home: Path) -> None:
+    """An older attempt still alive somewhere (frozen, cut off from the registry) holds the lease it
+    trained under. Once a resume has rewound the session, that attempt may write nothing more —
+    already in the window before the resumed session takes its own lease (killed right there)."""
+    shutil.copytree(preempted, home)
+    with Registry.open(home, None, create=False) as older:
+        session = older.get_run(older.resolve("latest").id).sessions[0]
+        older.fence(session.id, session.lease)
+        progress = {"frame": session.frame, "episode": session.episode, "opt_step": session.opt_step}
+        older.heartbeat(session.id, **progress)  # its lease still holds before the resume
+        crashed = run_cli(home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET),
+                          env={CRASH_ENV: "resume-rewound"})
+        assert crashed.code == -signal.SIGKILL, crashed.stderr
+        with pytest.raises(LeaseLost):
+            older.heartbeat(session.id, **progress)
 
 
 def check_recovered(home: Path, reference: dict[str, Any], step: str, path: str) -> None:

@@ -308,9 +308,11 @@ class Reads(Connected):
         """The session's lease token, and how long (seconds, by the database's clock) since its
         running attempt last heartbeat (None when it is not running): a cluster executor presumes
         an attempt lost when it stays silent past STALE_AFTER_SECONDS (see `liveness`)."""
-        with self._transaction(write=False) as tx:
-            found = tx.rows("SELECT lease, status, heartbeat_at FROM sessions WHERE id = :id", {"id": session_id})
-            now = tx.now()
+        def look(tx: Transaction) -> tuple[list[Any], float]:
+            query = "SELECT lease, status, heartbeat_at FROM sessions WHERE id = :id"
+            return tx.rows(query, {"id": session_id}), tx.now()
+
+        found, now = self._read(look)  # the driver polls this: a registry blip must not end the run
         if not found:
             return 0, None
         lease, status, beat = found[0]

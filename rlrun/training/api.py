@@ -289,6 +289,9 @@ def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple
                                diff_json=diff_json(plan.previous, plan.spec))
     registry.reopen_run(run.id, host=socket.gethostname(), pid=os.getpid(), max_frame=plan.spec.meta.max_frame)
     for session, start in plan.starts:
+        # The lease first: an older attempt still alive somewhere (frozen, cut off, riding out a
+        # registry outage) writes nothing from here on, not even into what the rewind forgets.
+        registry.acquire_lease(session.id)
         rewind(registry, root, run.id, session, start.path if start else None)
         # Claimed at once, so the run never looks dead (and open to a second resume) while its
         # session processes start up.

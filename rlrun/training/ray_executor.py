@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlrun import events
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import Registry, sqlite_file
 from rlrun.stopping import StopRequest, stop_on_signals
 from rlrun.training.executor import Execution, OnEvent
@@ -123,6 +123,8 @@ class RayExecutor:
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from rlrun.session import SUPERSEDED
+
         here = ray.get_runtime_context().get_node_id()
         mailbox = ray.remote(num_cpus=0)(Mailbox).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
@@ -134,6 +136,7 @@ class RayExecutor:
         watch = _Watch(tasks[0])
         stop = self.stop or StopRequest()
         ended: dict[int, events.SessionEnded] = {}
+        abandoned: dict[Any, SessionTask] = {}  # attempts presumed lost, which Ray may still run
 
         def abort() -> None:
             for ref in pending:
@@ -151,7 +154,14 @@ class RayExecutor:
                 _relay(ray, mailbox, on_event)
                 for ref in ready:
                     task = pending.pop(ref)
-                    ended[task.index] = _outcome(ray, ref, task)
+                    outcome = _outcome(ray, ref, task)
+                    revived = [r for r, t in abandoned.items() if t.index == task.index]
+                    if outcome.status == SUPERSEDED and revived:
+                        # An attempt presumed lost came back (Ray retried it after all) and took
+                        # the lease: that one trains the session now, so watch it instead.
+                        pending.update((r, abandoned.pop(r)) for r in revived)
+                        continue
+                    ended[task.index] = outcome
                     _relay(ray, mailbox, on_event)
                     on_event(ended[task.index])
                 if not asked:
@@ -159,6 +169,7 @@ class RayExecutor:
                         # Abandoned, not cancelled: a frozen worker cannot be reached, and when it
                         # wakes its lease is taken, so it writes nothing (see the module's note).
                         task = pending.pop(ref)
+                        abandoned[ref] = task
                         pending[attempt.remote(task, mailbox)] = task
         with contextlib.suppress(Exception):
             ray.kill(mailbox)
@@ -196,9 +207,12 @@ class _Watch:
         if time.monotonic() - self.checked < 1.0:
             return []
         self.checked = time.monotonic()
-        found = []
+        found: list[Any] = []
         for ref, task in pending.items():
-            lease, silent = self.registry.silence(task.session_id)
+            try:
+                lease, silent = self.registry.silence(task.session_id)
+            except RegistryError:
+                return found  # the registry is out for longer than its retries: look again next round
             started = task.lease_base is not None and lease > task.lease_base
             if started and silent is not None and silent > STALE_AFTER_SECONDS and \
                     self.presumed.get(task.session_id) != lease:  # fmt: skip

@@ -16,6 +16,7 @@ from rlrun.training.ray_executor import _unreachable, find_markers, forwarded_en
     (["train", "x", "--ray", "--frames", "1k"], ["train", "x", "--ray=", "--frames", "1k"]),
     (["resume", "--ray", "latest"], ["resume", "--ray=", "latest"]),
     (["resume", "--ray", "auto", "latest"], ["resume", "--ray", "auto", "latest"]),
+    (["resume", "--ray", "search:abc"], ["resume", "--ray=", "search:abc"]),
     (["train", "x", "--ray", "10.0.0.5:6379"], ["train", "x", "--ray", "10.0.0.5:6379"]),
     (["train", "x", "--ray", "ray://head:10001"], ["train", "x", "--ray", "ray://head:10001"]),
     (["train", "x", "--ray=10.0.0.5:6379"], ["train", "x", "--ray=10.0.0.5:6379"]),
