@@ -282,7 +282,7 @@ def _not_a_spec(path: Path, document: dict[str, Any]) -> str | None:
         return f"{path} is run {run_id}'s manifest (run.json), not a spec; to continue that run: rlrun resume {run_id}"
     if {"clock", "run_id", "session_index"} <= set(document):  # a snapshot's meta.json
         return _snapshot_advice(path, document)
-    if set(document) == {"format", "files"}:  # a snapshot's MANIFEST.json
+    if {"format", "files"} <= set(document) <= {"format", "files", "logs"}:  # a snapshot's MANIFEST.json
         try:
             return _snapshot_advice(path, json.loads((path.parent / "meta.json").read_text()))
         except (OSError, ValueError, KeyError, TypeError):

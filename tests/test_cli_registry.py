@@ -339,7 +339,9 @@ def test_rm_refuses_a_running_run(tmp_path: Path) -> None:
     process = popen(home, "train", "reinforce_cartpole", "--frames", "10M", "--set", "meta.eval_frequency=10M")
     try:
         deadline = time.monotonic() + 120
-        while not (home / "registry.sqlite").exists() or listed(home, "--status", "running") == []:
+        # Its metrics log exists once the session has recorded its attempt and start (which
+        # rewrite run.json): from then on the training writes only what `not_training` leaves out.
+        while not list(home.glob("*/s0/metrics.csv")) or listed(home, "--status", "running") == []:
             assert process.poll() is None and time.monotonic() < deadline, "the training never started"
             time.sleep(0.2)
         before = home_files(home)
