@@ -11,13 +11,18 @@ Heavy modules (torch, gymnasium) load only when training needs them.
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from rlrun.metrics_log import metrics
     from rlrun.search import plan_search, resume_search, run_search
+    from rlrun.session.metrics_log import metrics
     from rlrun.spec import Spec, load_spec
     from rlrun.training import TrainResult, resume, train
 
@@ -25,13 +30,68 @@ __all__ = ["Spec", "TrainResult", "__version__", "load_spec", "metrics", "plan_s
            "run_search", "train"]
 
 _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
-         "TrainResult": "rlrun.training", "metrics": "rlrun.metrics_log", "plan_search": "rlrun.search",
+         "TrainResult": "rlrun.training", "metrics": "rlrun.session.metrics_log", "plan_search": "rlrun.search",
          "run_search": "rlrun.search", "resume_search": "rlrun.search"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rlrun' has no attribute {name!r}")
+
+
+# Modules that moved when the package was regrouped into rooms (0.1 layout -> rooms), by their old
+# names: users' scripts that import an old path get the module at its new one (the same object).
+MOVED = {
+    "rlrun.algorithms.configs": "rlrun.spec.agents",
+    "rlrun.atari": "rlrun.envs.atari",
+    "rlrun.consistency": "rlrun.spec.consistency",
+    "rlrun.device": "rlrun.session.device",
+    "rlrun.display": "rlrun.cli.display",
+    "rlrun.envstate": "rlrun.envs.state",
+    "rlrun.evaluation": "rlrun.session.evaluation",
+    "rlrun.events": "rlrun.session.events",
+    "rlrun.folder_runs": "rlrun.home.folders",
+    "rlrun.maintenance": "rlrun.home.maintenance",
+    "rlrun.memory": "rlrun.algorithms.replay",
+    "rlrun.metrics_log": "rlrun.session.metrics_log",
+    "rlrun.plot": "rlrun.cli.plot",
+    "rlrun.retention": "rlrun.snapshot.retention",
+    "rlrun.schedules": "rlrun.spec.schedules",
+    "rlrun.search_space": "rlrun.search.space",
+    "rlrun.stopping": "rlrun.session.stopping",
+    "rlrun.tensorboard_log": "rlrun.session.tensorboard_log",
+    "rlrun.video": "rlrun.enjoy.video",
+    "rlrun.views": "rlrun.cli.views",
+}
+
+
+def _new_name(old: str) -> str | None:
+    for before, after in MOVED.items():
+        if old == before or old.startswith(before + "."):
+            return after + old[len(before):]
+    return None
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers an old module name with the module at its new name (imported then, not before)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if _new_name(fullname) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> ModuleType:
+        module = importlib.import_module(_new_name(spec.name) or spec.name)
+        spec.loader_state = module.__spec__  # the import system sets the alias's spec on the module next
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module ran when it was imported under its new name: give it back its own spec."""
+        alias = module.__spec__
+        if alias is not None and alias.loader_state is not None:
+            module.__spec__ = alias.loader_state
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _MovedModules())  # before the path finder: an old name never loads a second copy

@@ -15,6 +15,9 @@ from rlrun.errors import BadInput
 HOME_ENV = "RLRUN_HOME"
 DB_ENV = "RLRUN_DB"
 REGISTRY_FILE = "registry.sqlite"
+RUN_MANIFEST = "run.json"
+"""Each run folder's manifest (owned by `rlrun.registry.manifest`); its name is here so that a run
+folder can be recognised without the registry."""
 DEFAULT_HOME = Path("runs")
 
 

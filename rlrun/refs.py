@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple
 
 from rlrun.errors import BadInput, RunReferenceError, SizeError
+from rlrun.paths import RUN_MANIFEST
 from rlrun.sizes import parse_size
 
 RefKind = Literal["latest", "row", "token", "path"]
@@ -179,8 +180,6 @@ def _parse_reference(text: str, cleaned: str) -> RunRef:
 def _parse_path(text: str, cleaned: str) -> RunRef:
     """A path to a run, session or checkpoint folder (or a file in one), with an optional @CKPT
     when the text as a whole names nothing on disk."""
-    from rlrun.registry.manifest import MANIFEST
-
     typed, checkpoint = cleaned, None
     if not Path(typed).expanduser().exists() and "@" in Path(typed).name:
         typed, _, suffix = cleaned.rpartition("@")
@@ -198,11 +197,11 @@ def _parse_path(text: str, cleaned: str) -> RunRef:
         checkpoint, folder = str(int(snapshot["frame"])), folder.parent
     if folder.name == "checkpoints":
         folder = folder.parent
-    if (match := _SESSION.fullmatch(folder.name)) is not None and not (folder / MANIFEST).is_file():
+    if (match := _SESSION.fullmatch(folder.name)) is not None and not (folder / RUN_MANIFEST).is_file():
         session, folder = int(match["index"]), folder.parent
-    if not (folder / MANIFEST).is_file():
+    if not (folder / RUN_MANIFEST).is_file():
         raise _error(text, f"{str(folder)!r} is not a run folder, nor a session or checkpoint folder in one"
-                           f" (no {MANIFEST})")
+                           f" (no {RUN_MANIFEST})")
     return RunRef("path", path=str(folder), session=session, checkpoint=checkpoint)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from conftest import TINY, Result, cli_env, invoke, popen, rlrun
 
-from rlrun import retention
 from rlrun.registry import SCHEMA_HEAD, Registry
+from rlrun.snapshot import retention
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 pytest_plugins = ["postgres_server"]
@@ -274,7 +274,7 @@ def test_plot_draws_runs_overlaid(zoo: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow  # trains
 def test_plot_curve_is_the_mean_and_std_across_sessions(zoo: Path) -> None:
-    from rlrun.plot import curve
+    from rlrun.cli.plot import curve
 
     with Registry.open(zoo, create=False) as registry:
         detail = registry.get_run(registry.resolve("beta").id)

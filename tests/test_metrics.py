@@ -18,9 +18,10 @@ import pytest
 from conftest import builtin_for, cli_env, fast, rlrun
 from test_resume import ALGORITHMS, assert_same_run, final_state, newest_checkpoint_frame, wait_for
 
-from rlrun import metrics_log, paths, snapshot, testhooks
+from rlrun import paths, snapshot, testhooks
 from rlrun.algorithms import agent_class
 from rlrun.registry import Registry
+from rlrun.session import metrics_log
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 

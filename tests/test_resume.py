@@ -25,9 +25,10 @@ import pytest
 import torch
 from conftest import Result, builtin_for, cli_env, fast, rlrun
 
-from rlrun import metrics_log, paths, snapshot
+from rlrun import paths, snapshot
 from rlrun.algorithms import algorithm_names
 from rlrun.registry import Registry
+from rlrun.session import metrics_log
 from rlrun.spec import builtin_document, builtin_names
 from rlrun.testhooks import HANG_ENV, SIGNAL_AT_ENV
 

@@ -30,7 +30,7 @@ def test_wheel_ships_the_package_migrations_and_specs(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlrun/migrations/env.py" in names
     assert any(n.startswith("rlrun/migrations/versions/0001") for n in names)
-    assert "rlrun/specs/reinforce_cartpole.json" in names
+    assert "rlrun/spec/builtins/reinforce_cartpole.json" in names
     assert not any(n.startswith(("tests/", "runs/", "migrations/")) for n in names)
 
 

@@ -1,10 +1,9 @@
 """The algorithms rlrun can train, looked up by the name a spec gives in `agent.algorithm`.
 
-Each algorithm is two modules: `configs/<name>.py`, its hyper-parameters (a pydantic `Config`
-whose field docstrings are the documentation), and `<name>.py`, the agent: networks, acting and
-the update, which starts by importing that `Config`. The configs import neither torch nor
-gymnasium, so a spec validates without them; modules are imported only when asked for, so reading
-this table costs nothing.
+Each algorithm is two modules: `rlrun/spec/agents/<name>.py`, its hyper-parameters (a pydantic
+`Config` whose field docstrings are the documentation; part of the spec, torch-free), and
+`<name>.py` here, the agent: networks, acting and the update, which starts by importing that
+`Config`. Agent modules are imported only when asked for. The replay memory (`replay.py`) is here too.
 """
 
 from __future__ import annotations
@@ -12,22 +11,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rlrun.spec.agents import ALGORITHMS, algorithm_names, config_class
+
 if TYPE_CHECKING:
     from rlrun.algorithms.base import Agent
-    from rlrun.spec import AgentConfig, Spec
-
-ALGORITHMS = ("a2c", "dqn", "ppo", "reinforce", "sac")
-
-
-def algorithm_names() -> list[str]:
-    return sorted(ALGORITHMS)
-
-
-def config_class(name: str) -> type[AgentConfig]:
-    """The algorithm's hyper-parameter schema (torch-free)."""
-    config: type[AgentConfig] = importlib.import_module(f"rlrun.algorithms.configs.{name}").Config
-    return config
-
+    from rlrun.spec import Spec
 
 def agent_class(name: str) -> Any:
     """The algorithm's agent class (imports torch)."""
@@ -49,3 +37,6 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
         max_frame=spec.meta.max_frame, device=torch.device(device), **stacking,
     )
     return agent
+
+
+__all__ = ["ALGORITHMS", "agent_class", "algorithm_names", "build_agent", "config_class"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 from torch.nn import functional
 
-from rlrun.algorithms.configs.a2c import Config
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
+from rlrun.spec.agents.a2c import Config
 
 
 class Agent(OnPolicyAgent):

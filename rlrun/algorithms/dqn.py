@@ -24,10 +24,10 @@ from rlrun.algorithms.base import (
     sample_categorical,
     to_device,
 )
-from rlrun.algorithms.configs.dqn import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock, crossed
-from rlrun.memory import ReplayMemory
+from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
 

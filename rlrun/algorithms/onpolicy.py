@@ -29,10 +29,10 @@ from rlrun.algorithms.base import (
     sample_categorical,
     to_device,
 )
-from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec
+from rlrun.spec.agents.onpolicy import OnPolicyConfig
 
 _LOG_2PI = math.log(2 * math.pi)
 

@@ -13,10 +13,10 @@ from typing import NamedTuple
 
 import torch
 
-from rlrun.algorithms.configs.ppo import Config
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import optimise
 from rlrun.clock import Clock
+from rlrun.spec.agents.ppo import Config
 
 
 class Stepped(NamedTuple):

@@ -14,9 +14,9 @@ import torch
 from gymnasium import spaces
 
 from rlrun.algorithms.base import Fast, Step, explained_variance, log_softmax, mlp, obs_size, sample_categorical
-from rlrun.algorithms.configs.reinforce import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
+from rlrun.spec.agents.reinforce import Config
 
 
 class Agent:

@@ -19,11 +19,11 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
-from rlrun.algorithms.configs.sac import Config
 from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
-from rlrun.memory import ReplayMemory
 from rlrun.spec import NetworkSpec
+from rlrun.spec.agents.sac import Config
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _LOG_2PI = math.log(2 * math.pi)

@@ -17,7 +17,7 @@ from rlrun.registry.database import Transaction
 from rlrun.registry.queries import attempts_of, evaluations_where, revisions_of
 from rlrun.registry.records import RUN_SELECT, SESSION_SELECT, RunRecord, SessionRecord
 
-MANIFEST = "run.json"
+MANIFEST = paths.RUN_MANIFEST
 MANIFEST_FORMAT = 2
 
 

@@ -272,7 +272,7 @@ class Writes(Connected):
     def delete_run(self, run_id: str) -> None:
         """Delete a run and, by cascade, its sessions, checkpoints, evaluations and revisions.
         Its forks stay, unlinked (their manifests are rewritten to say so). Files are the
-        caller's: see `rlrun.maintenance.remove_runs`."""
+        caller's: see `rlrun.home.maintenance.remove_runs`."""
         with self._transaction(write=True) as tx:
             forks = [fork for (fork,) in tx.rows("SELECT id FROM runs WHERE parent_id = :id", {"id": run_id})]
             if tx.execute("DELETE FROM runs WHERE id = :id", {"id": run_id}) == 0:

@@ -7,7 +7,7 @@ stay plain JSON.
 
 Keys added after the first release are optional (`OPTIONAL`): None means the key is absent, so an
 older file still reads, and writes back, byte for byte. The training metrics history is not here:
-it is the session's metrics log (`rlrun.metrics_log`); older snapshots that carried it in `metrics`
+it is the session's metrics log (`rlrun.session.metrics_log`); older snapshots that carried it in `metrics`
 still load.
 """
 

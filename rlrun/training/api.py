@@ -6,7 +6,7 @@ the env and the algorithm fit, that an edit is consistent), then record what the
 and hand the sessions to an executor (`rlrun.training.executor`; by default the local one: this
 process for one session, one spawned process each for several). SIGINT/SIGTERM stop every session at
 its next step with a snapshot; a second signal ends at once. A signal that arrives before anything is
-written (see `rlrun.stopping.defer_signals`) stops the call with nothing written.
+written (see `rlrun.session.stopping.defer_signals`) stops the call with nothing written.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from typing import Any
 
 from rlrun import paths, snapshot, testhooks
 from rlrun.clock import Clock
-from rlrun.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
-from rlrun.device import check_device
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
+from rlrun.session.device import check_device
+from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
-from rlrun.stopping import raise_if_stopped
+from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.training.executor import Executor, OnEvent
 
 
@@ -149,7 +149,7 @@ def _write_manifest(root: Path, registry: Registry, run_id: str) -> None:
 
 def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str,
           start: CheckpointRecord | None) -> Any:
-    from rlrun.session import SessionTask
+    from rlrun.session.loop import SessionTask
 
     return SessionTask(home=str(root), db_url=url, run_id=run_id, session_id=session.id, index=session.index,
                        seed=session.seed, spec=spec.to_json(), attempt=attempt,

@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import events
 from rlrun.registry import Registry
-from rlrun.stopping import StopRequest, stop_on_signals
+from rlrun.session import events
+from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.training.executor import Execution, OnEvent
 
 if TYPE_CHECKING:
-    from rlrun.session import SessionTask
+    from rlrun.session.loop import SessionTask
 
 LAST_WORDS_SECONDS = 2.0
 """How long a dead session process's last events may still be on their way through the queue."""
@@ -59,7 +59,7 @@ class LocalExecutor:
 
 
 def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
-    from rlrun.session import SessionFailed, run_session
+    from rlrun.session.loop import SessionFailed, run_session
 
     ended: list[events.SessionEnded] = []
 
@@ -85,7 +85,7 @@ def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
     """Start the session processes and relay their events until each has ended; a stop requested
     on `outside` is passed on to them. Every multiprocessing object lives and dies inside this call
     (see `stop_resource_tracker`)."""
-    from rlrun.session import run_session_process
+    from rlrun.session.loop import run_session_process
 
     context = multiprocessing.get_context("spawn")
     channel = context.Queue()

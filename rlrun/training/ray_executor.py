@@ -30,14 +30,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import events
 from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import Registry, sqlite_file
-from rlrun.stopping import StopRequest, stop_on_signals
+from rlrun.session import events
+from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.training.executor import Execution, OnEvent
 
 if TYPE_CHECKING:
-    from rlrun.session import SessionTask
+    from rlrun.session.loop import SessionTask
 
 ADDRESS_ENV = "RLRUN_RAY_ADDRESS"
 MAX_RETRIES = 8
@@ -123,7 +123,7 @@ class RayExecutor:
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from rlrun.session import SUPERSEDED
+        from rlrun.session.loop import SUPERSEDED
 
         here = ray.get_runtime_context().get_node_id()
         mailbox = ray.remote(num_cpus=0)(Mailbox).options(
@@ -332,10 +332,10 @@ class _Relay:
 
 def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
     """One attempt at a session, on a worker. Ray may run it again after losing it; each run takes
-    the session's lease first (`rlrun.session.run_session`)."""
+    the session's lease first (`rlrun.session.loop.run_session`)."""
     import ray
 
-    from rlrun.session import SessionFailed, run_session
+    from rlrun.session.loop import SessionFailed, run_session
 
     task = replace(task, node=ray.get_runtime_context().get_node_id()[:16])
     stop = StopRequest()

@@ -66,7 +66,7 @@ print(json.dumps({"wall_fps": frames / wall, "cpu_fps": frames / cpu}))
 
 RLRUN_WORKER = r'''
 import json, sys, tempfile, time
-from rlrun import events
+from rlrun.session import events
 from rlrun.spec import load_spec
 from rlrun.training import train
 

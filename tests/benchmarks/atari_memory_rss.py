@@ -58,7 +58,7 @@ class Episodes:
 
 
 def rlrun_worker(capacity: int, fill: int) -> dict[str, Any]:
-    from rlrun.memory import ReplayMemory
+    from rlrun.algorithms.replay import ReplayMemory
     from rlrun.spec import MemorySpec
 
     before = rss()

@@ -35,9 +35,9 @@ VARIANTS = {
 def measure(spec_name: str, frames: int, edits: list[str]) -> float:
     """CPU seconds of one session's training, in this process."""
     from rlrun.registry import Registry
-    from rlrun.session import Session
+    from rlrun.session.loop import Session
+    from rlrun.session.stopping import StopRequest
     from rlrun.spec import load_spec
-    from rlrun.stopping import StopRequest
     try:
         from rlrun.training.api import _task
     except ImportError:  # a checkout from before the training package

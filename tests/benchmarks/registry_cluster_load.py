@@ -10,12 +10,12 @@ runs in a fresh database of its own, dropped afterwards. With --pool-url, the se
 sessions straight to a server with Debian's max_connections (100) take every free connection: do
 not point it at a server others are using.
 
-What a simulated session does is what `rlrun.session.Session` does, through the same `Registry`
+What a simulated session does is what `rlrun.session.loop.Session` does, through the same `Registry`
 calls, each in its own short transaction: open the registry, `add_attempt`, `start_session`; then
 `heartbeat` every HEARTBEAT_SECONDS, `add_evaluation` each time the frame count crosses
 `eval_frequency`, `add_checkpoint` when it crosses `checkpoint_frequency` or an evaluation is the
 best so far, each followed by the retention rule (`checkpoints`, then `remove_checkpoint` for what
-`rlrun.retention.to_keep` drops); at the end a final evaluation and checkpoint, and
+`rlrun.snapshot.retention.to_keep` drops); at the end a final evaluation and checkpoint, and
 `finish_session`. Frames advance at `--fps` per session (5,000: a classic-control session on one
 core), so the default spec's cadences (evaluation every 10k frames, snapshot every 50k) fire every
 2 s and 10 s; a 10× speed divides every period by ten (sessions ten times faster, frames and
@@ -61,9 +61,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
-from rlrun import paths, retention
+from rlrun import paths
 from rlrun.clock import crossed
 from rlrun.registry import Registry, read_manifest
+from rlrun.snapshot import retention
 
 URL_ENV = "RLRUN_TEST_POSTGRES"
 
@@ -99,7 +100,7 @@ class Cadence:
 
 def real_cadence(fps: float) -> Cadence:
     """The cadences a session of the default spec has (read from rlrun, not copied)."""
-    from rlrun.session import HEARTBEAT_SECONDS  # loads torch: only the parent process does
+    from rlrun.session.loop import HEARTBEAT_SECONDS  # loads torch: only the parent process does
     from rlrun.spec import MetaSpec
 
     defaults = MetaSpec.model_fields
@@ -138,7 +139,7 @@ class Outcome:
 
 
 class SimulatedSession:
-    """The registry writes of `rlrun.session.Session`, without the training between them."""
+    """The registry writes of `rlrun.session.loop.Session`, without the training between them."""
 
     def __init__(self, home: Path, url: str, slot: Slot, cadence: Cadence, seed: int) -> None:
         self.home, self.url, self.slot, self.cadence = home, url, slot, cadence

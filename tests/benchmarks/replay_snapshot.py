@@ -110,7 +110,7 @@ def fsync(path: Path) -> None:
 
 def rlrun_worker(folder: Path, gib: float, new: float) -> dict[str, Any]:
     from rlrun import snapshot
-    from rlrun.memory import ReplayMemory
+    from rlrun.algorithms.replay import ReplayMemory
     from rlrun.spec import MemorySpec
 
     frame_bytes = FRAME[0] * FRAME[1]

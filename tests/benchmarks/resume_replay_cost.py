@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from rlrun import envstate
-from rlrun.envs import make_vector_env
-from rlrun.envstate import NotCapturable, capture_vector_env, restore_vector_env
+from rlrun.envs import envstate, make_vector_env
+from rlrun.envs.state import NotCapturable, capture_vector_env, restore_vector_env
 from rlrun.spec import EnvSpec
 
 

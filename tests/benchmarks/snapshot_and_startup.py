@@ -21,9 +21,9 @@ from pathlib import Path
 
 from rlrun import snapshot
 from rlrun.registry import Registry
-from rlrun.session import Session
+from rlrun.session.loop import Session
+from rlrun.session.stopping import StopRequest
 from rlrun.spec import builtin_names, load_spec
-from rlrun.stopping import StopRequest
 from rlrun.training.api import _task
 
 QUIET = ["--set", "meta.num_eval_episodes=1", "--set", "meta.eval_frequency=1000000"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from rlrun.consistency import check_edit, fork_conflicts
 from rlrun.spec import Spec, load_spec
+from rlrun.spec.consistency import check_edit, fork_conflicts
 
 LINEAR_LR = '{"kind": "linear", "start": 0.001, "end": 0.0, "to_frame": 100000}'
 

@@ -15,9 +15,17 @@ import torch
 from torch._prims_common import alert_not_deterministic
 
 from rlrun.algorithms import build_agent
-from rlrun.device import CUBLAS_WORKSPACE, Where, check_device, moved, nondeterministic_ops, resolve_device, where
 from rlrun.envs import make_env
 from rlrun.errors import BadInput, SpecError
+from rlrun.session.device import (
+    CUBLAS_WORKSPACE,
+    Where,
+    check_device,
+    moved,
+    nondeterministic_ops,
+    resolve_device,
+    where,
+)
 from rlrun.snapshot import SnapshotMeta
 from rlrun.spec import load_spec
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlrun.envs import make_vector_env
-from rlrun.envstate import EpisodeRecorder, NotCapturable, capture_vector_env, restore_vector_env
+from rlrun.envs.state import EpisodeRecorder, NotCapturable, capture_vector_env, restore_vector_env
 from rlrun.spec import EnvSpec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-meta"

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlrun.envstate import (
+from rlrun.envs.state import (
     NotCapturable,
     capture_env,
     capture_vector_env,

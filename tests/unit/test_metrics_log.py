@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlrun import metrics_log, tensorboard_log
-from rlrun.metrics_log import MetricsLog, SessionLog
+from rlrun.session import metrics_log, tensorboard_log
+from rlrun.session.metrics_log import MetricsLog, SessionLog
 from rlrun.snapshot import SnapshotMeta
 from rlrun.snapshot.layout import json_bytes
 
@@ -113,7 +113,7 @@ def test_an_unknown_metric_is_named_with_the_closest_one() -> None:
 
 
 def test_reading_the_log_imports_neither_torch_nor_sqlalchemy() -> None:
-    code = ("import sys, rlrun.metrics_log, rlrun.tensorboard_log; "
+    code = ("import sys, rlrun.session.metrics_log, rlrun.session.tensorboard_log; "
             "print([m for m in ('torch', 'sqlalchemy', 'tensorboard') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

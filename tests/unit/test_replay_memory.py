@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlrun.memory import ReplayMemory
+from rlrun.algorithms.replay import ReplayMemory
 from rlrun.spec import MemorySpec
 
 FRAME = (3, 2)

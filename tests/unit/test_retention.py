@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rlrun.retention import to_keep
+from rlrun.snapshot.retention import to_keep
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The search block (rlrun.search_space) and why suggestions replay: pure functions, no training."""
+"""The search block (rlrun.search.space) and why suggestions replay: pure functions, no training."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from rlrun import search_space
 from rlrun.errors import SpecError
 from rlrun.registry.records import TrialRecord
+from rlrun.search import search_space
 from rlrun.spec import builtin_document, validate_spec
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from rlrun.errors import SizeError
-from rlrun.schedules import Constant, Exponential, Linear, Piecewise, Schedule
 from rlrun.sizes import format_size, parse_size
+from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, Schedule
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import torch
 from test_replay_memory import NaiveMemory, StackedEnvs, assert_same_batches, squeeze
 
 from rlrun import snapshot
-from rlrun.memory import ReplayMemory
+from rlrun.algorithms.replay import ReplayMemory
 from rlrun.snapshot import layout, logs
 from rlrun.spec import MemorySpec
 

@@ -52,7 +52,7 @@ def test_without_the_env_id_check_neither_torch_nor_gymnasium_is_imported() -> N
         from rlrun.spec import builtin_document, builtin_names, validate_spec
         for name in builtin_names():
             validate_spec(builtin_document(name), check_env_id=False)
-        import rlrun.maintenance
+        import rlrun.home.maintenance
     """))
     assert "rlrun" in loaded and not loaded & {"torch", "gymnasium", "numpy"}, loaded
 
@@ -207,7 +207,7 @@ def test_a_meta_json_with_a_missing_or_unknown_key_is_refused() -> None:
 
 
 def test_gc_reads_keep_checkpoints_through_the_spec_and_its_default() -> None:
-    from rlrun.maintenance import _keep_checkpoints
+    from rlrun.home.maintenance import _keep_checkpoints
     from rlrun.spec import MetaSpec
 
     document = builtin_document("reinforce_cartpole")

@@ -8,8 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from rlrun.registry import RunRecord, RunSummary
-from rlrun.views import (
+from rlrun.cli.views import (
     SPARKS,
     Cell,
     duration,
@@ -23,6 +22,7 @@ from rlrun.views import (
     table,
     when,
 )
+from rlrun.registry import RunRecord, RunSummary
 
 NOON = datetime(2025, 5, 1, 12, 0).timestamp()
 

@@ -3,7 +3,7 @@ one-line summaries, coloured on a terminal.
 
 They use nothing but the standard library, not Rich: registry commands answer within a small
 multiple of the interpreter's own start-up, and importing Rich alone would spend a good part of
-that. (Rich draws the live training display and the other commands' output, in `rlrun.display`.)
+that. (Rich draws the live training display and the other commands' output, in `rlrun.cli.display`.)
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def garbage_report(report: Any, home: Any) -> str:
 def metrics_summary(logs: Sequence[tuple[str, dict[str, list[Any]]]], *, colour: bool = False) -> str:
     """`rlrun show --metrics`: per session (label, its log's columns), each logged scalar's latest
     value, range and sparkline over frames."""
-    from rlrun.metrics_log import CLOCK, latest
+    from rlrun.session.metrics_log import CLOCK, latest
 
     sections = []
     for label, log in logs:

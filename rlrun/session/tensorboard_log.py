@@ -3,7 +3,7 @@
 
 Only with the optional extra (`pip install 'rlrun[tensorboard]'`); without it, or with
 RLRUN_TENSORBOARD=0, nothing here runs and nothing is imported. The metrics log stays the record
-(`rlrun.metrics_log`); these files mirror it, with each row's step its frame.
+(`rlrun.session.metrics_log`); these files mirror it, with each row's step its frame.
 
 After a resume, the events past the snapshot's frame (written by the process that was stopped)
 are purged, through SummaryWriter's `purge_step`: curves continue without duplicated or
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rlrun.metrics_log import CLOCK
+from rlrun.session.metrics_log import CLOCK
 
 DIR_NAME = "tb"
 ENABLE_ENV = "RLRUN_TENSORBOARD"

@@ -17,21 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, retention
+from rlrun import paths
 from rlrun.errors import BadInput, SpecError
 from rlrun.fsutil import bytes_freed_by_removing
+from rlrun.home.folders import read_copied_run, read_run_folder
 from rlrun.registry import (
     MANIFEST,
     CheckpointRecord,
-    Manifest,
     Registry,
     RestoredRun,
     RunRecord,
-    read_manifest,
-    run_status,
 )
-from rlrun.snapshot import layout
-from rlrun.snapshot.meta import SnapshotMeta
+from rlrun.snapshot import layout, retention
 from rlrun.spec import validate_spec
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +71,7 @@ class GarbageReport:
 
 def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageReport:
     """Sweep the runs home: snapshot folders no row points at, temporary folders of snapshots
-    that were never finished, and the snapshots the retention rule (`rlrun.retention`, with each
+    that were never finished, and the snapshots the retention rule (`rlrun.snapshot.retention`, with each
     run's current `meta.keep_checkpoints`) no longer keeps. Runs that are running are left alone
     (their newest snapshot may be on disk a moment before its row), and so are folders of runs the
     registry does not know: they are what `rlrun db rebuild` restores."""
@@ -184,141 +181,6 @@ def rebuild(registry: Registry) -> RebuildReport:
     return report
 
 
-@dataclass
-class _Snapshot:
-    path: str  # relative to the home
-    frame: int
-    kind: str
-    sha256: str
-    size_bytes: int
-    created_at: float
-    meta: SnapshotMeta
-
-
-def read_run_folder(folder: Path, home: Path) -> RestoredRun:
-    """A run's rows from its folder: the manifest for the run, its sessions, spec revisions,
-    attempts and non-training evaluations; the snapshots for checkpoints and, from each session's
-    newest snapshot, its training evaluations and where its clock stood."""
-    manifest = read_manifest(folder)
-    run = manifest.run
-    snapshots = _read_snapshots(folder, home)
-    listed = manifest.sessions or _sessions_from_snapshots(run, snapshots)
-    sessions, evaluations = [], []
-    start = _first_frames(manifest, run)
-    for session in listed:
-        index = session["index"]
-        own = snapshots.get(index, [])
-        trained = _training_evaluations(own[-1], index, own, after=start.get(index, 0)) if own else []
-        sessions.append(_session_row(session, own[-1] if own else None, trained))
-        evaluations += trained
-    if manifest.format < 2:
-        run = _status_from_snapshots(run, sessions, snapshots)
-    evaluations += manifest.evaluations
-    return RestoredRun(
-        run=run, sessions=sessions, spec_revisions=manifest.spec_revisions, attempts=manifest.attempts,
-        checkpoints=[{"session_index": index, "frame": s.frame, "kind": s.kind, "path": s.path, "sha256": s.sha256,
-                      "size_bytes": s.size_bytes, "created_at": s.created_at}
-                     for index, own in snapshots.items() for s in own],
-        evaluations=evaluations,
-    )  # fmt: skip
-
-
-def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
-    """Complete snapshots (those with a MANIFEST.json) by session index, oldest frame first."""
-    found: dict[int, list[_Snapshot]] = {}
-    for path in layout.snapshot_folders(folder):
-        if not layout.is_complete(path):
-            continue  # never finished writing: not a checkpoint
-        meta = layout.read_meta(path)
-        found.setdefault(layout.session_index(path), []).append(_Snapshot(
-            path=str(path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=layout.sha256(path),
-            size_bytes=layout.size_bytes(path), created_at=(path / layout.MANIFEST).stat().st_mtime, meta=meta,
-        ))  # fmt: skip
-    for own in found.values():
-        own.sort(key=lambda s: s.frame)
-    return found
-
-
-def _first_frames(manifest: Manifest, run: RunRecord) -> dict[int, int]:
-    """Where each session's own history starts: a fork's snapshots carry its parent's evaluations
-    up to the frame it branched at, which the registry lists under the parent only."""
-    starts: dict[int, int] = {}
-    for attempt in manifest.attempts:
-        index = attempt["session_index"]
-        starts[index] = min(starts.get(index, attempt["start_frame"]), attempt["start_frame"])
-    if not starts and run.parent_id is not None:  # a format-1 manifest: the fork's first revision
-        branched = min((r["frame"] for r in manifest.spec_revisions if r["revision"] > 0), default=0)
-        starts = dict.fromkeys(range(run.num_sessions), branched)
-    return starts
-
-
-def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot], *, after: int) -> list[dict[str, Any]]:
-    """The session's training evaluations as the registry recorded them: the newest snapshot
-    holds every one up to its frame, with the episode returns they were summarised from (those
-    at or before `after` belong to the run this one was forked from)."""
-    rows = []
-    for evaluation in newest.meta.evaluations:
-        frame = int(evaluation["frame"])
-        if after and frame <= after:
-            continue
-        # No snapshot keeps when an evaluation ran; the first snapshot at or after it is close.
-        when = next((s.created_at for s in own if s.frame >= frame), newest.created_at)
-        rows.append({"session_index": index, "frame": frame, "kind": "train", **_summary(evaluation),
-                     "created_at": when})  # fmt: skip
-    return rows
-
-
-def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
-    """Mean, std, min, max and count, computed exactly as the training loop did (numpy), so the
-    scores read back are the very floats the registry held."""
-    if "mean" in evaluation:
-        return {k: evaluation[k] for k in ("mean", "std", "min", "max", "episodes")}
-    import numpy as np
-
-    returns = evaluation["returns"]
-    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "min": float(np.min(returns)),
-            "max": float(np.max(returns)), "episodes": len(returns)}  # fmt: skip
-
-
-_SESSION_FIELDS = ("seed", "status", "frame", "episode", "opt_step", "best_eval", "last_eval", "host", "pid",
-                   "heartbeat_at", "started_at", "finished_at", "error")  # fmt: skip
-
-
-def _session_row(session: dict[str, Any], newest: _Snapshot | None, trained: list[dict[str, Any]]) -> dict[str, Any]:
-    """The session's row: as the manifest recorded it, moved on to its newest snapshot when that
-    is further along (the manifest is not rewritten on every heartbeat)."""
-    row = {"session_index": session["index"], **{k: session.get(k) for k in _SESSION_FIELDS}}
-    row["lease"] = session.get("lease") or 0  # the fencing token goes on from where it was (0: an older manifest)
-    if newest is not None and newest.frame > (row["frame"] or 0):
-        clock = newest.meta.clock
-        row.update(frame=clock.frame, episode=clock.episode, opt_step=clock.opt_step)
-    if trained:
-        means = [e["mean"] for e in sorted(trained, key=lambda e: e["frame"])]
-        row.update(best_eval=max(means), last_eval=means[-1])
-    return row
-
-
-def _sessions_from_snapshots(run: RunRecord, snapshots: dict[int, list[_Snapshot]]) -> list[dict[str, Any]]:
-    """Sessions of a manifest from before format 2 (which listed none): seeds follow the run's,
-    progress and status follow the newest snapshot."""
-    sessions = []
-    for index in range(run.num_sessions):
-        own = snapshots.get(index, [])
-        kinds = own[-1].kind.split("+") if own else []
-        status = "finished" if "final" in kinds else "preempted" if "preempt" in kinds else "running"
-        sessions.append({"index": index, "seed": run.seed + index, "status": status, "frame": 0, "episode": 0,
-                         "opt_step": 0})  # fmt: skip
-    return sessions
-
-
-def _status_from_snapshots(run: RunRecord, sessions: list[dict[str, Any]],
-                           snapshots: dict[int, list[_Snapshot]]) -> RunRecord:  # fmt: skip
-    """A format-1 manifest was written when the run started; its end shows in the snapshots."""
-    status = run_status(s["status"] for s in sessions)
-    newest = max((s.created_at for own in snapshots.values() for s in own), default=None)
-    return run._replace(status=status, finished_at=newest if status != "running" else None)
-
-
 # ---------------------------------------------------------------------------------------------
 # import
 
@@ -327,7 +189,6 @@ def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, R
     """Each folder's run, read and verified as `rlrun enjoy` reads a run folder from elsewhere:
     BadInput (nothing written) when a folder is not a run folder, a snapshot does not match its
     manifest, or its id or name is taken in this home (or twice among the folders)."""
-    from rlrun.folder_runs import read_copied_run
     from rlrun.refs import parse_ref
 
     checked: list[tuple[Path, RestoredRun]] = []

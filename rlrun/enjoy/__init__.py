@@ -84,7 +84,7 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
         raise BadInput(f"--episodes {episodes}: play from 1 to {MAX_EPISODES:,} episodes at a time")
     if render and video is not None:
         raise BadInput("choose --render (a window) or --video (a file), not both")
-    from rlrun.folder_runs import open_registry, outside_folder
+    from rlrun.home.folders import open_registry, outside_folder
 
     ref = parse_ref(reference) if isinstance(reference, str) else reference
     outside = outside_folder(ref, home)  # a run folder from elsewhere: read where it is, recorded nowhere
@@ -106,7 +106,7 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
 
 
 def _check_output(render: bool, video: Path | None) -> None:
-    from rlrun.video import check_render_support, check_video_path
+    from rlrun.enjoy.video import check_render_support, check_video_path
 
     if render:
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -123,10 +123,10 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
 
     from rlrun import seeding, snapshot
     from rlrun.algorithms import build_agent
+    from rlrun.enjoy.video import VideoWriter
     from rlrun.envs import make_env
-    from rlrun.evaluation import play
+    from rlrun.session.evaluation import play
     from rlrun.spec import validate_spec
-    from rlrun.video import VideoWriter
 
     saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
     spec = validate_spec(json.loads(target.spec_json))

@@ -1,7 +1,7 @@
 """Hyper-parameter search: `run_search` and `resume_search`, the library calls behind
 `rlrun search` and `rlrun resume search:...`.
 
-A search suggests trials with Optuna over a spec's search space (`rlrun.search_space`) and trains
+A search suggests trials with Optuna over a spec's search space (`rlrun.search.space`) and trains
 each as an ordinary run through the training API (`rlrun.training`): its score is the mean over
 the run's sessions of an evaluation statistic, and a pruner stops a poor trial early on its
 evaluation curve (the stopped run keeps its snapshot: `rlrun resume` can continue it).
@@ -29,15 +29,17 @@ from pathlib import Path
 from signal import SIGTERM
 from typing import TYPE_CHECKING, Any
 
-from rlrun import events, paths, search_space, seeding, stopping
+from rlrun import paths, seeding
 from rlrun.errors import BadInput, Stopped
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
 from rlrun.registry import Registry
 from rlrun.registry.records import SearchRecord, TrialRecord
-from rlrun.search_space import Dimension
+from rlrun.search import space as search_space
+from rlrun.search.space import Dimension
+from rlrun.session import events, stopping
+from rlrun.session.stopping import StopRequest
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
-from rlrun.stopping import StopRequest
 
 if TYPE_CHECKING:
     import optuna
@@ -334,7 +336,7 @@ class _Driver:
         import multiprocessing
         import queue as queue_module
 
-        from rlrun.stopping import stop_on_signals
+        from rlrun.session.stopping import stop_on_signals
 
         context = multiprocessing.get_context("spawn")
         channel = context.Queue()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlrun.schedules import Constant, Schedule
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+from rlrun.spec.schedules import Constant, Schedule
 
 
 class OnPolicyConfig(AgentConfig):

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlrun.schedules import Constant, Linear, Schedule
 from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec
+from rlrun.spec.schedules import Constant, Linear, Schedule
 
 
 class Config(AgentConfig):

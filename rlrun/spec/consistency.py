@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from rlrun.errors import EditRefused
-from rlrun.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
 from rlrun.spec import Spec
+from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
 
 RECORD_ONLY = {
     "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.checkpoint_frequency",

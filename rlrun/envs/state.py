@@ -12,7 +12,7 @@ Each env copy is restored by the best of three means, and says which:
   as bytes, in place of the emulator object; the preprocessing's max-pool buffers and lives, the
   frame stack's frames, the sticky actions' previous action and the env's generator (no-op starts,
   sticky draws) are plain attributes. ALE's state leaves out the previous action of its own sticky
-  actions, so `env.atari` does them in Python (`rlrun.atari.StickyActions`); a raw ALE env with
+  actions, so `env.atari` does them in Python (`rlrun.envs.atari.StickyActions`); a raw ALE env with
   sticky actions is replayed instead.
 - *replayed*: any other env that is deterministic given its generators and actions (Box2D). An
   `EpisodeRecorder`, the outermost wrapper of each copy, keeps the episode's start (the generator

@@ -25,18 +25,20 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from rlrun import events, metrics_log, paths, retention, seeding, snapshot, tensorboard_log, testhooks
+from rlrun import paths, seeding, snapshot, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
-from rlrun.device import Where, moved, nondeterministic_ops, resolve_device, where
 from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
-from rlrun.envstate import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
-from rlrun.evaluation import evaluate
+from rlrun.envs.state import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
+from rlrun.session import events, metrics_log, tensorboard_log
+from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_device, where
+from rlrun.session.evaluation import evaluate
+from rlrun.session.stopping import StopRequest
+from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
-from rlrun.stopping import StopRequest
 
 HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
 RECENT_EPISODES = 100
@@ -298,7 +300,7 @@ class Session:
         self._retain()
 
     def _retain(self) -> None:
-        """Apply the retention rule (`rlrun.retention`). The row goes first, so the registry never
+        """Apply the retention rule (`rlrun.snapshot.retention`). The row goes first, so the registry never
         points at a deleted folder."""
         records = self.registry.checkpoints(self.task.session_id)
         keep = retention.to_keep(records, self.meta.keep_checkpoints)
@@ -463,7 +465,7 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
 def run_session_process(task: SessionTask, queue: Any, shared_stop: Any) -> None:
     """Entry point of a spawned session process: events go to the parent through `queue`, and a
     stop requested in any process of the run reaches this one through `shared_stop`."""
-    from rlrun.stopping import stop_on_signals
+    from rlrun.session.stopping import stop_on_signals
 
     stop = StopRequest(shared_stop)
     with stop_on_signals(stop):

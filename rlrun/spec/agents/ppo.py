@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
-from rlrun.schedules import Constant, Schedule
 from rlrun.spec import OptimizerSpec
+from rlrun.spec.agents.onpolicy import OnPolicyConfig
+from rlrun.spec.schedules import Constant, Schedule
 
 
 class Config(OnPolicyConfig):

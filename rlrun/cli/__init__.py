@@ -109,7 +109,7 @@ def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) ->
 
 
 def _console() -> Any:
-    from rlrun.display import stderr_console
+    from rlrun.cli.display import stderr_console
 
     return stderr_console()
 
@@ -172,7 +172,7 @@ def train(
     as_json: AsJson = False,
 ) -> None:
     """Train a run from SPEC (a spec file, or a built-in spec: `rlrun spec list`) and record it."""
-    from rlrun.display import TrainingDisplay
+    from rlrun.cli.display import TrainingDisplay
     from rlrun.sizes import parse_size
     from rlrun.spec import load_spec
     from rlrun.training import train as train_run
@@ -243,7 +243,7 @@ def resume(
                  "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
         _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
         return
-    from rlrun.display import TrainingDisplay, resume_plan
+    from rlrun.cli.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
@@ -299,7 +299,7 @@ def enjoy(
     as_json: AsJson = False,
 ) -> None:
     """Replay a checkpoint (the best by default) and score it, without touching the training records."""
-    from rlrun.display import enjoy_table, enjoy_target
+    from rlrun.cli.display import enjoy_table, enjoy_target
     from rlrun.enjoy import enjoy as enjoy_run
 
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
@@ -353,7 +353,7 @@ def search(
     """Search hyper-parameters: train a run per trial over the spec's `search` block, suggested by
     Optuna (seeded by the spec), scored on evaluations, poor trials pruned; `rlrun resume search:REF`
     continues it after a stop or a crash."""
-    from rlrun.display import TrainingDisplay
+    from rlrun.cli.display import TrainingDisplay
     from rlrun.search import plan_search, run_search
 
     given: dict[str, Any] = {"metric": metric, "pruner": pruner, "prune_after": prune_after}  # None: its default
@@ -409,7 +409,7 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
 
 def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict[str, Any],
                    make_executor: Any) -> None:
-    from rlrun.display import TrainingDisplay
+    from rlrun.cli.display import TrainingDisplay
     from rlrun.search import resume_search
 
     extra = [option for option, value in given.items() if value]
@@ -424,7 +424,7 @@ def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict
 
 
 def _views() -> Any:
-    from rlrun import views
+    from rlrun.cli import views
 
     return views
 
@@ -470,7 +470,7 @@ def list_runs(
         # Counting is only needed when the page may not hold them all.
         total = registry.count_runs(filters) if page is not None and len(runs) == page else len(runs)
         everything = registry.count_runs() if not runs and filters.narrows else total
-    from rlrun import views
+    from rlrun.cli import views
 
     if as_json:
         _print_json([run.to_json() for run in runs])
@@ -484,7 +484,7 @@ def list_runs(
 
 def _list_searches(reference: str | None, home: Path | None, as_json: bool, limit: int | None) -> None:
     """`ls --searches` (the searches, newest first) or `ls --search REF` (one search's trials). Read-only."""
-    from rlrun import views
+    from rlrun.cli import views
     from rlrun.registry import Registry
 
     root = paths.resolve_home(home)
@@ -531,8 +531,8 @@ def show(
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
     revisions and their changes, attempts, lineage and the spec."""
-    from rlrun import views
-    from rlrun.folder_runs import open_registry
+    from rlrun.cli import views
+    from rlrun.home.folders import open_registry
     from rlrun.refs import is_search_ref
     from rlrun.registry import choose_checkpoint
 
@@ -558,7 +558,7 @@ def show(
 
 
 def _show_search(reference: str, home: Path | None, as_json: bool) -> None:
-    from rlrun import views
+    from rlrun.cli import views
     from rlrun.registry import Registry
 
     with Registry.open(paths.resolve_home(home), create=False) as registry:
@@ -572,7 +572,8 @@ def _show_search(reference: str, home: Path | None, as_json: bool) -> None:
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
     """`show --metrics`: each session's log, summarised (or, with --json, whole, as columns)."""
-    from rlrun import metrics_log, views
+    from rlrun.cli import views
+    from rlrun.session import metrics_log
 
     logs = metrics_log.session_logs(root, detail)
     if as_json:
@@ -601,9 +602,9 @@ def plot(
     home: Home = None,
 ) -> None:
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
-    from rlrun import views
-    from rlrun.folder_runs import open_registry
-    from rlrun.plot import check_output, curve, draw
+    from rlrun.cli import views
+    from rlrun.cli.plot import check_output, curve, draw
+    from rlrun.home.folders import open_registry
     from rlrun.refs import whole_run
 
     if output is None:
@@ -629,8 +630,8 @@ def plot(
 
 def _plot_search(references: list[str], output: Path, title: str | None, home: Path | None) -> None:
     """`plot search:REF -o x.png`: score against trial, with the best so far."""
-    from rlrun import views
-    from rlrun.plot import draw_search
+    from rlrun.cli import views
+    from rlrun.cli.plot import draw_search
     from rlrun.registry import Registry
 
     if len(references) != 1:
@@ -644,8 +645,8 @@ def _plot_search(references: list[str], output: Path, title: str | None, home: P
 def _metric_curves(details: list[Any], roots: dict[str, Path], metric: str) -> list[Any]:
     """`plot --metric`: the metric's curve of each run, refused before anything is drawn when no
     run logged it."""
-    from rlrun import metrics_log
-    from rlrun.plot import metric_curve
+    from rlrun.cli.plot import metric_curve
+    from rlrun.session import metrics_log
 
     tables = [metrics_log.gather(metrics_log.session_logs(roots[d.run.id], d)) for d in details]
     problem = metrics_log.unknown_metric(metric, [name for table in tables for name in table])
@@ -664,8 +665,9 @@ def export(
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
     session columns. Read-only."""
-    from rlrun import metrics_log, views
+    from rlrun.cli import views
     from rlrun.registry import Registry
+    from rlrun.session import metrics_log
 
     if not metrics:
         raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv")
@@ -702,9 +704,9 @@ def rm(
     home: Home = None,
 ) -> None:
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
-    from rlrun import views
+    from rlrun.cli import views
     from rlrun.fsutil import bytes_freed_by_removing
-    from rlrun.maintenance import remove_runs
+    from rlrun.home.maintenance import remove_runs
     from rlrun.refs import whole_run
     from rlrun.registry import Registry
 
@@ -748,8 +750,8 @@ def gc(
 ) -> None:
     """Remove snapshot folders the registry does not list, unfinished snapshot writes, and the
     snapshots each run's retention setting (meta.keep_checkpoints) no longer keeps."""
-    from rlrun import views
-    from rlrun.maintenance import collect_garbage
+    from rlrun.cli import views
+    from rlrun.home.maintenance import collect_garbage
     from rlrun.registry import Registry
 
     root = paths.resolve_home(home)
@@ -770,7 +772,7 @@ def import_(
 ) -> None:
     """Add runs copied from elsewhere (a cluster, a colleague) to the home: each folder is checked
     (every snapshot against its MANIFEST.json), copied (or moved) in and registered."""
-    from rlrun.maintenance import check_imports, import_runs
+    from rlrun.home.maintenance import check_imports, import_runs
     from rlrun.registry import Registry
 
     if not folders:
@@ -831,7 +833,7 @@ def db_upgrade(home: Home = None) -> None:
 def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
     """Restore the registry from the run folders (their run.json manifests and snapshots): every
     run it does not list yet is added back."""
-    from rlrun.maintenance import rebuild
+    from rlrun.home.maintenance import rebuild
     from rlrun.registry import Registry
 
     root = paths.resolve_home(home)
@@ -889,7 +891,7 @@ def main() -> None:
     """Entry point of the `rlrun` command: `run` with the process's arguments, its result as the exit status."""
     # First thing, before the heavy imports of start-up: a SIGTERM from now on stops a training
     # command gracefully (128 + signal, nothing or a consistent record written), never kills it.
-    from rlrun.stopping import defer_signals_for
+    from rlrun.session.stopping import defer_signals_for
 
     defer_signals_for(sys.argv[1:])
     code = run(sys.argv[1:])
@@ -927,7 +929,7 @@ def run(argv: list[str]) -> int:
         # Not standalone: Typer hands usage errors to us instead of printing them its own way.
         code = app(args=argv, prog_name="rlrun", standalone_mode=False)
     except EditRefused as error:
-        from rlrun.display import refusal_table
+        from rlrun.cli.display import refusal_table
 
         _console().print(refusal_table(error.changes))
         sys.stderr.write(f"error: {error}\n")

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlrun.schedules import Constant, Schedule
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
+from rlrun.spec.schedules import Constant, Schedule
 
 
 class Config(AgentConfig):

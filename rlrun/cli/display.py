@@ -1,5 +1,5 @@
 """What rlrun shows a person while it trains, resumes and replays: the live training display and
-Rich tables, on stderr. (The registry commands' views are plain text, in `rlrun.views`, so they
+Rich tables, on stderr. (The registry commands' views are plain text, in `rlrun.cli.views`, so they
 start fast.)
 
 Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
@@ -17,9 +17,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from rlrun import events
+from rlrun.cli.views import duration, resolved, score, significant
+from rlrun.session import events
 from rlrun.sizes import format_size
-from rlrun.views import duration, resolved, score, significant
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
                 "crashed": "magenta", "pending": "dim"}

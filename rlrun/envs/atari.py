@@ -8,7 +8,7 @@ AtariWrapper has them: a lost life that ends the learner's episode while the gam
 only: an evaluation plays and scores the real game.
 
 Every wrapper keeps its state in plain attributes, so a snapshot captures it with the rest of the
-env (`rlrun.envstate`), the emulator's own state alongside.
+env (`rlrun.envs.state`), the emulator's own state alongside.
 """
 
 from __future__ import annotations

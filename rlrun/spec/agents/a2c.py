@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rlrun.algorithms.configs.onpolicy import OnPolicyConfig
-from rlrun.schedules import Constant
 from rlrun.spec import OptimizerSpec
+from rlrun.spec.agents.onpolicy import OnPolicyConfig
+from rlrun.spec.schedules import Constant
 
 
 class Config(OnPolicyConfig):

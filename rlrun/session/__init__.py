@@ -1,0 +1,24 @@
+"""One session: one seed, one agent, one (vector) env, trained to the frame budget.
+
+`loop` is the training loop and the task an executor runs; beside it, the parts a session is made of:
+`evaluation` (its own env and random stream), `device`, `events` (what it reports), `stopping`
+(signals become a snapshot and a clean stop), `metrics_log` (the training log in its folder, and
+the `metrics` reader) and `tensorboard_log` (that log's optional mirror). Only `loop` and
+`evaluation` import torch; this package's own import costs nothing, so `rlrun ls` may use its
+torch-free parts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LOOP = ("SUPERSEDED", "SessionFailed", "SessionTask", "run_session", "run_session_process")
+
+
+def __getattr__(name: str) -> Any:
+    # The loop's names, as `rlrun.session` had them when it was one module; imported (with torch) on use.
+    if name in _LOOP:
+        from rlrun.session import loop
+
+        return getattr(loop, name)
+    raise AttributeError(f"module 'rlrun.session' has no attribute {name!r}")

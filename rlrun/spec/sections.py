@@ -1,0 +1,207 @@
+"""The spec's sections as pydantic models: the network, optimiser and memory an agent config uses,
+the env, the meta settings and the whole `Spec`. Each section rejects unknown keys and documents its
+fields with their docstrings (which `rlrun spec schema` shows). Torch-free."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from rlrun.errors import SizeError
+from rlrun.sizes import parse_size
+from rlrun.spec.schedules import Constant, Schedule
+
+
+def _size(raw: Any) -> Any:
+    if isinstance(raw, str | int | float) and not isinstance(raw, bool):
+        try:
+            return parse_size(raw)
+        except SizeError as error:
+            raise ValueError(str(error).split(": ", 1)[-1]) from None
+    return raw
+
+
+ALE_NAMESPACE = "ALE/"
+"""Atari games' ids (`ALE/Pong-v5`): registered by ale-py, the `atari` extra, when one is used."""
+
+Frames = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+"""A positive frame count; accepts sizes such as "200k" or "1.5M"."""
+
+
+class Strict(BaseModel):
+    """Every spec section rejects unknown keys and documents fields with their docstrings."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class NetworkSpec(Strict):
+    kind: Literal["mlp", "nature_cnn"] = "mlp"
+    """"mlp": fully connected layers on the flattened observation. "nature_cnn": the Nature-DQN
+    convolutions (32 8×8 filters, stride 4; 64 4×4, stride 2; 64 3×3, stride 1) on image observations
+    (uint8, scaled by 1/255 inside the network; a stack of frames is its channels), then the `hidden`
+    layers (Nature: one of 512, ReLU — the defaults for this kind). DQN, PPO and A2C take either; A2C
+    and PPO share the convolutions between the policy and the value heads, as Stable-Baselines3 does."""
+    hidden: list[Annotated[int, Field(gt=0, le=65536)]] = Field(default=[64, 64], max_length=16)
+    """Widths of the hidden (fully connected) layers."""
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    """Non-linearity between hidden layers."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nature_defaults(cls, data: Any) -> Any:
+        """A nature_cnn left without `hidden` or `activation` is the Nature network: 512 units, ReLU."""
+        if isinstance(data, dict) and data.get("kind") == "nature_cnn":
+            return {"hidden": [512], "activation": "relu", **data}
+        return data
+
+
+class OptimizerSpec(Strict):
+    name: Literal["adam", "rmsprop", "sgd"] = "adam"
+    """Torch optimiser."""
+    lr: Schedule = Constant(value=1e-3)
+    """Learning rate: a number or a schedule over frames."""
+    eps: float = Field(default=1e-8, gt=0)
+    """Numerical-stability term of Adam and RMSprop."""
+    grad_clip: float | None = Field(default=None, gt=0)
+    """Clip the global gradient norm to this value (none when null)."""
+
+    @field_validator("lr")
+    @classmethod
+    def _lr_is_positive(cls, lr: Schedule) -> Schedule:
+        problem = lr.not_positive()
+        if problem is not None:
+            raise ValueError(problem)
+        return lr
+
+
+class MemorySpec(Strict):
+    capacity: int = Field(default=100_000, gt=0, le=100_000_000)
+    """Transitions kept; the oldest are overwritten first."""
+    snapshot: bool = True
+    """Save the whole memory in every snapshot (exact resume), or refill it after a resume."""
+
+
+class AgentConfig(Strict):
+    """Base of every algorithm's config; the concrete class is chosen by `algorithm`."""
+
+    algorithm: str
+    """Algorithm name, e.g. "reinforce"."""
+
+
+class AtariSpec(Strict):
+    """The standard preprocessing of Atari games (Mnih et al., 2015; Stable-Baselines3's AtariWrapper
+    and its defaults). Sticky actions are the ALE v5 env's own setting (`env.kwargs.repeat_action_probability`,
+    0.25 by default); with `frame_skip` above 1 the ALE env is made with `frameskip=1` and this block
+    repeats each action. Evaluation scores the real game: its env has no reward clipping and no
+    terminal on life loss (the rest is the same), so evaluation returns are game scores."""
+
+    noop_max: int = Field(default=30, ge=0, le=1000)
+    """Each episode starts with a random number (1 to noop_max) of no-op actions; 0 turns it off."""
+    frame_skip: int = Field(default=4, ge=1, le=64)
+    """Emulator frames per agent step, the action repeated; the observation is the pixel-wise maximum of
+    the last two frames (Atari sprites flicker). One rlrun frame is one agent step."""
+    screen_size: int = Field(default=84, ge=8, le=1024)
+    """Frames are resized (area interpolation) to screen_size × screen_size pixels."""
+    grayscale: bool = True
+    """Grey frames (84×84), or colour ones (84×84×3)."""
+    terminal_on_life_loss: bool = True
+    """A lost life ends the learner's episode (terminated, so no bootstrap past it), but the game goes
+    on: the next episode continues from there, with a no-op step (DeepMind's and SB3's EpisodicLife).
+    Training only; evaluation plays whole games."""
+    fire_reset: bool = True
+    """In games whose action 1 is FIRE (Breakout…), press FIRE at the start of each episode (SB3's
+    FireResetEnv), which games that wait for it need to start."""
+    clip_rewards: bool = True
+    """Learn from the reward's sign (−1, 0, +1). Training only; evaluation sums the game's own rewards."""
+
+
+class EnvSpec(Strict):
+    id: str = Field(min_length=1)
+    """Gymnasium environment id, e.g. "CartPole-v1"."""
+    num_envs: int = Field(default=1, gt=0, le=1024)
+    """Copies of the environment stepped together; frames count transitions over all copies."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to `gymnasium.make`."""
+    max_episode_steps: int | None = Field(default=None, gt=0)
+    """Override the environment's time limit (null keeps Gymnasium's default)."""
+    frame_stack: int = Field(default=1, ge=1, le=16)
+    """Stack the last N observations along a new first axis, so the agent sees motion (Atari: 4). At an
+    episode's start the stack repeats its first observation. The replay memory stores each frame once."""
+    atari: AtariSpec | None = None
+    """Atari preprocessing for an ALE id (`ALE/Pong-v5`, with the `atari` extra): `{}` for the standard
+    set, or some of its keys changed; null (the default) gives the raw ALE env. With it,
+    `max_episode_steps` counts emulator frames."""
+    vectorization: Literal["sync", "async"] = "sync"
+    """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
+    a step costs far more than passing its data between processes; each copy's state is captured
+    or replayed inside its worker, so a resume is exact either way)."""
+
+    @field_validator("atari")
+    @classmethod
+    def _atari_only_for_ale(cls, atari: AtariSpec | None, info: ValidationInfo) -> AtariSpec | None:
+        env_id = info.data.get("id", "")
+        if atari is not None and not env_id.startswith(ALE_NAMESPACE):
+            raise ValueError(f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; "
+                             "remove it or use an ALE id")
+        return atari
+
+
+class MetaSpec(Strict):
+    max_frame: Frames
+    """Frame budget of each session (env transitions summed over `num_envs`)."""
+    sessions: int = Field(default=1, gt=0, le=64)
+    """Sessions in the run; session i uses seed `seed + i` and runs in its own process."""
+    seed: int = Field(default=0, ge=0, lt=2**31)
+    """Base seed; every random stream of a session derives from `seed + i`."""
+    eval_frequency: Frames = 10_000
+    """Evaluate the policy every this many frames (and at the end)."""
+    num_eval_episodes: int = Field(default=10, gt=0, le=10_000)
+    """Episodes per evaluation, on a separate environment with its own random stream."""
+    eval_deterministic: bool = True
+    """Evaluate the greedy / mean action rather than sampling."""
+    checkpoint_frequency: Frames = 50_000
+    """Write a periodic snapshot every this many frames."""
+    keep_checkpoints: int = Field(default=3, gt=0)
+    """Periodic snapshots kept per session; the best and the final are always kept."""
+    log_frequency: Frames = 5_000
+    """Report progress every this many frames."""
+    torch_threads: int = Field(default=1, gt=0, le=256)
+    """Torch intra-op threads per session (one keeps parallel sessions from fighting)."""
+    device: str = "cpu"
+    """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
+    sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,
+    and small networks run faster there. The replay memory, rollouts and random generators stay in
+    host memory whatever the device. On CUDA a resume is exact on the same GPU model where torch has
+    deterministic kernels; the registry records a session that used one without, or that resumed on
+    another device, as approximate."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_is_known(cls, device: str) -> str:
+        if re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", device) is None:
+            raise ValueError('not a device; use "auto", "cpu", "cuda" or "cuda:N" (N: the GPU\'s index)')
+        return device
+
+
+class Spec(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    """Spec name, shown in `rlrun ls`."""
+    agent: SerializeAsAny[AgentConfig]
+    """The algorithm and its hyper-parameters, network, optimiser and memory."""
+    env: EnvSpec
+    meta: MetaSpec
+
+    def to_json(self) -> dict[str, Any]:
+        """The complete document, defaults filled in; it validates back to an equal spec."""
+        return self.model_dump(mode="json", by_alias=True)

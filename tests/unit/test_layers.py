@@ -1,0 +1,96 @@
+"""The package's rooms and the one direction imports go between them.
+
+A room is a top-level module (`rlrun/refs.py`) or package (`rlrun/registry/`). Every import counts,
+those inside functions and under TYPE_CHECKING too: a room may import only rooms on a lower layer,
+so no two rooms import each other, directly or around a circle, and a newcomer can tell from the
+layers where a change belongs. Changing a layer here is a design decision: say why in the commit.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "rlrun"
+
+# Top to bottom. Rooms on one line are independent of each other.
+LAYERS: list[set[str]] = [
+    {"__main__"},
+    {"cli"},                               # parse, resolve, print; calls the library
+    {"search"},                            # trials are runs: through the training API
+    {"training", "enjoy"},                 # the train/resume API and executors; replaying a checkpoint
+    {"session", "home"},                   # one seed's training loop; the runs home as folders
+    {"algorithms", "envs", "registry"},    # agents and memory; Gymnasium envs; the database
+    {"spec", "snapshot"},                  # the experiment's vocabulary; the snapshot format
+    {"refs"},                              # run references
+    {"paths", "sizes"},
+    {"errors", "clock", "ids", "seeding", "fsutil", "testhooks"},
+]
+FLAT_MODULES_AT_MOST = 12
+
+
+def rooms() -> set[str]:
+    found = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    return found | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+
+
+def imported_rooms(path: Path) -> set[str]:
+    """The rooms `path` imports (absolute `rlrun.X` imports and relative ones), itself included."""
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            targets += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    known = rooms()
+    return {t.split(".")[1] for t in targets if t.startswith("rlrun.") and t.split(".")[1] in known}
+
+
+def room_of(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def layer_of(room: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if room in layer:
+            return index
+    raise AssertionError(f"room {room!r} is on no layer: add it to LAYERS in {Path(__file__).name}")
+
+
+def test_every_room_is_on_a_layer() -> None:
+    for room in rooms():
+        layer_of(room)
+
+
+@pytest.mark.parametrize("source", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_go_down_the_layers(source: Path) -> None:
+    room = room_of(source)
+    upward = sorted(r for r in imported_rooms(source) - {room} if layer_of(r) <= layer_of(room))
+    assert not upward, f"{source.relative_to(PACKAGE.parent)} ({room}) imports {upward}: not below it in LAYERS"
+
+
+def test_few_flat_modules() -> None:
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= FLAT_MODULES_AT_MOST, f"{len(flat)} flat modules: {flat}; give the new one a room"
+
+
+def test_old_module_paths_still_import() -> None:
+    """Modules moved into rooms keep their old import path (users' scripts): the same module object."""
+    import importlib
+
+    import rlrun
+
+    for old, new in rlrun.MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    from rlrun.algorithms.configs.dqn import Config
+    from rlrun.spec.agents.dqn import Config as Same
+
+    assert Config is Same
