@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rlrun"
 
 # Top to bottom. Rooms on one line are independent of each other.
 LAYERS: list[set[str]] = [
-    {"__main__"},
+    {"__main__", "__init__"},              # the command line's entry; the package's lazy public API
     {"cli"},                               # parse, resolve, print; calls the library
     {"search"},                            # trials are runs: through the training API
     {"training", "enjoy"},                 # the train/resume API and executors; replaying a checkpoint
