@@ -91,6 +91,7 @@ def test_old_module_paths_still_import() -> None:
     for old, new in rlrun.MOVED.items():
         assert importlib.import_module(old) is importlib.import_module(new), old
     from rlrun.algorithms.configs.dqn import Config
+
     from rlrun.spec.agents.dqn import Config as Same
 
     assert Config is Same
