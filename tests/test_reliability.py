@@ -127,10 +127,22 @@ def test_sigterm_during_start_up_is_a_graceful_stop(home: Path, delay: float) ->
     assert rlrun(home, "show", newest["id"], "--json").json()["run"]["status"] == "finished"
 
 
+def wait_until_both_sessions_train(home: Path, process: subprocess.Popen[str], timeout: float = 300) -> None:
+    """Until the registry shows both sessions past frame 0 (a fixed sleep was not enough on a busy
+    machine: the signal then came during start-up, a graceful stop before the run was recorded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        shown = rlrun(home, "show", "latest", "--json")
+        if shown.code == 0 and all(s["frame"] > 0 for s in shown.json()["sessions"]):
+            return
+        time.sleep(1)
+    raise AssertionError(f"the sessions did not start training within {timeout} s")
+
+
 def test_a_graceful_stop_of_two_sessions_leaves_no_process_behind(home: Path) -> None:
     process = start(home, "train", "reinforce_cartpole", "--frames", "100M", "--sessions", "2",
                     "--set", "meta.checkpoint_frequency=1000000")
-    time.sleep(8)
+    wait_until_both_sessions_train(home, process)
     process.send_signal(signal.SIGTERM)
     _, errors = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, errors[-3000:]
