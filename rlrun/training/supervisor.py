@@ -104,7 +104,7 @@ class Supervisor:
         finally:
             channel.close()
             channel.join_thread()  # the queue's feeder thread
-        del channel, context
+        del channel  # its semaphores are collected before the tracker stops
         stop_resource_tracker()
         return self.stop.signal
 

@@ -267,6 +267,22 @@ def test_a_worker_that_dies_without_its_last_word_is_reported_after_its_other_wo
     assert_nothing_left(watch)
 
 
+def test_a_worker_that_exited_with_words_still_in_the_pipe_is_heard_not_judged_dead() -> None:
+    """The supervisor is slow on the first message; by then the worker has sent everything and exited."""
+    watch = Watch()
+
+    def slow_on_message(key: int, message: Any) -> bool:
+        if message[0] == "started":
+            while running(message[1]):
+                time.sleep(0.05)
+        return watch.on_message(key, message)
+
+    supervisor = Supervisor(slow_on_message, watch.on_silent_death, at_most=1, handle_signals=False)
+    assert supervisor.run([Work(0, chatty, (300,))]) == 0
+    assert watch.deaths == []
+    assert watch.of(0)[-1] == ("ended", "done") and len(watch.of(0)) == 302
+
+
 SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
