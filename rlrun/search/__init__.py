@@ -23,7 +23,7 @@ import json
 import math
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from signal import SIGTERM
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import optuna
 
     from rlrun.training.executor import Executor
+    from rlrun.training.supervisor import Work
 
 METRICS = ("eval_mean", "best_eval")
 """eval_mean: each session's evaluation at the end of training; best_eval: each session's best
@@ -323,83 +324,47 @@ class _Driver:
 
     def _several_at_once(self, registry: Registry) -> int:
         """Up to `parallel` trials at once, each trained in a worker process of its own (sessions of
-        different trials must not share a process: their random generators are the process's).
-        Events come back through one queue and are scored here; the pruner's stop and a signal's
-        reach a worker through a value shared with it."""
-        from rlrun.training.local import stop_resource_tracker
+        different trials must not share a process: their random generators are the process's), and
+        scored here as their events come. The next trial is suggested only when a place is free: it
+        depends on the trials ended by then."""
+        from rlrun.training.supervisor import Supervisor
 
-        signal = self._supervise(registry)
-        stop_resource_tracker()  # every multiprocessing object of `_supervise` is gone by now
-        return signal
+        trials: dict[int, _Trial] = {}
 
-    def _supervise(self, registry: Registry) -> int:
-        import multiprocessing
-        import queue as queue_module
+        def deliver(number: int, message: tuple[str, Any]) -> bool:
+            kind, payload = message
+            trial = trials[number]
+            if kind == "event":
+                trial._event(payload)
+            elif kind == "started":
+                trial._started(payload)
+            else:
+                trial.conclude(*payload)
+            return kind == "ended"
 
-        from rlrun.session.stopping import stop_on_signals
+        supervisor = Supervisor(deliver, self._lost, at_most=self.plan.settings.parallel)
+        return supervisor.run(self._pending_trials(registry, trials, supervisor.stop))
 
-        context = multiprocessing.get_context("spawn")
-        channel = context.Queue()
-        stop_all = StopRequest()
-        active: dict[int, tuple[_Trial, Any]] = {}
+    def _pending_trials(self, registry: Registry, trials: dict[int, _Trial], stopped: StopRequest) -> Iterator[Work]:
+        """The trials to train, suggested one by one as the supervisor asks; none once it stopped."""
+        from rlrun.training.supervisor import Work
+
         numbers = iter(range(self.plan.settings.trials))
-        exhausted = False
+        while not stopped.signal and (found := self._next(registry, numbers)) is not None:
+            trial = _Trial(self, registry, *found)
+            job = trial.prepare()
+            if job is not None:
+                trials[job.number] = trial
+                yield Work(job.number, _train_trial, (job, str(self.root), os.getpid()), trial.stop,
+                           name=f"rlrun-t{job.number}")
 
-        def abort() -> None:
-            for _, process in active.values():
-                if process.pid is not None:
-                    os.kill(process.pid, 9)
-
-        try:
-            with stop_on_signals(stop_all, abort):
-                while True:
-                    while not (exhausted or stop_all.signal) and len(active) < self.plan.settings.parallel:
-                        found = self._next(registry, numbers)
-                        if found is None:
-                            exhausted = True
-                            break
-                        trial = _Trial(self, registry, *found, stop=StopRequest(context.Value("i", 0)))
-                        job = trial.prepare()
-                        if job is not None:
-                            process = context.Process(target=_work, name=f"rlrun-t{job.number}", args=(
-                                job, str(self.root), channel, trial.stop.shareable(), os.getpid()))
-                            process.start()
-                            active[job.number] = (trial, process)
-                    if not active:
-                        break
-                    for trial, _ in active.values():
-                        if stop_all.signal and trial.stop.signal <= 0:
-                            trial.stop.request(stop_all.signal)
-                    try:
-                        kind, number, payload = channel.get(timeout=0.5)
-                    except queue_module.Empty:
-                        self._reap(active)
-                        continue
-                    trial, process = active[number]
-                    if kind == "event":
-                        trial._event(payload)
-                    elif kind == "started":
-                        trial._started(payload)
-                    else:
-                        trial.conclude(*payload)
-                        process.join()
-                        del active[number]
-        finally:
-            channel.close()
-            channel.join_thread()
-        return stop_all.signal
-
-    def _reap(self, active: dict[int, tuple[_Trial, Any]]) -> None:
+    def _lost(self, number: int, exitcode: int | None) -> None:
         """A worker that died without a word (killed, out of memory): its trial stays running, for
         `rlrun resume search:...` to continue, and the search ends failed, saying which."""
-        for number, (_, process) in list(active.items()):
-            if not process.is_alive():
-                process.join()
-                del active[number]
-                self.error = f"trial {number}'s worker process exited with code {process.exitcode}"
+        self.error = f"trial {number}'s worker process exited with code {exitcode}"
 
 
-def _work(job: Job, home: str, channel: Any, shared_stop: Any, parent: int) -> None:
+def _train_trial(job: Job, home: str, parent: int, outbox: Any, shared_stop: Any) -> None:
     """A worker process: train one trial, its events and end sent to the driver. Signals are the
     driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
     stops its trial at the next event, with a snapshot."""
@@ -415,17 +380,14 @@ def _work(job: Job, home: str, channel: Any, shared_stop: Any, parent: int) -> N
     def emit(event: events.Event) -> None:
         if os.getppid() != parent and not stop.signal:
             stop.request(signal.SIGTERM)
-        channel.put(("event", job.number, event))
+        outbox.put(("event", event))
 
     try:
-        result = job.run(Path(home), emit, lambda run_id: channel.put(("started", job.number, run_id)),
+        result = job.run(Path(home), emit, lambda run_id: outbox.put(("started", run_id)),
                          LocalExecutor(handle_signals=False, stop=stop), handle_signals=False)
-        channel.put(("ended", job.number, (result.outcome, result.error, result.signal)))
+        outbox.put(("ended", (result.outcome, result.error, result.signal)))
     except RlrunError as error:
-        channel.put(("ended", job.number, ("failed", str(error), 0)))
-    finally:
-        channel.close()
-        channel.join_thread()
+        outbox.put(("ended", ("failed", str(error), 0)))
 
 
 @dataclass(frozen=True)
@@ -461,7 +423,7 @@ class _Trial:
     perhaps pruned on its evaluations."""
 
     def __init__(self, driver: _Driver, registry: Registry, number: int, existing: TrialRecord | None,
-                 history: list[TrialRecord], stop: StopRequest | None = None) -> None:  # fmt: skip
+                 history: list[TrialRecord]) -> None:  # fmt: skip
         self.driver, self.registry, self.number, self.existing = driver, registry, number, existing
         settings = driver.plan.settings
         self.settings = settings
@@ -478,8 +440,9 @@ class _Trial:
         """frame -> session index -> evaluation mean, as the sessions report them."""
         self.intermediate: list[tuple[int, float]] = []
         self.pruned_at: int | None = None
-        self.stop = stop or StopRequest()
-        """Requested (PRUNE) when the pruner stops the trial; shared with its worker process when it has one."""
+        self.stop = StopRequest()
+        """Requested (PRUNE) when the pruner stops the trial; passed on to its executor, or to its worker
+        process when it has one."""
 
     # -- running --------------------------------------------------------------------------------
 

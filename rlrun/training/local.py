@@ -1,33 +1,26 @@
-"""The local executor: one session runs in this process; several run in one spawned process each
-(spawn, not fork: torch and SQLite connections do not survive a fork).
+"""The local executor: one session runs in this process; several run in one spawned process each,
+started, stopped and reaped by the supervisor (`rlrun.training.supervisor`).
 
-The first SIGINT/SIGTERM asks every session to stop at its next step with a snapshot (a stop
-request is one integer, shared with the session processes); a second one ends at once. Events come
-back through a queue; a process that dies without saying so is recorded as failed. `run` returns
-only when every process it started has ended and been reaped.
+The first SIGINT/SIGTERM asks every session to stop at its next step with a snapshot; a second one
+ends at once. A session process that dies without saying how it ended is recorded as failed. `run`
+returns only when every process it started has ended and been reaped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import os
-import queue as queue_module
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlrun.registry import Registry
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.training.executor import Execution, OnEvent
+from rlrun.training.supervisor import Supervisor, Work
 
 if TYPE_CHECKING:
     from rlrun.session.loop import SessionTask
-
-LAST_WORDS_SECONDS = 2.0
-"""How long a dead session process's last events may still be on their way through the queue."""
 
 
 class LocalExecutor:
@@ -45,17 +38,13 @@ class LocalExecutor:
         """Nothing taken."""
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
+        stop = self.stop or StopRequest()
         if len(tasks) == 1:
-            stop = self.stop or StopRequest()
-            with self._signals(stop):
+            signals = stop_on_signals(stop) if self.handle_signals else contextlib.nullcontext()
+            with signals:
                 ended = [_run_here(tasks[0], on_event, stop)]
             return Execution(ended, stop.signal)
-        return _run_spawned(list(tasks), on_event, self._signals, self.stop)
-
-    def _signals(self, stop: StopRequest, on_abort: Any = None) -> contextlib.AbstractContextManager[Any]:
-        if not self.handle_signals:
-            return contextlib.nullcontext(stop)
-        return stop_on_signals(stop, on_abort) if on_abort else stop_on_signals(stop)
+        return _run_spawned(list(tasks), on_event, stop, self.handle_signals)
 
 
 def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
@@ -73,93 +62,32 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
     return ended[-1]
 
 
-def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
-                 outside: StopRequest | None = None) -> Execution:
-    execution = _supervise(tasks, on_event, signals, outside)
-    stop_resource_tracker()
-    return execution
-
-
-def _supervise(tasks: list[SessionTask], on_event: OnEvent, signals: Any,
-               outside: StopRequest | None = None) -> Execution:
-    """Start the session processes and relay their events until each has ended; a stop requested
-    on `outside` is passed on to them. Every multiprocessing object lives and dies inside this call
-    (see `stop_resource_tracker`)."""
+def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest, handle_signals: bool) -> Execution:
+    """Every session in a process of its own, all at once."""
     from rlrun.session.loop import run_session_process
 
-    context = multiprocessing.get_context("spawn")
-    channel = context.Queue()
-    stop = StopRequest(context.Value("i", 0))
-    processes = {t.index: context.Process(target=run_session_process, args=(t, channel, stop.shareable()),
-                                          name=f"rlrun-s{t.index}") for t in tasks}
-
-    def abort() -> None:
-        for process in processes.values():
-            if process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, 9)
-
+    by_index = {t.index: t for t in tasks}
     ended: dict[int, events.SessionEnded] = {}
-    try:
-        with signals(stop, abort):
-            for process in processes.values():
-                process.start()
-            while len(ended) < len(tasks):
-                if outside is not None and outside.signal and not stop.signal:
-                    stop.request(outside.signal)
-                try:
-                    event = channel.get(timeout=0.5)
-                except queue_module.Empty:
-                    _reap_silent_deaths(tasks, processes, ended, channel, on_event)
-                    continue
-                _deliver(event, ended, on_event)
-            for process in processes.values():
-                process.join()
-    finally:
-        channel.close()
-        channel.join_thread()  # the queue's feeder thread
-    return Execution([ended[t.index] for t in tasks], stop.signal)
+
+    def deliver(index: int, event: events.Event) -> bool:
+        if isinstance(event, events.SessionEnded):
+            ended[index] = event
+        on_event(event)
+        return isinstance(event, events.SessionEnded)
+
+    def record_silent_death(index: int, exitcode: int | None) -> None:
+        message = f"session process exited with code {exitcode} without reporting"
+        deliver(index, _record_failed(by_index[index], message))
+
+    supervisor = Supervisor(deliver, record_silent_death, at_most=len(tasks), stop=stop, handle_signals=handle_signals)
+    signal = supervisor.run(Work(t.index, run_session_process, (t,), name=f"rlrun-s{t.index}") for t in tasks)
+    return Execution([ended[t.index] for t in tasks], signal)
 
 
-def stop_resource_tracker() -> None:
-    """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
-    the interpreter exits, so a caller waiting for this command's children would find one still
-    alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop
-    request's: collected now, so the tracker finds none to clean up and says nothing)."""
-    import gc
-    from multiprocessing import resource_tracker
-
-    gc.collect()
-    stop_tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # private; absent: ends at exit
-    if stop_tracker is not None:
-        with contextlib.suppress(Exception):
-            stop_tracker()
-
-
-def _deliver(event: events.Event, ended: dict[int, events.SessionEnded], on_event: OnEvent) -> None:
-    if isinstance(event, events.SessionEnded):
-        ended[event.index] = event
-    on_event(event)
-
-
-def _reap_silent_deaths(tasks: list[SessionTask], processes: dict[int, Any], ended: dict[int, events.SessionEnded],
-                        channel: Any, on_event: OnEvent) -> None:
-    dead = [t for t in tasks if t.index not in ended and not processes[t.index].is_alive()]
-    if not dead:
-        return
-    deadline = time.monotonic() + LAST_WORDS_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            _deliver(channel.get(timeout=0.1), ended, on_event)
-        except queue_module.Empty:
-            break
-    for task in dead:
-        if task.index in ended:
-            continue
-        message = f"session process exited with code {processes[task.index].exitcode} without reporting"
-        with Registry.open(Path(task.home), task.db_url) as registry:
-            session = registry.get_session(task.run_id, task.index)
-            registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
-                                    opt_step=session.opt_step, error=message)
-        _deliver(events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message), ended,
-                 on_event)
+def _record_failed(task: SessionTask, message: str) -> events.SessionEnded:
+    """Record as failed a session whose process could not: its end, as the session would have said it."""
+    with Registry.open(Path(task.home), task.db_url) as registry:
+        session = registry.get_session(task.run_id, task.index)
+        registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
+                                opt_step=session.opt_step, error=message)
+    return events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message)

@@ -1,0 +1,193 @@
+"""The supervisor of local worker processes: the sessions of a local run, the trials of a search
+that trains several at once. It starts them (spawn, not fork: torch and SQLite connections do not
+survive a fork), at most K at a time from a queue of pending work, relays their messages, passes
+stops on to them, and reaps them; `run` returns only when every process it started has ended and
+been reaped.
+
+Stops: each worker polls a stop request of its own, one integer shared with it. A signal (a
+positive number) stops the whole group, whoever took it: the supervisor (the first SIGINT/SIGTERM;
+a second one kills every worker and exits with 128 + the signal), the caller, or a worker itself.
+Any other request the caller makes for one worker (a search's prune) stops only that worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue as queue_module
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlrun.session.stopping import StopRequest, stop_on_signals
+
+LAST_WORDS_SECONDS = 2.0
+"""How long a dead worker's last messages may still be on their way through the queue."""
+POLL_SECONDS = 0.5
+"""How often a quiet supervisor looks for dead workers and passes stops on."""
+
+OnMessage = Callable[[int, Any], bool]
+"""Called with a worker's key and each message it sends, in the order sent; True when the message
+was the worker's last word (how it ended): the worker is then awaited and its place given to the
+next pending work."""
+OnSilentDeath = Callable[[int, "int | None"], None]
+"""Called with a worker's key and exit code when it ended without its last word (killed, crashed)."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one worker process does: `target(*args, outbox, shared_stop)` in the spawned process,
+    where `outbox.put(message)` sends a message and `StopRequest(shared_stop)` is the worker's stop."""
+
+    key: int
+    """How the callbacks name this worker."""
+    target: Callable[..., None]
+    """A top-level function: spawn pickles it by name."""
+    args: tuple[Any, ...] = ()
+    stop: StopRequest = field(default_factory=StopRequest)
+    """The caller's stop for this worker: a request made here, at any time, is passed on to it."""
+    name: str = "rlrun-worker"
+    """The process's name, as `ps` shows it."""
+
+
+class Outbox:
+    """A worker's side of the channel: its messages go out labelled with its key."""
+
+    def __init__(self, channel: Any, key: int) -> None:
+        self._channel, self._key = channel, key
+
+    def put(self, message: Any) -> None:
+        self._channel.put((self._key, message))
+
+
+def _worker_main(key: int, target: Callable[..., None], args: tuple[Any, ...], channel: Any, shared_stop: Any) -> None:
+    try:
+        target(*args, Outbox(channel, key), shared_stop)
+    finally:
+        # Every message is through the pipe before the process can be seen dead, so a worker that
+        # reported its end is never taken for a silent death.
+        channel.close()
+        channel.join_thread()
+
+
+@dataclass
+class _Worker:
+    work: Work
+    process: Any
+    stop: StopRequest
+    """Shared with the process."""
+
+
+class Supervisor:
+    def __init__(self, on_message: OnMessage, on_silent_death: OnSilentDeath, *, at_most: int,
+                 stop: StopRequest | None = None, handle_signals: bool = True) -> None:  # fmt: skip
+        self.on_message, self.on_silent_death = on_message, on_silent_death
+        self.at_most = at_most
+        self.stop = stop or StopRequest()
+        """The whole group's stop: SIGINT/SIGTERM request it, and so may the caller at any time."""
+        self.handle_signals = handle_signals
+        """False: leave signal handling to the caller (outside the main thread it is left anyway)."""
+        self._running: dict[int, _Worker] = {}
+
+    def run(self, pending: Iterable[Work]) -> int:
+        """Run the work `pending` yields, at most `at_most` at once, until it is exhausted and every
+        worker has ended; the signal that stopped the group, or 0. Work pulled after a stop still
+        starts, and is asked to stop at once: a caller that should start nothing more stops yielding."""
+        context = multiprocessing.get_context("spawn")
+        channel = context.Queue()
+        try:
+            with self._signals():
+                self._supervise(iter(pending), context, channel)
+        finally:
+            channel.close()
+            channel.join_thread()  # the queue's feeder thread
+        del channel  # its semaphores are collected before the tracker stops
+        stop_resource_tracker()
+        return self.stop.signal
+
+    def _signals(self) -> contextlib.AbstractContextManager[Any]:
+        return stop_on_signals(self.stop, self._kill_all) if self.handle_signals else contextlib.nullcontext()
+
+    def _kill_all(self) -> None:
+        for worker in self._running.values():
+            if worker.process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.process.pid, signal.SIGKILL)
+
+    def _supervise(self, pending: Iterator[Work], context: Any, channel: Any) -> None:
+        while True:
+            self._start_while_room(pending, context, channel)
+            if not self._running:
+                return
+            self._pass_on_stops()
+            with contextlib.suppress(queue_module.Empty):
+                self._deliver(*channel.get(timeout=POLL_SECONDS))
+            self._reap_silent_deaths(channel)
+
+    def _start_while_room(self, pending: Iterator[Work], context: Any, channel: Any) -> None:
+        while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
+            stop = StopRequest(context.Value("i", 0))
+            process = context.Process(target=_worker_main, name=work.name,
+                                      args=(work.key, work.target, work.args, channel, stop.shareable()))
+            self._running[work.key] = _Worker(work, process, stop)
+            self._pass_on_stops()  # before it starts: a worker started after a stop stops at once
+            process.start()
+
+    def _pass_on_stops(self) -> None:
+        for worker in self._running.values():
+            self._adopt_signal(worker)
+        for worker in self._running.values():
+            wanted = self.stop.signal or worker.work.stop.signal
+            if wanted and worker.stop.signal <= 0 and worker.stop.signal != wanted:  # a signal overrides a prune
+                worker.stop.request(wanted)
+
+    def _adopt_signal(self, worker: _Worker) -> None:
+        """A signal one worker took is everyone's (as when a run's sessions shared one stop value)."""
+        if worker.stop.signal > 0 and self.stop.signal <= 0:
+            self.stop.request(worker.stop.signal)
+
+    def _reap(self, key: int) -> Any:
+        """The ended worker's process, awaited; a signal it took before it ended still counts."""
+        worker = self._running.pop(key)
+        worker.process.join()
+        self._adopt_signal(worker)
+        return worker.process
+
+    def _deliver(self, key: int, message: Any) -> None:
+        if self.on_message(key, message) and key in self._running:
+            self._reap(key)
+
+    def _reap_silent_deaths(self, channel: Any) -> None:
+        dead = [key for key, worker in self._running.items() if not worker.process.is_alive()]
+        if not dead:
+            return
+        self._hear_last_words(channel)
+        for key in dead:
+            if key in self._running:
+                self.on_silent_death(key, self._reap(key).exitcode)
+
+    def _hear_last_words(self, channel: Any) -> None:
+        deadline = time.monotonic() + LAST_WORDS_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                self._deliver(*channel.get(timeout=0.1))
+            except queue_module.Empty:
+                return
+
+
+def stop_resource_tracker() -> None:
+    """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
+    the interpreter exits, so a caller waiting for this command's children would find one still
+    alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop
+    requests': collected now, so the tracker finds none to clean up and says nothing)."""
+    import gc
+    from multiprocessing import resource_tracker
+
+    gc.collect()
+    stop_tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # private; absent: ends at exit
+    if stop_tracker is not None:
+        with contextlib.suppress(Exception):
+            stop_tracker()
