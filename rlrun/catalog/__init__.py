@@ -2,7 +2,7 @@
 calls that return records (a notebook gets what a command prints, before it is printed).
 
     listing  which runs (or searches) a listing shows, and how many there are in all
-    lookup   what a reference names, a run or a search (the `search:` namespace), read once
+    targets  what a reference names, a run or a search (the `search:` namespace), read once
     export   the training metrics of several runs as one table of columns
     curves   what `rlrun plot` draws: evaluation or metric curves, or a search's trials
 
@@ -15,7 +15,7 @@ place) and the sessions' metrics logs (`rlrun.session.metrics_log`), two rooms o
 from rlrun.catalog.curves import Curve, RunCurves, curve, metric_curve, plot_data
 from rlrun.catalog.export import MetricsTable, export_metrics
 from rlrun.catalog.listing import RunListing, list_runs, list_searches
-from rlrun.catalog.lookup import FoundRun, FoundRuns, RunLookup, SearchLookup, find_runs, lookup, lookup_search
+from rlrun.catalog.targets import FoundRun, FoundRuns, RunLookup, SearchLookup, find_runs, lookup, lookup_search
 
 __all__ = [
     "Curve", "FoundRun", "FoundRuns", "MetricsTable", "RunCurves", "RunListing", "RunLookup", "SearchLookup", "curve",

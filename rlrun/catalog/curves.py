@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlrun.catalog.export import gathered
-from rlrun.catalog.lookup import FoundRun, SearchLookup, find_runs, lookup_search
+from rlrun.catalog.targets import FoundRun, SearchLookup, find_runs, lookup_search
 from rlrun.errors import BadInput
 from rlrun.refs import RunFilter, is_search_ref
 from rlrun.registry import RunDetail, RunRecord

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rlrun.catalog.lookup import FoundRun, find_runs
+from rlrun.catalog.targets import FoundRun, find_runs
 from rlrun.registry import RunRecord
 from rlrun.session import metrics_log
 
