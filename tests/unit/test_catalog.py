@@ -212,3 +212,9 @@ def test_the_package_exports_them_without_torch_or_sqlalchemy() -> None:
     import rlrun
 
     assert rlrun.lookup is catalog.lookup and rlrun.remove is remove and set(names) <= set(rlrun.__all__)
+
+
+def test_the_catalog_lists_each_name_where_it_loads_it() -> None:
+    assert sorted(catalog.__all__) == sorted(catalog._LAZY)
+    for name in catalog.__all__:
+        assert getattr(catalog, name).__module__ == f"rlrun.catalog.{catalog._LAZY[name]}", name
