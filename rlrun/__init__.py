@@ -5,6 +5,7 @@ The Python API mirrors the command line:
     from rlrun import load_spec, metrics, train
     result = train(load_spec("reinforce_cartpole", ["meta.max_frame=20k"]), home="runs")
     pandas.DataFrame(metrics(result.run_id, home="runs"))  # training metrics, every session
+    list_runs(RunFilter.of(algorithm="ppo"), home="runs").runs  # what `rlrun ls --algo ppo` lists
 
 Heavy modules (torch, gymnasium) load only when training needs them.
 """
@@ -21,17 +22,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from rlrun.catalog import export_metrics, list_runs, list_searches, lookup, lookup_search, plot_data
+    from rlrun.home.maintenance import plan_removal, remove
+    from rlrun.refs import RunFilter
     from rlrun.search import plan_search, resume_search, run_search
     from rlrun.session.metrics_log import metrics
     from rlrun.spec import Spec, load_spec
     from rlrun.training import TrainResult, resume, train
 
-__all__ = ["Spec", "TrainResult", "__version__", "load_spec", "metrics", "plan_search", "resume", "resume_search",
-           "run_search", "train"]
+__all__ = ["RunFilter", "Spec", "TrainResult", "__version__", "export_metrics", "list_runs", "list_searches",
+           "load_spec", "lookup", "lookup_search", "metrics", "plan_removal", "plan_search", "plot_data", "remove",
+           "resume", "resume_search", "run_search", "train"]
 
 _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
          "TrainResult": "rlrun.training", "metrics": "rlrun.session.metrics_log", "plan_search": "rlrun.search",
-         "run_search": "rlrun.search", "resume_search": "rlrun.search"}
+         "run_search": "rlrun.search", "resume_search": "rlrun.search", "RunFilter": "rlrun.refs",
+         **dict.fromkeys(("list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data"),
+                         "rlrun.catalog"),
+         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance"}
 
 
 def __getattr__(name: str) -> Any:

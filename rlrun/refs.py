@@ -227,6 +227,14 @@ def is_search_ref(text: str) -> bool:
     return text.strip().startswith(SEARCH_PREFIX)
 
 
+class SearchRef(NamedTuple):
+    """A parsed search reference: `ref` is what follows `search:` (kind latest or token), `text`
+    the reference as messages show it (`search:` included)."""
+
+    ref: RunRef
+    text: str
+
+
 def parse_search_ref(text: str) -> RunRef:
     """`search:latest` and the like: a RunRef of kind latest or token (rows and suffixes are refused)."""
     cleaned = text.strip()
@@ -243,6 +251,18 @@ def parse_search_ref(text: str) -> RunRef:
     if ref.kind == "row":
         raise RunReferenceError(f"bad search reference {text!r}: searches have no row numbers; {SEARCH_FORMS}")
     return ref
+
+
+def parse_target(text: str) -> RunRef | SearchRef:
+    """What a reference names, decided here once for every command: a search when it is in the
+    `search:` namespace, else a run (`parse_ref`)."""
+    return search_target(text) if is_search_ref(text) else parse_ref(text)
+
+
+def search_target(text: str) -> SearchRef:
+    """A reference read as a search's, `search:` optional (`ls --search abc` is `search:abc`)."""
+    named = text if is_search_ref(text) else SEARCH_PREFIX + text.strip()
+    return SearchRef(parse_search_ref(named), named)
 
 
 def check_run_name(name: str) -> str:

@@ -236,9 +236,10 @@ def resume(
 ) -> None:
     """Continue a run bit for bit from its newest snapshots, with an optional consistent spec edit;
     or a search (`search:latest`, `search:ID`): its trials as they would have been."""
-    from rlrun.refs import is_search_ref
+    from rlrun.refs import SearchRef, parse_target
 
-    if is_search_ref(reference):
+    target = parse_target(reference)
+    if isinstance(target, SearchRef):
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
                  "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
         _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
@@ -248,12 +249,11 @@ def resume(
     from rlrun.training import resume as resume_run
 
     filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
-    ref = _parse(reference)
     executor = _executor(ray, cpus, gpus)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(
-            ref, filters, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
+            target, filters, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
             more=None if more is None else parse_size(more, what="--more"), spec=spec_file,
             overrides=list(overrides or ()), fork=fork, on_event=display,
             on_plan=lambda plan: console.print(resume_plan(plan, _label(reference, filters))), executor=executor,
@@ -455,7 +455,8 @@ def list_runs(
     searches: Annotated[bool, typer.Option("--searches", help="List the searches instead.")] = False,
 ) -> None:
     """List runs, newest first (or --sort best | frames); filters narrow the list and the row numbers."""
-    from rlrun.registry import Registry
+    from rlrun import catalog
+    from rlrun.cli import views
 
     if as_json and as_csv:
         raise BadInput("choose --json or --csv, not both")
@@ -463,53 +464,38 @@ def list_runs(
         _list_searches(search_ref, home, as_json, None if show_all else limit)
         return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
-    root = paths.resolve_home(home)
-    page = None if show_all else limit
-    with Registry.open(root, create=False) as registry:
-        runs = registry.list_runs(filters=filters, limit=page)
-        # Counting is only needed when the page may not hold them all.
-        total = registry.count_runs(filters) if page is not None and len(runs) == page else len(runs)
-        everything = registry.count_runs() if not runs and filters.narrows else total
-    from rlrun.cli import views
-
+    listing = catalog.list_runs(filters, home=home, limit=None if show_all else limit)
     if as_json:
-        _print_json([run.to_json() for run in runs])
+        _print_json([run.to_json() for run in listing.runs])
     elif as_csv:
-        sys.stdout.write(views.runs_csv(runs))
-    elif not runs:
-        _say(_nothing_listed(root, filters, everything))
+        sys.stdout.write(views.runs_csv(listing.runs))
+    elif not listing.runs:
+        _say(views.nothing_listed(listing))
     else:
-        _say(views.runs_table(runs, total=total, filters=filters.describe(), colour=views.colour_enabled()))
+        _say(views.runs_table(listing.runs, total=listing.total, filters=filters.describe(),
+                              colour=views.colour_enabled()))
 
 
 def _list_searches(reference: str | None, home: Path | None, as_json: bool, limit: int | None) -> None:
     """`ls --searches` (the searches, newest first) or `ls --search REF` (one search's trials). Read-only."""
+    from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.registry import Registry
 
-    root = paths.resolve_home(home)
-    with Registry.open(root, create=False) as registry:
-        if reference is None:
-            found = registry.list_searches(limit)
-            if as_json:
-                _print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
-            else:
-                _say(views.searches_table(found, colour=views.colour_enabled()) if found
-                     else f"no searches in {root} yet; start one with `rlrun search SPEC`")
-            return
-        text = reference if reference.startswith("search:") else f"search:{reference}"
-        detail = registry.get_search(registry.resolve_search(text).id)
-    _say(views.resolved_search(detail.search, text))
+    if reference is None:
+        root = paths.resolve_home(home)
+        found = catalog.list_searches(home=root, limit=limit)
+        if as_json:
+            _print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
+        else:
+            _say(views.searches_table(found, colour=views.colour_enabled()) if found
+                 else f"no searches in {root} yet; start one with `rlrun search SPEC`")
+        return
+    chosen = catalog.lookup_search(reference, home=home)
+    _say(views.resolved_search(chosen.detail.search, chosen.reference))
     if as_json:
-        _print_json([t.to_json() for t in detail.trials])
+        _print_json([t.to_json() for t in chosen.detail.trials])
     else:
-        _say(views.trials_table(detail, colour=views.colour_enabled()))
-
-
-def _nothing_listed(root: Path, filters: Any, everything: int) -> str:
-    if filters.narrows and everything:
-        return f"no runs match {filters.describe()} ({everything} runs in {root}); see `rlrun ls`"
-    return f"no runs in {root} yet; start one with `rlrun train reinforce_cartpole`"
+        _say(views.trials_table(chosen.detail, colour=views.colour_enabled()))
 
 
 @app.command()
@@ -531,43 +517,33 @@ def show(
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
     revisions and their changes, attempts, lineage and the spec."""
+    from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.home.folders import open_registry
-    from rlrun.refs import is_search_ref
-    from rlrun.registry import choose_checkpoint
 
-    if is_search_ref(reference):
-        _show_search(reference, home, as_json)
-        return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
-    ref = _parse(reference)
-    with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
-        run = registry.resolve(ref, filters)
-        detail = registry.get_run(run.id)
-        root = registry.home
-    chosen = choose_checkpoint(detail, ref) if ref.checkpoint is not None else None
-    _say(views.resolved(run, _label(reference, filters)))
-    if chosen is not None:
-        _say(f"checkpoint: session s{chosen.session.index}, frame {chosen.checkpoint.frame:,}")
+    found = catalog.lookup(reference, filters, home=home)
+    if isinstance(found, catalog.SearchLookup):
+        _show_search(found, as_json)
+        return
+    _say(views.resolved(found.run, _label(reference, filters)))
+    if found.checkpoint is not None:
+        _say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
-        _show_metrics(detail, root, as_json)
+        _show_metrics(found.detail, found.home, as_json)
     elif as_json:
-        _print_json(detail.to_json())
+        _print_json(found.detail.to_json())
     else:
-        _say(views.run_detail(detail, colour=views.colour_enabled()))
+        _say(views.run_detail(found.detail, colour=views.colour_enabled()))
 
 
-def _show_search(reference: str, home: Path | None, as_json: bool) -> None:
+def _show_search(found: Any, as_json: bool) -> None:
     from rlrun.cli import views
-    from rlrun.registry import Registry
 
-    with Registry.open(paths.resolve_home(home), create=False) as registry:
-        detail = registry.get_search(registry.resolve_search(reference).id)
-    _say(views.resolved_search(detail.search, reference))
+    _say(views.resolved_search(found.detail.search, found.reference))
     if as_json:
-        _print_json(detail.to_json())
+        _print_json(found.detail.to_json())
     else:
-        _say(views.search_detail(detail, colour=views.colour_enabled()))
+        _say(views.search_detail(found.detail, colour=views.colour_enabled()))
 
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
@@ -602,57 +578,22 @@ def plot(
     home: Home = None,
 ) -> None:
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
+    from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.cli.plot import check_output, curve, draw
-    from rlrun.home.folders import open_registry
-    from rlrun.refs import whole_run
+    from rlrun.cli.plot import check_output, draw, draw_search
 
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
-    if any(r.strip().startswith("search:") for r in references or ()):
-        _plot_search(references or [], output, title, home)
-        return
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
-    details: list[Any] = []
-    roots: dict[str, Path] = {}  # each run's home: a run folder outside the home is read in place
-    for reference in references or ("latest",):
-        ref = whole_run(reference, "plot")
-        with open_registry(ref, home) as registry:  # a run folder outside the home is read where it is
-            run = registry.resolve(ref, filters)
-            _say(views.resolved(run, _label(reference, filters)))
-            if run.id not in [d.run.id for d in details]:
-                details.append(registry.get_run(run.id))
-                roots[run.id] = registry.home
-    curves = [curve(d) for d in details] if metric is None else _metric_curves(details, roots, metric)
-    _say(f"wrote {draw(curves, output, title=title, metric=metric)}")
-
-
-def _plot_search(references: list[str], output: Path, title: str | None, home: Path | None) -> None:
-    """`plot search:REF -o x.png`: score against trial, with the best so far."""
-    from rlrun.cli import views
-    from rlrun.cli.plot import draw_search
-    from rlrun.registry import Registry
-
-    if len(references) != 1:
-        raise BadInput("rlrun plot draws one search at a time (score against trial); name only it")
-    with Registry.open(paths.resolve_home(home), create=False) as registry:
-        detail = registry.get_search(registry.resolve_search(references[0]).id)
-    _say(views.resolved_search(detail.search, references[0]))
-    _say(f"wrote {draw_search(detail, output, title=title)}")
-
-
-def _metric_curves(details: list[Any], roots: dict[str, Path], metric: str) -> list[Any]:
-    """`plot --metric`: the metric's curve of each run, refused before anything is drawn when no
-    run logged it."""
-    from rlrun.cli.plot import metric_curve
-    from rlrun.session import metrics_log
-
-    tables = [metrics_log.gather(metrics_log.session_logs(roots[d.run.id], d)) for d in details]
-    problem = metrics_log.unknown_metric(metric, [name for table in tables for name in table])
-    if problem:
-        raise BadInput(problem)
-    return [metric_curve(d, table, metric) for d, table in zip(details, tables, strict=True)]
+    drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
+    if isinstance(drawn, catalog.SearchLookup):  # score against trial, with the best so far
+        _say(views.resolved_search(drawn.detail.search, drawn.reference))
+        _say(f"wrote {draw_search(drawn.detail, output, title=title)}")
+        return
+    for reference, run in drawn.named:
+        _say(views.resolved(run, _label(reference, filters)))
+    _say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
 @app.command()
@@ -665,23 +606,18 @@ def export(
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
     session columns. Read-only."""
+    from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.registry import Registry
     from rlrun.session import metrics_log
 
     if not metrics:
         raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv")
     if output is not None and not output.parent.is_dir():
         raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
-    root = paths.resolve_home(home)
-    logs: list[Any] = []
-    with Registry.open(root, create=False) as registry:
-        for reference in references or ("latest",):
-            run = registry.resolve(reference)
-            _say(views.resolved(run, reference))
-            if run.id not in {log.run_id for log in logs}:
-                logs += metrics_log.session_logs(root, registry.get_run(run.id))
-    text = metrics_log.to_csv(metrics_log.gather(logs))
+    exported = catalog.export_metrics(references or ["latest"], home=home)
+    for reference, run in exported.named:
+        _say(views.resolved(run, reference))
+    text = metrics_log.to_csv(exported.table)
     if output is None:
         sys.stdout.write(text)
         return
@@ -705,31 +641,21 @@ def rm(
 ) -> None:
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
     from rlrun.cli import views
-    from rlrun.fsutil import bytes_freed_by_removing
-    from rlrun.home.maintenance import remove_runs
-    from rlrun.refs import whole_run
-    from rlrun.registry import Registry
+    from rlrun.home.maintenance import plan_removal, remove
 
     if not references:
         raise BadInput("name the runs to delete, e.g. `rlrun rm latest` or `rlrun rm RUN_ID`")
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
-    root = paths.resolve_home(home)
-    with Registry.open(root, create=False) as registry:
-        chosen: dict[str, tuple[str, Any]] = {}
-        for reference in references:
-            run = registry.resolve(whole_run(reference, "rm"), filters)
-            chosen.setdefault(run.id, (reference, run))
-        running = [run.id for _, run in chosen.values() if run.status == "running"]
-        if running:
-            raise BadInput(f"run {', '.join(running)} is still running; stop it (SIGTERM) before deleting it")
-        for reference, run in chosen.values():
-            _say(views.resolved(run, _label(reference, filters)))
-        size = bytes_freed_by_removing([paths.run_dir(root, run_id) for run_id in chosen])
-        what = f"{len(chosen)} run{'s' if len(chosen) != 1 else ''} and {views.format_bytes(size)} of files"
-        if not yes and not _confirm(f"delete {what}? [y/N] "):
-            _say("nothing deleted")
-            raise SystemExit(1)
-        remove_runs(registry, [run for _, run in chosen.values()])
+    plan = plan_removal(references, filters, home=home)
+    plan.check()
+    for reference, run in plan.named:
+        _say(views.resolved(run, _label(reference, filters)))
+    count = len(plan.named)
+    what = f"{count} run{'s' if count != 1 else ''} and {views.format_bytes(plan.bytes_freed)} of files"
+    if not yes and not _confirm(f"delete {what}? [y/N] "):
+        _say("nothing deleted")
+        raise SystemExit(1)
+    remove(plan)
     _say(f"deleted {what}")
 
 

@@ -1,65 +1,25 @@
-"""`rlrun plot`: evaluation return (or, with `--metric`, any scalar of the training metrics logs)
-against frames, mean ± std across a run's sessions, several runs overlaid with a legend, written to
-an image file by matplotlib's headless Agg renderer.
+"""`rlrun plot`: draws what `rlrun.catalog.plot_data` computed (evaluation return, or with
+`--metric` any scalar of the training metrics logs, against frames, mean ± std across a run's
+sessions, several runs overlaid with a legend; or a search's trials) to an image file by
+matplotlib's headless Agg renderer.
 
-Reads only the registry and the metrics logs; matplotlib is the one heavy import, and only once there is something to
-draw. It is an optional extra: `pip install 'rlrun[plot]'`.
+Draws only; matplotlib is the one heavy import, and only once there is something to draw. It is an
+optional extra: `pip install 'rlrun[plot]'`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlrun.catalog.curves import Curve, curve, metric_curve
 from rlrun.errors import BadInput
-from rlrun.registry import RunDetail
+
+# Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
+__all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_search", "metric_curve"]
 
 FORMATS = (".png", ".svg", ".pdf")
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One run's training evaluations: at each frame, the mean and std across its sessions."""
-
-    label: str
-    frames: list[int]
-    mean: list[float]
-    std: list[float]
-    sessions: int
-
-
-def curve(detail: RunDetail) -> Curve:
-    """Average the sessions' evaluation means frame by frame (a frame where only some sessions
-    have evaluated averages those)."""
-    return _across_sessions(detail, [(e.frame, e.mean) for e in detail.evaluations if e.kind == "train"])
-
-
-def metric_curve(detail: RunDetail, table: dict[str, list[Any]], metric: str) -> Curve:
-    """One logged scalar of the run's sessions (`table`: their gathered metrics logs), averaged
-    frame by frame as `curve` does; empty cells are skipped."""
-    points = [(int(f), float(v)) for f, v in zip(table["frame"], table.get(metric, []), strict=False)
-              if f is not None and v is not None and math.isfinite(v)]
-    return _across_sessions(detail, points)
-
-
-def _across_sessions(detail: RunDetail, points: list[tuple[int, float]]) -> Curve:
-    by_frame: dict[int, list[float]] = {}
-    for frame, value in points:
-        by_frame.setdefault(frame, []).append(value)
-    frames = sorted(by_frame)
-    means = [sum(by_frame[f]) / len(by_frame[f]) for f in frames]
-    stds = [_std(by_frame[f]) for f in frames]
-    run = detail.run
-    label = f"{run.name or run.id} ({run.algorithm}, {run.env_id}, {run.num_sessions} session"
-    label += "s)" if run.num_sessions != 1 else ")"
-    return Curve(label, frames, means, stds, run.num_sessions)
-
-
-def _std(values: list[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 def check_output(output: Path) -> None:

@@ -15,10 +15,13 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlrun.registry import RunDetail, RunRecord, RunSummary
 from rlrun.sizes import format_size
+
+if TYPE_CHECKING:
+    from rlrun.catalog import RunListing
 
 _STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "crashed": "35",
                   "pending": "2"}  # fmt: skip
@@ -152,6 +155,14 @@ def runs_csv(runs: Sequence[RunSummary]) -> str:
                 row[key] = datetime.fromtimestamp(row[key]).astimezone().isoformat(timespec="seconds")
         writer.writerow(row)
     return buffer.getvalue()
+
+
+def nothing_listed(listing: RunListing) -> str:
+    """`rlrun ls` with no row to show: a filter that matches nothing, or an empty home."""
+    if listing.filters.narrows and listing.everything:
+        return (f"no runs match {listing.filters.describe()} ({listing.everything} runs in {listing.home});"
+                " see `rlrun ls`")
+    return f"no runs in {listing.home} yet; start one with `rlrun train reinforce_cartpole`"
 
 
 # ---------------------------------------------------------------------------------------------

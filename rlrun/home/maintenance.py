@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlrun import paths
 from rlrun.errors import BadInput, SpecError
 from rlrun.fsutil import bytes_freed_by_removing
 from rlrun.home.folders import read_copied_run, read_run_folder
+from rlrun.refs import RunFilter, whole_run
 from rlrun.registry import (
     MANIFEST,
     CheckpointRecord,
@@ -33,6 +35,50 @@ from rlrun.spec import validate_spec
 
 # ---------------------------------------------------------------------------------------------
 # rm
+
+
+class RemovalPlan(NamedTuple):
+    """What `rlrun rm` would delete, before anything is: the runs (each once), the bytes their
+    folders free, and the runs that refuse it (a running run's folder is in use)."""
+
+    home: Path
+    named: list[tuple[str, RunRecord]]  # each run once, with the first reference that named it
+    bytes_freed: int  # a file hard-linked from a run that stays is not counted
+    refused: list[RunRecord]  # running: nothing is deleted while one of these is named
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        return [run for _, run in self.named]
+
+    def check(self) -> None:
+        """Refuse the whole plan when a run in it is running (BadInput, exit 2)."""
+        if self.refused:
+            running = ", ".join(run.id for run in self.refused)
+            raise BadInput(f"run {running} is still running; stop it (SIGTERM) before deleting it")
+
+
+def plan_removal(references: Iterable[str], filters: RunFilter | None = None, *,
+                 home: Path | str | None = None) -> RemovalPlan:  # fmt: skip
+    """The runs `references` name (whole runs: `latest@1k` is refused, not read as `latest`) and
+    what deleting them would free. Read-only: `remove(plan)` deletes."""
+    root = paths.resolve_home(home)
+    chosen: dict[str, tuple[str, RunRecord]] = {}
+    with Registry.open(root, create=False) as registry:
+        for reference in references:
+            run = registry.resolve(whole_run(reference, "rm"), filters)
+            chosen.setdefault(run.id, (reference, run))
+    named = list(chosen.values())
+    size = bytes_freed_by_removing([paths.run_dir(root, run_id) for run_id in chosen])
+    return RemovalPlan(root, named, size, [run for _, run in named if run.status == "running"])
+
+
+def remove(plan: RemovalPlan) -> int:
+    """Delete the plan's runs, rows then folders; returns the bytes freed. Statuses are read again
+    first: a person may take minutes to confirm, and a run resumed meanwhile keeps its folder."""
+    with Registry.open(plan.home, create=False) as registry:
+        now = [registry.resolve(run.id) for run in plan.runs]
+        plan._replace(refused=[run for run in now if run.status == "running"]).check()
+        return remove_runs(registry, now)
 
 
 def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:

@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"__main__", "__init__"},              # the command line's entry; the package's lazy public API
     {"cli"},                               # parse, resolve, print; calls the library
     {"search"},                            # trials are runs: through the training API
-    {"training", "enjoy"},                 # the train/resume API and executors; replaying a checkpoint
+    {"training", "enjoy", "catalog"},      # the train/resume API and executors; replaying a checkpoint;
+                                           # the home read for people (reads home and session logs)
     {"session", "home"},                   # one seed's training loop; the runs home as folders
     {"algorithms", "envs", "registry"},    # agents and memory; Gymnasium envs; the database
     {"spec", "snapshot"},                  # the experiment's vocabulary; the snapshot format

@@ -1,0 +1,43 @@
+"""`rlrun ls`: which runs a listing shows (filters, sort order, one page or all) and the counts
+its messages need, counted only when they are needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from rlrun import paths
+from rlrun.refs import RunFilter
+from rlrun.registry import Registry, RunSummary
+from rlrun.registry.records import SearchRecord
+
+
+class RunListing(NamedTuple):
+    runs: list[RunSummary]  # the page, in `filters.sort` order; `row` numbers as references read them
+    total: int  # runs that pass the filters (beyond the page too)
+    everything: int  # runs in the home, filtered or not (counted apart only when none passed)
+    filters: RunFilter
+    home: Path
+
+
+def list_runs(filters: RunFilter | None = None, *, home: Path | str | None = None,
+              limit: int | None = 20) -> RunListing:  # fmt: skip
+    """The runs that pass `filters`, newest first unless `filters.sort` says otherwise; at most
+    `limit` of them (None: every one). Read-only; a home without a registry lists nothing."""
+    chosen = filters or RunFilter()
+    root = paths.resolve_home(home)
+    with Registry.open(root, create=False) as registry:
+        runs = registry.list_runs(filters=chosen, limit=limit)
+        # A count is a second query on a large registry: only when the page may not hold them all.
+        total = registry.count_runs(chosen) if limit is not None and len(runs) == limit else len(runs)
+        # "no runs match --algo x (12 runs in ...)" tells a filter that is wrong from an empty home.
+        everything = registry.count_runs() if not runs and chosen.narrows else total
+    return RunListing(runs, total, everything, chosen, root)
+
+
+def list_searches(*, home: Path | str | None = None,
+                  limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:  # fmt: skip
+    """Searches newest first, at most `limit` (None: all), each with its count of ended trials and
+    its best value. Read-only."""
+    with Registry.open(paths.resolve_home(home), create=False) as registry:
+        return registry.list_searches(limit)

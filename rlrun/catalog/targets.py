@@ -1,0 +1,81 @@
+"""What a reference names, read once: a run (its detail, where its folder is read, the checkpoint
+an `@` suffix picks) or a search (the `search:` namespace, decided by `rlrun.refs.parse_target`),
+so no command tells the two apart itself. A run folder outside the runs home is read where it is
+(`rlrun.home.folders`). Read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from rlrun import paths
+from rlrun.home.folders import open_registry
+from rlrun.refs import RunFilter, SearchRef, parse_target, search_target, whole_run
+from rlrun.registry import CheckpointChoice, Registry, RunDetail, RunRecord, choose_checkpoint
+from rlrun.registry.records import SearchDetail
+
+
+class RunLookup(NamedTuple):
+    reference: str  # as given
+    run: RunRecord  # its status as reported
+    detail: RunDetail
+    home: Path  # where its folder is read: the runs home, or the parent of a folder read in place
+    checkpoint: CheckpointChoice | None  # the one an `@` suffix names; None without one
+
+
+class SearchLookup(NamedTuple):
+    reference: str  # as messages show it, `search:` included
+    detail: SearchDetail
+
+
+def lookup(reference: str = "latest", filters: RunFilter | None = None, *,
+           home: Path | str | None = None) -> RunLookup | SearchLookup:  # fmt: skip
+    """The run or the search (`search:...`) `reference` names. The filters narrow runs only: a
+    search reference names one search whatever they say."""
+    target = parse_target(reference)
+    if isinstance(target, SearchRef):
+        return _search(target, home)
+    with open_registry(target, home) as registry:
+        run = registry.resolve(target, filters)
+        detail = registry.get_run(run.id)
+        root = registry.home
+    chosen = choose_checkpoint(detail, target) if target.checkpoint is not None else None
+    return RunLookup(reference, run, detail, root, chosen)
+
+
+def lookup_search(reference: str = "search:latest", *, home: Path | str | None = None) -> SearchLookup:
+    """The search `reference` names, `search:` optional (`abc` is `search:abc`)."""
+    return _search(search_target(reference), home)
+
+
+def _search(target: SearchRef, home: Path | str | None) -> SearchLookup:
+    with Registry.open(paths.resolve_home(home), create=False) as registry:
+        detail = registry.get_search(registry.resolve_search(target.ref).id)
+    return SearchLookup(target.text, detail)
+
+
+class FoundRun(NamedTuple):
+    detail: RunDetail  # its run's status as reported
+    home: Path  # where its folder is read, as in RunLookup
+
+
+class FoundRuns(NamedTuple):
+    named: list[tuple[str, RunRecord]]  # each reference as given and the run it names, for messages
+    runs: list[FoundRun]  # each run once, in the order first named
+
+
+def find_runs(references: Iterable[str], filters: RunFilter | None = None, *, home: Path | str | None = None,
+              command: str) -> FoundRuns:  # fmt: skip
+    """The whole runs `references` name: a session or checkpoint suffix is refused (`command`
+    names the command in that message), a run folder outside the home is read where it is."""
+    named: list[tuple[str, RunRecord]] = []
+    runs: dict[str, FoundRun] = {}
+    for reference in references:
+        ref = whole_run(reference, command)
+        with open_registry(ref, home) as registry:
+            run = registry.resolve(ref, filters)
+            if run.id not in runs:
+                runs[run.id] = FoundRun(registry.get_run(run.id), registry.home)
+        named.append((reference, run))
+    return FoundRuns(named, list(runs.values()))
