@@ -8,16 +8,35 @@ their events and stops them on request, so another executor (a cluster's) slots 
 one without touching them.
 """
 
-from rlrun.training.api import (
-    ResumePlan,
-    SessionOutcome,
-    TrainResult,
-    check_compatible,
-    plan_resume,
-    resume,
-    train,
-)
-from rlrun.training.executor import Execution, Executor
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlrun.training.api import (
+        ResumePlan,
+        SessionOutcome,
+        TrainResult,
+        check_compatible,
+        plan_resume,
+        resume,
+        train,
+    )
+    from rlrun.training.executor import Execution, Executor
 
 __all__ = ["Execution", "Executor", "ResumePlan", "SessionOutcome", "TrainResult", "check_compatible",
            "plan_resume", "resume", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on use: a spawned worker imports this package to reach `supervisor` or `local`, and
+    # should not pay for the training API (the spec, the registry) it never calls.
+    if name in ("Execution", "Executor"):
+        from rlrun.training import executor
+
+        return getattr(executor, name)
+    if name in __all__:
+        from rlrun.training import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'rlrun.training' has no attribute {name!r}")
