@@ -138,8 +138,18 @@ def not_an_env(env_id: str, made: str) -> str:
 
 
 def _import_user_module(module: str, where: str) -> None:
+    failure = import_failure(module)
+    if failure is not None:
+        reason, not_found = failure
+        fix = f"install it, or {WHERE}" if not_found else "fix the module, or install what it imports"
+        raise BadInput(f"{where}: cannot import {module} ({reason}); {fix}")
+
+
+def import_failure(module: str) -> tuple[str, bool] | None:
+    """Import the user's `module` (once per process); None when it imports, else why not in one
+    line, and whether it is the module itself (or its package) that is not found."""
     if module in _REGISTERED_BY:
-        return
+        return None
     import gymnasium
 
     _search_current_directory()
@@ -147,13 +157,11 @@ def _import_user_module(module: str, where: str) -> None:
     try:
         importlib.import_module(module)
     except Exception as error:  # the user's code: any failure to import it is theirs to fix
-        if isinstance(error, ModuleNotFoundError) and error.name is not None and module.startswith(error.name):
-            fix = f"install it, or {WHERE}"  # the module itself (or its package) is not found
-        else:
-            fix = "fix the module, or install what it imports"
-        raise BadInput(f"{where}: cannot import {module} ({_first_line(error)}); {fix}") from None
+        not_found = isinstance(error, ModuleNotFoundError) and error.name is not None and module.startswith(error.name)
+        return _first_line(error), not_found
     _REGISTERED_BY[module] = ([i for i in gymnasium.envs.registry if i not in before] if before is not None
                               else _entry_points_in(module))
+    return None
 
 
 def _entry_points_in(module: str) -> list[str]:

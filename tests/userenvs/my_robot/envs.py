@@ -66,5 +66,5 @@ class Push(Reach):
         self.target = state["target"]
 
 
-gym.register("Reach-v0", entry_point=Reach, max_episode_steps=100)
-gym.register("Push-v0", entry_point=Push, max_episode_steps=100)
+gym.register("Reach-v0", entry_point=Reach, max_episode_steps=150)
+gym.register("Push-v0", entry_point=Push, max_episode_steps=150)
