@@ -190,9 +190,12 @@ def _search_current_directory() -> None:
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    if isinstance(error, SyntaxError | ModuleNotFoundError):
+        return text  # a syntax error names its file and line itself; a missing module is no one line's fault
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     frames = traceback.extract_tb(error.__traceback__)
-    user = [f for f in frames if "importlib" not in f.filename]
-    if user and not isinstance(error, ModuleNotFoundError):
+    user = [f for f in frames if not f.filename.startswith(("<", ours))]
+    if user:
         text += f", at {os.path.basename(user[-1].filename)}:{user[-1].lineno}"
     return text
 

@@ -11,8 +11,9 @@ its next write and stops without writing anything (`rlrun.registry.database.Leas
 
 The user's own env code (the modules `env.id` and `env.packages` name) reaches the workers through
 Ray's runtime environment: each module that is not installed on this machine (found in the current
-directory or on PYTHONPATH) is shipped as `py_modules`, its package folder or its file, so a worker
-imports it as the driver does; an installed one must be installed on every node, like rlrun itself.
+directory or on PYTHONPATH) is shipped as `py_modules` of the job (Ray uploads local folders only for
+a whole job, given to `ray.init`), its package folder or its file, so a worker imports it as the
+driver does; an installed one must be installed on every node, like rlrun itself.
 The storage check imports them on every node before anything is written.
 
 A SIGTERM to a session's worker (a spot notice) stops that session at its next step with a
@@ -93,22 +94,25 @@ class RayExecutor:
         the path or module if one does not."""
         shipped = shipped_modules(modules)  # before connecting: a module that cannot be shipped is said at once
         ray = import_ray()
-        self._connect(ray)
+        self._connect(ray, shipped)
         try:
-            check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules), shipped=shipped)
+            check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
         except BaseException:
             self.close()
             raise
 
-    def _connect(self, ray: Any) -> None:
+    def _connect(self, ray: Any, shipped: list[str]) -> None:
+        """Connect this process to the cluster as a job that ships the user's modules (`shipped`).
+        A connection made before (by the caller) is used as it is: the storage check then finds
+        whether its workers import the modules."""
         if ray.is_initialized():
             return
         _check_reachable(self.address)
         import logging
 
         try:
-            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False,
-                     configure_logging=True)  # fmt: skip
+            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
+                     runtime_env={"py_modules": shipped} if shipped else None)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
@@ -126,7 +130,8 @@ class RayExecutor:
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         ray = import_ray()
-        self._connect(ray)
+        env = tasks[0].spec["env"]
+        self._connect(ray, shipped_modules(user_modules(env["id"], env.get("packages", []))))
         try:
             return self._supervise(ray, list(tasks), on_event)
         finally:
@@ -140,11 +145,9 @@ class RayExecutor:
         here = ray.get_runtime_context().get_node_id()
         mailbox = ray.remote(num_cpus=0)(Mailbox).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
-        env = tasks[0].spec["env"]
-        shipped = shipped_modules(user_modules(env["id"], env.get("packages", [])))
         attempt = ray.remote(run_attempt).options(
             num_cpus=self.cpus, num_gpus=self.gpus, max_retries=MAX_RETRIES, retry_exceptions=[WorkerStopped],
-            runtime_env=runtime_environment(shipped))
+            runtime_env={"env_vars": forwarded_environment()})
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
         watch = _Watch(tasks[0])
@@ -188,14 +191,6 @@ class RayExecutor:
         with contextlib.suppress(Exception):
             ray.kill(mailbox)
         return Execution([ended[t.index] for t in tasks], stop.signal)
-
-
-def runtime_environment(shipped: list[str]) -> dict[str, Any]:
-    """What a session's worker gets besides its node's own environment."""
-    environment: dict[str, Any] = {"env_vars": forwarded_environment()}
-    if shipped:
-        environment["py_modules"] = shipped
-    return environment
 
 
 def shipped_modules(modules: Sequence[str]) -> list[str]:
@@ -441,11 +436,11 @@ def _check_reachable(address: str) -> None:
                        " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
-def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *, modules: Sequence[str] = (),
-                  shipped: Sequence[str] = ()) -> None:  # fmt: skip
+def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
+                  modules: Sequence[str] = ()) -> None:  # fmt: skip
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
-    every node that may run a session look for it, and import the user's `modules` with the
-    `shipped` ones as a session would: a node that cannot see or import one is bad input naming the
+    every node that may run a session look for it, and import the user's `modules` as a session
+    would (the job ships those not installed): a node that cannot see or import one is bad input naming the
     node and the path or module. The markers are removed either way: nothing is left written."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -467,8 +462,8 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
         if not nodes:
             raise BadInput(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a session;"
                            " add nodes or ask for less (--cpus, --gpus)")
-        probe = ray.remote(find_markers).options(num_cpus=0, runtime_env=runtime_environment(list(shipped)))
-        found = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+        probe = ray.remote(find_markers)
+        found = [probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                  .remote(markers, token, list(modules)) for n in nodes]  # fmt: skip
         try:
             answers = ray.get(found, timeout=PROBE_SECONDS)
