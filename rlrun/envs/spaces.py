@@ -15,9 +15,10 @@ TRAINABLE: tuple[type[spaces.Space[Any]], ...] = (spaces.Box, spaces.Discrete)
 
 def check_spaces(env_id: str, observation_space: spaces.Space[Any], action_space: spaces.Space[Any]) -> None:
     """BadInput naming the first space of the env that rlrun cannot train on."""
+    fixes = {"observation": "wrap the env in gymnasium.wrappers.FlattenObservation",
+             "action": "give the env one (a gymnasium.ActionWrapper that maps it onto yours)"}
     for which, space in (("observation", observation_space), ("action", action_space)):
         if not isinstance(space, TRAINABLE):
             supported = " and ".join(kind.__name__ for kind in TRAINABLE)
             raise BadInput(f"{env_id} has a {type(space).__name__} {which} space ({space}); rlrun trains on"
-                           f" {supported} {which}s: give the env one (e.g. a gymnasium.wrappers wrapper that"
-                           f" flattens it)")
+                           f" {supported} {which}s: {fixes[which]}")
