@@ -82,6 +82,16 @@ SPEC_FILES: dict[str, bytes] = {
     "search_leaf.json": json.dumps(document(search={"agent.optimizer.lr.start": {"uniform": [0.1, 0.2]}})).encode(),
     "search_grid.json": json.dumps(document(search={"agent.baseline": {"grid": ["mean", "value"]}})).encode(),
     "search_empty.json": json.dumps(document(search={})).encode(),
+    # the user's own envs (tests/userenvs, on sys.path for these cases)
+    "user_module.json": json.dumps(document(env__id="my_robot.nowhere:Reach-v0")).encode(),
+    "user_broken.json": json.dumps(document(env__id="bad_robot.broken:Arm-v0")).encode(),
+    "user_unregistered.json": json.dumps(document(env__id="my_robot.envs:Reach-v9")).encode(),
+    "user_not_env.json": json.dumps(document(env__id="bad_robot.others:Robot-v0")).encode(),
+    "user_factory.json": json.dumps(document(env__id="bad_robot.others:RobotFactory-v0")).encode(),
+    "user_package.json": json.dumps(document(env__id="Reach-v0", env__packages=["my_robott"])).encode(),
+    "user_dict_obs.json": json.dumps(document(env__id="bad_robot.others:Sensors-v0")).encode(),
+    "user_multidiscrete.json": json.dumps(document(env__id="bad_robot.others:Joints-v0")).encode(),
+    "user_two_colons.json": json.dumps(document(env__id="my_robot:envs:Reach-v0")).encode(),
 }
 
 
@@ -136,6 +146,25 @@ def case(*args: str, hint: str, xfail: str = "", **fields: Any) -> Any:
 CASES = [
     # specs
     case("train", spec_file("truncated.json"), hint="not valid JSON (line 1, column 25"),
+    # the user's own envs
+    case("train", spec_file("user_module.json"), hint='env.id = "my_robot.nowhere:Reach-v0": cannot import'
+         " my_robot.nowhere (ModuleNotFoundError: No module named 'my_robot.nowhere'); install it, or run rlrun from"
+         " the folder that holds it, or add that folder to PYTHONPATH"),
+    case("train", spec_file("user_broken.json"), hint="cannot import bad_robot.broken (ModuleNotFoundError: No module"
+         " named 'servo_driver'); fix the module, or install what it imports"),
+    case("train", spec_file("user_unregistered.json"), hint="importing my_robot.envs registers no Reach-v9 (it"
+         ' registers Reach-v0, Push-v0); did you mean "Reach-v0"?'),
+    case("train", spec_file("user_not_env.json"), hint="its entry point gives bad_robot.others.Robot, not a"
+         " gymnasium.Env; make the class inherit from gymnasium.Env"),
+    case("train", spec_file("user_factory.json"), hint="its entry point gives bad_robot.others.Robot, not a"
+         " gymnasium.Env"),
+    case("train", spec_file("user_package.json"), hint='env.packages[0] = "my_robott": cannot import my_robott'
+         " (ModuleNotFoundError: No module named 'my_robott'); install it, or run rlrun from the folder"),
+    case("train", spec_file("user_dict_obs.json"), hint="bad_robot.others:Sensors-v0 has a Dict observation space"
+         " (Dict('arm': Box(-1.0, 1.0, (2,), float32)"),
+    case("train", spec_file("user_multidiscrete.json"), hint="has a MultiDiscrete action space (MultiDiscrete([4 4]));"
+         " rlrun trains on Box and Discrete actions"),
+    case("train", spec_file("user_two_colons.json"), hint="one colon at most, as module:EnvId"),
     case("train", spec_file("latin1.json"), hint="not UTF-8 text (byte 0xe9 on line 1, column 14); save it as UTF-8"),
     case("train", spec_file("array.json"), hint="a spec is a JSON object {...}, got list"),
     case("train", spec_file("empty.json"), hint="not valid JSON (line 1, column 1"),
@@ -380,8 +409,10 @@ def assert_one_error_line(result: Result, hint: str) -> None:
 
 @pytest.mark.parametrize("bad", CASES)
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(bad: Case, prepared: tuple[Path, Path],
-                                                          request: pytest.FixtureRequest) -> None:
+                                                          request: pytest.FixtureRequest,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     specs, scratch = prepared
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "userenvs"))  # the user's own envs
     home = request.getfixturevalue("trained_copy") if bad.trained else scratch.parent / "fresh"
     if bad.prepare is not None:
         bad.prepare(home, scratch)

@@ -19,13 +19,13 @@ from rlrun.envs import atari
 from rlrun.envs.state import EpisodeRecorder
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
-from rlrun.spec.env_ids import extra_for, missing_package, register_env_package
+from rlrun.spec.env_ids import extra_for, import_env_code, missing_package, not_an_env
 
 
 def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = False) -> gym.Env[Any, Any]:
     """One copy of the env. `training` only changes what Atari preprocessing makes of the game (clipped
     rewards, a lost life ends the episode); anything else, such as evaluation, sees the real game."""
-    register_env_package(spec.id)
+    import_env_code(spec.id, spec.packages)
     kwargs = dict(spec.kwargs)
     if spec.max_episode_steps is not None:
         kwargs["max_episode_steps"] = spec.max_episode_steps
@@ -41,12 +41,24 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
     except gym.error.DependencyNotInstalled as error:
         raise missing_package(spec.id, error) from None
     except (TypeError, ValueError, AssertionError) as error:
+        if _NOT_AN_ENV in str(error):
+            raise BadInput(not_an_env(spec.id, _made_class(str(error)))) from None
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
         raise BadInput(_rejected_kwargs(spec, error)) from None
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
     return env
+
+
+_NOT_AN_ENV = "must inherit from the gymnasium.Env class"
+"""Gymnasium's TypeError for an entry point that gives something else."""
+
+
+def _made_class(message: str) -> str:
+    """The class a refused entry point gave, as Gymnasium's message names it."""
+    found = re.search(r"actual class: <class '([^']+)'>", message)
+    return found[1] if found else "something"
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(?P<key>[^']+)'")

@@ -4,6 +4,18 @@ A snapshot taken mid-episode must put the env back exactly where it was: the phy
 time-limit counter, the wrappers' flags and every random generator (the env's own and its spaces').
 Each env copy is restored by the best of three means, and says which:
 
+- *captured*, by the env itself: an env (the base env, under its wrappers) that implements rlrun's
+  state protocol hands over its own state and takes it back, and is trusted to be complete:
+
+      def get_rlrun_state(self) -> dict[str, Any]: ...   # plain data: numbers, strings, None,
+                                                        # NumPy arrays and scalars, and lists,
+                                                        # tuples and str-keyed dicts of them
+      def set_rlrun_state(self, state: dict[str, Any]) -> None: ...
+
+  rlrun keeps the rest itself: the env's generator (`self.np_random`) and its spaces', and the
+  wrappers' attributes (the time limit's step count). Never pickle: a state that is not plain data
+  (say, an object) is refused as such, and the env is replayed instead. This is the first rung;
+  an env without the protocol goes down the others.
 - *captured*: classic-control envs keep all of that in plain attributes (numbers, arrays, tuples),
   so the walk below records every plain attribute of each wrapper layer and of the base env, and
   every generator's bit-generator state. MuJoCo envs are captured the same way, with the engine's
@@ -148,10 +160,20 @@ def _plain_attributes(obj: Any, where: str, skip: frozenset[str] = frozenset()) 
             if key not in _SKIP and key not in skip}
 
 
+PROTOCOL = ("get_rlrun_state", "set_rlrun_state")
+"""The methods of the state protocol an env may implement (see the module's note)."""
+
+
+def has_state_protocol(base: Any) -> bool:
+    return all(callable(getattr(base, name, None)) for name in PROTOCOL)
+
+
 def capture_env(env: Any, where: str = "env") -> dict[str, Any]:
     """The state of one env (all its wrapper layers); raises NotCapturable."""
     layers = _layers(env)
     base = layers[-1]
+    if has_state_protocol(base):
+        return _capture_by_protocol(layers, where)
     physics = _mujoco_state(base)
     emulator = _ale_state(base)
     skip = _MUJOCO_OBJECTS if physics is not None else _ALE_OBJECTS if emulator is not None else frozenset()
@@ -168,10 +190,31 @@ def capture_env(env: Any, where: str = "env") -> dict[str, Any]:
     return state
 
 
+def _capture_by_protocol(layers: list[Any], where: str) -> dict[str, Any]:
+    """The wrappers' plain attributes, the generators, and what the base env's `get_rlrun_state`
+    gives (its attributes themselves are its own business)."""
+    base = layers[-1]
+    name = f"{where}.{type(base).__name__}.get_rlrun_state()"
+    own = base.get_rlrun_state()
+    if not isinstance(own, dict):
+        raise NotCapturable(f"{name} gave a {type(own).__name__}, not a dict")
+    return {
+        "layers": [*(_plain_attributes(layer, f"{where}.{type(layer).__name__}") for layer in layers[:-1]), {}],
+        "protocol": encode(own, name),
+        "np_random": generator_state(getattr(base, "_np_random", None)),
+        "action_space": _space_generators(base.action_space),
+        "observation_space": _space_generators(base.observation_space),
+    }
+
+
 def restore_env(env: Any, state: dict[str, Any]) -> None:
     layers = _layers(env)
     if len(layers) != len(state["layers"]):
         raise NotCapturable("the env's wrappers differ from the snapshot's")
+    if "protocol" in state:
+        if not has_state_protocol(layers[-1]):
+            raise NotCapturable("the snapshot holds the env's own state but the env has no set_rlrun_state")
+        layers[-1].set_rlrun_state(decode(state["protocol"]))
     for layer, attributes in zip(layers, state["layers"], strict=True):
         for key, value in attributes.items():
             setattr(layer, key, decode(value))
@@ -327,7 +370,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         try:
             if state.get("method", "captured") == "captured":  # older snapshots: no method, captured
                 restore_env(self.env, state)
-                return "captured"
+                return _captured(state)
             return self._replay(state)
         except NotCapturable as error:
             return f"failed: {error}"
@@ -418,12 +461,17 @@ def _restore_copy(env: Any, state: dict[str, Any]) -> str:
         restore_env(env, state)
     except NotCapturable as error:
         return f"failed: {error}"
-    return "captured"
+    return _captured(state)
+
+
+def _captured(state: dict[str, Any]) -> str:
+    return "captured by set_rlrun_state" if "protocol" in state else "captured"
 
 
 def describe_restore(outcomes: list[str]) -> str:
     """One line for the registry's note: "env: captured", "env: replayed 143+0 steps"."""
     replayed = [o.split()[1] for o in outcomes if o.startswith("replayed")]
     if not replayed:
-        return "env: captured"
+        by_protocol = any(o.endswith("set_rlrun_state") for o in outcomes)
+        return "env: captured by its set_rlrun_state" if by_protocol else "env: captured"
     return f"env: replayed {'+'.join(replayed)} steps"

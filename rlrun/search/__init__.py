@@ -40,6 +40,7 @@ from rlrun.search.space import Dimension
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
+from rlrun.spec.env_ids import user_modules
 
 if TYPE_CHECKING:
     import optuna
@@ -205,7 +206,7 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
     url = paths.database_url(root)
     if name is not None:
         check_run_name(name)
-    _check_executor(make_executor, plan.settings, root, url)
+    _check_executor(make_executor, plan.settings, root, url, plan.spec)
     stopping.raise_if_stopped("before the search was recorded; nothing was written")
     with Registry.open(root, url) as registry:
         record = registry.create_search(
@@ -242,14 +243,15 @@ def resume_search(ref: str, *, home: Path | str | None = None,
         return SearchResult(record.id, record.name, str(root), record.status, [_outcome(t) for t in detail.trials],
                             nothing_to_do=True)
     _optuna()
-    _check_executor(make_executor, settings, root, url)
+    _check_executor(make_executor, settings, root, url, spec)
     stopping.raise_if_stopped(f"before search {record.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         registry.reopen_search(record.id, host=socket.gethostname(), pid=os.getpid())
     return _Driver(root, url, record, plan, on_event, on_trial, make_executor).drive()
 
 
-def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str) -> None:
+def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str,
+                    spec: Spec) -> None:
     """The check `train` makes of its executor (a Ray cluster: reachable, and every node sees the
     home), made once for the whole search before anything is written; each trial's run makes it
     again as it starts. Trials trained at once (`parallel` > 1) run in processes of this machine
@@ -260,8 +262,10 @@ def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root
         raise BadInput(f"--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs"
                        f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
     executor = make_executor(StopRequest())
-    executor.prepare(root, url)
-    executor.close()
+    try:
+        executor.prepare(root, url, modules=user_modules(spec.env.id, spec.env.packages))
+    finally:
+        executor.close()
 
 
 def _outcome(trial: TrialRecord) -> TrialOutcome:

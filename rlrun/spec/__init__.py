@@ -19,7 +19,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from rlrun.errors import BadInput, SpecError
+from rlrun.errors import SpecError
 from rlrun.spec.agents import algorithm_names, config_class
 from rlrun.spec.sections import (
     ALE_NAMESPACE,
@@ -188,26 +188,16 @@ def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spe
         problems += _describe(error, Spec, prefix=())
     else:
         if check_env_id:
-            problems += _check_env_id(spec.env.id)
+            problems += _check_env_id(spec.env.id, spec.env.packages)
         if not problems:
             return spec
     raise SpecError(problems)
 
 
-def _check_env_id(env_id: str) -> list[str]:
-    import gymnasium
+def _check_env_id(env_id: str, packages: list[str] | None = None) -> list[str]:
+    from rlrun.spec.env_ids import env_id_problems
 
-    from rlrun.spec.env_ids import register_env_package
-
-    try:
-        register_env_package(env_id)
-    except BadInput as missing:
-        return [str(missing)]
-    known = list(gymnasium.envs.registry.keys())
-    if env_id in known:
-        return []
-    hint = _did_you_mean(env_id, known) or " see gymnasium.pprint_registry() for the ids"
-    return [f"env.id = {json.dumps(env_id)}: unknown Gymnasium environment;{hint}"]
+    return env_id_problems(env_id, packages or [])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,9 +126,17 @@ class AtariSpec(Strict):
     """Learn from the reward's sign (−1, 0, +1). Training only; evaluation sums the game's own rewards."""
 
 
+MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+"""A dotted Python module name."""
+
+
 class EnvSpec(Strict):
     id: str = Field(min_length=1)
-    """Gymnasium environment id, e.g. "CartPole-v1"."""
+    """Gymnasium environment id, e.g. "CartPole-v1", or "module:EnvId" for an env of your own that
+    importing `module` registers (e.g. "my_robot.envs:Reach-v0")."""
+    packages: list[Annotated[str, Field(pattern=MODULE_NAME)]] = Field(default_factory=list)
+    """Modules to import before the env is made, for envs they register when imported (like RL Zoo's
+    `--gym-packages`), e.g. ["my_robot"]. Found on PYTHONPATH or in the current directory."""
     num_envs: int = Field(default=1, gt=0, le=1024)
     """Copies of the environment stepped together; frames count transitions over all copies."""
     kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -29,6 +29,7 @@ from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
+from rlrun.spec.env_ids import user_modules
 from rlrun.training.executor import Executor, OnEvent
 
 
@@ -85,7 +86,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         _check_name_free(root, url, name)
     check_compatible(spec)
     runner = _executor(executor, handle_signals)
-    runner.prepare(root, url)
+    runner.prepare(root, url, modules=user_modules(spec.env.id, spec.env.packages))
     if handle_signals:
         raise_if_stopped("before the run was recorded; nothing was written")
     with Registry.open(root, url) as registry:
@@ -127,10 +128,12 @@ def check_compatible(spec: Spec) -> None:
     is recorded."""
     from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
+    from rlrun.envs.spaces import check_spaces
 
     check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
+        check_spaces(spec.env.id, env.observation_space, env.action_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:
         raise BadInput(
@@ -268,7 +271,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
     runner = _executor(executor, handle_signals)
-    runner.prepare(root, url)
+    runner.prepare(root, url, modules=user_modules(plan.spec.env.id, plan.spec.env.packages))
     if handle_signals:
         raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:

@@ -31,9 +31,10 @@ class Execution:
 
 
 class Executor(Protocol):
-    def prepare(self, home: Path, db_url: str) -> None:
+    def prepare(self, home: Path, db_url: str, *, modules: Sequence[str] = ()) -> None:
         """Check, before anything is written, that this executor can run sessions of this home and
-        registry (a cluster: reachable, and every node sees the home); BadInput if not."""
+        registry, importing the user's `modules` that register the env (a cluster: reachable, every
+        node sees the home and gets the modules); BadInput if not."""
         ...
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:

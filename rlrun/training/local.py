@@ -31,8 +31,9 @@ class LocalExecutor:
         """A stop the caller may request for reasons of its own, from its `on_event` (a search pruning
         a trial): the sessions stop at their next step with a snapshot, as after a signal."""
 
-    def prepare(self, home: Path, db_url: str) -> None:
-        """Nothing to check: the sessions run on this machine, beside the home."""
+    def prepare(self, home: Path, db_url: str, *, modules: Sequence[str] = ()) -> None:
+        """Nothing to check: the sessions run on this machine, beside the home, and import the
+        modules as this process did (multiprocessing's spawn hands them its `sys.path`)."""
 
     def close(self) -> None:
         """Nothing taken."""

@@ -9,6 +9,13 @@ and continues from the session's newest snapshot that passes the deep check, as 
 attempt that is still alive somewhere (a frozen worker, a partitioned node) finds its lease taken at
 its next write and stops without writing anything (`rlrun.registry.database.LeaseLost`).
 
+The user's own env code (the modules `env.id` and `env.packages` name) reaches the workers through
+Ray's runtime environment: each module that is not installed on this machine (found in the current
+directory or on PYTHONPATH) is shipped as `py_modules` of the job (Ray uploads local folders only for
+a whole job, given to `ray.init`), its package folder or its file, so a worker imports it as the
+driver does; an installed one must be installed on every node, like rlrun itself.
+The storage check imports them on every node before anything is written.
+
 A SIGTERM to a session's worker (a spot notice) stops that session at its next step with a
 snapshot, recorded preempted; the task then raises `WorkerStopped`, which Ray retries like a lost
 worker. A SIGINT/SIGTERM to this process (the driver) asks every session to stop the same way, and
@@ -21,8 +28,11 @@ Ray is an optional extra, imported only here, only when `--ray` is asked for.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import site
 import socket
+import sysconfig
 import threading
 import uuid
 from collections.abc import Sequence
@@ -34,6 +44,7 @@ from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
+from rlrun.spec.env_ids import WHERE, user_modules
 from rlrun.training.executor import Execution, OnEvent
 
 if TYPE_CHECKING:
@@ -77,26 +88,31 @@ class RayExecutor:
 
     # -- before anything is written ---------------------------------------------------------------
 
-    def prepare(self, home: Path, db_url: str) -> None:
+    def prepare(self, home: Path, db_url: str, *, modules: Sequence[str] = ()) -> None:
         """Connect to the cluster and check that every node that may run a session sees the runs
-        home (and a SQLite registry): BadInput naming the node and the path if one does not."""
+        home (and a SQLite registry) and imports the user's `modules`: BadInput naming the node and
+        the path or module if one does not."""
+        shipped = shipped_modules(modules)  # before connecting: a module that cannot be shipped is said at once
         ray = import_ray()
-        self._connect(ray)
+        self._connect(ray, shipped)
         try:
-            check_storage(ray, home, db_url, self.cpus, self.gpus)
+            check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
         except BaseException:
             self.close()
             raise
 
-    def _connect(self, ray: Any) -> None:
+    def _connect(self, ray: Any, shipped: list[str]) -> None:
+        """Connect this process to the cluster as a job that ships the user's modules (`shipped`).
+        A connection made before (by the caller) is used as it is: the storage check then finds
+        whether its workers import the modules."""
         if ray.is_initialized():
             return
         _check_reachable(self.address)
         import logging
 
         try:
-            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False,
-                     configure_logging=True)  # fmt: skip
+            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
+                     runtime_env={"py_modules": shipped} if shipped else None)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
@@ -114,7 +130,8 @@ class RayExecutor:
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         ray = import_ray()
-        self._connect(ray)
+        env = tasks[0].spec["env"]
+        self._connect(ray, shipped_modules(user_modules(env["id"], env.get("packages", []))))
         try:
             return self._supervise(ray, list(tasks), on_event)
         finally:
@@ -174,6 +191,37 @@ class RayExecutor:
         with contextlib.suppress(Exception):
             ray.kill(mailbox)
         return Execution([ended[t.index] for t in tasks], stop.signal)
+
+
+def shipped_modules(modules: Sequence[str]) -> list[str]:
+    """The local paths Ray ships to the workers for the user's `modules` (dotted names): the folder
+    of each one's top-level package, or its file, unless it is installed here (in site-packages or
+    the standard library), as it must then be on every node. BadInput when one cannot be shipped."""
+    paths: list[str] = []
+    for module in modules:
+        top = module.split(".")[0]
+        found = importlib.util.find_spec(top)
+        if found is None:
+            raise BadInput(f"{top} (from the spec's env) cannot be found on this machine to ship to the Ray workers;"
+                           f" {WHERE}")
+        locations = list(found.submodule_search_locations or [])
+        if len(locations) > 1:
+            raise BadInput(f"{top} is a namespace package spread over {len(locations)} folders, which Ray cannot ship"
+                           " (py_modules takes one folder); give it an __init__.py, or install it on every node")
+        path = locations[0] if locations else found.origin
+        if path is None or not os.path.exists(path):
+            continue  # built in or frozen: part of Python itself
+        if not _installed(Path(path)) and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def _installed(path: Path) -> bool:
+    """Whether `path` lies in this Python's site-packages or standard library."""
+    roots = [*site.getsitepackages(), site.getusersitepackages(),
+             *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))]
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(Path(root).resolve()) for root in roots if root)
 
 
 def forwarded_environment() -> dict[str, str]:
@@ -388,10 +436,12 @@ def _check_reachable(address: str) -> None:
                        " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
-def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float) -> None:
+def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
+                  modules: Sequence[str] = ()) -> None:  # fmt: skip
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
-    every node that may run a session look for it: a node that cannot see it is bad input naming
-    the node and the path. The markers are removed either way: nothing is left written."""
+    every node that may run a session look for it, and import the user's `modules` as a session
+    would (the job ships those not installed): a node that cannot see or import one is bad input naming the
+    node and the path or module. The markers are removed either way: nothing is left written."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     token = uuid.uuid4().hex
@@ -414,7 +464,7 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float) -
                            " add nodes or ask for less (--cpus, --gpus)")
         probe = ray.remote(find_markers)
         found = [probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                 .remote(markers, token) for n in nodes]  # fmt: skip
+                 .remote(markers, token, list(modules)) for n in nodes]  # fmt: skip
         try:
             answers = ray.get(found, timeout=PROBE_SECONDS)
         except Exception as error:
@@ -437,6 +487,10 @@ def _fits(resources: dict[str, float], cpus: float, gpus: float) -> bool:
 
 def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlite: bool) -> str:
     where = f"node {node.get('NodeManagerAddress', '?')} ({node['NodeID'][:16]})"
+    if what.startswith(_MODULE):
+        module, _, error = what.removeprefix(_MODULE).partition(" ")
+        return (f"{where} cannot import {module} {error}, which registers the spec's env; install what it needs on"
+                " every node (a module found here beside the spec or on PYTHONPATH is shipped to the workers)")
     if what == "SQLite registry":
         return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
                 " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
@@ -445,8 +499,14 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
             f" path (NFS, a cluster file system){advice}")
 
 
-def find_markers(markers: dict[str, str], token: str) -> list[str]:
-    """On a node: which of the marker files (by what they mark) it cannot read back."""
+_MODULE = "module "
+
+
+def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = ()) -> list[str]:
+    """On a node: which of the marker files (by what they mark) it cannot read back, and which of the
+    user's modules it cannot import as a session would ("module NAME (why)")."""
+    from rlrun.spec.env_ids import import_failure
+
     missing = []
     for what, marker in markers.items():
         try:
@@ -454,6 +514,10 @@ def find_markers(markers: dict[str, str], token: str) -> list[str]:
                 missing.append(what)
         except OSError:
             missing.append(what)
+    for module in modules:
+        failure = import_failure(module)
+        if failure is not None:
+            missing.append(f"{_MODULE}{module} ({failure[0]})")
     return missing
 
 
