@@ -9,9 +9,9 @@ from typing import Any
 
 import imageio
 import pytest
-from conftest import TINY, builtin_for, fast, rlrun
+from helpers import TINY, builtin_for, fast, rlrun
 from PIL import Image
-from test_resume import ALGORITHMS
+from same_run import ALGORITHMS
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
