@@ -468,6 +468,17 @@ def test_a_registry_newer_than_the_code_is_refused(tmp_path: Path) -> None:
 
 
 
+def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None:
+    """No home yet, an empty folder, a registry without runs: `ls` answers at once there too (an
+    empty registry's schema once cost SQLAlchemy's import, over a second)."""
+    empty_folder, no_runs = tmp_path / "empty", tmp_path / "no-runs"
+    empty_folder.mkdir()
+    Registry.open(no_runs).close()
+    for home in (tmp_path / "missing", empty_folder, no_runs):
+        assert heavy_modules(home, "ls") == "", home
+    assert not (tmp_path / "missing").exists() and not list(empty_folder.iterdir())  # ls writes nothing
+
+
 @pytest.mark.slow  # trains
 def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_path: Path) -> None:
     home = two_runs
