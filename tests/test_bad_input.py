@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from conftest import Result, invoke
+from helpers import Result, invoke
 
 from rlrun.spec import builtin_document
 

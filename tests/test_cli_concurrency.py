@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, popen
+from helpers import cli_env, popen
 
 from rlrun.registry import Registry
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY, Result, rlrun
+from helpers import TINY, Result, rlrun
 
 from rlrun.testhooks import SIGNAL_AT_ENV
 

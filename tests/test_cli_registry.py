@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY, Result, cli_env, invoke, popen, rlrun
+from helpers import TINY, Result, cli_env, heavy_modules, invoke, popen, rlrun
 
 from rlrun.registry import SCHEMA_HEAD, Registry
 from rlrun.snapshot import retention
@@ -466,19 +466,17 @@ def test_a_registry_newer_than_the_code_is_refused(tmp_path: Path) -> None:
 
 # ---- imports -------------------------------------------------------------------------------------
 
-PROBE = (
-    "import sys\n"
-    "from rlrun.cli import main\n"
-    "sys.argv = ['rlrun'] + sys.argv[1:]\n"
-    "try:\n    main()\nexcept SystemExit:\n    pass\n"
-    "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium', 'sqlalchemy', 'rich'})\n"
-    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
-)
 
 
-def heavy_modules(home: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=cli_env(home), capture_output=True, text=True)
-    return done.stderr.rsplit("HEAVY=", 1)[1].strip()
+def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None:
+    """No home yet, an empty folder, a registry without runs: `ls` answers at once there too (an
+    empty registry's schema once cost SQLAlchemy's import, over a second)."""
+    empty_folder, no_runs = tmp_path / "empty", tmp_path / "no-runs"
+    empty_folder.mkdir()
+    Registry.open(no_runs).close()
+    for home in (tmp_path / "missing", empty_folder, no_runs):
+        assert heavy_modules(home, "ls") == "", home
+    assert not (tmp_path / "missing").exists() and not list(empty_folder.iterdir())  # ls writes nothing
 
 
 @pytest.mark.slow  # trains

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, cli_env, popen, rlrun
+from helpers import TINY, cli_env, popen, rlrun
 
 from rlrun import snapshot
 from rlrun.registry import Registry

@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TINY, Result, cli_env, rlrun
-from test_resume import assert_same_run, final_state
+from helpers import TINY, rlrun, run_cli
+from same_run import assert_same_run, assert_snapshots_sound, final_state
 
-from rlrun import snapshot
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
-from rlrun.snapshot.layout import is_temporary
 from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STEPS
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
@@ -53,12 +49,6 @@ TRAIN_STEPS = [s for s in STEPS if s not in (*ONLY_AT_RESUME, *WITH_REPLAY_MEMOR
 RESUME_STEPS = [s for s in STEPS if s not in (*ONLY_AT_TRAIN, *WITH_REPLAY_MEMORY)]
 
 TABLE: list[list[str]] = []
-
-
-def run_cli(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env={**cli_env(home), **(env or {})},
-                               capture_output=True, text=True, timeout=300)
-    return Result(completed.returncode, completed.stdout, completed.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -141,14 +131,3 @@ def check_recovered(home: Path, reference: dict[str, Any], step: str, path: str)
     row[-1] = "yes"
     assert_snapshots_sound(home)
 
-
-def assert_snapshots_sound(home: Path) -> None:
-    """Every checkpoint listed verifies against its recorded hash; none is a temporary folder, and
-    none is left on disk."""
-    with Registry.open(home, create=False) as registry:
-        checkpoints = registry.all_checkpoints()
-    assert checkpoints
-    for checkpoint in checkpoints:
-        assert not is_temporary(home / checkpoint.path), checkpoint.path
-        snapshot.verify(home / checkpoint.path, checkpoint.sha256, deep=True)
-    assert not [p for p in home.glob("*/s*/checkpoints/.*") if is_temporary(p)]

@@ -7,11 +7,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import imageio
 import pytest
-from conftest import TINY, builtin_for, fast, rlrun
-from PIL import Image
-from test_resume import ALGORITHMS
+from helpers import TINY, builtin_for, fast, rlrun
+from same_run import ALGORITHMS
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -98,6 +96,8 @@ def test_a_tampered_checkpoint_is_refused_and_nothing_runs(trained: Path, tmp_pa
 
 @pytest.mark.parametrize("suffix", [".mp4", ".gif"])
 def test_video_has_one_frame_per_environment_step(trained: Path, tmp_path: Path, suffix: str) -> None:
+    imageio = pytest.importorskip("imageio", reason="the video extra is not installed (pip install 'rlrun[video]')")
+    image = pytest.importorskip("PIL.Image", reason="the video extra is not installed (pip install 'rlrun[video]')")
     path = tmp_path / f"enjoy{suffix}"
     done = rlrun(trained, "enjoy", "--episodes", "2", "--video", str(path), "--json")
     assert done.code == 0, done.stderr
@@ -109,7 +109,7 @@ def test_video_has_one_frame_per_environment_step(trained: Path, tmp_path: Path,
         assert reader.get_meta_data()["fps"] > 0
     else:
         # A GIF stores identical consecutive frames once with their durations added, so count time.
-        with Image.open(path) as gif:
+        with image.open(path) as gif:
             durations = []
             for index in range(gif.n_frames):
                 gif.seek(index)

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import builtin_for, cli_env, fast, rlrun
-from test_resume import ALGORITHMS, assert_same_run, final_state, newest_checkpoint_frame, wait_for
+from helpers import builtin_for, cli_env, fast, rlrun
+from same_run import ALGORITHMS, assert_same_run, final_state, newest_checkpoint_frame, wait_for
 
 from rlrun import paths, snapshot, testhooks
 from rlrun.algorithms import agent_class

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, cli_env, fast
-from test_resume import CADENCE, assert_same_run, final_state
-from test_search import search_spec, trials
+from helpers import Result, cli_env, fast, search_spec, trials
+from same_run import CADENCE, assert_same_run, final_state
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
 from rlrun.testhooks import CRASH_ENV, FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STALE_ENV

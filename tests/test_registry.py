@@ -731,7 +731,7 @@ def test_a_killed_session_process_is_crashed_at_once(registry: Registry) -> None
     assert registry.live_session(run.id) is None
     assert [(s.row, s.id, s.status) for s in registry.list_runs(status="crashed")] == [
         (1, run.id, "crashed"),
-    ]  # fmt: skip
+    ]
     assert registry.list_runs(status="running") == []
     assert [s.status for s in registry.list_runs()] == ["crashed"]
     assert (registry.count_runs("crashed"), registry.count_runs("running")) == (1, 0)

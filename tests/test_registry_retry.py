@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import builtin_for, cli_env, fast
-from test_resume import BUDGET, CADENCE, assert_same_run, final_state, train
+from helpers import builtin_for, cli_env, fast
+from same_run import BUDGET, CADENCE, assert_same_run, final_state, train
 
 from rlrun.errors import RegistryError
 from rlrun.paths import REGISTRY_FILE

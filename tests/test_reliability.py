@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, rlrun
-from test_resume_edits import snapshot_of
+from helpers import cli_env, rlrun, snapshot_of
+
+pytestmark = pytest.mark.slow  # every test trains (tiny budgets, real processes and signals)
 
 SMALL = ["--frames", "1500", "--set", "meta.checkpoint_frequency=500", "--set", "meta.eval_frequency=500",
          "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=500"]

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import builtin_for, rlrun
-from test_crash_windows import assert_snapshots_sound, run_cli
-from test_resume import CADENCE, assert_same_run, final_state, resume_ok
+from helpers import builtin_for, rlrun, run_cli
+from same_run import CADENCE, assert_same_run, assert_snapshots_sound, final_state, resume_ok
 
 from rlrun.registry import Registry
 from rlrun.snapshot import layout

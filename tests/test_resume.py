@@ -9,126 +9,40 @@ evaluations at every scheduled evaluation (wall-clock fields aside).
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from conftest import Result, builtin_for, cli_env, fast, rlrun
+from helpers import builtin_for, cli_env, fast, rlrun
+from same_run import (
+    ALGORITHMS,
+    BUDGET,
+    CADENCE,
+    assert_same_run,
+    final_state,
+    log_items,
+    newest_checkpoint_frame,
+    resume_ok,
+    train,
+    wait_for,
+)
 
-from rlrun import paths, snapshot
-from rlrun.algorithms import algorithm_names
+from rlrun import snapshot
 from rlrun.registry import Registry
-from rlrun.session import metrics_log
 from rlrun.spec import builtin_document, builtin_names
 from rlrun.testhooks import HANG_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
-BUDGET = 12_000
-CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
-           "--set", "meta.log_frequency=500", "--set", "meta.num_eval_episodes=2"]
-
-
-ALGORITHMS = algorithm_names()
-
 
 def test_every_algorithm_has_a_builtin_spec() -> None:
     assert {builtin_document(n)["agent"]["algorithm"] for n in builtin_names()} >= set(ALGORITHMS)
-
-
-# ---------------------------------------------------------------------------------------------
-# What "the same run" means
-
-
-def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
-    """The newest snapshot of each session, with the run's recorded evaluations."""
-    with Registry.open(home, create=False) as registry:
-        detail = registry.get_run(registry.resolve(reference).id)
-    sessions = []
-    for session in detail.sessions:
-        newest = max((c for c in detail.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
-        saved = snapshot.read(home / newest.path, newest.sha256)
-        evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
-                       if e.session_index == session.index]
-        log = metrics_log.path(paths.session_dir(home, detail.run.id, session.index))
-        sessions.append({"saved": saved, "recorded": evaluations, "status": session.status,
-                         "metrics": training_cells(log)})
-    return {"run": detail.run, "sessions": sessions}
-
-
-def training_cells(log: Path) -> list[list[str]]:
-    """The metrics log as written, header first, without the columns that measure the machine."""
-    with open(log, newline="", encoding="utf-8") as file:
-        lines = list(csv.reader(file))
-    keep = [i for i, name in enumerate(lines[0]) if name not in metrics_log.WALL_CLOCK]
-    return [[line[i] for i in keep] for line in lines]
-
-
-def assert_tensors_equal(a: Any, b: Any, where: str = "state") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_tensors_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_tensors_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
-def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, evaluated_after: int = 0) -> None:
-    """Equal training state, and equal evaluations at every frame A scheduled one (after
-    `evaluated_after`, when the runs evaluated on different cadences before it)."""
-    assert len(straight["sessions"]) == len(interrupted["sessions"])
-    for a, b in zip(straight["sessions"], interrupted["sessions"], strict=True):
-        assert a["status"] == b["status"] == "finished"
-        meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
-        assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
-               {k: v for k, v in meta_b["clock"].items() if k != "wall_time"}
-        assert_tensors_equal(a["saved"].tensors, b["saved"].tensors)
-        assert "metrics" not in meta_a and "metrics" not in meta_b, "snapshots no longer carry the history"
-        assert len(a["metrics"]) > 1, "nothing logged"
-        assert a["metrics"] == b["metrics"], "metrics logs differ in their training columns"
-        scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
-        assert scheduled, "no evaluation to compare"
-        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \
-               [e for e in meta_b["evaluations"] if e["frame"] in scheduled]
-        assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
-        for key in ("obs", "episode_return", "episode_length", "recent_returns", "env", "random"):
-            assert meta_a[key] == meta_b[key], key
-        assert a["saved"].logs.keys() == b["saved"].logs.keys()
-        for name, log in a["saved"].logs.items():  # the replay memory, however its segments were cut
-            assert np.array_equal(log_items(log), log_items(b["saved"].logs[name])), f"log {name}"
-
-
-def log_items(log: snapshot.StoredLog) -> np.ndarray:
-    """The items a snapshot's log holds in its window, oldest first."""
-    start = max(0, log.end - log.capacity)
-    parts = [np.load(s.path, allow_pickle=False)[max(start - s.start, 0):] for s in log.segments]
-    return np.concatenate(parts) if parts else np.empty(0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Runs
-
-
-def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) -> Result:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
-                               env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
-    return Result(completed.returncode, completed.stdout, completed.stderr)
 
 
 @pytest.fixture(scope="module", params=ALGORITHMS)
@@ -139,12 +53,6 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     done = train(home, spec, "--frames", str(BUDGET))
     assert done.code == 0, done.stderr
     return spec, final_state(home)
-
-
-def resume_ok(home: Path, *args: str) -> Result:
-    done = rlrun(home, "resume", *args)
-    assert done.code == 0, done.stderr
-    return done
 
 
 def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], home: Path) -> None:
@@ -209,26 +117,6 @@ def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, 
     assert "from snapshot at frame 4,000" in resumed.stderr
     assert not torn[0].parent.exists(), "the torn snapshot was not swept away"
     assert_same_run(a, final_state(home))
-
-
-def newest_checkpoint_frame(home: Path) -> int:
-    database = home / "registry.sqlite"
-    if not database.exists():
-        return -1
-    with sqlite3.connect(database) as db:
-        try:
-            (frame,) = db.execute("select coalesce(max(frame), -1) from checkpoints").fetchone()
-        except sqlite3.OperationalError:  # the schema is still being created
-            return -1
-    return int(frame)
-
-
-def wait_for(condition: Any, process: subprocess.Popen[Any], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert process.poll() is None, "the run ended before the test could interrupt it"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import signal
 from typing import Any
 
 import pytest
-from test_resume import assert_same_run, final_state, resume_ok, train
-from test_resume_envs import _attempts
+from helpers import run_attempts
+from same_run import assert_same_run, final_state, resume_ok, train
 
 from rlrun import snapshot
 from rlrun.registry import Registry
@@ -61,7 +61,7 @@ def test_sigterm_mid_episode_then_resume_is_the_uninterrupted_run(straight: tupl
         lives = [layer for copy in copies for layer in copy["layers"] if layer.keys() == {"lives", "game_over"}]
         assert len(lives) == 2 and any(0 < life["lives"] < 5 and not life["game_over"] for life in lives), lives
     resume_ok(home)
-    resumed = _attempts(home)[-1]
+    resumed = run_attempts(home)[-1]
     assert not resumed.approximate and resumed.note == "env: captured", resumed.note
     assert_same_run(a, final_state(home))
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import builtin_for
-from test_resume import resume_ok, train
+from helpers import builtin_for
+from same_run import resume_ok, train
 
 from rlrun import snapshot
 from rlrun.registry import Registry

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import builtin_for, cli_env, rlrun
-from test_resume import ALGORITHMS, BUDGET, CADENCE, assert_same_run, final_state, resume_ok, train
+from helpers import builtin_for, cli_env, rlrun, snapshot_of
+from same_run import ALGORITHMS, BUDGET, CADENCE, assert_same_run, final_state, resume_ok, train
 
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document
@@ -32,16 +30,6 @@ def initial_lr(spec: str) -> float:
 
 def piecewise(*points: tuple[int, float]) -> str:
     return "agent.optimizer.lr=" + json.dumps({"kind": "piecewise", "points": [list(p) for p in points]})
-
-
-def snapshot_of(home: Path) -> tuple[dict[str, list[Any]], list[tuple[str, int, float]]]:
-    """Every registry row and every file (with size and modification time) under the home."""
-    with sqlite3.connect(home / "registry.sqlite") as db:
-        tables = [name for (name,) in db.execute("select name from sqlite_master where type = 'table'")]
-        rows = {table: db.execute(f"select * from {table} order by 1").fetchall() for table in tables}
-    files = sorted((str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime) for p in home.rglob("*")
-                   if p.is_file() and not p.name.startswith("registry.sqlite"))
-    return rows, files
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -16,16 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, fast
-from test_resume import (
-    CADENCE,
-    assert_same_run,
-    final_state,
-    newest_checkpoint_frame,
-    resume_ok,
-    train,
-    wait_for,
-)
+from helpers import cli_env, fast, run_attempts
+from same_run import CADENCE, assert_same_run, final_state, newest_checkpoint_frame, resume_ok, train, wait_for
 
 from rlrun import snapshot
 from rlrun.registry import Registry
@@ -70,13 +62,8 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return case, final_state(home)
 
 
-def _attempts(home: Path) -> list[Any]:
-    with Registry.open(home, create=False) as registry:
-        return registry.get_run(registry.resolve("latest").id).attempts
-
-
 def _assert_resumed_exactly(home: Path, case: str) -> None:
-    resumed = _attempts(home)[-1]
+    resumed = run_attempts(home)[-1]
     assert not resumed.approximate, resumed.note
     assert resumed.note is not None and resumed.note.startswith(f"env: {CASES[case][2]}"), resumed.note
     shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
@@ -157,7 +144,7 @@ def test_an_env_that_replay_cannot_reproduce_restarts_its_episodes_and_says_so(t
     resumed = subprocess.run([sys.executable, "-m", "rlrun", "resume", "latest"], env={**cli_env(home), **env},
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    attempts = _attempts(home)
+    attempts = run_attempts(home)
     assert [a.approximate for a in attempts] == [False, True]
     note = attempts[1].note or ""
     assert "did not reproduce the observation" in note and "env: restarted" in note, note

@@ -12,37 +12,18 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import cli_env, invoke, rlrun
-from test_cli_registry import PROBE
-from test_resume import assert_same_run, assert_tensors_equal, final_state, wait_for
+from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
+from same_run import assert_same_run, assert_tensors_equal, final_state, wait_for
 
 from rlrun.registry import Registry
-from rlrun.spec import builtin_document
 from rlrun.testhooks import SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow
 
-SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}, "agent.entropy_coef": {"uniform": [0.0, 0.05]}}
 # The median pruner after one trial: in this search it prunes three trials at their first evaluation.
 SEARCH = ["--trials", "6", "--prune-after", "1"]
-
-
-def search_spec(folder: Path) -> Path:
-    document = builtin_document("reinforce_cartpole")
-    document["meta"].update(max_frame=3000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2,
-                            log_frequency=1000)
-    document["search"] = SPACE
-    path = folder / "search.json"
-    path.write_text(json.dumps(document))
-    return path
-
-
-def trials(home: Path, search: str = "search:latest") -> list[Any]:
-    with Registry.open(home, create=False) as registry:
-        return registry.get_search(registry.resolve_search(search).id).trials
 
 
 @pytest.fixture(scope="module")

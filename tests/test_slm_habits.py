@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import Result, invoke
+from helpers import Result, invoke
 
 pytestmark = pytest.mark.slow  # the session's trained home trains once
 

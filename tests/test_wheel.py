@@ -31,6 +31,7 @@ def test_wheel_ships_the_package_migrations_and_specs(wheel: Path) -> None:
     assert "rlrun/migrations/env.py" in names
     assert any(n.startswith("rlrun/migrations/versions/0001") for n in names)
     assert "rlrun/spec/builtins/reinforce_cartpole.json" in names
+    assert "rlrun/registry/head.sql" in names  # an empty registry's schema
     assert not any(n.startswith(("tests/", "runs/", "migrations/")) for n in names)
 
 

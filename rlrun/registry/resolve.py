@@ -127,7 +127,7 @@ class Resolution(Reads):
             f"SELECT {columns} FROM runs r WHERE r.id LIKE :prefix ESCAPE '\\' AND {where}"
             f" ORDER BY {NEWEST_FIRST} LIMIT {_MAX_CANDIDATES + 1}",
             {**params, "prefix": like_pattern(token.lower()) + "%"},
-        )  # fmt: skip
+        )
         if len(candidates) > 1:
             raise RunReferenceError(_ambiguous(token, [RunRecord(*row[:-1]) for row in candidates]))
         return (RunRecord(*candidates[0][:-1]), candidates[0][-1]) if candidates else None

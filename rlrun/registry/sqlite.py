@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rlrun.registry.database import clock_sql, read_revision
@@ -119,9 +120,16 @@ class SqliteDatabase:
             self._conn = None
 
 
+# The head schema's CREATE statements, generated from `rlrun.registry.tables` (a test holds the
+# file to it): rendering them with SQLAlchemy would cost `rlrun ls` on a new home over a second.
+HEAD_SQL = Path(__file__).with_name("head.sql")
+
+
+def head_statements() -> list[str]:
+    return [statement for statement in HEAD_SQL.read_text(encoding="utf-8").split(";\n") if statement.strip()]
+
+
 def empty_database() -> SqliteDatabase:
     """An in-memory registry with the schema and no rows: reads where there is no registry yet
-    answer empty. (Rare, so it may import SQLAlchemy to write the schema.)"""
-    from rlrun.registry.tables import sqlite_ddl
-
-    return SqliteDatabase(":memory:", schema=sqlite_ddl())
+    answer empty."""
+    return SqliteDatabase(":memory:", schema=head_statements())

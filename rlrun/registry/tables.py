@@ -1,5 +1,5 @@
 """The registry's tables, declared once (SQLAlchemy): the schema the Alembic migrations must build
-(`migrations/env.py` compares against it), and the DDL of an empty in-memory registry.
+(`migrations/env.py` compares against it), and the DDL of an empty registry (`head.sql`).
 
 Imported only where SQLAlchemy is wanted anyway (creating, upgrading, comparing schemas); the
 fast read path selects with the column lists of `rlrun.registry.records`, which a test holds to
@@ -204,8 +204,7 @@ class TrialRow(Base):
 
 
 def sqlite_ddl() -> list[str]:
-    """CREATE statements for the head schema on SQLite: an empty in-memory registry answers
-    reads when there is no registry file yet."""
+    """CREATE statements for the head schema on SQLite, as `head.sql` ships them (`sqlite_script`)."""
     from sqlalchemy.dialects import sqlite
     from sqlalchemy.schema import CreateIndex, CreateTable
 
@@ -213,5 +212,21 @@ def sqlite_ddl() -> list[str]:
     statements = []
     for table in Base.metadata.sorted_tables:
         statements.append(str(CreateTable(table).compile(dialect=dialect)))
-        statements += [str(CreateIndex(index).compile(dialect=dialect)) for index in table.indexes]
-    return statements
+        indexes = sorted(table.indexes, key=lambda index: str(index.name))  # a set: sorted, for a stable file
+        statements += [str(CreateIndex(index).compile(dialect=dialect)) for index in indexes]
+    return ["\n".join(line.rstrip() for line in statement.strip().splitlines()) for statement in statements]
+
+
+def sqlite_script() -> str:
+    """The text of `rlrun/registry/head.sql`, which an empty registry runs so that opening one
+    needs no SQLAlchemy; tests/unit/test_registry_rules.py holds the file to these tables."""
+    return HEAD_SQL_HEADER + "".join(statement + ";\n\n" for statement in sqlite_ddl()).rstrip("\n") + "\n"
+
+
+HEAD_SQL_HEADER = """\
+-- The head schema on SQLite: what an empty registry (in memory, where there is no registry file
+-- yet) is made of. Generated from rlrun/registry/tables.py, never edited by hand:
+--   python -c 'from rlrun.registry.tables import sqlite_script; print(sqlite_script(), end="")' \\
+--       > rlrun/registry/head.sql
+
+"""

@@ -73,8 +73,8 @@ def resume_is_exact(spec: str, frames: int, device: str = "cuda") -> str:
     """"exact", or what differs and the ops recorded as nondeterministic, after a SIGTERM at
     mid-budget and a resume, all on `device`."""
     sys.path.insert(0, str(TESTS))
-    from conftest import fast
-    from test_resume import CADENCE, assert_same_run, final_state
+    from helpers import fast
+    from same_run import CADENCE, assert_same_run, final_state
 
     from rlrun.registry import Registry
     from rlrun.testhooks import SIGNAL_AT_ENV

@@ -27,8 +27,8 @@ from typing import Any
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 
-from conftest import cli_env, fast  # noqa: E402
-from test_resume import CADENCE, assert_same_run, final_state  # noqa: E402
+from helpers import cli_env, fast  # noqa: E402
+from same_run import CADENCE, assert_same_run, final_state  # noqa: E402
 
 from rlrun import snapshot  # noqa: E402
 from rlrun.registry import Registry  # noqa: E402

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Result
+from helpers import Result
 
 from rlrun import __version__
 from rlrun.cli import main

@@ -373,6 +373,20 @@ def test_records_tables_and_migrations_agree(tmp_path: Path) -> None:
             assert list(column_list) == fields, table
 
 
+def test_the_empty_registrys_schema_is_the_tables() -> None:
+    """head.sql (what a registry that does not exist yet answers reads from, without SQLAlchemy) is
+    generated from the tables; after a change to them, regenerate it as its first lines say."""
+    from rlrun.registry.sqlite import HEAD_SQL, SqliteDatabase, empty_database
+    from rlrun.registry.tables import sqlite_ddl, sqlite_script
+
+    assert HEAD_SQL.read_text(encoding="utf-8") == sqlite_script(), f"{HEAD_SQL} is out of date: regenerate it"
+    schemas = []
+    for database in (empty_database(), SqliteDatabase(":memory:", schema=sqlite_ddl())):
+        schemas.append(sorted(database.connection().execute("SELECT type, name, sql FROM sqlite_master")))
+        database.close()
+    assert schemas[0] == schemas[1] and len(schemas[0]) > 8
+
+
 def test_a_full_server_says_what_to_configure() -> None:
     from rlrun.registry.database import explained
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_replay_memory import NaiveMemory, StackedEnvs, assert_same_batches, squeeze
+from memory_reference import NaiveMemory, StackedEnvs, assert_same_batches, squeeze
 
 from rlrun import snapshot
 from rlrun.algorithms.replay import ReplayMemory

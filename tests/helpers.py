@@ -1,0 +1,192 @@
+"""Helpers shared by the tests (and tests/benchmarks): run `rlrun` in-process (`invoke`) or as a
+real subprocess (`rlrun`, `popen`, `run_cli`) against a home, the small trainings the tests use
+(TINY, FAST, `builtin_for`, `fast`, the search spec) and what they read back from a home.
+
+A plain module on the tests' path (`pythonpath` in pyproject.toml), not conftest: conftest holds only
+fixtures and hooks, and no test file imports another. Light on purpose (rlrun is imported inside the
+functions): conftest imports it for every test, the unit lane's included."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# ---- trainings the tests use --------------------------------------------------------------------
+
+# A tiny but real training: CartPole, 3k frames, evaluations and snapshots every 1k.
+TINY = ["--frames", "3000", "--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
+        "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=1000"]
+
+
+# Smaller networks, batches and memories for the algorithms whose built-in specs are expensive
+# per frame: the code paths (and what a snapshot must hold) are the same, the tests much faster.
+FAST = {
+    "dqn": ["agent.learning_starts=500", "agent.train_frequency=16", "agent.gradient_steps=2", "agent.batch_size=32",
+            "agent.network.hidden=[64, 64]", "agent.memory.capacity=20000"],
+    "sac": ["agent.learning_starts=200", "agent.train_frequency=4", "agent.batch_size=32",
+            "agent.network.hidden=[32, 32]", "agent.memory.capacity=20000"],
+    "ppo": ["agent.n_steps=64", "agent.batch_size=64", "agent.n_epochs=2"],
+}
+
+
+CLASSIC_CONTROL = {"CartPole", "Acrobot", "Pendulum", "MountainCar", "MountainCarContinuous"}
+
+
+def builtin_for(algorithm: str) -> str:
+    """The built-in spec that exercises `algorithm` in tests: its CartPole spec if it has one."""
+    from rlrun.spec import builtin_document, builtin_names
+
+    names = [n for n in builtin_names() if builtin_document(n)["agent"]["algorithm"] == algorithm]
+    preferred = [n for n in names if n.endswith("_cartpole") and not n.startswith("ddqn")]
+    # Otherwise a classic-control env: quick to step, and it renders without OpenGL (MuJoCo's needs it).
+    classic = [n for n in names if builtin_document(n)["env"]["id"].split("-")[0] in CLASSIC_CONTROL]
+    return (preferred or classic or names)[0]
+
+
+def fast(spec: str) -> list[str]:
+    from rlrun.spec import builtin_document
+
+    return [arg for edit in FAST.get(builtin_document(spec)["agent"]["algorithm"], []) for arg in ("--set", edit)]
+
+
+# The search the search tests run: reinforce_cartpole's learning rate and entropy coefficient.
+SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}, "agent.entropy_coef": {"uniform": [0.0, 0.05]}}
+
+
+def search_spec(folder: Path) -> Path:
+    from rlrun.spec import builtin_document
+
+    document = builtin_document("reinforce_cartpole")
+    document["meta"].update(max_frame=3000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2,
+                            log_frequency=1000)
+    document["search"] = SPACE
+    path = folder / "search.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+# ---- running rlrun ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RLRUN_HOME", "RLRUN_DB", "DISPLAY", "WAYLAND_DISPLAY")}
+    env["RLRUN_HOME"] = str(home)
+    return env
+
+
+def rlrun(home: Path, *args: str, timeout: float = 300) -> Result:
+    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env=cli_env(home), capture_output=True,
+                               text=True, timeout=timeout)
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def run_cli(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
+    """`rlrun` as a subprocess with extra environment variables (test hooks: crash points, signals)."""
+    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env={**cli_env(home), **(env or {})},
+                               capture_output=True, text=True, timeout=300)
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def popen(home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "rlrun", *args], env=cli_env(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def _environment(home: Path | None, env: dict[str, str] | None) -> Iterator[None]:
+    saved = dict(os.environ)
+    try:
+        os.environ.pop("RLRUN_DB", None)
+        if home is not None:
+            os.environ["RLRUN_HOME"] = str(home)
+        os.environ.update(env or {})
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def invoke(home: Path | None, *args: str, env: dict[str, str] | None = None, stdin: str = "") -> Result:
+    """`rlrun ARGS` in this process, through the same error handler as the command line
+    (`rlrun.cli.run`): its exit code, stdout and stderr. For everything that needs no real process
+    or signal; `rlrun` (a subprocess) for the rest."""
+    from rlrun.cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    with (_environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+          _stdin(stdin)):
+        code = run(list(args))
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _stdin(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+# A command line run in a fresh interpreter that reports which heavy packages it imported.
+PROBE = (
+    "import sys\n"
+    "from rlrun.cli import main\n"
+    "sys.argv = ['rlrun'] + sys.argv[1:]\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium', 'sqlalchemy', 'rich'})\n"
+    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
+)
+
+
+def heavy_modules(home: Path, *args: str) -> str:
+    """The heavy packages (PROBE's) that `rlrun ARGS` imported, comma-separated."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=cli_env(home), capture_output=True, text=True)
+    return done.stderr.rsplit("HEAVY=", 1)[1].strip()
+
+
+# ---- reading a home back ------------------------------------------------------------------------
+
+
+def run_attempts(home: Path, reference: str = "latest") -> list[Any]:
+    from rlrun.registry import Registry
+
+    with Registry.open(home, create=False) as registry:
+        return registry.get_run(registry.resolve(reference).id).attempts
+
+
+def trials(home: Path, search: str = "search:latest") -> list[Any]:
+    from rlrun.registry import Registry
+
+    with Registry.open(home, create=False) as registry:
+        return registry.get_search(registry.resolve_search(search).id).trials
+
+
+def snapshot_of(home: Path) -> tuple[dict[str, list[Any]], list[tuple[str, int, float]]]:
+    """Every registry row and every file (with size and modification time) under the home."""
+    with sqlite3.connect(home / "registry.sqlite") as db:
+        tables = [name for (name,) in db.execute("select name from sqlite_master where type = 'table'")]
+        rows = {table: db.execute(f"select * from {table} order by 1").fetchall() for table in tables}
+    files = sorted((str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime) for p in home.rglob("*")
+                   if p.is_file() and not p.name.startswith("registry.sqlite"))
+    return rows, files
