@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_resume import assert_same_run, final_state, wait_for
+from same_run import assert_same_run, final_state, wait_for
 
 from rlrun import snapshot
 from rlrun.registry import Registry
