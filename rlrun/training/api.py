@@ -127,10 +127,12 @@ def check_compatible(spec: Spec) -> None:
     is recorded."""
     from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
+    from rlrun.envs.normalize import make_normalizer
 
     check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
+        make_normalizer(spec.env, env.observation_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:
         raise BadInput(
