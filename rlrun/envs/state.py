@@ -327,7 +327,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         # stands now, so that state is part of the episode's start.
         self.rlrun_start = {"np_random": generator_state(getattr(self.env.unwrapped, "_np_random", None)),
                             "seed": seed, "options": encode(options, "reset options"),
-                            "wrappers": _wrappers_state(self.env)}
+                            "wrappers": wrappers_state(self.env)}
         self.rlrun_actions = []
         obs, info = self.env.reset(seed=seed, options=options)
         self.rlrun_last_obs = obs
@@ -378,7 +378,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
     def _replay(self, state: dict[str, Any]) -> str:
         start = state["start"]
         base = self.env.unwrapped
-        _restore_wrappers_state(self.env, start.get("wrappers"))  # older snapshots: not recorded
+        restore_wrappers_state(self.env, start.get("wrappers"))  # older snapshots: not recorded
         base._np_random = make_generator(start["np_random"])
         self.reset(seed=start["seed"], options=decode(start["options"]))
         actions = _decode_actions(state["actions"])
@@ -392,7 +392,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         return f"replayed {len(actions)} steps"
 
 
-def _wrappers_state(env: Any) -> list[Any] | None:
+def wrappers_state(env: Any) -> list[Any] | None:
     """The plain attributes of every wrapper layer (the base env left out: it is what could not
     be captured); None when some are not plain data (a replay then starts from fresh wrappers)."""
     layers = _layers(env)[:-1]
@@ -402,7 +402,7 @@ def _wrappers_state(env: Any) -> list[Any] | None:
         return None
 
 
-def _restore_wrappers_state(env: Any, state: list[Any] | None) -> None:
+def restore_wrappers_state(env: Any, state: list[Any] | None) -> None:
     if state is None:
         return
     layers = _layers(env)[:-1]

@@ -59,6 +59,10 @@ def _wrap(env: gym.Env[Any, Any], wrapper: WrapperSpec, where: str) -> gym.Env[A
         return cls(env, **wrapper.kwargs)
     except (TypeError, ValueError, AssertionError) as error:
         detail = str(error) or type(error).__name__
+        if not wrapper.kwargs:  # nothing of the user's but the env it wraps
+            env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+            raise BadInput(f"{where}.class = {wrapper.class_!r}: it does not fit {env_id} ({detail}); remove it"
+                           " or choose a wrapper for this env") from None
         raise BadInput(f"{where}.kwargs = {json.dumps(wrapper.kwargs)}: {wrapper.class_} refused them ({detail});"
                        " fix or remove them") from None
 

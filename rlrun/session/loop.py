@@ -31,7 +31,15 @@ from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
 from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
 from rlrun.envs.normalize import make_normalizer
-from rlrun.envs.state import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
+from rlrun.envs.state import (
+    NotCapturable,
+    capture_vector_env,
+    generator_state,
+    make_generator,
+    restore_vector_env,
+    restore_wrappers_state,
+    wrappers_state,
+)
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.session import events, metrics_log, tensorboard_log
@@ -370,6 +378,8 @@ class Session:
             best=self.best,
             device=self.where.device,
             gpu=self.where.gpu,
+            # the user's wrappers may keep state across evaluations, which the next evaluation sees
+            eval_wrappers=wrappers_state(self.eval_env) if self.spec.env.wrappers else None,
         )
         agent_state = self.agent.state_dict()
         logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
@@ -402,6 +412,8 @@ class Session:
         numpy_state["state"]["key"] = np.array(numpy_state["state"]["key"], dtype=np.uint32)
         np.random.set_state(numpy_state)
         torch.set_rng_state(saved.tensors["torch_rng"])
+        if meta.eval_wrappers is not None:
+            restore_wrappers_state(self.eval_env, meta.eval_wrappers)
         if meta.random.eval_env is not None:
             self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
         elsewhere = moved(Where(meta.device or "cpu", meta.gpu), self.where)  # older snapshots: the CPU
