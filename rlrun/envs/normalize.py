@@ -52,7 +52,7 @@ class RunningMeanStd:
         self.mean, self.var, self.count = new_mean, m_2 / total, batch_count + self.count
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "var": self.var, "count": np.float64(self.count)}
+        return {"mean": self.mean, "var": self.var, "count": np.array(self.count, np.float64)}
 
     def load(self, state: dict[str, np.ndarray]) -> None:
         self.mean = np.array(state["mean"], np.float64)

@@ -38,9 +38,8 @@ from rlrun.spec.sections import (
 )
 
 __all__ = ["ALE_NAMESPACE", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec", "NetworkSpec",
-           "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "apply_overrides", "builtin_document", "builtin_names", "did_you_mean",
-           "json_schema", "load_spec", "read_document", "validate_spec",
-           "WrapperSpec"]
+           "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides", "builtin_document",
+           "builtin_names", "did_you_mean", "json_schema", "load_spec", "read_document", "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -145,6 +145,6 @@ def test_a_replay_memory_keeps_raw_data_and_normalises_what_it_samples() -> None
 def test_a_normalised_observation_must_be_a_box() -> None:
     from rlrun.errors import BadInput
 
-    with pytest.raises(BadInput, match="env.normalize.observation: normalises Box observations"):
+    with pytest.raises(BadInput, match=r"env\.normalize\.observation: normalises Box observations"):
         Normalizer(NormalizeSpec(), gym.spaces.Discrete(4), num_envs=1)
     assert Normalizer(NormalizeSpec(observation=False), gym.spaces.Discrete(4), num_envs=1).obs_rms is None
