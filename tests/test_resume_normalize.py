@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import cli_env, rlrun
+from conftest import cli_env, fast, rlrun
 from test_resume import CADENCE, assert_same_run, final_state, newest_checkpoint_frame, resume_ok, train, wait_for
 
 from rlrun import snapshot
@@ -116,7 +116,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     case, a = straight
     spec, args = _args(case)
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args],
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
