@@ -30,6 +30,7 @@ counters. Snapshots of format 1 held `obs`, `next_obs` (float32, flattened), `ac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,9 @@ class ReplayMemory:
         """Frame numbers of each copy's current observation (valid where `known`)."""
         self.known = np.zeros(num_envs, dtype=bool)
         """False before a copy's first step and after its episode ended: its observation is new."""
+        self.view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+        """What the learner sees of a batch, set by whoever owns the env's normalisation
+        (`rlrun.envs.normalize`): the memory keeps the env's own observations and rewards."""
 
     @property
     def size(self) -> int:
@@ -130,13 +134,16 @@ class ReplayMemory:
         frames = rows["obs"]
         following = np.concatenate([frames[:, 1:], rows["next"][:, None]], axis=1)
         shape = (len(slots), *self.obs_shape)
-        return {
-            "obs": torch.from_numpy(self.frames[frames % self.frame_capacity].reshape(shape)),
-            "actions": torch.from_numpy(np.ascontiguousarray(rows["action"])),
-            "rewards": torch.from_numpy(np.ascontiguousarray(rows["reward"])),
-            "next_obs": torch.from_numpy(self.frames[following % self.frame_capacity].reshape(shape)),
-            "terminated": torch.from_numpy(np.ascontiguousarray(rows["terminated"])),
+        batch = {
+            "obs": self.frames[frames % self.frame_capacity].reshape(shape),
+            "actions": np.ascontiguousarray(rows["action"]),
+            "rewards": np.ascontiguousarray(rows["reward"]),
+            "next_obs": self.frames[following % self.frame_capacity].reshape(shape),
+            "terminated": np.ascontiguousarray(rows["terminated"]),
         }
+        if self.view is not None:
+            batch = self.view(batch)
+        return {name: torch.from_numpy(array) for name, array in batch.items()}
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -125,6 +125,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     from rlrun.algorithms import build_agent
     from rlrun.enjoy.video import VideoWriter
     from rlrun.envs import make_env
+    from rlrun.envs.normalize import make_normalizer
     from rlrun.session.evaluation import play
     from rlrun.spec import validate_spec
 
@@ -137,10 +138,12 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     if "memory" in agent_state:  # playing needs the weights only: the replay memory is not read
         agent_state = {**agent_state, "memory": {"included": False}}
     agent.load_state_dict(agent_state)
+    normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics, frozen
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
-        returns, lengths = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer)
+        returns, lengths = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer,
+                                normalizer=normalizer)
     finally:
         if writer is not None:
             writer.close()

@@ -17,6 +17,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from rlrun import seeding
 from rlrun.envs import atari
 from rlrun.envs.state import EpisodeRecorder
+from rlrun.envs.wrappers import apply_wrappers
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
 from rlrun.spec.env_ids import extra_for, import_env_code, missing_package, not_an_env
@@ -46,6 +47,9 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
         raise BadInput(_rejected_kwargs(spec, error)) from None
+    # The user's wrappers see the env as configured (Atari preprocessing included), and the frame
+    # stack stacks what they return, as RL Zoo's `env_wrapper` comes before its VecFrameStack.
+    env = apply_wrappers(env, spec.wrappers)
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
     return env

@@ -18,7 +18,10 @@ Each env copy is restored by the best of three means, and says which:
   an env without the protocol goes down the others.
 - *captured*: classic-control envs keep all of that in plain attributes (numbers, arrays, tuples),
   so the walk below records every plain attribute of each wrapper layer and of the base env, and
-  every generator's bit-generator state. MuJoCo envs are captured the same way, with the engine's
+  every generator's bit-generator state. An attribute holding a plain object (a running-statistics
+  record such as Gymnasium's `RunningMeanStd`) is recorded as its own plain attributes and restored
+  into the rebuilt object in place; one holding a function (`ClipAction`'s transform) is
+  configuration, rebuilt from the spec like the wrapper itself. MuJoCo envs are captured the same way, with the engine's
   own integration state (`mj_getState`) in place of the model and data objects. ALE (Atari) envs
   too: the emulator's serialized state with its random generator (`cloneState(include_rng=True)`),
   as bytes, in place of the emulator object; the preprocessing's max-pool buffers and lives, the
@@ -30,7 +33,9 @@ Each env copy is restored by the best of three means, and says which:
   `EpisodeRecorder`, the outermost wrapper of each copy, keeps the episode's start (the generator
   state just before the reset, and the reset's seed and options) and the actions since; a restore
   resets the rebuilt copy the same way, steps the same actions through the same wrappers, and
-  accepts the result only if the observation hashes the same as the one it replaces.
+  accepts the result only if the observation hashes the same as the one it replaces. The wrappers'
+  own state at the episode's start (counters and statistics kept across episodes, `env.wrappers`)
+  is recorded with it, as plain attributes, and put back before the replay.
 - *restarted*: a replay that does not reproduce the observation (a non-deterministic env) raises
   NotCapturable; the session then resumes at an episode boundary instead, and says so.
 
@@ -41,7 +46,9 @@ env runs them inside each worker process through `AsyncVectorEnv.call`.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import types
 from collections import deque
 from typing import Any
 
@@ -62,10 +69,16 @@ class NotCapturable(Exception):
     """The env holds state that cannot be written as plain data."""
 
 
+# Behaviour, not state: a wrapper's transform is rebuilt with the wrapper from the spec.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+_OBJECT_DEPTH = 3
+"""How deep plain objects inside plain objects are followed (a reference cycle ends here)."""
+
+
 # -- plain values <-> JSON ------------------------------------------------------------------------
 
 
-def encode(value: Any, where: str) -> Any:
+def encode(value: Any, where: str, depth: int = 0) -> Any:
     """A JSON form that `decode` turns back into an identical value (dtype and shape included)."""
     if isinstance(value, np.generic):  # before float: np.float64 is a float subclass
         return {"scalar": encode(np.asarray(value), where), "dtype": value.dtype.str}
@@ -84,7 +97,30 @@ def encode(value: Any, where: str) -> Any:
         return {"tuple": items} if isinstance(value, tuple) else {"list": items}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"dict": {k: encode(v, f"{where}.{k}") for k, v in value.items()}}
+    if _is_plain_object(value) and depth < _OBJECT_DEPTH:
+        return {"object": type(value).__qualname__, "attributes": _plain_attributes(value, where, depth=depth + 1)}
     raise NotCapturable(f"{where} is a {type(value).__name__}")
+
+
+def _is_plain_object(value: Any) -> bool:
+    """An instance of an ordinary Python class (not an env, a space, a generator or a module):
+    its attributes are its state."""
+    return (hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, *_FUNCTIONS))
+            and not isinstance(value, gym.Env | spaces.Space | np.random.Generator))
+
+
+def assign(owner: Any, key: str, data: Any) -> None:
+    """Set `owner.key` to the decoded `data`; a recorded object's attributes go into the object
+    `owner.key` already holds (rebuilt from the spec), which must be of the same class."""
+    if isinstance(data, dict) and "object" in data:
+        target = getattr(owner, key, None)
+        if type(target).__qualname__ != data["object"]:
+            raise NotCapturable(f"{type(owner).__name__}.{key} is a {type(target).__name__}, "
+                                f"the snapshot's a {data['object']}")
+        for name, value in data["attributes"].items():
+            assign(target, name, value)
+        return
+    setattr(owner, key, decode(data))
 
 
 def decode(data: Any) -> Any:
@@ -155,9 +191,9 @@ def _layers(env: Any) -> list[Any]:
     return [layer for layer in chain if not isinstance(layer, EpisodeRecorder)]
 
 
-def _plain_attributes(obj: Any, where: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
-    return {key: encode(value, f"{where}.{key}") for key, value in vars(obj).items()
-            if key not in _SKIP and key not in skip}
+def _plain_attributes(obj: Any, where: str, skip: frozenset[str] = frozenset(), depth: int = 0) -> dict[str, Any]:
+    return {key: encode(value, f"{where}.{key}", depth) for key, value in vars(obj).items()
+            if key not in _SKIP and key not in skip and not isinstance(value, _FUNCTIONS)}
 
 
 PROTOCOL = ("get_rlrun_state", "set_rlrun_state")
@@ -217,7 +253,7 @@ def restore_env(env: Any, state: dict[str, Any]) -> None:
         layers[-1].set_rlrun_state(decode(state["protocol"]))
     for layer, attributes in zip(layers, state["layers"], strict=True):
         for key, value in attributes.items():
-            setattr(layer, key, decode(value))
+            assign(layer, key, value)
     base = layers[-1]
     if "mujoco" in state:
         _set_mujoco_state(base, state["mujoco"])
@@ -333,7 +369,8 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         # Only a seeded reset reseeds the env; every later one draws from the env's generator as it
         # stands now, so that state is part of the episode's start.
         self.rlrun_start = {"np_random": generator_state(getattr(self.env.unwrapped, "_np_random", None)),
-                            "seed": seed, "options": encode(options, "reset options")}
+                            "seed": seed, "options": encode(options, "reset options"),
+                            "wrappers": wrappers_state(self.env)}
         self.rlrun_actions = []
         obs, info = self.env.reset(seed=seed, options=options)
         self.rlrun_last_obs = obs
@@ -384,6 +421,7 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
     def _replay(self, state: dict[str, Any]) -> str:
         start = state["start"]
         base = self.env.unwrapped
+        restore_wrappers_state(self.env, start.get("wrappers"))  # older snapshots: not recorded
         base._np_random = make_generator(start["np_random"])
         self.reset(seed=start["seed"], options=decode(start["options"]))
         actions = _decode_actions(state["actions"])
@@ -395,6 +433,27 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         _restore_space_generators(base.action_space, state["action_space"])
         _restore_space_generators(base.observation_space, state["observation_space"])
         return f"replayed {len(actions)} steps"
+
+
+def wrappers_state(env: Any) -> list[Any] | None:
+    """The plain attributes of every wrapper layer (the base env left out: it is what could not
+    be captured); None when some are not plain data (a replay then starts from fresh wrappers)."""
+    layers = _layers(env)[:-1]
+    try:
+        return [_plain_attributes(layer, f"wrapper.{type(layer).__name__}") for layer in layers]
+    except NotCapturable:
+        return None
+
+
+def restore_wrappers_state(env: Any, state: list[Any] | None) -> None:
+    if state is None:
+        return
+    layers = _layers(env)[:-1]
+    if len(layers) != len(state):
+        raise NotCapturable("the env's wrappers differ from the snapshot's")
+    for layer, attributes in zip(layers, state, strict=True):
+        for key, value in attributes.items():
+            assign(layer, key, value)
 
 
 def _encode_actions(actions: list[Any]) -> Any:
@@ -448,7 +507,7 @@ def restore_vector_env(vector_env: Any, state: dict[str, Any]) -> str:
         raise NotCapturable("; ".join(failed))
     if hasattr(vector_env, "envs"):  # a fork may step a sync run's copies asynchronously, or back
         for key, value in state["own"].items():
-            setattr(vector_env, key, decode(value))
+            assign(vector_env, key, value)
     _restore_space_generators(vector_env.action_space, state["action_space"])
     _restore_space_generators(vector_env.observation_space, state["observation_space"])
     return describe_restore(outcomes)

@@ -30,7 +30,16 @@ from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
 from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
-from rlrun.envs.state import NotCapturable, capture_vector_env, generator_state, make_generator, restore_vector_env
+from rlrun.envs.normalize import make_normalizer
+from rlrun.envs.state import (
+    NotCapturable,
+    capture_vector_env,
+    generator_state,
+    make_generator,
+    restore_vector_env,
+    restore_wrappers_state,
+    wrappers_state,
+)
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.session import events, metrics_log, tensorboard_log
@@ -99,7 +108,17 @@ class Session:
                                  str(self.device))
         self.clock = Clock()
         self.obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
+        """The env's own observation the next action is chosen from (normalised only as the agent sees it)."""
         seed_spaces(self.env, task.seed)
+        self.normalizer = make_normalizer(self.spec.env, self.env.single_observation_space)
+        memory = getattr(self.agent, "memory", None)
+        self.replays = memory is not None
+        """A replay memory keeps the env's own observations and rewards and normalises each batch
+        as it is sampled (as SB3's buffers do); a rollout keeps what the agent saw."""
+        if self.normalizer is not None:
+            self.normalizer.reset(self.obs)
+            if memory is not None:
+                memory.view = self.normalizer.batch
         n = self.spec.env.num_envs
         self.episode_return = np.zeros(n, dtype=np.float64)
         self.episode_length = np.zeros(n, dtype=np.int64)
@@ -199,10 +218,18 @@ class Session:
         return "finished"
 
     def _step(self) -> None:
-        action = self.agent.act(self.obs)
+        seen = self._seen(self.obs)
+        action = self.agent.act(seen)
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         done = terminated | truncated
-        self.agent.observe(Step(self.obs, action, reward, terminated, truncated, true_next_obs(next_obs, done, info)))
+        final = true_next_obs(next_obs, done, info)
+        if self.normalizer is None:
+            step = Step(self.obs, action, reward, terminated, truncated, final)
+        else:
+            learned = self.normalizer.step(next_obs, reward, done)
+            step = (Step(self.obs, action, reward, terminated, truncated, final) if self.replays else
+                    Step(seen, action, learned, terminated, truncated, self.normalizer.observation(final)))
+        self.agent.observe(step)
         self.obs = next_obs
         self.clock.frame += self.spec.env.num_envs
         self.episode_return += reward
@@ -213,6 +240,10 @@ class Session:
             self.episode_return[i], self.episode_length[i] = 0.0, 0
             self.clock.episode += 1
         self.last_losses = self.agent.update(self.clock) or self.last_losses
+
+    def _seen(self, obs: np.ndarray) -> np.ndarray:
+        """An observation as the agent sees it: normalised with the statistics as they stand."""
+        return obs if self.normalizer is None else self.normalizer.observation(obs)
 
     # -- cadences -------------------------------------------------------------------------------
 
@@ -264,7 +295,8 @@ class Session:
         if not (crossed(before, self.clock.frame, self.meta.eval_frequency) or finished):
             return []
         result = evaluate(self.agent, self.eval_env, seed=self.task.seed, frame=self.clock.frame,
-                          episodes=self.meta.num_eval_episodes, deterministic=self.meta.eval_deterministic)
+                          episodes=self.meta.num_eval_episodes, deterministic=self.meta.eval_deterministic,
+                          normalizer=self.normalizer)
         summary = result.summary()
         self.evaluations.append(result.to_json())
         self.registry.add_evaluation(self.task.session_id, **summary)
@@ -346,10 +378,14 @@ class Session:
             best=self.best,
             device=self.where.device,
             gpu=self.where.gpu,
+            # the user's wrappers may keep state across evaluations, which the next evaluation sees
+            eval_wrappers=wrappers_state(self.eval_env) if self.spec.env.wrappers else None,
         )
         agent_state = self.agent.state_dict()
         logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
         tensors = {"agent": agent_state, "torch_rng": torch.get_rng_state()}
+        if self.normalizer is not None:
+            tensors["normalize"] = self.normalizer.state_dict()
         return snapshot.Snapshot(meta=meta, tensors=tensors, logs=logs)
 
     def _restore(self, saved: snapshot.Snapshot) -> None:
@@ -367,6 +403,8 @@ class Session:
         source = metrics_log.path(paths.session_dir(self.home, meta.run_id, meta.session_index))
         self.metrics_kept = metrics_log.rows_up_to(source, self.clock.frame) or list(meta.metrics or ())
         self.last_snapshot_frame = self.clock.frame
+        if self.normalizer is not None:
+            self.normalizer.load_state_dict(saved.tensors["normalize"])
         self._restore_env(meta)
         state = meta.random.python
         random.setstate((state[0], tuple(state[1]), state[2]))
@@ -374,6 +412,8 @@ class Session:
         numpy_state["state"]["key"] = np.array(numpy_state["state"]["key"], dtype=np.uint32)
         np.random.set_state(numpy_state)
         torch.set_rng_state(saved.tensors["torch_rng"])
+        if meta.eval_wrappers is not None:
+            restore_wrappers_state(self.eval_env, meta.eval_wrappers)
         if meta.random.eval_env is not None:
             self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
         elsewhere = moved(Where(meta.device or "cpu", meta.gpu), self.where)  # older snapshots: the CPU
@@ -398,6 +438,8 @@ class Session:
         """The env's state was not captured: start fresh episodes (seeded from the frame, so even
         this is repeatable) and drop the agent's unfinished ones."""
         self.obs, _ = self.env.reset(seed=seeding.derive(self.task.seed, seeding.ENV, self.clock.frame))
+        if self.normalizer is not None:
+            self.normalizer.reset(self.obs)
         restart = getattr(self.agent, "restart_episodes", None)
         if restart is not None:
             restart()

@@ -76,7 +76,11 @@ class SnapshotMeta:
     gpu: str | None = None
     """The GPU's model name (None on the CPU): a resume is exact only on the same model."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu")
+    eval_wrappers: list[Any] | None = None
+    """The evaluation env's `env.wrappers` state (counters, statistics they keep across evaluations) as
+    plain attributes per wrapper layer; None without user wrappers (and in older files)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu", "eval_wrappers")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -30,14 +30,16 @@ from rlrun.spec.sections import (
     MemorySpec,
     MetaSpec,
     NetworkSpec,
+    NormalizeSpec,
     OptimizerSpec,
     Spec,
     Strict,
+    WrapperSpec,
 )
 
 __all__ = ["ALE_NAMESPACE", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec", "NetworkSpec",
-           "OptimizerSpec", "Spec", "Strict", "apply_overrides", "builtin_document", "builtin_names", "did_you_mean",
-           "json_schema", "load_spec", "read_document", "validate_spec"]
+           "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides", "builtin_document",
+           "builtin_names", "did_you_mean", "json_schema", "load_spec", "read_document", "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,14 @@ RECORD_ONLY = {
 PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
 FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "env.frame_stack",
-              "env.atari", "meta.sessions", "meta.seed")
+              "env.atari", "env.wrappers", "env.normalize", "meta.sessions", "meta.seed")
+# Settings compared whole, with why they may not change: nothing about them is record-only, and
+# no edit of them could have been there from the start (every step trained so far went through them).
+WHOLE = {
+    "env.wrappers": "structural: every observation, action and reward trained on so far went through these wrappers",
+    "env.normalize": "structural: every observation and reward learned from so far was normalised this way "
+                     "(and the running statistics were gathered under it)",
+}
 
 Kind = Literal["record-only", "placement", "schedule", "budget", "structural"]
 
@@ -55,7 +62,7 @@ def flatten(spec: Spec) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def walk(value: Any, path: str) -> None:
-        if isinstance(value, _ScheduleBase):
+        if isinstance(value, _ScheduleBase) or path in WHOLE:
             out[path] = value
         elif isinstance(value, BaseModel):
             for name in type(value).model_fields:
@@ -69,7 +76,9 @@ def flatten(spec: Spec) -> dict[str, Any]:
 
 def _shown(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
     return value
 
 
@@ -108,6 +117,8 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
         at, x, y = where
         reason = f"differs at frame {at:,} ({x:g} → {y:g}), already trained"
         return Change(path, before, after, "schedule", False, reason)
+    if path in WHOLE:
+        return Change(path, before, after, "structural", False, WHOLE[path])
     return Change(path, before, after, "structural", False, "structural: it shaped everything trained so far")
 
 

@@ -129,6 +129,47 @@ class AtariSpec(Strict):
 MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 """A dotted Python module name."""
 
+class WrapperSpec(Strict):
+    """One Gymnasium wrapper around each env copy, named by import path: Gymnasium's own
+    (`{"class": "gymnasium.wrappers:ClipAction"}`) or the user's (`{"class": "my_pkg.wrappers:MyWrapper",
+    "kwargs": {"k": 1}}`). A bare string `"module:Name"` is short for `{"class": "module:Name"}`."""
+
+    class_: str = Field(alias="class", pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    """`module:Name`, a subclass of `gymnasium.Wrapper` (ObservationWrapper, ActionWrapper… included),
+    imported in every process that builds the env (the module must be importable there too)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the wrapper's constructor (after the env it wraps); plain JSON values."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        return {"class": data} if isinstance(data, str) else data
+
+
+class NormalizeSpec(Strict):
+    """Normalise what the agent learns from with running statistics, as Stable-Baselines3's
+    `VecNormalize` does (same formulas, same defaults). Observations: `clip((obs − mean) / sqrt(var +
+    epsilon), ±clip_obs)` as float32, the mean and variance of every observation the training env
+    returned so far (resets included). Rewards: divided by `sqrt(var + epsilon)` of the discounted return
+    `R ← gamma·R + r` (reset to 0 where an episode ends), then clipped to ±clip_reward; never shifted.
+    The statistics are updated only by training steps: evaluation and `rlrun enjoy` use the
+    training statistics as they stand, frozen, and score the env's own rewards. They are part of every
+    snapshot (exact resume). A replay memory (DQN, SAC) stores the env's own observations and rewards
+    and normalises each sampled batch with the statistics of the moment, as SB3's buffers do."""
+
+    observation: bool = True
+    """Normalise observations (a Box observation space)."""
+    reward: bool = True
+    """Scale rewards by the running standard deviation of the discounted return."""
+    clip_obs: float = Field(default=10.0, gt=0)
+    """Normalised observations are clipped to [-clip_obs, clip_obs]."""
+    clip_reward: float = Field(default=10.0, gt=0)
+    """Scaled rewards are clipped to [-clip_reward, clip_reward]."""
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount of the return whose spread scales rewards (RL Zoo sets the agent's own gamma)."""
+    epsilon: float = Field(default=1e-8, gt=0)
+    """Added to the variances before the square root (no division by zero)."""
+
 
 class EnvSpec(Strict):
     id: str = Field(min_length=1)
@@ -154,6 +195,13 @@ class EnvSpec(Strict):
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
     or replayed inside its worker, so a resume is exact either way)."""
+    wrappers: list[WrapperSpec] = Field(default_factory=list, max_length=64)
+    """Gymnasium wrappers around each copy, innermost first: applied after Gymnasium's own (time
+    limit, checks) and `atari` preprocessing, before `frame_stack` (which stacks what they return).
+    Their state (plain attributes: counters, arrays, running statistics) is in every snapshot."""
+    normalize: NormalizeSpec | None = None
+    """Running normalisation of observations and rewards (SB3's VecNormalize): `{}` for the defaults,
+    or some of its keys changed; null (the default) leaves them as the env gives them."""
 
     @field_validator("atari")
     @classmethod
