@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import cli_env, fast, rlrun
-from test_resume import CADENCE, assert_same_run, final_state, newest_checkpoint_frame, resume_ok, train, wait_for
+from helpers import cli_env, fast, rlrun
+from same_run import CADENCE, assert_same_run, final_state, newest_checkpoint_frame, resume_ok, train, wait_for
 
 from rlrun import snapshot
 from rlrun.registry import Registry

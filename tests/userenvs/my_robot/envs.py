@@ -1,7 +1,8 @@
 """Reach-v0: move an arm towards a target on a plane; every step slips by a draw from the env's own
-generator (self.np_random), and the arm is an object, not plain data, so rlrun cannot copy the env
-attribute by attribute: a snapshot replays its episode. Push-v0: the same env, handing its state
-over through rlrun's state protocol (`get_rlrun_state` / `set_rlrun_state`)."""
+generator (self.np_random), and the arm is an object with slots (as an extension type's would be),
+not plain data, so rlrun cannot copy the env attribute by attribute: a snapshot replays its episode.
+Push-v0: the same env, handing its state over through rlrun's state protocol (`get_rlrun_state` /
+`set_rlrun_state`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ MOVES = np.array([[0.1, 0.0], [-0.1, 0.0], [0.0, 0.1], [0.0, -0.1]])
 
 
 class Arm:
-    """The simulated arm."""
+    """The simulated arm: no `__dict__`, so not a plain object whose attributes rlrun could copy."""
+
+    __slots__ = ("position",)
 
     def __init__(self, position: np.ndarray) -> None:
         self.position = position
