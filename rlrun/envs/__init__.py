@@ -16,6 +16,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlrun import seeding
 from rlrun.envs import atari
+from rlrun.envs.spaces import observations_as_arrays
 from rlrun.envs.state import EpisodeRecorder
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
@@ -44,6 +45,7 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
         raise BadInput(_rejected_kwargs(spec, error)) from None
+    env = observations_as_arrays(env, spec.id)  # before stacking: a stack of flat frames
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
     return env
