@@ -87,8 +87,8 @@ def load_factory(path: str) -> Any:
         raise BadInput(f"{where}: module {module_name} has no {name}; {hint}")
     factory = getattr(module, name)
     if not callable(factory):
-        raise BadInput(f"{where} is a {type(factory).__name__}, not a torch nn.Module class or a function that "
-                       "returns one; name one of those")
+        raise BadInput(f"{where}: {name} = {factory!r} is not a torch nn.Module class or a function that returns "
+                       "one; name one of those")
     return factory
 
 
