@@ -113,7 +113,13 @@ def tampered(home: Path, scratch: Path) -> None:
         state.write_bytes(bytes(data))
 
 
+def user_envs(home: Path, scratch: Path) -> None:
+    """Register the envs with the spaces users bring (tests/usernets/my_envs.py) in this process."""
+    import usernets.my_envs  # noqa: F401
+
+
 TINY_TRAIN = ("--frames", "1000")
+USER_NET = "agent.network.kind=usernets.my_nets"
 LONG_NAME = "x" * 300
 BOGUS_DB = "registry URL bogus://nowhere ($RLRUN_DB): unknown database 'bogus'; use sqlite:///"
 
@@ -214,6 +220,22 @@ CASES = [
         case("train", RC, *TINY_TRAIN, "--set", "meta.device=cuda", hint="run here with --set meta.device=cpu"),
         case("resume", "tiny", "--more", "1k", "--set", "meta.device=cuda", trained=True,
              hint="run here with --set meta.device=cpu (or auto), or on a machine with a GPU")]),
+    # spaces an algorithm cannot take, networks from the user's code (issue 28)
+    case("train", "dqn_cartpole", *TINY_TRAIN, "--set", "env.id=MultiDiscreteActions-v0", prepare=user_envs,
+         hint="dqn cannot train on MultiDiscreteActions-v0: it acts in Discrete action spaces, not MultiDiscrete("),
+    case("train", "sac_pendulum", *TINY_TRAIN, "--set", "env.id=MultiBinaryActions-v0", prepare=user_envs,
+         hint="not MultiBinary(3); use a2c, ppo or reinforce"),
+    case("train", "ppo_cartpole", *TINY_TRAIN, "--set", "env.id=TextObs-v0", prepare=user_envs,
+         hint="TextObs-v0 observes Text(1, 8, "),
+    case("train", RC, "--set", "agent.network.kind=cnn", hint='not a network; use "mlp", "nature_cnn", or "module:'),
+    case("train", RC, *TINY_TRAIN, "--set", "agent.network.kind=no_such_module_xyz:Net",
+         hint="module no_such_module_xyz does not import (ModuleNotFoundError"),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:small_mpl",
+         hint='has no small_mpl; did you mean "usernets.my_nets:small_mlp"'),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:NotANetwork",
+         hint="made a NotANetwork, not a torch nn.Module"),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:one_too_many",
+         hint="returned a tensor of shape (2, 3) (torch.float32); it must return a float tensor of shape (2, 2)"),
     # usage
     case("train", RC, "--colour", hint="No such option '--colour'"),
     case("trian", hint="No such command 'trian'"),
