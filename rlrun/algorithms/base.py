@@ -95,6 +95,14 @@ def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: flo
     return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
 
 
+def mlp_or_user(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0) -> nn.Module:
+    """An `mlp`, or the user's own network, for an algorithm without a convolutional variant (its
+    `mlp` refuses a nature_cnn)."""
+    if spec.user:
+        return network(obs_space, outputs, spec)
+    return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
+
+
 class NatureCNN(nn.Module):
     """The convolutions of the Nature DQN (Mnih et al., 2015) and the spec's hidden layers after them.
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlrun.algorithms.base import Fast, Step, explained_variance, network
+from rlrun.algorithms.base import Fast, Step, explained_variance, mlp_or_user
 from rlrun.algorithms.distributions import policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
@@ -29,9 +29,9 @@ class Agent:
                  num_envs: int, max_frame: int, device: torch.device) -> None:
         self.config, self.max_frame, self.device = config, max_frame, device
         self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces
-        self.policy = network(obs_space, self.distribution.outputs, config.network, output_gain=0.01).to(device)
+        self.policy = mlp_or_user(obs_space, self.distribution.outputs, config.network, output_gain=0.01).to(device)
         self.fast_policy = Fast(self.policy)
-        self.value = network(obs_space, 1, config.network).to(device) if config.baseline == "value" else None
+        self.value = mlp_or_user(obs_space, 1, config.network).to(device) if config.baseline == "value" else None
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
         self.optimizer = make_optimizer(config.optimizer, params, max_frame)
         self.generator = torch.Generator().manual_seed(seed)
