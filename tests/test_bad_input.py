@@ -89,8 +89,8 @@ SPEC_FILES: dict[str, bytes] = {
     "user_not_env.json": json.dumps(document(env__id="bad_robot.others:Robot-v0")).encode(),
     "user_factory.json": json.dumps(document(env__id="bad_robot.others:RobotFactory-v0")).encode(),
     "user_package.json": json.dumps(document(env__id="Reach-v0", env__packages=["my_robott"])).encode(),
-    "user_dict_obs.json": json.dumps(document(env__id="bad_robot.others:Sensors-v0")).encode(),
-    "user_multidiscrete.json": json.dumps(document(env__id="bad_robot.others:Joints-v0")).encode(),
+    "user_text_obs.json": json.dumps(document(env__id="bad_robot.others:Sensors-v0")).encode(),
+    "user_tuple_actions.json": json.dumps(document(env__id="bad_robot.others:Joints-v0")).encode(),
     "user_two_colons.json": json.dumps(document(env__id="my_robot:envs:Reach-v0")).encode(),
 }
 
@@ -123,7 +123,13 @@ def tampered(home: Path, scratch: Path) -> None:
         state.write_bytes(bytes(data))
 
 
+def user_envs(home: Path, scratch: Path) -> None:
+    """Register the envs with the spaces users bring (tests/usernets/my_envs.py) in this process."""
+    import usernets.my_envs  # noqa: F401
+
+
 TINY_TRAIN = ("--frames", "1000")
+USER_NET = "agent.network.kind=usernets.my_nets"
 LONG_NAME = "x" * 300
 BOGUS_DB = "registry URL bogus://nowhere ($RLRUN_DB): unknown database 'bogus'; use sqlite:///"
 
@@ -160,10 +166,10 @@ CASES = [
          " gymnasium.Env"),
     case("train", spec_file("user_package.json"), hint='env.packages[0] = "my_robott": cannot import my_robott'
          " (ModuleNotFoundError: No module named 'my_robott'); install it, or run rlrun from the folder"),
-    case("train", spec_file("user_dict_obs.json"), hint="bad_robot.others:Sensors-v0 has a Dict observation space"
-         " (Dict('arm': Box(-1.0, 1.0, (2,), float32)"),
-    case("train", spec_file("user_multidiscrete.json"), hint="has a MultiDiscrete action space (MultiDiscrete([4 4]));"
-         " rlrun trains on Box and Discrete actions"),
+    case("train", spec_file("user_text_obs.json"), hint="bad_robot.others:Sensors-v0 observes Text(",
+         ),
+    case("train", spec_file("user_tuple_actions.json"), hint="reinforce cannot train on bad_robot.others:Joints-v0:"
+         " it acts in"),
     case("train", spec_file("user_two_colons.json"), hint="one colon at most, as module:EnvId"),
     case("train", spec_file("latin1.json"), hint="not UTF-8 text (byte 0xe9 on line 1, column 14); save it as UTF-8"),
     case("train", spec_file("array.json"), hint="a spec is a JSON object {...}, got list"),
@@ -260,6 +266,22 @@ CASES = [
         case("train", RC, *TINY_TRAIN, "--set", "meta.device=cuda", hint="run here with --set meta.device=cpu"),
         case("resume", "tiny", "--more", "1k", "--set", "meta.device=cuda", trained=True,
              hint="run here with --set meta.device=cpu (or auto), or on a machine with a GPU")]),
+    # spaces an algorithm cannot take, networks from the user's code (issue 28)
+    case("train", "dqn_cartpole", *TINY_TRAIN, "--set", "env.id=MultiDiscreteActions-v0", prepare=user_envs,
+         hint="dqn cannot train on MultiDiscreteActions-v0: it acts in Discrete action spaces, not MultiDiscrete("),
+    case("train", "sac_pendulum", *TINY_TRAIN, "--set", "env.id=MultiBinaryActions-v0", prepare=user_envs,
+         hint="not MultiBinary(3); use a2c, ppo or reinforce"),
+    case("train", "ppo_cartpole", *TINY_TRAIN, "--set", "env.id=TextObs-v0", prepare=user_envs,
+         hint="TextObs-v0 observes Text(1, 8, "),
+    case("train", RC, "--set", "agent.network.kind=cnn", hint='not a network; use "mlp", "nature_cnn", or "module:'),
+    case("train", RC, *TINY_TRAIN, "--set", "agent.network.kind=no_such_module_xyz:Net",
+         hint="module no_such_module_xyz does not import (ModuleNotFoundError"),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:small_mpl",
+         hint='has no small_mpl; did you mean "usernets.my_nets:small_mlp"'),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:NotANetwork",
+         hint="made a NotANetwork, not a torch nn.Module"),
+    case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:one_too_many",
+         hint="returned a tensor of shape (2, 3) (torch.float32); it must return a float tensor of shape (2, 2)"),
     # usage
     case("train", RC, "--colour", hint="No such option '--colour'"),
     case("trian", hint="No such command 'trian'"),

@@ -24,11 +24,15 @@ def agent_class(name: str) -> Any:
 
 def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device: str = "cpu") -> Agent:
     """The spec's agent, its weights initialised from the session seed (on the CPU, whatever the
-    device: a run starts from the same weights anywhere), then moved to `device` to learn there."""
+    device: a run starts from the same weights anywhere), then moved to `device` to learn there.
+    BadInput when the algorithm cannot act in the env's action space, or a network of the user's
+    cannot be built."""
     import torch
 
     from rlrun import seeding
+    from rlrun.spec.spaces import check_action_space
 
+    check_action_space(spec.agent.algorithm, action_space, spec.env.id)
     torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
     # An agent with a replay memory learns how observations are stacked, so it stores each frame once.
     stacking = {"frame_stack": spec.env.frame_stack} if getattr(spec.agent, "memory", None) is not None else {}

@@ -82,12 +82,24 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
     return nn.Sequential(*layers)
 
 
-def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0) -> nn.Sequential:
-    """The spec's network from observations to `outputs` values: an `mlp`, or a `NatureCNN` and a
-    linear head."""
+def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0) -> nn.Module:
+    """The spec's network from observations to `outputs` values: an `mlp`, a `NatureCNN` and a
+    linear head, or the user's own (`user_network`, which initialises its own output layer)."""
+    if spec.user:
+        from rlrun.algorithms import user_network
+
+        return user_network.build(obs_space, outputs, spec)
     if spec.kind == "nature_cnn":
         torso = NatureCNN(obs_space, spec)
         return nn.Sequential(torso, orthogonal(nn.Linear(torso.width, outputs), gain=output_gain))
+    return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
+
+
+def mlp_or_user(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0) -> nn.Module:
+    """An `mlp`, or the user's own network, for an algorithm without a convolutional variant (its
+    `mlp` refuses a nature_cnn)."""
+    if spec.user:
+        return network(obs_space, outputs, spec)
     return mlp(obs_size(obs_space), outputs, spec, output_gain=output_gain)
 
 
@@ -170,10 +182,10 @@ class Fast:
         nn.ELU: lambda x: np.where(x > 0, x, np.expm1(x)),
     }
 
-    def __init__(self, net: nn.Sequential) -> None:
+    def __init__(self, net: nn.Module) -> None:
         self.steps: list[tuple[np.ndarray, np.ndarray] | Any] = []
-        device = next(net.parameters()).device
-        if device.type != "cpu":  # weights on a GPU: one batched forward there, the obs moved once
+        device = next(net.parameters(), torch.empty(0)).device
+        if device.type != "cpu" or not isinstance(net, nn.Sequential):  # on a GPU, or the user's: torch's forward
             self.steps = [lambda x: forward_no_grad(net, torch.from_numpy(x).to(device)).cpu().numpy()]
             return
         for module in net:

@@ -39,8 +39,7 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1) -> None:
-        if not isinstance(action_space, spaces.Discrete):
-            raise ValueError(f"dqn needs a Discrete action space, got {action_space}")
+        assert isinstance(action_space, spaces.Discrete)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.actions = int(action_space.n)
         self.q = network(obs_space, self.actions, config.network).to(device)

@@ -1,9 +1,10 @@
 """What A2C and PPO share: an actor-critic, a rollout buffer, and generalised advantage estimation.
 
-The actor outputs logits (discrete actions) or a Gaussian mean with a learned, state-independent
-log standard deviation (continuous actions); the critic is a separate network of the same shape,
-as in Stable-Baselines3's default. Probabilities are computed directly, without
-`torch.distributions`, which costs more than the network itself at these sizes.
+The actor outputs logits (Discrete, MultiDiscrete and MultiBinary actions: `distributions`) or a
+Gaussian mean with a learned, state-independent log standard deviation (continuous actions); the
+critic is a separate network of the same shape, as in Stable-Baselines3's default. Probabilities
+are computed directly, without `torch.distributions`, which costs more than the network itself at
+these sizes.
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from rlrun.algorithms.base import (
     Step,
     explained_variance,
     forward_no_grad,
-    log_softmax,
-    mlp,
     obs_size,
     orthogonal,
-    sample_categorical,
     to_device,
 )
+from rlrun.algorithms.base import network as make_network
+from rlrun.algorithms.distributions import Policy, policy_for
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec
@@ -42,18 +42,20 @@ class ActorCritic(nn.Module):
                  log_std_init: float, device: torch.device) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
-        if not self.continuous and not isinstance(action_space, spaces.Discrete):
-            raise ValueError(f"needs a Discrete or Box action space, got {action_space}")
-        outputs = int(np.prod(action_space.shape or ())) if self.continuous else int(action_space.n)  # type: ignore[attr-defined]
+        self.policy: Policy | None = None if self.continuous else policy_for(action_space)
+        """The discrete policy over the actor's logits; None: the Gaussian's mean."""
+        outputs = int(np.prod(action_space.shape or ())) if self.policy is None else self.policy.outputs
+        self.action_shape = tuple(action_space.shape or ()) if self.policy is None else self.policy.shape
+        """One action as the rollout keeps it."""
         self.shared: NatureCNN | None = None
         """Convolutions both heads read (a nature_cnn network), or None: two separate MLPs."""
         if network.kind == "nature_cnn":
             self.shared = NatureCNN(obs_space, network)
-            self.actor = _linear_head(self.shared.width, outputs, gain=0.01)
-            self.critic = _linear_head(self.shared.width, 1, gain=1.0)
+            self.actor: nn.Module = _linear_head(self.shared.width, outputs, gain=0.01)
+            self.critic: nn.Module = _linear_head(self.shared.width, 1, gain=1.0)
         else:
-            self.actor = mlp(obs_size(obs_space), outputs, network, output_gain=0.01)
-            self.critic = mlp(obs_size(obs_space), 1, network)
+            self.actor = make_network(obs_space, outputs, network, output_gain=0.01)
+            self.critic = make_network(obs_space, 1, network)
         self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous)
         """The Gaussian policy's log standard deviation (unused for discrete actions)."""
         self.to(device)  # before the acting copies, which hold the weights where they are
@@ -74,17 +76,15 @@ class ActorCritic(nn.Module):
     def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
         out = self.fast_actor(features)
-        if self.continuous:
-            log_std = self.log_std.detach().cpu().numpy()
-            noise = torch.randn(out.shape, generator=generator).numpy()
-            return out + np.exp(log_std) * noise, (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
-        log_probs = log_softmax(out)
-        actions = sample_categorical(log_probs, generator)
-        return actions, log_probs[np.arange(len(actions)), actions]
+        if self.policy is not None:
+            return self.policy.sample(out, generator)
+        log_std = self.log_std.detach().cpu().numpy()
+        noise = torch.randn(out.shape, generator=generator).numpy()
+        return out + np.exp(log_std) * noise, (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
 
     def greedy(self, features: np.ndarray) -> np.ndarray:
         out = self.fast_actor(features)
-        return out if self.continuous else out.argmax(axis=-1)
+        return out if self.policy is None else self.policy.greedy(out)
 
     def values(self, obs: np.ndarray) -> np.ndarray:
         return self.fast_critic(self.features(obs))[:, 0]
@@ -98,18 +98,16 @@ class ActorCritic(nn.Module):
         features = obs if self.shared is None else self.shared(obs)
         out = self.actor(features)
         values = self.critic(features).squeeze(-1)
-        if self.continuous:
-            z = (actions - out) / self.log_std.exp()
-            log_probs = (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
-            entropies = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
-            return log_probs, entropies, values
-        all_log_probs = torch.log_softmax(out, dim=-1)
-        log_probs = all_log_probs.gather(-1, actions[..., None].long()).squeeze(-1)
-        return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None, values
+        if self.policy is not None:
+            return *self.policy.evaluate(out, actions, entropy=entropy), values
+        z = (actions - out) / self.log_std.exp()
+        log_probs = (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
+        entropies = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
+        return log_probs, entropies, values
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
-        """What the env is given: continuous actions clipped to its bounds."""
-        return np.clip(actions, self.low, self.high) if self.continuous else actions
+        """What the env is given: continuous actions clipped to its bounds, discrete ones in its shape."""
+        return np.clip(actions, self.low, self.high) if self.policy is None else self.policy.to_env(actions)
 
 
 def _linear_head(inputs: int, outputs: int, gain: float) -> nn.Sequential:
@@ -211,7 +209,7 @@ class OnPolicyAgent:
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.obs_layout = ObsLayout.of(obs_space, config.network)
-        self.rollout = Rollout(config.n_steps, num_envs, self.obs_layout, action_space.shape or (),
+        self.rollout = Rollout(config.n_steps, num_envs, self.obs_layout, self.model.action_shape,
                                self.model.continuous)
         self.next_obs = np.zeros((num_envs, *self.obs_layout.shape), dtype=self.obs_layout.dtype)
         """Where the last collected step led: its value bootstraps the rollout's tail."""

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlrun.algorithms.base import Fast, Step, explained_variance, log_softmax, mlp, obs_size, sample_categorical
+from rlrun.algorithms.base import Fast, Step, explained_variance, mlp_or_user
+from rlrun.algorithms.distributions import policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.clock import Clock
 from rlrun.spec.agents.reinforce import Config
@@ -26,18 +27,17 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device) -> None:
-        if not isinstance(action_space, spaces.Discrete):
-            raise ValueError(f"reinforce needs a Discrete action space, got {action_space}")
         self.config, self.max_frame, self.device = config, max_frame, device
-        self.policy = mlp(obs_size(obs_space), int(action_space.n), config.network, output_gain=0.01).to(device)
+        self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces
+        self.policy = mlp_or_user(obs_space, self.distribution.outputs, config.network, output_gain=0.01).to(device)
         self.fast_policy = Fast(self.policy)
-        self.value = mlp(obs_size(obs_space), 1, config.network).to(device) if config.baseline == "value" else None
+        self.value = mlp_or_user(obs_space, 1, config.network).to(device) if config.baseline == "value" else None
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
         self.optimizer = make_optimizer(config.optimizer, params, max_frame)
         self.generator = torch.Generator().manual_seed(seed)
-        self.running: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(num_envs)]
+        self.running: list[list[tuple[np.ndarray, Any, float]]] = [[] for _ in range(num_envs)]
         """The episode each env copy is in the middle of: (obs, action, reward) per step."""
-        self.finished: list[list[tuple[np.ndarray, int, float]]] = []
+        self.finished: list[list[tuple[np.ndarray, Any, float]]] = []
         """Whole episodes waiting for the next update."""
 
     # -- acting ---------------------------------------------------------------------------------
@@ -46,12 +46,15 @@ class Agent:
             generator: torch.Generator | None = None) -> np.ndarray:
         logits = self.fast_policy(obs)
         if deterministic:
-            return logits.argmax(axis=-1)
-        return sample_categorical(log_softmax(logits), generator or self.generator)
+            return self.distribution.to_env(self.distribution.greedy(logits))
+        actions, _ = self.distribution.sample(logits, generator or self.generator)
+        return self.distribution.to_env(actions)
 
     def observe(self, step: Step) -> None:
+        drawn = self.distribution.from_env(step.action)
         for i, episode in enumerate(self.running):
-            episode.append((step.obs[i], int(step.action[i]), float(step.reward[i])))
+            action = drawn[i] if self.distribution.shape else int(drawn[i])
+            episode.append((step.obs[i], action, float(step.reward[i])))
             if step.terminated[i] or step.truncated[i]:
                 self.finished.append(episode)
                 self.running[i] = []
@@ -68,14 +71,14 @@ class Agent:
         episodes, self.finished = self.finished, []
         obs = torch.as_tensor(np.stack([o for ep in episodes for o, _, _ in ep]), dtype=torch.float32)
         obs = obs.reshape(len(obs), -1).to(self.device)
-        actions = torch.as_tensor([a for ep in episodes for _, a, _ in ep], device=self.device)
+        actions = torch.as_tensor(np.array([a for ep in episodes for _, a, _ in ep], dtype=np.int64),
+                                  device=self.device)
         host_returns = np.concatenate([self._returns([r for _, _, r in ep]) for ep in episodes])
         returns = torch.as_tensor(host_returns, device=self.device)
 
-        logits = self.policy(obs)
-        log_probs = torch.log_softmax(logits, dim=-1)
-        chosen = log_probs.gather(1, actions[:, None]).squeeze(1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+        chosen, entropies = self.distribution.evaluate(self.policy(obs), actions, entropy=True)
+        assert entropies is not None
+        entropy = entropies.mean()
         advantages, value_loss, values = self._advantages(obs, returns)
         policy_loss = -(chosen * advantages).mean()
         entropy_coef = self.config.entropy_coef.value(clock.frame, self.max_frame)
@@ -91,7 +94,7 @@ class Agent:
         """The losses, entropy and gradient norm, and how far the step moved the policy on these
         episodes (approximate KL, from one small forward pass)."""
         with torch.no_grad():
-            after = torch.log_softmax(self.policy(obs), dim=-1).gather(1, actions[:, None]).squeeze(1)
+            after, _ = self.distribution.evaluate(self.policy(obs), actions, entropy=False)
             policy_loss, value_loss, entropy, grad_norm = scalars
             stats = torch.stack([policy_loss, value_loss, entropy, (chosen - after).mean(), grad_norm]).tolist()
         return dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"), stats, strict=True))
@@ -144,19 +147,20 @@ class Agent:
         self.finished = [_episode_steps(ep) for ep in state["finished"]]
 
 
-def _episode_tensors(episode: list[tuple[np.ndarray, int, float]]) -> dict[str, torch.Tensor]:
+def _episode_tensors(episode: list[tuple[np.ndarray, Any, float]]) -> dict[str, torch.Tensor]:
     """An episode as tensors (exact: obs keep their dtype, rewards are float64)."""
     if not episode:
         return {}
     return {
         "obs": torch.from_numpy(np.stack([o for o, _, _ in episode])),
-        "actions": torch.tensor([a for _, a, _ in episode], dtype=torch.int64),
+        "actions": torch.from_numpy(np.array([a for _, a, _ in episode], dtype=np.int64)),
         "rewards": torch.tensor([r for _, _, r in episode], dtype=torch.float64),
     }
 
 
-def _episode_steps(tensors: dict[str, torch.Tensor]) -> list[tuple[np.ndarray, int, float]]:
+def _episode_steps(tensors: dict[str, torch.Tensor]) -> list[tuple[np.ndarray, Any, float]]:
     if not tensors:
         return []
-    obs, actions, rewards = tensors["obs"].numpy(), tensors["actions"].tolist(), tensors["rewards"].tolist()
+    obs, rewards = tensors["obs"].numpy(), tensors["rewards"].tolist()
+    actions = tensors["actions"].numpy() if tensors["actions"].dim() > 1 else tensors["actions"].tolist()
     return [(obs[t], actions[t], rewards[t]) for t in range(len(actions))]

@@ -70,8 +70,7 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1) -> None:
-        if not isinstance(action_space, spaces.Box):
-            raise ValueError(f"sac needs a continuous (Box) action space, got {action_space}")
+        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)

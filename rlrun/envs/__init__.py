@@ -16,6 +16,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlrun import seeding
 from rlrun.envs import atari
+from rlrun.envs.spaces import observations_as_arrays
 from rlrun.envs.state import EpisodeRecorder
 from rlrun.envs.wrappers import apply_wrappers
 from rlrun.errors import BadInput
@@ -50,6 +51,7 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
     # The user's wrappers see the env as configured (Atari preprocessing included), and the frame
     # stack stacks what they return, as RL Zoo's `env_wrapper` comes before its VecFrameStack.
     env = apply_wrappers(env, spec.wrappers)
+    env = observations_as_arrays(env, spec.id)  # after the user's wrappers (which may want the structure), before stacking: flat frames
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
     return env

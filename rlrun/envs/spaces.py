@@ -1,24 +1,44 @@
-"""Which observation and action spaces rlrun trains on, said once: a spec whose env has another is
-refused before anything is written, naming the space."""
+"""Observations as arrays: a Dict or Tuple observation is flattened into one Box (what
+`gymnasium.spaces.flatten` makes of it), so rollouts, replay memories and snapshots hold plain arrays
+in one dtype, each frame once. The rule saying which spaces are flattened is `rlrun.spec.spaces`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 
-from rlrun.errors import BadInput
-
-TRAINABLE: tuple[type[spaces.Space[Any]], ...] = (spaces.Box, spaces.Discrete)
-"""The spaces the algorithms take, as observations and as actions."""
+from rlrun.spec.spaces import observation_handling
 
 
-def check_spaces(env_id: str, observation_space: spaces.Space[Any], action_space: spaces.Space[Any]) -> None:
-    """BadInput naming the first space of the env that rlrun cannot train on."""
-    fixes = {"observation": "wrap the env in gymnasium.wrappers.FlattenObservation",
-             "action": "give the env one (a gymnasium.ActionWrapper that maps it onto yours)"}
-    for which, space in (("observation", observation_space), ("action", action_space)):
-        if not isinstance(space, TRAINABLE):
-            supported = " and ".join(kind.__name__ for kind in TRAINABLE)
-            raise BadInput(f"{env_id} has a {type(space).__name__} {which} space ({space}); rlrun trains on"
-                           f" {supported} {which}s: {fixes[which]}")
+class Flattened(spaces.Box):
+    """The Box a structured observation space flattens to, remembering that space: a network of the
+    user's own is handed the observations in their structure (`rlrun.algorithms.user_network`)."""
+
+    def __init__(self, structure: spaces.Space[Any]) -> None:
+        flat = spaces.flatten_space(structure)
+        assert isinstance(flat, spaces.Box)
+        super().__init__(flat.low, flat.high, flat.shape, flat.dtype)
+        self.structure = structure
+
+
+class FlattenStructured(gym.ObservationWrapper[np.ndarray, Any, Any]):
+    """Gymnasium's FlattenObservation, with the flat space a `Flattened` (no state of its own)."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.observation_space = Flattened(env.observation_space)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        flat = spaces.flatten(self.env.observation_space, observation)
+        assert isinstance(flat, np.ndarray)  # a Dict or Tuple of fixed size flattens to an array
+        return flat
+
+
+def observations_as_arrays(env: gym.Env[Any, Any], env_id: str) -> gym.Env[Any, Any]:
+    """`env`, its structured observations flattened; BadInput for a space no network can take."""
+    if observation_handling(env.observation_space, env_id) == "flattened":
+        return FlattenStructured(env)
+    return env

@@ -5,7 +5,7 @@ fields with their docstrings (which `rlrun spec schema` shows). Torch-free."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -45,17 +45,45 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
+BUILT_IN_NETWORKS = ("mlp", "nature_cnn")
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+
+
 class NetworkSpec(Strict):
-    kind: Literal["mlp", "nature_cnn"] = "mlp"
+    kind: str = "mlp"
     """"mlp": fully connected layers on the flattened observation. "nature_cnn": the Nature-DQN
     convolutions (32 8×8 filters, stride 4; 64 4×4, stride 2; 64 3×3, stride 1) on image observations
     (uint8, scaled by 1/255 inside the network; a stack of frames is its channels), then the `hidden`
     layers (Nature: one of 512, ReLU — the defaults for this kind). DQN, PPO and A2C take either; A2C
-    and PPO share the convolutions between the policy and the value heads, as Stable-Baselines3 does."""
+    and PPO share the convolutions between the policy and the value heads, as Stable-Baselines3 does.
+    "module:factory": a network of your own, a torch nn.Module class (or a function returning a module)
+    that rlrun imports and calls as `factory(observation_space, outputs, **kwargs)` for each network
+    (PPO, A2C, REINFORCE, DQN; `rlrun.algorithms.user_network` says what its forward pass takes)."""
     hidden: list[Annotated[int, Field(gt=0, le=65536)]] = Field(default=[64, 64], max_length=16)
-    """Widths of the hidden (fully connected) layers."""
+    """Widths of the hidden (fully connected) layers (built-in kinds only)."""
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
-    """Non-linearity between hidden layers."""
+    """Non-linearity between hidden layers (built-in kinds only)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for a "module:factory" network (JSON values)."""
+
+    @property
+    def user(self) -> bool:
+        """A network from the user's code ("module:factory")."""
+        return self.kind not in BUILT_IN_NETWORKS
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_is_known(cls, kind: str) -> str:
+        if kind not in BUILT_IN_NETWORKS and _IMPORT_PATH.fullmatch(kind) is None:
+            raise ValueError('not a network; use "mlp", "nature_cnn", or "module:factory" for a torch module '
+                             "of your own (e.g. \"my_nets:PolicyNet\")")
+        return kind
+
+    @model_validator(mode="after")
+    def _kwargs_for_user_networks(self) -> NetworkSpec:
+        if self.kwargs and not self.user:
+            raise ValueError(f'kwargs are for a "module:factory" network, not {self.kind}; remove them')
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -97,6 +125,8 @@ class AgentConfig(Strict):
 
     algorithm: str
     """Algorithm name, e.g. "reinforce"."""
+    ACTION_SPACES: ClassVar[tuple[str, ...]] = ()
+    """The Gymnasium action spaces the algorithm acts in, by class name (`rlrun.spec.spaces`)."""
 
 
 class AtariSpec(Strict):

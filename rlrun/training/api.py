@@ -129,12 +129,10 @@ def check_compatible(spec: Spec) -> None:
     from rlrun.algorithms import build_agent
     from rlrun.envs import make_env
     from rlrun.envs.normalize import make_normalizer
-    from rlrun.envs.spaces import check_spaces
 
     check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
-        check_spaces(spec.env.id, env.observation_space, env.action_space)
         make_normalizer(spec.env, env.observation_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:

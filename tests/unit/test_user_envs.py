@@ -13,7 +13,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlrun.envs.spaces import check_spaces
 from rlrun.envs.state import EpisodeRecorder, NotCapturable, capture_env, restore_env
 from rlrun.errors import BadInput
 from rlrun.spec.env_ids import env_id_problems, split_env_id, user_modules
@@ -70,16 +69,6 @@ def test_ray_cannot_ship_a_namespace_package_spread_over_folders(tmp_path: Path,
         monkeypatch.syspath_prepend(str(tmp_path / side))
     with pytest.raises(BadInput, match="namespace package spread over 2 folders"):
         shipped_modules(["spread_robot"])
-
-
-def test_spaces_rlrun_cannot_train_are_named() -> None:
-    box, discrete = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)
-    check_spaces("x", box, discrete)
-    check_spaces("x", discrete, box)
-    with pytest.raises(BadInput, match=r"x has a Tuple observation space \(Tuple\("):
-        check_spaces("x", gym.spaces.Tuple((box, box)), discrete)
-    with pytest.raises(BadInput, match="x has a MultiBinary action space"):
-        check_spaces("x", box, gym.spaces.MultiBinary(3))
 
 
 # -- the state protocol -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rlrun.spec.schedules import Constant, Linear, Schedule
 
 class Config(AgentConfig):
     algorithm: Literal["dqn"] = "dqn"
+    ACTION_SPACES = ("Discrete",)
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     double: bool = False

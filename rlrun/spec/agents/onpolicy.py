@@ -9,6 +9,7 @@ from rlrun.spec.schedules import Constant, Schedule
 
 
 class OnPolicyConfig(AgentConfig):
+    ACTION_SPACES = ("Discrete", "Box", "MultiDiscrete", "MultiBinary")
     n_steps: int = Field(default=5, gt=0)
     """Steps collected from each env copy before every update (a rollout of n_steps × num_envs)."""
     gamma: float = Field(default=0.99, ge=0, le=1)

@@ -12,6 +12,7 @@ from rlrun.spec.schedules import Constant, Schedule
 
 class Config(AgentConfig):
     algorithm: Literal["reinforce"] = "reinforce"
+    ACTION_SPACES = ("Discrete", "MultiDiscrete", "MultiBinary")
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor of the return."""
     episodes_per_update: int = Field(default=4, gt=0)

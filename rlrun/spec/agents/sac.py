@@ -12,6 +12,7 @@ from rlrun.spec.schedules import Constant
 
 class Config(AgentConfig):
     algorithm: Literal["sac"] = "sac"
+    ACTION_SPACES = ("Box",)
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     tau: float = Field(default=0.005, gt=0, le=1)

@@ -4,7 +4,6 @@ something else, and envs whose spaces rlrun does not train on."""
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from my_robot.envs import Reach
 
 
@@ -18,15 +17,18 @@ def robot_factory(render_mode: str | None = None) -> Robot:
 
 
 class Sensors(Reach):
-    observation_space = gym.spaces.Dict({"arm": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),  # type: ignore[assignment]
-                                         "target": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+    """Observes its sensors as text: no network takes that."""
+
+    observation_space = gym.spaces.Text(16)  # type: ignore[assignment]
 
     def _observation(self) -> Any:
-        return {"arm": self.arm.position.astype(np.float32), "target": self.target.astype(np.float32)}
+        return f"{self.arm.position[0]:.2f}"
 
 
 class Joints(Reach):
-    action_space = gym.spaces.MultiDiscrete([4, 4])  # type: ignore[assignment]
+    """Acts in a Tuple of two joints' moves: no algorithm acts in that."""
+
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(4), gym.spaces.Discrete(4)))  # type: ignore[assignment]
 
     def step(self, action: Any) -> Any:
         return super().step(action[0])

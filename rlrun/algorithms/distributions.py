@@ -1,0 +1,165 @@
+"""Policies over discrete action spaces: a categorical (Discrete), a product of independent
+categoricals (MultiDiscrete: Stable-Baselines3's MultiCategoricalDistribution) and a product of
+independent Bernoullis (MultiBinary: its BernoulliDistribution).
+
+The network outputs one logit per choice (the MultiDiscrete's components' side by side); a
+joint action's log-probability and entropy are the sums over its components. Acting is NumPy (the
+network's output from `Fast`), learning torch. Sampling draws uniform numbers from the agent's
+generator, so a policy's draws are a pure function of that generator's state. Probabilities are
+computed directly, without `torch.distributions`, which costs more than the network at these sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch.nn import functional
+
+from rlrun.algorithms.base import log_softmax, sample_categorical
+
+
+class Policy(Protocol):
+    outputs: int
+    """Network outputs (logits) the policy reads."""
+    shape: tuple[int, ...]
+    """One action as rollouts and episodes keep it (int64)."""
+
+    def sample(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled actions and their log-probabilities."""
+        ...
+
+    def greedy(self, out: np.ndarray) -> np.ndarray: ...
+
+    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probabilities of `actions` (with gradients) and, if asked, each row's entropy."""
+        ...
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        """A batch of actions as the (vector) env takes them."""
+        ...
+
+    def from_env(self, actions: np.ndarray) -> np.ndarray:
+        """A batch of the env's actions as the policy draws them (`to_env` undone)."""
+        ...
+
+
+def policy_for(space: spaces.Space[Any]) -> Policy:
+    """The policy over `space`'s actions (Discrete, MultiDiscrete or MultiBinary)."""
+    if isinstance(space, spaces.Discrete):
+        return Categorical(int(space.n))
+    if isinstance(space, spaces.MultiDiscrete):
+        return MultiCategorical(space)
+    if isinstance(space, spaces.MultiBinary):
+        return Bernoulli(space)
+    raise ValueError(f"no discrete policy over {space}")  # rlrun.spec.spaces refuses it before
+
+
+class Categorical:
+    outputs: int
+    shape: tuple[int, ...]
+
+    def __init__(self, n: int) -> None:
+        self.outputs, self.shape = n, ()
+
+    def sample(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        log_probs = log_softmax(out)
+        actions = sample_categorical(log_probs, generator)
+        return actions, log_probs[np.arange(len(actions)), actions]
+
+    def greedy(self, out: np.ndarray) -> np.ndarray:
+        return out.argmax(axis=-1)
+
+    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        all_log_probs = torch.log_softmax(out, dim=-1)
+        log_probs = all_log_probs.gather(-1, actions[..., None].long()).squeeze(-1)
+        return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        return actions
+
+    def from_env(self, actions: np.ndarray) -> np.ndarray:
+        return actions
+
+
+class MultiCategorical:
+    """One categorical per component of a MultiDiscrete space (of any shape), drawn in order."""
+
+    outputs: int
+    shape: tuple[int, ...]
+
+    def __init__(self, space: spaces.MultiDiscrete) -> None:
+        self.sizes = [int(n) for n in space.nvec.ravel()]
+        self.start = np.asarray(space.start).ravel().astype(np.int64)
+        self.env_shape, self.env_dtype = space.shape, space.dtype
+        self.outputs, self.shape = sum(self.sizes), (len(self.sizes),)
+        self.splits = np.cumsum(self.sizes)[:-1]
+
+    def sample(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        actions, total = [], np.zeros(len(out), dtype=out.dtype)
+        for logits in np.split(out, self.splits, axis=-1):
+            log_probs = log_softmax(logits)
+            chosen = sample_categorical(log_probs, generator)
+            actions.append(chosen)
+            total += log_probs[np.arange(len(chosen)), chosen]
+        return np.stack(actions, axis=-1), total
+
+    def greedy(self, out: np.ndarray) -> np.ndarray:
+        return np.stack([logits.argmax(axis=-1) for logits in np.split(out, self.splits, axis=-1)], axis=-1)
+
+    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        all_log_probs = [torch.log_softmax(logits, dim=-1) for logits in out.split(self.sizes, dim=-1)]
+        log_probs = torch.stack([lp.gather(-1, actions[..., i, None].long()).squeeze(-1)
+                                 for i, lp in enumerate(all_log_probs)]).sum(dim=0)
+        if not entropy:
+            return log_probs, None
+        return log_probs, torch.stack([-(lp.exp() * lp).sum(dim=-1) for lp in all_log_probs]).sum(dim=0)
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        return (actions + self.start).reshape(len(actions), *self.env_shape).astype(self.env_dtype)
+
+    def from_env(self, actions: np.ndarray) -> np.ndarray:
+        return actions.reshape(len(actions), -1).astype(np.int64) - self.start
+
+
+class Bernoulli:
+    """One independent bit per element of a MultiBinary space (of any shape): 1 with probability
+    sigmoid(logit)."""
+
+    outputs: int
+    shape: tuple[int, ...]
+
+    def __init__(self, space: spaces.MultiBinary) -> None:
+        self.env_shape, self.env_dtype = space.shape, space.dtype
+        self.outputs = int(np.prod(space.shape))
+        self.shape = (self.outputs,)
+
+    def sample(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        uniform = torch.rand(out.shape, generator=generator, dtype=torch.float64).numpy()
+        logits = out.astype(np.float64)
+        actions = (uniform < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
+        log_probs = -np.logaddexp(0.0, np.where(actions == 1, -logits, logits)).sum(axis=-1)
+        return actions, log_probs.astype(out.dtype)
+
+    def greedy(self, out: np.ndarray) -> np.ndarray:
+        return (out > 0).astype(np.int64)
+
+    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        log_one, log_zero = functional.logsigmoid(out), functional.logsigmoid(-out)
+        taken = actions.to(out.dtype)
+        log_probs = (taken * log_one + (1 - taken) * log_zero).sum(dim=-1)
+        if not entropy:
+            return log_probs, None
+        return log_probs, -(log_one.exp() * log_one + log_zero.exp() * log_zero).sum(dim=-1)
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        return actions.reshape(len(actions), *self.env_shape).astype(self.env_dtype)
+
+    def from_env(self, actions: np.ndarray) -> np.ndarray:
+        return actions.reshape(len(actions), -1).astype(np.int64)
