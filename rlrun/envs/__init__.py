@@ -48,10 +48,11 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
         if not spec.kwargs:
             raise  # not the user's input: a bug to see in full
         raise BadInput(_rejected_kwargs(spec, error)) from None
-    # The user's wrappers see the env as configured (Atari preprocessing included), and the frame
-    # stack stacks what they return, as RL Zoo's `env_wrapper` comes before its VecFrameStack.
+    # The user's wrappers see the env as configured (Atari preprocessing included) and its observations
+    # in their structure; a Dict or Tuple is flattened after them, and the frame stack stacks flat
+    # frames, as RL Zoo's `env_wrapper` comes before its VecFrameStack.
     env = apply_wrappers(env, spec.wrappers)
-    env = observations_as_arrays(env, spec.id)  # after the user's wrappers (which may want the structure), before stacking: flat frames
+    env = observations_as_arrays(env, spec.id)
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
     return env
