@@ -39,8 +39,7 @@ from rlrun.search import space as search_space
 from rlrun.search.space import Dimension
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
-from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
-from rlrun.spec.env_ids import user_modules
+from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -263,7 +262,7 @@ def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root
                        f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
     executor = make_executor(StopRequest())
     try:
-        executor.prepare(root, url, modules=user_modules(spec.env.id, spec.env.packages))
+        executor.prepare(root, url, modules=user_code(spec))
     finally:
         executor.close()
 

@@ -39,7 +39,7 @@ from rlrun.spec.sections import (
 
 __all__ = ["ALE_NAMESPACE", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec", "NetworkSpec",
            "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides", "builtin_document",
-           "builtin_names", "did_you_mean", "json_schema", "load_spec", "read_document", "validate_spec"]
+           "builtin_names", "did_you_mean", "json_schema", "load_spec", "read_document", "user_code", "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +204,20 @@ def _check_env_id(env_id: str, packages: list[str] | None = None) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Error messages: one line per problem, with the path, the value and a fix.
+
+
+def user_code(spec: Spec) -> list[str]:
+    """Every module of the user's own code a spec names, each once: the env's (`env.packages`, the
+    id's `module:`), each wrapper's and the network's. A session imports them wherever it runs, so
+    a cluster must ship them to its workers (or have them installed there)."""
+    from rlrun.spec.env_ids import user_modules
+
+    named = user_modules(spec.env.id, spec.env.packages)
+    named += [wrapper.class_.partition(":")[0] for wrapper in spec.env.wrappers]
+    network = getattr(spec.agent, "network", None)
+    if network is not None and network.user:
+        named.append(network.kind.partition(":")[0])
+    return list(dict.fromkeys(named))
 
 
 def did_you_mean(word: str, candidates: list[str]) -> str:

@@ -27,9 +27,8 @@ from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
 from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
-from rlrun.spec import Spec, apply_overrides, read_document, validate_spec
+from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
-from rlrun.spec.env_ids import user_modules
 from rlrun.training.executor import Executor, OnEvent
 
 
@@ -86,7 +85,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         _check_name_free(root, url, name)
     check_compatible(spec)
     runner = _executor(executor, handle_signals)
-    runner.prepare(root, url, modules=user_modules(spec.env.id, spec.env.packages))
+    runner.prepare(root, url, modules=user_code(spec))
     if handle_signals:
         raise_if_stopped("before the run was recorded; nothing was written")
     with Registry.open(root, url) as registry:
@@ -271,7 +270,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
     runner = _executor(executor, handle_signals)
-    runner.prepare(root, url, modules=user_modules(plan.spec.env.id, plan.spec.env.packages))
+    runner.prepare(root, url, modules=user_code(plan.spec))
     if handle_signals:
         raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:

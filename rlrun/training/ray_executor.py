@@ -44,7 +44,8 @@ from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
-from rlrun.spec.env_ids import WHERE, user_modules
+from rlrun.spec import user_code, validate_spec
+from rlrun.spec.env_ids import WHERE
 from rlrun.training.executor import Execution, OnEvent
 
 if TYPE_CHECKING:
@@ -130,8 +131,7 @@ class RayExecutor:
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         ray = import_ray()
-        env = tasks[0].spec["env"]
-        self._connect(ray, shipped_modules(user_modules(env["id"], env.get("packages", []))))
+        self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
         try:
             return self._supervise(ray, list(tasks), on_event)
         finally:
@@ -202,7 +202,7 @@ def shipped_modules(modules: Sequence[str]) -> list[str]:
         top = module.split(".")[0]
         found = importlib.util.find_spec(top)
         if found is None:
-            raise BadInput(f"{top} (from the spec's env) cannot be found on this machine to ship to the Ray workers;"
+            raise BadInput(f"{top} (named by the spec) cannot be found on this machine to ship to the Ray workers;"
                            f" {WHERE}")
         locations = list(found.submodule_search_locations or [])
         if len(locations) > 1:
@@ -489,7 +489,7 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
     where = f"node {node.get('NodeManagerAddress', '?')} ({node['NodeID'][:16]})"
     if what.startswith(_MODULE):
         module, _, error = what.removeprefix(_MODULE).partition(" ")
-        return (f"{where} cannot import {module} {error}, which registers the spec's env; install what it needs on"
+        return (f"{where} cannot import {module} {error}, which the spec names; install what it needs on"
                 " every node (a module found here beside the spec or on PYTHONPATH is shipped to the workers)")
     if what == "SQLite registry":
         return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
