@@ -1,6 +1,7 @@
 """Exact resume for envs whose state is not plain attributes: Box2D (episode replay), async vector
-envs (capture and replay inside each worker), MuJoCo (the engine's own state) — and a
-non-deterministic env, whose replay cannot reproduce the episode, restarts and says so.
+envs (capture and replay inside each worker), MuJoCo (the engine's own state, with what its last
+step derived: Ant reads it) — and a non-deterministic env, whose replay cannot reproduce the
+episode, restarts and says so.
 
 Like `test_resume.py`: run A trains straight to the budget; run B is stopped mid-episode (SIGTERM
 at an exact frame, or kill -9 of its process group) and resumed; A and B must be equal bit for bit.
@@ -36,8 +37,11 @@ CASES: dict[str, tuple[str, list[str], str]] = {
                                                   "env.vectorization=async"], "replayed"),
     "sac-halfcheetah": ("sac_halfcheetah", [*SMALL, "--set", "agent.learning_starts=500"], "captured"),
     "ppo-hopper": ("ppo_hopper", [*SMALL, "--set", "env.num_envs=2"], "captured"),
+    # Ant's reward reads body positions the last step left behind, not only qpos/qvel
+    "sac-ant": ("sac_halfcheetah", [*SMALL, "--set", "env.id=Ant-v5", "--set", "agent.learning_starts=500"],
+                "captured"),
 }
-NEEDS = {"lunarlander": "Box2D", "halfcheetah": "mujoco", "hopper": "mujoco"}
+NEEDS = {"lunarlander": "Box2D", "halfcheetah": "mujoco", "hopper": "mujoco", "-ant": "mujoco"}
 
 
 def _skip_without_engine(case: str) -> None:

@@ -279,9 +279,37 @@ def _is_mujoco(base: Any) -> bool:
     return type(getattr(base, "data", None)).__module__.startswith("mujoco")
 
 
+# What `mj_forward` (inside `mj_step`) and gymnasium's `mj_rnePostConstraint` compute from the
+# state. `mj_step` recomputes all of it from the integration state before it integrates, so the
+# physics never reads it; but it is left behind computed from the state *before* the last
+# integration (one step behind qpos/qvel), and envs read it between steps: Ant-v5 takes its reward's
+# velocity from the torso's `xpos` before and after the step, Humanoid-v5 from `xipos` (its centre
+# of mass); restored with the integration state alone, their first reward after a resume differs.
+# Only the previous state could recompute it, and that is gone (`mj_forward` on the restored state
+# gives the quantities one step ahead, other bits); so it is kept as it is, as plain data: every
+# quantity of the position, velocity and acceleration stages and of `mj_rnePostConstraint` whose
+# size the model fixes (the solver's per-contact arrays, sized by the contacts found, are scratch
+# that `mj_step` redoes). The solver's warm start, `qacc_warmstart`, is in the integration state.
+_MUJOCO_DERIVED = (
+    # positions: frames of bodies, inertias, joints, geoms, sites, cameras, lights; tendons, actuators
+    "xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat",
+    "site_xpos", "site_xmat", "cam_xpos", "cam_xmat", "light_xpos", "light_xdir", "subtree_com",
+    "cdof", "cinert", "crb", "ten_length", "actuator_length",
+    # velocities
+    "cvel", "cdof_dot", "ten_velocity", "actuator_velocity", "qfrc_bias", "qfrc_passive",
+    "qfrc_spring", "qfrc_damper", "qfrc_gravcomp", "qfrc_fluid", "subtree_linvel", "subtree_angmom",
+    # accelerations and forces (Humanoid-v5 observes qfrc_actuator)
+    "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth", "qfrc_constraint", "qacc",
+    # mj_rnePostConstraint: Ant-v5 and Humanoid-v5 observe cfrc_ext and charge for it
+    "cacc", "cfrc_int", "cfrc_ext",
+    "sensordata", "energy",
+)
+
+
 def _mujoco_state(base: Any) -> dict[str, Any] | None:
     """Everything `mj_step` reads (time, positions, velocities, activations, controls, applied
-    forces, the solver's warm start), as plain floats; None for an env that is not MuJoCo's."""
+    forces, the solver's warm start), as plain floats, with what the last step derived from the
+    state before it (`_MUJOCO_DERIVED`); None for an env that is not MuJoCo's."""
     if not _is_mujoco(base):
         return None
     import mujoco
@@ -289,7 +317,9 @@ def _mujoco_state(base: Any) -> dict[str, Any] | None:
     what = mujoco.mjtState.mjSTATE_INTEGRATION
     state = np.empty(mujoco.mj_stateSize(base.model, what), dtype=np.float64)
     mujoco.mj_getState(base.model, base.data, state, what)
-    return {"integration": encode(state, "mujoco")}
+    derived = {name: encode(np.array(getattr(base.data, name)), f"mujoco.{name}")
+               for name in _MUJOCO_DERIVED if hasattr(base.data, name)}  # a field an older MuJoCo lacks
+    return {"integration": encode(state, "mujoco"), "derived": derived}
 
 
 def _set_mujoco_state(base: Any, physics: dict[str, Any]) -> None:
@@ -297,6 +327,11 @@ def _set_mujoco_state(base: Any, physics: dict[str, Any]) -> None:
 
     if not _is_mujoco(base):
         raise NotCapturable("the snapshot holds MuJoCo state but the env is not MuJoCo's")
+    for name, value in physics.get("derived", {}).items():  # a snapshot from before they were kept has none
+        array, target = decode(value), getattr(base.data, name, None)
+        if target is None or target.shape != array.shape:
+            raise NotCapturable(f"the snapshot's MuJoCo data has a {name} this MuJoCo and model do not")
+        target[...] = array
     mujoco.mj_setState(base.model, base.data, decode(physics["integration"]), mujoco.mjtState.mjSTATE_INTEGRATION)
 
 

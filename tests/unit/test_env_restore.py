@@ -47,6 +47,8 @@ def _assert_same_future(a: Any, b: Any, actions: list[np.ndarray]) -> None:
     ("CartPole-v1", None, "env: captured"),
     ("LunarLander-v3", "Box2D", "env: replayed"),
     ("Hopper-v5", "mujoco", "env: captured"),
+    ("Ant-v5", "mujoco", "env: captured"),
+    ("Humanoid-v5", "mujoco", "env: captured"),
 ])  # fmt: skip
 def test_a_restored_env_continues_exactly(env_id: str, module: str | None, how: str) -> None:
     if module:
@@ -56,6 +58,24 @@ def test_a_restored_env_continues_exactly(env_id: str, module: str | None, how: 
     b, said = _put_back(spec, capture_vector_env(a))
     assert said.startswith(how)
     _assert_same_future(a, b, actions)
+
+
+@pytest.mark.parametrize("env_id", ["Ant-v5", "Humanoid-v5"])
+def test_without_what_the_last_mujoco_step_derived_the_future_differs(env_id: str) -> None:
+    """The test above can fail for Ant and Humanoid: restored with MuJoCo's integration state alone
+    (as snapshots were before), the body positions the last step left behind (one step behind
+    qpos), which their reward's velocity starts from, are the fresh env's: the next reward differs.
+    Such an older snapshot still restores, for the envs that read nothing of it."""
+    pytest.importorskip("mujoco")
+    spec = EnvSpec(id=env_id, num_envs=2)
+    a, actions = _stepped(spec, 130)
+    state = capture_vector_env(a)
+    for copy in state["envs"]:
+        del copy["mujoco"]["derived"]
+    b, said = _put_back(spec, state)
+    assert said == "env: captured"
+    with pytest.raises(AssertionError):
+        _assert_same_future(a, b, actions)
 
 
 def test_a_state_captured_before_replay_existed_still_restores() -> None:
