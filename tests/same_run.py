@@ -5,6 +5,8 @@ and evaluations (`final_state`), equal bit for bit (`assert_same_run`)."""
 from __future__ import annotations
 
 import csv
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from rlrun.algorithms import algorithm_names
 from rlrun.registry import Registry
 from rlrun.session import metrics_log
 from rlrun.snapshot.layout import is_temporary
+from rlrun.testhooks import SIGNAL_AT_ENV
 
 BUDGET = 12_000
 CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
@@ -119,6 +122,29 @@ def resume_ok(home: Path, *args: str) -> Result:
     done = rlrun(home, "resume", *args)
     assert done.code == 0, done.stderr
     return done
+
+
+def preempted_mid_episode(home: Path, spec: str, *args: str) -> Result:
+    """Train `spec` (with CADENCE and its fast settings) until a SIGTERM at frame 2345: it exits
+    128+15, its newest snapshot a preemption taken mid-episode."""
+    stopped = train(home, spec, *args, env={SIGNAL_AT_ENV: "2345"})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    with Registry.open(home, create=False) as registry:
+        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
+    assert newest.kind == "preempt"
+    assert any(length > 0 for length in snapshot.read_meta(home / newest.path).episode_length), "not mid-episode"
+    return stopped
+
+
+def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000) -> None:
+    """Train `spec` (with CADENCE and its fast settings) and kill -9 its whole process group once a
+    snapshot at `frame` or later is in the registry."""
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    wait_for(lambda: newest_checkpoint_frame(home) >= frame, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
 
 
 def newest_checkpoint_frame(home: Path) -> int:

@@ -18,10 +18,8 @@ from typing import Any
 
 import pytest
 from helpers import cli_env, fast, run_attempts
-from same_run import CADENCE, assert_same_run, final_state, newest_checkpoint_frame, resume_ok, train, wait_for
+from same_run import assert_same_run, final_state, killed_after_a_snapshot, preempted_mid_episode, resume_ok, train
 
-from rlrun import snapshot
-from rlrun.registry import Registry
 from rlrun.testhooks import SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow
@@ -78,12 +76,7 @@ def _assert_resumed_exactly(home: Path, case: str) -> None:
 def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     case, a = straight
     spec, args = _args(case)
-    stopped = train(home, spec, *args, env={SIGNAL_AT_ENV: "2345"})
-    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
-    with Registry.open(home, create=False) as registry:
-        newest = max(registry.get_run(registry.resolve("latest").id).checkpoints, key=lambda c: c.frame)
-    assert newest.kind == "preempt"
-    assert any(length > 0 for length in snapshot.read_meta(home / newest.path).episode_length), "not mid-episode"
+    preempted_mid_episode(home, spec, *args)
     resume_ok(home)
     _assert_resumed_exactly(home, case)
     assert_same_run(a, final_state(home))
@@ -92,12 +85,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     case, a = straight
     spec, args = _args(case)
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *args],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
-    os.killpg(process.pid, signal.SIGKILL)
-    assert process.wait(timeout=30) == -signal.SIGKILL
+    killed_after_a_snapshot(home, spec, *args)
     resume_ok(home, "latest")
     _assert_resumed_exactly(home, case)
     assert_same_run(a, final_state(home))

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, rlrun
-from test_resume import assert_same_run, final_state, resume_ok, train, wait_for
+from helpers import cli_env, fast, rlrun
+from same_run import CADENCE, assert_same_run, final_state, resume_ok, train, wait_for
 
 from rlrun.registry import Registry
 from rlrun.testhooks import FREEZE_ENV, SIGNAL_AT_ENV
@@ -66,9 +66,6 @@ def interrupted(home: Path, spec: str, settings: list[str], how: str, tmp_path: 
 
 
 def _cadence(spec: str) -> list[str]:
-    from conftest import fast
-    from test_resume import CADENCE
-
     return [*CADENCE, *fast(spec)]
 
 

@@ -96,3 +96,17 @@ def test_old_module_paths_still_import() -> None:
     from rlrun.spec.agents.dqn import Config as Same
 
     assert Config is Same
+
+
+def test_tests_take_shared_helpers_from_helper_modules() -> None:
+    """A test file imports shared helpers from tests/helpers.py and its kin, never from conftest.py
+    (fixtures and hooks only) or from another test file (whose import would collect its tests twice)."""
+    tests = PACKAGE.parent / "tests"
+    offenders = []
+    for source in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offenders += [f"{source.relative_to(tests)}: {name}" for name in names
+                          if name.split(".")[0] == "conftest" or name.split(".")[0].startswith("test_")]
+    assert not offenders, offenders
