@@ -67,3 +67,14 @@ def test_main_exits_with_runs_code(argv: list[str], code: int | None, monkeypatc
             main()
         assert stop.value.code == code
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("group", [(), ("db",), ("spec",)])
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_help_summaries_are_whole_phrases(cli: Cli, group: tuple[str, ...], columns: str) -> None:
+    """Click cuts a command's summary that does not fit with `...`: each has a short help that fits."""
+    shown = cli(*group, "--help", env={"COLUMNS": columns})
+    commands = shown.stdout.split("Commands:\n")[1].splitlines()
+    assert shown.code == 0 and len(commands) >= 3
+    for line in commands:
+        assert not line.endswith("...") and line.rstrip().endswith((".", ")")), line
