@@ -25,6 +25,7 @@ from rlrun.registry.records import (
     SearchRecord,
     SessionRecord,
 )
+from rlrun.snapshot.retention import kinds
 
 _MAX_CANDIDATES = 10
 
@@ -198,7 +199,9 @@ def choose_checkpoint(detail: RunDetail, ref: RunRef) -> CheckpointChoice:
     elif ref.checkpoint == "latest" or not any(c.frame in scores for c in checkpoints):
         chosen = checkpoints[-1]
     else:
-        chosen = max((c for c in checkpoints if c.frame in scores), key=lambda c: (scores[c.frame], c.frame))
+        # On a tied score the checkpoint labelled `best` (the first to reach it) wins, then the newest.
+        chosen = max((c for c in checkpoints if c.frame in scores),
+                     key=lambda c: (scores[c.frame], "best" in kinds(c), c.frame))
     return CheckpointChoice(session, chosen, scores.get(chosen.frame))
 
 
