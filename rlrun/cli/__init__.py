@@ -514,9 +514,12 @@ def show(
     as_json: AsJson = False,
     metrics: Annotated[bool, typer.Option(
         "--metrics", help="Show the training metrics instead: latest values and sparklines.")] = False,
+    spec_json: Annotated[bool, typer.Option(
+        "--spec-json", help="Print the run's latest spec as JSON on stdout instead (to edit for resume --spec).")
+    ] = False,
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
-    revisions and their changes, attempts, lineage and the spec."""
+    revisions and their changes, attempts and lineage (the spec itself with --spec-json)."""
     from rlrun import catalog
     from rlrun.cli import views
 
@@ -530,6 +533,8 @@ def show(
         _say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
         _show_metrics(found.detail, found.home, as_json)
+    elif spec_json:
+        print(views.spec_document(found.detail))
     elif as_json:
         _print_json(found.detail.to_json())
     else:
