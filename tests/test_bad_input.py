@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 from helpers import Result, invoke
 
+from rlrun.errors import install_hint
 from rlrun.spec import builtin_document
 
 RC = "reinforce_cartpole"
@@ -182,7 +183,7 @@ CASES = [
     case("train", spec_file("cnn_on_vector.json"), hint="the nature_cnn network needs image observations"),
     case("train", "dqn_pong", *TINY_TRAIN, hint="ALE/Pong-v5 needs a package that is not installed",
          missing=("ale_py",)),
-    case("train", "ppo_breakout", *TINY_TRAIN, hint="pip install 'rlrun[atari]'", missing=("ale_py",)),
+    case("train", "ppo_breakout", *TINY_TRAIN, hint=install_hint("atari"), missing=("ale_py",)),
     case("train", "dqn_pong", *TINY_TRAIN, "--set", "env.kwargs.frameskip=4",
          hint="env.atari.frame_skip repeats the actions; remove env.kwargs.frameskip"),
     case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
@@ -340,15 +341,15 @@ CASES = [
     # damaged files, missing extras
     case("enjoy", "tiny", "--episodes", "1", trained=True, prepare=tampered,
          hint="state.pt is missing or altered; use another checkpoint"),
-    case("plot", "tiny", "-o", "SCRATCH/p.png", hint="pip install 'rlrun[plot]'", trained=True,
+    case("plot", "tiny", "-o", "SCRATCH/p.png", hint=install_hint("plot"), trained=True,
          missing=("matplotlib",)),
-    case("enjoy", "tiny", "--episodes", "1", "--video", "SCRATCH/v.gif", hint="pip install", trained=True,
+    case("enjoy", "tiny", "--episodes", "1", "--video", "SCRATCH/v.gif", hint=install_hint("video"), trained=True,
          missing=("imageio", "imageio_ffmpeg")),
     case("enjoy", "tiny", "--video", "SCRATCH/v.txt", hint="write a .gif or an .mp4", trained=True),
     # sessions on a Ray cluster (tests/test_ray.py runs a real one)
-    case("train", RC, "--ray", hint="--ray needs Ray, an optional extra that is not installed: pip install 'rlrun[ray]",
+    case("train", RC, "--ray", hint=f"--ray needs Ray, an optional extra that is not installed: {install_hint('ray')}",
          missing=("ray",)),
-    case("resume", "tiny", "--ray", "127.0.0.1:7000", hint="pip install 'rlrun[ray]'", trained=True,
+    case("resume", "tiny", "--ray", "127.0.0.1:7000", hint=install_hint("ray"), trained=True,
          missing=("ray",)),
     case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
     case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),

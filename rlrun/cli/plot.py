@@ -4,7 +4,7 @@ sessions, several runs overlaid with a legend; or a search's trials) to an image
 matplotlib's headless Agg renderer.
 
 Draws only; matplotlib is the one heavy import, and only once there is something to draw. It is an
-optional extra: `pip install 'rlrun[plot]'`.
+optional extra (`rlrun.errors.install_hint` writes the command).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.catalog.curves import Curve, curve, metric_curve
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, install_hint
 
 # Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
 __all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_search", "metric_curve"]
@@ -36,7 +36,7 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise BadInput("rlrun plot needs matplotlib: pip install 'rlrun[plot]'") from None
+        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
     # A bare Figure renders through Agg when saved: no pyplot, no GUI backend, no display needed.
     figure = Figure(figsize=(8, 5), layout="constrained")
     axes = figure.add_subplot()
@@ -64,7 +64,7 @@ def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise BadInput("rlrun plot needs matplotlib: pip install 'rlrun[plot]'") from None
+        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
     import json
 
     figure = Figure(figsize=(8, 5), layout="constrained")

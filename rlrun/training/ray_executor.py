@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun.errors import BadInput, RegistryError
+from rlrun.errors import BadInput, RegistryError, install_hint
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
@@ -57,7 +57,6 @@ SIGTERM) before the driver records it failed."""
 POLL_SECONDS = 0.25
 """How often a session passes its events to the driver and hears of a stop request."""
 PROBE_SECONDS = 60.0
-EXTRA = "pip install 'rlrun[ray]'"
 
 
 def import_ray() -> Any:
@@ -65,7 +64,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise BadInput(f"--ray needs Ray, an optional extra that is not installed: {EXTRA}") from None
+        raise BadInput(f"--ray needs Ray, an optional extra that is not installed: {install_hint('ray')}") from None
     return ray
 
 

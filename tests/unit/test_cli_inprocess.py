@@ -78,3 +78,18 @@ def test_help_summaries_are_whole_phrases(cli: Cli, group: tuple[str, ...], colu
     assert shown.code == 0 and len(commands) >= 3
     for line in commands:
         assert not line.endswith("...") and line.rstrip().endswith((".", ")")), line
+
+
+def test_install_hints_follow_how_rlrun_was_installed(tmp_path: Path) -> None:
+    """Issue 27.8: a clone (an editable install) is told to install the clone's extra, as the
+    README says; an install from the package index, the index's."""
+    from rlrun.errors import install_command, install_hint
+
+    clone = tmp_path / "rlrun"
+    clone.mkdir()
+    editable = {"url": clone.as_uri(), "dir_info": {"editable": True}}
+    assert install_command("video", editable, str(clone)) == "pip install -e '.[video]'"
+    assert install_command("video", editable, str(tmp_path)) == f"pip install -e '{clone}[video]'"
+    built = {"url": clone.as_uri(), "dir_info": {}}
+    assert install_command("ray", built, str(clone)) == install_command("ray", None, ".") == "pip install 'rlrun[ray]'"
+    assert install_hint("plot").startswith("pip install") and install_hint("plot").endswith("[plot]'")
