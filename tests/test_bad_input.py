@@ -352,6 +352,9 @@ CASES = [
     case("resume", "tiny", "--ray", "127.0.0.1:7000", hint=install_hint("ray"), trained=True,
          missing=("ray",)),
     case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+    # no cluster to find: rlrun's line, without Ray's own advice about --address after it
+    case("train", RC, "--ray", env={"RAY_TMPDIR": "SCRATCH/ray", "RAY_ADDRESS": ""},
+         hint="no Ray cluster at --ray auto: Could not find any running Ray instance; start one with `ray start"),
     case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--ray", "127.0.0.1:1",
          hint="--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs 2 trials"),

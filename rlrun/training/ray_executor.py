@@ -113,7 +113,9 @@ class RayExecutor:
             ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
                      runtime_env={"py_modules": shipped} if shipped else None)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
-            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            # Ray's first sentence only: the rest is its own advice (`--address`, RAY_ADDRESS), which
+            # rlrun's line gives in rlrun's terms.
+            detail = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
             raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
                            f" or give its address (--ray HOST:PORT or ${ADDRESS_ENV})") from None
         self._connected_here = True
