@@ -316,6 +316,7 @@ CASES = [
     case("enjoy", "latest@999k", hint="no checkpoint at frame 999,000", trained=True),
     case("enjoy", "latest@1500", hint="no checkpoint at frame 1,500", trained=True),
     case("resume", "nosuchrun", hint="no run matches 'nosuchrun'", trained=True),
+    case("enjoy", "tinny", hint="no run matches 'tinny' (did you mean 'tiny'?); see `rlrun ls`", trained=True),
     case("rm", "nosuchrun", "--yes", hint="no run matches 'nosuchrun'", trained=True),
     case("rm", "tiny@1k", "--yes", trained=True,
          hint="`rlrun rm` takes whole runs, not a session or a checkpoint; name the run alone (tiny)"),

@@ -142,7 +142,10 @@ class Resolution(Reads):
             return f"run {Path(ref.path).name} ({ref.path}) does not match {narrowed}; see {listing}"
         if ref.kind == "token":
             with_filters = f" with {narrowed}" if narrowed else ""
-            return f"no run matches {ref.token!r}{with_filters}; see {listing}"
+            if tx.rows("SELECT 1 FROM searches WHERE name = :name OR id = :id",
+                       {"name": ref.token, "id": ref.token.lower()}):
+                return f"{ref.token!r} is a search, not a run: use `search:{ref.token}`"
+            return f"no run matches {ref.token!r}{with_filters}{self._closest_name(tx, ref.token)}; see {listing}"
         where, params = self._where(tx, filters)
         total = int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
         if total == 0:
@@ -150,6 +153,15 @@ class Resolution(Reads):
         plural = "run" if total == 1 else "runs"
         matching = f" match {narrowed}" if narrowed else ""
         return f"{ref.base}: only {total} {plural}{matching}; see {listing}"
+
+    @staticmethod
+    def _closest_name(tx: Transaction, token: str) -> str:
+        """` (did you mean 'NAME'?)` for the run name closest to a mistyped one, or nothing."""
+        import difflib
+
+        names = [name for (name,) in tx.rows("SELECT name FROM runs WHERE name IS NOT NULL")]
+        close = difflib.get_close_matches(token, names, n=1)
+        return f" (did you mean {close[0]!r}?)" if close else ""
 
     @staticmethod
     def _hint(tx: Transaction, filters: RunFilter) -> str:
