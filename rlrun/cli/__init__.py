@@ -792,11 +792,12 @@ def spec(context: typer.Context) -> None:
 @spec_app.command("list")
 def spec_list() -> None:
     """List the built-in specs."""
+    from rlrun.cli.views import table
     from rlrun.spec import builtin_document, builtin_names
 
-    for name in builtin_names():
-        document = builtin_document(name)
-        sys.stdout.write(f"{name}\t{document['agent']['algorithm']}\t{document['env']['id']}\n")
+    rows = [[name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"]]
+            for name in builtin_names()]
+    sys.stdout.write(table(("spec", "algorithm", "env"), rows) + "\n")
 
 
 @spec_app.command("show", short_help="Print a built-in spec as JSON.")

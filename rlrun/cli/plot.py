@@ -15,6 +15,7 @@ from typing import Any
 
 from rlrun.catalog.curves import Curve, curve, metric_curve
 from rlrun.errors import BadInput, install_hint
+from rlrun.sizes import format_size
 
 # Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
 __all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_search", "metric_curve"]
@@ -35,6 +36,7 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
     """Write the curves (evaluation returns, or the training `metric`) to `output` and return it."""
     try:
         from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
         raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
     # A bare Figure renders through Agg when saved: no pyplot, no GUI backend, no display needed.
@@ -50,12 +52,18 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
         high = [m + s for m, s in zip(item.mean, item.std, strict=True)]
         axes.fill_between(item.frames, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     axes.set_xlabel("frames")
+    axes.xaxis.set_major_formatter(FuncFormatter(frame_tick))
     axes.set_ylabel(f"{metric or 'evaluation return'} (mean ± std across sessions)")
     axes.set_title(title or (f"training {metric}" if metric else "evaluation return"))
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     figure.savefig(output, dpi=120)
     return output
+
+
+def frame_tick(value: float, _position: Any = None) -> str:
+    """A frames axis tick as a size, the way every command prints frames: 200k, 1.5M."""
+    return format_size(value)
 
 
 def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
