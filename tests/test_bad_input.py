@@ -189,6 +189,8 @@ CASES = [
     case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
     case("train", "SPECS/does_not_exist.json", hint="does_not_exist.json\" does not exist; give a path or a built-in"),
     case("train", "reinforce_cartpol", hint='no such file or built-in spec; did you mean "reinforce_cartpole"'),
+    case("train", RC, "--frames", "20m", hint="'20m' has a lowercase m, which rlrun reads as minutes elsewhere;"
+         " write 20M for millions of frames"),
     # search blocks: refused by train, checked by search before anything is written (issue 15)
     case("train", spec_file("searched.json"), hint="this spec is a search space; run it with `rlrun search SPEC`"),
     case("search", RC, hint="has no search block; add one"),
