@@ -503,9 +503,10 @@ def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None
 def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_path: Path) -> None:
     home = two_runs
     # ls and show do not even load SQLAlchemy or Rich: they must answer at once.
-    for args in (["ls"], ["ls", "--json"], ["ls", "--csv", "--sort", "best"], ["show", "latest"], ["show", "1"]):
+    for args in (["ls"], ["ls", "--json"], ["ls", "--csv", "--sort", "best"], ["show", "latest"], ["show", "1"],
+                 ["show", "latest", "--spec-json"]):  # fmt: skip
         assert heavy_modules(home, *args) == "", args
-    for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"],
+    for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"], ["spec", "list"],
                  ["plot", "latest", "-o", str(tmp_path / "p.png")], ["rm", "latest", "--yes"]):  # fmt: skip
         loaded = heavy_modules(home, *args)
         assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)
