@@ -145,7 +145,8 @@ class Resolution(Reads):
             if tx.rows("SELECT 1 FROM searches WHERE name = :name OR id = :id",
                        {"name": ref.token, "id": ref.token.lower()}):
                 return f"{ref.token!r} is a search, not a run: use `search:{ref.token}`"
-            return f"no run matches {ref.token!r}{with_filters}{self._closest_name(tx, ref.token)}; see {listing}"
+            closest = self._closest_name(tx, ref.token, filters)
+            return f"no run matches {ref.token!r}{with_filters}{closest}; see {listing}"
         where, params = self._where(tx, filters)
         total = int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
         if total == 0:
@@ -154,12 +155,14 @@ class Resolution(Reads):
         matching = f" match {narrowed}" if narrowed else ""
         return f"{ref.base}: only {total} {plural}{matching}; see {listing}"
 
-    @staticmethod
-    def _closest_name(tx: Transaction, token: str) -> str:
-        """` (did you mean 'NAME'?)` for the run name closest to a mistyped one, or nothing."""
+    def _closest_name(self, tx: Transaction, token: str, filters: RunFilter) -> str:
+        """` (did you mean 'NAME'?)` for the name closest to a mistyped one among the runs the
+        filters pass, or nothing."""
         import difflib
 
-        names = [name for (name,) in tx.rows("SELECT name FROM runs WHERE name IS NOT NULL")]
+        where, params = self._where(tx, filters)
+        names = [name for (name,) in tx.rows(f"SELECT r.name FROM runs r WHERE r.name IS NOT NULL AND {where}",
+                                             params) if name != token]  # fmt: skip
         close = difflib.get_close_matches(token, names, n=1)
         return f" (did you mean {close[0]!r}?)" if close else ""
 
