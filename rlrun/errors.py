@@ -6,6 +6,7 @@ notebook calling the library gets ordinary exceptions with readable messages.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 EXIT_OK = 0
@@ -74,3 +75,35 @@ class Stopped(RlrunError):
     def __init__(self, signum: int, when: str) -> None:
         super().__init__(f"stopped by signal {signum} {when}")
         self.exit_code = 128 + signum
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra into this rlrun, for every message that needs
+    one: from a clone (an editable install) the clone's extra, else the package index's."""
+    return install_command(extra, _direct_url(), os.getcwd())
+
+
+def install_command(extra: str, direct_url: dict[str, Any] | None, cwd: str) -> str:
+    """`pip install 'rlrun[extra]'`, or for an editable install (pip's direct_url.json says so)
+    `pip install -e '.[extra]'` run from the clone, the clone's path from elsewhere."""
+    url = (direct_url or {}).get("url", "")
+    if not (direct_url or {}).get("dir_info", {}).get("editable") or not url.startswith("file://"):
+        return f"pip install 'rlrun[{extra}]'"
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    clone = os.path.realpath(url2pathname(urlparse(url).path))
+    where = "." if os.path.realpath(cwd) == clone else clone
+    return f"pip install -e '{where}[{extra}]'"
+
+
+def _direct_url() -> dict[str, Any] | None:
+    """How pip installed rlrun (PEP 610), or None when it does not say."""
+    import json
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("rlrun").read_text("direct_url.json")
+        return json.loads(text) if text else None
+    except (metadata.PackageNotFoundError, ValueError):
+        return None

@@ -1,4 +1,6 @@
-"""Human sizes for frame counts: `20M`, `1.5M`, `500k`, `2e6`, `20_000`."""
+"""Human sizes for frame counts: `20M`, `1.5M`, `500k`, `2e6`, `20_000`. Millions take a capital
+`M` only: a lowercase `m` means minutes in durations (`--since 90m`), so `20m` is refused with the
+fix rather than read one way here and the other way there."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
         match = _SIZE.match(text)
         if match is None or match["number"].startswith("_") or "__" in match["number"]:
             raise SizeError(f"{what}: {shown} is not a size; use a count like {EXAMPLES}")
+        if match["suffix"] == "m":  # lowercase m is minutes wherever rlrun takes a duration (--since 90m)
+            raise SizeError(f"{what}: {shown} has a lowercase m, which rlrun reads as minutes elsewhere;"
+                            f" write {match['number']}M for millions of frames")
         value = float(match["number"].replace("_", "")) * _SUFFIXES[match["suffix"].lower()]
     if value > MAX_SIZE:
         raise SizeError(f"{what}: {shown} is more than {MAX_SIZE_TEXT}, the largest count rlrun takes;"

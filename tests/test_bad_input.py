@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 from helpers import Result, invoke
 
+from rlrun.errors import install_hint
 from rlrun.spec import builtin_document
 
 RC = "reinforce_cartpole"
@@ -188,12 +189,14 @@ CASES = [
     case("train", spec_file("cnn_on_vector.json"), hint="the nature_cnn network needs image observations"),
     case("train", "dqn_pong", *TINY_TRAIN, hint="ALE/Pong-v5 needs a package that is not installed",
          missing=("ale_py",)),
-    case("train", "ppo_breakout", *TINY_TRAIN, hint="pip install 'rlrun[atari]'", missing=("ale_py",)),
+    case("train", "ppo_breakout", *TINY_TRAIN, hint=install_hint("atari"), missing=("ale_py",)),
     case("train", "dqn_pong", *TINY_TRAIN, "--set", "env.kwargs.frameskip=4",
          hint="env.atari.frame_skip repeats the actions; remove env.kwargs.frameskip"),
     case("train", "SCRATCH", hint="is a folder, not a spec file; give a .json file or a built-in name"),
     case("train", "SPECS/does_not_exist.json", hint="does_not_exist.json\" does not exist; give a path or a built-in"),
     case("train", "reinforce_cartpol", hint='no such file or built-in spec; did you mean "reinforce_cartpole"'),
+    case("train", RC, "--frames", "20m", hint="'20m' has a lowercase m, which rlrun reads as minutes elsewhere;"
+         " write 20M for millions of frames"),
     # search blocks: refused by train, checked by search before anything is written (issue 15)
     case("train", spec_file("searched.json"), hint="this spec is a search space; run it with `rlrun search SPEC`"),
     case("search", RC, hint="has no search block; add one"),
@@ -337,6 +340,7 @@ CASES = [
     case("enjoy", "latest@999k", hint="no checkpoint at frame 999,000", trained=True),
     case("enjoy", "latest@1500", hint="no checkpoint at frame 1,500", trained=True),
     case("resume", "nosuchrun", hint="no run matches 'nosuchrun'", trained=True),
+    case("enjoy", "tinny", hint="no run matches 'tinny' (did you mean 'tiny'?); see `rlrun ls`", trained=True),
     case("rm", "nosuchrun", "--yes", hint="no run matches 'nosuchrun'", trained=True),
     case("rm", "tiny@1k", "--yes", trained=True,
          hint="`rlrun rm` takes whole runs, not a session or a checkpoint; name the run alone (tiny)"),
@@ -362,17 +366,20 @@ CASES = [
     # damaged files, missing extras
     case("enjoy", "tiny", "--episodes", "1", trained=True, prepare=tampered,
          hint="state.pt is missing or altered; use another checkpoint"),
-    case("plot", "tiny", "-o", "SCRATCH/p.png", hint="pip install 'rlrun[plot]'", trained=True,
+    case("plot", "tiny", "-o", "SCRATCH/p.png", hint=install_hint("plot"), trained=True,
          missing=("matplotlib",)),
-    case("enjoy", "tiny", "--episodes", "1", "--video", "SCRATCH/v.gif", hint="pip install", trained=True,
+    case("enjoy", "tiny", "--episodes", "1", "--video", "SCRATCH/v.gif", hint=install_hint("video"), trained=True,
          missing=("imageio", "imageio_ffmpeg")),
     case("enjoy", "tiny", "--video", "SCRATCH/v.txt", hint="write a .gif or an .mp4", trained=True),
     # sessions on a Ray cluster (tests/test_ray.py runs a real one)
-    case("train", RC, "--ray", hint="--ray needs Ray, an optional extra that is not installed: pip install 'rlrun[ray]",
+    case("train", RC, "--ray", hint=f"--ray needs Ray, an optional extra that is not installed: {install_hint('ray')}",
          missing=("ray",)),
-    case("resume", "tiny", "--ray", "127.0.0.1:7000", hint="pip install 'rlrun[ray]'", trained=True,
+    case("resume", "tiny", "--ray", "127.0.0.1:7000", hint=install_hint("ray"), trained=True,
          missing=("ray",)),
     case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+    # no cluster to find: rlrun's line, without Ray's own advice about --address after it
+    case("train", RC, "--ray", env={"RAY_TMPDIR": "SCRATCH/ray", "RAY_ADDRESS": ""},
+         hint="no Ray cluster at --ray auto: Could not find any running Ray instance; start one with `ray start"),
     case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--ray", "127.0.0.1:1",
          hint="--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs 2 trials"),

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import TINY, Result, cli_env, heavy_modules, invoke, popen, rlrun
 
+from rlrun.cli.views import duration
 from rlrun.registry import SCHEMA_HEAD, Registry
 from rlrun.snapshot import retention
 
@@ -96,7 +97,22 @@ def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
     assert human.stdout == ""
     lines = human.stderr.splitlines()
     assert lines[0].split()[:3] == ["#", "id", "name"] and len(lines) == 5
-    assert "finished" in lines[1] and "gamma" in lines[2] and "6k/6k" in lines[3]
+    # frames: the slowest session against the per-session target, not summed over sessions
+    assert "finished" in lines[1] and "gamma" in lines[2] and "3k/3k" in lines[3] and beta["session_frame"] == 3000
+
+
+@pytest.mark.slow  # trains
+def test_ls_duration_is_training_time_not_the_idle_gap_before_a_resume(tmp_path: Path) -> None:
+    home = tmp_path / "runs"
+    assert rlrun(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--frames", "2000").code == 0
+    time.sleep(4)
+    assert rlrun(home, "resume", "latest", "--frames", "3000").code == 0
+    [run] = listed(home)
+    span = run["finished_at"] - run["created_at"]
+    assert 0 < run["training_seconds"] < span - 3.5  # both attempts of a session, not the gap between them
+    assert (run["session_frame"], run["frames_done"]) == (3000, 6000)
+    line = ok(invoke(home, "ls")).stderr.splitlines()[1]
+    assert "3k/3k" in line and line.split()[-1] == duration(run["training_seconds"])
 
 
 @pytest.mark.slow  # trains
@@ -249,8 +265,12 @@ def test_show_tells_the_whole_story(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     beta = ok(invoke(zoo, "show", "beta")).stderr
     for part in ("sessions", "evaluation return (mean of sessions): ", "checkpoints", "evaluations",
-                 "spec revisions", "attempts", "spec (latest revision)", '"max_frame": 3000'):  # fmt: skip
+                 "spec revisions", "attempts", f"spec: revision 0 (from frame 0); print it with"
+                 f" `rlrun show {ids['beta']} --spec-json`"):  # fmt: skip
         assert part in beta, part
+    assert beta.rstrip().endswith("--spec-json`") and '"max_frame"' not in beta  # the summary stays on screen
+    spec = ok(invoke(zoo, "show", "beta", "--spec-json"))
+    assert json.loads(spec.stdout)["meta"]["max_frame"] == 3000
     session_lines = [line for line in beta.splitlines() if line.strip().startswith(("s0 ", "s1 "))][:2]
     assert all(any(c in line for c in "▁▂▃▄▅▆▇█") for c in session_lines for line in [c])
     fork = ok(invoke(zoo, "show", ids["fork"])).stderr
@@ -483,9 +503,10 @@ def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None
 def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_path: Path) -> None:
     home = two_runs
     # ls and show do not even load SQLAlchemy or Rich: they must answer at once.
-    for args in (["ls"], ["ls", "--json"], ["ls", "--csv", "--sort", "best"], ["show", "latest"], ["show", "1"]):
+    for args in (["ls"], ["ls", "--json"], ["ls", "--csv", "--sort", "best"], ["show", "latest"], ["show", "1"],
+                 ["show", "latest", "--spec-json"]):  # fmt: skip
         assert heavy_modules(home, *args) == "", args
-    for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"],
+    for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"], ["spec", "list"],
                  ["plot", "latest", "-o", str(tmp_path / "p.png")], ["rm", "latest", "--yes"]):  # fmt: skip
         loaded = heavy_modules(home, *args)
         assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)

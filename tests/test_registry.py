@@ -417,7 +417,14 @@ def test_resolve_order_is_id_then_name_then_prefix(registry: Registry) -> None:
 
 def test_resolve_unknown(registry: Registry, three: list[RunRecord]) -> None:
     assert reference_error(registry, "zz") == "no run matches 'zz'; see `rlrun ls`"
-    assert "no run matches 'alph'" in reference_error(registry, "alph")  # names need no prefix
+    # names need no prefix; a near miss is suggested (issue 27.12)
+    assert reference_error(registry, "alph") == "no run matches 'alph' (did you mean 'alpha'?); see `rlrun ls`"
+
+
+def test_a_search_name_given_as_a_run_points_at_search_colon(registry: Registry, three: list[RunRecord]) -> None:
+    registry.create_search(search_id="sa00000001", name="sweep", spec_name="reinforce_cartpole", spec_json="{}",
+                           space_json="{}", settings_json="{}", host=None, pid=None)
+    assert reference_error(registry, "sweep") == "'sweep' is a search, not a run: use `search:sweep`"
 
 
 def test_resolve_ambiguous_prefix_lists_candidates(

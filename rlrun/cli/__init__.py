@@ -31,7 +31,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer()  # help: the docstrings of their callbacks, below
 spec_app = typer.Typer()
-app.add_typer(db_app, name="db")
+app.add_typer(db_app, name="db", short_help="Registry schema: current, upgrade, rebuild.")
 app.add_typer(spec_app, name="spec")
 
 
@@ -150,7 +150,7 @@ def rlrun(
 # train, resume, enjoy
 
 
-@app.command()
+@app.command(short_help="Train a run from a spec and record it.")
 def train(
     spec: Annotated[str, typer.Argument(metavar="SPEC", show_default=False)],
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the run.")] = None,
@@ -213,7 +213,7 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
                   markup=False)
 
 
-@app.command()
+@app.command(short_help="Continue a run (or a search) bit for bit.")
 def resume(
     reference: Annotated[str, _reference(
         "latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")] = "latest",
@@ -273,7 +273,7 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
                   " raise the target with --frames or --more", highlight=False, markup=False)
 
 
-@app.command()
+@app.command(short_help="Replay a checkpoint and score it.")
 def enjoy(
     reference: Annotated[str, _reference(
         "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder).")] = "latest",
@@ -326,7 +326,7 @@ def _label(reference: str, filters: Any) -> str:
     return f"{reference} {filters.describe()}" if narrowed else reference
 
 
-@app.command()
+@app.command(short_help="Search hyper-parameters, a run per trial.")
 def search(
     spec: Annotated[str, typer.Argument(metavar="SPEC", show_default=False)],
     trials: Annotated[int | None, typer.Option(
@@ -434,7 +434,7 @@ def _views() -> Any:
 # folders only, so they never import torch or gymnasium, and ls and show not even Rich.
 
 
-@app.command("ls")
+@app.command("ls", short_help="List runs (or searches), newest first.")
 def list_runs(
     limit: Annotated[int, typer.Option(
         "-n", "--limit", min=1, show_default=True, metavar="INTEGER RANGE", help="Show at most N runs.")] = 20,
@@ -498,7 +498,7 @@ def _list_searches(reference: str | None, home: Path | None, as_json: bool, limi
         _say(views.trials_table(chosen.detail, colour=views.colour_enabled()))
 
 
-@app.command()
+@app.command(short_help="Show a run: sessions, checkpoints, evals.")
 def show(
     reference: Annotated[str, _reference(
         "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere).")] = "latest",
@@ -514,9 +514,12 @@ def show(
     as_json: AsJson = False,
     metrics: Annotated[bool, typer.Option(
         "--metrics", help="Show the training metrics instead: latest values and sparklines.")] = False,
+    spec_json: Annotated[bool, typer.Option(
+        "--spec-json", help="Print the run's latest spec as JSON on stdout instead (to edit for resume --spec).")
+    ] = False,
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec
-    revisions and their changes, attempts, lineage and the spec."""
+    revisions and their changes, attempts and lineage (the spec itself with --spec-json)."""
     from rlrun import catalog
     from rlrun.cli import views
 
@@ -530,6 +533,8 @@ def show(
         _say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
         _show_metrics(found.detail, found.home, as_json)
+    elif spec_json:
+        print(views.spec_document(found.detail))
     elif as_json:
         _print_json(found.detail.to_json())
     else:
@@ -559,7 +564,7 @@ def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
     _say(views.metrics_summary(tables, colour=views.colour_enabled()))
 
 
-@app.command()
+@app.command(short_help="Plot evaluation return against frames.")
 def plot(
     references: Annotated[list[str] | None, _references("the runs to draw (default: latest).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -596,7 +601,7 @@ def plot(
     _say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
-@app.command()
+@app.command(short_help="Export runs' records or metrics as CSV.")
 def export(
     references: Annotated[list[str] | None, _references("the runs to export (default: latest).")] = None,
     metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
@@ -625,7 +630,7 @@ def export(
     _say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
 
 
-@app.command()
+@app.command(short_help="Delete runs, their folders included.")
 def rm(
     references: Annotated[list[str] | None, _references("the runs to delete, as for show.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
@@ -668,7 +673,7 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-@app.command()
+@app.command(short_help="Remove folders the registry does not list.")
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
     home: Home = None,
@@ -689,7 +694,7 @@ def gc(
         _say(views.garbage_report(report, root))
 
 
-@app.command("import")
+@app.command("import", short_help="Add run folders copied from elsewhere.")
 def import_(
     folders: Annotated[list[Path] | None, typer.Argument(
         metavar="PATH...", show_default=False, help="Run folders (each with its run.json) to add to the home.")] = None,
@@ -723,7 +728,7 @@ def db(context: typer.Context) -> None:
     _help_if_bare(context)
 
 
-@db_app.command("current")
+@db_app.command("current", short_help="Print the schema revision, and the needed one.")
 def db_current(home: Home = None, as_json: AsJson = False) -> None:
     """Print the registry's schema revision and the one this rlrun needs."""
     from rlrun.registry import schema_state
@@ -742,7 +747,7 @@ def db_current(home: Home = None, as_json: AsJson = False) -> None:
     sys.stdout.write(f"{state.label}: {verdict}\n")
 
 
-@db_app.command("upgrade")
+@db_app.command("upgrade", short_help="Upgrade the registry's schema.")
 def db_upgrade(home: Home = None) -> None:
     """Upgrade the registry's schema to this rlrun's (a SQLite file is copied first)."""
     from rlrun.registry import SCHEMA_HEAD, upgrade_registry
@@ -755,7 +760,7 @@ def db_upgrade(home: Home = None) -> None:
     sys.stdout.write(f"upgraded {done.label} from schema {done.before or 'none'} to {done.after}{kept}\n")
 
 
-@db_app.command("rebuild")
+@db_app.command("rebuild", short_help="Restore the registry from the run folders.")
 def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
     """Restore the registry from the run folders (their run.json manifests and snapshots): every
     run it does not list yet is added back."""
@@ -787,14 +792,15 @@ def spec(context: typer.Context) -> None:
 @spec_app.command("list")
 def spec_list() -> None:
     """List the built-in specs."""
+    from rlrun.cli.views import table
     from rlrun.spec import builtin_document, builtin_names
 
-    for name in builtin_names():
-        document = builtin_document(name)
-        sys.stdout.write(f"{name}\t{document['agent']['algorithm']}\t{document['env']['id']}\n")
+    rows = [[name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"]]
+            for name in builtin_names()]
+    sys.stdout.write(table(("spec", "algorithm", "env"), rows) + "\n")
 
 
-@spec_app.command("show")
+@spec_app.command("show", short_help="Print a built-in spec as JSON.")
 def spec_show(name: Annotated[str, typer.Argument(metavar="NAME", show_default=False)]) -> None:
     """Print a built-in spec as JSON, ready to save and edit."""
     from rlrun.spec import builtin_document
@@ -802,7 +808,7 @@ def spec_show(name: Annotated[str, typer.Argument(metavar="NAME", show_default=F
     _print_json(builtin_document(name))
 
 
-@spec_app.command("schema")
+@spec_app.command("schema", short_help="Print the spec's JSON Schema (for editors).")
 def spec_schema() -> None:
     """Print the JSON Schema of a spec (for editors)."""
     from rlrun.spec import json_schema

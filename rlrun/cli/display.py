@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -116,22 +117,51 @@ class TrainingDisplay:
             self.console.print(f"{tag} {event.status} at frame {format_size(event.frame)}{detail}", highlight=False)
 
     def _table(self) -> Table:
-        table = Table(box=None, pad_edge=False)
+        """One row per session, with the columns that fit the console's width: the least important
+        are dropped first (`_DROP_ORDER`), so no header or value is ever cut."""
         headline = next((line.headline for line in self.lines.values() if line.headline), None)
-        for column in ("session", "seed", "frames", "", "frames/s", "episodes", "return", headline, "last eval",
-                       "best eval", "eta", "status"):
-            if column is not None:
-                table.add_column(column, justify="left" if column in ("session", "status", "") else "right")
-        for index in sorted(self.lines):
-            line = self.lines[index]
-            done = min(line.frame / max(line.max_frame, 1), 1.0)
-            bar = "█" * int(done * 20) + "░" * (20 - int(done * 20))
-            diagnostic = [significant(line.headline_value)] if headline else []
-            table.add_row(f"s{index}", str(line.seed), f"{format_size(line.frame)}/{format_size(line.max_frame)}",
-                          f"{bar} {done:4.0%}", f"{line.fps:,.0f}", str(line.episode), score(line.return_mean),
-                          *diagnostic, score(line.last_eval), score(line.best_eval), duration(_eta(line)),
-                          _status(line.status))
+        cells = {index: self._cells(index, headline) for index in sorted(self.lines)}
+        headers = {key: (headline or "") if key == "headline" else key for key in _COLUMNS}
+        shown = [key for key in _COLUMNS if key != "headline" or headline]
+        for key in _DROP_ORDER:
+            if _width(shown, headers, cells.values()) <= self.console.width:
+                break
+            if key in shown:
+                shown.remove(key)
+        table = Table(box=None, pad_edge=False)
+        for key in shown:
+            table.add_column(headers[key], no_wrap=True, justify="left" if key in _LEFT else "right")
+        for row in cells.values():
+            table.add_row(*[_status(row[key]) if key == "status" else row[key] for key in shown])
         return table
+
+    def _cells(self, index: int, headline: str | None) -> dict[str, str]:
+        line = self.lines[index]
+        done = min(line.frame / max(line.max_frame, 1), 1.0)
+        filled = int(done * _BAR)
+        return {"session": f"s{index}", "seed": str(line.seed),
+                "frames": f"{format_size(line.frame)}/{format_size(line.max_frame)}",
+                "": "█" * filled + "░" * (_BAR - filled), "done": f"{done:.0%}", "frames/s": f"{line.fps:,.0f}",
+                "episodes": str(line.episode), "return": score(line.return_mean),
+                "headline": significant(line.headline_value) if headline else "", "last eval": score(line.last_eval),
+                "best eval": score(line.best_eval), "eta": duration(_eta(line)), "status": line.status}
+
+
+# The live table's columns, left to right, and the order they give way in on a narrow terminal:
+# what a person glances at (which session, how far, how good, finished or not) goes last.
+_COLUMNS = ("session", "seed", "frames", "", "done", "frames/s", "episodes", "return", "headline", "last eval",
+            "best eval", "eta", "status")
+_DROP_ORDER = ("seed", "episodes", "headline", "frames/s", "", "last eval", "eta", "return", "best eval")
+_LEFT = {"session", "", "status"}
+_BAR = 20
+_GAP = 2  # Rich's default padding: one cell on each side of an inner column edge
+
+
+def _width(shown: list[str], headers: dict[str, str], rows: Any) -> int:
+    """The table's width with these columns: each column as wide as its widest cell, plus the gaps."""
+    rows = list(rows)
+    widths = [max([cell_len(headers[key])] + [cell_len(row[key]) for row in rows]) for key in shown]
+    return sum(widths) + _GAP * (len(shown) - 1)
 
 
 def _headline(line: _SessionLine) -> str:

@@ -4,7 +4,7 @@ sessions, several runs overlaid with a legend; or a search's trials) to an image
 matplotlib's headless Agg renderer.
 
 Draws only; matplotlib is the one heavy import, and only once there is something to draw. It is an
-optional extra: `pip install 'rlrun[plot]'`.
+optional extra (`rlrun.errors.install_hint` writes the command).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.catalog.curves import Curve, curve, metric_curve
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, install_hint
+from rlrun.sizes import format_size
 
 # Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
 __all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_search", "metric_curve"]
@@ -35,8 +36,9 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
     """Write the curves (evaluation returns, or the training `metric`) to `output` and return it."""
     try:
         from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
-        raise BadInput("rlrun plot needs matplotlib: pip install 'rlrun[plot]'") from None
+        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
     # A bare Figure renders through Agg when saved: no pyplot, no GUI backend, no display needed.
     figure = Figure(figsize=(8, 5), layout="constrained")
     axes = figure.add_subplot()
@@ -50,6 +52,7 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
         high = [m + s for m, s in zip(item.mean, item.std, strict=True)]
         axes.fill_between(item.frames, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     axes.set_xlabel("frames")
+    axes.xaxis.set_major_formatter(FuncFormatter(frame_tick))
     axes.set_ylabel(f"{metric or 'evaluation return'} (mean ± std across sessions)")
     axes.set_title(title or (f"training {metric}" if metric else "evaluation return"))
     axes.grid(alpha=0.3)
@@ -58,13 +61,18 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
     return output
 
 
+def frame_tick(value: float, _position: Any = None) -> str:
+    """A frames axis tick as a size, the way every command prints frames: 200k, 1.5M."""
+    return format_size(value)
+
+
 def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
     """A search's score against its trial number, with the best so far as a step line; a trial that
     did not complete is drawn hollow at its last score."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise BadInput("rlrun plot needs matplotlib: pip install 'rlrun[plot]'") from None
+        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
     import json
 
     figure = Figure(figsize=(8, 5), layout="constrained")

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -120,24 +119,24 @@ def resolved(run: RunRecord, reference: str) -> str:
 # ls
 
 
-def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False,
-               now: float | None = None) -> str:  # fmt: skip
-    now = now or time.time()
+def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False) -> str:
     title = [f"{len(runs)} of {total} runs"] if total > len(runs) else []
     if filters:
         title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
     rows: list[list[Cell | str]] = []
     for run in runs:
-        end = run.finished_at if run.finished_at is not None else (now if run.status == "running" else None)
+        per_session = run.frames_target // max(run.num_sessions, 1)
         rows.append([
             str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, status_cell(run.status),
-            str(run.num_sessions), f"{format_size(run.frames_done)}/{format_size(run.frames_target)}",
-            score(run.best_eval), when(run.created_at), duration(None if end is None else end - run.created_at),
+            str(run.num_sessions), f"{format_size(run.session_frame)}/{format_size(per_session)}",
+            score(run.best_eval), when(run.created_at), duration(run.training_seconds),
         ])  # fmt: skip
+    # frames: the slowest session's against the per-session target; training: time spent training
+    # (idle time between a stop and a resume left out). See README, "Finding runs".
     headers = ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best eval", "started",
-               "duration")  # fmt: skip
-    return table(headers, rows, right=("#", "sessions", "frames", "best eval"), title=" ".join(title) or None,
-                 colour=colour)  # fmt: skip
+               "training")  # fmt: skip
+    return table(headers, rows, right=("#", "sessions", "frames", "best eval", "training"),
+                 title=" ".join(title) or None, colour=colour)  # fmt: skip
 
 
 def runs_csv(runs: Sequence[RunSummary]) -> str:
@@ -177,9 +176,16 @@ def run_detail(detail: RunDetail, *, colour: bool = False) -> str:
         sections.append(trend)
     sections += [_checkpoints(detail), _evaluations(detail), _revisions(detail), _attempts(detail)]
     if detail.spec_revisions:
-        spec = json.dumps(json.loads(detail.spec_revisions[-1].spec_json), indent=2)
-        sections.append(f"spec (latest revision)\n{spec}")
+        latest = detail.spec_revisions[-1]
+        sections.append(f"spec: revision {latest.revision} (from frame {format_size(latest.frame)}); print it with"
+                        f" `rlrun show {detail.run.id} --spec-json`")
     return "\n\n".join(s for s in sections if s)
+
+
+def spec_document(detail: RunDetail) -> str:
+    """`rlrun show --spec-json`: the run's latest spec revision, as JSON ready to edit and pass to
+    `rlrun resume --spec`."""
+    return json.dumps(json.loads(detail.spec_revisions[-1].spec_json), indent=2)
 
 
 def _header(detail: RunDetail, colour: bool) -> str:

@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, install_hint
 
 FORMATS = (".gif", ".mp4")
-INSTALL = "pip install 'rlrun[video]'"
 
 
 def check_video_path(path: Path) -> None:
@@ -30,7 +29,7 @@ def check_video_path(path: Path) -> None:
         import imageio  # noqa: F401
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
-        raise BadInput(f"--video needs imageio and imageio-ffmpeg: {INSTALL}") from None
+        raise BadInput(f"--video needs imageio and imageio-ffmpeg: {install_hint('video')}") from None
 
 
 def check_render_support(*, headless: bool = False) -> None:
@@ -43,7 +42,7 @@ def check_render_support(*, headless: bool = False) -> None:
     try:
         import pygame  # noqa: F401
     except ImportError:
-        raise BadInput(f"rendering Gymnasium's classic-control envs needs pygame: {INSTALL}") from None
+        raise BadInput(f"rendering Gymnasium's classic-control envs needs pygame: {install_hint('video')}") from None
 
 
 class VideoWriter:

@@ -52,7 +52,13 @@ from rlrun.registry.records import (
 )
 
 # A page row: the run, its frames done over all sessions, its best score, its settled status.
-PageRow = tuple[RunRecord, int, float | None, str | None]
+PageRow = tuple[RunRecord, int, float | None, str | None, int, float | None]
+
+# A run's training time: the session whose attempts add up to the most time (sessions train side by
+# side), each attempt from its start to its end, or to now while it is open.
+# The database's clock, as attempts are stamped with it.
+_TRAINING_SECONDS_SQL = ("(SELECT MAX(t.busy) FROM (SELECT SUM(COALESCE(a.ended_at, {now}) - a.started_at) AS busy"
+                         " FROM attempts a WHERE a.run_id = r.id GROUP BY a.session_id) t)")
 
 # Sessions with whether each registered its final snapshot (see liveness.FINAL_REACHED_SQL).
 _SESSIONS_OF_RUN = (
@@ -158,9 +164,10 @@ class Reads(Connected):
                 row=offset + i + 1, id=run.id, name=run.name, spec_name=run.spec_name, algorithm=run.algorithm,
                 env_id=run.env_id, status=chosen.status or page_status(run.status, settled, run.id in alive),
                 num_sessions=run.num_sessions, frames_done=frames, frames_target=run.max_frame * run.num_sessions,
-                best_eval=best, created_at=run.created_at, finished_at=run.finished_at,
+                best_eval=best, created_at=run.created_at, finished_at=run.finished_at, session_frame=slowest,
+                training_seconds=busy,
             )
-            for i, (run, frames, best, settled) in enumerate(rows)
+            for i, (run, frames, best, settled, slowest, busy) in enumerate(rows)
         ]  # fmt: skip
 
     def _page(self, tx: Transaction, filters: RunFilter, limit: int | None, offset: int) -> list[PageRow]:
@@ -171,7 +178,9 @@ class Reads(Connected):
         # cost follows the page when sorted by start, and stays linear for a whole listing.
         aggregates = ("(SELECT COALESCE(SUM(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
                       " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best,"
-                      f" {SETTLED_SQL} AS settled")  # fmt: skip
+                      f" {SETTLED_SQL} AS settled,"
+                      " (SELECT COALESCE(MIN(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS slowest,"
+                      f" {_TRAINING_SECONDS_SQL.format(now=clock_sql(tx.dialect))} AS busy")  # fmt: skip
         if filters.sort == "started":
             query = f"SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where} ORDER BY {NEWEST_FIRST}{window}"
         else:
@@ -180,12 +189,13 @@ class Reads(Connected):
             query = (f"SELECT * FROM (SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where}) p"
                      f" ORDER BY {order}, p.created_at DESC, p.id DESC{window}")  # fmt: skip
         n = len(RUN_COLUMNS)
-        return [(RunRecord(*row[:n]), int(row[n]), row[n + 1], row[n + 2]) for row in tx.rows(query, params)]
+        return [(RunRecord(*row[:n]), int(row[n]), row[n + 1], row[n + 2], int(row[n + 3]), row[n + 4])
+                for row in tx.rows(query, params)]
 
     def _alive_on_page(self, tx: Transaction, filters: RunFilter, rows: Sequence[PageRow]) -> set[str]:
         if filters.status is not None:
             return set()  # every row has the status asked for
-        undecided = [run.id for run, _, _, settled in rows if run.status == "running" and settled is None]
+        undecided = [run.id for run, _, _, settled, _, _ in rows if run.status == "running" and settled is None]
         if not undecided:
             return set()
         # A long IN list would hit SQLite's variable limit; all running runs are few.

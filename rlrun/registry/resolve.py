@@ -25,6 +25,7 @@ from rlrun.registry.records import (
     SearchRecord,
     SessionRecord,
 )
+from rlrun.snapshot.retention import kinds
 
 _MAX_CANDIDATES = 10
 
@@ -141,7 +142,11 @@ class Resolution(Reads):
             return f"run {Path(ref.path).name} ({ref.path}) does not match {narrowed}; see {listing}"
         if ref.kind == "token":
             with_filters = f" with {narrowed}" if narrowed else ""
-            return f"no run matches {ref.token!r}{with_filters}; see {listing}"
+            if tx.rows("SELECT 1 FROM searches WHERE name = :name OR id = :id",
+                       {"name": ref.token, "id": ref.token.lower()}):
+                return f"{ref.token!r} is a search, not a run: use `search:{ref.token}`"
+            closest = self._closest_name(tx, ref.token, filters)
+            return f"no run matches {ref.token!r}{with_filters}{closest}; see {listing}"
         where, params = self._where(tx, filters)
         total = int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
         if total == 0:
@@ -149,6 +154,17 @@ class Resolution(Reads):
         plural = "run" if total == 1 else "runs"
         matching = f" match {narrowed}" if narrowed else ""
         return f"{ref.base}: only {total} {plural}{matching}; see {listing}"
+
+    def _closest_name(self, tx: Transaction, token: str, filters: RunFilter) -> str:
+        """` (did you mean 'NAME'?)` for the name closest to a mistyped one among the runs the
+        filters pass, or nothing."""
+        import difflib
+
+        where, params = self._where(tx, filters)
+        names = [name for (name,) in tx.rows(f"SELECT r.name FROM runs r WHERE r.name IS NOT NULL AND {where}",
+                                             params) if name != token]  # fmt: skip
+        close = difflib.get_close_matches(token, names, n=1)
+        return f" (did you mean {close[0]!r}?)" if close else ""
 
     @staticmethod
     def _hint(tx: Transaction, filters: RunFilter) -> str:
@@ -198,7 +214,9 @@ def choose_checkpoint(detail: RunDetail, ref: RunRef) -> CheckpointChoice:
     elif ref.checkpoint == "latest" or not any(c.frame in scores for c in checkpoints):
         chosen = checkpoints[-1]
     else:
-        chosen = max((c for c in checkpoints if c.frame in scores), key=lambda c: (scores[c.frame], c.frame))
+        # On a tied score the checkpoint labelled `best` (the first to reach it) wins, then the newest.
+        chosen = max((c for c in checkpoints if c.frame in scores),
+                     key=lambda c: (scores[c.frame], "best" in kinds(c), c.frame))
     return CheckpointChoice(session, chosen, scores.get(chosen.frame))
 
 

@@ -30,7 +30,7 @@ from signal import SIGTERM
 from typing import TYPE_CHECKING, Any
 
 from rlrun import paths, seeding
-from rlrun.errors import BadInput, Stopped
+from rlrun.errors import BadInput, Stopped, install_hint
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
 from rlrun.registry import Registry
@@ -185,7 +185,7 @@ def _optuna() -> Any:
     try:
         import optuna
     except ImportError:
-        raise BadInput("searching needs Optuna: pip install 'rlrun[search]'") from None
+        raise BadInput(f"searching needs Optuna: {install_hint('search')}") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 

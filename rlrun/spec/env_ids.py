@@ -21,7 +21,7 @@ import os
 import sys
 import traceback
 
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, install_hint
 from rlrun.spec.sections import ALE_NAMESPACE
 
 # Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it:
@@ -60,7 +60,7 @@ def user_modules(env_id: str, packages: tuple[str, ...] | list[str] = ()) -> lis
 def missing_package(env_id: str, error: BaseException) -> BadInput:
     """The one line for an env whose package is not installed, naming the extra that brings it."""
     extra = extra_for(env_id)
-    fix = f"pip install 'rlrun[{extra}]'" if extra else "install the package it names"
+    fix = install_hint(extra) if extra else "install the package it names"
     return BadInput(f"{env_id} needs a package that is not installed ({error}); {fix}")
 
 

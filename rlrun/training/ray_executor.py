@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun.errors import BadInput, RegistryError
+from rlrun.errors import BadInput, RegistryError, install_hint
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
@@ -58,7 +58,6 @@ SIGTERM) before the driver records it failed."""
 POLL_SECONDS = 0.25
 """How often a session passes its events to the driver and hears of a stop request."""
 PROBE_SECONDS = 60.0
-EXTRA = "pip install 'rlrun[ray]'"
 
 
 def import_ray() -> Any:
@@ -66,7 +65,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise BadInput(f"--ray needs Ray, an optional extra that is not installed: {EXTRA}") from None
+        raise BadInput(f"--ray needs Ray, an optional extra that is not installed: {install_hint('ray')}") from None
     return ray
 
 
@@ -115,7 +114,9 @@ class RayExecutor:
             ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
                      runtime_env={"py_modules": shipped} if shipped else None)  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as error:
-            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            # Ray's first sentence only: the rest is its own advice (`--address`, RAY_ADDRESS), which
+            # rlrun's line gives in rlrun's terms.
+            detail = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
             raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
                            f" or give its address (--ray HOST:PORT or ${ADDRESS_ENV})") from None
         self._connected_here = True

@@ -30,7 +30,11 @@ def test_version(cli: Cli) -> None:
 
 def test_spec_list_and_show(cli: Cli) -> None:
     listed = cli("spec", "list")
-    assert listed.code == 0 and all(name in listed.stdout for name in builtin_names())
+    lines = listed.stdout.splitlines()
+    assert listed.code == 0 and lines[0].split() == ["spec", "algorithm", "env"]
+    assert [line.split()[0] for line in lines[1:]] == list(builtin_names())
+    assert lines[1].split()[1:] == [builtin_document(lines[1].split()[0])["agent"]["algorithm"],
+                                    builtin_document(lines[1].split()[0])["env"]["id"]]
     shown = cli("spec", "show", "ppo_cartpole")
     assert shown.code == 0 and json.loads(shown.stdout) == builtin_document("ppo_cartpole")
 
@@ -67,3 +71,36 @@ def test_main_exits_with_runs_code(argv: list[str], code: int | None, monkeypatc
             main()
         assert stop.value.code == code
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("group", [(), ("db",), ("spec",)])
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_help_summaries_are_whole_phrases(cli: Cli, group: tuple[str, ...], columns: str) -> None:
+    """Click cuts a command's summary that does not fit with `...`: each has a short help that fits."""
+    shown = cli(*group, "--help", env={"COLUMNS": columns})
+    commands = shown.stdout.split("Commands:\n")[1].splitlines()
+    assert shown.code == 0 and len(commands) >= 3
+    for line in commands:
+        assert not line.endswith("...") and line.rstrip().endswith((".", ")")), line
+
+
+def test_install_hints_follow_how_rlrun_was_installed(tmp_path: Path) -> None:
+    """Issue 27.8: a clone (an editable install) is told to install the clone's extra, as the
+    README says; an install from the package index, the index's."""
+    from rlrun.errors import install_command, install_hint
+
+    clone = tmp_path / "rlrun"
+    clone.mkdir()
+    editable = {"url": clone.as_uri(), "dir_info": {"editable": True}}
+    assert install_command("video", editable, str(clone)) == "pip install -e '.[video]'"
+    assert install_command("video", editable, str(tmp_path)) == f"pip install -e '{clone}[video]'"
+    built = {"url": clone.as_uri(), "dir_info": {}}
+    assert install_command("ray", built, str(clone)) == install_command("ray", None, ".") == "pip install 'rlrun[ray]'"
+    assert install_hint("plot").startswith("pip install") and install_hint("plot").endswith("[plot]'")
+
+
+def test_plot_frame_ticks_are_sizes() -> None:
+    """Issue 27.14: the frames axis reads 200k and 1.5M, as every command prints frames."""
+    from rlrun.cli.plot import frame_tick
+
+    assert [frame_tick(v) for v in (0.0, 50_000.0, 200_000.0, 1_500_000.0)] == ["0", "50k", "200k", "1.5M"]

@@ -397,3 +397,22 @@ def test_a_full_server_says_what_to_configure() -> None:
             raise OSError(f'connection failed: connection to server at "10.0.0.5", port 5432 failed: {refusal}')
         message = str(raised.value)
         assert "max_connections" in message and "PgBouncer" in message and "secret" not in message
+
+
+def test_enjoy_prefers_the_checkpoint_labelled_best_when_scores_tie() -> None:
+    """Issue 27.11: a periodic checkpoint scoring the same as the best one is not chosen over it."""
+    from rlrun.refs import parse_ref
+    from rlrun.registry import choose_checkpoint
+    from rlrun.registry.records import CheckpointRecord, EvaluationRecord, RunDetail
+
+    run = RunRecord("r1", None, "reinforce_cartpole", "reinforce", "CartPole-v1", "finished", 3000, 1, 0, None,
+                    None, None, None, 0.0, 1.0)
+    session = SessionRecord(1, "r1", 0, 0, "finished", 3000, 10, 10, 500.0, 500.0, None, None, None, 0.0, 1.0, None)
+    labels = {1000: "periodic", 2000: "best+periodic", 3000: "periodic+final"}
+    checkpoints = [CheckpointRecord(i, 1, "r1", 0, frame, kind, f"c{frame}", "0" * 64, 1, 0.0)
+                   for i, (frame, kind) in enumerate(labels.items())]
+    evaluations = [EvaluationRecord(i, 1, "r1", 0, frame, "train", mean, 0.0, mean, mean, 2, 0.0)
+                   for i, (frame, mean) in enumerate({1000: 20.0, 2000: 500.0, 3000: 500.0}.items())]
+    detail = RunDetail(run, [session], checkpoints, evaluations, [], [], [])
+    chosen = choose_checkpoint(detail, parse_ref("r1"))
+    assert (chosen.checkpoint.frame, chosen.checkpoint.kind) == (2000, "best+periodic")

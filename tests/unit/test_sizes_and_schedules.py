@@ -31,6 +31,14 @@ def test_sizes_stop_at_1e15_text_or_number() -> None:
         parse_size(1.5)
 
 
+def test_a_lowercase_m_is_refused_as_minutes_not_millions() -> None:
+    """Issue 27.13: `--since 90m` is minutes, so `--frames 20m` is not silently 20 million."""
+    with pytest.raises(SizeError, match=r"^--frames: '20m' has a lowercase m, which rlrun reads as minutes elsewhere;"
+                                        r" write 20M for millions of frames$"):
+        parse_size("20m", what="--frames")
+    assert parse_size("20M") == 20 * 10**6
+
+
 def test_format_size() -> None:
     assert [format_size(n) for n in (999, 20_000, 1_500_000, 3 * 10**9)] == ["999", "20k", "1.5M", "3G"]
 

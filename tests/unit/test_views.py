@@ -30,8 +30,8 @@ NOON = datetime(2025, 5, 1, 12, 0).timestamp()
 def summary(row: int, run_id: str, status: str = "finished", **fields: object) -> RunSummary:
     values: dict[str, object] = dict(
         row=row, id=run_id, name=None, spec_name="ppo_cartpole", algorithm="ppo", env_id="CartPole-v1", status=status,
-        num_sessions=1, frames_done=20_000, frames_target=100_000, best_eval=187.25, created_at=NOON,
-        finished_at=NOON + 95)  # fmt: skip
+        num_sessions=1, frames_done=20_000, frames_target=100_000, session_frame=20_000, best_eval=187.25,
+        created_at=NOON, finished_at=NOON + 95)  # fmt: skip
     values.update(fields)
     return RunSummary(**values)  # type: ignore[arg-type]
 
@@ -81,14 +81,24 @@ def test_table_colours_only_styled_cells_when_asked() -> None:
 
 
 def test_runs_table_rows_and_title() -> None:
-    runs = [summary(1, "k3ab", name="alpha"), summary(2, "bq9z", status="running", finished_at=None)]
-    lines = runs_table(runs, total=5, filters="--algo ppo", now=NOON + 3600 * 3).splitlines()
+    runs = [summary(1, "k3ab", name="alpha", training_seconds=95),
+            summary(2, "bq9z", status="running", finished_at=None, training_seconds=3 * 3600)]
+    lines = runs_table(runs, total=5, filters="--algo ppo").splitlines()
     assert lines[0] == "2 of 5 runs matching --algo ppo"
     assert lines[1].split() == ["#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best",
-                                "eval", "started", "duration"]
+                                "eval", "started", "training"]
     assert lines[2].split() == ["1", "k3ab", "alpha", "ppo_cartpole", "ppo", "CartPole-v1", "finished", "1",
                                 "20k/100k", "187.2", "2025-05-01", "12:00", "1m35s"]
-    assert lines[3].split()[-1] == "3h00m"  # a running run lasts until now
+    assert lines[3].split()[-1] == "3h00m"
+
+
+def test_runs_table_shows_per_session_frames_and_training_time() -> None:
+    """Issue 27.7: two sessions of a 30k target, one at 30k, one at 24k, trained 28 s over two
+    minutes: the slowest session against the per-session target, and the 28 s."""
+    run = summary(1, "k3ab", num_sessions=2, frames_done=54_000, frames_target=60_000, session_frame=24_000,
+                  training_seconds=28.4, finished_at=NOON + 111)
+    row = runs_table([run], total=1).splitlines()[1].split()
+    assert row[6:8] == ["2", "24k/30k"] and row[-1] == "0m28s"  # (the empty name column splits away)
 
 
 def test_runs_table_without_filters_has_no_title() -> None:
