@@ -255,6 +255,10 @@ def test_a_worker_that_dies_without_its_last_word_is_reported_after_its_other_wo
 
     def on_message(key: int, message: Any) -> bool:
         if key == 3 and message[0] == "started":
+            # Not at once: the workers share one multiprocessing queue, whose write lock the worker's
+            # feeder thread releases just after its message is out; killed before that, the lock
+            # stays taken and every other worker's last word blocks (a hang seen 1 run in ~3).
+            time.sleep(0.5)
             os.kill(message[1], signal.SIGKILL)
         return watch.on_message(key, message)
 
