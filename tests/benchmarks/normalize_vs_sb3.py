@@ -20,9 +20,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -59,22 +57,9 @@ print(json.dumps({"fps": budget / seconds, "mean": float(mean), "std": float(std
 
 def run_rlrun(name: str, budget: int, seed: int, *edits: str) -> dict:
     """Train one session; frames/s of its loop and its final evaluation (10 greedy episodes)."""
-    from rlrun import snapshot
-    from rlrun.registry import Registry
+    from speed_vs_sb3 import run_rlrun as run_one  # this folder is the script's: on sys.path
 
-    with tempfile.TemporaryDirectory() as home:
-        quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
-                 f"meta.log_frequency={budget}", f"meta.seed={seed}", "meta.sessions=1", "meta.num_eval_episodes=10",
-                 *edits]
-        args = [arg for edit in quiet for arg in ("--set", edit)]
-        subprocess.run([sys.executable, "-m", "rlrun", "train", name, *args, "--home", home, "--json"],
-                       capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
-        with Registry.open(home, create=False) as registry:
-            detail = registry.get_run(registry.resolve("latest").id)
-        final = max(detail.checkpoints, key=lambda c: c.frame)
-        wall = snapshot.read_meta(Path(home) / final.path).clock.wall_time
-        evaluation = detail.evaluations[-1]
-        return {"fps": budget / wall, "mean": evaluation.mean, "std": evaluation.std}
+    return run_one(name, budget, seed, "meta.num_eval_episodes=10", *edits)
 
 
 def normaliser_microseconds(num_envs: int = 4, steps: int = 20_000) -> tuple[float, float]:

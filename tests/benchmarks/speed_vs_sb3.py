@@ -91,10 +91,11 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_rlrun(name: str, budget: int, seed: int) -> dict:
+def run_rlrun(name: str, budget: int, seed: int, *edits: str) -> dict:
+    """Train one session of `name` (with `edits`, `--set` values); frames/s of its loop and its final evaluation."""
     with tempfile.TemporaryDirectory() as home:
         quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
-                 f"meta.log_frequency={budget}", f"meta.seed={seed}", "meta.sessions=1"]
+                 f"meta.log_frequency={budget}", f"meta.seed={seed}", "meta.sessions=1", *edits]
         args = [arg for edit in quiet for arg in ("--set", edit)]
         subprocess.run([sys.executable, "-m", "rlrun", "train", name, *args, "--home", home, "--json"],
                        capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
