@@ -85,7 +85,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers an old module name with the module at its new name (imported then, not before)."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if _new_name(fullname) is None:
+        # First in sys.meta_path, so asked about every import of the process (torch's thousands):
+        # anything outside rlrun is declined before the table is looked at.
+        if not fullname.startswith("rlrun.") or _new_name(fullname) is None:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
