@@ -4,6 +4,12 @@ survive a fork), at most K at a time from a queue of pending work, relays their 
 stops on to them, and reaps them; `run` returns only when every process it started has ended and
 been reaped.
 
+Messages: each worker has a pipe of its own, written synchronously (no feeder thread, no lock
+shared with other workers), so a worker killed at any moment, even mid-message, costs only its own
+channel: the others' words still come, and the supervisor waits on every pipe and every process at
+once (`multiprocessing.connection.wait`). A dead worker's pipe is read to its end before its death
+is judged silent, so every word it sent before it died is heard first.
+
 Stops: each worker polls a stop request of its own, one integer shared with it. A signal (a
 positive number) stops the whole group, whoever took it: the supervisor (the first SIGINT/SIGTERM;
 a second one kills every worker and exits with 128 + the signal), the caller, or a worker itself.
@@ -15,17 +21,19 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import queue as queue_module
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from typing import Any
 
 from rlrun.session.stopping import StopRequest, stop_on_signals
 
 LAST_WORDS_SECONDS = 2.0
-"""How long a dead worker's last messages may still be on their way through the queue."""
+"""How long a dead worker's pipe may still stay open (a child of its own holding it) before its
+death is judged without the rest of its words."""
 POLL_SECONDS = 0.5
 """How often a quiet supervisor looks for dead workers and passes stops on."""
 
@@ -54,23 +62,22 @@ class Work:
 
 
 class Outbox:
-    """A worker's side of the channel: its messages go out labelled with its key."""
+    """A worker's side of its pipe. Sends are whole messages, one thread at a time."""
 
-    def __init__(self, channel: Any, key: int) -> None:
-        self._channel, self._key = channel, key
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
 
     def put(self, message: Any) -> None:
-        self._channel.put((self._key, message))
+        with self._lock:
+            self._connection.send(message)
 
 
-def _worker_main(key: int, target: Callable[..., None], args: tuple[Any, ...], channel: Any, shared_stop: Any) -> None:
+def _worker_main(target: Callable[..., None], args: tuple[Any, ...], connection: Any, shared_stop: Any) -> None:
     try:
-        target(*args, Outbox(channel, key), shared_stop)
+        target(*args, Outbox(connection), shared_stop)
     finally:
-        # Every message is through the pipe before the process can be seen dead, so a worker that
-        # reported its end is never taken for a silent death.
-        channel.close()
-        channel.join_thread()
+        connection.close()  # the supervisor reads to the pipe's end, then judges the exit
 
 
 @dataclass
@@ -79,6 +86,13 @@ class _Worker:
     process: Any
     stop: StopRequest
     """Shared with the process."""
+    inbox: Any
+    """The supervisor's end of the worker's pipe; None once read to its end."""
+
+    def close_inbox(self) -> None:
+        if self.inbox is not None:
+            self.inbox.close()
+            self.inbox = None
 
 
 class Supervisor:
@@ -97,14 +111,12 @@ class Supervisor:
         worker has ended; the signal that stopped the group, or 0. Work pulled after a stop still
         starts, and is asked to stop at once: a caller that should start nothing more stops yielding."""
         context = multiprocessing.get_context("spawn")
-        channel = context.Queue()
         try:
             with self._signals():
-                self._supervise(iter(pending), context, channel)
+                self._supervise(iter(pending), context)
         finally:
-            channel.close()
-            channel.join_thread()  # the queue's feeder thread
-        del channel  # its semaphores are collected before the tracker stops
+            for worker in self._running.values():  # only after an error: a normal end leaves none
+                worker.close_inbox()
         stop_resource_tracker()
         return self.stop.signal
 
@@ -117,24 +129,31 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.process.pid, signal.SIGKILL)
 
-    def _supervise(self, pending: Iterator[Work], context: Any, channel: Any) -> None:
+    def _supervise(self, pending: Iterator[Work], context: Any) -> None:
         while True:
-            self._start_while_room(pending, context, channel)
+            self._start_while_room(pending, context)
             if not self._running:
                 return
             self._pass_on_stops()
-            with contextlib.suppress(queue_module.Empty):
-                self._deliver(*channel.get(timeout=POLL_SECONDS))
-            self._reap_silent_deaths(channel)
+            inboxes = {worker.inbox: key for key, worker in self._running.items() if worker.inbox is not None}
+            sentinels = [worker.process.sentinel for worker in self._running.values()]
+            for ready in wait([*inboxes, *sentinels], timeout=POLL_SECONDS):
+                if ready in inboxes and inboxes[ready] in self._running:
+                    self._read(inboxes[ready])
+            self._reap_silent_deaths()
 
-    def _start_while_room(self, pending: Iterator[Work], context: Any, channel: Any) -> None:
+    def _start_while_room(self, pending: Iterator[Work], context: Any) -> None:
         while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
             stop = StopRequest(context.Value("i", 0))
+            inbox, outbox = context.Pipe(duplex=False)
             process = context.Process(target=_worker_main, name=work.name,
-                                      args=(work.key, work.target, work.args, channel, stop.shareable()))
-            self._running[work.key] = _Worker(work, process, stop)
+                                      args=(work.target, work.args, outbox, stop.shareable()))
+            self._running[work.key] = _Worker(work, process, stop, inbox)
             self._pass_on_stops()  # before it starts: a worker started after a stop stops at once
-            process.start()
+            try:
+                process.start()
+            finally:
+                outbox.close()  # the worker's copy alone keeps it open: its death ends the pipe
 
     def _pass_on_stops(self) -> None:
         for worker in self._running.values():
@@ -152,37 +171,43 @@ class Supervisor:
     def _reap(self, key: int) -> Any:
         """The ended worker's process, awaited; a signal it took before it ended still counts."""
         worker = self._running.pop(key)
+        worker.close_inbox()
         worker.process.join()
         self._adopt_signal(worker)
         return worker.process
 
-    def _deliver(self, key: int, message: Any) -> None:
+    def _read(self, key: int) -> None:
+        """One message from the worker's pipe, delivered; at the pipe's end (the worker closed it,
+        or died, perhaps mid-message) the pipe is closed and the worker's exit is awaited."""
+        worker = self._running[key]
+        try:
+            message = worker.inbox.recv()
+        except (EOFError, OSError):
+            worker.close_inbox()
+            return
         if self.on_message(key, message) and key in self._running:
             self._reap(key)
 
-    def _reap_silent_deaths(self, channel: Any) -> None:
-        dead = [key for key, worker in self._running.items() if not worker.process.is_alive()]
-        if not dead:
-            return
-        self._hear_last_words(channel)
-        for key in dead:
+    def _reap_silent_deaths(self) -> None:
+        for key in [key for key, worker in self._running.items() if not worker.process.is_alive()]:
+            self._hear_last_words(key)
             if key in self._running:
                 self.on_silent_death(key, self._reap(key).exitcode)
 
-    def _hear_last_words(self, channel: Any) -> None:
+    def _hear_last_words(self, key: int) -> None:
+        """Every message still in a dead worker's pipe, up to its end."""
         deadline = time.monotonic() + LAST_WORDS_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                self._deliver(*channel.get(timeout=0.1))
-            except queue_module.Empty:
+        while key in self._running and (inbox := self._running[key].inbox) is not None:
+            if not inbox.poll(max(0.0, deadline - time.monotonic())):
                 return
+            self._read(key)
 
 
 def stop_resource_tracker() -> None:
     """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
     the interpreter exits, so a caller waiting for this command's children would find one still
-    alive. Stopped here, once the semaphores it tracks are released (the queue's and the stop
-    requests': collected now, so the tracker finds none to clean up and says nothing)."""
+    alive. Stopped here, once the semaphores it tracks are released (the stop requests':
+    collected now, so the tracker finds none to clean up and says nothing)."""
     import gc
     from multiprocessing import resource_tracker
 

@@ -82,7 +82,7 @@ def deaf(outbox: Any, shared_stop: Any) -> None:
 
 def dies_after_a_word(code: int, outbox: Any, shared_stop: Any) -> None:
     outbox.put(("started", os.getpid()))
-    time.sleep(0.3)  # the word is through the pipe: os._exit skips the queue's flush
+    time.sleep(0.3)  # a moment alive after its word, then out without a flush
     os._exit(code)
 
 
@@ -255,10 +255,8 @@ def test_a_worker_that_dies_without_its_last_word_is_reported_after_its_other_wo
 
     def on_message(key: int, message: Any) -> bool:
         if key == 3 and message[0] == "started":
-            # Not at once: the workers share one multiprocessing queue, whose write lock the worker's
-            # feeder thread releases just after its message is out; killed before that, the lock
-            # stays taken and every other worker's last word blocks (a hang seen 1 run in ~3).
-            time.sleep(0.5)
+            # At once, while its pipe may still be busy: each worker's pipe is its own, so the
+            # others' words still come (a shared queue's write lock once stayed taken here).
             os.kill(message[1], signal.SIGKILL)
         return watch.on_message(key, message)
 
