@@ -60,6 +60,14 @@ def database_url(home: Path) -> str:
     return os.environ.get(DB_ENV) or f"sqlite:///{home / REGISTRY_FILE}"
 
 
+SEARCHES_DIR = "searches"
+"""Where a home keeps its searches' manifests, one `<search id>.json` each (no run id is this short)."""
+
+
+def search_manifest(home: Path, search_id: str) -> Path:
+    return home / SEARCHES_DIR / f"{search_id}.json"
+
+
 def run_dir(home: Path, run_id: str) -> Path:
     return home / run_id
 

@@ -762,8 +762,8 @@ def db_upgrade(home: Home = None) -> None:
 
 @db_app.command("rebuild", short_help="Restore the registry from the run folders.")
 def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
-    """Restore the registry from the run folders (their run.json manifests and snapshots): every
-    run it does not list yet is added back."""
+    """Restore the registry from the run folders (their run.json manifests and snapshots) and the
+    searches' manifests (searches/<id>.json): every run and search it does not list yet is added back."""
     from rlrun.home.maintenance import rebuild
     from rlrun.registry import Registry
 
@@ -776,7 +776,8 @@ def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
     for problem in report.problems:
         _say(f"skipped {problem}")
     _say(f"restored {len(report.restored)} runs ({report.sessions} sessions, {report.checkpoints} checkpoints,"
-         f" {report.evaluations} evaluations) from {root}; {len(report.already_known)} were already in the registry")
+         f" {report.evaluations} evaluations) and {len(report.searches)} searches from {root};"
+         f" {len(report.already_known)} were already in the registry")
 
 
 # ---------------------------------------------------------------------------------------------

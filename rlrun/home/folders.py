@@ -28,6 +28,9 @@ class _Detached(Registry):
     def _sync_manifest(self, tx: Any, run_id: str) -> None:
         """The folder is someone else's copy: leave its run.json as it is."""
 
+    def _sync_search_manifest(self, tx: Any, search_id: str) -> None:
+        """Nor write a search's manifest anywhere."""
+
 
 def outside_folder(ref: RunRef, home: Path | str | None) -> Path | None:
     """The run folder a path reference names when it is outside the runs home, else None."""
@@ -113,7 +116,7 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
         checkpoints=[{"session_index": index, "frame": s.frame, "kind": s.kind, "path": s.path, "sha256": s.sha256,
                       "size_bytes": s.size_bytes, "created_at": s.created_at}
                      for index, own in snapshots.items() for s in own],
-        evaluations=evaluations,
+        evaluations=evaluations, trial=manifest.trial,
     )  # fmt: skip
 
 

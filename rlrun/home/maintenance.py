@@ -30,6 +30,7 @@ from rlrun.registry import (
     RestoredRun,
     RunRecord,
 )
+from rlrun.registry.manifest import read_search_manifest
 from rlrun.snapshot import layout, retention
 from rlrun.spec import validate_spec
 
@@ -189,10 +190,11 @@ def _keep_checkpoints(spec_json: str | None) -> int | None:
 
 @dataclass
 class RebuildReport:
-    """What `rlrun db rebuild` restored from the run folders."""
+    """What `rlrun db rebuild` restored from the run folders and the searches' manifests."""
 
     restored: list[str] = field(default_factory=list)
     already_known: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)  # searches restored, with their trials
     problems: list[str] = field(default_factory=list)  # folders that could not be read, and why
     sessions: int = 0
     checkpoints: int = 0
@@ -224,7 +226,38 @@ def rebuild(registry: Registry) -> RebuildReport:
         report.sessions += len(restored.sessions)
         report.checkpoints += len(restored.checkpoints)
         report.evaluations += len(restored.evaluations)
+    _rebuild_searches(registry, report, found)
     return report
+
+
+def _rebuild_searches(registry: Registry, report: RebuildReport, runs: list[RestoredRun]) -> None:
+    """Add every search whose manifest (`searches/<id>.json`) the registry does not list, with its
+    trials, after the runs (trials link to them). A run whose manifest names a trial the search's
+    manifest does not link (the two files are written one after the other) is linked to it."""
+    links = {(r.trial["search_id"], r.trial["number"]): (r.run.id, r.trial["params"]) for r in runs if r.trial}
+    known = registry.search_ids()
+    folder = registry.home / paths.SEARCHES_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            found = read_search_manifest(path)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            report.problems.append(f"{paths.SEARCHES_DIR}/{path.name}: {type(error).__name__}: {error}")
+            continue
+        if found.search.id in known:
+            continue
+        trials = {t["number"]: t for t in found.trials}
+        for (search_id, number), (run_id, params) in links.items():
+            if search_id != found.search.id:
+                continue
+            if number not in trials:
+                trials[number] = {"number": number, "run_id": run_id, "params_json": json.dumps(params),
+                                  "state": "running", "value": None, "intermediate_json": "[]",
+                                  "system_attrs_json": "{}", "note": None, "created_at": found.search.created_at,
+                                  "finished_at": None}  # fmt: skip
+            elif trials[number]["run_id"] is None:
+                trials[number] = {**trials[number], "run_id": run_id}
+        registry.restore_search(found.search, [trials[n] for n in sorted(trials)])
+        report.searches.append(found.search.id)
 
 
 # ---------------------------------------------------------------------------------------------

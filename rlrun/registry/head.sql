@@ -42,6 +42,7 @@ CREATE TABLE searches (
 	importance_json TEXT,
 	created_at FLOAT NOT NULL,
 	finished_at FLOAT,
+	heartbeat_at FLOAT,
 	CONSTRAINT pk_searches PRIMARY KEY (id),
 	CONSTRAINT uq_searches_name UNIQUE (name)
 );

@@ -14,6 +14,10 @@ the snapshot is the proof, not the frame), and a stored "running" run whose sess
 ended takes the status its sessions give it (its launcher died before closing the row, or is
 closing it now). Only a run with a session that is neither alive nor done is crashed.
 
+A search's driver follows the same rule as a session (`Liveness.alive`): it heartbeats into its
+row, and a stored-running search whose heartbeat is stale, or whose driver's pid is gone from this
+host, is crashed, whichever host it ran on.
+
 Time is the database's clock (`Transaction.now()`), never this host's: heartbeats are stamped and
 judged by the same clock, so hosts with skewed clocks cannot make each other's sessions look dead.
 """
@@ -27,7 +31,9 @@ from pathlib import Path
 from rlrun import testhooks
 from rlrun.registry.records import CRASHED, ENDED, RunRecord, SearchRecord, SessionRecord
 
-# Sessions heartbeat every few seconds; one silent for longer than this is reported crashed.
+# Sessions and search drivers heartbeat this often (seconds) ...
+HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
+# ... and one silent for longer than this is reported crashed.
 STALE_AFTER_SECONDS = testhooks.stale_after_seconds(30.0)
 
 # A session's final snapshot: the snapshot kinds are joined with "+" and "final" comes last.
@@ -107,16 +113,6 @@ def reported_run_status(stored: str, session_statuses: Iterable[str]) -> str:
     return CRASHED
 
 
-def search_status(search: SearchRecord) -> str:
-    """A search as it is: a stored-running one whose driver ran on this host under a pid that is
-    gone is crashed (a driver elsewhere is taken at its word; its trials' runs have heartbeats)."""
-    import socket
-
-    if search.status != "running" or search.pid is None or search.host != socket.gethostname():
-        return search.status
-    return search.status if pid_alive(search.pid) else CRASHED
-
-
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this host (a zombie counts as dead)."""
     if pid <= 0:
@@ -164,6 +160,11 @@ class Liveness:
             self._here = os.uname().nodename
         return self._here
 
+    def alive(self, since: float | None, host: str | None, pid: int | None) -> bool:
+        """The rule of life, for sessions and search drivers alike: a sign of life (a heartbeat)
+        within the limit on the database's clock, from a process not known dead on this host."""
+        return self.fresh(since) and not self.dead_here(host, pid)
+
     def dead_here(self, host: str | None, pid: int | None) -> bool:
         """Known dead: it ran on this host and its pid is gone. Other hosts cannot be checked."""
         if pid is None or host != self.here:
@@ -181,13 +182,20 @@ class Liveness:
         if status == "running":
             if final:
                 return "finished"
-            alive = self.fresh(heartbeat_at) and not self.dead_here(host, pid)
-            return status if alive else CRASHED
+            return status if self.alive(heartbeat_at, host, pid) else CRASHED
         if status == "pending":
             since = heartbeat_at if heartbeat_at is not None else run_created_at
-            alive = self.fresh(since) and not self.dead_here(run_host, run_pid)
-            return status if alive else CRASHED
+            return status if self.alive(since, run_host, run_pid) else CRASHED
         return status
+
+    def search_of(self, search: SearchRecord) -> SearchRecord:
+        """A search as it is: a stored-running one whose driver stopped heartbeating (killed, its
+        host lost, frozen), or ran on this host under a pid that is gone, is crashed. A search
+        stored before searches heartbeat counts from its creation."""
+        if search.status != "running":
+            return search
+        since = search.heartbeat_at if search.heartbeat_at is not None else search.created_at
+        return search if self.alive(since, search.host, search.pid) else search._replace(status=CRASHED)
 
     def session_of(self, session: SessionRecord, run: RunRecord, final: bool = False) -> str:
         return self.session_status(

@@ -1,9 +1,13 @@
-"""The run folder's manifest (`run.json`), written and read here only.
+"""The manifests, written and read here only: the run folder's (`run.json`) and a search's
+(`searches/<id>.json` in the home).
 
-It holds the run's row, its sessions, spec revisions, attempts and non-training evaluations. The
-registry rewrites it inside every write transaction that changes one of those (`write_from_rows`),
-so it never lags the registry, and `rlrun db rebuild` restores the registry from it
-(`read_manifest`; checkpoints and training evaluations come from the snapshots).
+A run's holds the run's row, its sessions, spec revisions, attempts and non-training evaluations,
+and, for a search's trial, which search and trial number it trains. A search's holds the search's
+row and its trials' (parameters, scores at each evaluation, the pruner's notes, end, run). The
+registry rewrites each inside every write transaction that changes what it holds
+(`write_from_rows`, `write_search_from_rows`), so it never lags the registry, and `rlrun db rebuild`
+restores the registry from them (`read_manifest`, `read_search_manifest`; checkpoints and training
+evaluations come from the snapshots).
 """
 
 from __future__ import annotations
@@ -15,10 +19,21 @@ from typing import Any, NamedTuple
 from rlrun import paths
 from rlrun.registry.database import Transaction
 from rlrun.registry.queries import attempts_of, evaluations_where, revisions_of
-from rlrun.registry.records import RUN_SELECT, SESSION_SELECT, RunRecord, SessionRecord
+from rlrun.registry.records import (
+    RUN_SELECT,
+    SEARCH_SELECT,
+    SESSION_SELECT,
+    TRIAL_COLUMNS,
+    TRIAL_SELECT,
+    RunRecord,
+    SearchRecord,
+    SessionRecord,
+    TrialRecord,
+)
 
 MANIFEST = paths.RUN_MANIFEST
 MANIFEST_FORMAT = 2
+SEARCH_MANIFEST_FORMAT = 1
 
 
 def _drop(document: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -40,7 +55,17 @@ def document_from_rows(tx: Transaction, run_id: str) -> dict[str, Any] | None:
         "attempts": [_drop(a.to_json(), "id", "run_id", "session_id") for a in attempts_of(tx, run_id)],
         "evaluations": [_drop(e.to_json(), "id", "run_id", "session_id") for e in evaluations_where(
             tx, "s.run_id = :run_id AND e.kind <> 'train'", where)],
+        "trial": _trial_link(tx, run_id),
     }  # fmt: skip
+
+
+def _trial_link(tx: Transaction, run_id: str) -> dict[str, Any] | None:
+    """The search trial this run trains, if any: enough to link it again on rebuild."""
+    found = tx.rows("SELECT search_id, number, params_json FROM trials WHERE run_id = :id ORDER BY id", {"id": run_id})
+    if not found:
+        return None
+    search_id, number, params_json = found[0]
+    return {"search_id": search_id, "number": number, "params": json.loads(params_json)}
 
 
 def write_from_rows(tx: Transaction, home: Path, run_id: str) -> None:
@@ -63,6 +88,7 @@ class Manifest(NamedTuple):
     spec_revisions: list[dict[str, Any]]  # spec_revisions rows (spec_json, diff_json as the registry held)
     attempts: list[dict[str, Any]]
     evaluations: list[dict[str, Any]]  # the non-training ones
+    trial: dict[str, Any] | None = None  # {"search_id", "number", "params"} of the trial it trains
 
 
 def read_manifest(folder: Path) -> Manifest:
@@ -75,6 +101,7 @@ def read_manifest(folder: Path) -> Manifest:
         spec_revisions=[_revision_row(r) for r in document["spec_revisions"]],
         attempts=[dict(a) for a in document.get("attempts", [])],
         evaluations=[dict(e) for e in document.get("evaluations", [])],
+        trial=document.get("trial"),
     )
 
 
@@ -84,3 +111,59 @@ def _revision_row(revision: dict[str, Any]) -> dict[str, Any]:
     diff = revision.get("diff")
     return {"revision": revision["revision"], "frame": revision["frame"], "spec_json": json.dumps(revision["spec"]),
             "diff_json": None if diff is None else json.dumps(diff), "created_at": revision["created_at"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# A search's manifest
+
+
+def search_document_from_rows(tx: Transaction, search_id: str) -> dict[str, Any] | None:
+    """The manifest of a search as its rows say (stored status), None when it is not there."""
+    found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
+    if not found:
+        return None
+    trials = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number",
+                     {"id": search_id})
+    return {
+        "format": SEARCH_MANIFEST_FORMAT,
+        "search": SearchRecord(*found[0]).to_json(),
+        "trials": [_drop(TrialRecord(*row).to_json(), "id", "search_id") for row in trials],
+    }
+
+
+def write_search_from_rows(tx: Transaction, home: Path, search_id: str) -> None:
+    """Rewrite the search's manifest from its rows, inside the caller's write transaction."""
+    document = search_document_from_rows(tx, search_id)
+    if document is None:
+        return
+    from rlrun.fsutil import atomic_write
+
+    target = paths.search_manifest(home, search_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, json.dumps(document, indent=1).encode())
+
+
+class SearchManifest(NamedTuple):
+    """A search's manifest, read back: its record (stored status) and its trials' rows as column
+    values (no ids: the registry gives new ones)."""
+
+    search: SearchRecord
+    trials: list[dict[str, Any]]
+
+
+def read_search_manifest(path: Path) -> SearchManifest:
+    """A search's manifest file (`rlrun db rebuild`). Its JSON columns are dumped again as the
+    registry stored them (json.dumps of what it loaded gives the same text)."""
+    document = json.loads(path.read_text())
+    search = dict(document["search"])
+    for key in ("spec", "space", "settings", "importance"):
+        value = search.pop(key)
+        search[f"{key}_json"] = None if value is None else json.dumps(value)
+    trials = []
+    for trial in document["trials"]:
+        row = dict(trial)
+        for key in ("params", "intermediate", "system_attrs"):
+            row[f"{key}_json"] = json.dumps(row.pop(key))
+        trials.append({column: row[column] for column in TRIAL_COLUMNS if column not in ("id", "search_id")})
+    fields: dict[str, Any] = {k: search.get(k) for k in SearchRecord._fields}  # heartbeat_at: newer than some
+    return SearchManifest(SearchRecord(**fields), trials)

@@ -20,7 +20,6 @@ from rlrun.registry.liveness import (
     maybe_alive_sql,
     page_status,
     reported_run_status,
-    search_status,
 )
 from rlrun.registry.records import (
     ATTEMPT_SELECT,
@@ -367,24 +366,37 @@ class Reads(Connected):
     # -- searches --------------------------------------------------------------------------------
 
     def get_search(self, search_id: str) -> SearchDetail:
-        """A search with its trials by number; its status as reported (see `search_status`)."""
+        """A search with its trials by number; its status as reported (`Liveness.search_of`)."""
         with self._transaction(write=False) as tx:
+            live = Liveness(tx.now())
             found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
             if not found:
                 raise RunReferenceError(f"no search with id {search_id!r}; see `rlrun ls --searches`")
             trials = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number",
                              {"id": search_id})
-        search = SearchRecord(*found[0])
-        return SearchDetail(search._replace(status=search_status(search)), [TrialRecord(*row) for row in trials])
+        return SearchDetail(live.search_of(SearchRecord(*found[0])), [TrialRecord(*row) for row in trials])
+
+    def trial_of(self, search_id: str, number: int) -> TrialRecord:
+        """Trial `number` of a search."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id AND t.number = :number",
+                            {"id": search_id, "number": number})  # fmt: skip
+        if not found:
+            raise RunReferenceError(f"search {search_id} has no trial {number}")
+        return TrialRecord(*found[0])
+
+    def search_ids(self) -> set[str]:
+        with self._transaction(write=False) as tx:
+            return {search_id for (search_id,) in tx.rows("SELECT id FROM searches")}
 
     def list_searches(self, limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:
         """Searches newest first, each with its count of ended trials and its best value."""
         window, bounds = _window("sqlite", limit, 0) if limit is not None else ("", {})
         with self._transaction(write=False) as tx:
+            live = Liveness(tx.now())
             rows = tx.rows(
                 f"SELECT {SEARCH_SELECT}, (SELECT COUNT(*) FROM trials t WHERE t.search_id = q.id"
                 " AND t.state <> 'running'), (SELECT MAX(t.value) FROM trials t WHERE t.search_id = q.id"
                 f" AND t.state = 'complete') FROM searches q ORDER BY q.created_at DESC, q.id DESC{window}", bounds)
         n = len(SEARCH_COLUMNS)
-        return [(SearchRecord(*row[:n])._replace(status=search_status(SearchRecord(*row[:n]))), int(row[n]),
-                 row[n + 1]) for row in rows]  # fmt: skip
+        return [(live.search_of(SearchRecord(*row[:n])), int(row[n]), row[n + 1]) for row in rows]

@@ -31,8 +31,9 @@ ATTEMPT_KINDS = ("train", "resume", "fork", "retry")
 ATTEMPT_END_STATUSES = (*ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
 
 # Searches and their trials (`rlrun search`). A search's "crashed", like a run's, is computed on
-# read (its driver's process is gone), never stored.
-SEARCH_STATUSES = ("running", "finished", "failed", "preempted")
+# read (its driver stopped heartbeating), never stored. "interrupted": the cluster its trial ran on
+# was lost; the trial's run kept its snapshots, and `rlrun resume search:...` continues it.
+SEARCH_STATUSES = ("running", "finished", "failed", "preempted", "interrupted")
 TRIAL_STATES = ("running", "complete", "pruned", "failed")
 
 IN_LIMIT = 500  # beyond this many ids, select by a condition rather than an IN list
@@ -179,6 +180,8 @@ class SearchRecord(NamedTuple):
     importance_json: str | None
     created_at: float
     finished_at: float | None
+    heartbeat_at: float | None = None
+    """The driver's last sign of life, on the database's clock (`liveness.Liveness.search_of`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The spec, space, settings and importance as JSON values rather than strings holding JSON."""
@@ -219,6 +222,15 @@ class TrialRecord(NamedTuple):
         data["intermediate"] = json.loads(data.pop("intermediate_json"))
         data["system_attrs"] = json.loads(data.pop("system_attrs_json"))
         return data
+
+
+class TrialLink(NamedTuple):
+    """The search trial a new run trains: recorded with the run, in the same transaction, so no
+    run of a search is ever left without its trial (`Writes.create_run`)."""
+
+    search_id: str
+    number: int
+    params_json: str
 
 
 class SearchDetail(NamedTuple):
@@ -301,7 +313,7 @@ ATTEMPT_SELECT = (
 NEWEST_FIRST = "r.created_at DESC, r.id DESC"
 SEARCH_COLUMNS = (
     "id", "name", "spec_name", "spec_json", "space_json", "settings_json", "status", "host", "pid", "error",
-    "importance_json", "created_at", "finished_at",
+    "importance_json", "created_at", "finished_at", "heartbeat_at",
 )  # fmt: skip
 TRIAL_COLUMNS = (
     "id", "search_id", "number", "run_id", "params_json", "state", "value", "intermediate_json",
@@ -337,3 +349,5 @@ class RestoredRun(NamedTuple):
     attempts: list[dict[str, Any]]
     checkpoints: list[dict[str, Any]]
     evaluations: list[dict[str, Any]]
+    trial: dict[str, Any] | None = None
+    """The search trial the run trained, as its manifest names it ({"search_id", "number", "params"})."""

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, RunRef, like_pattern, parse_ref
 from rlrun.registry.database import Transaction
-from rlrun.registry.liveness import SETTLED_SQL, page_status, search_status
+from rlrun.registry.liveness import SETTLED_SQL, Liveness, page_status
 from rlrun.registry.queries import Reads
 from rlrun.registry.records import (
     NEWEST_FIRST,
@@ -54,8 +54,7 @@ class Resolution(Reads):
 
         parsed = parse_search_ref(ref) if isinstance(ref, str) else ref
         with self._transaction(write=False) as tx:
-            found = self._find_search(tx, parsed)
-        return found._replace(status=search_status(found))
+            return Liveness(tx.now()).search_of(self._find_search(tx, parsed))
 
     def _find_search(self, tx: Transaction, ref: RunRef) -> SearchRecord:
         newest = "q.created_at DESC, q.id DESC"

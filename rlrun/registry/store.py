@@ -35,6 +35,7 @@ from rlrun.registry.records import (
     RunRecord,
     SearchRecord,
     SpecRevisionRecord,
+    TrialLink,
     TrialRecord,
     in_list,
     insert_sql,
@@ -101,11 +102,13 @@ class Writes(Connected):
     def create_run(
         self, *, run_id: str, name: str | None, spec_name: str, algorithm: str, env_id: str,
         max_frame: int, seed: int, num_sessions: int, spec_json: str, host: str | None,
-        pid: int | None, parent_id: str | None = None,
+        pid: int | None, parent_id: str | None = None, trial: TrialLink | None = None,
     ) -> RunRecord:  # fmt: skip
         """Insert a running run, its pending sessions (seed + i) and spec revision 0.
 
-        `parent_id` links a fork (`rlrun resume --fork`) to the run it started from.
+        `parent_id` links a fork (`rlrun resume --fork`) to the run it started from. `trial` names
+        the search trial the run trains: its row is written (or given this run) in the same
+        transaction, so a kill between the two cannot leave a search's run unlinked.
         """
         if num_sessions < 1:
             raise BadInput(f"a run needs at least one session, not {num_sessions}")
@@ -127,6 +130,8 @@ class Writes(Connected):
                     )
                 tx.insert(insert_sql("spec_revisions", ("run_id", "revision", "frame", "spec_json", "created_at")),
                           {"run_id": run_id, "revision": 0, "frame": 0, "spec_json": spec_json, "created_at": now})
+                if trial is not None:
+                    self._trains_trial(tx, trial, run_id)
                 self._sync_manifest(tx, run_id)
         except Conflict as error:
             # Only reachable when another writer won a race the check above could not see
@@ -275,10 +280,14 @@ class Writes(Connected):
         caller's: see `rlrun.home.maintenance.remove_runs`."""
         with self._transaction(write=True) as tx:
             forks = [fork for (fork,) in tx.rows("SELECT id FROM runs WHERE parent_id = :id", {"id": run_id})]
+            searches = [s for (s,) in tx.rows("SELECT DISTINCT search_id FROM trials WHERE run_id = :id",
+                                               {"id": run_id})]  # fmt: skip
             if tx.execute("DELETE FROM runs WHERE id = :id", {"id": run_id}) == 0:
                 raise RegistryError(f"no run with id {run_id} in the registry")
             for fork in forks:
                 self._sync_manifest(tx, fork)
+            for search_id in searches:  # their trials are unlinked, not lost
+                self._sync_search_manifest(tx, search_id)
 
     def add_spec_revision(
         self, run_id: str, *, frame: int, spec_json: str, diff_json: str | None
@@ -502,6 +511,9 @@ class Writes(Connected):
         manifest.write_from_rows(tx, self.home, run_id)
 
     # -- searches (`rlrun search`) ---------------------------------------------------------------
+    # Every write that changes what a search's manifest holds rewrites it in the same transaction
+    # (`_sync_search_manifest`), as run writes do the run's; heartbeats do not (they say only that
+    # the driver lives, which a rebuilt registry could not use).
 
     def create_search(
         self, *, search_id: str, name: str | None, spec_name: str, spec_json: str, space_json: str,
@@ -517,9 +529,10 @@ class Writes(Connected):
                 search = SearchRecord(
                     id=search_id, name=name, spec_name=spec_name, spec_json=spec_json, space_json=space_json,
                     settings_json=settings_json, status="running", host=host, pid=pid, error=None,
-                    importance_json=None, created_at=tx.now(), finished_at=None,
+                    importance_json=None, created_at=tx.now(), finished_at=None, heartbeat_at=tx.now(),
                 )  # fmt: skip
                 tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
+                self._sync_search_manifest(tx, search_id)
         except Conflict as error:
             raise BadInput(f"search id {search_id!r} or name {name!r} is already taken") from error
         return search
@@ -528,14 +541,28 @@ class Writes(Connected):
         """Mark a search running again (`rlrun resume search:...`), driven by this process."""
         with self._transaction(write=True) as tx:
             count = tx.execute("UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
-                               " finished_at = NULL WHERE id = :id", {"host": host, "pid": pid, "id": search_id})
+                               " finished_at = NULL, heartbeat_at = :now WHERE id = :id",
+                               {"host": host, "pid": pid, "now": tx.now(), "id": search_id})
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")
+            self._sync_search_manifest(tx, search_id)
+
+    def heartbeat_search(self, search_id: str, *, host: str | None, pid: int | None) -> bool:
+        """The driver's sign of life, stamped with the database's clock; False when the search is no
+        longer this driver's (ended, or resumed by another driver since it was presumed dead).
+        Retried: an UPDATE by key."""
+        def record(tx: Transaction) -> bool:
+            return tx.execute(
+                "UPDATE searches SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND host = :host"
+                " AND pid = :pid", {"now": tx.now(), "id": search_id, "host": host, "pid": pid},
+            ) > 0  # fmt: skip
+
+        return bool(self._write(record))
 
     def finish_search(self, search_id: str, *, status: str, error: str | None = None,
                       importance_json: str | None = None) -> None:  # fmt: skip
-        """End a search: finished, failed, or preempted (stopped by a signal); with each parameter's
-        importance when it was computed."""
+        """End a search: finished, failed, preempted (stopped by a signal) or interrupted (its
+        cluster was lost); with each parameter's importance when it was computed."""
         check_status(status, SEARCH_STATUSES[1:])
         with self._transaction(write=True) as tx:
             count = tx.execute("UPDATE searches SET status = :status, error = :error, finished_at = :now,"
@@ -544,10 +571,14 @@ class Writes(Connected):
                                 "id": search_id})  # fmt: skip
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")
+            self._sync_search_manifest(tx, search_id)
 
     def add_trial(self, search_id: str, *, number: int, run_id: str | None, params_json: str) -> TrialRecord:
-        """Record a running trial and the run that trains it."""
+        """Record a running trial and the run that trains it (a new run records its trial itself:
+        `create_run(trial=...)`; this is for a trial refused before it had a run)."""
         with self._transaction(write=True) as tx:
+            if run_id is not None:
+                lock_run(tx, run_id)
             trial = TrialRecord(
                 id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
                 value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
@@ -555,13 +586,32 @@ class Writes(Connected):
             )  # fmt: skip
             values = {k: v for k, v in trial._asdict().items() if k != "id"}
             row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
+            self._sync_trial_manifests(tx, search_id, run_id)
         return trial._replace(id=row_id)
+
+    def _trains_trial(self, tx: Transaction, link: TrialLink, run_id: str) -> None:
+        """Give trial `link` the run `run_id`: a new trial row, or the existing one (its run was
+        deleted, or never got to train it) relinked. Inside the run's creation."""
+        found = tx.rows("SELECT id FROM trials WHERE search_id = :search_id AND number = :number",
+                        {"search_id": link.search_id, "number": link.number})  # fmt: skip
+        if found:
+            tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": found[0][0]})
+        else:
+            tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), {
+                "search_id": link.search_id, "number": link.number, "run_id": run_id,
+                "params_json": link.params_json, "state": "running", "value": None, "intermediate_json": "[]",
+                "system_attrs_json": "{}", "note": None, "created_at": tx.now(), "finished_at": None,
+            })  # fmt: skip
+        self._sync_search_manifest(tx, link.search_id)
 
     def link_trial(self, trial_id: int, run_id: str) -> None:
         """Give a trial whose run is being (re)created its new run."""
         with self._transaction(write=True) as tx:
+            lock_run(tx, run_id)
             if tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": trial_id}) == 0:
                 raise RegistryError(f"no trial with id {trial_id} in the registry")
+            (search_id,) = tx.rows("SELECT search_id FROM trials WHERE id = :id", {"id": trial_id})[0]
+            self._sync_trial_manifests(tx, search_id, run_id)
 
     def record_trial(
         self, trial_id: int, *, intermediate_json: str, system_attrs_json: str, state: str = "running",
@@ -580,3 +630,30 @@ class Writes(Connected):
             )  # fmt: skip
             if count == 0:
                 raise RegistryError(f"no trial with id {trial_id} in the registry")
+            (search_id,) = tx.rows("SELECT search_id FROM trials WHERE id = :id", {"id": trial_id})[0]
+            self._sync_search_manifest(tx, search_id)
+
+    def restore_search(self, search: SearchRecord, trials: list[dict[str, Any]]) -> None:
+        """Insert a search read back from its manifest (`rlrun db rebuild`) with its trials, in one
+        transaction. A trial whose run is not in the registry keeps its record, unlinked."""
+        with self._transaction(write=True) as tx:
+            tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
+            for trial in trials:
+                values = {**trial, "search_id": search.id}
+                if values["run_id"] is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id",
+                                                                {"id": values["run_id"]}):  # fmt: skip
+                    values["run_id"] = None
+                tx.insert(insert_sql("trials", values), values)
+                if values["run_id"] is not None:
+                    self._sync_manifest(tx, values["run_id"])
+            self._sync_search_manifest(tx, search.id)
+
+    def _sync_trial_manifests(self, tx: Transaction, search_id: str, run_id: str | None) -> None:
+        """A trial's link changed: the search's manifest and its run's both say it."""
+        self._sync_search_manifest(tx, search_id)
+        if run_id is not None:
+            self._sync_manifest(tx, run_id)
+
+    def _sync_search_manifest(self, tx: Transaction, search_id: str) -> None:
+        """Rewrite the search's manifest (`searches/<id>.json` in the home)."""
+        manifest.write_search_from_rows(tx, self.home, search_id)

@@ -179,6 +179,7 @@ class SearchRow(Base):
     importance_json: Mapped[str | None] = mapped_column(Text)  # each parameter's importance, at the end
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)  # the driver's last sign of life (database clock)
 
 
 class TrialRow(Base):

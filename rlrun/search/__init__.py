@@ -34,8 +34,9 @@ from rlrun.errors import BadInput, Stopped, install_hint
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
 from rlrun.registry import Registry
-from rlrun.registry.records import SearchRecord, TrialRecord
+from rlrun.registry.records import SearchRecord, TrialLink, TrialRecord
 from rlrun.search import space as search_space
+from rlrun.search.heartbeat import DriverHeartbeat
 from rlrun.search.space import Dimension
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
@@ -229,7 +230,7 @@ def resume_search(ref: str, *, home: Path | str | None = None,
     with Registry.open(root, url, create=False) as registry:
         record = registry.resolve_search(parse_search_ref(ref))
         detail = registry.get_search(record.id)
-    if record.status == "running":
+    if record.status == "running":  # its driver heartbeats (`rlrun.registry.liveness`)
         raise BadInput(f"search {record.id} is still running (pid {record.pid} on {record.host}); stop it with"
                        " SIGTERM or wait for it to end")
     settings = Settings(**json.loads(record.settings_json))
@@ -287,14 +288,18 @@ class _Driver:
     def drive(self) -> SearchResult:
         signal, status = 0, "finished"
         self.error: str | None = None
-        with Registry.open(self.root, self.url) as registry:
+        self.heartbeat = DriverHeartbeat(self.root, self.url, self.record.id, host=socket.gethostname(),
+                                         pid=os.getpid())
+        with Registry.open(self.root, self.url) as registry, self.heartbeat:
             try:
                 signal = self._one_at_a_time(registry) if self.plan.settings.parallel == 1 else \
                     self._several_at_once(registry)
             except Stopped as stopped:
                 signal = stopped.exit_code - 128
             except BaseException as raised:
-                registry.finish_search(self.record.id, status="failed", error=f"{type(raised).__name__}: {raised}")
+                if not self.heartbeat.superseded:
+                    registry.finish_search(self.record.id, status="failed",
+                                           error=f"{type(raised).__name__}: {raised}")
                 raise
             if signal:
                 status = "preempted"
@@ -302,15 +307,19 @@ class _Driver:
                 status = "failed"
             detail = registry.get_search(self.record.id)
             found = importance(detail) if status == "finished" else None
-            registry.finish_search(self.record.id, status=status, error=self.error,
-                                   importance_json=None if found is None else json.dumps(found))
+            if not self.heartbeat.superseded:  # resumed by another driver: the search is its to end
+                registry.finish_search(self.record.id, status=status, error=self.error,
+                                       importance_json=None if found is None else json.dumps(found))
             trials = detail.trials
         return SearchResult(self.record.id, self.record.name, str(self.root), status, [_outcome(t) for t in trials],
                             signal, error=self.error)
 
     def _next(self, registry: Registry, numbers: Any) -> tuple[int, TrialRecord | None, list[TrialRecord]] | None:
-        """The next trial to work on (a new one, or one left running), with the ended trials."""
+        """The next trial to work on (a new one, or one left running), with the ended trials; none
+        once another driver has taken the search over."""
         for number in numbers:
+            if self.heartbeat.superseded:
+                return None
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
             if existing is None or existing.state == "running":
@@ -402,6 +411,8 @@ class Job:
     kind: str  # train | resume
     spec: dict[str, Any] | None
     run_id: str | None
+    trial: TrialLink | None = None
+    """A new run's trial, recorded with the run (one transaction: never a run without its trial)."""
 
     def run(self, home: Path, on_event: Callable[[events.Event], None], on_start: Callable[[str], None],
             executor: Executor, handle_signals: bool = True) -> Any:
@@ -412,7 +423,8 @@ class Job:
             return resume(self.run_id, home=home, on_event=on_event, executor=executor, handle_signals=handle_signals)
         assert self.spec is not None
         return train(validate_spec(self.spec, check_env_id=False), home=home, on_event=on_event,
-                     on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals)
+                     on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals,
+                     trial=self.trial)
 
 
 def _local_executor(stop: StopRequest) -> Executor:
@@ -456,7 +468,8 @@ class _Trial:
         from rlrun.training import plan_resume
 
         if self.row is None or self.row.run_id is None:
-            return Job(self.number, "train", self.spec.to_json(), None)
+            link = TrialLink(self.driver.record.id, self.number, json.dumps(self.params))
+            return Job(self.number, "train", self.spec.to_json(), None, link)
         self._replay(plan_resume(self.registry, self.driver.root, self.row.run_id))
         if self.pruned_at is not None:
             self.conclude("pruned", None, 0)
@@ -485,12 +498,9 @@ class _Trial:
         return self._end("complete", None)
 
     def _started(self, run_id: str) -> None:
-        if self.row is None:
-            self.row = self.registry.add_trial(self.driver.record.id, number=self.number, run_id=run_id,
-                                               params_json=json.dumps(self.params))
-        else:  # its run was deleted: a new one trains it
-            self.registry.link_trial(self.row.id, run_id)
-            self.row = self.row._replace(run_id=run_id)
+        """The trial's new run is recorded, and with it the trial's row (new, or relinked when its
+        run was deleted)."""
+        self.row = self.registry.trial_of(self.driver.record.id, self.number)
 
     def _replay(self, plan: Any) -> None:
         """The evaluations the run kept (up to each session's snapshot), as if they came now: the

@@ -42,6 +42,7 @@ from rlrun.envs.state import (
 )
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
+from rlrun.registry.liveness import HEARTBEAT_SECONDS
 from rlrun.session import events, metrics_log, tensorboard_log
 from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_device, where
 from rlrun.session.evaluation import evaluate
@@ -49,7 +50,6 @@ from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
 
-HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
 RECENT_EPISODES = 100
 
 Emit = Callable[[events.Event], None]

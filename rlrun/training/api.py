@@ -25,6 +25,7 @@ from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
+from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
@@ -76,8 +77,9 @@ class TrainResult:
 
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
           on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
-          executor: Executor | None = None) -> TrainResult:
-    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended."""
+          executor: Executor | None = None, trial: TrialLink | None = None) -> TrainResult:
+    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended. `trial`:
+    the search trial the run trains, recorded with the run in one transaction."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     if name is not None:
@@ -89,7 +91,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     if handle_signals:
         raise_if_stopped("before the run was recorded; nothing was written")
     with Registry.open(root, url) as registry:
-        run = _create_run(registry, spec, name=name)
+        run = _create_run(registry, spec, name=name, trial=trial)
         _write_manifest(root, registry, run.id)
         testhooks.crash_point("manifest-written")
         if on_start is not None:
@@ -98,7 +100,8 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         return _launch(registry, root, run, tasks, on_event, runner)
 
 
-def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None) -> RunRecord:
+def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None,
+                trial: TrialLink | None = None) -> RunRecord:
     """A new run. A fork's history starts as its parent's: revision 0 is the spec that trained
     frames [0, F], revision 1 the edited spec from F on."""
     first = fork_of.previous if fork_of else spec
@@ -106,7 +109,7 @@ def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: Re
         run_id=new_run_id(), name=name, spec_name=spec.name, algorithm=spec.agent.algorithm, env_id=spec.env.id,
         max_frame=spec.meta.max_frame, seed=spec.meta.seed, num_sessions=spec.meta.sessions,
         spec_json=json.dumps(first.to_json()), host=socket.gethostname(), pid=os.getpid(),
-        parent_id=fork_of.run.id if fork_of else None,
+        parent_id=fork_of.run.id if fork_of else None, trial=trial,
     )
     if fork_of is not None:
         registry.add_spec_revision(run.id, frame=fork_of.frame, spec_json=json.dumps(spec.to_json()),
