@@ -68,6 +68,18 @@ class TrainingFailed(RlrunError):
     exit_code = EXIT_FAILED
 
 
+class ClusterUnreachable(BadInput):
+    """The cluster named for the sessions cannot be reached, or has no node that can run one. Bad
+    input when a command starts; mid-search, the cluster was lost (`ClusterLost`'s case)."""
+
+
+class ClusterLost(RlrunError):
+    """The cluster that ran a run's sessions was lost while they ran: each session still open is
+    recorded preempted (its snapshots kept, `rlrun resume` continues it), not failed."""
+
+    exit_code = EXIT_FAILED
+
+
 class Stopped(RlrunError):
     """A SIGINT/SIGTERM arrived before a command had written anything: it stops there, with the
     exit code of a graceful stop (128 + the signal)."""

@@ -345,3 +345,48 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
         assert resumed.returncode == 0, resumed.stderr
     for a, b in zip(local, remote, strict=True):
         assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))
+
+
+def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it(cluster: Any, registry_url: str,
+                                                                                 tmp_path: Path) -> None:
+    """Every worker node lost while trial 0 trains: no node can run its session again, so after the
+    liveness limit the search records itself interrupted (not failed), the trial stays running and
+    its run preempted with its snapshots; with nodes back, `rlrun resume search:REF --ray` is the
+    same search run locally, trial for trial, each run bit for bit."""
+    spec = str(search_spec(tmp_path))
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    argv, environment = command(homes["local"], registry_url, "search", spec, *SEARCH, "--json")
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
+                                cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    with losing_a_node(cluster):
+        wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
+        for node in [n for n in cluster.list_all_nodes() if n is not cluster.head_node]:
+            cluster.remove_node(node, allow_graceful=False)
+        lost = finished(driver)
+    assert lost.code == 1 and "Traceback" not in lost.stderr, lost.stderr
+    assert "interrupted" in lost.stderr and "the Ray cluster was lost" in lost.stderr, lost.stderr
+    search_id = json.loads(lost.stdout)["search_id"]
+    (interrupted,) = trials(homes["cluster"], f"search:{search_id}")
+    assert interrupted.state == "running" and interrupted.run_id is not None
+    with Registry.open(homes["cluster"], registry_url, create=False) as registry:
+        assert registry.resolve_search(f"search:{search_id}").status == "interrupted"
+        assert registry.get_run(interrupted.run_id).run.status == "preempted"
+    argv, environment = command(homes["cluster"], registry_url, "resume", f"search:{search_id}", "--ray",
+                                cluster.address)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    remote = trials(homes["cluster"], f"search:{search_id}")
+    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
+        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
+    assert remote[0].run_id == interrupted.run_id, "the interrupted trial's run went on"
+    for where, trial in (("local", local[1]), ("cluster", remote[1])):  # a pruned run: resumed to its end
+        argv, environment = command(homes[where], registry_url, "resume", trial.run_id)
+        resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    for a, b in zip(local, remote, strict=True):
+        assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))

@@ -18,7 +18,7 @@ from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
 from same_run import assert_same_run, assert_tensors_equal, final_state, wait_for
 
 from rlrun.registry import Registry
-from rlrun.testhooks import SIGNAL_AT_ENV
+from rlrun.testhooks import CRASH_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +138,66 @@ def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight
     assert_same_search(home_a, home)
     if mid_trial:  # (the kill may, rarely, land after the trial's last snapshot: nothing left to resume)
         assert_continued_from_a_snapshot(home, interrupted.run_id)
+
+
+def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(straight: tuple[Path, Path],
+                                                                          tmp_path: Path) -> None:
+    """The driver killed -9 mid-search, then the registry file lost: `rlrun db rebuild` restores the
+    search and its trials (from searches/<id>.json and the trial runs' run.json), `ls --searches` and
+    `show search:` say what they said before, and the resumed search is the search never interrupted."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH], env=cli_env(home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: _third_trial_has_a_snapshot(home), process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    listed, shown = _search_views(home)
+    assert listed[0]["status"] == shown["search"]["status"] == "crashed"
+    for lost in home.glob("registry.sqlite*"):
+        lost.unlink()
+    rebuilt = rlrun(home, "db", "rebuild", "--json")
+    assert rebuilt.code == 0, rebuilt.stderr
+    report = rebuilt.json()
+    assert report["problems"] == [] and report["searches"] == [listed[0]["id"]]
+    assert _search_views(home) == (listed, shown)
+    resumed = rlrun(home, "resume", f"search:{listed[0]['id']}")
+    assert resumed.code == 0, resumed.stderr
+    assert_same_search(home_a, home)
+
+
+def _search_views(home: Path) -> tuple[list[dict], dict]:
+    """`ls --searches` and `show search:latest`, as JSON, without the driver's heartbeat (the
+    manifest is not rewritten at each beat, so a rebuilt registry holds an older one)."""
+    listed = rlrun(home, "ls", "--searches", "--json").json()
+    shown = rlrun(home, "show", "search:latest", "--json").json()
+    for search in (*listed, shown["search"]):
+        search.pop("heartbeat_at")
+    return listed, shown
+
+
+@pytest.mark.parametrize("step", ["run-recorded#2", "manifest-written#2"])
+def test_a_kill_between_a_trials_run_and_its_trial_row_leaves_no_unlinked_run(straight: tuple[Path, Path],
+                                                                               tmp_path: Path, step: str) -> None:
+    """The driver killed just after the second trial's run was recorded: the run and its trial row
+    are one transaction, so the run is the trial's, and the resumed search trains it (no orphan run
+    beside a new one) and is the search never interrupted."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    killed = subprocess.run([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH],
+                            env={**cli_env(home), CRASH_ENV: step}, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with Registry.open(home, create=False) as registry:
+        runs = {summary.id for summary in registry.list_runs(limit=None)}
+    linked = {t.number: t.run_id for t in trials(home)}
+    assert len(runs) == 2 and set(linked.values()) == runs and linked[1] is not None
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    assert_same_search(home_a, home)
+    with Registry.open(home, create=False) as registry:
+        every_run = {summary.id for summary in registry.list_runs(limit=None)}
+    assert every_run == {t.run_id for t in trials(home)}, "every run is a trial's"
+    assert trials(home)[1].run_id == linked[1], "the trial's first run trained it"
 
 
 def _third_trial_has_a_snapshot(home: Path) -> bool:

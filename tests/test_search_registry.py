@@ -70,3 +70,93 @@ def test_a_search_whose_driver_died_reads_crashed(registry: Registry) -> None:
     assert registry.resolve_search("search:latest").status == "crashed"
     registry.reopen_search("sc00000003", host=socket.gethostname(), pid=os.getpid())
     assert registry.resolve_search("search:latest").status == "running"
+
+
+def _set(registry: Registry, search_id: str, **values: object) -> None:
+    """Columns of a search's row written as another driver (on another host) would have."""
+    with registry._transaction(write=True) as tx:
+        assignments = ", ".join(f"{column} = :{column}" for column in values)
+        tx.execute(f"UPDATE searches SET {assignments} WHERE id = :id", {**values, "id": search_id})
+
+
+def test_a_search_lives_by_its_heartbeat_on_the_database_clock_whatever_its_host(registry: Registry) -> None:
+    """A driver on another host (its pid cannot be checked from here) is running while it heartbeats
+    and crashed once silent past the limit; its own heartbeat says whether the search is still its."""
+    from rlrun.registry import STALE_AFTER_SECONDS
+
+    registry.create_search(search_id="sd00000004", name=None, spec_name="x", spec_json="{}", space_json="{}",
+                           settings_json="{}", host="another-host", pid=4242)
+    assert registry.resolve_search("search:latest").status == "running"
+    assert registry.heartbeat_search("sd00000004", host="another-host", pid=4242)
+    stamped = registry.get_search("sd00000004").search.heartbeat_at
+    assert stamped is not None and registry.list_searches()[0][0].status == "running"
+    _set(registry, "sd00000004", heartbeat_at=stamped - STALE_AFTER_SECONDS - 5)
+    assert registry.resolve_search("search:latest").status == "crashed"  # killed -9, host lost, frozen
+    assert registry.get_search("sd00000004").search.status == "crashed"
+    assert registry.list_searches()[0][0].status == "crashed"
+    registry.reopen_search("sd00000004", host=socket.gethostname(), pid=os.getpid())  # `resume search:`
+    assert registry.resolve_search("search:latest").status == "running"
+    assert not registry.heartbeat_search("sd00000004", host="another-host", pid=4242), "superseded"
+    registry.finish_search("sd00000004", status="interrupted", error="the Ray cluster was lost")
+    assert registry.resolve_search("search:latest").status == "interrupted"
+
+
+def test_a_drivers_heartbeat_thread_beats_and_notices_a_takeover(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from rlrun.search import heartbeat
+
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_SECONDS", 0.05)
+    home = tmp_path / "home"
+    with Registry.open(home) as registry:
+        registry.create_search(search_id="se00000005", name=None, spec_name="x", spec_json="{}", space_json="{}",
+                               settings_json="{}", host="driver-host", pid=7)
+        first = registry.get_search("se00000005").search.heartbeat_at
+        with heartbeat.DriverHeartbeat(home, f"sqlite:///{home / 'registry.sqlite'}", "se00000005",
+                                       host="driver-host", pid=7) as beating:
+            deadline = time.monotonic() + 20
+            while registry.get_search("se00000005").search.heartbeat_at == first and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert registry.get_search("se00000005").search.heartbeat_at > first
+            assert not beating.superseded
+            registry.reopen_search("se00000005", host="other-host", pid=8)
+            while not beating.superseded and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert beating.superseded
+
+
+def test_a_runs_trial_is_recorded_with_it_and_both_manifests_say_it(registry: Registry) -> None:
+    """`create_run(trial=...)` writes the run and its trial row in one transaction; the search's
+    manifest (searches/<id>.json) and the run's run.json both name the link, and read back as the
+    registry holds them."""
+    from rlrun import paths
+    from rlrun.registry import read_manifest
+    from rlrun.registry.manifest import read_search_manifest
+    from rlrun.registry.records import TrialLink
+
+    search = registry.create_search(search_id="sf00000006", name="linked", spec_name="x", spec_json='{"a": 1}',
+                                    space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
+                                    settings_json='{"trials": 2}', host=socket.gethostname(), pid=os.getpid())
+    run = registry.create_run(run_id="rf00000006", name=None, spec_name="x", algorithm="reinforce",
+                              env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
+                              host=socket.gethostname(), pid=os.getpid(),
+                              trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'))
+    trial = registry.trial_of(search.id, 0)
+    assert (trial.run_id, trial.params, trial.state) == (run.id, {"agent.gamma": 0.95}, "running")
+    registry.record_trial(trial.id, intermediate_json="[[1000, 20.5]]", system_attrs_json='{"completed_rung_0": 20.5}',
+                          state="complete", value=20.5)
+    assert read_manifest(paths.run_dir(registry.home, run.id)).trial == {
+        "search_id": search.id, "number": 0, "params": {"agent.gamma": 0.95}}
+    written = read_search_manifest(paths.search_manifest(registry.home, search.id))
+    stored = registry.get_search(search.id)
+    assert written.search == stored.search
+    assert written.trials == [{k: v for k, v in t._asdict().items() if k not in ("id", "search_id")}
+                              for t in stored.trials]
+    # A second run for the same trial (its first was deleted) relinks the row, not a second one.
+    registry.delete_run(run.id)
+    assert read_search_manifest(paths.search_manifest(registry.home, search.id)).trials[0]["run_id"] is None
+    again = registry.create_run(run_id="rg00000007", name=None, spec_name="x", algorithm="reinforce",
+                                env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
+                                host=None, pid=None, trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'))
+    assert [t.run_id for t in registry.get_search(search.id).trials] == [again.id]

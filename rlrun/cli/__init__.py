@@ -398,8 +398,8 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
         console.print(f"search {result.search_id} stopped by signal {result.signal}; continue it with"
                       f" `rlrun resume search:{result.search_id}`", highlight=False, markup=False)
         raise SystemExit(128 + result.signal)
-    if result.status == "failed":
-        raise TrainingFailed(f"search {result.search_id} failed: {result.error}; continue it with"
+    if result.status in ("failed", "interrupted"):
+        raise TrainingFailed(f"search {result.search_id} {result.status}: {result.error}; continue it with"
                              f" `rlrun resume search:{result.search_id}`")
     best = result.best
     found = f"; best: trial {best.number} (run {best.run_id}), {best.value:.1f}" if best else ""

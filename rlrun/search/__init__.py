@@ -30,7 +30,7 @@ from signal import SIGTERM
 from typing import TYPE_CHECKING, Any
 
 from rlrun import paths, seeding
-from rlrun.errors import BadInput, Stopped, install_hint
+from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, Stopped, install_hint
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
 from rlrun.registry import Registry
@@ -288,6 +288,8 @@ class _Driver:
     def drive(self) -> SearchResult:
         signal, status = 0, "finished"
         self.error: str | None = None
+        self.interrupted: str | None = None
+        """Why the search stopped short of failing (its cluster was lost): `resume search:` continues it."""
         self.heartbeat = DriverHeartbeat(self.root, self.url, self.record.id, host=socket.gethostname(),
                                          pid=os.getpid())
         with Registry.open(self.root, self.url) as registry, self.heartbeat:
@@ -303,6 +305,8 @@ class _Driver:
                 raise
             if signal:
                 status = "preempted"
+            elif self.interrupted is not None:
+                status, self.error = "interrupted", self.interrupted
             elif self.error is not None:
                 status = "failed"
             detail = registry.get_search(self.record.id)
@@ -318,7 +322,7 @@ class _Driver:
         """The next trial to work on (a new one, or one left running), with the ended trials; none
         once another driver has taken the search over."""
         for number in numbers:
-            if self.heartbeat.superseded:
+            if self.heartbeat.superseded or self.interrupted is not None:
                 return None
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
@@ -483,6 +487,9 @@ class _Trial:
             return 0
         try:
             result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop))
+        except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
+            self.driver.interrupted = f"trial {self.number} interrupted: {error}"  # the trial stays running
+            return 0
         except BadInput as error:  # these values cannot train (an env and an agent that do not fit)
             return self.conclude("failed", str(error), 0)
         return self.conclude(result.outcome, result.error, result.signal)

@@ -34,14 +34,15 @@ import site
 import socket
 import sysconfig
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun.errors import BadInput, RegistryError, install_hint
-from rlrun.registry import Registry, sqlite_file
+from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, install_hint
+from rlrun.registry import STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.spec import user_code, validate_spec
@@ -57,6 +58,8 @@ MAX_RETRIES = 8
 SIGTERM) before the driver records it failed."""
 POLL_SECONDS = 0.25
 """How often a session passes its events to the driver and hears of a stop request."""
+CLUSTER_CHECK_SECONDS = 1.0
+"""How often the driver asks the cluster whether a node that can run a session is still there."""
 PROBE_SECONDS = 60.0
 
 
@@ -117,8 +120,9 @@ class RayExecutor:
             # Ray's first sentence only: the rest is its own advice (`--address`, RAY_ADDRESS), which
             # rlrun's line gives in rlrun's terms.
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
-            raise BadInput(f"no Ray cluster at --ray {self.address}: {detail}; start one with `ray start --head`"
-                           f" or give its address (--ray HOST:PORT or ${ADDRESS_ENV})") from None
+            raise ClusterUnreachable(f"no Ray cluster at --ray {self.address}: {detail}; start one with"
+                                     " `ray start --head` or give its address"
+                                     f" (--ray HOST:PORT or ${ADDRESS_ENV})") from None
         self._connected_here = True
 
     def close(self) -> None:
@@ -152,6 +156,7 @@ class RayExecutor:
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
         watch = _Watch(tasks[0])
+        cluster = _ClusterWatch(self.cpus, self.gpus)
         stop = self.stop or StopRequest()
         ended: dict[int, events.SessionEnded] = {}
         abandoned: dict[Any, SessionTask] = {}  # attempts presumed lost, which Ray may still run
@@ -163,9 +168,18 @@ class RayExecutor:
 
         signals = stop_on_signals(stop, abort) if self.handle_signals else contextlib.nullcontext(stop)
         asked = 0
+        lost: str | None = None
         with signals, watch:
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
+                if not asked and (lost := cluster.lost(ray)) is not None:
+                    pending.update(abandoned)  # none may start when nodes come back: resume continues them
+                    abort()
+                    break
+                try:
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
+                except Exception as error:  # the driver lost its connection to the cluster
+                    cluster.unreachable(error)
+                    continue
                 if stop.signal and not asked:
                     asked = stop.signal
                     mailbox.request_stop.remote(asked)
@@ -191,7 +205,55 @@ class RayExecutor:
                         pending[attempt.remote(task, mailbox)] = task
         with contextlib.suppress(Exception):
             ray.kill(mailbox)
+        if lost is not None:
+            raise _cluster_lost(self.address, lost, [t for t in tasks if t.index not in ended])
         return Execution([ended[t.index] for t in tasks], stop.signal)
+
+
+class _ClusterWatch:
+    """Whether the cluster can still run the sessions: lost once no live node that fits a session
+    (`_fits`) has been seen for the liveness limit (every node gone, or the cluster itself cut off
+    from this driver), when Ray would otherwise wait for one for ever."""
+
+    def __init__(self, cpus: float, gpus: float) -> None:
+        self.cpus, self.gpus = cpus, gpus
+        self.seen = time.monotonic()
+        self.checked = 0.0
+        self.why = "no node that can run a session"
+
+    def lost(self, ray: Any) -> str | None:
+        now = time.monotonic()
+        if now - self.checked < CLUSTER_CHECK_SECONDS:
+            return self._judged(now)
+        self.checked = now
+        try:
+            fits = any(n.get("Alive") and _fits(n.get("Resources", {}), self.cpus, self.gpus) for n in ray.nodes())
+        except Exception as error:
+            self.unreachable(error)
+            return self._judged(now)
+        if fits:
+            self.seen = now
+        else:
+            self.why = "no node that can run a session"
+        return self._judged(now)
+
+    def unreachable(self, error: BaseException) -> None:
+        self.why = f"the cluster did not answer ({type(error).__name__}: {error})"
+        time.sleep(POLL_SECONDS)  # asked again at the next check
+
+    def _judged(self, now: float) -> str | None:
+        silent = now - self.seen
+        return f"{self.why} for {silent:.0f} s" if silent >= STALE_AFTER_SECONDS else None
+
+
+def _cluster_lost(address: str, why: str, open_tasks: list[SessionTask]) -> ClusterLost:
+    """Record each session still open preempted, not failed (its snapshots stand; `rlrun resume`
+    continues it), and say so."""
+    run_id = open_tasks[0].run_id if open_tasks else "?"
+    for task in open_tasks:
+        _recorded_end(task, f"its Ray cluster was lost: {why}", status="preempted")
+    return ClusterLost(f"the Ray cluster was lost ({why}); run {run_id} keeps its snapshots: continue it with"
+                       f" `rlrun resume {run_id} --ray {address}` once the cluster is back")
 
 
 def shipped_modules(modules: Sequence[str]) -> list[str]:
@@ -298,13 +360,13 @@ def _outcome(ray: Any, ref: Any, task: SessionTask) -> events.SessionEnded:
         return _recorded_end(task, f"lost on the cluster after {MAX_RETRIES} retries: {detail}")
 
 
-def _recorded_end(task: SessionTask, message: str) -> events.SessionEnded:
+def _recorded_end(task: SessionTask, message: str, status: str = "failed") -> events.SessionEnded:
     with Registry.open(Path(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         if session.status in ("pending", "running"):
-            registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
+            registry.finish_session(session.id, status=status, frame=session.frame, episode=session.episode,
                                     opt_step=session.opt_step, error=message)
-            return events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message)
+            return events.SessionEnded(task.index, status, session.frame, session.best_eval, message)
         return events.SessionEnded(task.index, session.status, session.frame, session.best_eval, session.error)
 
 
@@ -433,8 +495,8 @@ def _check_reachable(address: str) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
     except OSError as error:
-        raise BadInput(f"no Ray cluster at --ray {address}: {error.strerror or error}; start one with"
-                       " `ray start --head` or give its address (--ray HOST:PORT)") from None
+        raise ClusterUnreachable(f"no Ray cluster at --ray {address}: {error.strerror or error}; start one with"
+                                 " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
 def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
@@ -461,8 +523,8 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
             markers[what] = str(marker)
         nodes = [n for n in ray.nodes() if n.get("Alive") and _fits(n.get("Resources", {}), cpus, gpus)]
         if not nodes:
-            raise BadInput(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a session;"
-                           " add nodes or ask for less (--cpus, --gpus)")
+            raise ClusterUnreachable(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
+                                     " session; add nodes or ask for less (--cpus, --gpus)")
         probe = ray.remote(find_markers)
         found = [probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                  .remote(markers, token, list(modules)) for n in nodes]  # fmt: skip
