@@ -23,7 +23,7 @@ from rlrun.session import events
 from rlrun.sizes import format_size
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
-                "crashed": "magenta", "pending": "dim"}
+                "interrupted": "yellow", "crashed": "magenta", "pending": "dim"}
 
 
 def stderr_console() -> Console:

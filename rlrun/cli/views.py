@@ -22,8 +22,8 @@ from rlrun.sizes import format_size
 if TYPE_CHECKING:
     from rlrun.catalog import RunListing
 
-_STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "crashed": "35",
-                  "pending": "2"}  # fmt: skip
+_STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "interrupted": "33",
+                  "crashed": "35", "pending": "2"}  # fmt: skip
 SPARKS = "▁▂▃▄▅▆▇█"
 _EVALUATIONS_SHOWN = 10  # per session in `rlrun show`; the sparkline and --json have them all
 

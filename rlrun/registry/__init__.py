@@ -14,7 +14,7 @@ One concern per module:
     tables    the tables, declared once (SQLAlchemy), for Alembic
     schema    migrations, the revision a database is at, upgrades and backups
     store     writes;  queries: reads;  resolve: run references
-    manifest  the run folder's `run.json`, written and read
+    manifest  the run folder's `run.json` and a search's `searches/<id>.json`, written and read
 
 Fast to open: on SQLite the registry talks to the file through sqlite3 and checks the schema
 revision with one query, so `rlrun ls` and `rlrun show` never import SQLAlchemy, Alembic, torch or

@@ -32,17 +32,18 @@ import importlib.util
 import os
 import site
 import socket
+import sys
 import sysconfig
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, install_hint
-from rlrun.registry import STALE_AFTER_SECONDS, Registry, sqlite_file
+from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.spec import user_code, validate_spec
@@ -97,12 +98,13 @@ class RayExecutor:
         the path or module if one does not."""
         shipped = shipped_modules(modules)  # before connecting: a module that cannot be shipped is said at once
         ray = import_ray()
-        self._connect(ray, shipped)
-        try:
-            check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
-        except BaseException:
-            self.close()
-            raise
+        with _ray_prints_on_stderr():
+            self._connect(ray, shipped)
+            try:
+                check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
+            except BaseException:
+                self.close()
+                raise
 
     def _connect(self, ray: Any, shipped: list[str]) -> None:
         """Connect this process to the cluster as a job that ships the user's modules (`shipped`).
@@ -136,11 +138,12 @@ class RayExecutor:
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         ray = import_ray()
-        self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
-        try:
-            return self._supervise(ray, list(tasks), on_event)
-        finally:
-            self.close()
+        with _ray_prints_on_stderr():
+            self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
+            try:
+                return self._supervise(ray, list(tasks), on_event)
+            finally:
+                self.close()
 
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -208,6 +211,14 @@ class RayExecutor:
         if lost is not None:
             raise _cluster_lost(self.address, lost, [t for t in tasks if t.index not in ended])
         return Execution([ended[t.index] for t in tasks], stop.signal)
+
+
+@contextlib.contextmanager
+def _ray_prints_on_stderr() -> Iterator[None]:
+    """Ray's driver prints the cluster's error notices (a node's raylet died, …) on sys.stdout from a
+    thread of its own; stdout is `--json`'s alone, so while connected they go to stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 class _ClusterWatch:
@@ -363,7 +374,7 @@ def _outcome(ray: Any, ref: Any, task: SessionTask) -> events.SessionEnded:
 def _recorded_end(task: SessionTask, message: str, status: str = "failed") -> events.SessionEnded:
     with Registry.open(Path(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
-        if session.status in ("pending", "running"):
+        if session.status in ("pending", "running", CRASHED):  # not ended (crashed: as read, silent a while)
             registry.finish_session(session.id, status=status, frame=session.frame, episode=session.episode,
                                     opt_step=session.opt_step, error=message)
             return events.SessionEnded(task.index, status, session.frame, session.best_eval, message)
