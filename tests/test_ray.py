@@ -370,7 +370,7 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
         lost = finished(driver)
     assert lost.code == 1 and "Traceback" not in lost.stderr, lost.stderr
     assert "interrupted" in lost.stderr and "the Ray cluster was lost" in lost.stderr, lost.stderr
-    search_id = json.loads(lost.stdout)["search_id"]  # stdout is the JSON alone: Ray's notices go to stderr
+    search_id = json.loads(lost.stdout)["search_id"]  # stdout is the JSON alone, without Ray's notices
     (interrupted,) = trials(homes["cluster"], f"search:{search_id}")
     assert interrupted.state == "running" and interrupted.run_id is not None
     with Registry.open(homes["cluster"], registry_url, create=False) as registry:

@@ -160,3 +160,27 @@ def test_a_runs_trial_is_recorded_with_it_and_both_manifests_say_it(registry: Re
                                 env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
                                 host=None, pid=None, trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'))
     assert [t.run_id for t in registry.get_search(search.id).trials] == [again.id]
+
+
+def test_resume_refuses_a_search_whose_driver_beats_elsewhere_and_takes_one_gone_silent(tmp_path: Path) -> None:
+    """`resume search:` judges the driver by its heartbeat, not by a pid on this host: one beating on
+    another host is refused; once silent past the limit, the search is resumed (here: nothing left)."""
+    from rlrun.registry import STALE_AFTER_SECONDS
+    from rlrun.search import Settings, resume_search
+    from rlrun.spec import builtin_document, validate_spec
+
+    home = tmp_path / "home"
+    spec = json.dumps(validate_spec(builtin_document("reinforce_cartpole")).to_json())
+    with Registry.open(home) as registry:
+        search = registry.create_search(search_id="sh00000008", name=None, spec_name="reinforce_cartpole",
+                                        spec_json=spec, space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
+                                        settings_json=json.dumps(Settings(trials=1).to_json()), host="another-host",
+                                        pid=os.getpid())  # a pid alive here, on purpose: it is another host's
+        trial = registry.add_trial(search.id, number=0, run_id=None, params_json='{"agent.gamma": 0.95}')
+        registry.record_trial(trial.id, intermediate_json="[]", system_attrs_json="{}", state="failed", note="x")
+    with pytest.raises(BadInput, match="search sh00000008 is still running"):
+        resume_search("search:latest", home=home)
+    with Registry.open(home) as registry:
+        _set(registry, search.id, heartbeat_at=registry.get_search(search.id).search.heartbeat_at
+             - STALE_AFTER_SECONDS - 5)
+    assert resume_search("search:latest", home=home).nothing_to_do

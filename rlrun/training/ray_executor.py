@@ -32,7 +32,6 @@ import importlib.util
 import os
 import site
 import socket
-import sys
 import sysconfig
 import threading
 import time
@@ -98,7 +97,7 @@ class RayExecutor:
         the path or module if one does not."""
         shipped = shipped_modules(modules)  # before connecting: a module that cannot be shipped is said at once
         ray = import_ray()
-        with _ray_prints_on_stderr():
+        with _without_ray_notices():
             self._connect(ray, shipped)
             try:
                 check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
@@ -138,7 +137,7 @@ class RayExecutor:
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         ray = import_ray()
-        with _ray_prints_on_stderr():
+        with _without_ray_notices():
             self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
             try:
                 return self._supervise(ray, list(tasks), on_event)
@@ -214,10 +213,12 @@ class RayExecutor:
 
 
 @contextlib.contextmanager
-def _ray_prints_on_stderr() -> Iterator[None]:
-    """Ray's driver prints the cluster's error notices (a node's raylet died, …) on sys.stdout from a
-    thread of its own; stdout is `--json`'s alone, so while connected they go to stderr."""
-    with contextlib.redirect_stdout(sys.stderr):
+def _without_ray_notices() -> Iterator[None]:
+    """Ray's driver prints the cluster's notices (a task failed and is retried, with its traceback; a
+    node's raylet died) on sys.stdout from a thread of its own. stdout is `--json`'s alone, and
+    what they tell is what rlrun reports in its own terms (retries, attempts, a lost cluster), so
+    while connected they are dropped here (Ray keeps them in its session logs on the cluster)."""
+    with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere):
         yield
 
 
