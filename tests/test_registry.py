@@ -687,6 +687,29 @@ def test_reopen_keeps_the_budget_unless_given(registry: Registry) -> None:
     assert (reopened.host, reopened.pid, reopened.max_frame) == ("node-9", 77, 1000)
 
 
+def test_a_stop_request_reaches_the_heartbeat_stands_when_repeated_and_ends_with_a_reopen(registry: Registry) -> None:
+    """`rlrun stop`'s row: each session's heartbeat answers it; a second request keeps the first
+    one's time; a resume (reopen) clears it, and the detached supervisor with it."""
+    run = make_run(registry, "ka00000001")
+    other = make_run(registry, "kb00000001")
+    session, bystander = session_of(registry, run.id), session_of(registry, other.id)
+    registry.start_session(session.id, host=HERE, pid=os.getpid())
+    assert registry.heartbeat(session.id, frame=10, episode=1, opt_step=1) is False
+    assert not registry.stop_requested(run.id)
+    registry.supervise_run(run.id, supervisor="actor rlrun/rlrun-ka00000001-abcdef on node 1234", host="n", pid=9)
+    assert registry.request_stop(run.id) is None
+    asked = registry.get_run(run.id).run.stop_requested_at
+    assert asked is not None and registry.stop_requested(run.id)
+    assert registry.request_stop(run.id) == asked == registry.get_run(run.id).run.stop_requested_at
+    assert registry.heartbeat(session.id, frame=20, episode=2, opt_step=2) is True
+    assert registry.heartbeat(bystander.id, frame=20, episode=2, opt_step=2) is False, "only that run's sessions"
+    record = registry.get_run(run.id).run
+    assert (record.supervisor, record.host, record.pid) == ("actor rlrun/rlrun-ka00000001-abcdef on node 1234", "n", 9)
+    registry.reopen_run(run.id, host="box", pid=43)
+    reopened = registry.get_run(run.id).run
+    assert (reopened.stop_requested_at, reopened.supervisor) == (None, None) and not registry.stop_requested(run.id)
+
+
 # ---- liveness: "crashed" is computed on read -------------------------------------------------
 
 HERE = socket.gethostname()
