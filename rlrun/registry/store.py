@@ -247,6 +247,20 @@ class Writes(Connected):
         another node records itself again."""
         self._update_run(run_id, supervisor=supervisor, host=host, pid=pid)
 
+    def run_again(self, run_id: str) -> None:
+        """A retried attempt continues its session, and so the run: running again if the lost
+        attempt had closed it (a worker stopped by SIGTERM records its session preempted, which may
+        settle the run), as after `rlrun resume`, but with the same launcher, supervisor and stop
+        request. Under the retry's lease, so the lost attempt cannot close it again after this."""
+        def record(tx: Transaction) -> None:  # run again, it finds the run running
+            lock_run(tx, run_id)
+            reopened = tx.execute("UPDATE runs SET status = 'running', finished_at = NULL, error = NULL"
+                                  " WHERE id = :id AND status <> 'running'", {"id": run_id})  # fmt: skip
+            if reopened:
+                self._sync_manifest(tx, run_id)
+
+        self._write(record)
+
     def request_stop(self, run_id: str) -> float | None:
         """Ask a run to stop: its sessions stop at their next heartbeat with a snapshot, wherever
         they run. Safe to repeat: the first request's time stands, and is returned (None: this

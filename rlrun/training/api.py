@@ -80,7 +80,8 @@ class TrainResult:
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
           on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
           executor: Executor | None = None) -> TrainResult:
-    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended."""
+    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
+    with a detaching executor, once a supervisor on the cluster has taken them over."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     if name is not None:

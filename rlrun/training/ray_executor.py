@@ -18,9 +18,14 @@ The storage check imports them on every node before anything is written.
 
 A SIGTERM to a session's worker (a spot notice) stops that session at its next step with a
 snapshot, recorded preempted; the task then raises `WorkerStopped`, which Ray retries like a lost
-worker. A SIGINT/SIGTERM to this process (the driver) asks every session to stop the same way, and
-none is retried. Events and the driver's stop request travel through a small actor on the driver's
-node (`Mailbox`); sessions poll it a few times a second, never per step.
+worker. A SIGINT/SIGTERM to this process (the driver), or `rlrun stop` (a request in the registry
+that the sessions read with their heartbeat and the driver once a second), asks every session to
+stop the same way, and none is retried. Events and the driver's stop request travel through a
+small actor on the driver's node (`Mailbox`); sessions poll it a few times a second, never per step.
+
+With `detach` (`--detach`), what the driver does is done on the cluster instead, by the same code
+(`RayExecutor._supervise`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
+can when its node dies; `run` returns once the actor has taken the run over.
 
 Ray is an optional extra, imported only here, only when `--ray` is asked for.
 """
@@ -458,7 +463,9 @@ def _stop_asked(task: SessionTask) -> bool:
 def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> SessionTask:
     """A retried attempt (its lease is not the first one taken since the task was handed out):
     continue from the session's newest intact snapshot, as `rlrun resume` would, forgetting what
-    the lost attempt recorded after it. Writes under the lease just taken."""
+    the lost attempt recorded after it, and with the run running again (a lost attempt stopped by
+    SIGTERM, as Ray stops the tasks of a dead supervisor, closed its session preempted, and maybe
+    the run). Writes under the lease just taken."""
     if task.lease_base is None or lease <= task.lease_base + 1:
         return task
     from rlrun.training.api import newest_intact, rewind
@@ -470,6 +477,7 @@ def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> 
     start = newest_intact(home, task.run_id, session, own, [])
     path, sha256 = (start.path, start.sha256) if start else (task.resume_from, task.resume_sha256)
     rewind(registry, home, task.run_id, session, path)
+    registry.run_again(task.run_id)
     return replace(task, attempt="retry", resume_from=path, resume_sha256=sha256)
 
 
