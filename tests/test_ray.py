@@ -381,9 +381,12 @@ def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str]
 
 
 def run_status_of(home: Path, url: str, wanted: str, timeout: float = 240) -> RunDetail:
+    """The run once it has ended `wanted`, its end and every attempt's recorded (a run is reported
+    finished as soon as its sessions' final snapshots are registered, before their rows close)."""
     def settled() -> RunDetail | None:
         run = detail(home, url)
-        return run if run.run.status == wanted else None
+        recorded = run.run.finished_at is not None and all(a.end_status for a in run.attempts)
+        return run if run.run.status == wanted and recorded else None
 
     found: RunDetail = wait_for(settled, timeout=timeout)
     return found
