@@ -16,6 +16,8 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   on a cluster, as lost), so a test need not wait the default half-minute.
 - `RLRUN_TEST_FREEZE_AT_FRAME=F@FILE` makes the first session process to reach frame F write its
   pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
+- `RLRUN_TEST_SUPERVISOR_RESOURCE=NAME` places a detached run's supervisor (a Ray actor) only on
+  nodes that offer the custom resource NAME, so a test knows which nodes it may remove under it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
 HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
 FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
+SUPERVISOR_RESOURCE_ENV = "RLRUN_TEST_SUPERVISOR_RESOURCE"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -115,3 +118,8 @@ def freeze_at_frame(before: int, after: int) -> None:
 def heartbeat_seconds(default: float) -> float:
     """How often sessions heartbeat: `default`, unless a test asked for another period."""
     return float(os.environ.get(HEARTBEAT_ENV) or default)
+
+
+def supervisor_resource() -> str | None:
+    """The custom Ray resource a detached run's supervisor must be placed by (None: anywhere)."""
+    return os.environ.get(SUPERVISOR_RESOURCE_ENV) or None

@@ -507,6 +507,7 @@ def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_p
                  ["show", "latest", "--spec-json"]):  # fmt: skip
         assert heavy_modules(home, *args) == "", args
     for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"], ["spec", "list"],
+                 ["stop", "latest"],
                  ["plot", "latest", "-o", str(tmp_path / "p.png")], ["rm", "latest", "--yes"]):  # fmt: skip
         loaded = heavy_modules(home, *args)
         assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)

@@ -1,5 +1,6 @@
 """Sessions on a real Ray cluster (`rlrun train/resume --ray`): a head with no CPU and worker nodes of
-one CPU each on 127.0.0.1, one cluster for the whole module, and a real PostgreSQL registry.
+one CPU each on 127.0.0.1 (and two CPU-less nodes for detached runs' supervisors), one cluster for
+the whole module, and a real PostgreSQL registry.
 
 Every way a session can lose its worker — its node removed, its worker killed, its worker asked to
 stop (SIGTERM, a spot notice), the driver killed — ends with the session finished, and its final
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,7 +28,15 @@ from helpers import Result, cli_env, fast, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
-from rlrun.testhooks import CRASH_ENV, FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, STALE_ENV
+from rlrun.testhooks import (
+    CRASH_ENV,
+    FREEZE_ENV,
+    HANG_ENV,
+    HEARTBEAT_ENV,
+    SIGNAL_AT_ENV,
+    STALE_ENV,
+    SUPERVISOR_RESOURCE_ENV,
+)
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
 
@@ -34,6 +44,9 @@ pytest_plugins = ["postgres_server"]
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 WORKERS = 3
+SUPERVISOR = "rlrun_supervisor"
+"""The custom resource of the nodes a detached run's supervisor is placed on (SUPERVISOR_RESOURCE_ENV):
+CPU-less nodes that run no session, so removing one takes only the supervisor with it."""
 FRAMES = "3000"
 SEARCH = ["--trials", "2", "--prune-after", "1", "--set", "meta.max_frame=10000"]
 """A search whose second trial the median pruner stops at its first evaluation (frame 1,000),
@@ -53,6 +66,8 @@ def cluster() -> Iterator[Any]:
     try:
         for _ in range(WORKERS):
             made.add_node(num_cpus=1)
+        for _ in range(2):
+            made.add_node(num_cpus=0, resources={SUPERVISOR: 1})
         made.wait_for_nodes()
         yield made
     finally:
@@ -142,14 +157,15 @@ def node_of(cluster: Any, node_id: str) -> Any:
 
 
 @contextlib.contextmanager
-def losing_a_node(cluster: Any) -> Iterator[None]:
-    """The module's cluster keeps its size: a node removed inside is replaced after."""
+def losing_a_node(cluster: Any, **node: Any) -> Iterator[None]:
+    """The module's cluster keeps its size: a node removed inside is replaced after (by one
+    made with `node`, a worker of one CPU by default)."""
     before = len(cluster.list_all_nodes())
     try:
         yield
     finally:
         while len(cluster.list_all_nodes()) < before:
-            cluster.add_node(num_cpus=1)
+            cluster.add_node(**(node or {"num_cpus": 1}))
         cluster.wait_for_nodes()
 
 
@@ -390,3 +406,111 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
         assert resumed.returncode == 0, resumed.stderr
     for a, b in zip(local, remote, strict=True):
         assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))
+
+
+# ---------------------------------------------------------------------------------------------
+# Detached runs (`--detach`): supervised by an actor on the cluster, not by the command
+
+
+def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """`rlrun train --ray --detach` (or `resume`, as `args` say), its supervisor on a SUPERVISOR node;
+    returned as soon as it prints that the cluster supervises the run, with that line."""
+    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--json",
+                                env={SUPERVISOR_RESOURCE_ENV: SUPERVISOR, **(env or {})})
+    process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    for line in process.stderr or ():
+        if " detached: supervised by actor " in line:
+            return process, line
+    raise AssertionError(f"no detached run ({process.wait(timeout=60)}): {finished(process).stderr}")
+
+
+def run_status_of(home: Path, url: str, wanted: str, timeout: float = 240) -> RunDetail:
+    """The run once it has ended `wanted`, its end and every attempt's recorded (a run is reported
+    finished as soon as its sessions' final snapshots are registered, before their rows close)."""
+    def settled() -> RunDetail | None:
+        run = detail(home, url)
+        recorded = run.run.finished_at is not None and all(a.end_status for a in run.attempts)
+        return run if run.run.status == wanted and recorded else None
+
+    found: RunDetail = wait_for(settled, timeout=timeout)
+    return found
+
+
+def supervisor_node(run: RunDetail) -> str:
+    found = re.search(r"on node (\w+)", run.run.supervisor or "")
+    assert found, run.run.supervisor
+    return found[1]
+
+
+def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
+        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    """`rlrun train --ray --detach` is killed (kill -9) right after it says the cluster supervises
+    the run; then, while the session is frozen mid-run, the node of its supervisor (a detached
+    actor) is removed. Ray starts the supervisor again on another node; it finds the unfinished
+    session in the registry and runs it again, under a new lease, from its newest snapshot: the
+    run finishes bit for bit as the uninterrupted local one, and the frozen attempt, woken, writes
+    nothing."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "frozen"
+    driver, said = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
+                            *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{flag}"})
+    os.kill(driver.pid, signal.SIGKILL)
+    finished(driver)
+    run = detail(home, registry_url)
+    assert run.run.id in said and run.run.supervisor and run.run.supervisor in said
+    frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
+    first = supervisor_node(run)
+    with losing_a_node(cluster, num_cpus=0, resources={SUPERVISOR: 1}):
+        cluster.remove_node(node_of(cluster, first), allow_graceful=False)
+        run = run_status_of(home, registry_url, "finished")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(frozen, signal.SIGCONT)  # if Ray has not ended it with its owner: fenced, it writes nothing
+    assert supervisor_node(run) != first, "the supervisor was started again on another node"
+    assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
+        ("train", 0, "crashed"), ("retry", 1000, "finished")]
+    assert run.attempts[1].lease == run.attempts[0].lease + 1
+    assert_same_run(a, final_state(home))
+    argv, environment = command(home, registry_url, "show", "latest")
+    shown = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+    assert f"detached: was supervised by actor rlrun/rlrun-{run.run.id}-" in shown.stderr, shown.stderr
+
+
+def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
+        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    """`rlrun stop` on a detached run (its session frozen mid-run meanwhile, so the stop comes
+    before its end): the session stops at its next heartbeat with a snapshot and is not retried,
+    the run is preempted; a second stop changes nothing, a third one (the run ended) says so; all
+    exit 0. `rlrun resume --ray --detach` continues it bit for bit."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "frozen"
+    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
+                         *fast("reinforce_cartpole"), "--frames", FRAMES,
+                         env={FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"})
+    assert finished(driver).code == 0
+    frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
+
+    def stop() -> Result:
+        argv, environment = command(home, registry_url, "stop", "latest")
+        done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    assert "stop requested" in stop().stderr
+    assert "a stop was already requested" in stop().stderr
+    os.kill(frozen, signal.SIGCONT)
+    run = run_status_of(home, registry_url, "preempted")
+    assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted")], "stopped, not retried"
+    newest = max(run.checkpoints, key=lambda c: c.frame)
+    # At the stop frame: a "preempt" snapshot, or the scheduled one the stop came right after.
+    assert 1500 <= newest.frame == run.sessions[0].frame < 3000 and (newest.kind == "preempt" or
+                                                                     newest.frame % 1000 == 0)
+    assert "is preempted: nothing to stop" in stop().stderr
+    resumed, _ = detached(home, registry_url, cluster, "resume", "latest")
+    assert finished(resumed).code == 0
+    run = run_status_of(home, registry_url, "finished")
+    assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted"), ("resume", "finished")]
+    assert run.run.stop_requested_at is None, "resume clears the stop"
+    assert_same_run(a, final_state(home))

@@ -22,6 +22,7 @@ from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
 from rlrun.paths import REGISTRY_FILE
 from rlrun.refs import RunFilter, parse_ref
 from rlrun.registry import STALE_AFTER_SECONDS, Registry, RestoredRun, RunRecord, SessionRecord, liveness, queries
+from rlrun.registry.database import LeaseLost
 
 pytest_plugins = ["postgres_server"]
 
@@ -685,6 +686,56 @@ def test_reopen_keeps_the_budget_unless_given(registry: Registry) -> None:
     reopened = registry.get_run(run.id).run
     assert (reopened.status, reopened.error, reopened.finished_at) == ("running", None, None)
     assert (reopened.host, reopened.pid, reopened.max_frame) == ("node-9", 77, 1000)
+
+
+def test_a_stop_request_reaches_the_heartbeat_stands_when_repeated_and_ends_with_a_reopen(registry: Registry) -> None:
+    """`rlrun stop`'s row: each session's heartbeat answers it; a second request keeps the first
+    one's time; a resume (reopen) clears it, and the detached supervisor with it."""
+    run = make_run(registry, "ka00000001")
+    other = make_run(registry, "kb00000001")
+    session, bystander = session_of(registry, run.id), session_of(registry, other.id)
+    registry.start_session(session.id, host=HERE, pid=os.getpid())
+    assert registry.heartbeat(session.id, frame=10, episode=1, opt_step=1) is False
+    assert not registry.stop_requested(run.id)
+    registry.supervise_run(run.id, supervisor="actor rlrun/rlrun-ka00000001-abcdef on node 1234", host="n", pid=9)
+    assert registry.request_stop(run.id) is None
+    asked = registry.get_run(run.id).run.stop_requested_at
+    assert asked is not None and registry.stop_requested(run.id)
+    assert registry.request_stop(run.id) == asked == registry.get_run(run.id).run.stop_requested_at
+    assert registry.heartbeat(session.id, frame=20, episode=2, opt_step=2) is True
+    assert registry.heartbeat(bystander.id, frame=20, episode=2, opt_step=2) is False, "only that run's sessions"
+    record = registry.get_run(run.id).run
+    assert (record.supervisor, record.host, record.pid) == ("actor rlrun/rlrun-ka00000001-abcdef on node 1234", "n", 9)
+    registry.reopen_run(run.id, host="box", pid=43)
+    reopened = registry.get_run(run.id).run
+    assert (reopened.stop_requested_at, reopened.supervisor) == (None, None) and not registry.stop_requested(run.id)
+
+
+def test_a_retry_runs_again_the_run_its_lost_attempt_closed(registry: Registry) -> None:
+    """A worker stopped by SIGTERM (as Ray stops a dead supervisor's tasks) records its session
+    preempted, which settles a one-session run; the retry that continues it, under the next lease,
+    makes the run running again, with the same launcher and supervisor, and the stale attempt can no
+    longer close it."""
+    run = make_run(registry, "ka00000001", sessions=1)
+    session = session_of(registry, run.id)
+    registry.supervise_run(run.id, supervisor="actor rlrun/x on node 1", host="n", pid=9)
+    lost = registry.acquire_lease(session.id)
+    registry.start_session(session.id, host=HERE, pid=os.getpid())
+    registry.finish_session(session.id, status="preempted", frame=500, episode=5, opt_step=5)
+    assert registry.get_run(run.id).run.status == "preempted"
+    with Registry.open(registry.home, registry.url) as retry:
+        retry.fence(session.id, retry.acquire_lease(session.id))
+        retry.run_again(run.id)
+        retry.run_again(run.id)  # safe to repeat
+        assert scalar(registry, "SELECT status FROM runs") == "running"
+        retry.start_session(session.id, host=HERE, pid=os.getpid())  # as the retry's Session does next
+    again = registry.get_run(run.id).run
+    assert (again.status, again.finished_at, again.supervisor, again.host, again.pid) == (
+        "running", None, "actor rlrun/x on node 1", "n", 9)
+    with Registry.open(registry.home, registry.url) as stale:
+        stale.fence(session.id, lost)
+        with pytest.raises(LeaseLost):
+            stale.finish_session(session.id, status="preempted", frame=600, episode=6, opt_step=6)
 
 
 # ---- liveness: "crashed" is computed on read -------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import builtin_for, cli_env, fast, rlrun
+from helpers import builtin_for, cli_env, fast, invoke, rlrun
 from same_run import (
     ALGORITHMS,
     BUDGET,
@@ -36,7 +36,7 @@ from same_run import (
 from rlrun import snapshot
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document, builtin_names
-from rlrun.testhooks import HANG_ENV, SIGNAL_AT_ENV
+from rlrun.testhooks import FREEZE_ENV, HANG_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -195,3 +195,30 @@ def test_replay_memory_is_in_the_snapshot_as_shared_segments(tmp_path: Path) -> 
     assert shared and shared <= {p.name for p in (home / first.path / "logs").iterdir()}
     assert all(int(name.split(".")[1].split("-")[0]) >= 1000 for name in
                {p.name for p in (home / newest.path / "logs").glob("rows.*")} - shared)
+
+
+def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_path: Path) -> None:
+    """`rlrun stop` from another terminal, on a local run of two session processes (one of them
+    frozen, so the stop comes before its end): the sessions read the request with their heartbeat
+    and stop with a snapshot, as after SIGTERM (exit 143); a second stop says there is nothing
+    left to stop; `rlrun resume` continues the run bit for bit."""
+    spec, args = "reinforce_cartpole", ("--frames", "3000", "--sessions", "2")
+    assert train(tmp_path / "a", spec, *args).code == 0
+    home, flag = tmp_path / "b", tmp_path / "frozen"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+                               env={**cli_env(home), FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: flag.exists() and flag.read_text(), process)
+    stopped = invoke(home, "stop", "latest")
+    assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
+    os.kill(int(flag.read_text()), signal.SIGCONT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert detail.run.status == "preempted" and "preempted" in {s.status for s in detail.sessions}
+    again = invoke(home, "stop", "latest")
+    assert again.code == 0 and "is preempted: nothing to stop" in again.stderr, again.stderr
+    resume_ok(home, "latest")
+    assert_same_run(final_state(tmp_path / "a"), final_state(home))
+    assert "nothing to stop" in invoke(home, "stop", "latest").stderr

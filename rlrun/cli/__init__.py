@@ -67,6 +67,8 @@ Cpus = Annotated[float | None, typer.Option(
     "--cpus", min=0, metavar="FLOAT", help="With --ray: CPUs per session (default 1).")]
 Gpus = Annotated[float | None, typer.Option(
     "--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")]
+Detach = Annotated[bool, typer.Option(
+    "--detach", help="With --ray: return once the run is recorded; the cluster supervises it (see `rlrun stop`).")]
 Sort = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
 
@@ -89,15 +91,19 @@ def _filters(status: str | None = None, algo: str | None = None, env: str | None
     return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
 
 
-def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None) -> Any:
+def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None,
+              detach: bool = False) -> Any:  # fmt: skip
     """The executor the options ask for: None (the local one) without --ray."""
     if ray is None:
         if cpus is not None or gpus is not None:
             raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
+        if detach:
+            raise BadInput("--detach hands the run's supervision to a Ray cluster; add --ray [ADDRESS]"
+                           " (a run on this machine lasts as long as its command)")
         return None
     from rlrun.training.ray_executor import ray_executor
 
-    return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop)
+    return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach)
 
 
 def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
@@ -168,6 +174,7 @@ def train(
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
+    detach: Detach = False,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -184,8 +191,8 @@ def train(
         edits.append(f"meta.sessions={sessions}")
     if seed is not None:
         edits.append(f"meta.seed={seed}")
+    executor = _executor(ray, cpus, gpus, detach=detach)
     loaded = load_spec(spec, edits)
-    executor = _executor(ray, cpus, gpus)
     console = _console()
 
     def announce(run: Any) -> None:
@@ -199,10 +206,16 @@ def train(
 
 
 def _conclude(result: Any, console: Any, as_json: bool) -> None:
-    """Print the outcome and leave with its exit code: 0 done, 1 a session failed, 128 + the
-    signal after a graceful stop."""
+    """Print the outcome and leave with its exit code: 0 done (or handed to a detached
+    supervisor), 1 a session failed, 128 + the signal after a graceful stop."""
+    if result.detached:
+        console.print(f"run {result.run_id} detached: supervised by {result.detached}; follow it with"
+                      f" `rlrun ls` or `rlrun show {result.run_id}`, stop it with `rlrun stop {result.run_id}`",
+                      highlight=False, markup=False)
     if as_json:
         _print_json(result.to_json())
+    if result.detached:
+        return
     if result.outcome == "failed":
         raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
     if result.outcome == "preempted":
@@ -231,6 +244,7 @@ def resume(
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
+    detach: Detach = False,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -240,6 +254,9 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
+        if detach:
+            raise BadInput("--detach supervises one run on the cluster; a search's driver stays with its command:"
+                           " drop --detach")
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
                  "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
         _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
@@ -249,7 +266,7 @@ def resume(
     from rlrun.training import resume as resume_run
 
     filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
-    executor = _executor(ray, cpus, gpus)
+    executor = _executor(ray, cpus, gpus, detach=detach)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(
@@ -628,6 +645,41 @@ def export(
         return
     output.write_text(text, encoding="utf-8")
     _say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
+
+
+@app.command(short_help="Stop a running run with snapshots.")
+def stop(
+    reference: Annotated[str, _reference(
+        "latest, latest~N, a row, an id, prefix or name, or a run folder.")] = "latest",
+    status: Status = None,
+    algo: Algo = None,
+    env: Env = None,
+    of: Of = None,
+    since: Since = None,
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Stop a running run, wherever it runs (this machine, a Ray cluster, detached): every session
+    stops at its next heartbeat with a snapshot, and `rlrun resume` continues it bit for bit. Safe to
+    repeat; a run that has ended has nothing to stop (exit 0)."""
+    from rlrun.cli import views
+    from rlrun.training.control import stop as stop_run
+
+    filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
+    outcome = stop_run(_parse(reference), filters, home=home)
+    _say(views.resolved(outcome.run, _label(reference, filters)))
+    if as_json:
+        _print_json(outcome.to_json())
+    run = outcome.run
+    if not outcome.stopping:
+        advice = f"; continue it with `rlrun resume {run.id}`" if run.status in ("crashed", "preempted") else ""
+        _say(f"run {run.id} is {run.status}: nothing to stop{advice}")
+    elif outcome.repeated:
+        _say(f"run {run.id}: a stop was already requested {views.when(outcome.requested_at)}; its sessions stop at"
+             " their next heartbeat with a snapshot (`rlrun ls` says preempted once they have)")
+    else:
+        _say(f"run {run.id}: stop requested; its sessions stop at their next heartbeat with a snapshot"
+             f" (`rlrun ls` says preempted once they have); continue it with `rlrun resume {run.id}`")
 
 
 @app.command(short_help="Delete runs, their folders included.")

@@ -199,6 +199,11 @@ def _header(detail: RunDetail, colour: bool) -> str:
     ]
     if run.error:
         lines.append(f"error: {run.error}")
+    if run.supervisor:
+        lines.append(f"detached: {'supervised' if run.status == 'running' else 'was supervised'} by {run.supervisor}")
+    if run.stop_requested_at is not None and run.status == "running":
+        lines.append(f"stop requested {when(run.stop_requested_at)} (`rlrun stop`): its sessions stop at their next"
+                     " heartbeat with a snapshot")
     lineage = []
     if run.parent_id:
         branched = next((r.frame for r in detail.spec_revisions if r.revision > 0), None)

@@ -19,6 +19,8 @@ CREATE TABLE runs (
 	error TEXT,
 	created_at FLOAT NOT NULL,
 	finished_at FLOAT,
+	supervisor VARCHAR(255),
+	stop_requested_at FLOAT,
 	CONSTRAINT pk_runs PRIMARY KEY (id),
 	CONSTRAINT uq_runs_name UNIQUE (name),
 	CONSTRAINT fk_runs_parent_id_runs FOREIGN KEY(parent_id) REFERENCES runs (id) ON DELETE SET NULL

@@ -96,7 +96,7 @@ def read_manifest(folder: Path) -> Manifest:
     document = json.loads((folder / MANIFEST).read_text())
     return Manifest(
         format=int(document.get("format", 1)),
-        run=RunRecord(**{k: document["run"][k] for k in RunRecord._fields}),
+        run=RunRecord(**{k: document["run"][k] for k in RunRecord._fields if k in document["run"]}),
         sessions=list(document.get("sessions") or []),
         spec_revisions=[_revision_row(r) for r in document["spec_revisions"]],
         attempts=[dict(a) for a in document.get("attempts", [])],

@@ -66,6 +66,13 @@ _SESSIONS_OF_RUN = (
 )
 
 
+# Whether the run of session :session_id was asked to stop (`Writes.request_stop`).
+STOP_ASKED_SQL = (
+    "SELECT 1 FROM sessions s JOIN runs r ON r.id = s.run_id"
+    " WHERE s.id = :session_id AND r.stop_requested_at IS NOT NULL"
+)
+
+
 def run_by_id(tx: Transaction, run_id: str) -> RunRecord:
     found = tx.rows(f"SELECT {RUN_SELECT} FROM runs r WHERE r.id = :id", {"id": run_id})
     if not found:
@@ -326,6 +333,12 @@ class Reads(Connected):
             return 0, None
         lease, status, beat = found[0]
         return int(lease), (now - beat if status == "running" and beat is not None else None)
+
+    def stop_requested(self, run_id: str) -> bool:
+        """Whether `rlrun stop` asked the run to stop since it last started (a supervisor polls
+        this, riding out a registry blip as `silence` does)."""
+        found = self._read(lambda tx: tx.rows("SELECT stop_requested_at FROM runs WHERE id = :id", {"id": run_id}))
+        return bool(found) and found[0][0] is not None
 
     def live_session(self, run_id: str) -> SessionRecord | None:
         """A session of the run whose process is still at work (fresh heartbeat and, on this host,

@@ -62,6 +62,11 @@ class RunRecord(NamedTuple):
     error: str | None
     created_at: float
     finished_at: float | None
+    supervisor: str | None = None
+    """The cluster actor that supervises a detached run, as `rlrun show` names it (None: the
+    command that started the run supervises it)."""
+    stop_requested_at: float | None = None
+    """When `rlrun stop` asked the run to stop (None: nobody has since it last started)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -290,7 +295,7 @@ class RunDetail(NamedTuple):
 # a). Sessions call their index column session_index.
 RUN_COLUMNS = (
     "id", "name", "spec_name", "algorithm", "env_id", "status", "max_frame", "num_sessions", "seed",
-    "parent_id", "host", "pid", "error", "created_at", "finished_at",
+    "parent_id", "host", "pid", "error", "created_at", "finished_at", "supervisor", "stop_requested_at",
 )  # fmt: skip
 SESSION_COLUMNS = (
     "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",

@@ -16,7 +16,7 @@ from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import manifest
 from rlrun.registry.database import Conflict, Connected, Transaction
 from rlrun.registry.liveness import run_status
-from rlrun.registry.queries import checkpoints_where
+from rlrun.registry.queries import STOP_ASKED_SQL, checkpoints_where
 from rlrun.registry.records import (
     ATTEMPT_END_STATUSES,
     ATTEMPT_KINDS,
@@ -176,20 +176,23 @@ class Writes(Connected):
         self._write(record)
 
     def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int,
-                  publish: Callable[[], None] | None = None) -> None:
+                  publish: Callable[[], None] | None = None) -> bool:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
         snapshot says as much, and the work since would be redone on resume). `publish` (the
-        session's log flush) runs inside the same transaction, under the lease (see `fenced`)."""
-        def record(tx: Transaction) -> None:  # an UPDATE by key; a flush writes its rows once
+        session's log flush) runs inside the same transaction, under the lease (see `fenced`).
+        True when the session's run was asked to stop (`request_stop`): the session's cue."""
+        def record(tx: Transaction) -> bool:  # an UPDATE by key; a flush writes its rows once
             self._update_session(
                 tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
                 {"frame": frame, "episode": episode, "opt_step": opt_step},
             )
             if publish is not None:
                 publish()
+            return bool(tx.rows(STOP_ASKED_SQL, {"session_id": session_id}))
 
-        self._write(record)
+        asked = self._write(record)
         testhooks.crash_point("heartbeat-recorded")
+        return asked
 
     def acquire_lease(self, session_id: int) -> int:
         """Take the session's lease for a new attempt: its next fencing token. Every older
@@ -243,6 +246,40 @@ class Writes(Connected):
         tx.execute("UPDATE runs SET status = :status, finished_at = :now WHERE id = :id AND status = 'running'",
                    {"status": run_status(statuses), "now": tx.now(), "id": run_id})  # fmt: skip
 
+    def supervise_run(self, run_id: str, *, supervisor: str, host: str | None, pid: int | None) -> None:
+        """Record who supervises a detached run (a cluster actor, named as `rlrun show` says it)
+        and make its process the run's launcher, the one liveness checks; an actor restarted on
+        another node records itself again."""
+        self._update_run(run_id, supervisor=supervisor, host=host, pid=pid)
+
+    def run_again(self, run_id: str) -> None:
+        """A retried attempt continues its session, and so the run: running again if the lost
+        attempt had closed it (a worker stopped by SIGTERM records its session preempted, which may
+        settle the run), as after `rlrun resume`, but with the same launcher, supervisor and stop
+        request. Under the retry's lease, so the lost attempt cannot close it again after this."""
+        def record(tx: Transaction) -> None:  # run again, it finds the run running
+            lock_run(tx, run_id)
+            reopened = tx.execute("UPDATE runs SET status = 'running', finished_at = NULL, error = NULL"
+                                  " WHERE id = :id AND status <> 'running'", {"id": run_id})  # fmt: skip
+            if reopened:
+                self._sync_manifest(tx, run_id)
+
+        self._write(record)
+
+    def request_stop(self, run_id: str) -> float | None:
+        """Ask a run to stop: its sessions stop at their next heartbeat with a snapshot, wherever
+        they run. Safe to repeat: the first request's time stands, and is returned (None: this
+        call made the request)."""
+        def record(tx: Transaction) -> float | None:  # run again, it finds its own request
+            lock_run(tx, run_id)
+            (asked,) = tx.rows("SELECT stop_requested_at FROM runs WHERE id = :id", {"id": run_id})[0]
+            if asked is None:
+                tx.execute("UPDATE runs SET stop_requested_at = :now WHERE id = :id", {"now": tx.now(), "id": run_id})
+                self._sync_manifest(tx, run_id)
+            return float(asked) if asked is not None else None
+
+        return self._write(record)
+
     def finish_run(self, run_id: str, *, status: str, error: str | None = None) -> None:
         """End a run: finished, failed, or preempted (stopped by a signal after saving)."""
         check_status(status, ENDED)
@@ -256,7 +293,10 @@ class Writes(Connected):
 
         host/pid become those of the resuming process (the launcher that liveness checks).
         """
-        values: dict[str, Any] = {"status": "running", "host": host, "pid": pid}
+        # A new start: no stop asked of it yet, and its launcher supervises it until a detached
+        # supervisor says otherwise (`supervise_run`).
+        values: dict[str, Any] = {"status": "running", "host": host, "pid": pid, "supervisor": None,
+                                  "stop_requested_at": None}
         if max_frame is not None:
             values["max_frame"] = max_frame
         self._update_run(run_id, error=None, finished_at=None, **values)

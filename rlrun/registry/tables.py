@@ -62,6 +62,10 @@ class RunRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
+    # The cluster actor that supervises a detached run (NULL: the command that started it does).
+    supervisor: Mapped[str | None] = mapped_column(String(255))
+    # When `rlrun stop` asked the run to stop (the database's clock); its sessions read it.
+    stop_requested_at: Mapped[float | None] = mapped_column(Float)
 
 
 class SessionRow(Base):

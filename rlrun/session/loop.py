@@ -212,7 +212,9 @@ class Session:
             if kinds:
                 self._checkpoint(kinds)
             if now - last_beat >= HEARTBEAT_SECONDS:
-                self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self._flush_logs)
+                asked = self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self._flush_logs)
+                if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
+                    stop.request(signal.SIGTERM)
                 last_beat = now
         testhooks.crash_point("session-finishing")
         return "finished"

@@ -1,7 +1,9 @@
 """Training: the library calls behind `rlrun train` and `rlrun resume` (`api`), and the executors
 that run a run's sessions (`local`: this process for one session, spawned processes for several;
-`ray_executor`: Ray tasks on a cluster, retried elsewhere under leases, for `--ray`), and the
-`supervisor` of local worker processes (the local executor's sessions, a search's parallel trials).
+`ray_executor`: Ray tasks on a cluster, retried elsewhere under leases, for `--ray`, supervised
+from this process or, `--detach`, by an actor on the cluster), the `supervisor` of local worker
+processes (the local executor's sessions, a search's parallel trials), and `control`: `rlrun stop`,
+a stop request any run's sessions read, wherever they run.
 
 `train` and `resume` decide and record what to do; an executor only runs session tasks, delivers
 their events and stops them on request, so another executor (a cluster's) slots in beside the local

@@ -30,7 +30,7 @@ from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
-from rlrun.training.executor import Executor, OnEvent
+from rlrun.training.executor import Execution, Executor, OnEvent
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class TrainResult:
     """`resume` found every session already at its target and wrote nothing."""
     max_frame: int = 0
     """Each session's frame target."""
+    detached: str | None = None
+    """Who supervises the run on the cluster (`--detach`: an actor, as `rlrun show` names it); the
+    call returned once it took over, so `sessions` is empty and `status` is "running"."""
 
     @property
     def error(self) -> str | None:
@@ -78,8 +81,9 @@ class TrainResult:
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
           on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
           executor: Executor | None = None, trial: TrialLink | None = None) -> TrainResult:
-    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended. `trial`:
-    the search trial the run trains, recorded with the run in one transaction."""
+    """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
+    with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
+    search trial the run trains, recorded with the run in one transaction."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     if name is not None:
@@ -342,15 +346,20 @@ def _executor(executor: Executor | None, handle_signals: bool) -> Executor:
 def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[Any], on_event: OnEvent | None,
             executor: Executor) -> TrainResult:
     execution = executor.run(tasks, on_event or (lambda event: None))
-    status = _run_status(registry, run.id)
-    if status != "running":
-        registry.finish_run(run.id, status=status, error=next((e.error for e in execution.ended if e.error), None))
+    if execution.supervisor is not None:
+        return TrainResult(run.id, run.name, str(root), "running", [], max_frame=run.max_frame,
+                           detached=execution.supervisor)
+    status = settle_run(registry, run.id, execution)
     outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
                 for t, e in zip(tasks, execution.ended, strict=True)]
     return TrainResult(run.id, run.name, str(root), status, outcomes, execution.signal, max_frame=run.max_frame)
 
 
-def _run_status(registry: Registry, run_id: str) -> str:
-    """The run's status from its sessions'. Sessions this process did not resume may still be
-    crashed: the run then stays "running" in the registry, which reports it crashed."""
-    return run_status(s.status for s in registry.get_run(run_id).sessions)
+def settle_run(registry: Registry, run_id: str, execution: Execution) -> str:
+    """Record the run's end once its supervisor (this process, or a detached run's on a cluster)
+    is done with its sessions, and return its status from its sessions'. Sessions it did not run
+    may still be crashed: the run then stays "running" in the registry, which reports it crashed."""
+    status = run_status(s.status for s in registry.get_run(run_id).sessions)
+    if status != "running":
+        registry.finish_run(run_id, status=status, error=next((e.error for e in execution.ended if e.error), None))
+    return status

@@ -28,6 +28,9 @@ class Execution:
     """How each task ended, in the order of the tasks."""
     signal: int = 0
     """The signal that asked the sessions to stop (0 when none did)."""
+    supervisor: str | None = None
+    """Who supervises the sessions now that `run` has returned, when not this process (a detached
+    run's actor on a cluster, as `rlrun show` names it): `ended` is then empty."""
 
 
 class Executor(Protocol):
@@ -39,7 +42,8 @@ class Executor(Protocol):
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
         """Run every task to its end and deliver their events to `on_event` as they come. A session
-        that ends without saying how is recorded as failed by the executor."""
+        that ends without saying how is recorded as failed by the executor. A detaching executor
+        returns once a supervisor elsewhere has taken the tasks over (`Execution.supervisor`)."""
         ...
 
     def close(self) -> None:

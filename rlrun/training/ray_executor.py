@@ -18,9 +18,14 @@ The storage check imports them on every node before anything is written.
 
 A SIGTERM to a session's worker (a spot notice) stops that session at its next step with a
 snapshot, recorded preempted; the task then raises `WorkerStopped`, which Ray retries like a lost
-worker. A SIGINT/SIGTERM to this process (the driver) asks every session to stop the same way, and
-none is retried. Events and the driver's stop request travel through a small actor on the driver's
-node (`Mailbox`); sessions poll it a few times a second, never per step.
+worker. A SIGINT/SIGTERM to this process (the driver), or `rlrun stop` (a request in the registry
+that the sessions read with their heartbeat and the driver once a second), asks every session to
+stop the same way, and none is retried. Events and the driver's stop request travel through a
+small actor on the driver's node (`Mailbox`); sessions poll it a few times a second, never per step.
+
+With `detach` (`--detach`), what the driver does is done on the cluster instead, by the same code
+(`RayExecutor._supervise`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
+can when its node dies; `run` returns once the actor has taken the run over.
 
 Ray is an optional extra, imported only here, only when `--ray` is asked for.
 """
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 import site
 import socket
 import sysconfig
@@ -41,7 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, install_hint
+from rlrun import testhooks
+from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, TrainingFailed, install_hint
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
@@ -79,11 +86,15 @@ class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run 
 
 class RayExecutor:
     def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
-                 handle_signals: bool = True, stop: StopRequest | None = None) -> None:  # fmt: skip
+                 handle_signals: bool = True, stop: StopRequest | None = None,
+                 detach: bool = False) -> None:  # fmt: skip
         import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
         self.handle_signals = handle_signals
+        self.detach = detach
+        """Hand the sessions' supervision to a detached actor on the cluster (`DetachedSupervisor`)
+        and return once it has taken over, instead of supervising them from this process."""
         self.stop = stop
         """A stop the caller may request for reasons of its own (a search pruning a trial), as the
         local executor's: the sessions stop at their next step with a snapshot and are not retried."""
@@ -100,7 +111,7 @@ class RayExecutor:
         with _without_ray_notices():
             self._connect(ray, shipped)
             try:
-                check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules))
+                check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules), every_node=self.detach)
             except BaseException:
                 self.close()
                 raise
@@ -140,9 +151,31 @@ class RayExecutor:
         with _without_ray_notices():
             self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
             try:
+                if self.detach:
+                    return self._detach(ray, list(tasks))
                 return self._supervise(ray, list(tasks), on_event)
             finally:
                 self.close()
+
+    def _detach(self, ray: Any, tasks: list[SessionTask]) -> Execution:
+        """Start the run's supervisor, a detached actor that Ray restarts wherever it can when its
+        node dies, and wait until it has taken the run over (recorded itself as its supervisor)."""
+        handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
+        name = f"rlrun-{tasks[0].run_id}-{uuid.uuid4().hex[:6]}"
+        placement = testhooks.supervisor_resource()
+        supervisor = ray.remote(DetachedSupervisor).options(
+            name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
+            resources={placement: 0.001} if placement else None,
+            runtime_env={"env_vars": forwarded_environment()},
+        ).remote(handed_out, name, self.cpus, self.gpus)
+        try:
+            where: str = ray.get(supervisor.ready.remote(), timeout=PROBE_SECONDS)
+        except Exception as error:
+            with contextlib.suppress(Exception):
+                ray.kill(supervisor, no_restart=True)
+            raise TrainingFailed(f"the run's supervisor did not start on the cluster ({type(error).__name__}:"
+                                 f" {error}); continue the run with `rlrun resume {tasks[0].run_id} --ray`") from None
+        return Execution([], 0, supervisor=where)
 
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -155,7 +188,8 @@ class RayExecutor:
         attempt = ray.remote(run_attempt).options(
             num_cpus=self.cpus, num_gpus=self.gpus, max_retries=MAX_RETRIES, retry_exceptions=[WorkerStopped],
             runtime_env={"env_vars": forwarded_environment()})
-        handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]
+        # A detached supervisor's tasks come with theirs, taken when they were first handed out.
+        handed_out = [t if t.lease_base is not None else replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
         watch = _Watch(tasks[0])
         cluster = _ClusterWatch(self.cpus, self.gpus)
@@ -182,6 +216,8 @@ class RayExecutor:
                 except Exception as error:  # the driver lost its connection to the cluster
                     cluster.unreachable(error)
                     continue
+                if not stop.signal and watch.stop_asked():
+                    stop.request(signal.SIGTERM)  # `rlrun stop`: as a SIGTERM to a driver would
                 if stop.signal and not asked:
                     asked = stop.signal
                     mailbox.request_stop.remote(asked)
@@ -313,8 +349,23 @@ class _Watch:
 
     def __init__(self, task: SessionTask) -> None:
         self.registry = Registry.open(Path(task.home), task.db_url)
-        self.checked = 0.0
+        self.run_id = task.run_id
+        self.checked = self.asked_at = 0.0
         self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
+
+    def stop_asked(self) -> bool:
+        """Whether `rlrun stop` asked the run to stop, looked up once a second. The sessions read
+        it with their heartbeat too; the supervisor reads it so that it retries none of them, and
+        passes it on at once (through the mailbox)."""
+        import time
+
+        if time.monotonic() - self.asked_at < 1.0:
+            return False
+        self.asked_at = time.monotonic()
+        try:
+            return self.registry.stop_requested(self.run_id)
+        except RegistryError:
+            return False  # out for longer than its retries: look again next round
 
     def __enter__(self) -> _Watch:
         return self
@@ -471,16 +522,24 @@ def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
 
         with contextlib.suppress(SessionFailed):  # recorded, and reported through `emit`
             run_session(task, emit, stop, on_lease=continue_lost_attempt)
-    if ended and ended[-1].status == "preempted" and not relay.stopped_by_driver:
+    if ended and ended[-1].status == "preempted" and not relay.stopped_by_driver and not _stop_asked(task):
         raise WorkerStopped(f"session s{task.index} of run {task.run_id} was stopped on node {task.node}"
                             f" (signal {stop.signal}) with a snapshot")
     return ended[-1]
 
 
+def _stop_asked(task: SessionTask) -> bool:
+    """Whether the session stopped because `rlrun stop` asked its run to (not to be retried)."""
+    with Registry.open(Path(task.home), task.db_url) as registry:
+        return registry.stop_requested(task.run_id)
+
+
 def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> SessionTask:
     """A retried attempt (its lease is not the first one taken since the task was handed out):
     continue from the session's newest intact snapshot, as `rlrun resume` would, forgetting what
-    the lost attempt recorded after it. Writes under the lease just taken."""
+    the lost attempt recorded after it, and with the run running again (a lost attempt stopped by
+    SIGTERM, as Ray stops the tasks of a dead supervisor, closed its session preempted, and maybe
+    the run). Writes under the lease just taken."""
     if task.lease_base is None or lease <= task.lease_base + 1:
         return task
     from rlrun.training.api import newest_intact, rewind
@@ -492,6 +551,7 @@ def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> 
     start = newest_intact(home, task.run_id, session, own, [])
     path, sha256 = (start.path, start.sha256) if start else (task.resume_from, task.resume_sha256)
     rewind(registry, home, task.run_id, session, path)
+    registry.run_again(task.run_id)
     return replace(task, attempt="retry", resume_from=path, resume_sha256=sha256)
 
 
@@ -512,11 +572,12 @@ def _check_reachable(address: str) -> None:
 
 
 def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
-                  modules: Sequence[str] = ()) -> None:  # fmt: skip
+                  modules: Sequence[str] = (), every_node: bool = False) -> None:  # fmt: skip
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
     every node that may run a session look for it, and import the user's `modules` as a session
     would (the job ships those not installed): a node that cannot see or import one is bad input naming the
-    node and the path or module. The markers are removed either way: nothing is left written."""
+    node and the path or module. `every_node`: every node of the cluster, the ones a detached
+    supervisor may run on included. The markers are removed either way: nothing is left written."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     token = uuid.uuid4().hex
@@ -533,7 +594,10 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
             marker = folder / f".rlrun-probe-{token}"
             marker.write_text(token)
             markers[what] = str(marker)
-        nodes = [n for n in ray.nodes() if n.get("Alive") and _fits(n.get("Resources", {}), cpus, gpus)]
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        nodes = [n for n in alive if _fits(n.get("Resources", {}), cpus, gpus)]
+        if nodes and every_node:
+            nodes = alive
         if not nodes:
             raise ClusterUnreachable(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
                                      " session; add nodes or ask for less (--cpus, --gpus)")
@@ -597,11 +661,86 @@ def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = (
 
 
 def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
-                 handle_signals: bool = True, stop: StopRequest | None = None) -> RayExecutor:  # fmt: skip
-    """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto")."""
+                 handle_signals: bool = True, stop: StopRequest | None = None,
+                 detach: bool = False) -> RayExecutor:  # fmt: skip
+    """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto"); with
+    `detach` (`--detach`), the run's supervision is handed to the cluster."""
     return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
-                       handle_signals=handle_signals, stop=stop)
+                       handle_signals=handle_signals, stop=stop, detach=detach)
 
 
-__all__ = ["ADDRESS_ENV", "RayExecutor", "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor",
-           "run_attempt"]
+# ---------------------------------------------------------------------------------------------
+# A detached run's supervisor
+
+
+SUPERVISOR_NAMESPACE = "rlrun"
+"""The Ray namespace of the supervisors' actors (named rlrun-RUN_ID-XXXXXX)."""
+
+
+class DetachedSupervisor:
+    """A detached run's supervisor: a detached actor that does on the cluster what `rlrun train
+    --ray` does from the user's machine (submits the session tasks, retries them, watches for frozen
+    attempts, passes on a stop), so the machine that started the run may go away.
+
+    Ray restarts it (`max_restarts=-1`) when its node or process dies, with the same arguments.
+    Nothing it holds in memory matters: it reads what is left to do from the registry (the sessions
+    that have not ended) and submits those again. The session tasks it had submitted end with it (Ray
+    ends the workers of a dead owner); each new attempt takes the session's lease, continues from
+    its newest intact snapshot (`continue_lost_attempt`: the tasks keep the lease token they were
+    first handed out with, so a later token means an earlier attempt ran) and fences any older
+    attempt still alive somewhere, so no frame is recorded twice. Supervision runs in a thread of
+    its own, started by the constructor, which is all a restart runs."""
+
+    def __init__(self, tasks: list[SessionTask], name: str, cpus: float, gpus: float) -> None:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()[:16]
+        self.where = f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
+        first = tasks[0]
+        with Registry.open(Path(first.home), first.db_url) as registry:
+            registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(), pid=os.getpid())
+        self._thread = threading.Thread(target=_supervise_detached, args=(tasks, cpus, gpus), daemon=True,
+                                        name="rlrun-supervisor")
+        self._thread.start()
+
+    def ready(self) -> str:
+        """Where the supervisor runs, once it has taken the run over."""
+        return self.where
+
+
+def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> None:
+    """The supervisor's thread: the sessions that have not ended, supervised to their end, the
+    run's end recorded, and the actor ended for good. An error ends the actor's process, and Ray
+    starts it again, which looks again."""
+    import ray
+
+    from rlrun.training.api import settle_run
+
+    try:
+        first = tasks[0]
+        with Registry.open(Path(first.home), first.db_url) as registry:
+            open_tasks = unfinished(registry, tasks)
+        executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
+        execution = executor._supervise(ray, open_tasks, lambda event: None) if open_tasks else Execution([])
+        with Registry.open(Path(first.home), first.db_url) as registry:
+            settle_run(registry, first.run_id, execution)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        os._exit(1)
+    ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+
+def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[SessionTask]:
+    """The tasks whose sessions still have work: not finished or failed, and not stopped by
+    `rlrun stop` (a session preempted otherwise, by its worker's SIGTERM, was being retried)."""
+    run = registry.get_run(tasks[0].run_id)
+    stopped = registry.stop_requested(run.run.id)
+    done = {s.index for s in run.sessions
+            if s.status in ("finished", "failed") or (s.status == "preempted" and stopped)}
+    return [t for t in tasks if t.index not in done]
+
+
+__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "WorkerStopped",
+           "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "unfinished"]
