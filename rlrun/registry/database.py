@@ -19,7 +19,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0004"
+SCHEMA_HEAD = "0005_pbt"
 VERSION_TABLE = "rlrun_alembic_version"
 
 

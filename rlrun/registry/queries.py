@@ -35,6 +35,7 @@ from rlrun.registry.records import (
     SEARCH_COLUMNS,
     SEARCH_SELECT,
     SESSION_SELECT,
+    LINEAGE_SELECT,
     TRIAL_SELECT,
     AttemptRecord,
     CheckpointRecord,
@@ -42,6 +43,7 @@ from rlrun.registry.records import (
     RunDetail,
     RunRecord,
     RunSummary,
+    LineageRecord,
     SearchDetail,
     SearchRecord,
     SessionRecord,
@@ -376,6 +378,14 @@ class Reads(Connected):
                              {"id": search_id})
         search = SearchRecord(*found[0])
         return SearchDetail(search._replace(status=search_status(search)), [TrialRecord(*row) for row in trials])
+
+    def get_lineage(self, search_id: str) -> list[LineageRecord]:
+        """A population-based training search's segments, by generation and member (none for
+        another search)."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows(f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id"
+                           " ORDER BY l.generation, l.member", {"id": search_id})
+        return [LineageRecord(*row) for row in rows]
 
     def list_searches(self, limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:
         """Searches newest first, each with its count of ended trials and its best value."""
