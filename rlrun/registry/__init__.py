@@ -73,8 +73,8 @@ __all__ = [
     "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
     "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "STALE_AFTER_SECONDS", "VERSION_TABLE", "AttemptRecord",
     "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "LineageRecord", "Manifest", "Registry", "RestoredRun",
-    "RunDetail", "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade", "choose_checkpoint",
-    "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
+    "RunDetail", "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade",
+    "choose_checkpoint", "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
 ]  # fmt: skip
 
 

@@ -30,8 +30,7 @@ from typing import Any
 from rlrun.errors import BadInput
 from rlrun.registry import Registry, RunRecord
 from rlrun.registry.records import LineageRecord, TrialRecord
-from rlrun.search import SearchPlan, Settings, TrialOutcome, _Driver, plan_search
-from rlrun.search import pbt
+from rlrun.search import SearchPlan, Settings, TrialOutcome, _Driver, pbt, plan_search
 from rlrun.search import space as search_space
 from rlrun.session import stopping
 from rlrun.session.stopping import StopRequest
