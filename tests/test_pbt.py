@@ -93,7 +93,8 @@ def test_population_exploits_by_exact_forks_with_consistent_edits(straight: tupl
             assert run.run.parent_id == parent.run_id, "a segment is a fork of the segment it continues"
             assert [a.kind for a in run.attempts] == ["fork"] and run.attempts[0].start_frame == line["frame"]
             # The explored values are written as step schedules: a consistent edit of the parent's past.
-            before, after = (validate_spec(json.loads(v.spec_json)) for v in run.spec_revisions[::len(run.spec_revisions) - 1])
+            first, last = run.spec_revisions[0], run.spec_revisions[-1]
+            before, after = validate_spec(json.loads(first.spec_json)), validate_spec(json.loads(last.spec_json))
             assert [c for c in check_edit(before, after, line["frame"]) if not c.allowed] == []
             for path in line["mutated"]:
                 section, *rest = path.split(".")
@@ -109,7 +110,14 @@ def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
     assert len(listed) == 12
     shown = rlrun(home, "show", "search:latest")
     assert shown.code == 0, shown.stderr
-    assert "lineage" in shown.stdout + shown.stderr
+    tree = shown.stderr[shown.stderr.index("lineage ("):]
+    exploits = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
+    assert tree.count("← m") == len(exploits) and tree.count(" g2 run ") == 4
+    as_json = rlrun(home, "show", "search:latest", "--json").json()
+    assert [line["member"] for line in as_json["lineage"]] == [0, 1, 2, 3] * 3
+    drawn = rlrun(home, "plot", "search:latest", "-o", str(home.parent / "population.png"))
+    assert drawn.code == 0, drawn.stderr
+    assert (home.parent / "population.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize("attempt", range(2))

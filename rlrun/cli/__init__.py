@@ -603,9 +603,14 @@ def _show_search(found: Any, as_json: bool) -> None:
 
     _say(views.resolved_search(found.detail.search, found.reference))
     if as_json:
-        _print_json(found.detail.to_json())
+        document = found.detail.to_json()
+        if found.lineage:
+            document["lineage"] = [line.to_json() for line in found.lineage]
+        _print_json(document)
     else:
         _say(views.search_detail(found.detail, colour=views.colour_enabled()))
+        if found.lineage:
+            _say(views.lineage_tree(found.detail, found.lineage))
 
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
@@ -642,13 +647,17 @@ def plot(
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
     from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.cli.plot import check_output, draw, draw_search
+    from rlrun.cli.plot import check_output, draw, draw_population, draw_search
 
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
+    if isinstance(drawn, catalog.PopulationCurves):  # each member's curve, its exploits marked
+        _say(views.resolved_search(drawn.search.search, drawn.reference))
+        _say(f"wrote {draw_population(drawn, output, title=title)}")
+        return
     if isinstance(drawn, catalog.SearchLookup):  # score against trial, with the best so far
         _say(views.resolved_search(drawn.detail.search, drawn.reference))
         _say(f"wrote {draw_search(drawn.detail, output, title=title)}")

@@ -397,6 +397,34 @@ def _trial_score(trial: Any) -> str:
     return f"({score(intermediate[-1][1])})" if intermediate else "-"
 
 
+def lineage_tree(detail: Any, lineage: Any) -> str:
+    """A population-based training search's segments as a tree: each segment under the one it
+    continues (its own member's, or, marked ←, the winner it copied at that frame), with its score
+    and the values it explored."""
+    trials = {t.id: t for t in detail.trials}
+    children: dict[str | None, list[Any]] = {}
+    for line in lineage:
+        children.setdefault(line.parent_run_id, []).append(line)
+    lines = ["lineage (m: member, g: generation; ← copied another member's snapshot and explored):"]
+
+    def walk(line: Any, prefix: str, last: bool, root: bool) -> None:
+        trial = trials[line.trial_id]
+        exploit = line.parent_member is not None and line.parent_member != line.member
+        explored = ", ".join(f"{path}={_param(trial.params[path])}" for path in line.mutated)
+        mark = f" ← m{line.parent_member} at {line.frame:,}" + (f": {explored}" if explored else "") if exploit else ""
+        branch = "" if root else ("└─ " if last else "├─ ")
+        lines.append(f"  {prefix}{branch}m{line.member} g{line.generation} run {trial.run_id or '-'}"
+                     f" {_trial_score(trial)}{mark}")
+        below = children.get(trial.run_id, []) if trial.run_id is not None else []
+        deeper = prefix if root else prefix + ("   " if last else "│  ")
+        for i, child in enumerate(below):
+            walk(child, deeper, i == len(below) - 1, False)
+
+    for line in children.get(None, []):
+        walk(line, "", True, True)
+    return "\n".join(lines)
+
+
 def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False) -> str:
     """A search's trials: number, run, state, each parameter, score (in brackets: the last score of a
     trial that did not complete), and why a trial was pruned or failed."""

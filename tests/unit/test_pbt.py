@@ -51,7 +51,8 @@ def test_the_bottom_quantile_copies_the_top_and_explores_the_rest_go_on() -> Non
         if decision.exploited:
             assert decision.source in {4, 6}, "a member of the top quantile"
             assert decision.params != params[decision.source]
-            assert set(decision.mutated) == {p for p in decision.params if decision.params[p] != params[decision.source][p]}
+            source = params[decision.source]
+            assert set(decision.mutated) == {p for p in decision.params if decision.params[p] != source[p]}
         else:
             assert decision.params == params[decision.member] and decision.mutated == ()
     other = pbt.decide(DIMENSIONS, seed=7, generation=4, scores=scores, params=params)
