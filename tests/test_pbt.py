@@ -178,3 +178,22 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
     for name in shared:
         assert mine[name].st_ino == theirs[name].st_ino and mine[name].st_nlink >= 2, name
     assert paths.run_dir(home, child.run.id) != paths.run_dir(home, parent.run.id)
+
+
+@pytest.mark.parametrize(("edit", "args", "expected"), [
+    ({"agent.n_epochs": {"choice": [2, 4]}}, PBT, "search.agent.n_epochs: PBT changes values mid-run"),
+    ({}, ["--population", "4"], "--population set up population-based training: add --scheduler pbt"),
+    ({}, [*PBT[:4], "--interval", "5k"], "--interval 5,000 must be above 0 and below the budget"),
+    ({}, PBT[:4], "--scheduler pbt needs --population N and --interval FRAMES"),
+    ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
+])  # fmt: skip
+def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, edit: dict[str, Any],
+                                                              args: list[str], expected: str) -> None:  # fmt: skip
+    spec = pbt_spec(tmp_path)
+    document = json.loads(spec.read_text())
+    document["search"].update(edit)
+    spec.write_text(json.dumps(document))
+    done = rlrun(tmp_path / "runs", "search", str(spec), *args)
+    assert done.code == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
