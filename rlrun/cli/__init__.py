@@ -378,9 +378,11 @@ def search(
     def announce(record: Any) -> None:
         label = f" ({record.name})" if record.name else ""
         settings = plan.settings
+        how = (f"{settings.sampler} sampler, {settings.pruner} pruner" if scheduler == "trials" else
+               f"{settings.population} members, an exploit every {settings.interval:,} frames")
         console.print(f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
-                      f"{', '.join(d.path for d in plan.dimensions)}; {settings.sampler} sampler, "
-                      f"{settings.pruner} pruner, score {settings.metric}", highlight=False, markup=False)
+                      f"{', '.join(d.path for d in plan.dimensions)}; {how}, score {settings.metric}",
+                      highlight=False, markup=False)
 
     with TrainingDisplay(console) as display:
         result = run_search(plan, home=home, name=name, on_event=display, on_start=announce,

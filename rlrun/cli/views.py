@@ -397,6 +397,15 @@ def _trial_score(trial: Any) -> str:
     return f"({score(intermediate[-1][1])})" if intermediate else "-"
 
 
+def _how_searched(settings: dict[str, Any]) -> str:
+    if settings.get("scheduler") == "pbt":
+        factors = ",".join(f"{f:g}" for f in settings["factors"])
+        return (f"population-based training seeded {settings['seed']}: {settings['population']} members, an exploit"
+                f" every {settings['interval']:,} frames of {settings['max_frame']:,} (quantile"
+                f" {settings['quantile']:g}, resample {settings['resample_probability']:g}, factors {factors})")
+    return f"{settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner"
+
+
 def lineage_tree(detail: Any, lineage: Any) -> str:
     """A population-based training search's segments as a tree: each segment under the one it
     continues (its own member's, or, marked ←, the winner it copied at that frame), with its score
@@ -459,8 +468,8 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
     ended = [t for t in detail.trials if t.state != "running"]
     lines = [f"search {search.id}{f' ({search.name})' if search.name else ''}: {search.spec_name}, {search.status},"
              f" {len(ended)} of {settings['trials']} trials ended",
-             f"  {settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner,"
-             f" score: {settings['metric']} (mean over each trial's sessions), started {when(search.created_at)}"]
+             f"  {_how_searched(settings)}, score: {settings['metric']} (mean over each trial's sessions),"
+             f" started {when(search.created_at)}"]
     if search.error:
         lines.append(f"  error: {search.error}")
     lines.append("space:")
