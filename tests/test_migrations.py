@@ -33,7 +33,8 @@ from rlrun.registry.tables import Base
 
 pytest_plugins = ["postgres_server"]
 
-TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts", "searches", "trials"}
+TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts", "searches", "trials",
+          "lineage"}
 
 
 @pytest.fixture
@@ -168,6 +169,11 @@ fixtures = _load_fixture_module()
 OLD_REVISIONS: list[str] = fixtures.fixture_revisions()
 
 
+def _key(db: sqlite3.Connection, table: str) -> str:
+    """The table's primary key column (`id`, or `trial_id` for lineage)."""
+    return next(row[1] for row in db.execute(f"PRAGMA table_info({table})") if row[5] == 1)
+
+
 def _dump(db_file: Path) -> dict[str, list[dict[str, Any]]]:
     """Every row of every rlrun table, as plain values, by primary key."""
     db = sqlite3.connect(db_file)
@@ -177,7 +183,7 @@ def _dump(db_file: Path) -> dict[str, list[dict[str, Any]]]:
             name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if name != VERSION_TABLE and not name.startswith("sqlite_")
         ]  # fmt: skip
-        return {t: [dict(r) for r in db.execute(f"SELECT * FROM {t} ORDER BY id")] for t in tables}
+        return {t: [dict(r) for r in db.execute(f"SELECT * FROM {t} ORDER BY {_key(db, t)}")] for t in tables}
     finally:
         db.close()
 

@@ -514,3 +514,43 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
     assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted"), ("resume", "finished")]
     assert run.run.stop_requested_at is None, "resume clears the stop"
     assert_same_run(a, final_state(home))
+
+
+def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, registry_url: str, tmp_path: Path) -> None:
+    """`rlrun search --scheduler pbt --ray`: every member's segment runs its session on a worker node;
+    kill -9 of the driver mid-population (Ray ends its tasks), then `rlrun resume search:REF --ray`:
+    the same population as run locally, segment for segment, each run bit for bit."""
+    document = json.loads(search_spec(tmp_path).read_text())
+    document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
+    spec = tmp_path / "pbt.json"
+    spec.write_text(json.dumps(document))
+    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5", "--json"]
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    argv, environment = command(homes["local"], registry_url, "search", str(spec), *pbt)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--ray", cluster.address)
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 5, driver)  # in generation 1
+    os.kill(driver.pid, signal.SIGKILL)
+    finished(driver)
+    argv, environment = command(homes["cluster"], registry_url, "ls", "--json")
+
+    def settled() -> bool:
+        listed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        return all(run["status"] != "running" for run in json.loads(listed.stdout or "[]"))
+
+    wait_for(settled, timeout=90)
+    argv, environment = command(homes["cluster"], registry_url, "resume", "search:latest", "--ray", cluster.address)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    remote = trials(homes["cluster"], "search:latest")
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
+        [(t.number, t.params, t.state, t.value) for t in local]
+    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
+    for x, y in zip(local, remote, strict=True):
+        attempts = detail_of(homes["cluster"], registry_url, y.run_id).attempts
+        assert attempts and all(a.node in workers for a in attempts), "the segment's session ran on a worker node"
+        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rlrun import paths
 from rlrun.catalog.export import gathered
 from rlrun.catalog.targets import FoundRun, SearchLookup, find_runs, lookup_search
 from rlrun.errors import BadInput
 from rlrun.refs import RunFilter, is_search_ref
-from rlrun.registry import RunDetail, RunRecord
+from rlrun.registry import Registry, RunDetail, RunRecord
+from rlrun.registry.records import SearchDetail
 from rlrun.session import metrics_log
 
 
@@ -29,24 +31,71 @@ class Curve:
     sessions: int
 
 
+@dataclass(frozen=True)
+class MemberCurve:
+    """A population-based training member's evaluations over its segments, in frame order, and
+    each exploit: (frame, the score there of the member copied, that member)."""
+
+    member: int
+    frames: list[int]
+    mean: list[float]
+    exploits: list[tuple[int, float, int]]
+
+
+class PopulationCurves(NamedTuple):
+    reference: str  # as messages show it, `search:` included
+    search: SearchDetail
+    members: list[MemberCurve]
+
+
 class RunCurves(NamedTuple):
     named: list[tuple[str, RunRecord]]  # each reference as given and the run it names
     curves: list[Curve]  # one per run, in the order first named
 
 
 def plot_data(references: Sequence[str] = ("latest",), filters: RunFilter | None = None, *,
-              home: Path | str | None = None, metric: str | None = None) -> RunCurves | SearchLookup:  # fmt: skip
+              home: Path | str | None = None,
+              metric: str | None = None) -> RunCurves | SearchLookup | PopulationCurves:  # fmt: skip
     """The curves of the runs `references` name, or the search one `search:` reference names
-    (a search is drawn alone: score against trial). An unknown `metric` is refused before
-    anything is drawn, naming the closest logged one."""
+    (a search is drawn alone: score against trial, or a population's members against frames).
+    An unknown `metric` is refused before anything is drawn, naming the closest logged one."""
     if any(is_search_ref(reference) for reference in references):
         if len(references) != 1:
             raise BadInput("rlrun plot draws one search at a time (score against trial); name only it")
-        return lookup_search(references[0], home=home)
+        found = lookup_search(references[0], home=home)
+        return population_curves(found, home) if found.lineage else found
     runs = find_runs(references, filters, home=home, command="plot")
     if metric is None:
         return RunCurves(runs.named, [curve(found.detail) for found in runs.runs])
     return RunCurves(runs.named, _metric_curves(runs.runs, metric))
+
+
+def population_curves(found: SearchLookup, home: Path | str | None) -> PopulationCurves:
+    """Each member's curve: its segments' own evaluations (mean over sessions) one after another;
+    where it copied another member, the curve jumps to that member's score at the frame copied
+    and goes on from there."""
+    by_run: dict[str, Curve] = {}
+    trials = {t.id: t for t in found.detail.trials}
+    with Registry.open(paths.resolve_home(home), create=False) as registry:
+        for trial in found.detail.trials:
+            if trial.run_id is not None:
+                by_run[trial.run_id] = curve(registry.get_run(trial.run_id))
+    members: dict[int, MemberCurve] = {}
+    for line in sorted(found.lineage, key=lambda line: (line.generation, line.member)):
+        member = members.setdefault(line.member, MemberCurve(line.member, [], [], []))
+        run_id = trials[line.trial_id].run_id
+        segment = by_run.get(run_id) if run_id is not None else None
+        if line.parent_member is not None and line.parent_member != line.member:
+            copied = members.get(line.parent_member)
+            at = copied.mean[copied.frames.index(line.frame)] if copied and line.frame in copied.frames else math.nan
+            member.exploits.append((line.frame, at, line.parent_member))
+            if math.isfinite(at):  # the curve jumps to the copied member's score, and goes on from there
+                member.frames.append(line.frame)
+                member.mean.append(at)
+        if segment is not None:
+            member.frames.extend(segment.frames)
+            member.mean.extend(segment.mean)
+    return PopulationCurves(found.reference, found.detail, [members[m] for m in sorted(members)])
 
 
 def _metric_curves(runs: list[FoundRun], metric: str) -> list[Curve]:

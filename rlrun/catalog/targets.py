@@ -13,7 +13,7 @@ from rlrun import paths
 from rlrun.home.folders import open_registry
 from rlrun.refs import RunFilter, SearchRef, parse_target, search_target, whole_run
 from rlrun.registry import CheckpointChoice, Registry, RunDetail, RunRecord, choose_checkpoint
-from rlrun.registry.records import SearchDetail
+from rlrun.registry.records import LineageRecord, SearchDetail
 
 
 class RunLookup(NamedTuple):
@@ -27,6 +27,7 @@ class RunLookup(NamedTuple):
 class SearchLookup(NamedTuple):
     reference: str  # as messages show it, `search:` included
     detail: SearchDetail
+    lineage: tuple[LineageRecord, ...] = ()  # a population-based training search's segments; none otherwise
 
 
 def lookup(reference: str = "latest", filters: RunFilter | None = None, *,
@@ -52,7 +53,8 @@ def lookup_search(reference: str = "search:latest", *, home: Path | str | None =
 def _search(target: SearchRef, home: Path | str | None) -> SearchLookup:
     with Registry.open(paths.resolve_home(home), create=False) as registry:
         detail = registry.get_search(registry.resolve_search(target.ref).id)
-    return SearchLookup(target.text, detail)
+        lineage = tuple(registry.get_lineage(detail.search.id))
+    return SearchLookup(target.text, detail, lineage)
 
 
 class FoundRun(NamedTuple):

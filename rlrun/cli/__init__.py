@@ -361,6 +361,17 @@ def search(
         min=0, metavar="INTEGER RANGE", help="Trials the median pruner waits for (default 5).")] = None,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Override a base spec value: --set meta.max_frame=50k (repeatable).")] = None,
+    scheduler: Annotated[str, typer.Option(
+        metavar="TEXT", help="trials (default: a run per trial) or pbt (population-based training).")] = "trials",
+    population: Annotated[int | None, typer.Option(min=2, metavar="INTEGER RANGE", help="PBT: members.")] = None,
+    interval: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="PBT: frames between exploits, e.g. 50k.")] = None,
+    quantile: Annotated[float | None, typer.Option(
+        metavar="FLOAT", help="PBT: the bottom fraction that copies the top one (default 0.25).")] = None,
+    resample: Annotated[float | None, typer.Option(
+        metavar="FLOAT", help="PBT: chance a value is drawn again rather than scaled (default 0.25).")] = None,
+    factors: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="PBT: factors that scale an explored value (default 0.8,1.2).")] = None,
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
@@ -369,27 +380,75 @@ def search(
 ) -> None:
     """Search hyper-parameters: train a run per trial over the spec's `search` block, suggested by
     Optuna (seeded by the spec), scored on evaluations, poor trials pruned; `rlrun resume search:REF`
-    continues it after a stop or a crash."""
+    continues it after a stop or a crash. `--scheduler pbt` trains a population instead, whose
+    weaker members continue exact forks of stronger ones with explored values."""
     from rlrun.cli.display import TrainingDisplay
-    from rlrun.search import plan_search, run_search
+    from rlrun.search import run_search
 
-    given: dict[str, Any] = {"metric": metric, "pruner": pruner, "prune_after": prune_after}  # None: its default
-    plan = plan_search(spec, list(overrides or ()), trials=trials, sampler=sampler, parallel=parallel,
-                       **{key: value for key, value in given.items() if value is not None})
+    pbt_options = {"--population": population, "--interval": interval, "--quantile": quantile,
+                   "--resample": resample, "--factors": factors}
+    plan = _search_plan(spec, list(overrides or ()), scheduler, pbt_options, trials=trials, sampler=sampler,
+                        parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after)
     make_executor = _trial_executors(ray, cpus, gpus)
     console = _console()
 
     def announce(record: Any) -> None:
         label = f" ({record.name})" if record.name else ""
         settings = plan.settings
+        how = (f"{settings.sampler} sampler, {settings.pruner} pruner" if scheduler == "trials" else
+               f"{settings.population} members, an exploit every {settings.interval:,} frames")
         console.print(f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
-                      f"{', '.join(d.path for d in plan.dimensions)}; {settings.sampler} sampler, "
-                      f"{settings.pruner} pruner, score {settings.metric}", highlight=False, markup=False)
+                      f"{', '.join(d.path for d in plan.dimensions)}; {how}, score {settings.metric}",
+                      highlight=False, markup=False)
 
     with TrainingDisplay(console) as display:
         result = run_search(plan, home=home, name=name, on_event=display, on_start=announce,
                             on_trial=_trial_line(console), make_executor=make_executor)
     _conclude_search(result, console, as_json)
+
+
+def _search_plan(spec: str, overrides: list[str], scheduler: str, pbt_options: dict[str, Any], *,
+                 trials: int | None, sampler: str | None, parallel: int, metric: str | None, pruner: str | None,
+                 prune_after: int | None) -> Any:
+    """The search the options ask for: trials suggested by Optuna, or a PBT population."""
+    from rlrun.search import plan_search
+
+    if scheduler not in ("trials", "pbt"):
+        raise BadInput(f"--scheduler {scheduler!r} is not one of trials, pbt; use one of them")
+    given: dict[str, Any] = {"metric": metric, "pruner": pruner, "prune_after": prune_after}  # None: its default
+    if scheduler == "trials":
+        extra = [option for option, value in pbt_options.items() if value is not None]
+        if extra:
+            raise BadInput(f"{', '.join(extra)} set up population-based training: add --scheduler pbt")
+        return plan_search(spec, overrides, trials=trials, sampler=sampler, parallel=parallel,
+                           **{key: value for key, value in given.items() if value is not None})
+    from rlrun.search import pbt
+    from rlrun.search.population import plan_pbt
+    from rlrun.sizes import parse_size
+
+    extra = [option for option, value in {"--trials": trials, "--sampler": sampler, "--pruner": pruner,
+                                          "--prune-after": prune_after}.items() if value is not None]
+    if extra or parallel != 1:
+        raise BadInput(f"{', '.join(extra) or '--parallel'} belong to a search of trials; --scheduler pbt trains"
+                       " its population one member at a time: drop them")
+    if pbt_options["--population"] is None or pbt_options["--interval"] is None:
+        raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8"
+                       " --interval 50k")
+    defaults = {"--quantile": pbt.QUANTILE, "--resample": pbt.RESAMPLE_PROBABILITY}
+    chosen = {option: defaults[option] if pbt_options[option] is None else pbt_options[option] for option in defaults}
+    options = pbt.Options(
+        population=pbt_options["--population"], interval=parse_size(pbt_options["--interval"], what="--interval"),
+        quantile=chosen["--quantile"], resample_probability=chosen["--resample"],
+        factors=pbt.FACTORS if pbt_options["--factors"] is None else _factors(pbt_options["--factors"]),
+    )
+    return plan_pbt(spec, overrides, options=options, metric=metric or "eval_mean")
+
+
+def _factors(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise BadInput(f"--factors {text!r}: give numbers separated by commas, e.g. 0.8,1.2") from None
 
 
 def _trial_line(console: Any) -> Any:
@@ -563,9 +622,14 @@ def _show_search(found: Any, as_json: bool) -> None:
 
     _say(views.resolved_search(found.detail.search, found.reference))
     if as_json:
-        _print_json(found.detail.to_json())
+        document = found.detail.to_json()
+        if found.lineage:
+            document["lineage"] = [line.to_json() for line in found.lineage]
+        _print_json(document)
     else:
         _say(views.search_detail(found.detail, colour=views.colour_enabled()))
+        if found.lineage:
+            _say(views.lineage_tree(found.detail, found.lineage))
 
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
@@ -602,13 +666,17 @@ def plot(
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
     from rlrun import catalog
     from rlrun.cli import views
-    from rlrun.cli.plot import check_output, draw, draw_search
+    from rlrun.cli.plot import check_output, draw, draw_population, draw_search
 
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
     filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
+    if isinstance(drawn, catalog.PopulationCurves):  # each member's curve, its exploits marked
+        _say(views.resolved_search(drawn.search.search, drawn.reference))
+        _say(f"wrote {draw_population(drawn, output, title=title)}")
+        return
     if isinstance(drawn, catalog.SearchLookup):  # score against trial, with the best so far
         _say(views.resolved_search(drawn.detail.search, drawn.reference))
         _say(f"wrote {draw_search(drawn.detail, output, title=title)}")

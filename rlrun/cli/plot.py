@@ -18,7 +18,7 @@ from rlrun.errors import BadInput, install_hint
 from rlrun.sizes import format_size
 
 # Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
-__all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_search", "metric_curve"]
+__all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_population", "draw_search", "metric_curve"]
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -95,6 +95,37 @@ def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
     axes.set_ylabel(f"{metric} (mean over sessions)")
     search = detail.search
     axes.set_title(title or f"search {search.name or search.id}: {search.spec_name}")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
+    figure.savefig(output, dpi=120)
+    return output
+
+
+def draw_population(population: Any, output: Path, *, title: str | None = None) -> Path:
+    """A population-based training search: each member's evaluation return against frames, each
+    exploit marked where the member took over another's snapshot (a triangle at that member's
+    score there, labelled with whom it copied)."""
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
+    figure = Figure(figsize=(8, 5), layout="constrained")
+    axes = figure.add_subplot()
+    for member in population.members:
+        line = axes.plot(member.frames, member.mean, marker="o" if len(member.frames) < 30 else None, markersize=3,
+                         label=f"member {member.member}")[0]  # fmt: skip
+        for frame, value, source in member.exploits:
+            if math.isfinite(value):
+                axes.plot([frame], [value], marker="^", markersize=9, color=line.get_color(), linestyle="none")
+                axes.annotate(f"m{member.member}←m{source}", (frame, value), textcoords="offset points",
+                              xytext=(4, 6), fontsize="x-small", color=line.get_color())
+    axes.plot([], [], marker="^", color="grey", linestyle="none", label="exploit (copied m←m)")
+    search = population.search.search
+    axes.set_xlabel("frames")
+    axes.xaxis.set_major_formatter(FuncFormatter(frame_tick))
+    axes.set_ylabel("evaluation return (mean over sessions)")
+    axes.set_title(title or f"population {search.name or search.id}: {search.spec_name}")
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     figure.savefig(output, dpi=120)

@@ -402,6 +402,43 @@ def _trial_score(trial: Any) -> str:
     return f"({score(intermediate[-1][1])})" if intermediate else "-"
 
 
+def _how_searched(settings: dict[str, Any]) -> str:
+    if settings.get("scheduler") == "pbt":
+        factors = ",".join(f"{f:g}" for f in settings["factors"])
+        return (f"population-based training seeded {settings['seed']}: {settings['population']} members, an exploit"
+                f" every {settings['interval']:,} frames of {settings['max_frame']:,} (quantile"
+                f" {settings['quantile']:g}, resample {settings['resample_probability']:g}, factors {factors})")
+    return f"{settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner"
+
+
+def lineage_tree(detail: Any, lineage: Any) -> str:
+    """A population-based training search's segments as a tree: each segment under the one it
+    continues (its own member's, or, marked ←, the winner it copied at that frame), with its score
+    and the values it explored."""
+    trials = {t.id: t for t in detail.trials}
+    children: dict[str | None, list[Any]] = {}
+    for line in lineage:
+        children.setdefault(line.parent_run_id, []).append(line)
+    lines = ["lineage (m: member, g: generation; ← copied another member's snapshot and explored):"]
+
+    def walk(line: Any, prefix: str, last: bool, root: bool) -> None:
+        trial = trials[line.trial_id]
+        exploit = line.parent_member is not None and line.parent_member != line.member
+        explored = ", ".join(f"{path}={_param(trial.params[path])}" for path in line.mutated)
+        mark = f" ← m{line.parent_member} at {line.frame:,}" + (f": {explored}" if explored else "") if exploit else ""
+        branch = "" if root else ("└─ " if last else "├─ ")
+        lines.append(f"  {prefix}{branch}m{line.member} g{line.generation} run {trial.run_id or '-'}"
+                     f" {_trial_score(trial)}{mark}")
+        below = children.get(trial.run_id, []) if trial.run_id is not None else []
+        deeper = prefix if root else prefix + ("   " if last else "│  ")
+        for i, child in enumerate(below):
+            walk(child, deeper, i == len(below) - 1, False)
+
+    for line in children.get(None, []):
+        walk(line, "", True, True)
+    return "\n".join(lines)
+
+
 def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False) -> str:
     """A search's trials: number, run, state, each parameter, score (in brackets: the last score of a
     trial that did not complete), and why a trial was pruned or failed."""
@@ -436,8 +473,8 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
     ended = [t for t in detail.trials if t.state != "running"]
     lines = [f"search {search.id}{f' ({search.name})' if search.name else ''}: {search.spec_name}, {search.status},"
              f" {len(ended)} of {settings['trials']} trials ended",
-             f"  {settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner,"
-             f" score: {settings['metric']} (mean over each trial's sessions), started {when(search.created_at)}"]
+             f"  {_how_searched(settings)}, score: {settings['metric']} (mean over each trial's sessions),"
+             f" started {when(search.created_at)}"]
     if search.error:
         lines.append(f"  error: {search.error}")
     lines.append("space:")

@@ -48,6 +48,7 @@ from rlrun.registry.records import (
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
+    LineageRecord,
     RestoredRun,
     RunDetail,
     RunRecord,
@@ -71,9 +72,9 @@ from rlrun.registry.store import Writes
 __all__ = [
     "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
     "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "STALE_AFTER_SECONDS", "VERSION_TABLE", "AttemptRecord",
-    "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "Manifest", "Registry", "RestoredRun", "RunDetail",
-    "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade", "choose_checkpoint",
-    "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
+    "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "LineageRecord", "Manifest", "Registry", "RestoredRun",
+    "RunDetail", "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade",
+    "choose_checkpoint", "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
 ]  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0006_detach"
+SCHEMA_HEAD = "0007_pbt"
 VERSION_TABLE = "rlrun_alembic_version"
 
 

@@ -163,3 +163,19 @@ CREATE TABLE evaluations (
 );
 
 CREATE INDEX ix_evaluations_session_id ON evaluations (session_id);
+
+CREATE TABLE lineage (
+	trial_id INTEGER NOT NULL,
+	search_id VARCHAR(32) NOT NULL,
+	member INTEGER NOT NULL,
+	generation INTEGER NOT NULL,
+	parent_member INTEGER,
+	parent_run_id VARCHAR(32),
+	frame BIGINT NOT NULL,
+	mutated_json TEXT NOT NULL,
+	CONSTRAINT pk_lineage PRIMARY KEY (trial_id),
+	CONSTRAINT fk_lineage_trial_id_trials FOREIGN KEY(trial_id) REFERENCES trials (id) ON DELETE CASCADE,
+	CONSTRAINT fk_lineage_search_id_searches FOREIGN KEY(search_id) REFERENCES searches (id) ON DELETE CASCADE
+);
+
+CREATE INDEX ix_lineage_search_id ON lineage (search_id, generation, member);

@@ -26,6 +26,7 @@ from rlrun.registry.records import (
     CHECKPOINT_SELECT,
     CRASHED,
     EVALUATION_SELECT,
+    LINEAGE_SELECT,
     LISTED_RUN_STATUSES,
     NEWEST_FIRST,
     REVISION_SELECT,
@@ -38,6 +39,7 @@ from rlrun.registry.records import (
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
+    LineageRecord,
     RunDetail,
     RunRecord,
     RunSummary,
@@ -401,6 +403,14 @@ class Reads(Connected):
     def search_ids(self) -> set[str]:
         with self._transaction(write=False) as tx:
             return {search_id for (search_id,) in tx.rows("SELECT id FROM searches")}
+
+    def get_lineage(self, search_id: str) -> list[LineageRecord]:
+        """A population-based training search's segments, by generation and member (none for
+        another search)."""
+        with self._transaction(write=False) as tx:
+            rows = tx.rows(f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id"
+                           " ORDER BY l.generation, l.member", {"id": search_id})
+        return [LineageRecord(*row) for row in rows]
 
     def list_searches(self, limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:
         """Searches newest first, each with its count of ended trials and its best value."""

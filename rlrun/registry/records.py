@@ -238,6 +238,29 @@ class TrialLink(NamedTuple):
     params_json: str
 
 
+class LineageRecord(NamedTuple):
+    """A population-based training segment's place in its population (see `tables.LineageRow`)."""
+
+    trial_id: int
+    search_id: str
+    member: int
+    generation: int
+    parent_member: int | None
+    parent_run_id: str | None
+    frame: int
+    mutated_json: str
+
+    @property
+    def mutated(self) -> list[str]:
+        result: list[str] = json.loads(self.mutated_json)
+        return result
+
+    def to_json(self) -> dict[str, Any]:
+        data = self._asdict()
+        data["mutated"] = json.loads(data.pop("mutated_json"))
+        return data
+
+
 class SearchDetail(NamedTuple):
     search: SearchRecord  # its status as reported (crashed when its driver is gone)
     trials: list[TrialRecord]  # by number
@@ -324,6 +347,10 @@ TRIAL_COLUMNS = (
     "id", "search_id", "number", "run_id", "params_json", "state", "value", "intermediate_json",
     "system_attrs_json", "note", "created_at", "finished_at",
 )  # fmt: skip
+LINEAGE_COLUMNS = (
+    "trial_id", "search_id", "member", "generation", "parent_member", "parent_run_id", "frame", "mutated_json",
+)  # fmt: skip
+LINEAGE_SELECT = ", ".join(f"l.{c}" for c in LINEAGE_COLUMNS)
 SEARCH_SELECT = ", ".join(f"q.{c}" for c in SEARCH_COLUMNS)
 TRIAL_SELECT = ", ".join(f"t.{c}" for c in TRIAL_COLUMNS)
 

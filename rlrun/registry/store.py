@@ -23,6 +23,7 @@ from rlrun.registry.records import (
     CRASHED,
     ENDED,
     IN_LIMIT,
+    LINEAGE_COLUMNS,
     RUN_COLUMNS,
     SEARCH_COLUMNS,
     SEARCH_STATUSES,
@@ -31,6 +32,7 @@ from rlrun.registry.records import (
     AttemptRecord,
     CheckpointRecord,
     EvaluationRecord,
+    LineageRecord,
     RestoredRun,
     RunRecord,
     SearchRecord,
@@ -643,6 +645,27 @@ class Writes(Connected):
                 "system_attrs_json": "{}", "note": None, "created_at": tx.now(), "finished_at": None,
             })  # fmt: skip
         self._sync_search_manifest(tx, link.search_id)
+
+    def add_segment(self, search_id: str, *, number: int, params_json: str, member: int, generation: int,
+                    parent_member: int | None, parent_run_id: str | None, frame: int,
+                    mutated_json: str) -> TrialRecord:  # fmt: skip
+        """Record a population-based training segment before its run exists: a running trial (no
+        run yet; `link_trial` gives it one) and its lineage, in one transaction, so a decision is
+        never half recorded."""
+        with self._transaction(write=True) as tx:
+            trial = TrialRecord(
+                id=0, search_id=search_id, number=number, run_id=None, params_json=params_json, state="running",
+                value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
+                finished_at=None,
+            )  # fmt: skip
+            values = {k: v for k, v in trial._asdict().items() if k != "id"}
+            row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
+            lineage = LineageRecord(trial_id=row_id, search_id=search_id, member=member, generation=generation,
+                                    parent_member=parent_member, parent_run_id=parent_run_id, frame=frame,
+                                    mutated_json=mutated_json)
+            tx.execute(insert_sql("lineage", LINEAGE_COLUMNS), lineage._asdict())
+            self._sync_search_manifest(tx, search_id)
+        return trial._replace(id=row_id)
 
     def link_trial(self, trial_id: int, run_id: str) -> None:
         """Give a trial whose run is being (re)created its new run."""

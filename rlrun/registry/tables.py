@@ -208,6 +208,26 @@ class TrialRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float)
 
 
+class LineageRow(Base):
+    """A population-based training segment's place in its population (`rlrun search --scheduler
+    pbt`): one per trial of such a search. The trial trains member `member` in `generation`,
+    continuing member `parent_member`'s segment (its run `parent_run_id`, from its snapshot at
+    `frame`); `mutated_json` names the values it explored ([] when it went on as it was)."""
+
+    __tablename__ = "lineage"
+    __table_args__ = (Index("ix_lineage_search_id", "search_id", "generation", "member"),)
+
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True,
+                                          autoincrement=False)
+    search_id: Mapped[str] = mapped_column(ForeignKey("searches.id", ondelete="CASCADE"))
+    member: Mapped[int] = mapped_column(Integer)
+    generation: Mapped[int] = mapped_column(Integer)
+    parent_member: Mapped[int | None] = mapped_column(Integer)
+    parent_run_id: Mapped[str | None] = mapped_column(String(32))  # kept as text: the run may be removed
+    frame: Mapped[int] = mapped_column(BigInteger)
+    mutated_json: Mapped[str] = mapped_column(Text)
+
+
 def sqlite_ddl() -> list[str]:
     """CREATE statements for the head schema on SQLite, as `head.sql` ships them (`sqlite_script`)."""
     from sqlalchemy.dialects import sqlite

@@ -216,7 +216,7 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
         )  # fmt: skip
     if on_start is not None:
         on_start(record)
-    return _Driver(root, url, record, plan, on_event, on_trial, make_executor).drive()
+    return _driver(plan.settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
 
 
 def resume_search(ref: str, *, home: Path | str | None = None,
@@ -233,7 +233,7 @@ def resume_search(ref: str, *, home: Path | str | None = None,
     if record.status == "running":  # its driver heartbeats (`rlrun.registry.liveness`)
         raise BadInput(f"search {record.id} is still running (pid {record.pid} on {record.host}); stop it with"
                        " SIGTERM or wait for it to end")
-    settings = Settings(**json.loads(record.settings_json))
+    settings = _settings(record.settings_json)
     spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
     plan = SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
     if on_start is not None:
@@ -247,7 +247,30 @@ def resume_search(ref: str, *, home: Path | str | None = None,
     stopping.raise_if_stopped(f"before search {record.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         registry.reopen_search(record.id, host=socket.gethostname(), pid=os.getpid())
-    return _Driver(root, url, record, plan, on_event, on_trial, make_executor).drive()
+    return _driver(settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
+
+
+# --- population-based training (`rlrun.search.population`): its settings and its driver ------
+
+
+def _settings(settings_json: str) -> Settings:
+    document = json.loads(settings_json)
+    if document.get("scheduler") == "pbt":
+        from rlrun.search.population import PbtSettings
+
+        return PbtSettings.from_json(document)
+    return Settings(**document)
+
+
+def _driver(settings: Settings) -> type[_Driver]:
+    if getattr(settings, "scheduler", None) == "pbt":
+        from rlrun.search.population import PbtDriver
+
+        return PbtDriver
+    return _Driver
+
+
+# --- end of population-based training ---------------------------------------------------------
 
 
 def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str,

@@ -39,7 +39,8 @@ from rlrun.spec.sections import (
 
 __all__ = ["ALE_NAMESPACE", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec", "NetworkSpec",
            "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides", "builtin_document",
-           "builtin_names", "did_you_mean", "json_schema", "load_spec", "read_document", "user_code", "validate_spec"]
+           "builtin_names", "builtin_search_names", "did_you_mean", "json_schema", "load_spec", "read_document",
+           "user_code", "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,8 +51,17 @@ def builtin_names() -> list[str]:
     return sorted(p.name.removesuffix(".json") for p in _builtin_dir().iterdir() if p.name.endswith(".json"))
 
 
+def builtin_search_names() -> list[str]:
+    """Built-in search specs (a spec with a `search` block, for `rlrun search`), kept apart from
+    the specs `rlrun train` takes: `builtins/searches/`."""
+    return sorted(p.name.removesuffix(".json") for p in (_builtin_dir() / "searches").iterdir()
+                  if p.name.endswith(".json"))
+
+
 def builtin_document(name: str) -> dict[str, Any]:
     path = _builtin_dir() / f"{name}.json"
+    if not path.is_file():
+        path = _builtin_dir() / "searches" / f"{name}.json"
     if not path.is_file():
         raise SpecError([_unknown_builtin_message(name)])
     document: dict[str, Any] = json.loads(path.read_text())

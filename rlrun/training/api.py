@@ -262,11 +262,13 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
            frames: int | None = None, more: int | None = None, spec: str | Path | None = None,
            overrides: list[str] | None = None, fork: bool = False, on_event: OnEvent | None = None,
            on_plan: Callable[[ResumePlan], None] | None = None, handle_signals: bool = True,
-           executor: Executor | None = None) -> TrainResult:
+           executor: Executor | None = None, on_start: Callable[[RunRecord], None] | None = None,
+           trial: TrialLink | None = None) -> TrainResult:
     """Continue a run (or, with `fork`, branch a new one) from each session's newest intact
     snapshot, optionally with a spec edit that must be consistent with what was already trained.
     `ref` names the run among those `filters` let through. When every session has already reached
-    its target, nothing is written and the result says `nothing_to_do` (safe to requeue)."""
+    its target, nothing is written and the result says `nothing_to_do` (safe to requeue).
+    `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains."""
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     with Registry.open(root, url, create=False) as registry:
@@ -281,7 +283,9 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
     if handle_signals:
         raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
-        run, tasks = _start_fork(registry, root, url, plan) if fork else _reopen(registry, root, url, plan)
+        run, tasks = _start_fork(registry, root, url, plan, trial) if fork else _reopen(registry, root, url, plan)
+        if on_start is not None:
+            on_start(run)
         return _launch(registry, root, run, tasks, on_event, runner)
 
 
@@ -323,8 +327,9 @@ def rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord, 
     snapshot.sweep_after(paths.checkpoints_dir(root, run_id, session.index), clock["frame"])
 
 
-def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
-    run = _create_run(registry, plan.spec, name=None, fork_of=plan)
+def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan,
+                trial: TrialLink | None = None) -> tuple[RunRecord, list[Any]]:
+    run = _create_run(registry, plan.spec, name=None, fork_of=plan, trial=trial)
     _write_manifest(root, registry, run.id)
     sessions = {s.index: s for s in registry.get_run(run.id).sessions}
     tasks = [_task(root, url, run.id, sessions[s.index], plan.spec, "fork", c) for s, c in plan.starts]

@@ -1,0 +1,199 @@
+"""Population-based training (issue 29): a real population of four PPO members on CartPole at a tiny
+budget, with several exploits, killed with kill -9 of the driver at a random moment and resumed, ends
+member for member, segment for segment, in the same snapshots bit for bit as the population never
+interrupted; a DQN member's fork shares its parent's replay segments (hard links, not copies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import cli_env, rlrun, trials
+from same_run import assert_same_run, final_state, wait_for
+
+from rlrun import paths
+from rlrun.registry import Registry
+from rlrun.spec import builtin_document, validate_spec
+from rlrun.spec.consistency import check_edit
+
+pytestmark = pytest.mark.slow
+
+PBT = ["--scheduler", "pbt", "--population", "4", "--interval", "1000"]
+SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}, "agent.entropy_coef": {"uniform": [0.0, 0.05]}}
+
+
+def pbt_spec(folder: Path) -> Path:
+    """ppo_cartpole, tiny: 3 generations of 1,000 frames, a snapshot and an evaluation every 500."""
+    document = builtin_document("ppo_cartpole")
+    document["agent"].update(n_steps=16, n_epochs=2, batch_size=64)
+    document["env"]["num_envs"] = 4
+    document["meta"].update(max_frame=3000, eval_frequency=500, checkpoint_frequency=500, num_eval_episodes=2,
+                            log_frequency=250)
+    document["search"] = SPACE
+    path = folder / "pbt.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The population never interrupted: its home and its spec file."""
+    folder = tmp_path_factory.mktemp("straight-pbt")
+    spec = pbt_spec(folder)
+    done = rlrun(folder / "runs", "search", str(spec), *PBT)
+    assert done.code == 0, done.stderr
+    return folder / "runs", spec
+
+
+def lineage(home: Path) -> list[dict[str, Any]]:
+    """Each segment's place in the population, by trial number, its parent run named by trial number
+    (run ids differ between homes)."""
+    with Registry.open(home, create=False) as registry:
+        search = registry.list_searches(1)[0][0]
+        detail = registry.get_search(search.id)
+        lines = registry.get_lineage(search.id)
+    numbers = {t.id: t.number for t in detail.trials}
+    by_run = {t.run_id: t.number for t in detail.trials}
+    return [{"number": numbers[line.trial_id], "member": line.member, "generation": line.generation,
+             "parent_member": line.parent_member, "parent": by_run.get(line.parent_run_id), "frame": line.frame,
+             "mutated": line.mutated} for line in sorted(lines, key=lambda line: numbers[line.trial_id])]
+
+
+def assert_same_population(home_a: Path, home_b: Path) -> None:
+    a, b = trials(home_a), trials(home_b)
+    assert [t.number for t in a] == [t.number for t in b] == list(range(12))
+    assert lineage(home_a) == lineage(home_b)
+    for x, y in zip(a, b, strict=True):
+        assert (x.params, x.state, x.value, x.intermediate) == (y.params, y.state, y.value, y.intermediate), x.number
+        assert x.state == "complete" and x.run_id is not None and y.run_id is not None
+        assert_same_run(final_state(home_a, x.run_id), final_state(home_b, y.run_id))
+
+
+def test_population_exploits_by_exact_forks_with_consistent_edits(straight: tuple[Path, Path]) -> None:
+    home, _ = straight
+    lines = lineage(home)
+    exploits = [line for line in lines if line["parent_member"] not in (None, line["member"])]
+    assert len(exploits) >= 2, "the test population should exploit more than once"
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_search(registry.list_searches(1)[0][0].id)
+        for trial, line in zip(detail.trials, lines, strict=True):
+            run = registry.get_run(trial.run_id)
+            if line["generation"] == 0:
+                assert run.run.parent_id is None
+                continue
+            parent = detail.trials[line["parent"]]
+            assert run.run.parent_id == parent.run_id, "a segment is a fork of the segment it continues"
+            assert [a.kind for a in run.attempts] == ["fork"] and run.attempts[0].start_frame == line["frame"]
+            # The explored values are written as step schedules: a consistent edit of the parent's past.
+            first, last = run.spec_revisions[0], run.spec_revisions[-1]
+            before, after = validate_spec(json.loads(first.spec_json)), validate_spec(json.loads(last.spec_json))
+            assert [c for c in check_edit(before, after, line["frame"]) if not c.allowed] == []
+            for path in line["mutated"]:
+                section, *rest = path.split(".")
+                value = after.to_json()[section]
+                for key in rest:
+                    value = value[key]
+                assert value["kind"] == "piecewise" and value["points"][-1] == [line["frame"] + 1, trial.params[path]]
+
+
+def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
+    home, _ = straight
+    listed = rlrun(home, "ls", "--search", "search:latest", "--json").json()
+    assert len(listed) == 12
+    shown = rlrun(home, "show", "search:latest")
+    assert shown.code == 0, shown.stderr
+    tree = shown.stderr[shown.stderr.index("lineage ("):]
+    exploits = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
+    assert tree.count("← m") == len(exploits) and tree.count(" g2 run ") == 4
+    as_json = rlrun(home, "show", "search:latest", "--json").json()
+    assert [line["member"] for line in as_json["lineage"]] == [0, 1, 2, 3] * 3
+    drawn = rlrun(home, "plot", "search:latest", "-o", str(home.parent / "population.png"))
+    assert drawn.code == 0, drawn.stderr
+    assert (home.parent / "population.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("attempt", range(2))
+def test_kill_9_of_the_driver_at_a_random_moment_then_resume_is_the_same_population(
+        straight: tuple[Path, Path], tmp_path: Path, attempt: int) -> None:  # fmt: skip
+    home_a, spec = straight
+    total = _snapshots(home_a)
+    seed = random.SystemRandom().randrange(2**32)
+    moment = random.Random(seed).randint(1, total - 2)  # kill once this many snapshots are recorded
+    home = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT], env=cli_env(home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: _snapshots(home) >= moment, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, f"(seed {seed}, killed after {moment} snapshots) {resumed.stderr}"
+    assert_same_population(home_a, home)
+
+
+def _snapshots(home: Path) -> int:
+    database = home / "registry.sqlite"
+    if not database.exists():
+        return 0
+    try:
+        with sqlite3.connect(database) as db:
+            (count,) = db.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+    except sqlite3.OperationalError:  # the schema is still being created
+        return 0
+    return int(count)
+
+
+def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
+    document = builtin_document("dqn_cartpole")
+    document["agent"].update(learning_starts=200, train_frequency=16, gradient_steps=1, batch_size=32)
+    document["agent"]["memory"]["capacity"] = 5000
+    document["meta"].update(max_frame=2000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2,
+                            log_frequency=500)
+    document["search"] = {"agent.optimizer.lr": {"loguniform": [1e-4, 1e-3]}}
+    spec = tmp_path / "dqn.json"
+    spec.write_text(json.dumps(document))
+    home = tmp_path / "runs"
+    done = rlrun(home, "search", str(spec), "--scheduler", "pbt", "--population", "2", "--interval", "1000",
+                 "--quantile", "0.5")
+    assert done.code == 0, done.stderr
+    (fork,) = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
+    segments = trials(home)
+    with Registry.open(home, create=False) as registry:
+        child = registry.get_run(segments[fork["number"]].run_id)
+        parent = registry.get_run(segments[fork["parent"]].run_id)
+    first_own = min(child.checkpoints, key=lambda c: c.frame)
+    parents_last = max(parent.checkpoints, key=lambda c: c.frame)
+    assert parents_last.frame == fork["frame"] and first_own.frame > fork["frame"]
+    mine = {p.name: p.stat() for p in (home / first_own.path).glob("logs/*.npy")}
+    theirs = {p.name: p.stat() for p in (home / parents_last.path).glob("logs/*.npy")}
+    shared = mine.keys() & theirs.keys()
+    assert shared, f"no replay segment of the parent's snapshot in the fork's: {sorted(mine)} / {sorted(theirs)}"
+    for name in shared:
+        assert mine[name].st_ino == theirs[name].st_ino and mine[name].st_nlink >= 2, name
+    assert paths.run_dir(home, child.run.id) != paths.run_dir(home, parent.run.id)
+
+
+@pytest.mark.parametrize(("edit", "args", "expected"), [
+    ({"agent.n_epochs": {"choice": [2, 4]}}, PBT, "search.agent.n_epochs: PBT changes values mid-run"),
+    ({}, ["--population", "4"], "--population set up population-based training: add --scheduler pbt"),
+    ({}, [*PBT[:4], "--interval", "5k"], "--interval 5,000 must be above 0 and below the budget"),
+    ({}, PBT[:4], "--scheduler pbt needs --population N and --interval FRAMES"),
+    ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
+])  # fmt: skip
+def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, edit: dict[str, Any],
+                                                              args: list[str], expected: str) -> None:  # fmt: skip
+    spec = pbt_spec(tmp_path)
+    document = json.loads(spec.read_text())
+    document["search"].update(edit)
+    spec.write_text(json.dumps(document))
+    done = rlrun(tmp_path / "runs", "search", str(spec), *args)
+    assert done.code == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
