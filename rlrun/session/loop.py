@@ -48,6 +48,8 @@ from rlrun.session.evaluation import evaluate
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
+from rlrun.trackers import Identity
+from rlrun.trackers.delivery import open_relay
 
 HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
 RECENT_EPISODES = 100
@@ -162,7 +164,7 @@ class Session:
                 with self._watching_nondeterminism():
                     status = self._train(stop)
             finally:
-                self._close_metrics()
+                self._close_metrics(status)
         except BaseException as raised:
             error, lost = describe(raised), isinstance(raised, LeaseLost)
             raise
@@ -259,6 +261,10 @@ class Session:
 
         self.registry.fenced(create)  # under the lease: a stale attempt never cuts a newer one's log
         self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
+        identity = Identity(self.task.run_id, self.task.index, self.task.seed, self.spec.to_json(),
+                            group=self.registry.search_of(self.task.run_id) if self.meta.track else None)
+        self.trackers = open_relay(self.meta.track, identity, folder, attempt=self.task.attempt,
+                                   rows=self.metrics_kept, evaluations=self.evaluations)
 
     def _flush_logs(self, sync: bool = False) -> None:
         """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`)."""
@@ -266,7 +272,7 @@ class Session:
         if self.tensorboard is not None:
             self.tensorboard.flush()
 
-    def _close_metrics(self) -> None:
+    def _close_metrics(self, status: str) -> None:
         try:
             self.registry.fenced(self.metrics.close)
         except LeaseLost:
@@ -275,6 +281,8 @@ class Session:
         finally:
             if self.tensorboard is not None:
                 self.tensorboard.close()
+            if self.trackers is not None:
+                self.trackers.close(status, self.best.mean if self.best else None)
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
@@ -287,6 +295,8 @@ class Session:
             self.metrics.append(row)
             if self.tensorboard is not None:
                 self.tensorboard.add(row)
+            if self.trackers is not None:
+                self.trackers.add(row)
         headline = self.agent.HEADLINE
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
                                   fps, return_mean, headline, self.last_losses.get(headline)))
@@ -302,6 +312,8 @@ class Session:
         self.registry.add_evaluation(self.task.session_id, **summary)
         if self.tensorboard is not None:
             self.tensorboard.add_evaluation(result.frame, result.mean)
+        if self.trackers is not None:
+            self.trackers.add_evaluation(result.frame, result.mean, result.std)
         is_best = self.best is None or result.mean > self.best.mean
         if is_best:
             self.best = snapshot.Best(frame=result.frame, mean=result.mean)
