@@ -32,6 +32,8 @@ def wandb_records(file: Path) -> list[Any]:
         _crc, length, kind = struct.unpack("<IHB", data[position:position + _HEADER])
         if kind == 0 and length == 0:
             break
+        if position + _HEADER + length > len(data):  # torn by a kill mid-write
+            break
         chunk = data[position + _HEADER:position + _HEADER + length]
         position += _HEADER + length
         pending = chunk if kind in (_FULL, _FIRST) else pending + chunk

@@ -44,7 +44,7 @@ from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.session import events, metrics_log, tensorboard_log
 from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_device, where
-from rlrun.session.evaluation import evaluate
+from rlrun.session.evaluation import Evaluation, evaluate
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
@@ -264,7 +264,8 @@ class Session:
         identity = Identity(self.task.run_id, self.task.index, self.task.seed, self.spec.to_json(),
                             group=self.registry.search_of(self.task.run_id) if self.meta.track else None)
         self.trackers = open_relay(self.meta.track, identity, folder, attempt=self.task.attempt,
-                                   rows=self.metrics_kept, evaluations=self.evaluations)
+                                   rows=self.metrics_kept,
+                                   evaluations=[Evaluation(**e).summary() for e in self.evaluations])
 
     def _flush_logs(self, sync: bool = False) -> None:
         """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`)."""

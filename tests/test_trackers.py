@@ -1,0 +1,155 @@
+"""Experiment trackers against the real ones: MLflow's SQLite store (in-process, no server) and W&B
+offline (its run files read back). A session's tracker history after kill -9 and resume is the
+uninterrupted run's, point for point; a tracker that is down never stops training, `rlrun show` says
+what it missed and `rlrun track` sends it afterwards; without the package, --track is bad input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import cli_env, fast, rlrun, run_cli
+from same_run import (
+    BUDGET,
+    CADENCE,
+    assert_same_run,
+    final_state,
+    newest_checkpoint_frame,
+    resume_ok,
+    train,
+    wait_for,
+)
+from tracker_readback import History, mlflow_history, training_history, wandb_history
+
+from rlrun.registry import Registry
+
+pytest.importorskip("mlflow")
+pytest.importorskip("wandb")
+
+pytestmark = pytest.mark.slow
+
+SPEC = "reinforce_cartpole"
+TRACK = ["--track", "mlflow", "--track", "wandb"]
+
+
+@pytest.fixture
+def trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Where the trackers write, through their own environment variables (inherited by `rlrun`)."""
+    where = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "WANDB_MODE": "offline",
+             "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_PROJECT": "rlrun-tests", "WANDB_SILENT": "true"}
+    (tmp_path / "wandb").mkdir()
+    for name, value in where.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # MLflow's artifacts (the spec) go to ./mlruns
+    return where
+
+
+def histories(run_id: str, where: dict[str, str]) -> tuple[History, History]:
+    mlflow, _ = mlflow_history(where["MLFLOW_TRACKING_URI"], run_id)
+    return mlflow, wandb_history(Path(where["WANDB_DIR"]), f"{run_id}-s0")
+
+
+def run_id(home: Path) -> str:
+    with Registry.open(home, create=False) as registry:
+        return registry.resolve("latest").id
+
+
+def mlflow_newest_step(where: dict[str, str], besides: str) -> int:
+    """The newest step MLflow holds of a run other than `besides`."""
+    database = Path(where["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
+    try:
+        with sqlite3.connect(database) as db:
+            (step,) = db.execute("select coalesce(max(m.step), -1) from metrics m join tags t on"
+                                 " t.run_uuid = m.run_uuid and t.key = 'rlrun.run' and t.value <> ?",
+                                 (besides,)).fetchone()
+    except sqlite3.OperationalError:  # its tables are still being made
+        return -1
+    return int(step)
+
+
+def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
+        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
+    done = train(straight_home, SPEC, *TRACK, "--frames", str(BUDGET))
+    assert done.code == 0, done.stderr
+    straight_id = run_id(straight_home)
+
+    # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
+                                "--frames", str(BUDGET)], env=cli_env(killed_home), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: 2000 <= newest_checkpoint_frame(killed_home) < mlflow_newest_step(trackers, straight_id), process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    killed_id = run_id(killed_home)
+    snapshot_frame = newest_checkpoint_frame(killed_home)
+    before, _ = histories(killed_id, trackers)
+    assert max(before) > snapshot_frame, "the kill left nothing past the snapshot: the test would prove nothing"
+
+    resume_ok(killed_home, "latest")  # no --track: the run remembers its trackers
+    assert_same_run(final_state(straight_home), final_state(killed_home))
+    straight, resumed = histories(straight_id, trackers), histories(killed_id, trackers)
+    for name, a, b in zip(("mlflow", "wandb"), straight, resumed, strict=True):
+        assert max(a) == BUDGET and any("eval/return_mean" in values for values in a.values()), name
+        assert training_history(a) == training_history(b), f"{name} history differs from the uninterrupted run's"
+        assert a.keys() == b.keys() and all("time/fps" in b[step] for step in b if "rollout/return_mean" in b[step])
+
+    _, run = mlflow_history(trackers["MLFLOW_TRACKING_URI"], killed_id)
+    assert run.info.status == "FINISHED" and run.data.tags["mlflow.runName"] == f"{killed_id}/s0"
+    assert run.data.tags["rlrun.algorithm"] == "reinforce" and run.data.params["meta.max_frame"] == str(BUDGET)
+    assert run.data.tags["eval/best_return_mean"]
+
+
+def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_afterwards(
+        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    home = tmp_path / "home"
+    with socket_closed() as port:
+        down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "1", "RLRUN_TRACKER_CLOSE_SECONDS": "2"}
+        done = train(home, SPEC, "--track", "mlflow", "--frames", "3000", env=down)
+    assert done.code == 0, done.stderr
+    shown = rlrun(home, "show", "latest")
+    assert shown.code == 0 and "not delivered to mlflow" in shown.stderr and "rlrun track" in shown.stderr
+
+    sent = rlrun(home, "track", "latest", "--to", "mlflow")
+    assert sent.code == 0, sent.stderr
+    assert "not delivered" not in rlrun(home, "show", "latest").stderr
+    history, _ = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))
+    assert sorted(step for step, values in history.items() if "rollout/return_mean" in values) == \
+        list(range(500, 3001, 500))
+    assert [step for step, values in sorted(history.items()) if "eval/return_mean" in values] == [1000, 2000, 3000]
+
+    again = rlrun(home, "track", "latest", "--to", "mlflow")  # sent twice: the tracker run holds it once
+    assert again.code == 0, again.stderr
+    assert mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))[0] == history
+
+
+class socket_closed:
+    """A loopback port nothing listens on (bound, then closed)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_track_without_the_package_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mlflow'] = None  # as if not installed\n")
+    home = tmp_path / "home"
+    path = os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")]))
+    done = run_cli(home, "train", SPEC, "--track", "mlflow", "--frames", "1000", env={"PYTHONPATH": path})
+    assert done.code == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "[mlflow]" in done.stderr and "Traceback" not in done.stderr
+    assert not home.exists() or not any(home.iterdir())
