@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, fast, rlrun, run_cli
+from helpers import cli_env, fast, rlrun, run_cli, search_spec
 from same_run import (
     BUDGET,
     CADENCE,
@@ -24,7 +24,7 @@ from same_run import (
     train,
     wait_for,
 )
-from tracker_readback import History, mlflow_history, training_history, wandb_history
+from tracker_readback import History, mlflow_history, training_history, wandb_history, wandb_records
 
 from rlrun.registry import Registry
 
@@ -153,3 +153,26 @@ def test_track_without_the_package_is_one_line_and_writes_nothing(tmp_path: Path
     assert done.code == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "[mlflow]" in done.stderr and "Traceback" not in done.stderr
     assert not home.exists() or not any(home.iterdir())
+
+
+def test_a_searchs_trials_are_nested_under_one_parent_and_grouped(tmp_path: Path, trackers: dict[str, str]) -> None:
+    home = tmp_path / "home"
+    done = rlrun(home, "search", str(search_spec(tmp_path)), "--trials", "2", "--parallel", "2", *TRACK)
+    assert done.code == 0, done.stderr
+    with Registry.open(home, create=False) as registry:
+        (search, *_), *_ = registry.list_searches()
+        runs = [t.run_id for t in registry.get_search(search.id).trials]
+    assert len(runs) == 2 and all(runs)
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(trackers["MLFLOW_TRACKING_URI"])
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (parent,) = client.search_runs(experiments, filter_string="tags.`rlrun.parent` = 'search'")
+    assert parent.data.tags["rlrun.search"] == search.id
+    for run in runs:
+        history, trial = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run)
+        assert trial.data.tags["mlflow.parentRunId"] == parent.info.run_id and history
+        (file,) = Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
+        (record,) = [r.run for r in wandb_records(file) if r.WhichOneof("record_type") == "run"]
+        assert record.run_group == search.id and wandb_history(Path(trackers["WANDB_DIR"]), f"{run}-s0")

@@ -89,14 +89,20 @@ def _tags(client: Any, experiment: str, identity: Identity) -> dict[str, str]:
 
 
 def _parent(client: Any, experiment: str, search_id: str) -> str:
-    """The search's parent run (created by its first trial session)."""
-    found = client.search_runs([experiment], filter_string=f"tags.`rlrun.search` = '{search_id}' and "
-                                                           "tags.`rlrun.parent` = 'search'", max_results=1)
-    if found:
-        return str(found[0].info.run_id)
-    run = client.create_run(experiment, run_name=f"search:{search_id}",
-                            tags={"rlrun.search": search_id, "rlrun.parent": "search"})
-    return str(run.info.run_id)
+    """The search's parent run, made by the first of its trials' sessions to need it. Parallel
+    trials may make one each at once: the oldest is the parent, and a trial deletes its own if it
+    is not (so every trial settles on the same one)."""
+    query = f"tags.`rlrun.search` = '{search_id}' and tags.`rlrun.parent` = 'search'"
+    found = client.search_runs([experiment], filter_string=query)
+    if not found:
+        made = client.create_run(experiment, run_name=f"search:{search_id}",
+                                 tags={"rlrun.search": search_id, "rlrun.parent": "search"})
+        found = client.search_runs([experiment], filter_string=query)
+        oldest = min(found, key=lambda run: (run.info.start_time, run.info.run_id))
+        if oldest.info.run_id != made.info.run_id:
+            client.delete_run(made.info.run_id)
+        found = [oldest]
+    return str(min(found, key=lambda run: (run.info.start_time, run.info.run_id)).info.run_id)
 
 
 def _log_spec(client: Any, run_id: str, spec: dict[str, Any]) -> None:
