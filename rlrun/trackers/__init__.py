@@ -28,7 +28,7 @@ from rlrun.trackers import status
 from rlrun.trackers.points import Identity, Point, flatten, history, metric_name
 
 KNOWN = ("mlflow", "wandb")
-_EXTRA_MODULE = {"mlflow": "mlflow", "wandb": "wandb"}
+"""The trackers, each also the name of its package (and of rlrun's extra that installs it)."""
 
 __all__ = ["KNOWN", "Identity", "Point", "check_installed", "flatten", "history", "make_tracker", "metric_name",
            "status"]
@@ -37,7 +37,7 @@ __all__ = ["KNOWN", "Identity", "Point", "check_installed", "flatten", "history"
 def check_installed(names: Sequence[str]) -> None:
     """BadInput naming the extra to install when a tracker's package is missing."""
     for name in names:
-        if importlib.util.find_spec(_EXTRA_MODULE[name]) is None:
+        if importlib.util.find_spec(name) is None:
             raise BadInput(f"--track {name} needs the {name} package, which is not installed;"
                            f" install it with `{install_hint(name)}` or drop --track {name}")
 

@@ -10,6 +10,7 @@ waits a bounded time for the queue to drain, then writes what was not delivered 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import queue
 import threading
@@ -162,5 +163,7 @@ def open_relay(names: Sequence[str], identity: Identity, session_dir: Path, *, a
     every attempt sends the kept history first (a fork's new tracker run gets its parent's)."""
     if not names:
         return None
+    for name in names:  # here, before training: imported on the thread, it would hold the loop up mid-run
+        importlib.import_module(name)
     return Relay(names, identity, session_dir, rewind=attempt not in ("train", "fork"),
                  backlog=history(rows, evaluations), wall_time=float(rows[-1].get("wall_time") or 0.0) if rows else 0.0)
