@@ -35,6 +35,9 @@ pytestmark = pytest.mark.slow
 
 SPEC = "reinforce_cartpole"
 TRACK = ["--track", "mlflow", "--track", "wandb"]
+SPARSE_SNAPSHOTS = ["--set", "meta.checkpoint_frequency=2000"]
+"""Three log events between snapshots: a kill finds the trackers past the newest one (W&B writes a
+step once the next one comes)."""
 
 
 @pytest.fixture
@@ -72,24 +75,36 @@ def mlflow_newest_step(where: dict[str, str], besides: str) -> int:
     return int(step)
 
 
+def wandb_newest_step(where: dict[str, str], besides: str) -> int:
+    """The newest step W&B's offline files hold of a run other than `besides`."""
+    runs = {folder.name.split("-")[-2] for folder in Path(where["WANDB_DIR"], "wandb").glob("offline-run-*-s0")}
+    return max((max(wandb_history(Path(where["WANDB_DIR"]), f"{run}-s0") or [-1]) for run in runs - {besides}),
+               default=-1)
+
+
 def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
         tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
     straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
-    done = train(straight_home, SPEC, *TRACK, "--frames", str(BUDGET))
+    done = train(straight_home, SPEC, *TRACK, *SPARSE_SNAPSHOTS, "--frames", str(BUDGET))
     assert done.code == 0, done.stderr
     straight_id = run_id(straight_home)
 
     # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
-                                "--frames", str(BUDGET)], env=cli_env(killed_home), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for(lambda: 2000 <= newest_checkpoint_frame(killed_home) < mlflow_newest_step(trackers, straight_id), process)
+                                *SPARSE_SNAPSHOTS, "--frames", str(BUDGET)], env=cli_env(killed_home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def past_the_snapshot() -> bool:
+        frame = newest_checkpoint_frame(killed_home)
+        return 2000 <= frame < min(mlflow_newest_step(trackers, straight_id), wandb_newest_step(trackers, straight_id))
+
+    wait_for(past_the_snapshot, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
     killed_id = run_id(killed_home)
     snapshot_frame = newest_checkpoint_frame(killed_home)
-    before, _ = histories(killed_id, trackers)
-    assert max(before) > snapshot_frame, "the kill left nothing past the snapshot: the test would prove nothing"
+    for name, before in zip(("mlflow", "wandb"), histories(killed_id, trackers), strict=True):
+        assert max(before) > snapshot_frame, f"{name} held nothing past the snapshot: the test would prove nothing"
 
     resume_ok(killed_home, "latest")  # no --track: the run remembers its trackers
     assert_same_run(final_state(straight_home), final_state(killed_home))

@@ -47,7 +47,7 @@ def wandb_records(file: Path) -> list[Any]:
 def wandb_history(wandb_dir: Path, run_id: str) -> History:
     """A W&B run's history as a sync would leave it: its offline run files in the order they were
     written, each rewind (`resume_from`, a run record's branch point on the same run) dropping the
-    steps after its step."""
+    steps after its step. A step logged twice without a rewind between fails."""
     history: History = {}
     for folder in sorted((wandb_dir / "wandb").glob(f"offline-run-*-{run_id}")):
         for record in wandb_records(folder / f"run-{run_id}.wandb"):
@@ -58,8 +58,8 @@ def wandb_history(wandb_dir: Path, run_id: str) -> History:
                 items = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
                          for item in record.history.item}
                 step = int(items.pop("_step"))
-                values = {k: v for k, v in items.items() if not k.startswith("_")}
-                history.setdefault(step, {}).update(values)
+                assert step not in history, f"step {step} logged twice in W&B run {run_id}"
+                history[step] = {k: v for k, v in items.items() if not k.startswith("_")}
     return history
 
 

@@ -15,7 +15,9 @@ class Tracker(Protocol):
     def start(self, identity: Identity, rewind: bool) -> str:
         """Open the session's tracker run, creating it the first time (named, tagged, the spec as
         parameters and as an artifact); with `rewind`, forget every point it holds (an earlier
-        attempt's: the history is re-sent). Returns how to find the run (its id)."""
+        attempt's: the history is re-sent). A tracker that can see whether the run exists (MLflow)
+        rewinds one it finds whatever `rewind` says; one that cannot (W&B offline) relies on it.
+        Returns how to find the run (its id)."""
         ...
 
     def send(self, points: Sequence[Point]) -> None:

@@ -45,11 +45,11 @@ class MlflowTracker:
             run = client.create_run(experiment, run_name=identity.name, tags=_tags(client, experiment, identity))
             self.run_id = run.info.run_id
             _log_spec(client, self.run_id, identity.spec)
-        else:
+        else:  # found again: rewound whatever `rewind` says (MLflow can look), its history is re-sent
             run = found
             self.run_id = run.info.run_id
             client.update_run(self.run_id, status="RUNNING")
-            if rewind and not forget_metrics(client, self.run_id):
+            if not forget_metrics(client, self.run_id):
                 client.set_tag(self.run_id, "rlrun.rewind", "not possible on this store: points past a resume's"
                                                             " snapshot may be an interrupted attempt's")
         self.start_ms = int(run.info.start_time)
