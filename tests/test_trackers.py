@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from helpers import cli_env, fast, rlrun, run_cli, search_spec
 from same_run import (
-    BUDGET,
     CADENCE,
     assert_same_run,
     final_state,
@@ -35,9 +34,10 @@ pytestmark = pytest.mark.slow
 
 SPEC = "reinforce_cartpole"
 TRACK = ["--track", "mlflow", "--track", "wandb"]
-SPARSE_SNAPSHOTS = ["--set", "meta.checkpoint_frequency=2000"]
-"""Three log events between snapshots: a kill finds the trackers past the newest one (W&B writes a
-step once the next one comes)."""
+FRAMES = 20_000
+SPARSE = ["--set", "meta.checkpoint_frequency=4000", "--set", "meta.eval_frequency=4000", "--frames", str(FRAMES)]
+"""Seven log events between snapshots (none for a new best between them): a kill finds the trackers
+past the newest snapshot (W&B writes a step once the next one comes)."""
 
 
 @pytest.fixture
@@ -49,6 +49,9 @@ def trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for name, value in where.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)  # MLflow's artifacts (the spec) go to ./mlruns
+    from mlflow import MlflowClient
+
+    MlflowClient(where["MLFLOW_TRACKING_URI"]).search_experiments()  # its tables made now, not mid-run
     return where
 
 
@@ -85,13 +88,13 @@ def wandb_newest_step(where: dict[str, str], besides: str) -> int:
 def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
         tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
     straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
-    done = train(straight_home, SPEC, *TRACK, *SPARSE_SNAPSHOTS, "--frames", str(BUDGET))
+    done = train(straight_home, SPEC, *TRACK, *SPARSE)
     assert done.code == 0, done.stderr
     straight_id = run_id(straight_home)
 
     # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
-                                *SPARSE_SNAPSHOTS, "--frames", str(BUDGET)], env=cli_env(killed_home),
+                                *SPARSE], env=cli_env(killed_home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def past_the_snapshot() -> bool:
@@ -110,13 +113,13 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     assert_same_run(final_state(straight_home), final_state(killed_home))
     straight, resumed = histories(straight_id, trackers), histories(killed_id, trackers)
     for name, a, b in zip(("mlflow", "wandb"), straight, resumed, strict=True):
-        assert max(a) == BUDGET and any("eval/return_mean" in values for values in a.values()), name
+        assert max(a) == FRAMES and any("eval/return_mean" in values for values in a.values()), name
         assert training_history(a) == training_history(b), f"{name} history differs from the uninterrupted run's"
         assert a.keys() == b.keys() and all("time/fps" in b[step] for step in b if "rollout/return_mean" in b[step])
 
     _, run = mlflow_history(trackers["MLFLOW_TRACKING_URI"], killed_id)
     assert run.info.status == "FINISHED" and run.data.tags["mlflow.runName"] == f"{killed_id}/s0"
-    assert run.data.tags["rlrun.algorithm"] == "reinforce" and run.data.params["meta.max_frame"] == str(BUDGET)
+    assert run.data.tags["rlrun.algorithm"] == "reinforce" and run.data.params["meta.max_frame"] == str(FRAMES)
     assert run.data.tags["eval/best_return_mean"]
 
 
