@@ -1,7 +1,8 @@
 """Experiment trackers against the real ones: MLflow's SQLite store (in-process, no server) and W&B
 offline (its run files read back). A session's tracker history after kill -9 and resume is the
 uninterrupted run's, point for point; a tracker that is down never stops training, `rlrun show` says
-what it missed and `rlrun track` sends it afterwards; without the package, --track is bad input."""
+what it missed and `rlrun track` sends it afterwards; a search's trials share a parent. (Without the
+package, --track is bad input: tests/test_bad_input.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, fast, rlrun, run_cli, search_spec
+from helpers import cli_env, fast, rlrun, search_spec
 from same_run import (
     CADENCE,
     assert_same_run,
@@ -159,18 +160,6 @@ class socket_closed:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-def test_track_without_the_package_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mlflow'] = None  # as if not installed\n")
-    home = tmp_path / "home"
-    path = os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")]))
-    done = run_cli(home, "train", SPEC, "--track", "mlflow", "--frames", "1000", env={"PYTHONPATH": path})
-    assert done.code == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "[mlflow]" in done.stderr and "Traceback" not in done.stderr
-    assert not home.exists() or not any(home.iterdir())
 
 
 def test_a_searchs_trials_are_nested_under_one_parent_and_grouped(tmp_path: Path, trackers: dict[str, str]) -> None:

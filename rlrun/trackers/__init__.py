@@ -38,8 +38,8 @@ def check_installed(names: Sequence[str]) -> None:
     """BadInput naming the extra to install when a tracker's package is missing."""
     for name in names:
         if importlib.util.find_spec(name) is None:
-            raise BadInput(f"--track {name} needs the {name} package, which is not installed;"
-                           f" install it with `{install_hint(name)}` or drop --track {name}")
+            raise BadInput(f"tracking with {name} needs the {name} package, which is not installed;"
+                           f" install it with `{install_hint(name)}` or track without {name}")
 
 
 def make_tracker(name: str) -> object:
