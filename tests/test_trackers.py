@@ -27,6 +27,7 @@ from same_run import (
 from tracker_readback import History, mlflow_history, training_history, wandb_history, wandb_records
 
 from rlrun.registry import Registry
+from rlrun.testhooks import HEARTBEAT_ENV
 
 pytest.importorskip("mlflow")
 pytest.importorskip("wandb")
@@ -87,7 +88,8 @@ def wandb_newest_step(where: dict[str, str], besides: str) -> int:
 
 
 def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
-        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+        tmp_path: Path, trackers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv(HEARTBEAT_ENV, "0.2")  # rows reach the log, and the trackers, between snapshots too
     straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
     done = train(straight_home, SPEC, *TRACK, *SPARSE)
     assert done.code == 0, done.stderr

@@ -268,16 +268,27 @@ class Session:
                                    evaluations=[Evaluation(**e).summary() for e in self.evaluations])
 
     def _flush_logs(self, sync: bool = False) -> None:
-        """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`)."""
+        """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`),
+        and the trackers get what the log got."""
         self.metrics.flush(sync=sync)
         if self.tensorboard is not None:
             self.tensorboard.flush()
+        if self.trackers is not None:
+            self.trackers.release()
 
     def _close_metrics(self, status: str) -> None:
+        def close_log() -> None:
+            self.metrics.close()
+            if self.trackers is not None:
+                self.trackers.release()
+
         try:
-            self.registry.fenced(self.metrics.close)
+            self.registry.fenced(close_log)
         except LeaseLost:
             self.metrics.discard()
+            if self.trackers is not None:  # the newer attempt owns the tracker runs now
+                self.trackers.abandon()
+                self.trackers = None
             raise
         finally:
             if self.tensorboard is not None:

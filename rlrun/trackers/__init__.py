@@ -12,7 +12,9 @@ history its snapshot kept (the metrics log cut back to the snapshot's frame, and
 then goes on live. So after kill -9 and resume, the tracker holds exactly the uninterrupted run's
 points, none twice. MLflow forgets through its SQL store; W&B through its rewind (`resume_from`).
 
-Delivery never stops training (`delivery`): each tracker has a background thread, a bounded queue and
+A tracker gets the points the metrics log got, as the log gets them (the loop's fenced flush), so an
+attempt that lost the session's lease sends nothing more. Delivery never stops training
+(`delivery`): each tracker has a background thread, a bounded queue and
 retries; what did not arrive is written in the session folder (`status`), `rlrun show` says so and
 `rlrun track` re-sends a run's history. The tools are optional extras, imported only by the thread
 that talks to them.

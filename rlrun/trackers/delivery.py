@@ -57,6 +57,7 @@ class Delivery:
         self.run: str | None = None
         self.error: str | None = None
         self.deadline: float | None = None
+        self.abandoned = False
         self.thread = threading.Thread(target=self._work, name=f"rlrun-{tracker.name}", daemon=True)
         self.thread.start()
 
@@ -66,6 +67,12 @@ class Delivery:
             self.queue.put_nowait(point)
         except queue.Full:
             self.dropped += 1
+
+    def abandon(self) -> None:
+        """Send nothing more (what is queued is dropped): the session's lease went to a newer attempt."""
+        self.abandoned = True
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait((_FINISH, "", None))  # wakes the thread, which then ends
 
     def close(self, outcome: str, best: float | None, deadline: float) -> status.Delivered:
         self.deadline = deadline
@@ -114,6 +121,8 @@ class Delivery:
     def _retrying(self, action: Callable[..., Any], *args: Any) -> Any:
         delay = RETRY_FIRST
         while True:
+            if self.abandoned:
+                raise _GaveUp
             try:
                 result = action(*args)
                 self.error = None
@@ -128,7 +137,9 @@ class Delivery:
 
 class Relay:
     """A session's trackers, as the training loop sees them: `add` a metrics row, `add_evaluation`,
-    and `close` (bounded wait, then the account written in the session folder)."""
+    `release` what was added once the metrics log has it (the loop's fenced flush: an attempt that
+    lost its lease sends nothing the log did not get), `abandon` (lease lost) or `close` (bounded
+    wait, then the account written in the session folder)."""
 
     def __init__(self, names: Sequence[str], identity: Identity, session_dir: Path, *, rewind: bool,
                  backlog: Sequence[Point], wall_time: float,
@@ -137,19 +148,29 @@ class Relay:
         self.wall_time = wall_time
         """The wall time of the latest metrics row, which the next evaluation takes as its own."""
         self.deliveries = [Delivery(make(name), identity, rewind, backlog) for name in names]
+        self.pending: list[Point] = []
 
     def add(self, row: dict[str, Any]) -> None:
         point = row_point(row)
         self.wall_time = point.wall_time
-        for delivery in self.deliveries:
-            delivery.put(point)
+        self.pending.append(point)
 
     def add_evaluation(self, frame: int, mean: float, std: float) -> None:
-        point = evaluation_point(frame, mean, std, self.wall_time)
+        self.pending.append(evaluation_point(frame, mean, std, self.wall_time))
+
+    def release(self) -> None:
+        for point in self.pending:
+            for delivery in self.deliveries:
+                delivery.put(point)
+        self.pending.clear()
+
+    def abandon(self) -> None:
+        self.pending.clear()
         for delivery in self.deliveries:
-            delivery.put(point)
+            delivery.abandon()
 
     def close(self, outcome: str, best: float | None) -> list[status.Delivered]:
+        self.release()
         deadline = time.monotonic() + close_seconds()
         reports = [delivery.close(outcome, best, deadline) for delivery in self.deliveries]
         status.write(self.session_dir, reports)

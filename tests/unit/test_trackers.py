@@ -92,6 +92,9 @@ def test_a_history_is_the_points_a_live_session_sent_in_order() -> None:
     live.add_evaluation(700, 5.0, 0.0)
     live.add(rows[1])
     live.add_evaluation(1000, 9.0, 1.0)
+    time.sleep(0.05)
+    assert tracker.points == []  # not before the metrics log has them
+    live.release()
     deadline = time.monotonic() + 5
     while len(tracker.points) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -104,6 +107,7 @@ def test_points_wait_out_an_outage_and_arrive_in_order(tmp_path: Path) -> None:
     session = relay(tmp_path, tracker, rewind=True, backlog=history([row(500)], []))
     for frame in (1000, 1500):
         session.add(row(frame))  # never blocks, the tracker being down
+        session.release()
     time.sleep(0.05)
     tracker.down = False
     (report,) = session.close("finished", 3.5)
@@ -136,6 +140,7 @@ def test_a_full_queue_drops_points_and_counts_them(tmp_path: Path, monkeypatch: 
     session = relay(tmp_path, tracker)
     for frame in range(500, 5001, 500):
         session.add(row(frame))
+        session.release()
     (report,) = session.close("finished", None)
     assert report.undelivered == 10 and tracker.points == []
     tracker.gate.set()
@@ -145,3 +150,19 @@ def test_status_of_a_session_without_trackers_is_empty(tmp_path: Path) -> None:
     assert status.read(tmp_path) == {}
     (tmp_path / status.FILE_NAME).write_text("{not json")
     assert status.read(tmp_path) == {}
+
+
+def test_an_attempt_that_lost_its_lease_sends_nothing_more(tmp_path: Path) -> None:
+    tracker = Recording()
+    session = relay(tmp_path, tracker)
+    session.add(row(500))
+    session.release()
+    deadline = time.monotonic() + 5
+    while not tracker.points and time.monotonic() < deadline:
+        time.sleep(0.01)
+    session.add(row(1000))  # in the log's pending rows when the lease went
+    session.abandon()
+    session.release()
+    time.sleep(0.1)
+    assert [p.frame for p in tracker.points] == [500] and tracker.finished is None
+    assert not (tmp_path / status.FILE_NAME).exists()
