@@ -101,8 +101,8 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def past_the_snapshot() -> bool:
-        frame = newest_checkpoint_frame(killed_home)
-        return 2000 <= frame < min(mlflow_newest_step(trackers, straight_id), wandb_newest_step(trackers, straight_id))
+        held = min(mlflow_newest_step(trackers, straight_id), wandb_newest_step(trackers, straight_id))
+        return 2000 <= newest_checkpoint_frame(killed_home) < held  # the snapshot read last, just before the kill
 
     wait_for(past_the_snapshot, process)
     os.killpg(process.pid, signal.SIGKILL)

@@ -50,7 +50,10 @@ def wandb_history(wandb_dir: Path, run_id: str) -> History:
     steps after its step. A step logged twice without a rewind between fails."""
     history: History = {}
     for folder in sorted((wandb_dir / "wandb").glob(f"offline-run-*-{run_id}")):
-        for record in wandb_records(folder / f"run-{run_id}.wandb"):
+        file = folder / f"run-{run_id}.wandb"
+        if not file.exists():  # a run still starting
+            continue
+        for record in wandb_records(file):
             kind = record.WhichOneof("record_type")
             if kind == "run" and record.run.HasField("branch_point") and record.run.branch_point.run == run_id:
                 history = {step: values for step, values in history.items() if step <= record.run.branch_point.value}
