@@ -1,7 +1,7 @@
 """The trackers' own logic, without a tracker: the spec as parameters, a session's points (the same
 live and re-sent), and background delivery (retries, a bounded queue, a bounded wait at close). The
 tracker here is a stand-in that records what it is given and fails when told to: the thing under
-test is the delivery around it (the real trackers are in tests/test_trackers.py)."""
+test is the delivery around it (the real trackers: tests/test_trackers.py)."""
 
 from __future__ import annotations
 
