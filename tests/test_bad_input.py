@@ -216,6 +216,17 @@ CASES = [
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "0", hint="'--parallel': 0 is not in"),
     case("search", spec_file("searched.json"), "--trials", "2", hint="searching needs Optuna: pip install",
          missing=("optuna",)),
+    # experiment trackers (issue 25): a missing package, an unknown tracker, `rlrun track` without a place
+    case("train", RC, *TINY_TRAIN, "--track", "mlflow", hint="tracking with mlflow needs the mlflow package",
+         missing=("mlflow",)),
+    case("train", RC, *TINY_TRAIN, "--track", "wandb", hint=install_hint("wandb"), missing=("wandb",)),
+    case("train", RC, *TINY_TRAIN, "--track", "comet", hint='meta.track.0 = "comet": not an accepted value;'
+         " use one of mlflow, wandb"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--track", "wandb",
+         hint="tracking with wandb needs the wandb package", missing=("wandb",)),
+    case("track", "latest", "--to", "comet", hint="no tracker 'comet'; use --to mlflow or --to wandb", trained=True),
+    case("track", "latest", hint="say where with --to mlflow or --to wandb", trained=True),
+    case("track", "latest", "--to", "mlflow", hint=install_hint("mlflow"), missing=("mlflow",), trained=True),
     case("show", "search:latest", hint="no searches in"),
     case("show", "search:", hint="bad search reference 'search:': no search named after 'search:'"),
     case("resume", "search:latest", "--more", "1k", hint="--more edit a run; a search resumes as it was recorded"),

@@ -44,6 +44,8 @@ Home = Annotated[
                  help="Runs home (default ./runs, or $RLRUN_HOME)."),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
+Track = Annotated[list[str] | None, typer.Option(
+    "--track", metavar="TRACKER", help="Also log each session to mlflow or wandb (repeatable; sets meta.track).")]
 
 # The filter options: they narrow the runs a command considers, before `latest` and row numbers
 # count them (`rlrun enjoy latest --algo ppo` is the newest PPO run).
@@ -171,6 +173,7 @@ def train(
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable).")] = None,
+    track: Track = None,
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
@@ -191,6 +194,7 @@ def train(
         edits.append(f"meta.sessions={sessions}")
     if seed is not None:
         edits.append(f"meta.seed={seed}")
+    edits += _track_edit(track)
     executor = _executor(ray, cpus, gpus, detach=detach)
     loaded = load_spec(spec, edits)
     console = _console()
@@ -203,6 +207,11 @@ def train(
     with TrainingDisplay(console) as display:
         result = train_run(loaded, home=home, name=name, on_event=display, on_start=announce, executor=executor)
     _conclude(result, console, as_json)
+
+
+def _track_edit(track: list[str] | None) -> list[str]:
+    """`--track` as the spec edit it is (`meta.track`: the run remembers its trackers)."""
+    return [f"meta.track={json.dumps(list(dict.fromkeys(track)))}"] if track else []
 
 
 def _conclude(result: Any, console: Any, as_json: bool) -> None:
@@ -372,6 +381,7 @@ def search(
         metavar="FLOAT", help="PBT: chance a value is drawn again rather than scaled (default 0.25).")] = None,
     factors: Annotated[str | None, typer.Option(
         metavar="TEXT", help="PBT: factors that scale an explored value (default 0.8,1.2).")] = None,
+    track: Track = None,
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
@@ -387,8 +397,8 @@ def search(
 
     pbt_options = {"--population": population, "--interval": interval, "--quantile": quantile,
                    "--resample": resample, "--factors": factors}
-    plan = _search_plan(spec, list(overrides or ()), scheduler, pbt_options, trials=trials, sampler=sampler,
-                        parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after)
+    plan = _search_plan(spec, list(overrides or ()) + _track_edit(track), scheduler, pbt_options, trials=trials,
+                        sampler=sampler, parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after)
     make_executor = _trial_executors(ray, cpus, gpus)
     console = _console()
 
@@ -615,6 +625,41 @@ def show(
         _print_json(found.detail.to_json())
     else:
         _say(views.run_detail(found.detail, colour=views.colour_enabled()))
+        for line in views.tracker_lines(found.home, found.detail):
+            _say(line)
+
+
+@app.command(short_help="Send a run's history to MLflow or W&B.")
+def track(
+    reference: Annotated[str, _reference("latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")
+                         ] = "latest",
+    to: Annotated[list[str], typer.Option(
+        "--to", metavar="TRACKER", help="mlflow or wandb (repeatable); where, from their own environment variables.")
+    ] = [],  # noqa: B006  # typer reads the default, never mutates it
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Send run REFERENCE's whole history (metrics logs and evaluations, every session) to each
+    tracker: for a run trained without it, or whose tracker was down (`rlrun show` says so). Each
+    session's tracker run is rewound first, so nothing is there twice."""
+    from rlrun import catalog
+    from rlrun.cli import views
+    from rlrun.training.tracking import track as track_run
+
+    if not to:
+        raise BadInput("say where with --to mlflow or --to wandb")
+    unknown = [name for name in to if name not in ("mlflow", "wandb")]
+    if unknown:
+        raise BadInput(f"no tracker {unknown[0]!r}; use --to mlflow or --to wandb")
+    found = catalog.lookup(reference, None, home=home)
+    if isinstance(found, catalog.SearchLookup):
+        raise BadInput("rlrun track sends one run; give a trial's run (see `rlrun show search:...`)")
+    _say(views.resolved(found.run, reference))
+    sent = track_run(found.run.id, to=list(dict.fromkeys(to)), home=found.home)
+    if as_json:
+        _print_json([{"session": index, **vars(delivered)} for index, delivered in sent])
+    for index, delivered in sent:
+        _say(f"s{index}: history sent to {delivered.tracker} (run {delivered.run})")
 
 
 def _show_search(found: Any, as_json: bool) -> None:

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlrun.registry import RunDetail, RunRecord, RunSummary
@@ -496,3 +497,19 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
     if detail.trials:
         lines.append(trials_table(detail, colour=colour))
     return "\n".join(lines)
+
+
+def tracker_lines(home: Path, detail: RunDetail) -> list[str]:
+    """What each session's trackers did not get (from its `trackers.json`), with the command that
+    sends it; nothing when every point arrived."""
+    from rlrun import paths
+    from rlrun.trackers import status
+
+    lines = []
+    for session in detail.sessions:
+        for report in status.read(paths.session_dir(home, detail.run.id, session.index)).values():
+            if report.undelivered:
+                reason = f": {report.error}" if report.error else ""
+                lines.append(f"s{session.index}: {report.undelivered} point(s) not delivered to {report.tracker}"
+                             f"{reason}; re-send with `rlrun track {detail.run.id} --to {report.tracker}`")
+    return lines

@@ -412,6 +412,12 @@ class Reads(Connected):
                            " ORDER BY l.generation, l.member", {"id": search_id})
         return [LineageRecord(*row) for row in rows]
 
+    def search_of(self, run_id: str) -> str | None:
+        """The search whose trial the run is (None: a run of its own)."""
+        with self._transaction(write=False) as tx:
+            found = tx.rows("SELECT search_id FROM trials WHERE run_id = :run_id", {"run_id": run_id})
+        return str(found[0][0]) if found else None
+
     def list_searches(self, limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:
         """Searches newest first, each with its count of ended trials and its best value."""
         window, bounds = _window("sqlite", limit, 0) if limit is not None else ("", {})

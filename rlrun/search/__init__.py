@@ -41,6 +41,7 @@ from rlrun.search.space import Dimension
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
+from rlrun.trackers import check_installed
 
 if TYPE_CHECKING:
     import optuna
@@ -164,6 +165,7 @@ def plan_search(source: str | Path | dict[str, Any], overrides: list[str] | None
     from rlrun.training import check_compatible
 
     check_compatible(spec)
+    check_installed(spec.meta.track)
     settings = Settings(trials=trials, metric=metric, sampler=chosen_sampler, pruner=pruner, seed=spec.meta.seed,
                         parallel=parallel, prune_after=prune_after)
     return SearchPlan(spec, dimensions, settings, {d.path: d.to_json() for d in dimensions})

@@ -45,10 +45,12 @@ from rlrun.registry.database import LeaseLost
 from rlrun.registry.liveness import HEARTBEAT_SECONDS
 from rlrun.session import events, metrics_log, tensorboard_log
 from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_device, where
-from rlrun.session.evaluation import evaluate
+from rlrun.session.evaluation import Evaluation, evaluate
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
+from rlrun.trackers import Identity
+from rlrun.trackers.delivery import open_relay
 
 RECENT_EPISODES = 100
 
@@ -162,7 +164,7 @@ class Session:
                 with self._watching_nondeterminism():
                     status = self._train(stop)
             finally:
-                self._close_metrics()
+                self._close_metrics(status)
         except BaseException as raised:
             error, lost = describe(raised), isinstance(raised, LeaseLost)
             raise
@@ -261,22 +263,40 @@ class Session:
 
         self.registry.fenced(create)  # under the lease: a stale attempt never cuts a newer one's log
         self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
+        identity = Identity(self.task.run_id, self.task.index, self.task.seed, self.spec.to_json(),
+                            group=self.registry.search_of(self.task.run_id) if self.meta.track else None)
+        self.trackers = open_relay(self.meta.track, identity, folder, attempt=self.task.attempt,
+                                   rows=self.metrics_kept,
+                                   evaluations=[Evaluation(**e).summary() for e in self.evaluations])
 
     def _flush_logs(self, sync: bool = False) -> None:
-        """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`)."""
+        """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`),
+        and the trackers get what the log got."""
         self.metrics.flush(sync=sync)
         if self.tensorboard is not None:
             self.tensorboard.flush()
+        if self.trackers is not None:
+            self.trackers.release()
 
-    def _close_metrics(self) -> None:
+    def _close_metrics(self, status: str) -> None:
+        def close_log() -> None:
+            self.metrics.close()
+            if self.trackers is not None:
+                self.trackers.release()
+
         try:
-            self.registry.fenced(self.metrics.close)
+            self.registry.fenced(close_log)
         except LeaseLost:
             self.metrics.discard()
+            if self.trackers is not None:  # the newer attempt owns the tracker runs now
+                self.trackers.abandon()
+                self.trackers = None
             raise
         finally:
             if self.tensorboard is not None:
                 self.tensorboard.close()
+            if self.trackers is not None:
+                self.trackers.close(status, self.best.mean if self.best else None)
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
@@ -289,6 +309,8 @@ class Session:
             self.metrics.append(row)
             if self.tensorboard is not None:
                 self.tensorboard.add(row)
+            if self.trackers is not None:
+                self.trackers.add(row)
         headline = self.agent.HEADLINE
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
                                   fps, return_mean, headline, self.last_losses.get(headline)))
@@ -304,6 +326,8 @@ class Session:
         self.registry.add_evaluation(self.task.session_id, **summary)
         if self.tensorboard is not None:
             self.tensorboard.add_evaluation(result.frame, result.mean)
+        if self.trackers is not None:
+            self.trackers.add_evaluation(result.frame, result.mean, result.std)
         is_best = self.best is None or result.mean > self.best.mean
         if is_best:
             self.best = snapshot.Best(frame=result.frame, mean=result.mean)

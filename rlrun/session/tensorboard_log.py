@@ -20,20 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.session.metrics_log import CLOCK
+from rlrun.trackers import metric_name as tag
 
 DIR_NAME = "tb"
 ENABLE_ENV = "RLRUN_TENSORBOARD"
 """Set to 0 to write no event files even with tensorboard installed."""
-_GROUPS = {"return_mean": "rollout", "length_mean": "rollout", "fps": "time"}
 
 
 def enabled() -> bool:
     return os.environ.get(ENABLE_ENV, "1") != "0" and importlib.util.find_spec("tensorboard") is not None
-
-
-def tag(column: str) -> str:
-    """Where a metrics column appears in TensorBoard: rollout/, time/, or train/ for the algorithm's."""
-    return f"{_GROUPS.get(column, 'train')}/{column}"
 
 
 class Mirror:

@@ -23,7 +23,7 @@ from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anch
 
 RECORD_ONLY = {
     "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.checkpoint_frequency",
-    "meta.keep_checkpoints", "meta.log_frequency",
+    "meta.keep_checkpoints", "meta.log_frequency", "meta.track",
 }
 # Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on
 # another GPU); the registry records that resume as approximate when the device differs.

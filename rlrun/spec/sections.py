@@ -262,6 +262,9 @@ class MetaSpec(Strict):
     """Periodic snapshots kept per session; the best and the final are always kept."""
     log_frequency: Frames = 5_000
     """Report progress every this many frames."""
+    track: list[Literal["mlflow", "wandb"]] = Field(default_factory=list)
+    """Experiment trackers each session also logs to (`rlrun.trackers`): "mlflow", "wandb". Record-only:
+    a resume continues the same tracker runs, and may add or drop one."""
     torch_threads: int = Field(default=1, gt=0, le=256)
     """Torch intra-op threads per session (one keeps parallel sessions from fighting)."""
     device: str = "cpu"

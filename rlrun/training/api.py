@@ -30,6 +30,7 @@ from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
+from rlrun.trackers import check_installed
 from rlrun.training.executor import Execution, Executor, OnEvent
 
 
@@ -90,6 +91,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
         check_run_name(name)
         _check_name_free(root, url, name)
     check_compatible(spec)
+    check_installed(spec.meta.track)
     runner = _executor(executor, handle_signals)
     runner.prepare(root, url, modules=user_code(spec))
     if handle_signals:
@@ -278,6 +280,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
             on_plan(plan)
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
+    check_installed(plan.spec.meta.track)
     runner = _executor(executor, handle_signals)
     runner.prepare(root, url, modules=user_code(plan.spec))
     if handle_signals:

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"training", "enjoy", "catalog"},      # the train/resume API and executors; replaying a checkpoint;
                                            # the home read for people (reads home and session logs)
     {"session", "home"},                   # one seed's training loop; the runs home as folders
+    {"trackers"},                          # MLflow / W&B runs the session loop feeds, in the background
     {"algorithms", "envs", "registry"},    # agents and memory; Gymnasium envs; the database
     {"spec", "snapshot"},                  # the experiment's vocabulary; the snapshot format
     {"refs"},                              # run references

@@ -1,0 +1,45 @@
+"""What each tracker got of a session, in `<session folder>/trackers.json`: the tracker's run, the
+points not delivered and the last error. Written when a session closes its trackers (and by
+`rlrun track`), read by `rlrun show`; standard library only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlrun.fsutil import atomic_write
+
+FILE_NAME = "trackers.json"
+
+
+@dataclass(frozen=True)
+class Delivered:
+    tracker: str
+    run: str | None
+    """The tracker's id of the run (None: never reached)."""
+    undelivered: int
+    """Points the tracker did not get (`rlrun track` re-sends the history)."""
+    error: str | None = None
+
+
+def path(session_dir: Path) -> Path:
+    return session_dir / FILE_NAME
+
+
+def read(session_dir: Path) -> dict[str, Delivered]:
+    file = path(session_dir)
+    if not file.exists():
+        return {}
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+        return {name: Delivered(**entry) for name, entry in document.items()}
+    except (ValueError, TypeError):
+        return {}
+
+
+def write(session_dir: Path, reports: list[Delivered]) -> None:
+    """Record these trackers' reports, keeping the others'."""
+    document = {name: asdict(entry) for name, entry in read(session_dir).items()}
+    document.update({report.tracker: asdict(report) for report in reports})
+    atomic_write(path(session_dir), json.dumps(document, indent=2, sort_keys=True).encode())

@@ -1,0 +1,187 @@
+"""Experiment trackers against the real ones: MLflow's SQLite store (in-process, no server) and W&B
+offline (its run files read back). A session's tracker history after kill -9 and resume is the
+uninterrupted run's, point for point; a tracker that is down never stops training, `rlrun show` says
+what it missed and `rlrun track` sends it afterwards; a search's trials share a parent. (Without the
+package, --track is bad input: tests/test_bad_input.py.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import cli_env, fast, rlrun, search_spec
+from same_run import (
+    CADENCE,
+    assert_same_run,
+    final_state,
+    newest_checkpoint_frame,
+    resume_ok,
+    train,
+    wait_for,
+)
+from tracker_readback import History, mlflow_history, training_history, wandb_history, wandb_records
+
+from rlrun.registry import Registry
+from rlrun.testhooks import HEARTBEAT_ENV
+
+pytest.importorskip("mlflow")
+pytest.importorskip("wandb")
+
+pytestmark = pytest.mark.slow
+
+SPEC = "reinforce_cartpole"
+TRACK = ["--track", "mlflow", "--track", "wandb"]
+FRAMES = 20_000
+SPARSE = ["--set", "meta.checkpoint_frequency=4000", "--set", "meta.eval_frequency=4000", "--frames", str(FRAMES)]
+"""Seven log events between snapshots (none for a new best between them): a kill finds the trackers
+past the newest snapshot (W&B writes a step once the next one comes)."""
+
+
+@pytest.fixture
+def trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Where the trackers write, through their own environment variables (inherited by `rlrun`)."""
+    where = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "WANDB_MODE": "offline",
+             "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_PROJECT": "rlrun-tests", "WANDB_SILENT": "true"}
+    (tmp_path / "wandb").mkdir()
+    for name, value in where.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # MLflow's artifacts (the spec) go to ./mlruns
+    from mlflow import MlflowClient
+
+    MlflowClient(where["MLFLOW_TRACKING_URI"]).search_experiments()  # its tables made now, not mid-run
+    return where
+
+
+def histories(run_id: str, where: dict[str, str]) -> tuple[History, History]:
+    mlflow, _ = mlflow_history(where["MLFLOW_TRACKING_URI"], run_id)
+    return mlflow, wandb_history(Path(where["WANDB_DIR"]), f"{run_id}-s0")
+
+
+def run_id(home: Path) -> str:
+    with Registry.open(home, create=False) as registry:
+        return registry.resolve("latest").id
+
+
+def mlflow_newest_step(where: dict[str, str], besides: str) -> int:
+    """The newest step MLflow holds of a run other than `besides`."""
+    database = Path(where["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
+    try:
+        with sqlite3.connect(database) as db:
+            (step,) = db.execute("select coalesce(max(m.step), -1) from metrics m join tags t on"
+                                 " t.run_uuid = m.run_uuid and t.key = 'rlrun.run' and t.value <> ?",
+                                 (besides,)).fetchone()
+    except sqlite3.OperationalError:  # its tables are still being made
+        return -1
+    return int(step)
+
+
+def wandb_newest_step(where: dict[str, str], besides: str) -> int:
+    """The newest step W&B's offline files hold of a run other than `besides`."""
+    runs = {folder.name.split("-")[-2] for folder in Path(where["WANDB_DIR"], "wandb").glob("offline-run-*-s0")}
+    return max((max(wandb_history(Path(where["WANDB_DIR"]), f"{run}-s0") or [-1]) for run in runs - {besides}),
+               default=-1)
+
+
+def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
+        tmp_path: Path, trackers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv(HEARTBEAT_ENV, "0.2")  # rows reach the log, and the trackers, between snapshots too
+    straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
+    done = train(straight_home, SPEC, *TRACK, *SPARSE)
+    assert done.code == 0, done.stderr
+    straight_id = run_id(straight_home)
+
+    # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
+                                *SPARSE], env=cli_env(killed_home),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def past_the_snapshot() -> bool:
+        held = min(mlflow_newest_step(trackers, straight_id), wandb_newest_step(trackers, straight_id))
+        return 2000 <= newest_checkpoint_frame(killed_home) < held  # the snapshot read last, just before the kill
+
+    wait_for(past_the_snapshot, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=30) == -signal.SIGKILL
+    killed_id = run_id(killed_home)
+    snapshot_frame = newest_checkpoint_frame(killed_home)
+    for name, before in zip(("mlflow", "wandb"), histories(killed_id, trackers), strict=True):
+        assert max(before) > snapshot_frame, f"{name} held nothing past the snapshot: the test would prove nothing"
+
+    resume_ok(killed_home, "latest")  # no --track: the run remembers its trackers
+    assert_same_run(final_state(straight_home), final_state(killed_home))
+    straight, resumed = histories(straight_id, trackers), histories(killed_id, trackers)
+    for name, a, b in zip(("mlflow", "wandb"), straight, resumed, strict=True):
+        assert max(a) == FRAMES and any("eval/return_mean" in values for values in a.values()), name
+        assert training_history(a) == training_history(b), f"{name} history differs from the uninterrupted run's"
+        assert a.keys() == b.keys() and all("time/fps" in b[step] for step in b if "rollout/return_mean" in b[step])
+
+    _, run = mlflow_history(trackers["MLFLOW_TRACKING_URI"], killed_id)
+    assert run.info.status == "FINISHED" and run.data.tags["mlflow.runName"] == f"{killed_id}/s0"
+    assert run.data.tags["rlrun.algorithm"] == "reinforce" and run.data.params["meta.max_frame"] == str(FRAMES)
+    assert run.data.tags["eval/best_return_mean"]
+
+
+def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_afterwards(
+        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    home = tmp_path / "home"
+    with socket_closed() as port:
+        down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "1", "RLRUN_TRACKER_CLOSE_SECONDS": "2"}
+        done = train(home, SPEC, "--track", "mlflow", "--frames", "3000", env=down)
+    assert done.code == 0, done.stderr
+    shown = rlrun(home, "show", "latest")
+    assert shown.code == 0 and "not delivered to mlflow" in shown.stderr and "rlrun track" in shown.stderr
+
+    sent = rlrun(home, "track", "latest", "--to", "mlflow")
+    assert sent.code == 0, sent.stderr
+    assert "not delivered" not in rlrun(home, "show", "latest").stderr
+    history, _ = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))
+    assert sorted(step for step, values in history.items() if "rollout/return_mean" in values) == \
+        list(range(500, 3001, 500))
+    assert [step for step, values in sorted(history.items()) if "eval/return_mean" in values] == [1000, 2000, 3000]
+
+    again = rlrun(home, "track", "latest", "--to", "mlflow")  # sent twice: the tracker run holds it once
+    assert again.code == 0, again.stderr
+    assert mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))[0] == history
+
+
+class socket_closed:
+    """A loopback port nothing listens on (bound, then closed)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_searchs_trials_are_nested_under_one_parent_and_grouped(tmp_path: Path, trackers: dict[str, str]) -> None:
+    home = tmp_path / "home"
+    done = rlrun(home, "search", str(search_spec(tmp_path)), "--trials", "2", "--parallel", "2", *TRACK)
+    assert done.code == 0, done.stderr
+    with Registry.open(home, create=False) as registry:
+        (search, *_), *_ = registry.list_searches()
+        runs = [t.run_id for t in registry.get_search(search.id).trials]
+    assert len(runs) == 2 and all(runs)
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(trackers["MLFLOW_TRACKING_URI"])
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (parent,) = client.search_runs(experiments, filter_string="tags.`rlrun.parent` = 'search'")
+    assert parent.data.tags["rlrun.search"] == search.id
+    for run in runs:
+        history, trial = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run)
+        assert trial.data.tags["mlflow.parentRunId"] == parent.info.run_id and history
+        (file,) = Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
+        (record,) = [r.run for r in wandb_records(file) if r.WhichOneof("record_type") == "run"]
+        assert record.run_group == search.id and wandb_history(Path(trackers["WANDB_DIR"]), f"{run}-s0")
