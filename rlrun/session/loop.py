@@ -96,7 +96,7 @@ class Session:
         self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
         self.spec = validate_spec(task.spec)
         self.meta = self.spec.meta
-        self.home = Path(task.home)
+        self.home = paths.task_home(task.home)
         torch.set_num_threads(self.meta.torch_threads)
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
@@ -475,7 +475,7 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
     newer attempt takes the lease, this one writes nothing more and ends SUPERSEDED. `on_lease`
     (a cluster executor's) may then change the task, given the token: a retried attempt continues
     from the newest snapshot."""
-    registry = Registry.open(Path(task.home), task.db_url)
+    registry = Registry.open(paths.task_home(task.home), task.db_url)
     session: Session | None = None
     try:
         lease = registry.acquire_lease(task.session_id)

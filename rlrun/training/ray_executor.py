@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlrun import paths
 from rlrun.errors import BadInput, RegistryError, install_hint
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
@@ -238,7 +239,7 @@ class _Watch:
     Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
 
     def __init__(self, task: SessionTask) -> None:
-        self.registry = Registry.open(Path(task.home), task.db_url)
+        self.registry = Registry.open(paths.task_home(task.home), task.db_url)
         self.checked = 0.0
         self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
 
@@ -271,7 +272,7 @@ class _Watch:
 
 
 def _lease_of(task: SessionTask) -> int:
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         return registry.get_session(task.run_id, task.index).lease
 
 
@@ -299,7 +300,7 @@ def _outcome(ray: Any, ref: Any, task: SessionTask) -> events.SessionEnded:
 
 
 def _recorded_end(task: SessionTask, message: str) -> events.SessionEnded:
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         if session.status in ("pending", "running"):
             registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
@@ -411,7 +412,7 @@ def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> 
         return task
     from rlrun.training.api import newest_intact, rewind
 
-    home = Path(task.home)
+    home = paths.task_home(task.home)
     detail = registry.get_run(task.run_id)
     session = next(s for s in detail.sessions if s.index == task.index)
     own = [c for c in detail.checkpoints if c.session_index == task.index]
