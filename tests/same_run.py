@@ -48,6 +48,7 @@ def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
         evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
                        if e.session_index == session.index]
         log = metrics_log.path(paths.session_dir(home, detail.run.id, session.index))
+        metrics_log.download(log)  # a home in object storage: the log the store holds
         sessions.append({"saved": saved, "recorded": evaluations, "status": session.status,
                          "metrics": training_cells(log)})
     return {"run": detail.run, "sessions": sessions}

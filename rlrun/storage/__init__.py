@@ -51,11 +51,15 @@ def working_copy(url: str) -> Path:
     return base.joinpath("homes", scheme.lower(), *parts)
 
 
-def open_home(url: str) -> Path:
-    """The working copy of the home at `url`, its mirror registered for this process; BadInput
-    (nothing written) when no installed library handles the URL. Nothing is contacted here."""
+def open_home(url: str, local: Path | None = None) -> Path:
+    """The working copy of the home at `url` (`working_copy`, or `local` when given: a test's
+    folder), its mirror registered for this process; BadInput (nothing written) when no installed
+    library handles the URL. Nothing is contacted here."""
     url = url.rstrip("/")
-    local = working_copy(url)
+    known = next((m.local for m in _MIRRORS.values() if m.url == url), None)
+    if known is not None and local is None:
+        return known
+    local = local or working_copy(url)
     if local not in _MIRRORS:
         _MIRRORS[local] = Mirror(url, local, _filesystem(url))
     return local
