@@ -44,7 +44,7 @@ def _segment_key(mirror: storage.Mirror, checkpoints: Path, file: str, digest: s
     return mirror.key(checkpoints.parent / SEGMENTS / f"{stem}.{digest[:16]}.npy")
 
 
-def _keys(mirror: storage.Mirror, snapshot: Path, manifest: dict[str, Any]) -> dict[str, str]:
+def object_keys(mirror: storage.Mirror, snapshot: Path, manifest: dict[str, Any]) -> dict[str, str]:
     """Each file of a snapshot (MANIFEST.json aside) and the object holding it."""
     segments = _segments_of(manifest)
     return {name: _segment_key(mirror, snapshot.parent, name, digest) if name in segments
@@ -60,7 +60,7 @@ def upload(folder: Path, destination: Path) -> None:
     manifest = json.loads((folder / MANIFEST).read_bytes())
     mirror.delete_tree(destination)  # what a torn attempt at this same snapshot left
     present = set(mirror.keys(mirror.key(destination.parent.parent / SEGMENTS)))
-    pending = [(folder / name, key) for name, key in _keys(mirror, destination, manifest).items() if key not in present]
+    pending = [(folder / name, key) for name, key in object_keys(mirror, destination, manifest).items() if key not in present]
     mirror.put_many(pending)
     testhooks.crash_point("snapshot-half-uploaded")
     mirror.put(folder / MANIFEST, mirror.key(destination / MANIFEST))
@@ -82,7 +82,7 @@ def materialize(path: Path, expected_sha256: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.parent / temporary_name(path.name)
     try:
-        mirror.get_many([(key, temporary / name) for name, key in _keys(mirror, path, manifest).items()])
+        mirror.get_many([(key, temporary / name) for name, key in object_keys(mirror, path, manifest).items()])
         (temporary / MANIFEST).write_bytes(raw)
         shutil.rmtree(path, ignore_errors=True)
         temporary.rename(path)
@@ -140,7 +140,7 @@ def collect_segments(mirror: storage.Mirror, directory: Path) -> list[str]:
     for name, complete in snapshots(directory).items():
         raw = mirror.get_bytes(mirror.key(directory / name / MANIFEST)) if complete else None
         if raw is not None:
-            live |= set(_keys(mirror, directory / name, json.loads(raw)).values())
+            live |= set(object_keys(mirror, directory / name, json.loads(raw)).values())
     stale = [key for key in mirror.keys(mirror.key(directory.parent / SEGMENTS)) if key not in live]
     mirror.delete(stale)
     return stale
