@@ -692,7 +692,7 @@ def gc(
     if as_json:
         _print_json(report.to_json())
     else:
-        _say(views.garbage_report(report, root))
+        _say(views.garbage_report(report, paths.home_address(root)))
 
 
 @app.command("import", short_help="Add run folders copied from elsewhere.")
