@@ -229,6 +229,20 @@ def _keep_checkpoints(spec_json: str | None) -> int | None:
         return None
 
 
+def _upload_run(folder: Path) -> None:
+    """A run folder copied into a home in object storage goes to the store before the registry
+    hears of it: each complete snapshot as a snapshot is uploaded (segments by reference), then
+    every other file (its metrics log, run.json). Nothing in a local home."""
+    mirror = storage.mirror_of(folder)
+    if mirror is None:
+        return
+    snapshots = [path for path in layout.snapshot_folders(folder) if layout.is_complete(path)]
+    for path in snapshots:
+        remote.upload(path, path)
+    rest = [file for file in sorted(folder.rglob("*")) if file.is_file() and "checkpoints" not in file.parts]
+    mirror.put_many([(file, mirror.key(file)) for file in rest])
+
+
 # ---------------------------------------------------------------------------------------------
 # rebuild
 
@@ -251,10 +265,13 @@ class RebuildReport:
 def rebuild(registry: Registry) -> RebuildReport:
     """Add to the registry every run whose folder holds a manifest and which it does not list yet
     (all of them, after the registry file was lost). Parents go before their forks."""
+    home = registry.home
+    if (mirror := storage.mirror_of(home)) is not None:
+        raise BadInput(f"rlrun db rebuild reads run folders on disk; {mirror.url} is in object storage: copy it to"
+                       " a folder first (aws s3 sync), rebuild there, and point RLRUN_DB at that registry")
     report = RebuildReport()
     known = registry.run_ids()
     found: list[RestoredRun] = []
-    home = registry.home
     for manifest in sorted(home.glob(f"*/{MANIFEST}")) if home.is_dir() else []:
         folder = manifest.parent
         if folder.name in known:
@@ -315,6 +332,7 @@ def import_runs(registry: Registry, checked: list[tuple[Path, RestoredRun]], *, 
         else:
             shutil.copytree(folder, destination)
         try:
+            _upload_run(destination)
             registry.restore_run(restored)
         except BaseException:
             if not move:

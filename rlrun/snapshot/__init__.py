@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import testhooks
+from rlrun import storage, testhooks
 from rlrun.fsutil import fsync_path, write_synced
 from rlrun.snapshot import layout, remote
 from rlrun.snapshot.layout import (
@@ -73,6 +73,7 @@ def write(destination: Path, snapshot: Snapshot, *, previous: Path | None = None
     not written again."""
     prepared = prepare(destination, snapshot, previous=previous)
     try:
+        prepared.upload()
         return prepared.publish()
     except BaseException:
         prepared.discard()
@@ -90,6 +91,17 @@ class Prepared:
     sha256: str
     size_bytes: int
 
+    @property
+    def in_object_storage(self) -> bool:
+        """Whether `upload` has work to do (the home is in object storage)."""
+        return storage.mirror_of(self.destination) is not None
+
+    def upload(self) -> None:
+        """In a home kept in object storage, upload the snapshot (objects, then its manifest) before
+        it is published; nothing on disk. Reads only the temporary folder, so it may run in a
+        background thread while training goes on (`rlrun.session.loop`)."""
+        remote.upload(self.temporary, self.destination)
+
     def publish(self) -> Written:
         """Put the folder in place. Idempotent, as a retried registry write needs (`add_checkpoint`):
         a second call finds it renamed already (`prepare` refused an existing destination)."""
@@ -105,7 +117,8 @@ class Prepared:
 
 def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = None) -> Prepared:
     """Write every file of `snapshot` into a temporary folder beside `destination` (which must not
-    exist yet), fsync'd, linking the log segments `previous` holds; `Prepared.publish` completes it."""
+    exist yet), fsync'd, linking the log segments `previous` holds; `Prepared.upload` (a home in
+    object storage) and `Prepared.publish` complete it."""
     import torch
 
     if destination.exists():
@@ -128,7 +141,6 @@ def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = No
         for directory in (temporary / ARRAYS, temporary / LOGS, temporary):
             if directory.exists():
                 fsync_path(directory)
-        remote.upload(temporary, destination)  # a home in object storage: objects, then the manifest
     except BaseException:
         layout.remove(temporary)
         raise

@@ -60,7 +60,8 @@ def upload(folder: Path, destination: Path) -> None:
     manifest = json.loads((folder / MANIFEST).read_bytes())
     mirror.delete_tree(destination)  # what a torn attempt at this same snapshot left
     present = set(mirror.keys(mirror.key(destination.parent.parent / SEGMENTS)))
-    pending = [(folder / name, key) for name, key in object_keys(mirror, destination, manifest).items() if key not in present]
+    keys = object_keys(mirror, destination, manifest)
+    pending = [(folder / name, key) for name, key in keys.items() if key not in present]
     mirror.put_many(pending)
     testhooks.crash_point("snapshot-half-uploaded")
     mirror.put(folder / MANIFEST, mirror.key(destination / MANIFEST))
