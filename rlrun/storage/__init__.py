@@ -81,6 +81,13 @@ def address(home: Path) -> str:
     return mirror.url if mirror is not None else str(home)
 
 
+def read_url(url: str) -> bytes:
+    """One object's bytes, named by its full URL (a probe on a cluster node)."""
+    fs, key = _filesystem(url)
+    data: bytes = fs.cat_file(key)
+    return data
+
+
 def _filesystem(url: str) -> tuple[Any, str]:
     scheme = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
     extra = _EXTRAS.get(scheme)

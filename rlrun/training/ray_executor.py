@@ -40,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import paths
+from rlrun import paths, storage
 from rlrun.errors import BadInput, RegistryError, install_hint
 from rlrun.registry import Registry, sqlite_file
 from rlrun.session import events
@@ -229,7 +229,8 @@ def _installed(path: Path) -> bool:
 def forwarded_environment() -> dict[str, str]:
     """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
     local ones; a worker's environment is its node's, not this process's."""
-    return {k: v for k, v in os.environ.items() if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB")}
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV)}  # fmt: skip
 
 
 class _Watch:
@@ -453,8 +454,15 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
         places["SQLite registry"] = db_file.parent
     made: list[Path] = []
     markers: dict[str, str] = {}
+    mirror = storage.mirror_of(home)
     try:
+        if mirror is not None:  # a home in object storage: every node must reach the store, not a folder
+            mirror.check()
+            mirror.put_bytes(mirror.key(home / f".rlrun-probe-{token}"), token.encode())
+            markers["runs home"] = f"{mirror.url}/.rlrun-probe-{token}"
         for what, folder in places.items():
+            if what in markers:
+                continue
             made += [p for p in (folder, *folder.parents) if not p.exists()]
             folder.mkdir(parents=True, exist_ok=True)
             marker = folder / f".rlrun-probe-{token}"
@@ -477,7 +485,11 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
                 raise BadInput(_unreachable(node, missing[0], places, db_file is not None))
     finally:
         for written in markers.values():
-            Path(written).unlink(missing_ok=True)
+            if storage.is_url(written):
+                assert mirror is not None
+                mirror.delete([mirror.key(home / written.rpartition("/")[2])])
+            else:
+                Path(written).unlink(missing_ok=True)
         for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
@@ -496,6 +508,9 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
     if what == "SQLite registry":
         return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
                 " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
+    if storage.mirror_of(places[what]) is not None:
+        return (f"{where} cannot reach the runs home {storage.address(places[what])} in object storage; give every"
+                " node credentials for it (as the cloud's own tools find them) and AWS_ENDPOINT_URL if not AWS")
     advice = " and RLRUN_DB on PostgreSQL" if sqlite else ""
     return (f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
             f" path (NFS, a cluster file system){advice}")
@@ -512,9 +527,10 @@ def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = (
     missing = []
     for what, marker in markers.items():
         try:
-            if Path(marker).read_text() != token:
+            found = storage.read_url(marker) if storage.is_url(marker) else Path(marker).read_bytes()
+            if found != token.encode():
                 missing.append(what)
-        except OSError:
+        except Exception:  # a store's library raises its own errors: the node cannot reach it
             missing.append(what)
     for module in modules:
         failure = import_failure(module)
