@@ -15,8 +15,8 @@ this measures, not the absolute numbers (run against MinIO or S3 for those).
   Alternated --repeat times; the best of each.
 - incremental: --new of the rows replaced by new ones, a second snapshot staged and uploaded: the
   bytes that reached the store against the new rows' bytes.
-- stall: after one full snapshot (not timed), --snapshots snapshots, --interval seconds of "training" apart (a sleep: the loop's own
-  work is not what is measured), each after --new new rows; the time the loop is held per snapshot,
+- stall: after one full snapshot (not timed), --snapshots snapshots, --interval seconds of
+  "training" apart (a sleep: the loop's own work is not what is measured), each after --new new rows; the time the loop is held per snapshot,
   with the upload in the foreground (stage + upload) and in the background (rlrun's way: wait for
   the previous upload if it is still running, then stage). p50 and p99.
 """
@@ -155,7 +155,8 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     mib = uploaded / 2**20
     result: dict[str, Any] = {
         "gib": args.gib, "bytes_uploaded": uploaded, "stage_seconds": round(stage_seconds, 2),
-        "rlrun_upload_mib_s": round(mib / min(rlrun_seconds), 1), "bulk_upload_mib_s": round(mib / min(bulk_seconds), 1),
+        "rlrun_upload_mib_s": round(mib / min(rlrun_seconds), 1),
+        "bulk_upload_mib_s": round(mib / min(bulk_seconds), 1),
         "rlrun_vs_bulk": round(min(bulk_seconds) / min(rlrun_seconds), 3),
     }  # fmt: skip
 
