@@ -16,9 +16,10 @@ this measures, not the absolute numbers (run against MinIO or S3 for those).
 - incremental: --new of the rows replaced by new ones, a second snapshot staged and uploaded: the
   bytes that reached the store against the new rows' bytes.
 - stall: after one full snapshot (not timed), --snapshots snapshots, --interval seconds of
-  "training" apart (a sleep: the loop's own work is not what is measured), each after --new new rows; the time the loop is held per snapshot,
-  with the upload in the foreground (stage + upload) and in the background (rlrun's way: wait for
-  the previous upload if it is still running, then stage). p50 and p99.
+  "training" apart (a sleep: the loop's own work is not what is measured), each after --new new
+  rows; the time the loop is held per snapshot, with the upload in the foreground (stage + upload)
+  and in the background (rlrun's way: wait for the previous upload if it is still running, then
+  stage). p50 and p99.
 """
 
 from __future__ import annotations
