@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+from rlrun import storage
 from rlrun.errors import BadInput
 
 HOME_ENV = "RLRUN_HOME"
@@ -23,14 +24,21 @@ DEFAULT_HOME = Path("runs")
 
 def resolve_home(home: Path | str | None = None) -> Path:
     """The runs home: the argument, else $RLRUN_HOME, else ./runs. A path that cannot be a folder
-    (a file, inside a file, too long) is bad input here, before anything is read or written."""
+    (a file, inside a file, too long) is bad input here, before anything is read or written. A URL
+    (`s3://bucket/prefix`) is a home in object storage: its local working copy is returned
+    (`rlrun.storage`), and its registry must be in $RLRUN_DB."""
     if home is not None:
-        chosen, source = Path(home), "--home"
+        given, source = home, "--home"
     elif os.environ.get(HOME_ENV):
-        chosen, source = Path(os.environ[HOME_ENV]), f"${HOME_ENV}"
+        given, source = os.environ[HOME_ENV], f"${HOME_ENV}"
     else:
-        chosen, source = DEFAULT_HOME, "the runs home"
-    resolved = chosen.expanduser().absolute()
+        given, source = DEFAULT_HOME, "the runs home"
+    if storage.is_url(given):
+        if not os.environ.get(DB_ENV):
+            raise BadInput(f"{source} {given} is in object storage, where no registry file can live; set {DB_ENV}"
+                           " (sqlite:////path/registry.sqlite on one machine, postgresql+psycopg://… for a cluster)")
+        return storage.open_home(str(given))
+    resolved = Path(given).expanduser().absolute()
     check_folder(resolved, source)
     return resolved
 
@@ -53,6 +61,16 @@ def check_folder(folder: Path, source: str) -> None:
         raise BadInput(f"{what} cannot be used ({error.strerror}); give another folder") from None
     where = "" if file == folder else f": {file}"
     raise BadInput(f"{what}{where} is a file, not a folder; give a folder")
+
+
+def task_home(home: str) -> Path:
+    """The home a session task names (`home_address`), as a folder on this machine."""
+    return storage.open_home(home) if storage.is_url(home) else Path(home)
+
+
+def home_address(home: Path) -> str:
+    """How a session on another machine names `home`: its URL for a home in object storage."""
+    return storage.address(home)
 
 
 def database_url(home: Path) -> str:

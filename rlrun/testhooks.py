@@ -41,6 +41,7 @@ STEPS = (
     "attempt-recorded",  # a session's attempt row is committed
     "snapshot-half-written",  # a snapshot's temporary folder holds some of its files
     "segment-half-written",  # a log segment (replay memory) is partly written in a snapshot's temporary folder
+    "snapshot-half-uploaded",  # a snapshot's objects are in the object store, its manifest is not
     "snapshot-renamed",  # the snapshot folder is complete, the registry has not heard of it
     "checkpoint-recorded",  # the registry row of a complete snapshot is committed
     "evaluation-recorded",  # an evaluation row is committed

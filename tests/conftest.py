@@ -3,12 +3,15 @@ fixture (`rlrun` in-process against it), one trained home per test session, and 
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+import socket
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import TINY, Result, invoke, rlrun
+from helpers import TINY, Result, home_settings, invoke, rlrun, store_home
 
 UNIT = Path(__file__).resolve().parent / "unit"
 
@@ -35,17 +38,66 @@ def _unit_lane_only(config: pytest.Config) -> bool:
     return bool(chosen) and all(path == UNIT or UNIT in path.parents for path in chosen)
 
 
+HOME_KINDS = ("local", "s3")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `any_home` runs once per kind of home (`HOME_KINDS`): its `home` fixture is a
+    local folder, then a home in an S3 bucket on a loopback server."""
+    if metafunc.definition.get_closest_marker("any_home") and "home_kind" in metafunc.fixturenames:
+        metafunc.parametrize("home_kind", HOME_KINDS, indirect=True)
+
+
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "runs"
+def home_kind(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "local"))
+
+
+@pytest.fixture
+def home(tmp_path: Path, home_kind: str, request: pytest.FixtureRequest) -> Path:
+    if home_kind == "local":
+        return tmp_path / "runs"
+    bucket = request.getfixturevalue("s3_bucket")
+    return store_home(f"s3://{bucket}/{tmp_path.name}-{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bucket on an S3 server on loopback (moto's server mode, a real HTTP server in this process),
+    for the whole test session; the AWS variables that point every rlrun process at it (the cloud
+    tools' own way: AWS_ENDPOINT_URL and the access keys) stay set until the session ends."""
+    server_module = pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
+    pytest.importorskip("s3fs", reason="a home in S3 needs the s3 extra")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    settings = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="rlrun-tests")
+    try:
+        yield "rlrun-tests"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
 
 
 @pytest.fixture(autouse=True)
 def _temporary_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs against its own home: in-process commands read RLRUN_HOME, and a database
     URL from the developer's shell never reaches a test."""
-    monkeypatch.setenv("RLRUN_HOME", str(home))
     monkeypatch.delenv("RLRUN_DB", raising=False)
+    for key, value in home_settings(home).items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture

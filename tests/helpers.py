@@ -89,8 +89,36 @@ class Result:
 
 def cli_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RLRUN_HOME", "RLRUN_DB", "DISPLAY", "WAYLAND_DISPLAY")}
-    env["RLRUN_HOME"] = str(home)
+    env.update(home_settings(home))
     return env
+
+
+def home_settings(home: Path) -> dict[str, str]:
+    """How a command names the test's `home`: the folder; or, for a home in object storage (the
+    `home` fixture's "s3" kind, `store_home`), its URL, the registry file in the test's folder, and
+    a working copy of its own that no other command shares, so everything a command reads it
+    reads from the store."""
+    from rlrun import storage
+
+    mirror = storage.mirror_of(home)
+    if mirror is None or mirror.local != home:
+        return {"RLRUN_HOME": str(home)}
+    import tempfile
+
+    caches = home.parent / "working-copies"
+    caches.mkdir(parents=True, exist_ok=True)
+    return {"RLRUN_HOME": mirror.url, "RLRUN_DB": f"sqlite:///{home / 'registry.sqlite'}",
+            storage.CACHE_ENV: tempfile.mkdtemp(dir=caches)}
+
+
+def store_home(url: str, folder: Path) -> Path:
+    """A runs home at `url` in object storage whose registry file and this process's working copy
+    are `folder`: tests read it (`Registry.open(home)`, `snapshot.read(home / path)`) as they read a
+    local home, every snapshot then downloaded from the store."""
+    from rlrun import storage
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return storage.open_home(url, local=folder)
 
 
 def rlrun(home: Path, *args: str, timeout: float = 300) -> Result:
@@ -117,7 +145,7 @@ def _environment(home: Path | None, env: dict[str, str] | None) -> Iterator[None
     try:
         os.environ.pop("RLRUN_DB", None)
         if home is not None:
-            os.environ["RLRUN_HOME"] = str(home)
+            os.environ.update(home_settings(home))
         os.environ.update(env or {})
         yield
     finally:

@@ -5,6 +5,7 @@ and evaluations (`final_state`), equal bit for bit (`assert_same_run`)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import sqlite3
@@ -18,10 +19,11 @@ import numpy as np
 import torch
 from helpers import Result, cli_env, fast, rlrun
 
-from rlrun import paths, snapshot
+from rlrun import paths, snapshot, storage
 from rlrun.algorithms import algorithm_names
 from rlrun.registry import Registry
 from rlrun.session import metrics_log
+from rlrun.snapshot import remote
 from rlrun.snapshot.layout import is_temporary
 from rlrun.testhooks import SIGNAL_AT_ENV
 
@@ -48,6 +50,7 @@ def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
         evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
                        if e.session_index == session.index]
         log = metrics_log.path(paths.session_dir(home, detail.run.id, session.index))
+        metrics_log.download(log)  # a home in object storage: the log the store holds
         sessions.append({"saved": saved, "recorded": evaluations, "status": session.status,
                          "metrics": training_cells(log)})
     return {"run": detail.run, "sessions": sessions}
@@ -177,3 +180,21 @@ def assert_snapshots_sound(home: Path) -> None:
         assert not is_temporary(home / checkpoint.path), checkpoint.path
         snapshot.verify(home / checkpoint.path, checkpoint.sha256, deep=True)
     assert not [p for p in home.glob("*/s*/checkpoints/.*") if is_temporary(p)]
+    assert_store_sound(home, checkpoints)
+
+
+def assert_store_sound(home: Path, checkpoints: list[Any]) -> None:
+    """For a home in object storage: the store holds exactly the listed snapshots, each complete,
+    and exactly the segments their manifests name (nothing torn, orphaned or left behind)."""
+    mirror = storage.mirror_of(home)
+    if mirror is None:
+        return
+    listed = {home / c.path for c in checkpoints}
+    stored: dict[Path, bool] = {}
+    for run_id in {c.run_id for c in checkpoints}:
+        stored.update(remote.run_snapshots(home / run_id))
+    assert stored.keys() == listed and all(stored.values()), "the store holds other snapshots than the listed"
+    named = {key for path in listed for key in remote.object_keys(mirror, path, json.loads(mirror.get_bytes(
+        mirror.key(path / snapshot.layout.MANIFEST)) or b"{}")).values()}  # fmt: skip
+    segments = {key for key in mirror.keys(mirror.root) if f"/{remote.SEGMENTS}/" in key}
+    assert segments == {key for key in named if f"/{remote.SEGMENTS}/" in key}, "segments no snapshot names"

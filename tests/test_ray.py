@@ -56,10 +56,15 @@ ISOLATED = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RLRUN_TENSORBOARD": "0"}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real multi-node cluster for the module: a head that runs no session, and worker nodes
-    of one CPU each. A test that removes a node adds a fresh one back."""
+    of one CPU each. A test that removes a node adds a fresh one back. Its nodes know the S3
+    server on loopback (as a cloud node knows its store) and keep the working copies of homes in
+    object storage in a folder of their own, not the driver's."""
     os.environ.update(ISOLATED)
+    with contextlib.suppress(pytest.skip.Exception):
+        request.getfixturevalue("s3_bucket")
+    os.environ["RLRUN_CACHE"] = str(tmp_path_factory.mktemp("nodes-working-copies"))
     from ray.cluster_utils import Cluster
 
     made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
@@ -206,10 +211,13 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url:
     assert "retry (automatic)" in shown.stderr and lost[1].node in shown.stderr
 
 
+@pytest.mark.any_home
 def test_a_killed_worker_dqn_replay_memory(cluster: Any, registry_url: str, home: Path,
                                            tmp_path_factory: pytest.TempPathFactory) -> None:
     """kill -9 of the worker (it kills itself right after recording its second snapshot): the
-    retry continues from that snapshot with the replay memory it holds."""
+    retry continues from that snapshot with the replay memory it holds. On a home in S3 the nodes
+    share no folder with the driver or with one another's working copies: everything goes through
+    the store."""
     a = straight(tmp_path_factory, "dqn_cartpole")
     done = train(home, registry_url, cluster, "dqn_cartpole", env={CRASH_ENV: "checkpoint-recorded#2"})
     assert done.code == 0, done.stderr

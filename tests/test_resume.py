@@ -55,6 +55,7 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return spec, final_state(home)
 
 
+@pytest.mark.any_home
 def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     assert train(home, spec, "--frames", str(BUDGET // 2)).code == 0
@@ -70,6 +71,7 @@ def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], h
         ("train", 0, False), ("resume", BUDGET // 2, False)]
 
 
+@pytest.mark.any_home
 def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     stopped = train(home, spec, "--frames", str(BUDGET), env={SIGNAL_AT_ENV: "2345"})
@@ -85,6 +87,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
     assert_same_run(a, final_state(home))
 
 
+@pytest.mark.any_home
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames",

@@ -38,10 +38,11 @@ app.add_typer(spec_app, name="spec")
 # ---------------------------------------------------------------------------------------------
 # Options shared by several commands
 
+# A string, not a Path: a home may be a URL (s3://bucket/runs), which Path would fold into s3:/bucket/runs.
 Home = Annotated[
-    Path | None,
-    typer.Option(envvar=paths.HOME_ENV, show_envvar=False, metavar="PATH",
-                 help="Runs home (default ./runs, or $RLRUN_HOME)."),
+    str | None,
+    typer.Option(envvar=paths.HOME_ENV, show_envvar=False, metavar="PATH|URL",
+                 help="Runs home: a folder (default ./runs, or $RLRUN_HOME) or s3://bucket/prefix (needs $RLRUN_DB)."),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
 Track = Annotated[list[str] | None, typer.Option(
@@ -493,7 +494,7 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
                   highlight=False, markup=False)
 
 
-def _resume_search(reference: str, home: Path | None, as_json: bool, given: dict[str, Any],
+def _resume_search(reference: str, home: str | None, as_json: bool, given: dict[str, Any],
                    make_executor: Any) -> None:
     from rlrun.cli.display import TrainingDisplay
     from rlrun.search import resume_search
@@ -562,7 +563,7 @@ def list_runs(
                               colour=views.colour_enabled()))
 
 
-def _list_searches(reference: str | None, home: Path | None, as_json: bool, limit: int | None) -> None:
+def _list_searches(reference: str | None, home: str | None, as_json: bool, limit: int | None) -> None:
     """`ls --searches` (the searches, newest first) or `ls --search REF` (one search's trials). Read-only."""
     from rlrun import catalog
     from rlrun.cli import views
@@ -856,7 +857,7 @@ def gc(
     if as_json:
         _print_json(report.to_json())
     else:
-        _say(views.garbage_report(report, root))
+        _say(views.garbage_report(report, paths.home_address(root)))
 
 
 @app.command("import", short_help="Add run folders copied from elsewhere.")

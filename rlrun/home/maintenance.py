@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rlrun import paths
+from rlrun import paths, snapshot, storage
 from rlrun.errors import BadInput, SpecError
 from rlrun.fsutil import bytes_freed_by_removing
 from rlrun.home.folders import read_copied_run, read_run_folder
@@ -31,7 +31,7 @@ from rlrun.registry import (
     RunRecord,
 )
 from rlrun.registry.manifest import read_search_manifest
-from rlrun.snapshot import layout, retention
+from rlrun.snapshot import layout, remote, retention
 from rlrun.spec import validate_spec
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def plan_removal(references: Iterable[str], filters: RunFilter | None = None, *,
             run = registry.resolve(whole_run(reference, "rm"), filters)
             chosen.setdefault(run.id, (reference, run))
     named = list(chosen.values())
-    size = bytes_freed_by_removing([paths.run_dir(root, run_id) for run_id in chosen])
+    size = sum(_bytes_of_run(root, run_id) for run_id in chosen)
     return RemovalPlan(root, named, size, [run for _, run in named if run.status == "running"])
 
 
@@ -88,11 +88,22 @@ def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:
     freed = 0
     for run in runs:
         folder = paths.run_dir(registry.home, run.id)
-        size = bytes_freed_by_removing([folder])  # a fork's snapshots may share its segments
+        size = _bytes_of_run(registry.home, run.id)
         registry.delete_run(run.id)
         shutil.rmtree(folder, ignore_errors=True)
+        if (mirror := storage.mirror_of(folder)) is not None:
+            mirror.delete_tree(folder)  # every object of the run: snapshots, segments, logs, run.json
         freed += size
     return freed
+
+
+def _bytes_of_run(home: Path, run_id: str) -> int:
+    """What deleting a run's folder frees: on disk a fork's snapshots may share its segments (hard
+    links: counted once); in object storage, its objects (segments are never shared across runs)."""
+    folder = paths.run_dir(home, run_id)
+    if (mirror := storage.mirror_of(folder)) is not None:
+        return sum(mirror.sizes(mirror.key(folder)).values())
+    return bytes_freed_by_removing([folder])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +139,14 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     known = registry.run_ids()
     checkpoints = [c for c in registry.all_checkpoints() if c.run_id not in live]
     report.skipped_running = sorted(live)
-    gone = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
+    mirror = storage.mirror_of(home)
+    if mirror is None:
+        gone = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
+    else:  # the store holds the home; the working copy may hold none of it
+        stored = {path for run_id in {c.run_id for c in checkpoints}
+                  for path, complete in remote.run_snapshots(paths.run_dir(home, run_id)).items() if complete}
+        gone = sorted(c.path for c in checkpoints if home / c.path not in stored)
+        before = sum(mirror.sizes(mirror.root).values())
     _retire(registry, checkpoints, report)
     report.missing = [path for path in gone if path not in set(report.retired)]
     listed = {c.path for c in checkpoints}
@@ -139,16 +157,44 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
             continue
         if folder.name in live:
             continue
-        for snapshot in layout.snapshot_folders(folder, include_temporary=True):
-            relative = str(snapshot.relative_to(home))
-            if layout.is_temporary(snapshot):
+        for found in layout.snapshot_folders(folder, include_temporary=True):
+            relative = str(found.relative_to(home))
+            if layout.is_temporary(found):
                 report.temporaries.append(relative)
             elif relative not in listed:
                 report.orphans.append(relative)
+    if mirror is not None:
+        _collect_in_store(mirror, registry, sorted(known - live), listed, report)
+        if not dry_run:
+            report.freed_bytes = before - sum(mirror.sizes(mirror.root).values())
+        return report
     report.freed_bytes += layout.freed_bytes([home / relative for relative in (*report.orphans, *report.temporaries)])
     for relative in (*report.orphans, *report.temporaries) if not dry_run else ():
         layout.remove(home / relative)
     return report
+
+
+def _collect_in_store(mirror: storage.Mirror, registry: Registry, runs: list[str], listed: set[str],
+                      report: GarbageReport) -> None:
+    """`collect_garbage`'s sweep for a home in object storage, where the store, not the working
+    copy, holds every run: snapshots without a manifest (a kill mid-upload) or without a row, then
+    the segments no complete snapshot lists any more."""
+    home = registry.home
+    report.temporaries, report.orphans = [], []
+    for run_id in runs:
+        for path, complete in remote.run_snapshots(paths.run_dir(home, run_id)).items():
+            relative = str(path.relative_to(home))
+            if not complete:
+                report.temporaries.append(relative)
+            elif relative not in listed:
+                report.orphans.append(relative)
+    if report.dry_run:
+        return
+    for relative in (*report.orphans, *report.temporaries):
+        snapshot.remove(home / relative)
+    for run_id in runs:
+        for checkpoints in remote.run_checkpoint_folders(paths.run_dir(home, run_id)):
+            remote.collect_segments(mirror, checkpoints)
 
 
 def _retire(registry: Registry, checkpoints: list[CheckpointRecord], report: GarbageReport) -> None:
@@ -171,7 +217,7 @@ def _retire(registry: Registry, checkpoints: list[CheckpointRecord], report: Gar
         return
     registry.remove_checkpoints([c.id for c in doomed])
     for checkpoint in doomed:
-        layout.remove(registry.home / checkpoint.path)
+        snapshot.remove(registry.home / checkpoint.path)
 
 
 def _keep_checkpoints(spec_json: str | None) -> int | None:
@@ -182,6 +228,20 @@ def _keep_checkpoints(spec_json: str | None) -> int | None:
         return validate_spec(json.loads(spec_json), check_env_id=False).meta.keep_checkpoints if spec_json else None
     except (SpecError, ValueError):
         return None
+
+
+def _upload_run(folder: Path) -> None:
+    """A run folder copied into a home in object storage goes to the store before the registry
+    hears of it: each complete snapshot as a snapshot is uploaded (segments by reference), then
+    every other file (its metrics log, run.json). Nothing in a local home."""
+    mirror = storage.mirror_of(folder)
+    if mirror is None:
+        return
+    snapshots = [path for path in layout.snapshot_folders(folder) if layout.is_complete(path)]
+    for path in snapshots:
+        remote.upload(path, path)
+    rest = [file for file in sorted(folder.rglob("*")) if file.is_file() and "checkpoints" not in file.parts]
+    mirror.put_many([(file, mirror.key(file)) for file in rest])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,10 +267,13 @@ class RebuildReport:
 def rebuild(registry: Registry) -> RebuildReport:
     """Add to the registry every run whose folder holds a manifest and which it does not list yet
     (all of them, after the registry file was lost). Parents go before their forks."""
+    home = registry.home
+    if (mirror := storage.mirror_of(home)) is not None:
+        raise BadInput(f"rlrun db rebuild reads run folders on disk; {mirror.url} is in object storage: copy it to"
+                       " a folder first (aws s3 sync), rebuild there, and point RLRUN_DB at that registry")
     report = RebuildReport()
     known = registry.run_ids()
     found: list[RestoredRun] = []
-    home = registry.home
     for manifest in sorted(home.glob(f"*/{MANIFEST}")) if home.is_dir() else []:
         folder = manifest.parent
         if folder.name in known:
@@ -302,6 +365,7 @@ def import_runs(registry: Registry, checked: list[tuple[Path, RestoredRun]], *, 
         else:
             shutil.copytree(folder, destination)
         try:
+            _upload_run(destination)
             registry.restore_run(restored)
         except BaseException:
             if not move:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rlrun import paths
+from rlrun import paths, storage
 from rlrun.registry.database import Transaction
 from rlrun.registry.queries import attempts_of, evaluations_where, revisions_of
 from rlrun.registry.records import (
@@ -76,7 +76,10 @@ def write_from_rows(tx: Transaction, home: Path, run_id: str) -> None:
         return
     from rlrun.fsutil import atomic_write  # writes only: reads need not load hashlib and uuid
 
-    atomic_write(paths.run_dir(home, run_id) / MANIFEST, json.dumps(document, indent=1).encode())
+    file = paths.run_dir(home, run_id) / MANIFEST
+    atomic_write(file, json.dumps(document, indent=1).encode())
+    if (mirror := storage.mirror_of(file)) is not None:  # a home in object storage keeps its copy there
+        mirror.put(file)
 
 
 class Manifest(NamedTuple):

@@ -17,8 +17,9 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -93,12 +94,22 @@ SUPERSEDED = "superseded"
 the registry keeps the newer attempt's account (not a stored status)."""
 
 
+@dataclass
+class _Upload:
+    """A snapshot staged for upload and what its registry row will say."""
+
+    prepared: snapshot.Prepared
+    kind: str
+    frame: int
+    done: Future[None] = field(default_factory=Future)
+
+
 class Session:
     def __init__(self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None) -> None:
         self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
         self.spec = validate_spec(task.spec)
         self.meta = self.spec.meta
-        self.home = Path(task.home)
+        self.home = paths.task_home(task.home)
         torch.set_num_threads(self.meta.torch_threads)
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
@@ -139,6 +150,10 @@ class Session:
         self.previous_snapshot: Path | None = None
         """The snapshot this process's state descends from (resumed from, then each one written):
         the next snapshot shares its replay memory's segments instead of writing them again."""
+        self._upload_thread: ThreadPoolExecutor | None = None
+        self.uploading: _Upload | None = None
+        """A snapshot staged in the working copy whose upload to object storage runs in the
+        background while training goes on (`_checkpoint`); recorded once it is complete."""
         if task.resume_from is not None:
             self.previous_snapshot = self.home / task.resume_from
             self._restore(snapshot.read(self.previous_snapshot, task.resume_sha256))
@@ -164,6 +179,8 @@ class Session:
                 with self._watching_nondeterminism():
                     status = self._train(stop)
             finally:
+                if self._upload_thread is not None:  # idle unless an error cut a snapshot's upload short
+                    self._upload_thread.shutdown(wait=False)
                 self._close_metrics(status)
         except BaseException as raised:
             error, lost = describe(raised), isinstance(raised, LeaseLost)
@@ -197,6 +214,8 @@ class Session:
                 return "preempted"
             before = self.clock.frame
             self._step()
+            if self.uploading is not None and self.uploading.done.done():
+                self._record_upload()
             if before < signal_at <= self.clock.frame:
                 os.kill(os.getpid(), signal.SIGTERM)
             testhooks.freeze_at_frame(before, self.clock.frame)
@@ -335,6 +354,7 @@ class Session:
         return ["best"] if is_best else []
 
     def _checkpoint(self, kinds: list[str]) -> None:
+        self._record_upload()  # one upload in flight at most: the next snapshot links this one's segments
         if self.clock.frame == self.last_snapshot_frame:
             return  # a stop right after a scheduled snapshot: that one already holds this state
         kind = "+".join(kinds)
@@ -342,10 +362,40 @@ class Session:
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
         prepared = snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind),
                                     previous=self.previous_snapshot)
+        self.last_snapshot_frame = self.clock.frame
+        upload = _Upload(prepared, kind, self.clock.frame)
+        if prepared.in_object_storage and not {"final", "preempt"} & set(kinds):
+            # Staged (consistent, on local disk): training goes on while it uploads. The last
+            # snapshot of a process (its end, a SIGTERM) is uploaded before the process ends.
+            upload.done = self._uploader().submit(prepared.upload)
+            self.uploading = upload
+            return
+        try:
+            prepared.upload()
+        except BaseException:
+            prepared.discard()
+            raise
+        self._record(upload)
+
+    def _record_upload(self) -> None:
+        """Wait for the snapshot uploading in the background, then record it."""
+        upload, self.uploading = self.uploading, None
+        if upload is None:
+            return
+        try:
+            upload.done.result()
+        except BaseException:
+            upload.prepared.discard()
+            raise
+        self._record(upload)
+
+    def _record(self, upload: _Upload) -> None:
+        """Put a complete snapshot in place and record it: the registry row is the commit."""
+        prepared = upload.prepared
         try:
             # The rename happens inside the fenced transaction that records it: a stale attempt
             # neither puts its folder in place nor records it.
-            self.registry.add_checkpoint(self.task.session_id, frame=self.clock.frame, kind=kind,
+            self.registry.add_checkpoint(self.task.session_id, frame=upload.frame, kind=upload.kind,
                                          path=str(prepared.destination.relative_to(self.home)),
                                          sha256=prepared.sha256, size_bytes=prepared.size_bytes,
                                          publish=prepared.publish)
@@ -353,9 +403,13 @@ class Session:
             prepared.discard()
             raise
         self.previous_snapshot = prepared.destination
-        self.last_snapshot_frame = self.clock.frame
-        self.emit(events.Checkpointed(self.task.index, self.clock.frame, kind, str(prepared.destination)))
+        self.emit(events.Checkpointed(self.task.index, upload.frame, upload.kind, str(prepared.destination)))
         self._retain()
+
+    def _uploader(self) -> ThreadPoolExecutor:
+        if self._upload_thread is None:
+            self._upload_thread = ThreadPoolExecutor(1, thread_name_prefix="rlrun-upload")
+        return self._upload_thread
 
     def _retain(self) -> None:
         """Apply the retention rule (`rlrun.snapshot.retention`). The row goes first, so the registry never
@@ -501,7 +555,7 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
     newer attempt takes the lease, this one writes nothing more and ends SUPERSEDED. `on_lease`
     (a cluster executor's) may then change the task, given the token: a retried attempt continues
     from the newest snapshot."""
-    registry = Registry.open(Path(task.home), task.db_url)
+    registry = Registry.open(paths.task_home(task.home), task.db_url)
     session: Session | None = None
     try:
         lease = registry.acquire_lease(task.session_id)

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rlrun import paths
+from rlrun import paths, storage
 from rlrun.fsutil import atomic_write
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ def read(file: Path) -> dict[str, list[Value]]:
 
 def rows_up_to(file: Path, frame: int) -> list[Row]:
     """The rows a snapshot at `frame` has seen: those logged at or before it."""
+    download(file)
     if not file.exists():
         return []
     return [row for row in read_rows(file)[1] if int(row["frame"] or 0) <= frame]
@@ -125,6 +126,32 @@ def latest(values: Sequence[Value]) -> float | None:
         if value is not None and math.isfinite(value):
             return float(value)
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# In object storage
+#
+# A home in object storage (`rlrun.storage`) keeps the log where a local home does, in the working
+# copy, and the store holds a copy uploaded with every snapshot (`MetricsLog.flush(sync=True)`, just
+# before the snapshot's objects) and when the session ends. So the store's log always reaches at
+# least as far as the newest snapshot, which is all a resume needs: it cuts the log back to its
+# snapshot's frame (`rows_up_to`) wherever it runs. Appending to an object is not possible; a whole
+# upload of a few hundred kilobytes per snapshot is cheap beside the snapshot itself.
+
+
+def upload(file: Path) -> None:
+    """Copy the log to the store (nothing in a local home)."""
+    mirror = storage.mirror_of(file)
+    if mirror is not None and file.exists():
+        mirror.put(file)
+
+
+def download(file: Path) -> None:
+    """Replace the working copy's log with the store's, when the home is in object storage: the
+    store's is the one the snapshots went with (a log left here by an earlier attempt is not)."""
+    mirror = storage.mirror_of(file)
+    if mirror is not None and (data := mirror.get_bytes(mirror.key(file))) is not None:
+        atomic_write(file, data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,6 +195,7 @@ class MetricsLog:
         self._file.flush()
         if sync:
             os.fsync(self._file.fileno())
+            upload(self.path)
 
     def discard(self) -> None:
         """Close without writing the rows not yet flushed."""
@@ -178,6 +206,7 @@ class MetricsLog:
         if not self._file.closed:
             self.flush()
             self._file.close()
+            upload(self.path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +231,7 @@ def gather(logs: Iterable[SessionLog]) -> dict[str, list[Any]]:
     names: dict[str, None] = {}
     parts: list[tuple[SessionLog, list[Row]]] = []
     for log in logs:
+        download(log.path)
         if log.path.exists():
             header, rows = read_rows(log.path)
             names.update(dict.fromkeys(header))

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import testhooks
+from rlrun import storage, testhooks
 from rlrun.fsutil import fsync_path, write_synced
+from rlrun.snapshot import layout, remote
 from rlrun.snapshot.layout import (
     ARRAYS,
     LOGS,
@@ -32,14 +33,10 @@ from rlrun.snapshot.layout import (
     hash_file,
     json_bytes,
     manifest_bytes,
-    read_meta,
-    remove,
     size_bytes,
     snapshot_name,
-    sweep_after,
     sweep_incomplete,
     temporary_name,
-    verify,
 )
 from rlrun.snapshot.logs import Log, StoredLog, stored_logs, write_logs
 from rlrun.snapshot.meta import Best, RandomStates, SnapshotMeta
@@ -76,6 +73,7 @@ def write(destination: Path, snapshot: Snapshot, *, previous: Path | None = None
     not written again."""
     prepared = prepare(destination, snapshot, previous=previous)
     try:
+        prepared.upload()
         return prepared.publish()
     except BaseException:
         prepared.discard()
@@ -93,6 +91,17 @@ class Prepared:
     sha256: str
     size_bytes: int
 
+    @property
+    def in_object_storage(self) -> bool:
+        """Whether `upload` has work to do (the home is in object storage)."""
+        return storage.mirror_of(self.destination) is not None
+
+    def upload(self) -> None:
+        """In a home kept in object storage, upload the snapshot (objects, then its manifest) before
+        it is published; nothing on disk. Reads only the temporary folder, so it may run in a
+        background thread while training goes on (`rlrun.session.loop`)."""
+        remote.upload(self.temporary, self.destination)
+
     def publish(self) -> Written:
         """Put the folder in place. Idempotent, as a retried registry write needs (`add_checkpoint`):
         a second call finds it renamed already (`prepare` refused an existing destination)."""
@@ -103,12 +112,13 @@ class Prepared:
         return Written(self.destination, self.sha256, self.size_bytes)
 
     def discard(self) -> None:
-        remove(self.temporary)
+        layout.remove(self.temporary)
 
 
 def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = None) -> Prepared:
     """Write every file of `snapshot` into a temporary folder beside `destination` (which must not
-    exist yet), fsync'd, linking the log segments `previous` holds; `Prepared.publish` completes it."""
+    exist yet), fsync'd, linking the log segments `previous` holds; `Prepared.upload` (a home in
+    object storage) and `Prepared.publish` complete it."""
     import torch
 
     if destination.exists():
@@ -132,7 +142,7 @@ def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = No
             if directory.exists():
                 fsync_path(directory)
     except BaseException:
-        remove(temporary)
+        layout.remove(temporary)
         raise
     return Prepared(temporary, destination, hashlib.sha256(manifest).hexdigest(), size_bytes(temporary))
 
@@ -143,6 +153,7 @@ def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
     import numpy as np
     import torch
 
+    remote.materialize(path, expected_sha256)
     manifest = verify(path, expected_sha256)
     tensors = torch.load(path / STATE, map_location="cpu", weights_only=True)
     arrays = {
@@ -152,6 +163,33 @@ def read(path: Path, expected_sha256: str | None = None) -> Snapshot:
         if name.startswith(f"{ARRAYS}/")
     }
     return Snapshot(meta=read_meta(path), tensors=tensors, arrays=arrays, logs=stored_logs(path, manifest))
+
+
+def verify(path: Path, expected_sha256: str | None = None, *, deep: bool = True) -> dict[str, Any]:
+    """`layout.verify`, the snapshot first fetched when its home is in object storage."""
+    remote.materialize(path, expected_sha256)
+    return layout.verify(path, expected_sha256, deep=deep)
+
+
+def read_meta(path: Path) -> SnapshotMeta:
+    """`layout.read_meta`: only meta.json, from the store when the working copy lacks the snapshot."""
+    if not (path / META).is_file() and (raw := remote.read_bytes(path, META)) is not None:
+        import json
+
+        return SnapshotMeta.from_json(json.loads(raw))
+    return layout.read_meta(path)
+
+
+def remove(path: Path) -> None:
+    """Delete a snapshot (or a torn one) the registry no longer lists: its folder, and in object
+    storage its objects and the segments no other snapshot lists."""
+    layout.remove(path)
+    remote.remove(path)
+
+
+def sweep_after(directory: Path, frame: int) -> list[Path]:
+    """`layout.sweep_after`, in the store too (as paths in the working copy)."""
+    return layout.sweep_after(directory, frame) + [directory / name for name in remote.sweep_after(directory, frame)]
 
 
 def _write_array(path: Path, array: np.ndarray) -> str:

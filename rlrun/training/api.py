@@ -162,8 +162,8 @@ def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec,
           start: CheckpointRecord | None) -> Any:
     from rlrun.session.loop import SessionTask
 
-    return SessionTask(home=str(root), db_url=url, run_id=run_id, session_id=session.id, index=session.index,
-                       seed=session.seed, spec=spec.to_json(), attempt=attempt,
+    return SessionTask(home=paths.home_address(root), db_url=url, run_id=run_id, session_id=session.id,
+                       index=session.index, seed=session.seed, spec=spec.to_json(), attempt=attempt,
                        resume_from=start.path if start else None, resume_sha256=start.sha256 if start else None)
 
 

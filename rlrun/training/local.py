@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
@@ -87,7 +88,7 @@ def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest,
 
 def _record_failed(task: SessionTask, message: str) -> events.SessionEnded:
     """Record as failed a session whose process could not: its end, as the session would have said it."""
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
                                 opt_step=session.opt_step, error=message)

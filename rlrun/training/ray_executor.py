@@ -47,7 +47,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import testhooks
+from rlrun import paths, storage, testhooks
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, TrainingFailed, install_hint
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
@@ -338,7 +338,8 @@ def _installed(path: Path) -> bool:
 def forwarded_environment() -> dict[str, str]:
     """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
     local ones; a worker's environment is its node's, not this process's."""
-    return {k: v for k, v in os.environ.items() if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB")}
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV)}  # fmt: skip
 
 
 class _Watch:
@@ -348,7 +349,7 @@ class _Watch:
     Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
 
     def __init__(self, task: SessionTask) -> None:
-        self.registry = Registry.open(Path(task.home), task.db_url)
+        self.registry = Registry.open(paths.task_home(task.home), task.db_url)
         self.run_id = task.run_id
         self.checked = self.asked_at = 0.0
         self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
@@ -396,7 +397,7 @@ class _Watch:
 
 
 def _lease_of(task: SessionTask) -> int:
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         return registry.get_session(task.run_id, task.index).lease
 
 
@@ -424,7 +425,7 @@ def _outcome(ray: Any, ref: Any, task: SessionTask) -> events.SessionEnded:
 
 
 def _recorded_end(task: SessionTask, message: str, status: str = "failed") -> events.SessionEnded:
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         if session.status in ("pending", "running", CRASHED):  # not ended (crashed: as read, silent a while)
             registry.finish_session(session.id, status=status, frame=session.frame, episode=session.episode,
@@ -530,7 +531,7 @@ def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
 
 def _stop_asked(task: SessionTask) -> bool:
     """Whether the session stopped because `rlrun stop` asked its run to (not to be retried)."""
-    with Registry.open(Path(task.home), task.db_url) as registry:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         return registry.stop_requested(task.run_id)
 
 
@@ -544,7 +545,7 @@ def continue_lost_attempt(registry: Registry, task: SessionTask, lease: int) -> 
         return task
     from rlrun.training.api import newest_intact, rewind
 
-    home = Path(task.home)
+    home = paths.task_home(task.home)
     detail = registry.get_run(task.run_id)
     session = next(s for s in detail.sessions if s.index == task.index)
     own = [c for c in detail.checkpoints if c.session_index == task.index]
@@ -587,8 +588,15 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
         places["SQLite registry"] = db_file.parent
     made: list[Path] = []
     markers: dict[str, str] = {}
+    mirror = storage.mirror_of(home)
     try:
+        if mirror is not None:  # a home in object storage: every node must reach the store, not a folder
+            mirror.check()
+            mirror.put_bytes(mirror.key(home / f".rlrun-probe-{token}"), token.encode())
+            markers["runs home"] = f"{mirror.url}/.rlrun-probe-{token}"
         for what, folder in places.items():
+            if what in markers:
+                continue
             made += [p for p in (folder, *folder.parents) if not p.exists()]
             folder.mkdir(parents=True, exist_ok=True)
             marker = folder / f".rlrun-probe-{token}"
@@ -614,7 +622,11 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
                 raise BadInput(_unreachable(node, missing[0], places, db_file is not None))
     finally:
         for written in markers.values():
-            Path(written).unlink(missing_ok=True)
+            if storage.is_url(written):
+                assert mirror is not None
+                mirror.delete([mirror.key(home / written.rpartition("/")[2])])
+            else:
+                Path(written).unlink(missing_ok=True)
         for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
@@ -633,6 +645,9 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
     if what == "SQLite registry":
         return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
                 " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
+    if storage.mirror_of(places[what]) is not None:
+        return (f"{where} cannot reach the runs home {storage.address(places[what])} in object storage; give every"
+                " node credentials for it (as the cloud's own tools find them) and AWS_ENDPOINT_URL if not AWS")
     advice = " and RLRUN_DB on PostgreSQL" if sqlite else ""
     return (f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
             f" path (NFS, a cluster file system){advice}")
@@ -649,9 +664,10 @@ def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = (
     missing = []
     for what, marker in markers.items():
         try:
-            if Path(marker).read_text() != token:
+            found = storage.read_url(marker) if storage.is_url(marker) else Path(marker).read_bytes()
+            if found != token.encode():
                 missing.append(what)
-        except OSError:
+        except Exception:  # a store's library raises its own errors: the node cannot reach it
             missing.append(what)
     for module in modules:
         failure = import_failure(module)
@@ -697,7 +713,7 @@ class DetachedSupervisor:
         node = ray.get_runtime_context().get_node_id()[:16]
         self.where = f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
         first = tasks[0]
-        with Registry.open(Path(first.home), first.db_url) as registry:
+        with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(), pid=os.getpid())
         self._thread = threading.Thread(target=_supervise_detached, args=(tasks, cpus, gpus), daemon=True,
                                         name="rlrun-supervisor")
@@ -718,11 +734,11 @@ def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> N
 
     try:
         first = tasks[0]
-        with Registry.open(Path(first.home), first.db_url) as registry:
+        with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             open_tasks = unfinished(registry, tasks)
         executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
         execution = executor._supervise(ray, open_tasks, lambda event: None) if open_tasks else Execution([])
-        with Registry.open(Path(first.home), first.db_url) as registry:
+        with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             settle_run(registry, first.run_id, execution)
     except BaseException:
         import traceback

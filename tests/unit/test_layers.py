@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"spec", "snapshot"},                  # the experiment's vocabulary; the snapshot format
     {"refs"},                              # run references
     {"paths", "sizes"},
+    {"storage"},                           # where a home's files are kept: disk, or object storage
     {"errors", "clock", "ids", "seeding", "fsutil", "testhooks"},
 ]
 FLAT_MODULES_AT_MOST = 12

@@ -1,0 +1,94 @@
+"""A runs home in object storage (S3 on a loopback server), end to end with a replay memory.
+
+DQN whose memory wraps during the run, snapshots every 1k frames (each uploading only the rows added
+since the one before), retention keeping 2: killed by SIGKILL after a snapshot's objects reached the
+store and before its manifest did; the torn snapshot is never used and is swept; the run resumed in
+a process with a fresh working copy (so everything it reads comes from the store) equals, bit for
+bit, the same run trained straight on a local disk; `enjoy` reads it; `gc` and `rm` leave no object
+behind. The exactness and crash tests marked `any_home` (tests/test_resume.py,
+tests/test_crash_windows.py) run on such a home too.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import builtin_for, rlrun, run_cli, store_home
+from same_run import CADENCE, assert_same_run, assert_snapshots_sound, final_state, resume_ok
+
+from rlrun import storage
+from rlrun.registry import Registry
+from rlrun.snapshot import layout, remote
+from rlrun.testhooks import CRASH_ENV
+
+pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real S3 server
+
+SPEC = builtin_for("dqn")
+SETTINGS = ["agent.learning_starts=500", "agent.train_frequency=32", "agent.gradient_steps=2", "agent.batch_size=32",
+            "agent.network.hidden=[32, 32]", "agent.memory.capacity=1800", "meta.keep_checkpoints=2"]
+ARGS = [*CADENCE, *[arg for edit in SETTINGS for arg in ("--set", edit)]]
+TARGET = 6000
+
+
+def train(home: Path, frames: int, env: dict[str, str] | None = None) -> Any:
+    return run_cli(home, "train", SPEC, "--frames", str(frames), *ARGS, env=env)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The run never interrupted, straight to TARGET, on a local disk."""
+    home = tmp_path_factory.mktemp("reference") / "runs"
+    assert train(home, TARGET).code == 0
+    return final_state(home)
+
+
+@pytest.fixture
+def s3_home(s3_bucket: str, tmp_path: Path) -> Path:
+    return store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
+
+
+def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_removed(
+        reference: dict[str, Any], s3_home: Path) -> None:
+    home = s3_home
+    mirror = storage.mirror_of(home)
+    assert mirror is not None
+    crashed = train(home, TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    with Registry.open(home, create=False) as registry:
+        run_id = registry.resolve("latest").id
+        listed = sorted(c.frame for c in registry.all_checkpoints())
+    assert listed[-1] == 3000, "the snapshot torn mid-upload reached the registry"
+    stored = remote.run_snapshots(home / run_id)
+    torn = [path for path, complete in stored.items() if not complete]
+    assert [p.name for p in torn] == [layout.snapshot_name(4000)], stored
+    assert list(home.glob(f"{run_id}/s0/checkpoints/*")) == [], "the test's working copy was written by the run"
+
+    collected = rlrun(home, "gc", "--json")
+    assert collected.code == 0, collected.stderr
+    assert collected.json()["temporaries"] == [str(torn[0].relative_to(home))]
+    assert all(remote.run_snapshots(home / run_id).values()), "gc left the torn snapshot in the store"
+
+    resumed = resume_ok(home, "latest")
+    assert "from snapshot at frame 3,000" in resumed.stderr
+    assert_same_run(reference, final_state(home))
+    assert_snapshots_sound(home)  # the store holds the listed snapshots and the segments they name, no more
+    with Registry.open(home, create=False) as registry:
+        kept = sorted(registry.all_checkpoints(), key=lambda c: c.frame)[-2:]  # the newest two: 5k and 6k
+    manifests = [json.loads(mirror.get_bytes(mirror.key(home / c.path / layout.MANIFEST)) or b"") for c in kept]
+    segments = [{k for k in remote.object_keys(mirror, home / c.path, m).values() if f"/{remote.SEGMENTS}/" in k}
+                for c, m in zip(kept, manifests, strict=True)]
+    assert segments[0] & segments[1], "no segment object shared by reference"
+
+    enjoyed = rlrun(home, "enjoy", "latest", "--episodes", "1", "--json")
+    assert enjoyed.code == 0, enjoyed.stderr
+    shown = rlrun(home, "show", "latest", "--metrics", "--json")
+    assert shown.code == 0 and shown.json(), shown.stderr
+
+    removed = rlrun(home, "rm", run_id, "--yes")
+    assert removed.code == 0, removed.stderr
+    assert mirror.keys(mirror.root) == [], "rm left objects behind"

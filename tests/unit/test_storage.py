@@ -1,0 +1,135 @@
+"""Homes given as URLs (`rlrun.storage`): what is refused before anything is written, and how a URL
+names its working copy. No server here: tests/test_object_store.py trains against one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import invoke
+
+from rlrun import paths, snapshot, storage
+from rlrun.snapshot import layout, logs, remote
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+META = snapshot.SnapshotMeta.from_json(
+    json.loads((FIXTURES / "snapshot-meta" / "captured-mid-episode.json").read_text()))
+
+
+@pytest.mark.parametrize("command", [["ls"], ["train", "reinforce_cartpole", "--frames", "1000"], ["gc"]])
+def test_a_url_home_without_a_registry_url_is_one_line_and_nothing_written(
+        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(storage.CACHE_ENV, str(tmp_path / "cache"))
+    done = invoke(None, *command, "--home", "s3://bucket/runs")
+    assert done.code == 2
+    assert done.stderr.count("\n") == 1 and "RLRUN_DB" in done.stderr and "s3://bucket/runs" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == [], "something was written (before the fix: a folder s3:/bucket/runs)"
+
+
+def test_rlrun_home_may_be_a_url_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = invoke(None, "ls", env={"RLRUN_HOME": "s3://bucket/runs"})
+    assert done.code == 2 and "s3://bucket/runs" in done.stderr and "RLRUN_DB" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_scheme_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = invoke(None, "ls", "--home", "nosuchstore://bucket/runs", env={"RLRUN_DB": f"sqlite:///{tmp_path}/r.db"})
+    assert done.code == 2 and "nosuchstore://" in done.stderr and done.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_urls_and_folders() -> None:
+    assert storage.is_url("s3://bucket/runs") and storage.is_url("gs://b/p") and storage.is_url("az://c/p")
+    assert not storage.is_url("runs") and not storage.is_url("/data/runs") and not storage.is_url("file:///data")
+
+
+def test_each_url_has_its_own_working_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(storage.CACHE_ENV, str(tmp_path))
+    assert storage.working_copy("s3://bucket/runs") == tmp_path / "homes" / "s3" / "bucket" / "runs"
+    assert storage.working_copy("s3://bucket/runs") != storage.working_copy("gs://bucket/runs")
+    assert storage.working_copy("s3://bucket/../x") == tmp_path / "homes" / "s3" / "bucket" / "x"
+
+
+def test_a_local_home_has_no_mirror_and_is_named_by_its_folder(tmp_path: Path) -> None:
+    assert storage.mirror_of(tmp_path / "runs" / "abc") is None
+    assert paths.home_address(tmp_path / "runs") == str(tmp_path / "runs")
+    assert paths.task_home(str(tmp_path / "runs")) == tmp_path / "runs"
+
+
+# ---------------------------------------------------------------------------------------------
+# Snapshots in a store (fsspec's in-memory one: the same calls as S3's, in this process)
+
+
+def _logged(end: int) -> snapshot.Snapshot:
+    """A snapshot whose one log holds items [0, end) (items are their own index), in a ring of 100."""
+    ring = np.zeros((100, 3), np.int64)
+    for item in range(max(0, end - 100), end):
+        ring[item % 100] = item
+    return snapshot.Snapshot(META, {"w": torch.arange(3)}, logs={"rows": logs.Log(ring, end)})
+
+
+def _segment_objects(mirror: storage.Mirror) -> set[str]:
+    return {key for key in mirror.keys(mirror.root) if f"/{remote.SEGMENTS}/" in key}
+
+
+def test_segments_are_shared_by_reference_and_collected_with_their_last_snapshot(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec", reason="a home in object storage needs an extra: pip install -e '.[s3]'")
+    url = f"memory://rlrun-unit/{tmp_path.name}"
+    home = storage.open_home(url, local=tmp_path / "writer")
+    mirror = storage.mirror_of(home)
+    assert mirror is not None
+    checkpoints = home / "run" / "s0" / "checkpoints"
+    first = snapshot.write(checkpoints / "f000000000060", _logged(60))
+    second = snapshot.write(checkpoints / "f000000000130", _logged(130), previous=first.path)
+    shared = _segment_objects(mirror)
+    # [0, 60) written once and named by both; the second wrote only [60, 100) and [100, 130) (the wrap)
+    assert sorted(key.rsplit("/", 1)[1].split(".")[1] for key in shared) == \
+        ["000000000000-000000000060", "000000000060-000000000100", "000000000100-000000000130"]
+
+    reader = storage.open_home(url, local=tmp_path / "reader")  # another machine: nothing local
+    read = snapshot.read(reader / "run" / "s0" / "checkpoints" / "f000000000130", second.sha256)
+    restored = logs.load(read.logs["rows"])
+    assert restored.end == 130 and np.array_equal(restored.ring, _logged(130).logs["rows"].ring)
+
+    snapshot.remove(first.path)  # the first's segment is still the second's
+    assert _segment_objects(mirror) == shared
+    snapshot.remove(second.path)
+    assert mirror.keys(mirror.root) == [], "the last snapshot took its segments with it"
+
+
+def test_a_snapshot_without_its_manifest_in_the_store_is_torn_and_swept(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec", reason="a home in object storage needs an extra: pip install -e '.[s3]'")
+    url = f"memory://rlrun-unit/{tmp_path.name}"
+    home = storage.open_home(url, local=tmp_path / "writer")
+    mirror = storage.mirror_of(home)
+    assert mirror is not None
+    checkpoints = home / "run" / "s0" / "checkpoints"
+    kept = snapshot.write(checkpoints / "f000000000060", _logged(60))
+    torn = snapshot.write(checkpoints / "f000000000130", _logged(130), previous=kept.path)
+    mirror.delete([mirror.key(torn.path / layout.MANIFEST)])  # a kill after its objects, before its manifest
+    assert remote.snapshots(checkpoints) == {kept.path.name: True, torn.path.name: False}
+    assert [p.name for p in snapshot.sweep_after(checkpoints, 60)] == [torn.path.name, torn.path.name]
+    assert remote.snapshots(checkpoints) == {kept.path.name: True}
+    reader = storage.open_home(url, local=tmp_path / "reader")
+    assert snapshot.read(reader / "run" / "s0" / "checkpoints" / kept.path.name, kept.sha256).meta == META
+
+
+def test_an_object_altered_in_the_store_is_refused_on_read(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec", reason="a home in object storage needs an extra: pip install -e '.[s3]'")
+    url = f"memory://rlrun-unit/{tmp_path.name}"
+    home = storage.open_home(url, local=tmp_path / "writer")
+    mirror = storage.mirror_of(home)
+    assert mirror is not None
+    written = snapshot.write(home / "run" / "s0" / "checkpoints" / "f000000000060", _logged(60))
+    segment = next(iter(_segment_objects(mirror)))
+    mirror.put_bytes(segment, (mirror.get_bytes(segment) or b"")[:-8] + b"\0" * 8)
+    reader = storage.open_home(url, local=tmp_path / "reader")
+    with pytest.raises(snapshot.SnapshotError, match="altered"):
+        snapshot.read(reader / "run" / "s0" / "checkpoints" / written.path.name, written.sha256)
