@@ -16,6 +16,9 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   on a cluster, as lost), so a test need not wait the default half-minute.
 - `RLRUN_TEST_FREEZE_AT_FRAME=F@FILE` makes the first session process to reach frame F write its
   pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
+- `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
+  before its episodes, which change nothing), so a background evaluation is still running when
+  training reaches its next snapshot or stops.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
 HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
 FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
+SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -115,3 +119,9 @@ def freeze_at_frame(before: int, after: int) -> None:
 def heartbeat_seconds(default: float) -> float:
     """How often sessions heartbeat: `default`, unless a test asked for another period."""
     return float(os.environ.get(HEARTBEAT_ENV) or default)
+
+
+def slow_evaluation() -> None:
+    delay = os.environ.get(SLOW_EVALUATION_ENV)
+    if delay:
+        time.sleep(float(delay))

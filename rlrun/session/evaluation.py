@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlrun import seeding
+from rlrun import seeding, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Agent
 from rlrun.envs import make_env
@@ -191,6 +191,7 @@ class Evaluator:
                                           self.copy_normalizer if normalizer is not None else None)
 
     def _run(self, frame: int, agent: Agent, normalizer: Normalizer | None) -> Outcome:
+        testhooks.slow_evaluation()
         evaluation = evaluate(agent, self.env, seed=self.seed, frame=frame, episodes=self.spec.meta.num_eval_episodes,
                               deterministic=self.spec.meta.eval_deterministic, epsilon=self.spec.eval_epsilon,
                               max_steps=self.spec.eval_max_steps, normalizer=normalizer)
