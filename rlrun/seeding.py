@@ -22,6 +22,8 @@ EVAL = 6
 """Evaluation episodes: one seed per (frame, episode)."""
 ENJOY = 7
 """`rlrun enjoy` episodes: one seed per episode."""
+EVAL_EXPLORATION = 8
+"""Evaluation's random actions (`meta.eval_epsilon`), below an evaluation episode's seed."""
 
 
 def derive(seed: int, stream: int, *path: int) -> int:

@@ -18,6 +18,9 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
 - `RLRUN_TEST_SUPERVISOR_RESOURCE=NAME` places a detached run's supervisor (a Ray actor) only on
   nodes that offer the custom resource NAME, so a test knows which nodes it may remove under it.
+- `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
+  before its episodes, which change nothing), so a background evaluation is still running when
+  training reaches its next snapshot or stops.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
 FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
 SUPERVISOR_RESOURCE_ENV = "RLRUN_TEST_SUPERVISOR_RESOURCE"
+SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -124,3 +128,9 @@ def heartbeat_seconds(default: float) -> float:
 def supervisor_resource() -> str | None:
     """The custom Ray resource a detached run's supervisor must be placed by (None: anywhere)."""
     return os.environ.get(SUPERVISOR_RESOURCE_ENV) or None
+
+
+def slow_evaluation() -> None:
+    delay = os.environ.get(SLOW_EVALUATION_ENV)
+    if delay:
+        time.sleep(float(delay))

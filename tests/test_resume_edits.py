@@ -55,6 +55,24 @@ def test_a_new_evaluation_cadence(algorithm: str, tmp_path: Path) -> None:
     assert_same_run(final_state(from_start), final_state(resumed), evaluated_after=HALF)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_evaluations_never_change_training(algorithm: str, tmp_path: Path) -> None:
+    """Evaluations added, removed and moved (every 1000 frames, every 1500, or only at the end),
+    ε-greedy and capped, run inline or on a background thread: training is the same, bit for bit,
+    and so is the one evaluation all three make, at the end."""
+    spec = builtin_for(algorithm)
+    evaluation = ["--set", "meta.eval_epsilon=0.3", "--set", "meta.eval_max_steps=60"]
+    homes = {cadence: tmp_path / cadence for cadence in ("1000", "1500", str(BUDGET))}
+    for cadence, home in homes.items():
+        overlap = "true" if cadence == "1500" else "false"
+        done = train(home, spec, "--frames", str(BUDGET), *evaluation, "--set", f"meta.eval_frequency={cadence}",
+                     "--set", f"meta.eval_overlap={overlap}")
+        assert done.code == 0, done.stderr
+    states = [final_state(home) for home in homes.values()]
+    for other in states[1:]:
+        assert_same_run(states[0], other, evaluated_after=BUDGET - 1)
+
+
 @pytest.fixture(scope="module", params=ALGORITHMS)
 def half_trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     spec = builtin_for(request.param)

@@ -126,7 +126,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     from rlrun.enjoy.video import VideoWriter
     from rlrun.envs import make_env
     from rlrun.envs.normalize import make_normalizer
-    from rlrun.session.evaluation import play
+    from rlrun.session.evaluation import acting_state, play
     from rlrun.spec import validate_spec
 
     saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
@@ -134,16 +134,12 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     torch.set_num_threads(spec.meta.torch_threads)
     env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
     agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
-    agent_state = saved.tensors["agent"]
-    if "memory" in agent_state:  # playing needs the weights only: the replay memory is not read
-        agent_state = {**agent_state, "memory": {"included": False}}
-    agent.load_state_dict(agent_state)
+    agent.load_state_dict(acting_state(saved.tensors["agent"]))
     normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics, frozen
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
-        returns, lengths = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer,
-                                normalizer=normalizer)
+        played = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer, normalizer=normalizer)
     finally:
         if writer is not None:
             writer.close()
@@ -151,7 +147,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     return EnjoyResult(
         run_id=target.run.id, session=target.session.index, checkpoint_frame=target.checkpoint.frame,
         checkpoint_kind=target.checkpoint.kind, score_at_checkpoint=target.score, seed=seed, stochastic=stochastic,
-        episodes=[Episode(r, n) for r, n in zip(returns, lengths, strict=True)], mean=float(np.mean(returns)),
-        std=float(np.std(returns)), video=str(video) if video else None,
+        episodes=[Episode(r, n) for r, n in zip(played.returns, played.lengths, strict=True)],
+        mean=float(np.mean(played.returns)), std=float(np.std(played.returns)), video=str(video) if video else None,
         video_frames=writer.frames if writer else None,
     )

@@ -30,23 +30,15 @@ from rlrun import paths, seeding, snapshot, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
-from rlrun.envs import make_env, make_vector_env, seed_spaces, true_next_obs
+from rlrun.envs import make_vector_env, seed_spaces, true_next_obs
 from rlrun.envs.normalize import make_normalizer
-from rlrun.envs.state import (
-    NotCapturable,
-    capture_vector_env,
-    generator_state,
-    make_generator,
-    restore_vector_env,
-    restore_wrappers_state,
-    wrappers_state,
-)
+from rlrun.envs.state import NotCapturable, capture_vector_env, restore_vector_env
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.registry.liveness import HEARTBEAT_SECONDS
 from rlrun.session import events, metrics_log, tensorboard_log
 from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_device, where
-from rlrun.session.evaluation import Evaluation, evaluate
+from rlrun.session.evaluation import EvalEnvState, Evaluation, Evaluator, Outcome
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
@@ -114,11 +106,17 @@ class Session:
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         self.env = make_vector_env(self.spec.env)
-        self.eval_env = make_env(self.spec.env)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
                                  str(self.device))
+        self.evaluator = Evaluator(self.spec, self.env.single_observation_space, self.env.single_action_space,
+                                   task.seed, str(self.device))
+        self.eval_env_state = self.evaluator.env_state()
+        """The evaluation env's state after the newest evaluation recorded (what a snapshot holds)."""
+        self.held: list[Held] = []
+        """Snapshots written while an evaluation at or before their frame was still running, oldest
+        first: each is put in place (or dropped) once that evaluation is recorded."""
         self.clock = Clock()
         self.obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
         """The env's own observation the next action is chosen from (normalised only as the agent sees it)."""
@@ -179,6 +177,9 @@ class Session:
                 with self._watching_nondeterminism():
                     status = self._train(stop)
             finally:
+                self.evaluator.close()
+                for held in self.held:  # never put in place: a resume evaluates and writes them again
+                    held.prepared.discard()
                 if self._upload_thread is not None:  # idle unless an error cut a snapshot's upload short
                     self._upload_thread.shutdown(wait=False)
                 self._close_metrics(status)
@@ -210,6 +211,7 @@ class Session:
         signal_at = testhooks.signal_at_frame()
         while self.clock.frame < self.meta.max_frame:
             if stop.signal:
+                self._record_evaluations(wait=True)
                 self._checkpoint(["preempt"])
                 return "preempted"
             before = self.clock.frame
@@ -225,13 +227,17 @@ class Session:
             if crossed(before, self.clock.frame, self.meta.log_frequency) or finished:
                 self._report(fps=(self.clock.frame - start_frame) / max(now - started, 1e-9),
                              record=crossed(before, self.clock.frame, self.meta.log_frequency))
-            kinds = self._evaluate_if_due(before, finished)
+            evaluated = crossed(before, self.clock.frame, self.meta.eval_frequency) or finished
+            if evaluated:
+                self.evaluator.submit(self.clock.frame, self.agent, self.normalizer)
+            self._record_evaluations(wait=finished)
+            kinds = []
             if crossed(before, self.clock.frame, self.meta.checkpoint_frequency):
                 kinds.append("periodic")
             if finished:
                 kinds.append("final")
-            if kinds:
-                self._checkpoint(kinds)
+            if kinds or evaluated:
+                self._checkpoint(kinds, evaluated=evaluated)
             if now - last_beat >= HEARTBEAT_SECONDS:
                 asked = self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self._flush_logs)
                 if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
@@ -334,14 +340,23 @@ class Session:
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
                                   fps, return_mean, headline, self.last_losses.get(headline)))
 
-    def _evaluate_if_due(self, before: int, finished: bool) -> list[str]:
-        if not (crossed(before, self.clock.frame, self.meta.eval_frequency) or finished):
-            return []
-        result = evaluate(self.agent, self.eval_env, seed=self.task.seed, frame=self.clock.frame,
-                          episodes=self.meta.num_eval_episodes, deterministic=self.meta.eval_deterministic,
-                          normalizer=self.normalizer)
+    def _record_evaluations(self, wait: bool = False) -> None:
+        """Record the evaluations that ended (`wait`: every one submitted), in frame order, and put
+        in place each held snapshot as soon as every evaluation up to its frame is recorded."""
+        outcomes = self.evaluator.finished(wait)
+        for i, outcome in enumerate(outcomes):
+            self._record(outcome)
+            unknown = [o.evaluation.frame for o in outcomes[i + 1:]]
+            running = self.evaluator.pending_frame()
+            unknown_from = min([*unknown, *([running] if running is not None else [])], default=None)
+            while self.held and (unknown_from is None or self.held[0].frame < unknown_from):
+                self._release(self.held.pop(0))
+
+    def _record(self, outcome: Outcome) -> None:
+        result = outcome.evaluation
         summary = result.summary()
         self.evaluations.append(result.to_json())
+        self.eval_env_state = outcome.env_after
         self.registry.add_evaluation(self.task.session_id, **summary)
         if self.tensorboard is not None:
             self.tensorboard.add_evaluation(result.frame, result.mean)
@@ -351,20 +366,51 @@ class Session:
         if is_best:
             self.best = snapshot.Best(frame=result.frame, mean=result.mean)
         self.emit(events.Evaluated(self.task.index, result.frame, result.mean, result.std, is_best))
-        return ["best"] if is_best else []
 
-    def _checkpoint(self, kinds: list[str]) -> None:
+    def _best_at(self, frame: int, evaluated: bool) -> list[str]:
+        """["best"] when the evaluation at `frame` (recorded) is the best so far."""
+        return ["best"] if evaluated and self.best is not None and self.best.frame == frame else []
+
+    def _checkpoint(self, kinds: list[str], evaluated: bool = False) -> None:
+        """Write a snapshot of this frame: at once when every evaluation up to it is recorded,
+        else held until it is (its meta, which holds them and says whether it is the best, is
+        then rewritten); one due only because of an evaluation that was not the best is dropped."""
         self._record_upload()  # one upload in flight at most: the next snapshot links this one's segments
         if self.clock.frame == self.last_snapshot_frame:
             return  # a stop right after a scheduled snapshot: that one already holds this state
-        kind = "+".join(kinds)
+        known = self.evaluator.pending_frame() is None
+        if known:
+            kinds = self._best_at(self.clock.frame, evaluated) + kinds
+            if not kinds:
+                return
         self.registry.fenced(lambda: self._flush_logs(sync=True))  # the log always reaches the newest snapshot
+        if known:
+            self._publish(self._prepare(self._snapshot("+".join(kinds))), self.clock.frame, "+".join(kinds))
+            return
+        state = self._snapshot("+".join(kinds) or "pending")
+        self.held.append(Held(self.clock.frame, kinds, evaluated, self._prepare(state), state.meta))
+
+    def _prepare(self, state: snapshot.Snapshot) -> snapshot.Prepared:
         directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
-        prepared = snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), self._snapshot(kind),
-                                    previous=self.previous_snapshot)
-        self.last_snapshot_frame = self.clock.frame
-        upload = _Upload(prepared, kind, self.clock.frame)
-        if prepared.in_object_storage and not {"final", "preempt"} & set(kinds):
+        return snapshot.prepare(directory / snapshot.snapshot_name(self.clock.frame), state,
+                                previous=self.previous_snapshot)
+
+    def _release(self, held: Held) -> None:
+        kinds = self._best_at(held.frame, held.evaluated) + held.kinds
+        if not kinds:
+            held.prepared.discard()
+            return
+        kind = "+".join(kinds)
+        meta = replace(held.meta, kind=kind, evaluations=list(self.evaluations), best=self.best,
+                       random=replace(held.meta.random, eval_env=self.eval_env_state.generator),
+                       eval_wrappers=self.eval_env_state.wrappers)
+        self._publish(held.prepared.with_meta(meta), held.frame, kind)
+
+    def _publish(self, prepared: snapshot.Prepared, frame: int, kind: str) -> None:
+        """Upload a complete snapshot (a home in object storage), then record it."""
+        self._record_upload()
+        upload = _Upload(prepared, kind, frame)
+        if prepared.in_object_storage and not {"final", "preempt"} & set(kind.split("+")):
             # Staged (consistent, on local disk): training goes on while it uploads. The last
             # snapshot of a process (its end, a SIGTERM) is uploaded before the process ends.
             upload.done = self._uploader().submit(prepared.upload)
@@ -375,7 +421,7 @@ class Session:
         except BaseException:
             prepared.discard()
             raise
-        self._record(upload)
+        self._record_snapshot(upload)
 
     def _record_upload(self) -> None:
         """Wait for the snapshot uploading in the background, then record it."""
@@ -387,9 +433,9 @@ class Session:
         except BaseException:
             upload.prepared.discard()
             raise
-        self._record(upload)
+        self._record_snapshot(upload)
 
-    def _record(self, upload: _Upload) -> None:
+    def _record_snapshot(self, upload: _Upload) -> None:
         """Put a complete snapshot in place and record it: the registry row is the commit."""
         prepared = upload.prepared
         try:
@@ -403,6 +449,7 @@ class Session:
             prepared.discard()
             raise
         self.previous_snapshot = prepared.destination
+        self.last_snapshot_frame = upload.frame
         self.emit(events.Checkpointed(self.task.index, upload.frame, upload.kind, str(prepared.destination)))
         self._retain()
 
@@ -443,7 +490,7 @@ class Session:
             random=snapshot.RandomStates(
                 python=[python_state[0], list(python_state[1]), python_state[2]],
                 numpy=_jsonable(np.random.get_state(legacy=False)),
-                eval_env=generator_state(getattr(self.eval_env.unwrapped, "_np_random", None)),
+                eval_env=self.eval_env_state.generator,
             ),
             env=env_state,
             env_note=env_note,
@@ -459,7 +506,7 @@ class Session:
             device=self.where.device,
             gpu=self.where.gpu,
             # the user's wrappers may keep state across evaluations, which the next evaluation sees
-            eval_wrappers=wrappers_state(self.eval_env) if self.spec.env.wrappers else None,
+            eval_wrappers=self.eval_env_state.wrappers,
         )
         agent_state = self.agent.state_dict()
         logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
@@ -492,10 +539,8 @@ class Session:
         numpy_state["state"]["key"] = np.array(numpy_state["state"]["key"], dtype=np.uint32)
         np.random.set_state(numpy_state)
         torch.set_rng_state(saved.tensors["torch_rng"])
-        if meta.eval_wrappers is not None:
-            restore_wrappers_state(self.eval_env, meta.eval_wrappers)
-        if meta.random.eval_env is not None:
-            self.eval_env.unwrapped._np_random = make_generator(meta.random.eval_env)
+        self.eval_env_state = EvalEnvState(meta.random.eval_env, meta.eval_wrappers)
+        self.evaluator.restore_env(self.eval_env_state)
         elsewhere = moved(Where(meta.device or "cpu", meta.gpu), self.where)  # older snapshots: the CPU
         if elsewhere is not None:
             self.approximate = "; ".join(filter(None, [self.approximate, elsewhere]))
@@ -524,6 +569,19 @@ class Session:
         if restart is not None:
             restart()
         self.approximate = f"{note}; env: restarted, resumed at an episode boundary"
+
+
+@dataclass(frozen=True)
+class Held:
+    """A snapshot written to its temporary folder, waiting for the evaluations up to its frame."""
+
+    frame: int
+    kinds: list[str]
+    """Why it was due besides an evaluation: periodic, final."""
+    evaluated: bool
+    """An evaluation was due at its frame (it is a best snapshot if that one is the best)."""
+    prepared: snapshot.Prepared
+    meta: snapshot.SnapshotMeta
 
 
 def _jsonable(state: Any) -> Any:

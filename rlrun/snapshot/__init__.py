@@ -114,6 +114,19 @@ class Prepared:
     def discard(self) -> None:
         layout.remove(self.temporary)
 
+    def with_meta(self, meta: SnapshotMeta) -> Prepared:
+        """The same snapshot, still unpublished, with another meta.json: for a writer that learns
+        only after writing it what its meta says (a session whose evaluation at this frame was
+        still running: which evaluations, best score and kind it holds)."""
+        import json
+
+        manifest = json.loads((self.temporary / MANIFEST).read_bytes())
+        files = {**manifest["files"], META: write_synced(self.temporary / META, json_bytes(meta.to_json()))}
+        raw = manifest_bytes(files, manifest["logs"])
+        write_synced(self.temporary / MANIFEST, raw)
+        fsync_path(self.temporary)
+        return Prepared(self.temporary, self.destination, hashlib.sha256(raw).hexdigest(), size_bytes(self.temporary))
+
 
 def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = None) -> Prepared:
     """Write every file of `snapshot` into a temporary folder beside `destination` (which must not

@@ -22,7 +22,8 @@ from rlrun.spec import Spec
 from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
 
 RECORD_ONLY = {
-    "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.checkpoint_frequency",
+    "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.eval_epsilon",
+    "meta.eval_max_steps", "meta.eval_overlap", "meta.checkpoint_frequency",
     "meta.keep_checkpoints", "meta.log_frequency", "meta.track",
 }
 # Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on

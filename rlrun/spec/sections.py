@@ -243,6 +243,12 @@ class EnvSpec(Strict):
         return atari
 
 
+ATARI_EVAL_EPSILON = 0.05
+"""The DQN papers' evaluation ε for Atari games."""
+ATARI_EVAL_EMULATOR_FRAMES = 18_000
+"""The DQN papers' cap on an Atari evaluation episode: five minutes of play at 60 frames per second."""
+
+
 class MetaSpec(Strict):
     max_frame: Frames
     """Frame budget of each session (env transitions summed over `num_envs`)."""
@@ -256,6 +262,22 @@ class MetaSpec(Strict):
     """Episodes per evaluation, on a separate environment with its own random stream."""
     eval_deterministic: bool = True
     """Evaluate the greedy / mean action rather than sampling."""
+    eval_epsilon: float | None = Field(default=None, ge=0, le=1)
+    """Chance, at each evaluation step, of a uniformly random action instead of the policy's, drawn
+    from evaluation's own random stream (never training's). null: 0.05 for Atari games (`env.atari`
+    set), the evaluation of the DQN papers (Mnih et al., 2015; Machado et al., 2018), which keeps an
+    agent that has not learnt to press FIRE from idling until the game's time limit; 0 elsewhere
+    (the policy's action alone)."""
+    eval_max_steps: int | None = Field(default=None, gt=0)
+    """Agent steps after which an evaluation episode is cut: it counts with the return it reached
+    and is recorded as truncated. null: five minutes of play for Atari games (18,000 emulator
+    frames: 4,500 steps at the standard frame skip of 4, as the DQN papers), no cap elsewhere (the
+    env's own time limit)."""
+    eval_overlap: bool = False
+    """Evaluate on a background thread while training goes on, on a copy of the policy taken at
+    the evaluation's frame. The results, the best snapshot and every snapshot's content are the
+    same as without it, bit for bit; a snapshot due while an earlier evaluation is still running
+    is written at once and put in place when that evaluation ends."""
     checkpoint_frequency: Frames = 50_000
     """Write a periodic snapshot every this many frames."""
     keep_checkpoints: int = Field(default=3, gt=0)
@@ -290,6 +312,20 @@ class Spec(Strict):
     """The algorithm and its hyper-parameters, network, optimiser and memory."""
     env: EnvSpec
     meta: MetaSpec
+
+    @property
+    def eval_epsilon(self) -> float:
+        """`meta.eval_epsilon`, its null resolved for the env's family."""
+        if self.meta.eval_epsilon is not None:
+            return self.meta.eval_epsilon
+        return ATARI_EVAL_EPSILON if self.env.atari is not None else 0.0
+
+    @property
+    def eval_max_steps(self) -> int | None:
+        """`meta.eval_max_steps`, its null resolved for the env's family (None: no cap)."""
+        if self.meta.eval_max_steps is not None or self.env.atari is None:
+            return self.meta.eval_max_steps
+        return -(-ATARI_EVAL_EMULATOR_FRAMES // self.env.atari.frame_skip)
 
     def to_json(self) -> dict[str, Any]:
         """The complete document, defaults filled in; it validates back to an equal spec."""
