@@ -18,6 +18,7 @@ from torch.nn import functional
 from rlrun.algorithms.base import (
     Fast,
     Step,
+    forward_no_grad,
     log_softmax,
     network,
     network_input,
@@ -83,20 +84,36 @@ class Agent:
         if before < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = before // config.train_frequency - previous // config.train_frequency
-        steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
-        if not steps:
+        count = rounds * config.gradient_steps
+        if count == 0:
             return {}
+        batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
+        next_q = self._frozen_target(batches)
+        steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
+                                     None if next_q is None else next_q[i], clock) for i in range(count)]
         stats = torch.stack(steps).double().mean(dim=0).tolist()
         return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _gradient_step(self, clock: Clock) -> torch.Tensor:
-        """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
+    def _frozen_target(self, batches: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The target network's Q-values of every batch's next observations, in one forward pass,
+        when the target network stays as it is for all of this update's gradient steps (a hard
+        update: one large product costs less than many small ones); None when it moves after
+        each step (Polyak)."""
+        if self.config.target_update != "hard" or len(batches["obs"]) == 1:
+            return None
+        next_obs = network_input(batches["next_obs"].flatten(0, 1), self.config.network)
+        return forward_no_grad(self.target, next_obs).unflatten(0, batches["obs"].shape[:2])
+
+    def _gradient_step(self, batch: dict[str, torch.Tensor], next_q: torch.Tensor | None, clock: Clock
+                       ) -> torch.Tensor:
+        """One gradient step on a replayed batch (`next_q`: the target network's Q-values of its
+        next observations, if known); returns its `_STEP_STATS`."""
         config = self.config
-        batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
         obs, next_obs = network_input(batch["obs"], config.network), network_input(batch["next_obs"], config.network)
         with torch.no_grad():
-            next_q = self.target(next_obs)
+            if next_q is None:
+                next_q = self.target(next_obs)
             if config.double:
                 chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
                 next_value = next_q.gather(1, chosen).squeeze(1)
