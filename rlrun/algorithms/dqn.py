@@ -83,27 +83,52 @@ class Agent:
         if before < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = before // config.train_frequency - previous // config.train_frequency
-        steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
-        if not steps:
+        count = rounds * config.gradient_steps
+        if count == 0:
             return {}
+        batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
+        targets = self._fixed_targets(batches)
+        steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
+                                     None if targets is None else targets[i], clock) for i in range(count)]
         stats = torch.stack(steps).double().mean(dim=0).tolist()
         return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _gradient_step(self, clock: Clock) -> torch.Tensor:
-        """One gradient step on a replayed batch; returns its `_STEP_STATS`."""
+    def _fixed_targets(self, batches: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The TD targets of all of this update's batches at once (one large product costs less
+        than many small ones), when no gradient step can change them: the target network stays as
+        it is for the whole update (a hard update) and picks the next action itself (not double).
+        None otherwise: each step computes its own."""
         config = self.config
-        batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
-        obs, next_obs = network_input(batch["obs"], config.network), network_input(batch["next_obs"], config.network)
+        if config.target_update != "hard" or config.double or len(batches["obs"]) == 1:
+            return None
         with torch.no_grad():
-            next_q = self.target(next_obs)
-            if config.double:
-                chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
-                next_value = next_q.gather(1, chosen).squeeze(1)
-            else:
-                next_value = next_q.max(dim=-1).values
-            target = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
-        taken = self.q(obs).gather(1, batch["actions"][:, None]).squeeze(1)
+            return self._td_target({name: value.flatten(0, 1) for name, value in batches.items()}
+                                   ).unflatten(0, batches["obs"].shape[:2])
+
+    def _td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """r + gamma * max_a' Q_target(s', a'), the next action chosen by the online network for
+        double DQN; no bootstrap past a terminal state."""
+        config = self.config
+        next_obs = network_input(batch["next_obs"], config.network)
+        next_q = self.target(next_obs)
+        if config.double:
+            chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
+            next_value = next_q.gather(1, chosen).squeeze(1)
+        else:
+            next_value = next_q.max(dim=-1).values
+        target: torch.Tensor = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
+        return target
+
+    def _gradient_step(self, batch: dict[str, torch.Tensor], target: torch.Tensor | None, clock: Clock
+                       ) -> torch.Tensor:
+        """One gradient step on a replayed batch (`target`: its TD targets, if already known);
+        returns its `_STEP_STATS`."""
+        config = self.config
+        if target is None:
+            with torch.no_grad():
+                target = self._td_target(batch)
+        taken = self.q(network_input(batch["obs"], config.network)).gather(1, batch["actions"][:, None]).squeeze(1)
         loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
         loss = loss_function(taken, target)
         grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)

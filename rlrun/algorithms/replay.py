@@ -121,11 +121,24 @@ class ReplayMemory:
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """A uniform batch (with replacement) over the rows that can be sampled, drawn with the
         agent's generator: excluded slots are drawn again until none is left."""
+        return self.batch(self._draw(batch_size, generator))
+
+    def sample_batches(self, count: int, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """`count` batches stacked along a new first axis: the ones `count` calls of `sample` draw
+        (the same draws of the generator, in the same order), gathered in one pass, since the
+        memory does not change between them."""
+        slots = np.concatenate([self._draw(batch_size, generator) for _ in range(count)])
+        return {name: value.reshape(count, batch_size, *value.shape[1:])
+                for name, value in self.batch(slots).items()}
+
+    def _draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
         slots = torch.randint(self.size, (batch_size,), generator=generator).numpy()
+        if self.frames_end <= self.frame_capacity:  # no frame overwritten yet: every row can be sampled
+            return slots
         while not (ok := self.sampleable(slots)).all():
             redraw = np.flatnonzero(~ok)
             slots[redraw] = torch.randint(self.size, (len(redraw),), generator=generator).numpy()
-        return self.batch(slots)
+        return slots
 
     def batch(self, slots: np.ndarray) -> dict[str, torch.Tensor]:
         """The transitions in `slots` (which must be sampleable), observations in the env's dtype

@@ -1,15 +1,19 @@
 """rlrun against Stable-Baselines3 on CartPole-v1: PPO, A2C and DQN with the same hyper-parameters,
-single-threaded, in the same run.
+single-threaded, in the same run, in frames per CPU-second.
 
-    python tests/benchmarks/speed_vs_sb3.py [--algorithms ppo a2c dqn] [--seeds 0]
+    python tests/benchmarks/speed_vs_sb3.py [--algorithms ppo a2c dqn] [--seeds 0] [--rounds 1]
+        [--baseline DIR]
 
-Stable-Baselines3 is installed only into this benchmark's own virtual environment
-(~/.cache/rlrun-bench/sb3, made on first use; it sees this interpreter's torch and gymnasium),
-never into rlrun's. Each side trains in its own fresh process with one torch thread:
-- SB3: frames / seconds of `model.learn(budget)`, then `evaluate_policy` (10 greedy episodes).
-- rlrun: frames / seconds of the session's training loop (the clock's wall time, which also
-  includes rlrun's final evaluation, its snapshot and its registry writes), and the final
+Stable-Baselines3 runs from this interpreter when it has SB3 2.9, else from this benchmark's own
+virtual environment (~/.cache/rlrun-bench/sb3, made on first use; it sees this interpreter's torch
+and gymnasium), never installed into rlrun's. Each side trains in its own fresh process with one
+torch thread, and is timed from the first tenth of the budget to its end (so start-up, imports and
+the first evaluation are left out alike), in process CPU time and in wall time:
+- SB3: `model.learn(budget)`, then `evaluate_policy` (10 greedy episodes).
+- rlrun: `rlrun.training.train` of one session (its progress events mark the frames), and the final
   evaluation the run recorded (10 greedy episodes).
+`--baseline DIR` also trains with the rlrun found in DIR (a checkout: `git archive REV | tar -x -C
+DIR`), interleaved with this one, to measure a change on a busy machine: read the ratios.
 It also prints rlrun's frames/s as a fraction of a random policy stepping the same (vector) env.
 """
 
@@ -20,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import venv
 from pathlib import Path
@@ -35,6 +38,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -65,20 +69,58 @@ else:
                 exploration_final_eps=epsilon["end"], exploration_fraction=epsilon["to_frame"] / budget,
                 max_grad_norm=agent["optimizer"]["grad_clip"],
                 policy_kwargs=dict(net_arch=agent["network"]["hidden"]), seed=seed, device="cpu")
-started = time.perf_counter()
-model.learn(budget)
-seconds = time.perf_counter() - started
+
+
+class Stopwatch(BaseCallback):
+    def _on_step(self):
+        if self.num_timesteps >= budget // 10 and not hasattr(self, "started"):
+            self.started = (self.num_timesteps, time.perf_counter(), time.process_time())
+        return True
+
+
+watch = Stopwatch()
+model.learn(budget, callback=watch)
+frames = budget - watch.started[0]
+wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
 mean, std = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=1, seed=seed + 1000), n_eval_episodes=10,
                             deterministic=True)
-print(json.dumps({"fps": budget / seconds, "mean": float(mean), "std": float(std)}))
+print(json.dumps({"fps": frames / wall, "cpu_fps": frames / cpu, "mean": float(mean), "std": float(std)}))
+'''
+
+RLRUN_WORKER = r'''
+import json, sys, tempfile, time
+from rlrun.session import events
+from rlrun.spec import load_spec
+from rlrun.training import train
+
+name, overrides, budget = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+marks = []
+
+
+def on_event(event):
+    if isinstance(event, events.Progress) and (not marks or event.frame >= budget):
+        marks.append((event.frame, time.perf_counter(), time.process_time()))
+
+
+with tempfile.TemporaryDirectory() as home:
+    result = train(load_spec(name, overrides), home=home, on_event=on_event)
+    from rlrun.registry import Registry
+
+    with Registry.open(home, create=False) as registry:
+        evaluation = registry.get_run(registry.resolve("latest").id).evaluations[-1]
+(f0, w0, c0), (f1, w1, c1) = marks[0], marks[-1]
+print(json.dumps({"fps": (f1 - f0) / (w1 - w0), "cpu_fps": (f1 - f0) / (c1 - c0), "mean": evaluation.mean,
+                  "std": evaluation.std}))
 '''
 
 
 def sb3_python() -> Path:
+    probe = f"import stable_baselines3 as s; assert s.__version__ == '{SB3_VERSION}'"
+    if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0:
+        return Path(sys.executable)
     python = SB3_ENV / "bin" / "python"
     if not python.exists():
         venv.create(SB3_ENV, system_site_packages=True, with_pip=True)
-    probe = f"import stable_baselines3 as s; assert s.__version__ == '{SB3_VERSION}'"
     if subprocess.run([str(python), "-c", probe], capture_output=True).returncode != 0:
         pin = f"stable-baselines3=={SB3_VERSION}"
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", pin], check=True)
@@ -91,23 +133,20 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_rlrun(name: str, budget: int, seed: int, *edits: str) -> dict:
-    """Train one session of `name` (with `edits`, `--set` values); frames/s of its loop and its final evaluation."""
-    with tempfile.TemporaryDirectory() as home:
-        quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
-                 f"meta.log_frequency={budget}", f"meta.seed={seed}", "meta.sessions=1", *edits]
-        args = [arg for edit in quiet for arg in ("--set", edit)]
-        subprocess.run([sys.executable, "-m", "rlrun", "train", name, *args, "--home", home, "--json"],
-                       capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
-        from rlrun import snapshot
-        from rlrun.registry import Registry
-
-        with Registry.open(home, create=False) as registry:
-            detail = registry.get_run(registry.resolve("latest").id)
-        final = max(detail.checkpoints, key=lambda c: c.frame)
-        wall = snapshot.read_meta(Path(home) / final.path).clock.wall_time
-        evaluation = detail.evaluations[-1]
-        return {"fps": budget / wall, "mean": evaluation.mean, "std": evaluation.std}
+def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None = None) -> dict:
+    """Train one session of `name` (with `edits`, `--set` values) with the rlrun in `source` (None:
+    this one); frames per second and per CPU-second of its loop, and its final evaluation."""
+    quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
+             f"meta.log_frequency={max(budget // 10, 1)}", f"meta.seed={seed}", "meta.sessions=1", *edits]
+    env = {**os.environ, **SINGLE_THREAD}
+    if source is not None:
+        env["PYTHONPATH"] = source
+    done = subprocess.run([sys.executable, "-c", RLRUN_WORKER, name, json.dumps(quiet), str(budget)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"rlrun worker failed:\n{done.stderr[-3000:]}")
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def random_policy_fps(num_envs: int, steps: int = 20_000) -> float:
@@ -127,23 +166,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithms", nargs="+", default=list(SPECS), choices=list(SPECS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--rounds", type=int, default=1, help="repeat each measure, alternating the sides")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="fraction of each spec's frame budget")
+    parser.add_argument("--baseline", help="a checkout of another rlrun to time beside this one")
     args = parser.parse_args()
     from rlrun.spec import load_spec
 
     python = sb3_python()
-    print(f"{'algo':<5} {'seed':>4} {'frames':>8} {'SB3 f/s':>9} {'rlrun f/s':>10} {'ratio':>6} "
-          f"{'SB3 return':>14} {'rlrun return':>14} {'rlrun/random':>13}")
+    before = "   before f/cpu-s  after/before" if args.baseline else ""
+    print("frames per CPU-second (one torch thread each; wall-clock ratio in brackets)")
+    print(f"{'algo':<5} {'seed':>4} {'frames':>8} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} {'(wall)':>7} "
+          f"{'SB3 return':>14} {'rlrun return':>14} {'rlrun/random':>13}{before}")
     for algorithm in args.algorithms:
         spec = load_spec(SPECS[algorithm])
         budget = int(spec.meta.max_frame * args.budget_scale)
         ceiling = random_policy_fps(spec.env.num_envs)
         for seed in args.seeds:
-            theirs = run_sb3(python, algorithm, spec.to_json(), budget, seed)
-            ours = run_rlrun(SPECS[algorithm], budget, seed)
-            print(f"{algorithm:<5} {seed:>4} {budget:>8} {theirs['fps']:>9.0f} {ours['fps']:>10.0f} "
-                  f"{ours['fps'] / theirs['fps']:>6.2f} {theirs['mean']:>7.1f} ± {theirs['std']:<5.1f}"
-                  f"{ours['mean']:>7.1f} ± {ours['std']:<5.1f} {ours['fps'] / ceiling:>12.1%}", flush=True)
+            for _ in range(args.rounds):
+                theirs = run_sb3(python, algorithm, spec.to_json(), budget, seed)
+                ours = run_rlrun(SPECS[algorithm], budget, seed)
+                old = run_rlrun(SPECS[algorithm], budget, seed, source=args.baseline) if args.baseline else None
+                line = (f"{algorithm:<5} {seed:>4} {budget:>8} {theirs['cpu_fps']:>12.0f} {ours['cpu_fps']:>14.0f} "
+                        f"{ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} ({ours['fps'] / theirs['fps']:>5.2f}) "
+                        f"{theirs['mean']:>7.1f} ± {theirs['std']:<5.1f}{ours['mean']:>7.1f} ± {ours['std']:<5.1f}"
+                        f" {ours['fps'] / ceiling:>12.1%}")
+                if old is not None:
+                    line += f" {old['cpu_fps']:>16.0f} {ours['cpu_fps'] / old['cpu_fps']:>13.2f}"
+                print(line, flush=True)
         print(f"      random policy on {spec.env.num_envs} CartPole-v1 cop{'y' if spec.env.num_envs == 1 else 'ies'}:"
               f" {ceiling:,.0f} f/s", flush=True)
 
