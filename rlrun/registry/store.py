@@ -621,15 +621,9 @@ class Writes(Connected):
         with self._transaction(write=True) as tx:
             if run_id is not None:
                 lock_run(tx, run_id)
-            trial = TrialRecord(
-                id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
-                value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
-                finished_at=None,
-            )  # fmt: skip
-            values = {k: v for k, v in trial._asdict().items() if k != "id"}
-            row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
+            trial = _insert_running_trial(tx, search_id, number, run_id, params_json)
             self._sync_trial_manifests(tx, search_id, run_id)
-        return trial._replace(id=row_id)
+        return trial
 
     def _trains_trial(self, tx: Transaction, link: TrialLink, run_id: str) -> None:
         """Give trial `link` the run `run_id`: a new trial row, or the existing one (its run was
@@ -639,11 +633,7 @@ class Writes(Connected):
         if found:
             tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": found[0][0]})
         else:
-            tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), {
-                "search_id": link.search_id, "number": link.number, "run_id": run_id,
-                "params_json": link.params_json, "state": "running", "value": None, "intermediate_json": "[]",
-                "system_attrs_json": "{}", "note": None, "created_at": tx.now(), "finished_at": None,
-            })  # fmt: skip
+            _insert_running_trial(tx, link.search_id, link.number, run_id, link.params_json)
         self._sync_search_manifest(tx, link.search_id)
 
     def add_segment(self, search_id: str, *, number: int, params_json: str, member: int, generation: int,
@@ -653,19 +643,13 @@ class Writes(Connected):
         run yet; `link_trial` gives it one) and its lineage, in one transaction, so a decision is
         never half recorded."""
         with self._transaction(write=True) as tx:
-            trial = TrialRecord(
-                id=0, search_id=search_id, number=number, run_id=None, params_json=params_json, state="running",
-                value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
-                finished_at=None,
-            )  # fmt: skip
-            values = {k: v for k, v in trial._asdict().items() if k != "id"}
-            row_id = tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values)
-            lineage = LineageRecord(trial_id=row_id, search_id=search_id, member=member, generation=generation,
+            trial = _insert_running_trial(tx, search_id, number, None, params_json)
+            lineage = LineageRecord(trial_id=trial.id, search_id=search_id, member=member, generation=generation,
                                     parent_member=parent_member, parent_run_id=parent_run_id, frame=frame,
                                     mutated_json=mutated_json)
             tx.execute(insert_sql("lineage", LINEAGE_COLUMNS), lineage._asdict())
             self._sync_search_manifest(tx, search_id)
-        return trial._replace(id=row_id)
+        return trial
 
     def link_trial(self, trial_id: int, run_id: str) -> None:
         """Give a trial whose run is being (re)created its new run."""
@@ -720,3 +704,15 @@ class Writes(Connected):
     def _sync_search_manifest(self, tx: Transaction, search_id: str) -> None:
         """Rewrite the search's manifest (`searches/<id>.json` in the home)."""
         manifest.write_search_from_rows(tx, self.home, search_id)
+
+
+def _insert_running_trial(tx: Transaction, search_id: str, number: int, run_id: str | None,
+                          params_json: str) -> TrialRecord:  # fmt: skip
+    """A new trial row, in the state every trial starts in (running, no scores yet)."""
+    trial = TrialRecord(
+        id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
+        value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
+        finished_at=None,
+    )  # fmt: skip
+    values = {k: v for k, v in trial._asdict().items() if k != "id"}
+    return trial._replace(id=tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values))
