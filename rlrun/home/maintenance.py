@@ -319,7 +319,7 @@ def _rebuild_searches(registry: Registry, report: RebuildReport, runs: list[Rest
                                   "finished_at": None}  # fmt: skip
             elif trials[number]["run_id"] is None:
                 trials[number] = {**trials[number], "run_id": run_id}
-        registry.restore_search(found.search, [trials[n] for n in sorted(trials)])
+        registry.restore_search(found.search, [trials[n] for n in sorted(trials)], found.lineage)
         report.searches.append(found.search.id)
 
 

@@ -20,11 +20,14 @@ from rlrun import paths, storage
 from rlrun.registry.database import Transaction
 from rlrun.registry.queries import attempts_of, evaluations_where, revisions_of
 from rlrun.registry.records import (
+    LINEAGE_COLUMNS,
+    LINEAGE_SELECT,
     RUN_SELECT,
     SEARCH_SELECT,
     SESSION_SELECT,
     TRIAL_COLUMNS,
     TRIAL_SELECT,
+    LineageRecord,
     RunRecord,
     SearchRecord,
     SessionRecord,
@@ -125,13 +128,18 @@ def search_document_from_rows(tx: Transaction, search_id: str) -> dict[str, Any]
     found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
     if not found:
         return None
-    trials = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number",
-                     {"id": search_id})
-    return {
-        "format": SEARCH_MANIFEST_FORMAT,
-        "search": SearchRecord(*found[0]).to_json(),
-        "trials": [_drop(TrialRecord(*row).to_json(), "id", "search_id") for row in trials],
-    }
+    trials = [TrialRecord(*row) for row in tx.rows(
+        f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number", {"id": search_id})]
+    # A population-based training search's segments also say where each stands in the population.
+    lineage = {row[0]: LineageRecord(*row) for row in tx.rows(
+        f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id", {"id": search_id})}
+    documents = []
+    for trial in trials:
+        document = _drop(trial.to_json(), "id", "search_id")
+        if trial.id in lineage:
+            document["lineage"] = _drop(lineage[trial.id].to_json(), "trial_id", "search_id")
+        documents.append(document)
+    return {"format": SEARCH_MANIFEST_FORMAT, "search": SearchRecord(*found[0]).to_json(), "trials": documents}
 
 
 def write_search_from_rows(tx: Transaction, home: Path, search_id: str) -> None:
@@ -152,6 +160,7 @@ class SearchManifest(NamedTuple):
 
     search: SearchRecord
     trials: list[dict[str, Any]]
+    lineage: dict[int, dict[str, Any]]  # by trial number: a PBT segment's lineage columns (no ids)
 
 
 def read_search_manifest(path: Path) -> SearchManifest:
@@ -162,11 +171,15 @@ def read_search_manifest(path: Path) -> SearchManifest:
     for key in ("spec", "space", "settings", "importance"):
         value = search.pop(key)
         search[f"{key}_json"] = None if value is None else json.dumps(value)
-    trials = []
+    trials, lineage = [], {}
     for trial in document["trials"]:
         row = dict(trial)
         for key in ("params", "intermediate", "system_attrs"):
             row[f"{key}_json"] = json.dumps(row.pop(key))
         trials.append({column: row[column] for column in TRIAL_COLUMNS if column not in ("id", "search_id")})
+        if "lineage" in row:
+            line = dict(row["lineage"])
+            line["mutated_json"] = json.dumps(line.pop("mutated"))
+            lineage[row["number"]] = {c: line[c] for c in LINEAGE_COLUMNS if c not in ("trial_id", "search_id")}
     fields: dict[str, Any] = {k: search.get(k) for k in SearchRecord._fields}  # heartbeat_at: newer than some
-    return SearchManifest(SearchRecord(**fields), trials)
+    return SearchManifest(SearchRecord(**fields), trials, lineage)

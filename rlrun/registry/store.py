@@ -680,9 +680,11 @@ class Writes(Connected):
             (search_id,) = tx.rows("SELECT search_id FROM trials WHERE id = :id", {"id": trial_id})[0]
             self._sync_search_manifest(tx, search_id)
 
-    def restore_search(self, search: SearchRecord, trials: list[dict[str, Any]]) -> None:
-        """Insert a search read back from its manifest (`rlrun db rebuild`) with its trials, in one
-        transaction. A trial whose run is not in the registry keeps its record, unlinked."""
+    def restore_search(self, search: SearchRecord, trials: list[dict[str, Any]],
+                       lineage: dict[int, dict[str, Any]] | None = None) -> None:  # fmt: skip
+        """Insert a search read back from its manifest (`rlrun db rebuild`) with its trials (and a
+        PBT search's lineage, by trial number), in one transaction. A trial whose run is not in the
+        registry keeps its record, unlinked."""
         with self._transaction(write=True) as tx:
             tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
             for trial in trials:
@@ -690,7 +692,10 @@ class Writes(Connected):
                 if values["run_id"] is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id",
                                                                 {"id": values["run_id"]}):  # fmt: skip
                     values["run_id"] = None
-                tx.insert(insert_sql("trials", values), values)
+                trial_id = tx.insert(insert_sql("trials", values), values)
+                if lineage and values["number"] in lineage:
+                    line = {**lineage[values["number"]], "trial_id": trial_id, "search_id": search.id}
+                    tx.execute(insert_sql("lineage", LINEAGE_COLUMNS), line)
                 if values["run_id"] is not None:
                     self._sync_manifest(tx, values["run_id"])
             self._sync_search_manifest(tx, search.id)
