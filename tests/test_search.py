@@ -321,3 +321,15 @@ def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> N
     assert refused.code == 2 and "rlrun search SPEC" in refused.stderr
     assert not (tmp_path / "runs").exists()
 
+
+
+@pytest.mark.parametrize("home_kind", ["s3"], indirect=True)
+def test_a_search_whose_home_is_in_object_storage_is_the_same_search(
+        straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The same search with its home in an S3 bucket (a loopback server; the registry in a local
+    file): the same trials, scores, prunings and final snapshots, each read back from the store."""
+    home_a, spec = straight
+    done = rlrun(home, "search", str(spec), *SEARCH)
+    assert done.code == 0, done.stderr
+    monkeypatch.delenv("RLRUN_DB")  # each home's registry is its own file, read from here
+    assert_same_search(home_a, home)
