@@ -341,7 +341,7 @@ def enjoy(
     else:
         console.print(enjoy_table(result))
     for line in result.video_not_sent:  # a tracker never fails enjoy: said, exit 0
-        console.print(f"warning: {line}", style="yellow", highlight=False, markup=False)
+        console.print(f"warning: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
 
 
 def _parse(reference: str) -> Any:
