@@ -1,7 +1,8 @@
 """Experiment trackers against the real ones: MLflow's SQLite store (in-process, no server) and W&B
 offline (its run files read back). A session's tracker history after kill -9 and resume is the
 uninterrupted run's, point for point; a tracker that is down never stops training, `rlrun show` says
-what it missed and `rlrun track` sends it afterwards; a search's trials share a parent. (Without the
+what it missed and `rlrun track` sends it afterwards; a search's trials share a parent; an `enjoy`
+video goes to the session's tracker runs as an artifact, their history untouched. (Without the
 package, --track is bad input: tests/test_bad_input.py.)"""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, fast, rlrun, search_spec
+from helpers import cli_env, fast, rlrun, run_cli, search_spec
 from same_run import (
     CADENCE,
     assert_same_run,
@@ -185,3 +186,39 @@ def test_a_searchs_trials_are_nested_under_one_parent_and_grouped(tmp_path: Path
         (file,) = Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
         (record,) = [r.run for r in wandb_records(file) if r.WhichOneof("record_type") == "run"]
         assert record.run_group == search.id and wandb_history(Path(trackers["WANDB_DIR"]), f"{run}-s0")
+
+
+def test_an_enjoy_video_goes_to_the_sessions_tracker_runs_and_leaves_their_history_alone(
+        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    pytest.importorskip("imageio_ffmpeg")
+    home = tmp_path / "home"
+    done = train(home, SPEC, *TRACK, "--frames", "3000")
+    assert done.code == 0, done.stderr
+    run = run_id(home)
+    before = histories(run, trackers)
+    assert all(before), "the trackers hold no history: the test would prove nothing"
+
+    video = tmp_path / "enjoy.mp4"
+    shown = rlrun(home, "enjoy", "latest", "--episodes", "1", "--video", str(video))
+    assert shown.code == 0 and video.stat().st_size > 0, shown.stderr
+    assert "not sent" not in shown.stderr, shown.stderr
+    assert histories(run, trackers) == before  # an artifact has no step: no point added, none changed
+
+    from mlflow import MlflowClient
+
+    _, tracked = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run)
+    (artifact,) = MlflowClient(trackers["MLFLOW_TRACKING_URI"]).list_artifacts(tracked.info.run_id, "enjoy")
+    assert artifact.path == "enjoy/enjoy.mp4" and artifact.file_size == video.stat().st_size
+    records = [r for file in Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
+               for r in wandb_records(file) if r.WhichOneof("record_type") == "artifact"]
+    videos = [r.artifact for r in records if r.artifact.type == "video"]
+    assert [[entry.path for entry in a.manifest.contents] for a in videos] == [["enjoy.mp4"]]
+
+    # a tracker that is down: enjoy still plays and records, and says in one line what was not sent
+    with socket_closed() as port:
+        down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}
+        again = run_cli(home, "enjoy", "latest", "--episodes", "1", "--video", str(video), env=down)
+    assert again.code == 0, again.stderr
+    assert "enjoy.mp4 not sent to mlflow" in again.stderr and "Traceback" not in again.stderr
+    assert "not sent to wandb" not in again.stderr

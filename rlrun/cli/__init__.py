@@ -312,7 +312,8 @@ def enjoy(
     stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
     render: Annotated[bool, typer.Option("--render", help="Show the episodes in a window.")] = False,
     video: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file.")
+        Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file (also sent to"
+                                  " the run's trackers, its meta.track).")
     ] = None,
     status: Status = None,
     algo: Algo = None,
@@ -339,6 +340,8 @@ def enjoy(
         _print_json(result.to_json())
     else:
         console.print(enjoy_table(result))
+    for line in result.video_not_sent:  # a tracker never fails enjoy: said, exit 0
+        console.print(f"warning: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
 
 
 def _parse(reference: str) -> Any:

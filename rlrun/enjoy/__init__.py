@@ -3,14 +3,15 @@
 The run, session and checkpoint come from one reference; the env and the agent are rebuilt from the
 spec revision stored with the run; the snapshot is verified against the registry's sha256 before a
 single step runs. The result is recorded as an evaluation of kind "enjoy", which never changes the
-training evaluations, the best score, the checkpoints or the run's status.
+training evaluations, the best score, the checkpoints or the run's status. A video of a run that
+tracks (`meta.track`) also goes to its session's tracker runs, as an artifact beside their history.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ class EnjoyResult:
     std: float
     video: str | None
     video_frames: int | None
+    video_not_sent: list[str] = field(default_factory=list)
+    """One line per tracker of the run (`meta.track`) that did not get the video."""
 
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
@@ -102,7 +105,23 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
         returns = [e.episode_return for e in result.episodes]
         registry.add_evaluation(target.session.id, frame=target.checkpoint.frame, mean=result.mean, std=result.std,
                                 min=min(returns), max=max(returns), episodes=len(returns), kind="enjoy")
+        search = registry.search_of(target.run.id)
+    if video is not None:
+        result = replace(result, video_not_sent=_send_video(target, search, video))
     return result
+
+
+def _send_video(target: EnjoyTarget, search: str | None, video: Path) -> list[str]:
+    """The video, to the session's tracker runs (the spec's `meta.track`); what did not get it, one line each."""
+    spec = json.loads(target.spec_json)
+    names = spec.get("meta", {}).get("track") or []
+    if not names:
+        return []
+    from rlrun.trackers import Identity
+    from rlrun.trackers.artifacts import send_file
+
+    return send_file(names, Identity(target.run.id, target.session.index, target.session.seed, spec, group=search),
+                     video)
 
 
 def _check_output(render: bool, video: Path | None) -> None:

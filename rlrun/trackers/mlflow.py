@@ -39,8 +39,8 @@ class MlflowTracker:
         from mlflow import MlflowClient
 
         self.client = client = MlflowClient()
-        experiment = _experiment(client)
-        found = _find(client, experiment, identity)
+        experiment = experiment_id(client)
+        found = find_run(client, experiment, identity)
         if found is None:
             run = client.create_run(experiment, run_name=identity.name, tags=_tags(client, experiment, identity))
             self.run_id = run.info.run_id
@@ -69,13 +69,13 @@ class MlflowTracker:
         self.client.set_terminated(self.run_id, status=_STATUS.get(status, "FAILED"))
 
 
-def _experiment(client: Any) -> str:
+def experiment_id(client: Any) -> str:
     name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT_DEFAULT
     experiment = client.get_experiment_by_name(name)
     return experiment.experiment_id if experiment is not None else client.create_experiment(name)
 
 
-def _find(client: Any, experiment: str, identity: Identity) -> Any:
+def find_run(client: Any, experiment: str, identity: Identity) -> Any:
     found = client.search_runs([experiment], filter_string=f"tags.`rlrun.run` = '{identity.run_id}' and "
                                                            f"tags.`rlrun.session` = '{identity.index}'", max_results=1)
     return found[0] if found else None
