@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -162,16 +163,23 @@ def node_of(cluster: Any, node_id: str) -> Any:
 
 
 @contextlib.contextmanager
-def losing_a_node(cluster: Any, **node: Any) -> Iterator[None]:
-    """The module's cluster keeps its size: a node removed inside is replaced after (by one
-    made with `node`, a worker of one CPU by default)."""
-    before = len(cluster.list_all_nodes())
+def losing_a_node(cluster: Any) -> Iterator[None]:
+    """The module's cluster keeps its make-up: each node removed inside is replaced after by one
+    of its kind (its CPUs and custom resources: a session worker, or a supervisors' node)."""
+    before = Counter(_node_kind(n) for n in cluster.list_all_nodes())
     try:
         yield
     finally:
-        while len(cluster.list_all_nodes()) < before:
-            cluster.add_node(**(node or {"num_cpus": 1}))
+        missing = before - Counter(_node_kind(n) for n in cluster.list_all_nodes())
+        for (cpus, resources), count in missing.items():
+            for _ in range(count):
+                cluster.add_node(num_cpus=cpus, resources=dict(resources))
         cluster.wait_for_nodes()
+
+
+def _node_kind(node: Any) -> tuple[Any, tuple[tuple[str, float], ...]]:
+    params = node._ray_params  # what the node was started with (ray.cluster_utils keeps no other record)
+    return params.num_cpus, tuple(sorted((params.resources or {}).items()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,10 +435,12 @@ def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str]
                                 env={SUPERVISOR_RESOURCE_ENV: SUPERVISOR, **(env or {})})
     process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
+    said = []
     for line in process.stderr or ():
         if " detached: supervised by actor " in line:
             return process, line
-    raise AssertionError(f"no detached run ({process.wait(timeout=60)}): {finished(process).stderr}")
+        said.append(line)
+    raise AssertionError(f"no detached run ({process.wait(timeout=60)}): {''.join(said)}")
 
 
 def run_status_of(home: Path, url: str, wanted: str, timeout: float = 240) -> RunDetail:
@@ -470,7 +480,7 @@ def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
     assert run.run.id in said and run.run.supervisor and run.run.supervisor in said
     frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
     first = supervisor_node(run)
-    with losing_a_node(cluster, num_cpus=0, resources={SUPERVISOR: 1}):
+    with losing_a_node(cluster):
         cluster.remove_node(node_of(cluster, first), allow_graceful=False)
         run = run_status_of(home, registry_url, "finished")
     with contextlib.suppress(ProcessLookupError):

@@ -28,7 +28,7 @@ from same_run import (
 from tracker_readback import History, mlflow_history, training_history, wandb_history, wandb_records
 
 from rlrun.registry import Registry
-from rlrun.testhooks import HEARTBEAT_ENV
+from rlrun.testhooks import HEARTBEAT_ENV, SLOW_EVALUATION_ENV
 
 pytest.importorskip("mlflow")
 pytest.importorskip("wandb")
@@ -92,13 +92,17 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
         tmp_path: Path, trackers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv(HEARTBEAT_ENV, "0.2")  # rows reach the log, and the trackers, between snapshots too
     straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
-    done = train(straight_home, SPEC, *TRACK, *SPARSE)
+    # An evaluation every 1,000 frames; in the run to kill each is slowed (a sleep, which changes
+    # nothing), so that the trackers' delivery threads catch up between snapshots even on a busy
+    # machine, and the kill finds them holding points past the newest snapshot.
+    often = [*SPARSE, "--set", "meta.eval_frequency=1000"]
+    done = train(straight_home, SPEC, *TRACK, *often)
     assert done.code == 0, done.stderr
     straight_id = run_id(straight_home)
 
     # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
-                                *SPARSE], env=cli_env(killed_home),
+                                *often], env={**cli_env(killed_home), SLOW_EVALUATION_ENV: "0.5"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def past_the_snapshot() -> bool:
