@@ -50,18 +50,6 @@ def rlrun(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def fresh_registry() -> None:
-    """A clean database per measurement when the registry is PostgreSQL."""
-    url = os.environ.get("RLRUN_TEST_POSTGRES")
-    if url:
-        import psycopg
-
-        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-            conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-            conn.execute("CREATE SCHEMA public")
-        os.environ["RLRUN_DB"] = url
-
-
 def node_of(cluster: Any, prefix: str) -> Any:
     return next(n for n in cluster.list_all_nodes() if n.node_id.startswith(prefix))
 
@@ -84,6 +72,8 @@ def supervisor_node(home: Path, run_id: str) -> str | None:
 
 def rlrun_recovery(cluster: Any, home: Path) -> tuple[float, float]:
     """Seconds from the supervisor's node removed to (the supervisor back, the session's retry)."""
+    from ray_scaleout import fresh_registry  # this folder is the script's: on sys.path
+
     fresh_registry()
     rlrun(home, "train", SPEC, "--frames", "10M", *QUIET, "--ray", cluster.address, "--detach")
     with Registry.open(home, create=False) as registry:
