@@ -22,7 +22,7 @@ from rlrun.envs.workers import BlockVectorEnv
 from rlrun.envs.wrappers import apply_wrappers
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
-from rlrun.spec.cores import AUTO, auto_workers, usable_cores
+from rlrun.spec.cores import auto_workers, usable_cores
 from rlrun.spec.env_ids import extra_for, import_env_code, missing_package, not_an_env
 
 
@@ -136,9 +136,9 @@ def make_vector_env(spec: EnvSpec, *, sessions: int = 1) -> VectorEnv:
 def worker_count(spec: EnvSpec, sessions: int = 1) -> int:
     """The processes that step the copies with "sync": `env.workers`, "auto" resolved on this
     machine now (`rlrun.spec.cores.auto_workers`)."""
-    if spec.workers == AUTO:
-        return auto_workers(spec.num_envs, usable_cores(), sessions)
-    return spec.workers
+    if isinstance(spec.workers, int):
+        return spec.workers
+    return auto_workers(spec.num_envs, usable_cores(), sessions)
 
 
 def seed_spaces(vector_env: VectorEnv, seed: int) -> None:

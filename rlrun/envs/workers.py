@@ -15,6 +15,7 @@ worker whose session dies (kill -9) finds its pipe closed and exits.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import traceback
@@ -76,7 +77,8 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
 
     def _reply(self, index: int) -> tuple[bool, Any]:
         try:
-            return self._pipes[index].recv()  # type: ignore[no-any-return]
+            reply: tuple[bool, Any] = self._pipes[index].recv()
+            return reply
         except EOFError:
             code = self._processes[index].exitcode
             return False, f"env worker {index} ended (exit code {code}) before it replied"
@@ -119,7 +121,7 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
 
     def _batched(self, observations: list[Any]) -> Any:
         out = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
-        return concatenate(self.single_observation_space, observations, out)
+        return concatenate(self.single_observation_space, observations, out)  # type: ignore[arg-type]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """`getattr(copy, name)(*args, **kwargs)` for every copy (its value, when not callable)."""
@@ -140,15 +142,11 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
 
     def close_extras(self, **kwargs: Any) -> None:
         for pipe in self._pipes:
-            try:
+            with contextlib.suppress(OSError):  # a worker already gone (BrokenPipeError)
                 pipe.send(("close", None))
-            except (BrokenPipeError, OSError):  # a worker already gone
-                pass
         for pipe, process in zip(self._pipes, self._processes, strict=True):
-            try:
+            with contextlib.suppress(EOFError, OSError):
                 pipe.recv()
-            except (EOFError, OSError):
-                pass
             pipe.close()
             process.join(timeout=30)
             if process.is_alive():

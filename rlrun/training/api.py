@@ -29,8 +29,8 @@ from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
-from rlrun.spec.cores import AUTO, auto_threads, usable_cores
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
+from rlrun.spec.cores import AUTO, auto_threads, usable_cores
 from rlrun.trackers import check_installed
 from rlrun.training.executor import Execution, Executor, OnEvent
 
@@ -133,10 +133,8 @@ def as_recorded(spec: Spec, previous: Spec | None = None) -> Spec:
     means the number the run recorded."""
     if spec.meta.torch_threads != AUTO:
         return spec
-    if previous is not None:
-        threads = previous.meta.torch_threads
-    else:
-        threads = auto_threads(usable_cores(), spec.meta.sessions)
+    recorded = previous.meta.torch_threads if previous is not None else AUTO
+    threads = recorded if isinstance(recorded, int) else auto_threads(usable_cores(), spec.meta.sessions)
     return spec.model_copy(update={"meta": spec.meta.model_copy(update={"torch_threads": threads})})
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from rlrun.spec import EnvSpec, validate_spec
+from rlrun.spec import EnvSpec, Spec, validate_spec
 from rlrun.spec.consistency import check_edit
 from rlrun.spec.cores import auto_threads, auto_workers, blocks, cores_per_session, torch_threads, usable_cores
 
@@ -57,7 +57,7 @@ def test_workers_refused(settings: dict[str, object], message: str) -> None:
         EnvSpec(id="CartPole-v1", **settings)
 
 
-def _spec(**env: object) -> object:
+def _spec(**env: object) -> Spec:
     return validate_spec({"name": "t", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1", **env},
                           "meta": {"max_frame": 1000}})
 
