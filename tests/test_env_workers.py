@@ -11,13 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import fast, invoke, run_attempts
-from same_run import assert_same_run, final_state, killed_after_a_snapshot, preempted_mid_episode, resume_ok, train
+from helpers import cli_env, fast, invoke, run_attempts
+from same_run import (
+    CADENCE,
+    assert_same_run,
+    final_state,
+    killed_after_a_snapshot,
+    newest_checkpoint_frame,
+    preempted_mid_episode,
+    resume_ok,
+    train,
+    wait_for,
+)
 
 from rlrun.spec.cores import auto_threads, usable_cores
 
@@ -96,6 +110,22 @@ def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
     killed_after_a_snapshot(home, SPEC, *_args(*WORKERS))
     resume_ok(home, "latest")
     _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
+    """A scheduler that signals every process of the job (SLURM's scancel) reaches the workers
+    too: they leave the stopping to the session, which captures their copies into its snapshot."""
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *_args(*WORKERS)],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
+    os.killpg(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    resume_ok(home)
+    resumed = run_attempts(home)[-1]
+    assert not resumed.approximate, resumed.note
     assert_same_run(workers_run, final_state(home))
 
 

@@ -8,9 +8,11 @@ with a block of copies behind each pipe instead of one: a step costs one message
 worker, not per copy. `call` and `set_attr` reach every copy, in order, so a snapshot captures and
 restores each copy inside its worker exactly as for an async env (`rlrun.envs.state`).
 
-A worker ignores SIGINT (a Ctrl-C reaches the whole process group): the session decides when to
-stop, and it needs its workers alive to capture their copies into the preemption snapshot. A
-worker whose session dies (kill -9) finds its pipe closed and exits.
+A worker ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group, and a scheduler such
+as SLURM may signal every process of a job): the session decides when to stop, and it needs its
+workers alive to capture their copies into the preemption snapshot. A worker ends when the session
+closes the env, when the session exits (daemonic processes are ended at exit), or when its pipe
+closes under it (the session was killed with -9).
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
 
 def _work(pipe: Connection, make_copy: EnvMaker, count: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     envs: list[gym.Env[Any, Any]] = []
     try:
         envs = [make_copy() for _ in range(count)]
