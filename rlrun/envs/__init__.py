@@ -18,9 +18,11 @@ from rlrun import seeding
 from rlrun.envs import atari
 from rlrun.envs.spaces import observations_as_arrays
 from rlrun.envs.state import EpisodeRecorder
+from rlrun.envs.workers import BlockVectorEnv
 from rlrun.envs.wrappers import apply_wrappers
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
+from rlrun.spec.cores import auto_workers, usable_cores
 from rlrun.spec.env_ids import extra_for, import_env_code, missing_package, not_an_env
 
 
@@ -116,24 +118,43 @@ def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
     return EpisodeRecorder(make_env(spec, training=True))
 
 
-def make_vector_env(spec: EnvSpec) -> VectorEnv:
-    """`num_envs` copies stepped together. Same-step autoreset: an env whose episode ends returns
-    the next episode's first observation at once and its final one in `info["final_obs"]`, so every
-    observation the agent sees is one it can act on."""
-    copies = [partial(make_recorded_env, spec)] * spec.num_envs
+def make_vector_env(spec: EnvSpec, *, sessions: int = 1) -> VectorEnv:
+    """`num_envs` copies stepped together: in this process, in `env.workers` processes (a block of
+    copies each; "auto" resolved here, for `sessions` sessions sharing the machine) or one process
+    each ("async"). Same-step autoreset: an env whose episode ends returns the next episode's first
+    observation at once and its final one in `info["final_obs"]`, so every observation the agent
+    sees is one it can act on."""
+    make_copy = partial(make_recorded_env, spec)
     if spec.vectorization == "async":
-        return AsyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
-    return SyncVectorEnv(copies, autoreset_mode=AutoresetMode.SAME_STEP)
+        return AsyncVectorEnv([make_copy] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+    workers = worker_count(spec, sessions)
+    if workers > 1:
+        return BlockVectorEnv(make_copy, spec.num_envs, workers)
+    return SyncVectorEnv([make_copy] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def worker_count(spec: EnvSpec, sessions: int = 1) -> int:
+    """The processes that step the copies with "sync": `env.workers`, "auto" resolved on this
+    machine now (`rlrun.spec.cores.auto_workers`)."""
+    if isinstance(spec.workers, int):
+        return spec.workers
+    return auto_workers(spec.num_envs, usable_cores(), sessions)
 
 
 def seed_spaces(vector_env: VectorEnv, seed: int) -> None:
     """Seed every space's generator (the vector env's and each copy's) from the session seed.
-    Gymnasium otherwise seeds a space from OS entropy the first time anything samples it."""
-    spaces = [vector_env.action_space, vector_env.observation_space]
-    for env in getattr(vector_env, "envs", []):  # an async env's copies live in other processes
-        spaces += [env.action_space, env.observation_space]
-    for i, space in enumerate(spaces):
-        space.seed(seeding.derive(seed, seeding.ACTION_SPACE, i))
+    Gymnasium otherwise seeds a space from OS entropy the first time anything samples it. The
+    copies in block workers get the seeds they would get in this process (runs with workers are
+    the same bits as without); an async env's copies are left as they always were."""
+    seeds = [seeding.derive(seed, seeding.ACTION_SPACE, i) for i in range(2 + 2 * vector_env.num_envs)]
+    vector_env.action_space.seed(seeds[0])
+    vector_env.observation_space.seed(seeds[1])
+    copies = list(zip(seeds[2::2], seeds[3::2], strict=True))
+    if isinstance(vector_env, BlockVectorEnv):
+        vector_env.seed_copy_spaces(copies)
+    for env, (action_seed, observation_seed) in zip(getattr(vector_env, "envs", []), copies, strict=False):
+        env.action_space.seed(action_seed)
+        env.observation_space.seed(observation_seed)
 
 
 def true_next_obs(next_obs: np.ndarray, done: np.ndarray, info: dict[str, Any]) -> np.ndarray:

@@ -20,6 +20,7 @@ from pydantic import (
 
 from rlrun.errors import SizeError
 from rlrun.sizes import parse_size
+from rlrun.spec.cores import AUTO
 from rlrun.spec.schedules import Constant, Schedule
 
 
@@ -37,6 +38,18 @@ ALE_NAMESPACE = "ALE/"
 
 Frames = Annotated[int, BeforeValidator(_size), Field(gt=0)]
 """A positive frame count; accepts sizes such as "200k" or "1.5M"."""
+
+
+def _count_or_auto(most: int) -> Any:
+    """A check that gives one clear error for a count that is neither a whole number in 1..most
+    nor "auto" (a bare union would report one error per member)."""
+
+    def check(raw: Any) -> Any:
+        if raw == AUTO or (isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= most):
+            return raw
+        raise ValueError(f'use a whole number from 1 to {most}, or "auto"')
+
+    return BeforeValidator(check)
 
 
 class Strict(BaseModel):
@@ -224,7 +237,17 @@ class EnvSpec(Strict):
     vectorization: Literal["sync", "async"] = "sync"
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
-    or replayed inside its worker, so a resume is exact either way)."""
+    or replayed inside its worker, so a resume is exact either way). For many copies on many cores,
+    `workers` splits them into blocks instead."""
+    workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = 1
+    """Processes that step the copies (with "sync"): 1 steps them in the session's own process;
+    W > 1 splits them into W contiguous blocks, each stepped in order by one worker process, while
+    the session still acts on all copies at once. "auto", resolved when each session starts: the
+    usable cores (the process's CPU affinity) over `meta.sessions`, less one for the learner, at
+    most `num_envs`, at least 1 (so 1 on a machine of two cores). The observations, rewards and
+    all that is learnt are the same bits whatever the number, so it is record-only: a resume may
+    change it.
+    With "async" (one process per copy) leave it at 1."""
     wrappers: list[WrapperSpec] = Field(default_factory=list, max_length=64)
     """Gymnasium wrappers around each copy, innermost first: applied after Gymnasium's own (time
     limit, checks) and `atari` preprocessing, before `frame_stack` (which stacks what they return).
@@ -241,6 +264,18 @@ class EnvSpec(Strict):
             raise ValueError(f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; "
                              "remove it or use an ALE id")
         return atari
+
+    @model_validator(mode="after")
+    def _workers_fit(self) -> EnvSpec:
+        if self.workers == AUTO or self.workers == 1:
+            return self
+        if self.vectorization == "async":
+            raise ValueError(f'workers = {self.workers}: "async" already gives each copy its own process; '
+                             'use "sync" with workers, or leave workers at 1')
+        if isinstance(self.workers, int) and self.workers > self.num_envs:
+            raise ValueError(f"workers = {self.workers}: more worker processes than the {self.num_envs} copies "
+                             f'(num_envs); use at most {self.num_envs}, or "auto"')
+        return self
 
 
 ATARI_EVAL_EPSILON = 0.05
@@ -287,8 +322,11 @@ class MetaSpec(Strict):
     track: list[Literal["mlflow", "wandb"]] = Field(default_factory=list)
     """Experiment trackers each session also logs to (`rlrun.trackers`): "mlflow", "wandb". Record-only:
     a resume continues the same tracker runs, and may add or drop one."""
-    torch_threads: int = Field(default=1, gt=0, le=256)
-    """Torch intra-op threads per session (one keeps parallel sessions from fighting)."""
+    torch_threads: Annotated[int | Literal["auto"], _count_or_auto(256)] = 1
+    """Torch intra-op threads per session (one keeps parallel sessions from fighting). "auto": the
+    usable cores (the CPU affinity) over `sessions`, at least 1, resolved once when the run is
+    created and recorded as that number: the thread count can change how torch splits a sum, so
+    it is structural, and a resume on another machine keeps the recorded number."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,

@@ -30,6 +30,7 @@ from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
+from rlrun.spec.cores import AUTO, auto_threads, usable_cores
 from rlrun.trackers import check_installed
 from rlrun.training.executor import Execution, Executor, OnEvent
 
@@ -85,6 +86,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
     search trial the run trains, recorded with the run in one transaction."""
+    spec = as_recorded(spec)
     root = paths.resolve_home(home)
     url = paths.database_url(root)
     if name is not None:
@@ -121,6 +123,19 @@ def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: Re
         registry.add_spec_revision(run.id, frame=fork_of.frame, spec_json=json.dumps(spec.to_json()),
                                    diff_json=diff_json(fork_of.previous, spec))
     return run
+
+
+def as_recorded(spec: Spec, previous: Spec | None = None) -> Spec:
+    """The spec as a run records it: `meta.torch_threads: "auto"` becomes a number, once, when
+    the run is created (the usable cores over the sessions, `rlrun.spec.cores`). Threads can
+    change how torch splits a sum, so the number is structural: every session and every later
+    resume, on any machine, uses the recorded one, and "auto" in a resume's edit (or a fork's)
+    means the number the run recorded."""
+    if spec.meta.torch_threads != AUTO:
+        return spec
+    recorded = previous.meta.torch_threads if previous is not None else AUTO
+    threads = recorded if isinstance(recorded, int) else auto_threads(usable_cores(), spec.meta.sessions)
+    return spec.model_copy(update={"meta": spec.meta.model_copy(update={"torch_threads": threads})})
 
 
 def _check_name_free(root: Path, url: str, name: str) -> None:
@@ -235,7 +250,7 @@ def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: 
     if frames is not None or more is not None:
         target = frames if frames is not None else previous.meta.max_frame + (more or 0)
         document = apply_overrides(document, [f"meta.max_frame={target}"])
-    return validate_spec(document)
+    return as_recorded(validate_spec(document), previous)
 
 
 def newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord],

@@ -1,0 +1,204 @@
+"""Many cores for one session (issue 26): `env.workers` steps the copies in blocks, one worker
+process each, and trains the same bits as stepping them in the session's process; a resume is
+exact after SIGTERM or kill -9, and may change the number of workers. `meta.torch_threads: "auto"`
+is recorded as a number when the run is created.
+
+LunarLander (Box2D) copies are replayed inside their workers, so these runs go through the
+protocol's every command: reset, step, call (capture, restore) and set_attr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import cli_env, fast, invoke, run_attempts
+from same_run import (
+    CADENCE,
+    assert_same_run,
+    final_state,
+    killed_after_a_snapshot,
+    newest_checkpoint_frame,
+    preempted_mid_episode,
+    resume_ok,
+    train,
+    wait_for,
+)
+
+from rlrun.spec.cores import auto_threads, usable_cores
+
+pytestmark = pytest.mark.slow
+
+SPEC = "ppo_lunarlander"
+BUDGET = 4000
+SETTINGS = ["--set", "agent.network.hidden=[32, 32]", "--set", "env.num_envs=4", "--frames", str(BUDGET)]
+WORKERS = ["--set", "env.workers=2"]
+
+
+def _args(*extra: str) -> list[str]:
+    return [*fast(SPEC), *SETTINGS, *extra]
+
+
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("Box2D")
+    home = tmp_path_factory.mktemp("sync")
+    done = train(home, SPEC, *_args())
+    assert done.code == 0, done.stderr
+    return final_state(home)
+
+
+@pytest.fixture(scope="module")
+def workers_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("Box2D")
+    home = tmp_path_factory.mktemp("workers")
+    done = train(home, SPEC, *_args(*WORKERS))
+    assert done.code == 0, done.stderr
+    return final_state(home)
+
+
+def without_vector_buffers(state: dict[str, Any]) -> dict[str, Any]:
+    """A run's final state without the buffers a SyncVectorEnv keeps of its last step (recorded
+    with its snapshot's env, overwritten by every step, never restored into workers); the rest,
+    each copy's state included, must be equal."""
+    sessions = []
+    for session in state["sessions"]:
+        meta = session["saved"].meta
+        env = {**meta.env, "own": {}}
+        saved = dataclasses.replace(session["saved"], meta=dataclasses.replace(meta, env=env))
+        sessions.append({**session, "saved": saved})
+    return {**state, "sessions": sessions}
+
+
+def assert_same_as_sync(sync: dict[str, Any], other: dict[str, Any]) -> None:
+    assert_same_run(without_vector_buffers(sync), without_vector_buffers(other))
+
+
+def _assert_replayed_exactly(home: Path) -> None:
+    resumed = run_attempts(home)[-1]
+    assert not resumed.approximate, resumed.note
+    assert resumed.note is not None and resumed.note.startswith("env: replayed"), resumed.note
+
+
+def test_workers_step_the_same_bits_as_the_session_process(sync_run: dict[str, Any],
+                                                           workers_run: dict[str, Any]) -> None:
+    assert_same_as_sync(sync_run, workers_run)
+
+
+def test_auto_workers_train_the_same_bits(sync_run: dict[str, Any], home: Path) -> None:
+    done = train(home, SPEC, *_args("--set", "env.workers=auto"))
+    assert done.code == 0, done.stderr
+    assert_same_as_sync(sync_run, final_state(home))
+
+
+def test_sigterm_mid_episode_with_workers(workers_run: dict[str, Any], home: Path) -> None:
+    preempted_mid_episode(home, SPEC, *_args(*WORKERS))
+    resume_ok(home)
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
+    killed_after_a_snapshot(home, SPEC, *_args(*WORKERS))
+    resume_ok(home, "latest")
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
+    """A scheduler that signals every process of the job (SLURM's scancel) reaches the workers
+    too: they leave the stopping to the session, which captures their copies into its snapshot."""
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *_args(*WORKERS)],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
+    os.killpg(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    resume_ok(home)
+    resumed = run_attempts(home)[-1]
+    assert not resumed.approximate, resumed.note
+    assert_same_run(workers_run, final_state(home))
+
+
+@pytest.mark.parametrize(("before", "after"), [(WORKERS, ["env.workers=1"]), ([], ["env.workers=3"])],
+                         ids=["workers-to-in-process", "in-process-to-workers"])
+def test_a_resume_may_change_the_workers(sync_run: dict[str, Any], home: Path, before: list[str],
+                                         after: list[str]) -> None:
+    preempted_mid_episode(home, SPEC, *_args(*before))
+    resume_ok(home, "latest", *(arg for edit in after for arg in ("--set", edit)))
+    _assert_replayed_exactly(home)
+    assert_same_as_sync(sync_run, final_state(home))
+
+
+def test_a_block_env_gives_what_a_sync_env_gives(tmp_path: Path) -> None:
+    """Observations, rewards, flags and infos (the final observations of ended episodes
+    included) of every step, and each copy's captured state, against SyncVectorEnv's."""
+    from rlrun.envs import make_vector_env, seed_spaces
+    from rlrun.envs.state import capture_vector_env, restore_vector_env
+    from rlrun.envs.workers import BlockVectorEnv
+    from rlrun.spec import EnvSpec
+
+    actions = np.random.default_rng(0).integers(0, 2, (200, 5))
+
+    def play(workers: int, restore: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        env = make_vector_env(EnvSpec(id="CartPole-v1", num_envs=5, workers=workers))
+        assert isinstance(env, BlockVectorEnv) == (workers > 1)
+        seen: list[Any] = [env.reset(seed=3)]
+        seed_spaces(env, 7)
+        state: dict[str, Any] = {}
+        if restore is not None:
+            restore_vector_env(env, restore)
+        for step in range(101 if restore else 0, len(actions)):
+            seen.append(env.step(actions[step]))
+            if step == 100:
+                state = {**capture_vector_env(env), "own": {}}  # the sync env's last-step buffers aside
+        env.close()
+        return seen, state
+
+    sync, sync_state = play(1)
+    blocks, blocks_state = play(3)
+    _assert_equal(sync, blocks)
+    assert sync_state == blocks_state
+    resumed, _ = play(2, restore=sync_state)  # another split, from the sync env's state at step 100
+    _assert_equal(sync[102:], resumed[1:])
+
+
+def _assert_equal(a: Any, b: Any, where: str = "steps") -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _assert_equal(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_equal(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        if a.dtype == object:
+            _assert_equal(list(a), list(b), where)
+        else:
+            assert np.array_equal(a, b), where
+    else:
+        assert type(a) is type(b) and a == b, where
+
+
+def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
+    done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
+                  "--set", "meta.torch_threads=auto", "--set", "meta.sessions=2")
+    assert done.code == 0, done.stderr
+    shown = invoke(home, "show", "latest", "--spec-json")
+    assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+    # "auto" in a resume's edit is the number the run recorded: nothing changes
+    more = invoke(home, "resume", "latest", "--more", "200", "--set", "meta.torch_threads=auto")
+    assert more.code == 0, more.stderr
+    revisions = json.loads(invoke(home, "show", "latest", "--spec-json").stdout)
+    assert revisions["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
