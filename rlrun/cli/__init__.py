@@ -647,10 +647,10 @@ def show(
     elif spec_json:
         print(views.spec_document(found.detail))
     elif as_json:
-        _print_json(found.detail.to_json())
+        _print_json(found.to_json())
     else:
         _say(views.run_detail(found.detail, colour=views.colour_enabled()))
-        for line in views.tracker_lines(found.home, found.detail):
+        for line in views.tracker_lines(found.run.id, found.trackers):
             _say(line)
 
 
