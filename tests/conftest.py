@@ -1,5 +1,6 @@
 """Fixtures and hooks only (the helpers live in tests/helpers.py): every test's own home, the `cli`
-fixture (`rlrun` in-process against it), one trained home per test session, and the workers."""
+fixture (`rlrun` in-process against it), one trained home per test session (and one replay-memory
+run's final state), and the workers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import TINY, Result, home_settings, invoke, rlrun, store_home
@@ -115,6 +117,18 @@ def trained_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = rlrun(home, "train", "reinforce_cartpole", "--name", "tiny", *TINY)
     assert done.code == 0, done.stderr
     return home
+
+
+@pytest.fixture(scope="session")
+def wrapping_dqn_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The wrapping DQN run (tests/same_run.py) never interrupted, straight to WRAPPING_TARGET on a
+    local disk: its final state, which each interrupted-and-resumed replay-memory run must equal."""
+    from same_run import WRAPPING_TARGET, final_state, train_wrapping_dqn  # torch: not for the unit lane
+
+    home = tmp_path_factory.mktemp("wrapping-reference") / "runs"
+    done = train_wrapping_dqn(home, WRAPPING_TARGET)
+    assert done.code == 0, done.stderr
+    return final_state(home)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from helpers import Result, cli_env, fast, rlrun
+from helpers import Result, builtin_for, cli_env, fast, rlrun, run_cli
 
 from rlrun import paths, snapshot, storage
 from rlrun.algorithms import algorithm_names
@@ -33,6 +33,21 @@ CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_freque
 
 
 ALGORITHMS = algorithm_names()
+
+# DQN whose replay memory (1,800 rows) wraps during a WRAPPING_TARGET run, a snapshot every 1k
+# frames (each writing only the rows added since the one before), retention keeping 2: the replay-
+# memory snapshot tests, on a disk (test_replay_snapshots.py) and in object storage (test_object_store.py).
+WRAPPING_DQN = builtin_for("dqn")
+WRAPPING_SETTINGS = ["agent.learning_starts=500", "agent.train_frequency=32", "agent.gradient_steps=2",
+                     "agent.batch_size=32", "agent.network.hidden=[32, 32]", "agent.memory.capacity=1800",
+                     "meta.keep_checkpoints=2"]  # fmt: skip
+WRAPPING_TARGET = 6000
+
+
+def train_wrapping_dqn(home: Path, frames: int, env: dict[str, str] | None = None) -> Result:
+    """The wrapping DQN run, trained to `frames` (its own settings, not `fast`'s: a memory that wraps)."""
+    settings = [arg for edit in WRAPPING_SETTINGS for arg in ("--set", edit)]
+    return run_cli(home, "train", WRAPPING_DQN, "--frames", str(frames), *CADENCE, *settings, env=env)
 
 
 # ---------------------------------------------------------------------------------------------

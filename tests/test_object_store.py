@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import builtin_for, rlrun, run_cli, store_home
-from same_run import CADENCE, assert_same_run, assert_snapshots_sound, final_state, resume_ok
+from helpers import rlrun, store_home
+from same_run import (
+    WRAPPING_TARGET,
+    assert_same_run,
+    assert_snapshots_sound,
+    final_state,
+    resume_ok,
+    train_wrapping_dqn,
+)
 
 from rlrun import storage
 from rlrun.registry import Registry
@@ -28,36 +35,17 @@ from rlrun.testhooks import CRASH_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real S3 server
 
-SPEC = builtin_for("dqn")
-SETTINGS = ["agent.learning_starts=500", "agent.train_frequency=32", "agent.gradient_steps=2", "agent.batch_size=32",
-            "agent.network.hidden=[32, 32]", "agent.memory.capacity=1800", "meta.keep_checkpoints=2"]
-ARGS = [*CADENCE, *[arg for edit in SETTINGS for arg in ("--set", edit)]]
-TARGET = 6000
-
-
-def train(home: Path, frames: int, env: dict[str, str] | None = None) -> Any:
-    return run_cli(home, "train", SPEC, "--frames", str(frames), *ARGS, env=env)
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The run never interrupted, straight to TARGET, on a local disk."""
-    home = tmp_path_factory.mktemp("reference") / "runs"
-    assert train(home, TARGET).code == 0
-    return final_state(home)
-
-
 @pytest.fixture
 def s3_home(s3_bucket: str, tmp_path: Path) -> Path:
     return store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
 
 
 def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_removed(
-        reference: dict[str, Any], s3_home: Path) -> None:
+        wrapping_dqn_reference: dict[str, Any], s3_home: Path) -> None:
     home = s3_home
     mirror = storage.mirror_of(home)
     assert mirror is not None
-    crashed = train(home, TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
+    crashed = train_wrapping_dqn(home, WRAPPING_TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
     assert crashed.code == -signal.SIGKILL, crashed.stderr
     with Registry.open(home, create=False) as registry:
         run_id = registry.resolve("latest").id
@@ -75,7 +63,7 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
 
     resumed = resume_ok(home, "latest")
     assert "from snapshot at frame 3,000" in resumed.stderr
-    assert_same_run(reference, final_state(home))
+    assert_same_run(wrapping_dqn_reference, final_state(home))
     assert_snapshots_sound(home)  # the store holds the listed snapshots and the segments they name, no more
     with Registry.open(home, create=False) as registry:
         kept = sorted(registry.all_checkpoints(), key=lambda c: c.frame)[-2:]  # the newest two: 5k and 6k

@@ -332,6 +332,42 @@ def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any,
         assert newest.frame == session.frame and (newest.kind == "preempt" or newest.frame % 1000 == 0)
 
 
+def finished_command(home: Path, url: str, *args: str, env: dict[str, str] | None = None,
+                     timeout: float = 300) -> Result:  # fmt: skip
+    """`rlrun ARGS` against `home` and the registry at `url`, run to its end."""
+    argv, environment = command(home, url, *args, env=env)
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=timeout)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def searched_locally(home: Path, url: str, spec: str, *options: str) -> list[Any]:
+    """The trials of `rlrun search SPEC OPTIONS` on this machine: what the cluster's search must equal."""
+    done = finished_command(home, url, "search", spec, *options, "--json")
+    assert done.code == 0, done.stderr
+    return trials(home, f"search:{done.json()['search_id']}")
+
+
+def resumed_on(cluster: Any, home: Path, url: str, search: str) -> list[Any]:
+    """`rlrun resume SEARCH --ray` on the cluster, to its end: the search's trials then."""
+    done = finished_command(home, url, "resume", search, "--ray", cluster.address)
+    assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
+    return trials(home, search)
+
+
+def assert_same_search(homes: dict[str, Path], url: str, local: list[Any], remote: list[Any]) -> None:
+    """The cluster's SEARCH is the local one, trial for trial (parameters, state, score, the scores
+    the pruner saw, its note), each trial's run bit for bit. The pruner's stop reaches a session on
+    its node a moment later than a local one, so the pruned trial's run (the second) may stop a
+    little later: each is resumed to its end first (which is why this comes last in a test)."""
+    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
+        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
+    for where, trial in (("local", local[1]), ("cluster", remote[1])):
+        resumed = finished_command(homes[where], url, "resume", trial.run_id, timeout=120)
+        assert resumed.code == 0, resumed.stderr
+    for a, b in zip(local, remote, strict=True):
+        assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))
+
+
 def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str, tmp_path: Path) -> None:
     """`rlrun search --ray`, stopped by SIGTERM mid-trial and continued by `rlrun resume search:REF
     --ray`: each trial's session runs on a worker node, and the search is the same search run
@@ -341,10 +377,7 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     one's run, exactly."""
     spec = str(search_spec(tmp_path))
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    argv, environment = command(homes["local"], registry_url, "search", spec, *SEARCH, "--json")
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    local = searched_locally(homes["local"], registry_url, spec, *SEARCH)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
                                 cluster.address)
     driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -353,15 +386,8 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     driver.send_signal(signal.SIGTERM)
     stopped = finished(driver)
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
-    search_id = json.loads(stopped.stdout)["search_id"]
-    argv, environment = command(homes["cluster"], registry_url, "resume", f"search:{search_id}", "--ray",
-                                cluster.address)
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    remote = trials(homes["cluster"], f"search:{search_id}")
+    remote = resumed_on(cluster, homes["cluster"], registry_url, f"search:{stopped.json()['search_id']}")
     assert not list(homes["cluster"].glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
-    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
-        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
     assert [t.state for t in remote] == ["complete", "pruned"]
     workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
     for trial in remote:
@@ -371,12 +397,7 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     assert [(a.kind, a.end_status) for a in first] == [("train", "preempted"), ("resume", "finished")]
     pruned = final_state(homes["cluster"], remote[1].run_id)["sessions"][0]
     assert pruned["status"] == "preempted" and pruned["saved"].meta.clock.frame < 10000, "the pruner's stop came"
-    for where, trial in (("local", local[1]), ("cluster", remote[1])):
-        argv, environment = command(homes[where], registry_url, "resume", trial.run_id)
-        resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
-        assert resumed.returncode == 0, resumed.stderr
-    for a, b in zip(local, remote, strict=True):
-        assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))
+    assert_same_search(homes, registry_url, local, remote)
 
 
 def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it(cluster: Any, registry_url: str,
@@ -387,10 +408,7 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
     same search run locally, trial for trial, each run bit for bit."""
     spec = str(search_spec(tmp_path))
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    argv, environment = command(homes["local"], registry_url, "search", spec, *SEARCH, "--json")
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
+    local = searched_locally(homes["local"], registry_url, spec, *SEARCH)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
                                 cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
     driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -408,20 +426,9 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
     with Registry.open(homes["cluster"], registry_url, create=False) as registry:
         assert registry.resolve_search(f"search:{search_id}").status == "interrupted"
         assert registry.get_run(interrupted.run_id).run.status == "preempted"
-    argv, environment = command(homes["cluster"], registry_url, "resume", f"search:{search_id}", "--ray",
-                                cluster.address)
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    remote = trials(homes["cluster"], f"search:{search_id}")
-    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
-        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local]
+    remote = resumed_on(cluster, homes["cluster"], registry_url, f"search:{search_id}")
     assert remote[0].run_id == interrupted.run_id, "the interrupted trial's run went on"
-    for where, trial in (("local", local[1]), ("cluster", remote[1])):  # a pruned run: resumed to its end
-        argv, environment = command(homes[where], registry_url, "resume", trial.run_id)
-        resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
-        assert resumed.returncode == 0, resumed.stderr
-    for a, b in zip(local, remote, strict=True):
-        assert_same_run(final_state(homes["local"], a.run_id), final_state(homes["cluster"], b.run_id))
+    assert_same_search(homes, registry_url, local, remote)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,13 +549,11 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, regist
     document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
     spec = tmp_path / "pbt.json"
     spec.write_text(json.dumps(document))
-    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5", "--json"]
+    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"]
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    argv, environment = command(homes["local"], registry_url, "search", str(spec), *pbt)
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    local = trials(homes["local"], f"search:{json.loads(done.stdout)['search_id']}")
-    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--ray", cluster.address)
+    local = searched_locally(homes["local"], registry_url, str(spec), *pbt)
+    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--json", "--ray",
+                                cluster.address)
     driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 5, driver)  # in generation 1
@@ -561,10 +566,7 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, regist
         return all(run["status"] != "running" for run in json.loads(listed.stdout or "[]"))
 
     wait_for(settled, timeout=90)
-    argv, environment = command(homes["cluster"], registry_url, "resume", "search:latest", "--ray", cluster.address)
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    remote = trials(homes["cluster"], "search:latest")
+    remote = resumed_on(cluster, homes["cluster"], registry_url, "search:latest")
     assert [(t.number, t.params, t.state, t.value) for t in remote] == \
         [(t.number, t.params, t.state, t.value) for t in local]
     workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}

@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import builtin_for, rlrun, run_cli
-from same_run import CADENCE, assert_same_run, assert_snapshots_sound, final_state, resume_ok
+from helpers import rlrun, run_cli
+from same_run import (
+    WRAPPING_TARGET,
+    assert_same_run,
+    assert_snapshots_sound,
+    final_state,
+    resume_ok,
+    train_wrapping_dqn,
+)
 
 from rlrun.registry import Registry
 from rlrun.snapshot import layout
@@ -27,31 +34,14 @@ from rlrun.testhooks import CRASH_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
-SPEC = builtin_for("dqn")
-SETTINGS = ["agent.learning_starts=500", "agent.train_frequency=32", "agent.gradient_steps=2", "agent.batch_size=32",
-            "agent.network.hidden=[32, 32]", "agent.memory.capacity=1800", "meta.keep_checkpoints=2"]
-ARGS = [*CADENCE, *[arg for edit in SETTINGS for arg in ("--set", edit)]]
 SNAPSHOTS = 5  # one every 1k frames
-TARGET = 6000  # every resume goes on to here
-
-
-def train(home: Path, frames: int, env: dict[str, str] | None = None) -> Any:
-    return run_cli(home, "train", SPEC, "--frames", str(frames), *ARGS, env=env)
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The run never interrupted, straight to TARGET."""
-    home = tmp_path_factory.mktemp("reference") / "runs"
-    assert train(home, TARGET).code == 0
-    return final_state(home)
 
 
 @pytest.fixture(scope="module")
 def five_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home whose run wrote SNAPSHOTS snapshots in a row, retention deleting the older ones."""
     home = tmp_path_factory.mktemp("five") / "runs"
-    done = train(home, SNAPSHOTS * 1000)
+    done = train_wrapping_dqn(home, SNAPSHOTS * 1000)
     assert done.code == 0, done.stderr
     return home
 
@@ -80,7 +70,7 @@ def assert_no_orphan_segments(home: Path) -> None:
 
 
 def test_five_snapshots_with_retention_each_kept_one_resumes_exactly(
-        reference: dict[str, Any], five_snapshots: Path, tmp_path: Path) -> None:
+        wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, tmp_path: Path) -> None:
     kept = checkpoints(five_snapshots)
     assert [c.frame for c in kept][-1] == SNAPSHOTS * 1000
     assert len(kept) < SNAPSHOTS, "retention deleted none"
@@ -94,30 +84,31 @@ def test_five_snapshots_with_retention_each_kept_one_resumes_exactly(
         for newer in (c for c in kept if c.frame > start.frame):  # damaged: the resume falls back to `start`
             with open(home / newer.path / layout.META, "a") as file:
                 file.write(" ")
-        resumed = resume_ok(home, "latest", "--frames", str(TARGET))
+        resumed = resume_ok(home, "latest", "--frames", str(WRAPPING_TARGET))
         assert f"from snapshot at frame {start.frame:,}" in resumed.stderr
-        assert_same_run(reference, final_state(home))
+        assert_same_run(wrapping_dqn_reference, final_state(home))
         assert_snapshots_sound(home)
         assert_no_orphan_segments(home)
 
 
 @pytest.mark.parametrize("path", ["train", "resume"])
 def test_a_kill_while_a_segment_is_written_never_leaves_a_snapshot_that_is_used(
-        path: str, reference: dict[str, Any], five_snapshots: Path, home: Path) -> None:
+        path: str, wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, home: Path) -> None:
     if path == "train":  # the 3rd segment: the first new one of the second snapshot (rows, frames each)
-        crashed = train(home, SNAPSHOTS * 1000, env={CRASH_ENV: "segment-half-written#3"})
+        crashed = train_wrapping_dqn(home, SNAPSHOTS * 1000, env={CRASH_ENV: "segment-half-written#3"})
         newest = 1000
     else:  # a resume's first snapshot, linking the one it resumed from
         shutil.copytree(five_snapshots, home)
-        crashed = run_cli(home, "resume", "latest", "--frames", str(TARGET), env={CRASH_ENV: "segment-half-written"})
+        crashed = run_cli(home, "resume", "latest", "--frames", str(WRAPPING_TARGET),
+                          env={CRASH_ENV: "segment-half-written"})
         newest = SNAPSHOTS * 1000
     assert crashed.code == -signal.SIGKILL, crashed.stderr
     torn = [p for p in home.glob("*/s0/checkpoints/.*") if layout.is_temporary(p)]
     assert torn and list(torn[0].glob(f"{layout.LOGS}/*.npy")), "killed before any segment was written"
     assert checkpoints(home)[-1].frame == newest, "the torn snapshot reached the registry"
-    resumed = resume_ok(home, "latest", "--frames", str(TARGET))
+    resumed = resume_ok(home, "latest", "--frames", str(WRAPPING_TARGET))
     assert f"from snapshot at frame {newest:,}" in resumed.stderr
-    assert_same_run(reference, final_state(home))
+    assert_same_run(wrapping_dqn_reference, final_state(home))
     assert_snapshots_sound(home)
     assert_no_orphan_segments(home)
 

@@ -130,6 +130,15 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     assert run.data.tags["rlrun.algorithm"] == "reinforce" and run.data.params["meta.max_frame"] == str(FRAMES)
     assert run.data.tags["eval/best_return_mean"]
 
+    # `show --json` says what each tracker got of the resumed session: everything, up to the last frame
+    shown = rlrun(killed_home, "show", "latest", "--json")
+    assert shown.code == 0, shown.stderr
+    reports = {report["tracker"]: report for report in shown.json()["trackers"]}
+    assert reports.keys() == {"mlflow", "wandb"}
+    assert reports["mlflow"] == {"session": 0, "tracker": "mlflow", "run": run.info.run_id, "last_frame": FRAMES,
+                                 "undelivered": 0, "error": None}
+    assert reports["wandb"]["run"] == f"{killed_id}-s0" and reports["wandb"]["last_frame"] == FRAMES
+
 
 def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_afterwards(
         tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
@@ -141,10 +150,17 @@ def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_after
     assert done.code == 0, done.stderr
     shown = rlrun(home, "show", "latest")
     assert shown.code == 0 and "not delivered to mlflow" in shown.stderr and "rlrun track" in shown.stderr
+    (missed,) = rlrun(home, "show", "latest", "--json").json()["trackers"]  # the same facts, for scripts
+    assert missed["session"] == 0 and missed["tracker"] == "mlflow" and missed["run"] is None
+    assert missed["undelivered"] > 0 and missed["error"] and missed["last_frame"] is None
+    assert f"{missed['undelivered']} point(s) not delivered to mlflow: {missed['error']}" in shown.stderr
 
-    sent = rlrun(home, "track", "latest", "--to", "mlflow")
+    sent = rlrun(home, "track", "latest", "--to", "mlflow", "--json")
     assert sent.code == 0, sent.stderr
     assert "not delivered" not in rlrun(home, "show", "latest").stderr
+    (delivered,) = rlrun(home, "show", "latest", "--json").json()["trackers"]
+    assert delivered == {**missed, "run": delivered["run"], "undelivered": 0, "error": None, "last_frame": 3000}
+    assert [delivered] == sent.json() and delivered["run"]
     history, _ = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))
     assert sorted(step for step, values in history.items() if "rollout/return_mean" in values) == \
         list(range(500, 3001, 500))

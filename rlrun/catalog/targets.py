@@ -7,13 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rlrun import paths
 from rlrun.home.folders import open_registry
 from rlrun.refs import RunFilter, SearchRef, parse_target, search_target, whole_run
 from rlrun.registry import CheckpointChoice, Registry, RunDetail, RunRecord, choose_checkpoint
 from rlrun.registry.records import LineageRecord, SearchDetail
+from rlrun.trackers import status
+
+
+class TrackerReport(NamedTuple):
+    """What one tracker got of one session (its `trackers.json`, `rlrun.trackers.status`)."""
+
+    session: int
+    delivered: status.Delivered
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session, **self.delivered.to_json()}
 
 
 class RunLookup(NamedTuple):
@@ -22,6 +33,11 @@ class RunLookup(NamedTuple):
     detail: RunDetail
     home: Path  # where its folder is read: the runs home, or the parent of a folder read in place
     checkpoint: CheckpointChoice | None  # the one an `@` suffix names; None without one
+    trackers: tuple[TrackerReport, ...] = ()  # per session, per tracker: what it got (none: no trackers)
+
+    def to_json(self) -> dict[str, Any]:
+        """`rlrun show --json`: the run's records, and what its trackers got."""
+        return {**self.detail.to_json(), "trackers": [report.to_json() for report in self.trackers]}
 
 
 class SearchLookup(NamedTuple):
@@ -42,7 +58,13 @@ def lookup(reference: str = "latest", filters: RunFilter | None = None, *,
         detail = registry.get_run(run.id)
         root = registry.home
     chosen = choose_checkpoint(detail, target) if target.checkpoint is not None else None
-    return RunLookup(reference, run, detail, root, chosen)
+    return RunLookup(reference, run, detail, root, chosen, _tracker_reports(root, detail))
+
+
+def _tracker_reports(home: Path, detail: RunDetail) -> tuple[TrackerReport, ...]:
+    """What each session's trackers got, as its session closed them last (or `rlrun track` sent)."""
+    return tuple(TrackerReport(session.index, delivered) for session in detail.sessions
+                 for delivered in status.read(paths.session_dir(home, detail.run.id, session.index)).values())
 
 
 def lookup_search(reference: str = "search:latest", *, home: Path | str | None = None) -> SearchLookup:

@@ -11,16 +11,22 @@ anything else heavy; heavy modules (torch, gymnasium, Rich, SQLAlchemy) are impo
 commands that need them.
 """
 
+import functools
+import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
 from rlrun import __version__, paths
 from rlrun.errors import BadInput, EditRefused, RlrunError, SpecError, TrainingFailed
+
+if TYPE_CHECKING:
+    from rlrun.refs import RunFilter
 
 app = typer.Typer(
     help="Train reinforcement-learning agents from JSON specs; every run is recorded, resumable and replayable.",
@@ -60,6 +66,44 @@ Of = Annotated[str | None, typer.Option(
 Name = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs whose name matches this glob (* and ?).")]
 Since = Annotated[str | None, typer.Option(
     metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.")]
+Sort = Annotated[str | None, typer.Option(
+    metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
+# Each filter option by its parameter name, in the order `--help` lists them.
+FILTER_OPTIONS: dict[str, Any] = {"status": Status, "algo": Algo, "env": Env, "spec": SpecName, "of": Of,
+                                  "name": Name, "since": Since, "sort": Sort}  # fmt: skip
+# resume and stop take a reference to one run: `--of`, not `--spec` (resume's `--spec` is a spec file).
+ONE_RUN_FILTERS = ("status", "algo", "env", "of", "since")
+
+
+def filtered(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the filter options `names` (default: all of them) where its signature has
+    `filters: RunFilter`; the command receives them as that one RunFilter, checked before it runs.
+    Each option's name, help and default is said once, in FILTER_OPTIONS."""
+    chosen = names or tuple(FILTER_OPTIONS)
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command)
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            if parameter.name != "filters":
+                parameters.append(parameter)
+                continue
+            parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                             annotation=FILTER_OPTIONS[name]) for name in chosen]  # fmt: skip
+
+        @functools.wraps(command)
+        def with_filters(**values: Any) -> None:
+            given = {name: values.pop(name) for name in chosen}
+            command(**values, filters=_filters(**given))
+
+        # What Typer reads: the signature with the options in place of `filters`, and their types.
+        with_filters.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_filters.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_filters
+
+    return decorate
+
+
 # `--ray` alone is $RLRUN_RAY_ADDRESS, else "auto" (the cluster this machine belongs to, as Ray
 # finds it); `--ray HOST:PORT` names one. Without it nothing imports Ray. Typer has no option with
 # an optional value, so `run` turns a bare `--ray` into `--ray=` first (see `_bare_ray`).
@@ -72,8 +116,6 @@ Gpus = Annotated[float | None, typer.Option(
     "--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")]
 Detach = Annotated[bool, typer.Option(
     "--detach", help="With --ray: return once the run is recorded; the cluster supervises it (see `rlrun stop`).")]
-Sort = Annotated[str | None, typer.Option(
-    metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
 
 
 def _reference(text: str) -> Any:
@@ -88,7 +130,7 @@ def _references(text: str) -> Any:
 
 def _filters(status: str | None = None, algo: str | None = None, env: str | None = None, spec: str | None = None,
              name: str | None = None, since: str | None = None, sort: str | None = None,
-             of: str | None = None) -> Any:  # fmt: skip
+             of: str | None = None) -> "RunFilter":  # fmt: skip
     from rlrun.refs import RunFilter
 
     return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
@@ -237,6 +279,7 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
 
 
 @app.command(short_help="Continue a run (or a search) bit for bit.")
+@filtered(*ONE_RUN_FILTERS)
 def resume(
     reference: Annotated[str, _reference(
         "latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")] = "latest",
@@ -246,11 +289,8 @@ def resume(
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", metavar="TEXT", help="Edit one spec value: --set meta.eval_frequency=5k (repeatable).")] = None,
     fork: Annotated[bool, typer.Option("--fork", help="Branch a new run from the snapshot instead.")] = False,
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    of: Of = None,
-    since: Since = None,
+    *,
+    filters: "RunFilter",
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
@@ -268,14 +308,13 @@ def resume(
             raise BadInput("--detach supervises one run on the cluster; a search's driver stays with its command:"
                            " drop --detach")
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
-                 "--status": status, "--algo": algo, "--env": env, "--of": of, "--since": since}
+                 filters.describe(): filters.narrows}  # the filters as typed: `--status finished --algo ppo`
         _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
     executor = _executor(ray, cpus, gpus, detach=detach)
     console = _console()
     with TrainingDisplay(console) as display:
@@ -301,6 +340,7 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
 
 
 @app.command(short_help="Replay a checkpoint and score it.")
+@filtered()
 def enjoy(
     reference: Annotated[str, _reference(
         "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder).")] = "latest",
@@ -315,14 +355,8 @@ def enjoy(
         Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file (also sent to"
                                   " the run's trackers, its meta.track).")
     ] = None,
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    spec: SpecName = None,
-    of: Of = None,
-    name: Name = None,
-    since: Since = None,
-    sort: Sort = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -330,7 +364,6 @@ def enjoy(
     from rlrun.cli.display import enjoy_table, enjoy_target
     from rlrun.enjoy import enjoy as enjoy_run
 
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     label = _label(reference, filters)
     console = _console()
     result = enjoy_run(_parse(reference), filters, home=home, episodes=episodes, seed=seed, stochastic=stochastic,
@@ -525,18 +558,13 @@ def _views() -> Any:
 
 
 @app.command("ls", short_help="List runs (or searches), newest first.")
+@filtered()
 def list_runs(
     limit: Annotated[int, typer.Option(
         "-n", "--limit", min=1, show_default=True, metavar="INTEGER RANGE", help="Show at most N runs.")] = 20,
     show_all: Annotated[bool, typer.Option("--all", help="Show every run.")] = False,
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    spec: SpecName = None,
-    of: Of = None,
-    name: Name = None,
-    since: Since = None,
-    sort: Sort = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print only CSV on stdout.")] = False,
@@ -553,7 +581,6 @@ def list_runs(
     if search_ref is not None or searches:
         _list_searches(search_ref, home, as_json, None if show_all else limit)
         return
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     listing = catalog.list_runs(filters, home=home, limit=None if show_all else limit)
     if as_json:
         _print_json([run.to_json() for run in listing.runs])
@@ -589,17 +616,12 @@ def _list_searches(reference: str | None, home: str | None, as_json: bool, limit
 
 
 @app.command(short_help="Show a run: sessions, checkpoints, evals.")
+@filtered()
 def show(
     reference: Annotated[str, _reference(
         "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere).")] = "latest",
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    spec: SpecName = None,
-    of: Of = None,
-    name: Name = None,
-    since: Since = None,
-    sort: Sort = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
     metrics: Annotated[bool, typer.Option(
@@ -613,7 +635,6 @@ def show(
     from rlrun import catalog
     from rlrun.cli import views
 
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     found = catalog.lookup(reference, filters, home=home)
     if isinstance(found, catalog.SearchLookup):
         _show_search(found, as_json)
@@ -626,10 +647,10 @@ def show(
     elif spec_json:
         print(views.spec_document(found.detail))
     elif as_json:
-        _print_json(found.detail.to_json())
+        _print_json(found.to_json())
     else:
         _say(views.run_detail(found.detail, colour=views.colour_enabled()))
-        for line in views.tracker_lines(found.home, found.detail):
+        for line in views.tracker_lines(found.run.id, found.trackers):
             _say(line)
 
 
@@ -695,6 +716,7 @@ def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
 
 
 @app.command(short_help="Plot evaluation return against frames.")
+@filtered()
 def plot(
     references: Annotated[list[str] | None, _references("the runs to draw (default: latest).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -702,14 +724,8 @@ def plot(
     title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
     metric: Annotated[str | None, typer.Option(
         metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return.")] = None,
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    spec: SpecName = None,
-    of: Of = None,
-    name: Name = None,
-    since: Since = None,
-    sort: Sort = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
 ) -> None:
     """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
@@ -720,7 +736,6 @@ def plot(
     if output is None:
         raise BadInput("rlrun plot needs an image to write: -o FILE.png")
     check_output(output)
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
     if isinstance(drawn, catalog.PopulationCurves):  # each member's curve, its exploits marked
         _say(views.resolved_search(drawn.search.search, drawn.reference))
@@ -765,14 +780,12 @@ def export(
 
 
 @app.command(short_help="Stop a running run with snapshots.")
+@filtered(*ONE_RUN_FILTERS)
 def stop(
     reference: Annotated[str, _reference(
         "latest, latest~N, a row, an id, prefix or name, or a run folder.")] = "latest",
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    of: Of = None,
-    since: Since = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -782,7 +795,6 @@ def stop(
     from rlrun.cli import views
     from rlrun.training.control import stop as stop_run
 
-    filters = _filters(status=status, algo=algo, env=env, since=since, of=of)
     outcome = stop_run(_parse(reference), filters, home=home)
     _say(views.resolved(outcome.run, _label(reference, filters)))
     if as_json:
@@ -800,17 +812,12 @@ def stop(
 
 
 @app.command(short_help="Delete runs, their folders included.")
+@filtered()
 def rm(
     references: Annotated[list[str] | None, _references("the runs to delete, as for show.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
-    status: Status = None,
-    algo: Algo = None,
-    env: Env = None,
-    spec: SpecName = None,
-    of: Of = None,
-    name: Name = None,
-    since: Since = None,
-    sort: Sort = None,
+    *,
+    filters: "RunFilter",
     home: Home = None,
 ) -> None:
     """Delete runs: their registry rows, then their folders (snapshots included). Asks first."""
@@ -819,7 +826,6 @@ def rm(
 
     if not references:
         raise BadInput("name the runs to delete, e.g. `rlrun rm latest` or `rlrun rm RUN_ID`")
-    filters = _filters(status=status, algo=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
     plan = plan_removal(references, filters, home=home)
     plan.check()
     for reference, run in plan.named:

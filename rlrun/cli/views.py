@@ -12,16 +12,15 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlrun.registry import RunDetail, RunRecord, RunSummary
 from rlrun.sizes import format_size
 
 if TYPE_CHECKING:
-    from rlrun.catalog import RunListing
+    from rlrun.catalog import RunListing, TrackerReport
 
 _STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "interrupted": "33",
                   "crashed": "35", "pending": "2"}  # fmt: skip
@@ -499,17 +498,15 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
     return "\n".join(lines)
 
 
-def tracker_lines(home: Path, detail: RunDetail) -> list[str]:
-    """What each session's trackers did not get (from its `trackers.json`), with the command that
-    sends it; nothing when every point arrived."""
-    from rlrun import paths
-    from rlrun.trackers import status
-
+def tracker_lines(run_id: str, reports: Iterable[TrackerReport]) -> list[str]:
+    """What each session's trackers did not get, with the command that sends it; nothing when
+    every point arrived."""
     lines = []
-    for session in detail.sessions:
-        for report in status.read(paths.session_dir(home, detail.run.id, session.index)).values():
-            if report.undelivered:
-                reason = f": {report.error}" if report.error else ""
-                lines.append(f"s{session.index}: {report.undelivered} point(s) not delivered to {report.tracker}"
-                             f"{reason}; re-send with `rlrun track {detail.run.id} --to {report.tracker}`")
+    for report in reports:
+        delivered = report.delivered
+        if delivered.undelivered:
+            reason = f": {delivered.error}" if delivered.error else ""
+            held = "" if delivered.last_frame is None else f" (it has points up to frame {delivered.last_frame:,})"
+            lines.append(f"s{report.session}: {delivered.undelivered} point(s) not delivered to {delivered.tracker}"
+                         f"{held}{reason}; re-send with `rlrun track {run_id} --to {delivered.tracker}`")
     return lines

@@ -54,6 +54,7 @@ class Delivery:
         self.backlog = list(backlog)
         self.queue: queue.Queue[Any] = queue.Queue(CAPACITY)
         self.given, self.arrived, self.dropped = len(self.backlog), 0, 0
+        self.last_frame: int | None = None  # of the newest point the tracker took
         self.run: str | None = None
         self.error: str | None = None
         self.deadline: float | None = None
@@ -81,7 +82,7 @@ class Delivery:
         self.thread.join(max(0.0, deadline - time.monotonic()))
         undelivered = self.given - self.arrived
         error = self.error if undelivered or self.thread.is_alive() else None
-        return status.Delivered(self.tracker.name, self.run, undelivered, error)
+        return status.Delivered(self.tracker.name, self.run, undelivered, error, self.last_frame)
 
     # -- the thread -----------------------------------------------------------------------------
 
@@ -90,19 +91,23 @@ class Delivery:
             self.run = self._retrying(self.tracker.start, self.identity, self.rewind)
             while self.backlog:
                 chunk = self.backlog[:BATCH]
-                self._retrying(self.tracker.send, chunk)
+                self._send(chunk)
                 del self.backlog[:BATCH]
-                self.arrived += len(chunk)
             while True:
                 batch, finish = self._next_batch()
                 if batch:
-                    self._retrying(self.tracker.send, batch)
-                    self.arrived += len(batch)
+                    self._send(batch)
                 if finish is not None:
                     self._retrying(self.tracker.finish, *finish)
                     return
         except _GaveUp:
             return
+
+    def _send(self, points: list[Point]) -> None:
+        self._retrying(self.tracker.send, points)
+        self.arrived += len(points)
+        newest = max(point.frame for point in points)
+        self.last_frame = newest if self.last_frame is None else max(self.last_frame, newest)
 
     def _next_batch(self) -> tuple[list[Point], tuple[str, float | None] | None]:
         batch: list[Point] = []

@@ -1,12 +1,14 @@
 """What each tracker got of a session, in `<session folder>/trackers.json`: the tracker's run, the
-points not delivered and the last error. Written when a session closes its trackers (and by
-`rlrun track`), read by `rlrun show`; standard library only."""
+frame it has points up to, the points not delivered and the last error. Written when a session
+closes its trackers (and by `rlrun track`), read by `rlrun show` (through `rlrun.catalog`);
+standard library only."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rlrun.fsutil import atomic_write
 
@@ -21,6 +23,12 @@ class Delivered:
     undelivered: int
     """Points the tracker did not get (`rlrun track` re-sends the history)."""
     error: str | None = None
+    """The tracker's last error while points were still to deliver (None: all arrived)."""
+    last_frame: int | None = None
+    """The frame of the newest point the tracker took (None: none; a file older than this field)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def path(session_dir: Path) -> Path:
@@ -40,6 +48,6 @@ def read(session_dir: Path) -> dict[str, Delivered]:
 
 def write(session_dir: Path, reports: list[Delivered]) -> None:
     """Record these trackers' reports, keeping the others'."""
-    document = {name: asdict(entry) for name, entry in read(session_dir).items()}
-    document.update({report.tracker: asdict(report) for report in reports})
+    document = {name: entry.to_json() for name, entry in read(session_dir).items()}
+    document.update({report.tracker: report.to_json() for report in reports})
     atomic_write(path(session_dir), json.dumps(document, indent=2, sort_keys=True).encode())

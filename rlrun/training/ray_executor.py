@@ -52,7 +52,6 @@ from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryErro
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
-from rlrun.spec import user_code, validate_spec
 from rlrun.spec.env_ids import WHERE
 from rlrun.training.executor import Execution, OnEvent
 
@@ -99,6 +98,9 @@ class RayExecutor:
         """A stop the caller may request for reasons of its own (a search pruning a trial), as the
         local executor's: the sessions stop at their next step with a snapshot and are not retried."""
         self._connected_here = False
+        self._shipped: list[str] | None = None
+        """The local paths of the user's modules that `prepare` found to ship with the job (None:
+        not prepared yet)."""
 
     # -- before anything is written ---------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class RayExecutor:
         home (and a SQLite registry) and imports the user's `modules`: BadInput naming the node and
         the path or module if one does not."""
         shipped = shipped_modules(modules)  # before connecting: a module that cannot be shipped is said at once
+        self._shipped = shipped
         ray = import_ray()
         with _without_ray_notices():
             self._connect(ray, shipped)
@@ -147,9 +150,11 @@ class RayExecutor:
     # -- running ----------------------------------------------------------------------------------
 
     def run(self, tasks: Sequence[SessionTask], on_event: OnEvent) -> Execution:
+        if self._shipped is None:
+            raise RuntimeError("RayExecutor.run before prepare: prepare finds the user's modules to ship")
         ray = import_ray()
         with _without_ray_notices():
-            self._connect(ray, shipped_modules(user_code(validate_spec(tasks[0].spec, check_env_id=False))))
+            self._connect(ray, self._shipped)  # connected already by `prepare`, unless `close` came between
             try:
                 if self.detach:
                     return self._detach(ray, list(tasks))

@@ -51,7 +51,7 @@ def track(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to:
             except Exception as error:  # whatever the tracker raises: one line, naming it
                 raise BadInput(f"{name} did not take the history of {run.id}/s{session.index}: {describe(error)};"
                                " check where it points (its environment variables) and try again") from None
-            delivered = status.Delivered(name, found, 0, None)
+            delivered = status.Delivered(name, found, 0, None, max((p.frame for p in points), default=None))
             status.write(folder, [delivered])
             sent.append((session.index, delivered))
     return sent

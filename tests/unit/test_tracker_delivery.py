@@ -111,7 +111,7 @@ def test_points_wait_out_an_outage_and_arrive_in_order(tmp_path: Path) -> None:
     time.sleep(0.05)
     tracker.down = False
     (report,) = session.close("finished", 3.5)
-    assert report == status.Delivered("recording", "tracked-1", 0, None)
+    assert report == status.Delivered("recording", "tracked-1", 0, None, last_frame=1500)
     assert [p.frame for p in tracker.points] == [500, 1000, 1500] and tracker.started == [True]
     assert tracker.finished == ("finished", 3.5)
     assert status.read(tmp_path) == {"recording": report}
@@ -127,7 +127,7 @@ def test_a_tracker_still_down_at_close_is_given_up_on_and_what_it_missed_is_writ
     started = time.monotonic()
     (report,) = session.close("failed", None)
     assert time.monotonic() - started < 2
-    assert report.run is None and report.undelivered == 2
+    assert report.run is None and report.undelivered == 2 and report.last_frame is None
     assert report.error == "ConnectionError: tracker down"
     assert status.read(tmp_path)["recording"].undelivered == 2
 
