@@ -67,8 +67,10 @@ def inline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.mark.any_home
-def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple[str, Path], home: Path) -> None:
+def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple[str, Path], home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     spec, inline_home = inline
+    monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file (an S3 home's too)
     done = train(home, spec, "--frames", str(BUDGET), *OVERLAP, env=SLOW)
     assert done.code == 0, done.stderr
     assert_same_run(final_state(inline_home), final_state(home))
@@ -86,6 +88,7 @@ def test_an_interrupted_overlapped_run_is_the_uninterrupted_one(inline: tuple[st
                                                                 interruption: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     spec, inline_home = inline
+    monkeypatch.delenv("RLRUN_DB", raising=False)
     monkeypatch.setenv(SLOW_EVALUATION_ENV, SLOW[SLOW_EVALUATION_ENV])  # for the killed run and the resume
     if interruption == "kill-9":
         killed_after_a_snapshot(home, spec, "--frames", str(BUDGET), *OVERLAP, frame=3000)
