@@ -5,6 +5,8 @@ SIGTERM) and resumed is the uninterrupted one.
 Every evaluation is slowed down (`RLRUN_TEST_SLOW_EVALUATION_SECONDS`, a sleep that changes
 nothing) so training is well past an evaluation's frame when it ends: snapshots due meanwhile are
 held and put in place later, a stop waits for it, and a kill -9 leaves held snapshots unfinished.
+Tests marked `any_home` also run with the home in object storage (S3 on a loopback server), where a
+held snapshot, once released, is uploaded in the background: still equal to the local inline run.
 """
 
 from __future__ import annotations
@@ -64,8 +66,11 @@ def inline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     return request.param, home
 
 
-def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple[str, Path], home: Path) -> None:
+@pytest.mark.any_home
+def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple[str, Path], home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     spec, inline_home = inline
+    monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file (an S3 home's too)
     done = train(home, spec, "--frames", str(BUDGET), *OVERLAP, env=SLOW)
     assert done.code == 0, done.stderr
     assert_same_run(final_state(inline_home), final_state(home))
@@ -77,11 +82,13 @@ def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple
     assert_snapshots_sound(home)
 
 
+@pytest.mark.any_home
 @pytest.mark.parametrize("interruption", ["kill-9", "sigterm"])
 def test_an_interrupted_overlapped_run_is_the_uninterrupted_one(inline: tuple[str, Path], home: Path,
                                                                 interruption: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     spec, inline_home = inline
+    monkeypatch.delenv("RLRUN_DB", raising=False)
     monkeypatch.setenv(SLOW_EVALUATION_ENV, SLOW[SLOW_EVALUATION_ENV])  # for the killed run and the resume
     if interruption == "kill-9":
         killed_after_a_snapshot(home, spec, "--frames", str(BUDGET), *OVERLAP, frame=3000)

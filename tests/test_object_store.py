@@ -80,3 +80,39 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
     removed = rlrun(home, "rm", run_id, "--yes")
     assert removed.code == 0, removed.stderr
     assert mirror.keys(mirror.root) == [], "rm left objects behind"
+
+
+def test_a_lost_registry_is_rebuilt_from_the_store_and_the_run_resumes_exactly(
+        reference: dict[str, Any], s3_home: Path) -> None:  # fmt: skip
+    """Killed -9 mid-upload, then the registry file lost with the machine: `rlrun db rebuild` on
+    another (a fresh working copy) reads run.json and every snapshot's manifest and meta.json from the
+    store: the same checkpoints (hashes and sizes, shared segments counted), evaluations and spec
+    revisions as before, the torn snapshot not among them; the resume is the straight local run."""
+    home = s3_home
+    crashed = train(home, TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
+    assert crashed.code == -signal.SIGKILL, crashed.stderr
+    before = _restorable(rlrun(home, "show", "latest", "--json").json())
+    assert max(c["frame"] for c in before["checkpoints"]) == 3000  # 4,000 was torn
+    (home / "registry.sqlite").unlink()
+    rebuilt = rlrun(home, "db", "rebuild", "--json")
+    assert rebuilt.code == 0, rebuilt.stderr
+    assert (len(rebuilt.json()["restored"]), rebuilt.json()["problems"]) == (1, [])
+    assert _restorable(rlrun(home, "show", "latest", "--json").json()) == before
+
+    resumed = resume_ok(home, "latest")
+    assert "from snapshot at frame 3,000" in resumed.stderr
+    assert_same_run(reference, final_state(home))
+    assert_snapshots_sound(home)
+
+
+def _restorable(shown: dict[str, Any]) -> dict[str, Any]:
+    """What `show --json` says that a rebuild restores: the run (its status judged again), its
+    checkpoints and evaluations (less row ids and when they were recorded: the store keeps object
+    times instead; of a crashed session, those up to its newest snapshot) and spec revisions."""
+    dropped = ("id", "session_id", "created_at")
+    newest = max(c["frame"] for c in shown["checkpoints"])
+    return {"run": {k: shown["run"][k] for k in ("id", "status", "spec_name", "max_frame", "seed")},
+            "evaluations": [{k: v for k, v in row.items() if k not in dropped} for row in shown["evaluations"]
+                            if row["frame"] <= newest],
+            **{key: [{k: v for k, v in row.items() if k not in dropped} for row in shown[key]]
+               for key in ("checkpoints", "spec_revisions")}}  # fmt: skip

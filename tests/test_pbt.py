@@ -124,19 +124,21 @@ def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
 def test_kill_9_of_the_driver_at_a_random_moment_then_resume_is_the_same_population(
         straight: tuple[Path, Path], tmp_path: Path, attempt: int) -> None:  # fmt: skip
     home_a, spec = straight
-    home = _killed_at_a_random_moment(home_a, spec, tmp_path)
+    home = _killed_at_a_random_moment(home_a, spec, tmp_path / "runs")
     resumed = rlrun(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
 
 
-def test_a_lost_registry_rebuilt_after_a_kill_9_resumes_the_same_population(straight: tuple[Path, Path],
-                                                                           tmp_path: Path) -> None:
+@pytest.mark.any_home
+def test_a_lost_registry_rebuilt_after_a_kill_9_resumes_the_same_population(
+        straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The driver killed -9, then the registry file lost: `rlrun db rebuild` restores the search, its
     segments and their lineage (from searches/<id>.json), and the resumed population is the one never
-    interrupted."""
+    interrupted. In object storage the rebuild reads all of it from the store."""
     home_a, spec = straight
-    home = _killed_at_a_random_moment(home_a, spec, tmp_path)
+    monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file, read from here
+    _killed_at_a_random_moment(home_a, spec, home)
     before = lineage(home)
     for lost in home.glob("registry.sqlite*"):
         lost.unlink()
@@ -148,12 +150,11 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_resumes_the_same_population(stra
     assert_same_population(home_a, home)
 
 
-def _killed_at_a_random_moment(home_a: Path, spec: Path, tmp_path: Path) -> Path:
-    """A home whose PBT driver was killed -9 once a random number of snapshots were recorded."""
+def _killed_at_a_random_moment(home_a: Path, spec: Path, home: Path) -> Path:
+    """`home`, its PBT driver killed -9 once a random number of snapshots were recorded."""
     total = _snapshots(home_a)
     seed = random.SystemRandom().randrange(2**32)
     moment = random.Random(seed).randint(1, total - 2)  # kill once this many snapshots are recorded
-    home = tmp_path / "runs"
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: _snapshots(home) >= moment, process)

@@ -184,3 +184,43 @@ def test_resume_refuses_a_search_whose_driver_beats_elsewhere_and_takes_one_gone
         _set(registry, search.id, heartbeat_at=registry.get_search(search.id).search.heartbeat_at
              - STALE_AFTER_SECONDS - 5)
     assert resume_search("search:latest", home=home).nothing_to_do
+
+
+def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_state(
+        registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Two connections scoring different trials of one search at once (a driver and a stale one, or
+    trials recorded from threads): each rewrites the search's manifest from the rows it sees, so
+    unless they take turns (SQLite's BEGIN IMMEDIATE; the search's row lock on PostgreSQL) one can
+    write a manifest without the other's last commit, last. In a home in object storage that
+    manifest is what is uploaded: each upload here takes 20 ms, as a PUT to a store far away does."""
+    import threading
+    import time
+
+    from rlrun import paths, storage
+    from rlrun.registry.manifest import read_search_manifest
+
+    upload = storage.publish
+    monkeypatch.setattr(storage, "publish", lambda path: (time.sleep(0.02), upload(path)))
+
+    registry.create_search(search_id="sa00000001", name=None, spec_name="reinforce_cartpole", spec_json="{}",
+                           space_json="{}", settings_json="{}", host=None, pid=None)  # fmt: skip
+    trials = [registry.add_trial("sa00000001", number=n, run_id=None, params_json="{}").id for n in range(2)]
+    failures: list[BaseException] = []
+
+    def score(trial_id: int) -> None:
+        try:
+            with Registry.open(registry.home, registry.url) as own:
+                for step in range(1, 26):
+                    own.record_trial(trial_id, intermediate_json=json.dumps([[step, float(step)]]),
+                                     system_attrs_json="{}")  # fmt: skip
+        except BaseException as error:  # shown by the assertion below
+            failures.append(error)
+
+    threads = [threading.Thread(target=score, args=(trial_id,)) for trial_id in trials]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    written = read_search_manifest(paths.search_manifest(registry.home, "sa00000001"))
+    assert [json.loads(t["intermediate_json"]) for t in written.trials] == [[[25, 25.0]], [[25, 25.0]]]

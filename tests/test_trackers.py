@@ -140,9 +140,11 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     assert reports["wandb"]["run"] == f"{killed_id}-s0" and reports["wandb"]["last_frame"] == FRAMES
 
 
+@pytest.mark.any_home
 def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_afterwards(
-        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
-    home = tmp_path / "home"
+        home: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    """In a home in object storage the session's trackers.json reaches the store (under its lease),
+    and `show` and `track`, each in a working copy of its own, read it from there."""
     with socket_closed() as port:
         down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "1", "RLRUN_TRACKER_CLOSE_SECONDS": "2"}

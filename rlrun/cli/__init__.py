@@ -951,7 +951,7 @@ def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
     for problem in report.problems:
         _say(f"skipped {problem}")
     _say(f"restored {len(report.restored)} runs ({report.sessions} sessions, {report.checkpoints} checkpoints,"
-         f" {report.evaluations} evaluations) and {len(report.searches)} searches from {root};"
+         f" {report.evaluations} evaluations) and {len(report.searches)} searches from {paths.home_address(root)};"
          f" {len(report.already_known)} were already in the registry")
 
 

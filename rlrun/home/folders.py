@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import paths
+from rlrun import paths, storage
 from rlrun.errors import BadInput
 from rlrun.refs import RunRef
 from rlrun.registry import Manifest, Registry, RestoredRun, RunRecord, read_manifest, run_status
@@ -121,10 +121,20 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
 
 
 def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
-    """Complete snapshots (those with a MANIFEST.json) by session index, oldest frame first."""
-    from rlrun.snapshot import layout
+    """Complete snapshots (those with a MANIFEST.json) by session index, oldest frame first; in a
+    home in object storage, those of the store (`remote.stored_snapshots`)."""
+    from rlrun.snapshot import layout, remote
+    from rlrun.snapshot.meta import SnapshotMeta
 
     found: dict[int, list[_Snapshot]] = {}
+    if storage.mirror_of(folder) is not None:
+        for stored in remote.stored_snapshots(folder):
+            meta = SnapshotMeta.from_json(stored.meta)
+            found.setdefault(layout.session_index(stored.path), []).append(_Snapshot(
+                path=str(stored.path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=stored.sha256,
+                size_bytes=stored.size_bytes, created_at=stored.created_at, meta=meta,
+            ))  # fmt: skip
+        return _oldest_first(found)
     for path in layout.snapshot_folders(folder):
         if not layout.is_complete(path):
             continue  # never finished writing: not a checkpoint
@@ -133,6 +143,10 @@ def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
             path=str(path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=layout.sha256(path),
             size_bytes=layout.size_bytes(path), created_at=(path / layout.MANIFEST).stat().st_mtime, meta=meta,
         ))  # fmt: skip
+    return _oldest_first(found)
+
+
+def _oldest_first(found: dict[int, list[_Snapshot]]) -> dict[int, list[_Snapshot]]:
     for own in found.values():
         own.sort(key=lambda s: s.frame)
     return found

@@ -266,15 +266,15 @@ class RebuildReport:
 
 def rebuild(registry: Registry) -> RebuildReport:
     """Add to the registry every run whose folder holds a manifest and which it does not list yet
-    (all of them, after the registry file was lost). Parents go before their forks."""
+    (all of them, after the registry file was lost). Parents go before their forks. In a home in
+    object storage the store is read, not the working copy (which may hold none of the home, or
+    runs deleted since): every run.json and search manifest comes down to the working copy first,
+    and each snapshot is read from the store without its large files (`remote.stored_snapshots`)."""
     home = registry.home
-    if (mirror := storage.mirror_of(home)) is not None:
-        raise BadInput(f"rlrun db rebuild reads run folders on disk; {mirror.url} is in object storage: copy it to"
-                       " a folder first (aws s3 sync), rebuild there, and point RLRUN_DB at that registry")
     report = RebuildReport()
     known = registry.run_ids()
     found: list[RestoredRun] = []
-    for manifest in sorted(home.glob(f"*/{MANIFEST}")) if home.is_dir() else []:
+    for manifest in _stored_manifests(home, f"*/{MANIFEST}"):
         folder = manifest.parent
         if folder.name in known:
             report.already_known.append(folder.name)
@@ -299,8 +299,7 @@ def _rebuild_searches(registry: Registry, report: RebuildReport, runs: list[Rest
     manifest does not link (the two files are written one after the other) is linked to it."""
     links = {(r.trial["search_id"], r.trial["number"]): (r.run.id, r.trial["params"]) for r in runs if r.trial}
     known = registry.search_ids()
-    folder = registry.home / paths.SEARCHES_DIR
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in _stored_manifests(registry.home, f"{paths.SEARCHES_DIR}/*.json"):
         try:
             found = read_search_manifest(path)
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -321,6 +320,16 @@ def _rebuild_searches(registry: Registry, report: RebuildReport, runs: list[Rest
                 trials[number] = {**trials[number], "run_id": run_id}
         registry.restore_search(found.search, [trials[n] for n in sorted(trials)], found.lineage)
         report.searches.append(found.search.id)
+
+
+def _stored_manifests(home: Path, pattern: str) -> list[Path]:
+    """The home's manifests matching `pattern` (a glob under the home), as files in the working
+    copy: in a home in object storage, the store's, each brought down whole first."""
+    mirror = storage.mirror_of(home)
+    if mirror is None:
+        return sorted(home.glob(pattern)) if home.is_dir() else []
+    found = [mirror.path(key) for key in mirror.matching(pattern)]
+    return [path for path in found if storage.pull(path)]
 
 
 # ---------------------------------------------------------------------------------------------

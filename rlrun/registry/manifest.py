@@ -81,8 +81,7 @@ def write_from_rows(tx: Transaction, home: Path, run_id: str) -> None:
 
     file = paths.run_dir(home, run_id) / MANIFEST
     atomic_write(file, json.dumps(document, indent=1).encode())
-    if (mirror := storage.mirror_of(file)) is not None:  # a home in object storage keeps its copy there
-        mirror.put(file)
+    storage.publish(file)  # a home in object storage keeps its copy there, in this same turn
 
 
 class Manifest(NamedTuple):
@@ -143,15 +142,17 @@ def search_document_from_rows(tx: Transaction, search_id: str) -> dict[str, Any]
 
 
 def write_search_from_rows(tx: Transaction, home: Path, search_id: str) -> None:
-    """Rewrite the search's manifest from its rows, inside the caller's write transaction."""
+    """Rewrite the search's manifest from its rows, inside the caller's write transaction, which
+    holds the search locked (`store.lock_search`): writers take turns, so the file, and the
+    store's copy of it in a home in object storage, always ends as the newest state."""
     document = search_document_from_rows(tx, search_id)
     if document is None:
         return
     from rlrun.fsutil import atomic_write
 
     target = paths.search_manifest(home, search_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, json.dumps(document, indent=1).encode())
+    storage.publish(target)
 
 
 class SearchManifest(NamedTuple):

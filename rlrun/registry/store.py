@@ -68,6 +68,14 @@ def lock_run(tx: Transaction, run_id: str) -> None:
         tx.rows("SELECT id FROM runs WHERE id = :id FOR UPDATE", {"id": run_id})
 
 
+def lock_search(tx: Transaction, search_id: str) -> None:
+    """Serialise writers of one search on a server, as `lock_run` does a run's: its manifest is
+    rewritten (and uploaded) from its rows in each, and the last to commit must write last. Taken
+    before the transaction inserts a trial, for `lock_run`'s reason."""
+    if tx.dialect != "sqlite":
+        tx.rows("SELECT id FROM searches WHERE id = :id FOR UPDATE", {"id": search_id})
+
+
 def lock_owner(tx: Transaction, session_id: int) -> tuple[str, int]:
     """The run id and index of a session, with its run locked (`lock_run`)."""
     run_id, index = owner(tx, session_id)
@@ -621,6 +629,7 @@ class Writes(Connected):
         with self._transaction(write=True) as tx:
             if run_id is not None:
                 lock_run(tx, run_id)
+            lock_search(tx, search_id)
             trial = _insert_running_trial(tx, search_id, number, run_id, params_json)
             self._sync_trial_manifests(tx, search_id, run_id)
         return trial
@@ -628,6 +637,7 @@ class Writes(Connected):
     def _trains_trial(self, tx: Transaction, link: TrialLink, run_id: str) -> None:
         """Give trial `link` the run `run_id`: a new trial row, or the existing one (its run was
         deleted, or never got to train it) relinked. Inside the run's creation."""
+        lock_search(tx, link.search_id)
         found = tx.rows("SELECT id FROM trials WHERE search_id = :search_id AND number = :number",
                         {"search_id": link.search_id, "number": link.number})  # fmt: skip
         if found:
@@ -643,6 +653,7 @@ class Writes(Connected):
         run yet; `link_trial` gives it one) and its lineage, in one transaction, so a decision is
         never half recorded."""
         with self._transaction(write=True) as tx:
+            lock_search(tx, search_id)
             trial = _insert_running_trial(tx, search_id, number, None, params_json)
             lineage = LineageRecord(trial_id=trial.id, search_id=search_id, member=member, generation=generation,
                                     parent_member=parent_member, parent_run_id=parent_run_id, frame=frame,
@@ -707,7 +718,9 @@ class Writes(Connected):
             self._sync_manifest(tx, run_id)
 
     def _sync_search_manifest(self, tx: Transaction, search_id: str) -> None:
-        """Rewrite the search's manifest (`searches/<id>.json` in the home)."""
+        """Rewrite the search's manifest (`searches/<id>.json` in the home). Writes that insert a
+        trial lock the search first (`lock_search`); locking here again costs nothing then."""
+        lock_search(tx, search_id)
         manifest.write_search_from_rows(tx, self.home, search_id)
 
 

@@ -18,7 +18,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -44,6 +44,7 @@ from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
 from rlrun.spec.cores import torch_threads
 from rlrun.trackers import Identity
+from rlrun.trackers import status as tracker_status
 from rlrun.trackers.delivery import open_relay
 
 RECENT_EPISODES = 100
@@ -323,6 +324,9 @@ class Session:
                 self.tensorboard.close()
             if self.trackers is not None:
                 self.trackers.close(status, self.best.mean if self.best else None)
+                folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
+                with suppress(LeaseLost):  # taken over meanwhile: the newer attempt's report is the one
+                    self.registry.fenced(lambda: tracker_status.publish(folder))
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run

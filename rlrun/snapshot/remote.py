@@ -24,13 +24,14 @@ then uploaded before the registry hears of it:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlrun import storage, testhooks
-from rlrun.snapshot.layout import LOGS, MANIFEST, frame_of, sha256, temporary_name
+from rlrun.snapshot.layout import LOGS, MANIFEST, META, READABLE_FORMATS, frame_of, sha256, temporary_name
 
 SEGMENTS = "segments"
 
@@ -170,3 +171,46 @@ def _run_keys(run_folder: Path) -> list[list[str]]:
         return []
     prefix = mirror.key(run_folder) + "/"
     return [key.removeprefix(prefix).split("/") for key in mirror.keys(mirror.key(run_folder))]
+
+
+class Stored(NamedTuple):
+    """A complete snapshot in the store, read without its large files (`rlrun db rebuild`)."""
+
+    path: Path  # in the working copy
+    sha256: str  # of its manifest, as the registry records it
+    meta: dict[str, Any]  # meta.json, checked against the manifest
+    size_bytes: int  # its objects', shared segments included (what a copy of it takes)
+    created_at: float  # when its manifest, the last object, was written (the store's clock)
+
+
+def stored_snapshots(run_folder: Path) -> list[Stored]:
+    """Every complete snapshot the store holds under a run folder, sorted by session then frame,
+    each checked as far as can be without downloading its state: a manifest of a readable format,
+    meta.json matching the manifest's hash, every object it lists present. A snapshot that fails
+    is ValueError naming it (reading it later would fail the same way). Empty in a local home."""
+    mirror = storage.mirror_of(run_folder)
+    if mirror is None:
+        return []
+    sizes = mirror.sizes(mirror.key(run_folder))
+    found = []
+    for path, complete in sorted(run_snapshots(run_folder).items()):
+        if not complete:
+            continue  # torn by a kill mid-upload: never a checkpoint
+        where = path.relative_to(run_folder.parent)
+        raw = mirror.get_bytes(mirror.key(path / MANIFEST))
+        if raw is None:
+            continue  # deleted since the listing (`rlrun gc` elsewhere)
+        manifest = json.loads(raw)
+        if manifest.get("format") not in READABLE_FORMATS:
+            raise ValueError(f"{where} has snapshot format {manifest.get('format')!r}; use a newer rlrun")
+        keys = object_keys(mirror, path, manifest)
+        missing = sorted(name for name, key in keys.items() if key not in sizes)
+        if missing:
+            raise ValueError(f"{where}: its objects {', '.join(missing)} are not in the store")
+        meta = mirror.get_bytes(keys[META])
+        if meta is None or hashlib.sha256(meta).hexdigest() != manifest["files"][META]:
+            raise ValueError(f"{where}: {META} does not match its manifest (altered)")
+        manifest_key = mirror.key(path / MANIFEST)
+        found.append(Stored(path, hashlib.sha256(raw).hexdigest(), json.loads(meta),
+                            sum(sizes[key] for key in keys.values()) + len(raw), mirror.modified(manifest_key)))
+    return found

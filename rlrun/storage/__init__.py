@@ -81,6 +81,47 @@ def address(home: Path) -> str:
     return mirror.url if mirror is not None else str(home)
 
 
+def publish(path: Path) -> None:
+    """Copy a small file just written (atomically) in a URL home's working copy to its store, as
+    one object: a PUT replaces an object whole, so a reader finds the old one or the new one, never
+    a torn one. Nothing in a local home, where the atomic write was the whole job.
+
+    The store keeps whichever PUT came last, so writers of one file must take turns around the
+    write and the PUT together: the manifests are written inside the registry transaction that
+    holds their run or search locked, and a session's files inside its fenced transaction
+    (`Registry.fenced`), so a stale writer's PUT can never land after a newer one's."""
+    mirror = mirror_of(path)
+    if mirror is not None:
+        mirror.put(path)
+
+
+def published(path: Path) -> bytes | None:
+    """The store's copy of a file of a URL home (None when it has none); the working copy's file in
+    a local home (None when there is none)."""
+    mirror = mirror_of(path)
+    if mirror is not None:
+        return mirror.get_bytes(mirror.key(path))
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def pull(path: Path) -> bool:
+    """Replace the working copy's file with the store's (atomically); False, and nothing written,
+    when the store has none. A local home's file is already the home's: True when it exists."""
+    mirror = mirror_of(path)
+    if mirror is None:
+        return path.is_file()
+    data = mirror.get_bytes(mirror.key(path))
+    if data is None:
+        return False
+    from rlrun.fsutil import atomic_write
+
+    atomic_write(path, data)
+    return True
+
+
 def read_url(url: str) -> bytes:
     """One object's bytes, named by its full URL (a probe on a cluster node)."""
     fs, key = _filesystem(url)
@@ -151,6 +192,14 @@ class Mirror:
         except FileNotFoundError:
             return None
         return data
+
+    def modified(self, key: str) -> float:
+        """When the object was last written (seconds since the epoch, the store's clock)."""
+        return float(self.fs.modified(key).timestamp())
+
+    def matching(self, pattern: str) -> list[str]:
+        """The objects whose keys match a glob under the home (`*/run.json`), sorted."""
+        return sorted(self.fs.glob(f"{self.root}/{pattern}"))
 
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(key))

@@ -178,7 +178,7 @@ class Relay:
         self.release()
         deadline = time.monotonic() + close_seconds()
         reports = [delivery.close(outcome, best, deadline) for delivery in self.deliveries]
-        status.write(self.session_dir, reports)
+        status.write(self.session_dir, reports, publish=False)  # the session publishes it under its lease
         return reports
 
 

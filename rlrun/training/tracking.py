@@ -35,6 +35,7 @@ def track(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to:
     for session in detail.sessions:
         folder = paths.session_dir(root, run.id, session.index)
         log = metrics_log.path(folder)
+        metrics_log.download(log)  # a home in object storage: the store's log, not this machine's copy
         rows = metrics_log.read_rows(log)[1] if log.exists() else []
         evaluations = [{"frame": e.frame, "mean": e.mean, "std": e.std} for e in detail.evaluations
                        if e.session_index == session.index and e.kind == "train"]

@@ -12,7 +12,11 @@ import torch
 from helpers import invoke
 
 from rlrun import paths, snapshot, storage
+from rlrun.home import maintenance
+from rlrun.registry import Registry
+from rlrun.registry.records import TrialLink
 from rlrun.snapshot import layout, logs, remote
+from rlrun.trackers import status as tracker_status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 META = snapshot.SnapshotMeta.from_json(
@@ -133,3 +137,98 @@ def test_an_object_altered_in_the_store_is_refused_on_read(tmp_path: Path) -> No
     reader = storage.open_home(url, local=tmp_path / "reader")
     with pytest.raises(snapshot.SnapshotError, match="altered"):
         snapshot.read(reader / "run" / "s0" / "checkpoints" / written.path.name, written.sha256)
+
+
+# ---------------------------------------------------------------------------------------------
+# What else a home in object storage keeps there: manifests, trackers' reports; `db rebuild`
+
+
+def _writer_and_reader(tmp_path: Path) -> tuple[Path, Path, storage.Mirror]:
+    """One home in fsspec's in-memory store, seen from two machines: working copies with nothing in
+    common, each with its own registry file."""
+    pytest.importorskip("fsspec", reason="a home in object storage needs an extra: pip install -e '.[s3]'")
+    url = f"memory://rlrun-unit/{tmp_path.name}"
+    writer = storage.open_home(url, local=tmp_path / "writer")
+    reader = storage.open_home(url, local=tmp_path / "reader")
+    mirror = storage.mirror_of(writer)
+    assert mirror is not None
+    return writer, reader, mirror
+
+
+def _run_with_a_trial(registry: Registry, run_id: str = "ra00000001") -> None:
+    registry.create_search(search_id="sa00000001", name="sweep", spec_name="ppo_cartpole", spec_json="{}",
+                           space_json="{}", settings_json="{}", host="here", pid=1)  # fmt: skip
+    registry.create_run(run_id=run_id, name=None, spec_name="ppo_cartpole", algorithm="ppo",
+                        env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}", host="here",
+                        pid=1, trial=TrialLink("sa00000001", 0, json.dumps({"lr": 0.001})))  # fmt: skip
+
+
+def test_the_search_manifest_and_run_manifest_reach_the_store_in_each_write(tmp_path: Path) -> None:
+    writer, _, mirror = _writer_and_reader(tmp_path)
+    with Registry.open(writer) as registry:
+        _run_with_a_trial(registry)
+        search_manifest = paths.search_manifest(writer, "sa00000001")
+        assert mirror.get_bytes(mirror.key(search_manifest)) == search_manifest.read_bytes()
+        (trial,) = registry.get_search("sa00000001").trials
+        registry.record_trial(trial.id, intermediate_json="[[500, 9.5]]", system_attrs_json="{}", state="complete",
+                              value=9.5)  # fmt: skip
+        stored = json.loads(mirror.get_bytes(mirror.key(search_manifest)) or b"{}")
+        assert [(t["state"], t["value"]) for t in stored["trials"]] == [("complete", 9.5)]
+        run_manifest = paths.run_dir(writer, "ra00000001") / paths.RUN_MANIFEST
+        assert json.loads(mirror.get_bytes(mirror.key(run_manifest)) or b"{}")["trial"]["search_id"] == "sa00000001"
+
+
+def test_a_trackers_report_is_read_from_the_store(tmp_path: Path) -> None:
+    writer, reader, _ = _writer_and_reader(tmp_path)
+    report = tracker_status.Delivered("mlflow", "abc", 3, "down")
+    tracker_status.write(writer / "ra00000001" / "s0", [report], publish=False)  # a session's: under its lease
+    assert tracker_status.read(reader / "ra00000001" / "s0") == {}
+    tracker_status.publish(writer / "ra00000001" / "s0")
+    assert tracker_status.read(reader / "ra00000001" / "s0") == {"mlflow": report}
+    wandb = tracker_status.Delivered("wandb", "ra00000001-s0", 0)
+    tracker_status.write(reader / "ra00000001" / "s0", [wandb])  # `rlrun track` elsewhere keeps mlflow's report
+    assert tracker_status.read(writer / "ra00000001" / "s0") == {"mlflow": report, "wandb": wandb}
+
+
+def test_db_rebuild_reads_a_url_home_from_its_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry lost with its machine: rebuilt on another machine, whose working copy is empty but
+    for a run deleted since, from the store alone; each snapshot's hash and size as recorded."""
+    writer, reader, _ = _writer_and_reader(tmp_path)
+    with Registry.open(writer) as registry:
+        _run_with_a_trial(registry)
+        (session,) = registry.get_run("ra00000001").sessions
+        registry.start_session(session.id, host="here", pid=1)
+        checkpoints = paths.checkpoints_dir(writer, "ra00000001", 0)
+        first = snapshot.write(checkpoints / "f000000000060", _logged(60))
+        second = snapshot.write(checkpoints / "f000000000130", _logged(130), previous=first.path)
+        for written, frame in ((first, 60), (second, 130)):
+            registry.add_checkpoint(session.id, frame=frame, kind="periodic", sha256=written.sha256,
+                                    path=str(written.path.relative_to(writer)), size_bytes=written.size_bytes)
+        recorded = {c.path: (c.sha256, c.size_bytes) for c in registry.get_run("ra00000001").checkpoints}
+    stale = reader / "rz00000009" / paths.RUN_MANIFEST  # deleted from the store by another machine's `rlrun rm`
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes((paths.run_dir(writer, "ra00000001") / paths.RUN_MANIFEST).read_bytes())
+
+    monkeypatch.setenv(paths.DB_ENV, f"sqlite:///{tmp_path / 'rebuilt.sqlite'}")
+    with Registry.open(reader) as registry:
+        report = maintenance.rebuild(registry)
+        assert (report.restored, report.searches, report.problems) == (["ra00000001"], ["sa00000001"], [])
+        detail = registry.get_run("ra00000001")
+        assert {c.path: (c.sha256, c.size_bytes) for c in detail.checkpoints} == recorded
+        assert [t.run_id for t in registry.get_search("sa00000001").trials] == ["ra00000001"]
+    read = snapshot.read(reader / "ra00000001" / "s0" / "checkpoints" / "f000000000130", second.sha256)
+    assert logs.load(read.logs["rows"]).end == 130
+
+
+def test_db_rebuild_names_a_snapshot_altered_in_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer, reader, mirror = _writer_and_reader(tmp_path)
+    with Registry.open(writer) as registry:
+        _run_with_a_trial(registry)
+        written = snapshot.write(paths.checkpoints_dir(writer, "ra00000001", 0) / "f000000000060", _logged(60))
+    meta = mirror.key(written.path / layout.META)
+    mirror.put_bytes(meta, (mirror.get_bytes(meta) or b"").replace(b'"frame"', b'"frame" ', 1))
+    monkeypatch.setenv(paths.DB_ENV, f"sqlite:///{tmp_path / 'rebuilt.sqlite'}")
+    with Registry.open(reader) as registry:
+        report = maintenance.rebuild(registry)
+    assert report.restored == [] and len(report.problems) == 1
+    assert "ra00000001" in report.problems[0] and "meta.json does not match its manifest" in report.problems[0]
