@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from speed_vs_sb3 import SINGLE_THREAD, run_rlrun, sb3_python  # this folder is the script's: on sys.path
@@ -84,8 +83,8 @@ class Stopwatch(BaseCallback):
 
 watch = Stopwatch()
 model.learn(budget, callback=watch)
-frames, wall, cpu = budget - watch.started[0], time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
-print(json.dumps({"fps": frames / wall, "cpu_fps": frames / cpu}))
+frames, wall, cpu = budget - watch.started[0], time.perf_counter() - watch.started[1], time.process_time()
+print(json.dumps({"fps": frames / wall, "cpu_fps": frames / (cpu - watch.started[2])}))
 '''
 
 
