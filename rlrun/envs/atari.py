@@ -35,7 +35,10 @@ def ale_kwargs(spec: EnvSpec, kwargs: dict[str, Any]) -> tuple[dict[str, Any], f
                        " remove env.kwargs.frameskip")
     registered = gym.spec(spec.id).kwargs.get("repeat_action_probability", ALE_STICKINESS)
     stickiness = float(kwargs.get("repeat_action_probability", registered))
-    return {**kwargs, "frameskip": 1, "repeat_action_probability": 0.0}, stickiness
+    # The preprocessing reads the screen from the emulator itself and drops the observation the ALE
+    # env makes at every emulator frame: a grey one is a third of an RGB one's copy.
+    screen = {"obs_type": "grayscale"} if spec.atari is not None and spec.atari.grayscale else {}
+    return {**screen, **kwargs, "frameskip": 1, "repeat_action_probability": 0.0}, stickiness
 
 
 def preprocess(env: gym.Env[Any, Any], atari: AtariSpec, stickiness: float, *, training: bool) -> gym.Env[Any, Any]:

@@ -127,6 +127,22 @@ def test_a_captured_atari_game_continues_with_the_same_frames(game: str) -> None
     _assert_same_future(a, b, actions)
 
 
+def test_an_atari_env_screens_grey_under_the_preprocessing_with_the_frames_an_rgb_one_gives() -> None:
+    """The ALE env under grey preprocessing makes grey screens (a third of an RGB copy at every
+    emulator frame, all dropped), unless env.kwargs asks otherwise; the preprocessed frames are the
+    same, and an env captured with RGB screens (a snapshot from before) continues in a grey one."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    grey = EnvSpec(id="ALE/Breakout-v5", num_envs=1, frame_stack=4, atari={})
+    rgb = EnvSpec(id="ALE/Breakout-v5", num_envs=1, frame_stack=4, atari={}, kwargs={"obs_type": "rgb"})
+    (a, actions), (b, _) = _stepped(rgb, 120), _stepped(grey, 120)
+    assert [e.unwrapped._obs_type for e in (a.envs[0], b.envs[0])] == ["rgb", "grayscale"]
+    assert np.array_equal(a.step(actions[0])[0], b.step(actions[0])[0])
+    restored, said = _put_back(grey, capture_vector_env(a))
+    assert said == "env: captured"
+    _assert_same_future(a, restored, actions[1:])
+
+
 def test_without_the_emulator_state_the_atari_future_differs() -> None:
     """The test above can fail: the emulator's state left out, the restored copy plays another game."""
     pytest.importorskip("ale_py")
