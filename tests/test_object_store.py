@@ -35,6 +35,7 @@ from rlrun.testhooks import CRASH_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real S3 server
 
+
 @pytest.fixture
 def s3_home(s3_bucket: str, tmp_path: Path) -> Path:
     return store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
@@ -83,13 +84,13 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
 
 
 def test_a_lost_registry_is_rebuilt_from_the_store_and_the_run_resumes_exactly(
-        reference: dict[str, Any], s3_home: Path) -> None:  # fmt: skip
+        wrapping_dqn_reference: dict[str, Any], s3_home: Path) -> None:  # fmt: skip
     """Killed -9 mid-upload, then the registry file lost with the machine: `rlrun db rebuild` on
     another (a fresh working copy) reads run.json and every snapshot's manifest and meta.json from the
     store: the same checkpoints (hashes and sizes, shared segments counted), evaluations and spec
     revisions as before, the torn snapshot not among them; the resume is the straight local run."""
     home = s3_home
-    crashed = train(home, TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
+    crashed = train_wrapping_dqn(home, WRAPPING_TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
     assert crashed.code == -signal.SIGKILL, crashed.stderr
     before = _restorable(rlrun(home, "show", "latest", "--json").json())
     assert max(c["frame"] for c in before["checkpoints"]) == 3000  # 4,000 was torn
@@ -101,7 +102,7 @@ def test_a_lost_registry_is_rebuilt_from_the_store_and_the_run_resumes_exactly(
 
     resumed = resume_ok(home, "latest")
     assert "from snapshot at frame 3,000" in resumed.stderr
-    assert_same_run(reference, final_state(home))
+    assert_same_run(wrapping_dqn_reference, final_state(home))
     assert_snapshots_sound(home)
 
 
