@@ -44,7 +44,7 @@ class Adam(torch.optim.Adam):
         for group in self.param_groups:
             params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq", step_on_device=True)
             steps = [state["step"] for state in states]
-            torch._foreach_add_(steps, 1)
+            torch._foreach_add_(steps, _ONE, alpha=1.0)  # a tensor: no scalar wrapped per step count
             beta1, beta2 = group["betas"]
             torch._fused_adam_(
                 params, grads, [state["exp_avg"] for state in states],
