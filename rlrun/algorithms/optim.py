@@ -44,7 +44,7 @@ class Adam(torch.optim.Adam):
         for group in self.param_groups:
             params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq", step_on_device=True)
             steps = [state["step"] for state in states]
-            torch._foreach_add_(steps, 1)
+            torch._foreach_add_(steps, _ONE, alpha=1.0)  # a tensor: no scalar wrapped per step count
             beta1, beta2 = group["betas"]
             torch._fused_adam_(
                 params, grads, [state["exp_avg"] for state in states],
@@ -112,18 +112,35 @@ def optimise(
     """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says.
     Returns the gradient's global norm before clipping (a diagnostic; a tensor, so reading it
     costs nothing until someone does)."""
+    grads = _backward(optimizer, loss, spec, frame, max_frame)
+    norm = gradient_norm(grads)
+    if spec.grad_clip is not None:
+        clip_gradients(grads, norm, spec.grad_clip)
+    optimizer.step()
+    return norm
+
+
+def optimise_unmeasured(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
+) -> None:
+    """`optimise` for a caller that does not read the gradient norm: the same step, without the
+    norm's reductions (over a dozen small operations) when the spec does not clip."""
+    grads = _backward(optimizer, loss, spec, frame, max_frame)
+    if spec.grad_clip is not None:
+        clip_gradients(grads, gradient_norm(grads), spec.grad_clip)
+    optimizer.step()
+
+
+def _backward(optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
+              ) -> list[torch.Tensor]:
+    """Set the scheduled learning rate, compute the loss's gradients afresh; the gradients."""
     lr = spec.lr.value(frame, max_frame)
     for group in optimizer.param_groups:
         group["lr"] = lr
         for p in group["params"]:  # what zero_grad(set_to_none=True) does, without its profiler record
             p.grad = None
     loss.backward()
-    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-    norm = gradient_norm(grads)
-    if spec.grad_clip is not None:
-        clip_gradients(grads, norm, spec.grad_clip)
-    optimizer.step()
-    return norm
+    return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
 
 
 def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:

@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
-from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec
@@ -141,14 +141,19 @@ class Agent:
             target = batch["rewards"] + config.gamma * (1 - batch["terminated"]) * next_q
         q1, q2 = self.critic(obs, batch["actions"])
         critic_loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
-        optimise(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
+        optimise_unmeasured(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
 
         action, log_prob = self.actor(obs, self.generator)
-        actor_loss = (alpha * log_prob - torch.min(*self.critic(obs, action))).mean()
-        optimise(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
+        # The actor's gradient flows through the critics to the actions only: the critics' weights
+        # need none (they would be computed, then thrown away, by the next critic step).
+        self.critic.requires_grad_(False)
+        actor_q = torch.min(*self.critic(obs, action))
+        self.critic.requires_grad_(True)
+        actor_loss = (alpha * log_prob - actor_q).mean()
+        optimise_unmeasured(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
         if config.alpha == "auto":
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            optimise(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
+            optimise_unmeasured(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), config.tau)
             clock.opt_step += 1

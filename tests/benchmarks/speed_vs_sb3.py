@@ -1,8 +1,21 @@
-"""rlrun against Stable-Baselines3 on CartPole-v1: PPO, A2C and DQN with the same hyper-parameters,
-single-threaded, in the same run, in frames per CPU-second.
+"""rlrun against Stable-Baselines3 on every classic-control built-in with an SB3 peer, with the
+spec's hyper-parameters on both sides, single-threaded, in the same run, in frames per CPU-second.
 
-    python tests/benchmarks/speed_vs_sb3.py [--algorithms ppo a2c dqn] [--seeds 0] [--rounds 1]
-        [--baseline DIR]
+    python tests/benchmarks/speed_vs_sb3.py [--specs ppo_cartpole sac_pendulum ...] [--algorithms ppo]
+        [--frames 30k] [--budget-scale 1] [--seeds 0] [--rounds 1] [--baseline DIR]
+
+The built-ins (default: all of them): ppo_cartpole, a2c_cartpole, dqn_cartpole, ddqn_cartpole,
+ppo_acrobot, dqn_acrobot, ppo_pendulum, sac_pendulum; `--algorithms ppo dqn` picks those of theirs
+trained by the named algorithms. The SB3 side reads env id, env copies and every hyper-parameter
+from the spec as rlrun resolves it (defaults filled in): network widths and activation (separate
+actor and critic for PPO and A2C, and for SAC), optimiser eps, gradient clipping (none: no clip),
+learning-rate, clip-range and epsilon schedules (constant or linear, over the same frames), PPO's
+log_std_init for continuous actions, SAC's buffer, learning_starts, batch, tau, gamma, train
+frequency, gradient steps and entropy coefficient ("auto" starts at alpha_init, aiming at
+target_entropy). Two built-ins have no exact peer:
+- ddqn_cartpole (double DQN): SB3's DQN has no double variant, so it runs against plain SB3 DQN
+  with the same settings (the double target costs rlrun one more forward pass per gradient step).
+- reinforce_cartpole: SB3 has no REINFORCE; it is not measured.
 
 Stable-Baselines3 runs from this interpreter when it has SB3 2.9, else from this benchmark's own
 virtual environment (~/.cache/rlrun-bench/sb3, made on first use; it sees this interpreter's torch
@@ -12,9 +25,11 @@ the first evaluation are left out alike), in process CPU time and in wall time:
 - SB3: `model.learn(budget)`, then `evaluate_policy` (10 greedy episodes).
 - rlrun: `rlrun.training.train` of one session (its progress events mark the frames), and the final
   evaluation the run recorded (10 greedy episodes).
-`--baseline DIR` also trains with the rlrun found in DIR (a checkout: `git archive REV | tar -x -C
-DIR`), interleaved with this one, to measure a change on a busy machine: read the ratios.
-It also prints rlrun's frames/s as a fraction of a random policy stepping the same (vector) env.
+`--frames` (or `--budget-scale`) shortens every budget: schedules that end at a fixed frame keep
+that frame on both sides. `--baseline DIR` also trains with the rlrun found in DIR (a checkout:
+`git archive REV | tar -x -C DIR`), interleaved with this one, to measure a change on a busy
+machine: read the ratios. It also prints rlrun's frames/s as a fraction of a random policy
+stepping the same (vector) env.
 """
 
 from __future__ import annotations
@@ -30,45 +45,83 @@ from pathlib import Path
 
 SB3_VERSION = "2.9.2"
 SB3_ENV = Path.home() / ".cache" / "rlrun-bench" / "sb3"
-SPECS = {"ppo": "ppo_cartpole", "a2c": "a2c_cartpole", "dqn": "dqn_cartpole"}
+SPECS = ("ppo_cartpole", "a2c_cartpole", "dqn_cartpole", "ddqn_cartpole", "ppo_acrobot", "dqn_acrobot",
+         "ppo_pendulum", "sac_pendulum")
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 SB3_WORKER = r'''
-import json, sys, time
+import json, math, sys, time
 import torch
 torch.set_num_threads(1)
-from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3 import A2C, DQN, PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
-algorithm, budget, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-spec = json.loads(sys.argv[4])
-agent, envs = spec["agent"], spec["env"]["num_envs"]
-env = make_vec_env("CartPole-v1", n_envs=envs, seed=seed)
-tanh = dict(activation_fn=torch.nn.Tanh, net_arch=dict(pi=agent["network"]["hidden"], vf=agent["network"]["hidden"]))
+budget, seed, spec = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+agent, env_id, envs = spec["agent"], spec["env"]["id"], spec["env"]["num_envs"]
+algorithm, optimizer = agent["algorithm"], agent["optimizer"]
+env = make_vec_env(env_id, n_envs=envs, seed=seed)
+activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU, "gelu": torch.nn.GELU}
+hidden = agent["network"]["hidden"]
+net = dict(activation_fn=activation[agent["network"]["activation"]], optimizer_kwargs=dict(eps=optimizer["eps"]))
+grad_clip = optimizer["grad_clip"] if optimizer["grad_clip"] is not None else math.inf
+
+
+def at(schedule, frame):
+    """rlrun's schedule (a number, constant or linear) at `frame`."""
+    if not isinstance(schedule, dict):
+        return schedule
+    if schedule["kind"] == "constant":
+        return schedule["value"]
+    assert schedule["kind"] == "linear", f"no SB3 equivalent written for a {schedule['kind']} schedule"
+    begin, finish = (budget if f == "max_frame" else f for f in (schedule["from_frame"], schedule["to_frame"]))
+    if frame >= finish:
+        return schedule["end"]
+    if frame <= begin:
+        return schedule["start"]
+    return schedule["start"] + (schedule["end"] - schedule["start"]) * (frame - begin) / (finish - begin)
+
+
+def sb3_schedule(schedule):
+    """The same schedule as SB3 takes it: a number, or a function of the progress remaining."""
+    if not isinstance(schedule, dict) or schedule["kind"] == "constant":
+        return at(schedule, 0)
+    return lambda remaining: at(schedule, (1 - remaining) * budget)
+
+
+lr = sb3_schedule(optimizer["lr"])
 if algorithm == "ppo":
-    lr, clip = agent["optimizer"]["lr"]["start"], agent["clip_range"]["start"]
     model = PPO("MlpPolicy", env, n_steps=agent["n_steps"], batch_size=agent["batch_size"], n_epochs=agent["n_epochs"],
-                gamma=agent["gamma"], gae_lambda=agent["gae_lambda"], ent_coef=agent["entropy_coef"],
-                vf_coef=agent["value_coef"], max_grad_norm=agent["optimizer"]["grad_clip"],
-                learning_rate=lambda progress: progress * lr, clip_range=lambda progress: progress * clip,
-                policy_kwargs=tanh, seed=seed, device="cpu")
+                gamma=agent["gamma"], gae_lambda=agent["gae_lambda"], ent_coef=at(agent["entropy_coef"], 0),
+                vf_coef=agent["value_coef"], max_grad_norm=grad_clip, learning_rate=lr,
+                clip_range=sb3_schedule(agent["clip_range"]), clip_range_vf=agent["clip_range_vf"],
+                normalize_advantage=agent["normalize_advantages"],
+                policy_kwargs=dict(net, net_arch=dict(pi=hidden, vf=hidden), log_std_init=agent["log_std_init"]),
+                seed=seed, device="cpu")
 elif algorithm == "a2c":
-    model = A2C("MlpPolicy", env, n_steps=agent["n_steps"], gamma=agent["gamma"], gae_lambda=1.0,
-                ent_coef=agent["entropy_coef"], vf_coef=agent["value_coef"],
-                max_grad_norm=agent["optimizer"]["grad_clip"], learning_rate=agent["optimizer"]["lr"],
-                rms_prop_eps=agent["optimizer"]["eps"], normalize_advantage=agent["normalize_advantages"],
-                policy_kwargs=tanh, seed=seed, device="cpu")
-else:
+    model = A2C("MlpPolicy", env, n_steps=agent["n_steps"], gamma=agent["gamma"], gae_lambda=agent["gae_lambda"],
+                ent_coef=at(agent["entropy_coef"], 0), vf_coef=agent["value_coef"], max_grad_norm=grad_clip,
+                learning_rate=lr, rms_prop_eps=optimizer["eps"], use_rms_prop=optimizer["name"] == "rmsprop",
+                normalize_advantage=agent["normalize_advantages"],
+                policy_kwargs=dict(activation_fn=net["activation_fn"], net_arch=dict(pi=hidden, vf=hidden),
+                                   log_std_init=agent["log_std_init"]), seed=seed, device="cpu")
+elif algorithm == "dqn":  # double or not: SB3's DQN has no double variant
     epsilon = agent["epsilon"]
-    model = DQN("MlpPolicy", env, learning_rate=agent["optimizer"]["lr"], batch_size=agent["batch_size"],
+    model = DQN("MlpPolicy", env, learning_rate=lr, batch_size=agent["batch_size"],
                 buffer_size=agent["memory"]["capacity"], learning_starts=agent["learning_starts"], gamma=agent["gamma"],
-                target_update_interval=agent["target_update_frequency"], train_freq=agent["train_frequency"],
+                target_update_interval=agent["target_update_frequency"] if agent["target_update"] == "hard" else 1,
+                tau=1.0 if agent["target_update"] == "hard" else agent["tau"], train_freq=agent["train_frequency"],
                 gradient_steps=agent["gradient_steps"], exploration_initial_eps=epsilon["start"],
                 exploration_final_eps=epsilon["end"], exploration_fraction=epsilon["to_frame"] / budget,
-                max_grad_norm=agent["optimizer"]["grad_clip"],
-                policy_kwargs=dict(net_arch=agent["network"]["hidden"]), seed=seed, device="cpu")
+                max_grad_norm=grad_clip, policy_kwargs=dict(net, net_arch=hidden), seed=seed, device="cpu")
+else:
+    alpha = agent["alpha"] if agent["alpha"] != "auto" else f"auto_{agent['alpha_init']}"
+    model = SAC("MlpPolicy", env, learning_rate=lr, buffer_size=agent["memory"]["capacity"],
+                learning_starts=agent["learning_starts"], batch_size=agent["batch_size"], tau=agent["tau"],
+                gamma=agent["gamma"], train_freq=agent["train_frequency"], gradient_steps=agent["gradient_steps"],
+                ent_coef=alpha, target_entropy=agent["target_entropy"], policy_kwargs=dict(net, net_arch=hidden),
+                seed=seed, device="cpu")
 
 
 class Stopwatch(BaseCallback):
@@ -80,9 +133,9 @@ class Stopwatch(BaseCallback):
 
 watch = Stopwatch()
 model.learn(budget, callback=watch)
-frames = budget - watch.started[0]
+frames = model.num_timesteps - watch.started[0]
 wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
-mean, std = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=1, seed=seed + 1000), n_eval_episodes=10,
+mean, std = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=seed + 1000), n_eval_episodes=10,
                             deterministic=True)
 print(json.dumps({"fps": frames / wall, "cpu_fps": frames / cpu, "mean": float(mean), "std": float(std)}))
 '''
@@ -127,9 +180,11 @@ def sb3_python() -> Path:
     return python
 
 
-def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int) -> dict:
-    done = subprocess.run([str(python), "-c", SB3_WORKER, algorithm, str(budget), str(seed), json.dumps(spec)],
-                          capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, check=True)
+def run_sb3(python: Path, spec: dict, budget: int, seed: int) -> dict:
+    done = subprocess.run([str(python), "-c", SB3_WORKER, str(budget), str(seed), json.dumps(spec)],
+                          capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
+    if done.returncode != 0:
+        raise SystemExit(f"SB3 worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -149,11 +204,11 @@ def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None
     return result
 
 
-def random_policy_fps(num_envs: int, steps: int = 20_000) -> float:
+def random_policy_fps(env_id: str, num_envs: int, steps: int = 20_000) -> float:
     from rlrun.envs import make_vector_env
     from rlrun.spec import EnvSpec
 
-    env = make_vector_env(EnvSpec(id="CartPole-v1", num_envs=num_envs))
+    env = make_vector_env(EnvSpec(id=env_id, num_envs=num_envs))
     env.reset(seed=0)
     env.action_space.seed(0)
     started = time.perf_counter()
@@ -162,9 +217,28 @@ def random_policy_fps(num_envs: int, steps: int = 20_000) -> float:
     return steps // num_envs * num_envs / (time.perf_counter() - started)
 
 
+def frames(text: str) -> int:
+    """A frame count as specs write it: 30000, 30k, 1.5M."""
+    from rlrun.spec import load_spec
+
+    return int(load_spec("ppo_cartpole", [f"meta.max_frame={text}"]).meta.max_frame)
+
+
+def chosen_specs(specs: list[str], algorithms: list[str] | None) -> list[str]:
+    from rlrun.spec import load_spec
+
+    if algorithms is None:
+        return specs
+    return [name for name in specs if load_spec(name).agent.algorithm in algorithms]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algorithms", nargs="+", default=list(SPECS), choices=list(SPECS))
+    parser.add_argument("--specs", nargs="+", default=list(SPECS), choices=SPECS, metavar="SPEC",
+                        help=f"built-ins to measure (default: all of {', '.join(SPECS)})")
+    parser.add_argument("--algorithms", nargs="+", choices=("ppo", "a2c", "dqn", "sac"),
+                        help="only the chosen specs trained by these algorithms")
+    parser.add_argument("--frames", type=frames, help="every budget, e.g. 30k (default: each spec's max_frame)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--rounds", type=int, default=1, help="repeat each measure, alternating the sides")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="fraction of each spec's frame budget")
@@ -175,26 +249,27 @@ def main() -> None:
     python = sb3_python()
     before = "   before f/cpu-s  after/before" if args.baseline else ""
     print("frames per CPU-second (one torch thread each; wall-clock ratio in brackets)")
-    print(f"{'algo':<5} {'seed':>4} {'frames':>8} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} {'(wall)':>7} "
-          f"{'SB3 return':>14} {'rlrun return':>14} {'rlrun/random':>13}{before}")
-    for algorithm in args.algorithms:
-        spec = load_spec(SPECS[algorithm])
-        budget = int(spec.meta.max_frame * args.budget_scale)
-        ceiling = random_policy_fps(spec.env.num_envs)
+    print(f"{'spec':<14} {'seed':>4} {'frames':>8} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} "
+          f"{'(wall)':>7} {'SB3 return':>16} {'rlrun return':>16} {'rlrun/random':>13}{before}")
+    for name in chosen_specs(args.specs, args.algorithms):
+        spec = load_spec(name)
+        budget = args.frames or int(spec.meta.max_frame * args.budget_scale)
+        sb3_spec = load_spec(name, [f"meta.max_frame={budget}"]).to_json()
+        ceiling = random_policy_fps(spec.env.id, spec.env.num_envs)
         for seed in args.seeds:
             for _ in range(args.rounds):
-                theirs = run_sb3(python, algorithm, spec.to_json(), budget, seed)
-                ours = run_rlrun(SPECS[algorithm], budget, seed)
-                old = run_rlrun(SPECS[algorithm], budget, seed, source=args.baseline) if args.baseline else None
-                line = (f"{algorithm:<5} {seed:>4} {budget:>8} {theirs['cpu_fps']:>12.0f} {ours['cpu_fps']:>14.0f} "
+                theirs = run_sb3(python, sb3_spec, budget, seed)
+                ours = run_rlrun(name, budget, seed)
+                old = run_rlrun(name, budget, seed, source=args.baseline) if args.baseline else None
+                line = (f"{name:<14} {seed:>4} {budget:>8} {theirs['cpu_fps']:>12.0f} {ours['cpu_fps']:>14.0f} "
                         f"{ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} ({ours['fps'] / theirs['fps']:>5.2f}) "
-                        f"{theirs['mean']:>7.1f} ± {theirs['std']:<5.1f}{ours['mean']:>7.1f} ± {ours['std']:<5.1f}"
+                        f"{theirs['mean']:>8.1f} ± {theirs['std']:<6.1f}{ours['mean']:>8.1f} ± {ours['std']:<6.1f}"
                         f" {ours['fps'] / ceiling:>12.1%}")
                 if old is not None:
                     line += f" {old['cpu_fps']:>16.0f} {ours['cpu_fps'] / old['cpu_fps']:>13.2f}"
                 print(line, flush=True)
-        print(f"      random policy on {spec.env.num_envs} CartPole-v1 cop{'y' if spec.env.num_envs == 1 else 'ies'}:"
-              f" {ceiling:,.0f} f/s", flush=True)
+        copies = "copy" if spec.env.num_envs == 1 else "copies"
+        print(f"{'':<14} random policy on {spec.env.num_envs} {spec.env.id} {copies}: {ceiling:,.0f} f/s", flush=True)
 
 
 if __name__ == "__main__":
