@@ -24,12 +24,17 @@ from rlrun.algorithms.base import (
     sample_categorical,
     to_device,
 )
-from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.hand_mlp import HandMLP
+from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock, crossed
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
+_LOSS_BACKWARD = {  # d loss / d taken, given d loss / d loss (a 1): autograd's kernels for the mean losses
+    "huber": lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward(grad, taken, target, 1, 1.0),
+    "mse": lambda grad, taken, target: torch.ops.aten.mse_loss_backward(grad, taken, target, 1),
+}
 
 
 class Agent:
@@ -44,6 +49,8 @@ class Agent:
         self.actions = int(action_space.n)
         self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
+        self.hand_q = HandMLP(self.q) if HandMLP.fits(self.q) else None
+        """The Q-network's gradient by hand, for a built-in MLP (`HandMLP.fits`); else autograd's."""
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
@@ -128,10 +135,22 @@ class Agent:
         if target is None:
             with torch.no_grad():
                 target = self._td_target(batch)
-        taken = self.q(network_input(batch["obs"], config.network)).gather(1, batch["actions"][:, None]).squeeze(1)
+        obs, chosen = network_input(batch["obs"], config.network), batch["actions"][:, None]
         loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
-        loss = loss_function(taken, target)
-        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        if self.hand_q is None:
+            taken = self.q(obs).gather(1, chosen).squeeze(1)
+            loss = loss_function(taken, target)
+            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        else:
+            with torch.no_grad():
+                q = self.hand_q.forward(obs)
+                taken = q.gather(1, chosen).squeeze(1)
+                loss = loss_function(taken, target)
+                # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
+                grad_taken = _LOSS_BACKWARD[config.loss](torch.ones_like(loss), taken, target)
+                grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
+            grads = self.hand_q.backward(grad_q)
+            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         with torch.no_grad():
             if config.target_update == "polyak":

@@ -112,13 +112,20 @@ def optimise(
     """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says.
     Returns the gradient's global norm before clipping (a diagnostic; a tensor, so reading it
     costs nothing until someone does)."""
-    lr = spec.lr.value(frame, max_frame)
     for group in optimizer.param_groups:
-        group["lr"] = lr
         for p in group["params"]:  # what zero_grad(set_to_none=True) does, without its profiler record
             p.grad = None
     loss.backward()
     grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    return apply_gradients(optimizer, grads, spec, frame, max_frame)
+
+
+def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[torch.Tensor], spec: OptimizerSpec, frame: int,
+                    max_frame: int) -> torch.Tensor:
+    """`optimise` once the parameters hold their gradients (`grads`, by autograd or by hand)."""
+    lr = spec.lr.value(frame, max_frame)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
     norm = gradient_norm(grads)
     if spec.grad_clip is not None:
         clip_gradients(grads, norm, spec.grad_clip)
