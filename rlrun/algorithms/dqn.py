@@ -49,9 +49,10 @@ class Agent:
         self.actions = int(action_space.n)
         self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
-        self.hand_q = HandMLP(self.q) if HandMLP.fits(self.q) else None
-        """The Q-network's gradient by hand, for a built-in MLP (`HandMLP.fits`); else autograd's."""
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        hand = HandMLP.fits(self.q)  # a built-in MLP: the networks' passes by hand, else torch's
+        self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
+        self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
                                    np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
@@ -118,9 +119,10 @@ class Agent:
         double DQN; no bootstrap past a terminal state."""
         config = self.config
         next_obs = network_input(batch["next_obs"], config.network)
-        next_q = self.target(next_obs)
+        next_q = self.target(next_obs) if self.hand_target is None else self.hand_target.forward(next_obs)
         if config.double:
-            chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
+            online_q = self.q(next_obs) if self.hand_q is None else self.hand_q.forward(next_obs)
+            chosen = online_q.argmax(dim=-1, keepdim=True)
             next_value = next_q.gather(1, chosen).squeeze(1)
         else:
             next_value = next_q.max(dim=-1).values
@@ -143,7 +145,7 @@ class Agent:
             grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
         else:
             with torch.no_grad():
-                q = self.hand_q.forward(obs)
+                q = self.hand_q.forward(obs, keep=True)
                 taken = q.gather(1, chosen).squeeze(1)
                 loss = loss_function(taken, target)
                 # the loss's gradient, then the gather's, as autograd forms them, for the network's backward

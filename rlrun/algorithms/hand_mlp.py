@@ -39,27 +39,30 @@ class HandMLP:
 
     def __init__(self, net: nn.Module) -> None:
         assert self.fits(net)
-        modules = list(net)
-        self.linears: list[nn.Linear] = modules[0::2]
-        self.activations: list[nn.Module] = modules[1::2]
+        modules = list(net.children())
+        self.linears = [module for module in modules[0::2] if isinstance(module, nn.Linear)]
+        self.activations = modules[1::2]
         self.params = [p for linear in self.linears for p in (linear.weight, linear.bias)]
         self._saved: list[torch.Tensor] = []
 
     @torch.no_grad()
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's output for a batch of rows (no graph), each layer's input kept for `backward`."""
-        self._saved = [x]
+    def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
+        """The network's output for a batch of rows, computed as `net(x)` computes it but with no
+        graph; with `keep`, each layer's input is kept for `backward`."""
+        saved = [x]
         for i, linear in enumerate(self.linears):
-            x = torch.addmm(linear.bias, x, linear.weight.t())  # what nn.Linear computes for a batch
+            x = torch.addmm(linear.bias, x, linear.weight.t())  # what nn.Linear does with a batch
             if i < len(self.activations):
                 x = torch.relu(x) if isinstance(self.activations[i], nn.ReLU) else torch.tanh(x)
-                self._saved.append(x)
+                saved.append(x)
+        self._saved = saved if keep else []
         return x
 
     @torch.no_grad()
     def backward(self, grad: torch.Tensor) -> list[torch.Tensor]:
-        """Set every parameter's `.grad` to the gradient of the last `forward`'s output (as a sum
-        weighted by `grad`, its shape) and return those gradients, in `net.parameters()` order."""
+        """Set every parameter's `.grad` to the gradient of the last kept `forward`'s output (as a
+        sum weighted by `grad`, its shape) and return those gradients, in `net.parameters()` order."""
+        assert self._saved, "backward needs a forward(..., keep=True) first"
         for i in reversed(range(len(self.linears))):
             linear, inputs = self.linears[i], self._saved[i]
             # AddmmBackward0 for `addmm(bias, inputs, weight.t())`: weight.t() is column-major, so its
@@ -69,4 +72,4 @@ class HandMLP:
             if i > 0:
                 grad = _BACKWARD[type(self.activations[i - 1])](grad.mm(linear.weight), inputs)
         self._saved = []
-        return [p.grad for p in self.params]  # type: ignore[misc]  # all set just above
+        return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
