@@ -25,7 +25,7 @@ from rlrun.algorithms.base import (
     to_device,
 )
 from rlrun.algorithms.hand_mlp import HandMLP
-from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise
+from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock, crossed
 from rlrun.spec.agents.dqn import Config
@@ -95,9 +95,10 @@ class Agent:
         if count == 0:
             return {}
         batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
-        targets = self._fixed_targets(batches)
-        steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
-                                     None if targets is None else targets[i], clock) for i in range(count)]
+        with flushing_subnormals(self.device):
+            targets = self._fixed_targets(batches)
+            steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
+                                         None if targets is None else targets[i], clock) for i in range(count)]
         stats = torch.stack(steps).double().mean(dim=0).tolist()
         return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
                 "lr": self.optimizer.param_groups[0]["lr"]}
