@@ -3,6 +3,8 @@ the same bits with them as without them."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import torch
 from torch import nn
 
 from rlrun.algorithms.base import NatureCNN, Step, mlp
-from rlrun.algorithms.dqn import Agent
+from rlrun.algorithms.dqn import Agent, Config
 from rlrun.algorithms.hand_mlp import HandMLP
 from rlrun.algorithms.user_network import UserNetwork
 from rlrun.clock import Clock
@@ -19,7 +21,7 @@ from rlrun.spec import NetworkSpec, load_spec
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 @pytest.mark.parametrize("hidden", [[], [7], [64, 32]])
-def test_gradients_are_autograds_bit_for_bit(activation: str, hidden: list[int]) -> None:
+def test_gradients_are_autograds_bit_for_bit(activation: Literal["relu", "tanh"], hidden: list[int]) -> None:
     torch.manual_seed(0)
     net = mlp(5, 3, NetworkSpec(hidden=hidden, activation=activation))
     x, weights = torch.randn(33, 5), torch.randn(33, 3)
@@ -53,6 +55,7 @@ def _learned(edits: list[str], *, hand: bool) -> tuple[dict, list[dict[str, floa
     small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.train_frequency=16",
              "agent.gradient_steps=4", "agent.memory.capacity=500"]
     config = load_spec("dqn_cartpole", [*small, *edits]).agent
+    assert isinstance(config, Config)
     env = gym.make("CartPole-v1")
     torch.manual_seed(0)  # the networks' initial weights
     agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
