@@ -24,12 +24,17 @@ from rlrun.algorithms.base import (
     sample_categorical,
     to_device,
 )
-from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.hand_mlp import HandMLP
+from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock, crossed
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
+_LOSS_BACKWARD = {  # d loss / d taken, given d loss / d loss (a 1): autograd's kernels for the mean losses
+    "huber": lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward(grad, taken, target, 1, 1.0),
+    "mse": lambda grad, taken, target: torch.ops.aten.mse_loss_backward(grad, taken, target, 1),
+}
 
 
 class Agent:
@@ -45,6 +50,9 @@ class Agent:
         self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        hand = HandMLP.fits(self.q)  # a built-in MLP: the networks' passes by hand, else torch's
+        self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
+        self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
                                    np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
@@ -87,9 +95,10 @@ class Agent:
         if count == 0:
             return {}
         batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
-        targets = self._fixed_targets(batches)
-        steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
-                                     None if targets is None else targets[i], clock) for i in range(count)]
+        with flushing_subnormals(self.device):
+            targets = self._fixed_targets(batches)
+            steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
+                                         None if targets is None else targets[i], clock) for i in range(count)]
         stats = torch.stack(steps).double().mean(dim=0).tolist()
         return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
                 "lr": self.optimizer.param_groups[0]["lr"]}
@@ -111,9 +120,10 @@ class Agent:
         double DQN; no bootstrap past a terminal state."""
         config = self.config
         next_obs = network_input(batch["next_obs"], config.network)
-        next_q = self.target(next_obs)
+        next_q = self.target(next_obs) if self.hand_target is None else self.hand_target.forward(next_obs)
         if config.double:
-            chosen = self.q(next_obs).argmax(dim=-1, keepdim=True)
+            online_q = self.q(next_obs) if self.hand_q is None else self.hand_q.forward(next_obs)
+            chosen = online_q.argmax(dim=-1, keepdim=True)
             next_value = next_q.gather(1, chosen).squeeze(1)
         else:
             next_value = next_q.max(dim=-1).values
@@ -128,10 +138,22 @@ class Agent:
         if target is None:
             with torch.no_grad():
                 target = self._td_target(batch)
-        taken = self.q(network_input(batch["obs"], config.network)).gather(1, batch["actions"][:, None]).squeeze(1)
+        obs, chosen = network_input(batch["obs"], config.network), batch["actions"][:, None]
         loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
-        loss = loss_function(taken, target)
-        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        if self.hand_q is None:
+            taken = self.q(obs).gather(1, chosen).squeeze(1)
+            loss = loss_function(taken, target)
+            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        else:
+            with torch.no_grad():
+                q = self.hand_q.forward(obs, keep=True)
+                taken = q.gather(1, chosen).squeeze(1)
+                loss = loss_function(taken, target)
+                # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
+                grad_taken = _LOSS_BACKWARD[config.loss](torch.ones_like(loss), taken, target)
+                grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
+            grads = self.hand_q.backward(grad_q)
+            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         with torch.no_grad():
             if config.target_update == "polyak":

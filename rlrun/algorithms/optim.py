@@ -10,6 +10,8 @@ to that).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -112,12 +114,7 @@ def optimise(
     """One gradient step at the scheduled learning rate, the gradient norm clipped if the spec says.
     Returns the gradient's global norm before clipping (a diagnostic; a tensor, so reading it
     costs nothing until someone does)."""
-    grads = _backward(optimizer, loss, spec, frame, max_frame)
-    norm = gradient_norm(grads)
-    if spec.grad_clip is not None:
-        clip_gradients(grads, norm, spec.grad_clip)
-    optimizer.step()
-    return norm
+    return apply_gradients(optimizer, _backward(optimizer, loss), spec, frame, max_frame)
 
 
 def optimise_unmeasured(
@@ -125,22 +122,31 @@ def optimise_unmeasured(
 ) -> None:
     """`optimise` for a caller that does not read the gradient norm: the same step, without the
     norm's reductions (over a dozen small operations) when the spec does not clip."""
-    grads = _backward(optimizer, loss, spec, frame, max_frame)
-    if spec.grad_clip is not None:
-        clip_gradients(grads, gradient_norm(grads), spec.grad_clip)
-    optimizer.step()
+    apply_gradients(optimizer, _backward(optimizer, loss), spec, frame, max_frame, measured=False)
 
 
-def _backward(optimizer: torch.optim.Optimizer, loss: torch.Tensor, spec: OptimizerSpec, frame: int, max_frame: int
-              ) -> list[torch.Tensor]:
-    """Set the scheduled learning rate, compute the loss's gradients afresh; the gradients."""
-    lr = spec.lr.value(frame, max_frame)
+def _backward(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> list[torch.Tensor]:
+    """The loss's gradients, computed afresh into the optimiser's parameters."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
         for p in group["params"]:  # what zero_grad(set_to_none=True) does, without its profiler record
             p.grad = None
     loss.backward()
     return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+
+
+def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[torch.Tensor], spec: OptimizerSpec, frame: int,
+                    max_frame: int, *, measured: bool = True) -> torch.Tensor:
+    """`optimise` once the parameters hold their gradients (`grads`, by autograd or by hand): the
+    scheduled learning rate, the norm clipped if the spec says, one optimiser step. Returns the
+    norm before clipping (when not `measured` and not clipping, it is not computed: an empty tensor)."""
+    lr = spec.lr.value(frame, max_frame)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    norm = gradient_norm(grads) if measured or spec.grad_clip is not None else torch.empty(0)
+    if spec.grad_clip is not None:
+        clip_gradients(grads, norm, spec.grad_clip)
+    optimizer.step()
+    return norm
 
 
 def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:
@@ -152,3 +158,21 @@ def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:
 def clip_gradients(grads: list[torch.Tensor], norm: torch.Tensor, max_norm: float) -> None:
     """Scale the gradients so their global norm (`norm`) is at most `max_norm`, in place."""
     torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+
+
+@contextmanager
+def flushing_subnormals(device: torch.device) -> Iterator[None]:
+    """Subnormal floats (below ~1.2e-38) read and written as zeros by this thread's CPU arithmetic
+    while inside, for learning on the CPU. Adam's moments of a weight that stops getting gradient
+    (a dead ReLU unit's) decay through the subnormal range over thousands of steps, and x86 cores
+    take a slow path for each such number: a third of a DQN CartPole run's CPU time. The only
+    values it changes are those subnormal ones (an optimizer moment of 1e-40 becomes 0), which
+    move a weight by far less than its rounding; deterministic, so resumes stay exact. The
+    thread's previous setting (torch's default, off) is restored on the way out."""
+    if device.type != "cpu" or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)

@@ -46,3 +46,14 @@ def test_lean_optimizer_state_round_trips_through_torchs_format() -> None:
     plain = torch.optim.Adam(list(net.parameters()), lr=1e-3)
     plain.load_state_dict(optimizer.state_dict())
     assert plain.state_dict()["state"][0]["step"] == 1
+
+
+def test_subnormals_flush_to_zero_only_inside() -> None:
+    supported = torch.set_flush_denormal(True)
+    torch.set_flush_denormal(False)
+    subnormal = torch.tensor([1e-40])
+    with optim.flushing_subnormals(torch.device("cpu")):
+        inside = subnormal * 1.0
+    outside = subnormal * 1.0
+    assert outside.item() != 0.0  # the thread's IEEE arithmetic is back
+    assert (inside.item() == 0.0) == supported
