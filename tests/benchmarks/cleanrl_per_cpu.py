@@ -25,10 +25,12 @@ script, then `:` and the built-in where a script meets more than one):
   zoo's `dqn_pong` and CleanRL differ in target updates and ε schedule only (no arithmetic cost).
 - ppo_continuous_action / ppo_hopper (Hopper-v4 for CleanRL, whose gymnasium 0.29 has no v5;
   rlrun's Hopper-v5 is the same robot) and :ppo_pendulum (Pendulum-v1): hyper-parameters DIFFER.
-  CleanRL: one copy, 2,048 steps, 10 epochs of 32 minibatches, a 64-64 tanh network, observation
-  and reward normalisation; `ppo_hopper` is the zoo's (512 steps, 5 epochs of batches of 32, 256-256
-  relu: ~2.5× the gradient steps per frame of a network ~20× larger), `ppo_pendulum` 4 copies,
-  1,024 steps, 10 epochs of 64. The ratio is of two whole agents, not of the same arithmetic.
+  CleanRL: one copy, 2,048 steps, 10 epochs of 32 minibatches (of 64), a 64-64 tanh network,
+  observation and reward normalisation. `ppo_hopper` is the zoo's: as many gradient steps per frame
+  (5 epochs of 512 steps in batches of 32) on half the batch, but a 256-256 relu network (~14× the
+  weights), normalising alike; `ppo_pendulum` has CleanRL's network and gradient steps
+  per frame (4 copies of 1,024 steps, 10 epochs of 64) without its normalisation. The ratio is of
+  two whole agents, not of the same arithmetic.
 - sac_continuous_action / sac_halfcheetah (HalfCheetah-v4 for CleanRL) and :sac_pendulum: both
   learn from 1,000 frames here (so the timed frames learn), one critic step a frame, 256-256 relu,
   batches of 256; they DIFFER in the actor: CleanRL updates it (and α) twice every second frame,
