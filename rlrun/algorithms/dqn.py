@@ -64,17 +64,18 @@ class Agent:
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
-        q = self.fast_q(obs)
         if deterministic:
-            return q.argmax(axis=-1)
+            return self.fast_q(obs).argmax(axis=-1)
         g = generator or self.generator
         if self.config.exploration == "boltzmann":
             temperature = self.config.temperature.value(self.frame, self.max_frame)
-            return sample_categorical(log_softmax(q / temperature), g)
+            return sample_categorical(log_softmax(self.fast_q(obs) / temperature), g)
         epsilon = self.config.epsilon.value(self.frame, self.max_frame)
-        explore = torch.rand(len(q), generator=g).numpy() < epsilon
-        random_actions = torch.randint(self.actions, (len(q),), generator=g).numpy()
-        return np.where(explore, random_actions, q.argmax(axis=-1))
+        explore = torch.rand(len(obs), generator=g).numpy() < epsilon
+        random_actions = torch.randint(self.actions, (len(obs),), generator=g).numpy()
+        if explore.all():  # no copy reads its Q-values: skip the forward pass (the draws are the same)
+            return random_actions
+        return np.where(explore, random_actions, self.fast_q(obs).argmax(axis=-1))
 
     def observe(self, step: Step) -> None:
         self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated)
