@@ -79,19 +79,28 @@ def training_cells(log: Path) -> list[list[str]]:
     return [[line[i] for i in keep] for line in lines]
 
 
-def assert_tensors_equal(a: Any, b: Any, where: str = "state") -> None:
+def assert_tensors_equal(a: Any, b: Any, where: str = "state", *, same_types: bool = False) -> None:
+    """`a` and `b` equal bit for bit, through dicts, lists and tuples: tensors and NumPy arrays by
+    dtype, shape and value (object arrays element by element); other values by `==`, and by type
+    too with `same_types`."""
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for key in a:
-            assert_tensors_equal(a[key], b[key], f"{where}.{key}")
+            assert_tensors_equal(a[key], b[key], f"{where}.{key}", same_types=same_types)
     elif isinstance(a, list | tuple):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_tensors_equal(x, y, f"{where}[{i}]")
+            assert_tensors_equal(x, y, f"{where}[{i}]", same_types=same_types)
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, where
+        if a.dtype == object:
+            assert_tensors_equal(list(a), list(b), where, same_types=same_types)
+        else:
+            assert np.array_equal(a, b), where
     else:
-        assert a == b, where
+        assert (type(a) is type(b) or not same_types) and a == b, where
 
 
 def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, evaluated_after: int = 0) -> None:

@@ -24,6 +24,7 @@ from helpers import cli_env, fast, invoke, run_attempts
 from same_run import (
     CADENCE,
     assert_same_run,
+    assert_tensors_equal,
     final_state,
     killed_after_a_snapshot,
     newest_checkpoint_frame,
@@ -166,29 +167,10 @@ def test_a_block_env_gives_what_a_sync_env_gives(tmp_path: Path) -> None:
 
     sync, sync_state = play(1)
     blocks, blocks_state = play(3)
-    _assert_equal(sync, blocks)
+    assert_tensors_equal(sync, blocks, "steps", same_types=True)
     assert sync_state == blocks_state
     resumed, _ = play(2, restore=sync_state)  # another split, from the sync env's state at step 100
-    _assert_equal(sync[102:], resumed[1:])
-
-
-def _assert_equal(a: Any, b: Any, where: str = "steps") -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            _assert_equal(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_equal(x, y, f"{where}[{i}]")
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape, where
-        if a.dtype == object:
-            _assert_equal(list(a), list(b), where)
-        else:
-            assert np.array_equal(a, b), where
-    else:
-        assert type(a) is type(b) and a == b, where
+    assert_tensors_equal(sync[102:], resumed[1:], "steps", same_types=True)
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
