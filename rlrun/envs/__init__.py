@@ -15,7 +15,7 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlrun import seeding
-from rlrun.envs import atari
+from rlrun.envs import atari, workers
 from rlrun.envs.spaces import observations_as_arrays
 from rlrun.envs.state import EpisodeRecorder
 from rlrun.envs.workers import BlockVectorEnv
@@ -152,9 +152,8 @@ def seed_spaces(vector_env: VectorEnv, seed: int) -> None:
     copies = list(zip(seeds[2::2], seeds[3::2], strict=True))
     if isinstance(vector_env, BlockVectorEnv):
         vector_env.seed_copy_spaces(copies)
-    for env, (action_seed, observation_seed) in zip(getattr(vector_env, "envs", []), copies, strict=False):
-        env.action_space.seed(action_seed)
-        env.observation_space.seed(observation_seed)
+    elif isinstance(vector_env, SyncVectorEnv):
+        workers.seed_spaces(vector_env.envs, copies)
 
 
 def true_next_obs(next_obs: np.ndarray, done: np.ndarray, info: dict[str, Any]) -> np.ndarray:

@@ -223,12 +223,14 @@ def _set_attr(envs: list[gym.Env[Any, Any]], payload: tuple[str, list[Any]]) -> 
         env.set_wrapper_attr(name, value)
 
 
-def _seed_spaces(envs: list[gym.Env[Any, Any]], seeds: list[tuple[int, int]]) -> None:
+def seed_spaces(envs: Sequence[gym.Env[Any, Any]], seeds: list[tuple[int, int]]) -> None:
+    """Seed each copy's action and observation space, (action, observation) seeds per copy: in a
+    worker, or in the session's process for the copies it steps itself."""
     for env, (action_seed, observation_seed) in zip(envs, seeds, strict=True):
         env.action_space.seed(action_seed)
         env.observation_space.seed(observation_seed)
 
 
 _COMMANDS: dict[str, Callable[[list[gym.Env[Any, Any]], Any], Any]] = {
-    "reset": _reset, "step": _step, "call": _call, "set_attr": _set_attr, "seed_spaces": _seed_spaces,
+    "reset": _reset, "step": _step, "call": _call, "set_attr": _set_attr, "seed_spaces": seed_spaces,
 }
