@@ -31,9 +31,11 @@ from rlrun.clock import Clock, crossed
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
-_LOSS_BACKWARD = {  # d loss / d taken, given d loss / d loss (a 1): autograd's kernels for the mean losses
-    "huber": lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward(grad, taken, target, 1, 1.0),
-    "mse": lambda grad, taken, target: torch.ops.aten.mse_loss_backward(grad, taken, target, 1),
+_LOSSES = {  # each loss, and its d loss / d taken given d loss / d loss (a 1), by autograd's kernels
+    "huber": (functional.smooth_l1_loss,
+              lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward(grad, taken, target, 1, 1.0)),
+    "mse": (functional.mse_loss,
+            lambda grad, taken, target: torch.ops.aten.mse_loss_backward(grad, taken, target, 1)),
 }
 
 
@@ -140,7 +142,7 @@ class Agent:
             with torch.no_grad():
                 target = self._td_target(batch)
         obs, chosen = network_input(batch["obs"], config.network), batch["actions"][:, None]
-        loss_function = functional.smooth_l1_loss if config.loss == "huber" else functional.mse_loss
+        loss_function, loss_backward = _LOSSES[config.loss]
         if self.hand_q is None:
             taken = self.q(obs).gather(1, chosen).squeeze(1)
             loss = loss_function(taken, target)
@@ -151,7 +153,7 @@ class Agent:
                 taken = q.gather(1, chosen).squeeze(1)
                 loss = loss_function(taken, target)
                 # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
-                grad_taken = _LOSS_BACKWARD[config.loss](torch.ones_like(loss), taken, target)
+                grad_taken = loss_backward(torch.ones_like(loss), taken, target)
                 grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
             grads = self.hand_q.backward(grad_q)
             grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
