@@ -102,7 +102,7 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
 
     # kill -9 once a snapshot is in and the trackers hold points past it (what the resume must forget)
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
-                                *often], env={**cli_env(killed_home), SLOW_EVALUATION_ENV: "0.5"},
+                                *often], env={**cli_env(killed_home), SLOW_EVALUATION_ENV: "1.5"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def past_the_snapshot() -> bool:
