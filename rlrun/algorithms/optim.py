@@ -45,8 +45,10 @@ class Adam(torch.optim.Adam):
     def step(self, closure: None = None) -> None:  # type: ignore[override]  # no closures here
         for group in self.param_groups:
             params, grads, states = _stepping(self, group, "exp_avg", "exp_avg_sq", step_on_device=True)
+            if not params:
+                continue
             steps = [state["step"] for state in states]
-            torch._foreach_add_(steps, _ONE, alpha=1.0)  # a tensor: no scalar wrapped per step count
+            torch._foreach_add_(steps, _one(params[0].device), alpha=1.0)
             beta1, beta2 = group["betas"]
             torch._fused_adam_(
                 params, grads, [state["exp_avg"] for state in states],
@@ -66,7 +68,7 @@ class RMSprop(torch.optim.RMSprop):
         for group in self.param_groups:
             params, grads, states = _stepping(self, group, "square_avg")
             square_avgs = [state["square_avg"] for state in states]
-            torch._foreach_add_([state["step"] for state in states], _ONE, alpha=1.0)
+            torch._foreach_add_([state["step"] for state in states], _one(_CPU), alpha=1.0)
             torch._foreach_mul_(square_avgs, group["alpha"])
             torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - group["alpha"])
             average = torch._foreach_sqrt(square_avgs)
@@ -74,7 +76,16 @@ class RMSprop(torch.optim.RMSprop):
             torch._foreach_addcdiv_(params, grads, average, value=-group["lr"])
 
 
-_ONE = torch.tensor(1.0)
+_CPU = torch.device("cpu")
+_ONES: dict[torch.device, torch.Tensor] = {}
+
+
+def _one(device: torch.device) -> torch.Tensor:
+    """1 as a tensor on `device`, for adding to step counts there: a Python 1 would be wrapped in a
+    new tensor at every step, and foreach arithmetic takes a tensor only from its lists' device."""
+    if device not in _ONES:
+        _ONES[device] = torch.ones((), device=device)
+    return _ONES[device]
 
 
 def _stepping(optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str, step_on_device: bool = False
