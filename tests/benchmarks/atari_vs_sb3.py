@@ -46,6 +46,7 @@ from stable_baselines3.common.env_util import make_atari_env
 from stable_baselines3.common.vec_env import VecFrameStack
 
 algorithm, spec, budget, start, seed = sys.argv[1], json.loads(sys.argv[2]), *map(int, sys.argv[3:6])
+device = sys.argv[6]
 agent, env_spec = spec["agent"], spec["env"]
 env = make_atari_env(env_spec["id"], n_envs=env_spec["num_envs"], seed=seed,
                      wrapper_kwargs=dict(action_repeat_probability=0.25),
@@ -58,14 +59,14 @@ if algorithm == "dqn":
                 target_update_interval=agent["target_update_frequency"], train_freq=agent["train_frequency"],
                 gradient_steps=agent["gradient_steps"], exploration_initial_eps=epsilon["start"],
                 exploration_final_eps=epsilon["end"], exploration_fraction=epsilon["to_frame"] / budget,
-                max_grad_norm=agent["optimizer"]["grad_clip"], optimize_memory_usage=False, seed=seed, device="cpu")
+                max_grad_norm=agent["optimizer"]["grad_clip"], optimize_memory_usage=False, seed=seed, device=device)
 else:
     lr, clip = agent["optimizer"]["lr"]["start"], agent["clip_range"]["start"]
     model = PPO("CnnPolicy", env, n_steps=agent["n_steps"], batch_size=agent["batch_size"], n_epochs=agent["n_epochs"],
                 gamma=agent["gamma"], gae_lambda=agent["gae_lambda"], ent_coef=agent["entropy_coef"],
                 vf_coef=agent["value_coef"], max_grad_norm=agent["optimizer"]["grad_clip"],
                 learning_rate=lambda progress: progress * lr, clip_range=lambda progress: progress * clip,
-                seed=seed, device="cpu")
+                seed=seed, device=device)
 
 
 class Stopwatch(BaseCallback):
@@ -97,8 +98,10 @@ def edits(algorithm: str, budget: int) -> list[str]:
     return short_eval
 
 
-def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int) -> dict[str, float]:
-    args = [str(python), "-c", SB3_WORKER, algorithm, json.dumps(spec), str(budget), str(budget // 10), str(seed)]
+def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, device: str = "cpu") -> dict[str, float]:
+    """SB3's agent steps per second and per CPU-second, its networks on `device` (torch's name)."""
+    args = [str(python), "-c", SB3_WORKER, algorithm, json.dumps(spec), str(budget), str(budget // 10), str(seed),
+            device]
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
     if done.returncode != 0:
         raise SystemExit(f"SB3 worker failed:\n{done.stderr[-3000:]}")

@@ -45,6 +45,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from speed_vs_sb3 import SINGLE_THREAD, run_rlrun  # this folder is the script's: on sys.path
@@ -83,25 +84,34 @@ runpy.run_path(script, run_name="__main__")
 '''
 
 
-def cleanrl_cpu_seconds(python: str, folder: Path, name: str, frames: int, extra: list[str]) -> float:
-    """CPU seconds of one CleanRL process (all its threads, and its children) trained for `frames`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    args = [python, "-c", RUNNER, str(folder / f"{name}.py"), "--total-timesteps", str(frames), "--no-cuda",
-            "--seed", "1", *extra]
+def cleanrl_seconds(python: str, folder: Path, name: str, frames: int, extra: list[str],
+                    cuda: bool = False) -> tuple[float, float]:
+    """CPU seconds (all its threads, and its children) and wall seconds of one CleanRL process trained
+    for `frames`, its networks on the GPU when `cuda`."""
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    args = [python, "-c", RUNNER, str(folder / f"{name}.py"), "--total-timesteps", str(frames),
+            "--cuda" if cuda else "--no-cuda", "--seed", "1", *extra]
     done = subprocess.run(args, cwd=folder, capture_output=True, text=True,
                           env={**os.environ, **SINGLE_THREAD, "PYTHONPATH": str(folder)})
     if done.returncode != 0:
         raise SystemExit(f"CleanRL {name} failed:\n{done.stderr[-3000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), wall
+
+
+def cleanrl_rates(pair: str, python: str, folder: Path, frames: int, cuda: bool = False) -> tuple[float, float]:
+    """CleanRL's frames per CPU-second and per wall second in `pair`: runs of T = `frames` and 2T,
+    their difference over T frames, so that start-up (imports, env creation, CUDA) cancels out."""
+    script, extra, _, _ = PAIRS[pair]
+    short = cleanrl_seconds(python, folder, script, frames, extra, cuda)
+    long = cleanrl_seconds(python, folder, script, 2 * frames, extra, cuda)
+    return frames / max(long[0] - short[0], 1e-9), frames / max(long[1] - short[1], 1e-9)
 
 
 def measure(pair: str, python: str, folder: Path, frames: int) -> tuple[float, float]:
     """Frames per CPU-second of CleanRL's script and of rlrun's built-in in `pair`, T = `frames`."""
-    script, extra, builtin, edits = PAIRS[pair]
-    short = cleanrl_cpu_seconds(python, folder, script, frames, extra)
-    long = cleanrl_cpu_seconds(python, folder, script, 2 * frames, extra)
-    theirs = frames / max(long - short, 1e-9)
+    _, _, builtin, edits = PAIRS[pair]
+    theirs = cleanrl_rates(pair, python, folder, frames)[0]
     ours = run_rlrun(builtin, 2 * frames, 1, *edits, "meta.num_eval_episodes=1")["cpu_fps"]
     return theirs, ours
 

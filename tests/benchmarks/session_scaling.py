@@ -3,7 +3,7 @@
 threads for the learner (`meta.torch_threads`); `auto` for both, as this machine resolves it.
 
     python tests/benchmarks/session_scaling.py [--spec ppo_breakout] [--frames 4096]
-        [--copies 8 16] [--workers 2 4 8] [--threads 1 2] [--stepping-frames 4096]
+        [--copies 8 16] [--workers 2 4 8] [--threads 1 2] [--stepping-frames 4096] [--device cpu]
 
 Two parts, each configuration in a fresh process:
 - stepping: the copies alone, random actions, no learner (what the workers can buy at most);
@@ -116,9 +116,11 @@ def main() -> None:
     parser.add_argument("--copies", nargs="+", type=int, default=[8, 16])
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4, 8])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--device", default="cpu", help="the learner's `meta.device` (cuda: the GPU's)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"{args.spec} on {cores} usable cores (load average {os.getloadavg()[0]:.1f} at the start); "
+    print(f"{args.spec} on {cores} usable cores, learner on {args.device} "
+          f"(load average {os.getloadavg()[0]:.1f} at the start); "
           "f/s: frames per wall second, f/cpu-s: per CPU-second of every process")
     for part, script, frames in (("stepping", STEP, args.stepping_frames), ("training", TRAIN, args.frames)):
         if frames <= 0:
@@ -133,7 +135,7 @@ def main() -> None:
                 settings = [f"env.num_envs={copies}", f"meta.torch_threads={threads}", "meta.num_eval_episodes=1",
                             f"meta.max_frame={frames}", f"meta.eval_frequency={frames}",
                             f"meta.checkpoint_frequency={frames}", f"meta.log_frequency={max(frames // 8, 1)}",
-                            "meta.sessions=1", *edits]
+                            "meta.sessions=1", f"meta.device={args.device}", *edits]
                 result = measure(script, args.spec, frames, settings)
                 base = base or result["fps"]
                 print(f"{copies:>6} {where:>16} {threads!s:>7} {result['fps']:>8.0f} {result['cpu_fps']:>8.0f} "
