@@ -245,8 +245,17 @@ class Session:
                 if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
                     stop.request(signal.SIGTERM)
                 last_beat = now
+            if testhooks.hold_at_frame(before, self.clock.frame):
+                self._hold()
         testhooks.crash_point("session-finishing")
         return "finished"
+
+    def _hold(self) -> None:
+        """A test's hold: the trackers get every row so far, as at a heartbeat, and the session
+        waits (`rlrun.testhooks.hold`)."""
+        self.registry.fenced(self._flush_logs)
+        trackers = self.trackers
+        testhooks.hold(lambda: {} if trackers is None else trackers.taken())
 
     def _step(self) -> None:
         seen = self._seen(self.obs)
