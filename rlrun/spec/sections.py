@@ -238,7 +238,9 @@ class EnvSpec(Strict):
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
     or replayed inside its worker, so a resume is exact either way). For many copies on many cores,
-    `workers` splits them into blocks instead."""
+    `workers` splits them into blocks instead. The observations, rewards, flags, infos and each
+    copy's state are the same bits either way (the copies' spaces seeded alike, same-step
+    autoreset), so it is record-only: a resume may switch among "sync", "async" and `workers`."""
     workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = 1
     """Processes that step the copies (with "sync"): 1 steps them in the session's own process;
     W > 1 splits them into W contiguous blocks, each stepped in order by one worker process, while
