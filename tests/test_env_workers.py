@@ -36,6 +36,7 @@ from same_run import (
 )
 
 from rlrun.spec.cores import auto_threads, usable_cores
+from rlrun.testhooks import HEARTBEAT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -209,3 +210,39 @@ def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
     assert more.code == 0, more.stderr
     revisions = json.loads(invoke(home, "show", "latest", "--spec-json").stdout)
     assert revisions["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+
+
+def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Path) -> None:
+    """A run training here now (a live session of this host in the registry) takes its share of the
+    cores: a new run's "auto" divides them by its own sessions and that one."""
+    from rlrun.registry import Registry
+
+    if usable_cores() < 2:
+        pytest.skip("one usable core: every share is 1, with or without another run")
+    other = subprocess.Popen([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *fast("reinforce_cartpole"),
+                              "--frames", "1M"], env={**cli_env(home), HEARTBEAT_ENV: "0.2"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def sharing(besides: str | None = None) -> int:
+            with Registry.open(home, create=False) as registry:
+                return registry.sessions_sharing_this_host(1, besides_run=besides)
+
+        wait_for(lambda: sharing() == 2, other)
+        with Registry.open(home, create=False) as registry:
+            other_id = registry.resolve("latest").id
+        assert sharing(besides=other_id) == 1  # a run's own sessions are counted by meta.sessions
+        done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
+                      "--set", "meta.torch_threads=auto")
+        assert done.code == 0, done.stderr
+        shown = invoke(home, "show", "latest", "--spec-json")
+        assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait(timeout=30)
+    # once it is gone (its pid dead on this host), it no longer counts
+    assert sharing() == 1
+    done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
+                  "--set", "meta.torch_threads=auto")
+    assert done.code == 0, done.stderr
+    shown = invoke(home, "show", "latest", "--spec-json")
+    assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 1)

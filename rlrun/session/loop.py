@@ -42,7 +42,7 @@ from rlrun.session.evaluation import EvalEnvState, Evaluation, Evaluator, Outcom
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
-from rlrun.spec.cores import torch_threads
+from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
 from rlrun.trackers.delivery import open_relay
@@ -104,10 +104,13 @@ class Session:
         self.spec = validate_spec(task.spec)
         self.meta = self.spec.meta
         self.home = paths.task_home(task.home)
-        torch.set_num_threads(torch_threads(self.meta.torch_threads, self.meta.sessions))
+        # "auto" divides the usable cores among the sessions running on this machine now
+        sharing = self.meta.sessions if AUTO not in (self.spec.env.workers, self.meta.torch_threads) else \
+            registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
+        torch.set_num_threads(torch_threads(self.meta.torch_threads, sharing))
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
-        self.env = make_vector_env(self.spec.env, sessions=self.meta.sessions)
+        self.env = make_vector_env(self.spec.env, sessions=sharing)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
