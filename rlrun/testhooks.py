@@ -16,6 +16,11 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   on a cluster, as lost), so a test need not wait the default half-minute.
 - `RLRUN_TEST_FREEZE_AT_FRAME=F@FILE` makes the first session process to reach frame F write its
   pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
+- `RLRUN_TEST_HOLD_AT_FRAME=F@FILE` makes the first session process to reach frame F (after that
+  step's log row, evaluation and snapshot) hand its trackers every row so far and wait until they
+  have taken them, then write the frame each tracker took last (JSON) into FILE and hold, its
+  threads still running, until FILE is removed: the process cannot end before a test that waits
+  for the trackers' delivery kills it.
 - `RLRUN_TEST_SUPERVISOR_RESOURCE=NAME` places a detached run's supervisor (a Ray actor) only on
   nodes that offer the custom resource NAME, so a test knows which nodes it may remove under it.
 - `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
@@ -25,10 +30,14 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 CRASH_ENV = "RLRUN_TEST_CRASH_AT"
 HANG_ENV = "RLRUN_TEST_HANG_IN_SNAPSHOT"
@@ -36,6 +45,7 @@ SIGNAL_AT_ENV = "RLRUN_TEST_SIGNAL_AT_FRAME"
 HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
 FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
+HOLD_ENV = "RLRUN_TEST_HOLD_AT_FRAME"
 SUPERVISOR_RESOURCE_ENV = "RLRUN_TEST_SUPERVISOR_RESOURCE"
 SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
 
@@ -118,6 +128,31 @@ def freeze_at_frame(before: int, after: int) -> None:
     os.write(descriptor, str(os.getpid()).encode())
     os.close(descriptor)
     os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def hold_at_frame(before: int, after: int) -> bool:
+    """Whether a test asked for a hold at a frame in (before, after] (`hold`, then)."""
+    frame, _, _ = os.environ.get(HOLD_ENV, "").partition("@")
+    return bool(frame) and before < int(frame) <= after
+
+
+def hold(delivered: Callable[[], dict[str, int | None] | None]) -> None:
+    """Wait until `delivered()` says what each tracker took last (None: still delivering), write it
+    into the hold's file (unless another process did: then go on) and sleep until that file is gone."""
+    flag = Path(os.environ[HOLD_ENV].partition("@")[2])
+    while (taken := delivered()) is None:
+        time.sleep(0.02)
+    descriptor, staged = tempfile.mkstemp(dir=flag.parent, prefix=f".{flag.name}.")
+    os.write(descriptor, json.dumps(taken).encode())
+    os.close(descriptor)
+    try:
+        os.link(staged, flag)  # complete when it appears, and only the first process's
+    except FileExistsError:
+        return
+    finally:
+        os.unlink(staged)
+    while flag.exists():
+        time.sleep(0.05)
 
 
 def heartbeat_seconds(default: float) -> float:

@@ -1,6 +1,7 @@
 """Many cores for one session (issue 26): `env.workers` steps the copies in blocks, one worker
-process each, and trains the same bits as stepping them in the session's process; a resume is
-exact after SIGTERM or kill -9, and may change the number of workers. `meta.torch_threads: "auto"`
+process each, and `env.vectorization: async` one process each; both train the same bits as
+stepping them in the session's process; a resume is exact after SIGTERM or kill -9, and may switch
+among the three (and change the number of workers). `meta.torch_threads: "auto"`
 is recorded as a number when the run is created.
 
 LunarLander (Box2D) copies are replayed inside their workers, so these runs go through the
@@ -35,6 +36,7 @@ from same_run import (
 )
 
 from rlrun.spec.cores import auto_threads, usable_cores
+from rlrun.testhooks import HEARTBEAT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +44,7 @@ SPEC = "ppo_lunarlander"
 BUDGET = 4000
 SETTINGS = ["--set", "agent.network.hidden=[32, 32]", "--set", "env.num_envs=4", "--frames", str(BUDGET)]
 WORKERS = ["--set", "env.workers=2"]
+ASYNC = ["--set", "env.vectorization=async"]
 
 
 def _args(*extra: str) -> list[str]:
@@ -130,29 +133,50 @@ def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: P
     assert_same_run(workers_run, final_state(home))
 
 
-@pytest.mark.parametrize(("before", "after"), [(WORKERS, ["env.workers=1"]), ([], ["env.workers=3"])],
-                         ids=["workers-to-in-process", "in-process-to-workers"])
-def test_a_resume_may_change_the_workers(sync_run: dict[str, Any], home: Path, before: list[str],
-                                         after: list[str]) -> None:
+def test_async_copies_train_the_same_bits(sync_run: dict[str, Any], home: Path) -> None:
+    done = train(home, SPEC, *_args(*ASYNC))
+    assert done.code == 0, done.stderr
+    assert_same_as_sync(sync_run, final_state(home))
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (WORKERS, ["env.workers=1"]), ([], ["env.workers=3"]),
+    (ASYNC, ["env.vectorization=sync", "env.workers=2"]), ([], ["env.vectorization=async"]),
+], ids=["workers-to-in-process", "in-process-to-workers", "async-to-workers", "in-process-to-async"])
+def test_a_resume_may_change_how_the_copies_are_stepped(sync_run: dict[str, Any], home: Path, before: list[str],
+                                                        after: list[str]) -> None:
     preempted_mid_episode(home, SPEC, *_args(*before))
     resume_ok(home, "latest", *(arg for edit in after for arg in ("--set", edit)))
     _assert_replayed_exactly(home)
     assert_same_as_sync(sync_run, final_state(home))
 
 
-def test_a_block_env_gives_what_a_sync_env_gives(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("before", "after"), [
+    (ASYNC, ["env.vectorization=sync"]), (WORKERS, ["env.vectorization=async", "env.workers=1"]),
+], ids=["async-to-in-process", "workers-to-async"])
+def test_kill_9_then_resume_stepping_the_copies_another_way(sync_run: dict[str, Any], home: Path,
+                                                            before: list[str], after: list[str]) -> None:
+    killed_after_a_snapshot(home, SPEC, *_args(*before))
+    resume_ok(home, "latest", *(arg for edit in after for arg in ("--set", edit)))
+    _assert_replayed_exactly(home)
+    assert_same_as_sync(sync_run, final_state(home))
+
+
+@pytest.mark.parametrize(("other", "resumed_in"), [
+    ({"workers": 3}, {"workers": 2}), ({"vectorization": "async"}, {"vectorization": "async"}),
+], ids=["blocks", "async"])
+def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any], resumed_in: dict[str, Any]) -> None:
     """Observations, rewards, flags and infos (the final observations of ended episodes
-    included) of every step, and each copy's captured state, against SyncVectorEnv's."""
+    included) of every step, and each copy's captured state (its spaces' generators included),
+    against SyncVectorEnv's; each one's state restored into the other steps on the same."""
     from rlrun.envs import make_vector_env, seed_spaces
     from rlrun.envs.state import capture_vector_env, restore_vector_env
-    from rlrun.envs.workers import BlockVectorEnv
     from rlrun.spec import EnvSpec
 
     actions = np.random.default_rng(0).integers(0, 2, (200, 5))
 
-    def play(workers: int, restore: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
-        env = make_vector_env(EnvSpec(id="CartPole-v1", num_envs=5, workers=workers))
-        assert isinstance(env, BlockVectorEnv) == (workers > 1)
+    def play(choice: dict[str, Any], restore: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        env = make_vector_env(EnvSpec(id="CartPole-v1", num_envs=5, **choice))
         seen: list[Any] = [env.reset(seed=3)]
         seed_spaces(env, 7)
         state: dict[str, Any] = {}
@@ -165,12 +189,14 @@ def test_a_block_env_gives_what_a_sync_env_gives(tmp_path: Path) -> None:
         env.close()
         return seen, state
 
-    sync, sync_state = play(1)
-    blocks, blocks_state = play(3)
-    assert_tensors_equal(sync, blocks, "steps", same_types=True)
-    assert sync_state == blocks_state
-    resumed, _ = play(2, restore=sync_state)  # another split, from the sync env's state at step 100
+    sync, sync_state = play({})
+    theirs, their_state = play(other)
+    assert_tensors_equal(sync, theirs, "steps", same_types=True)
+    assert sync_state == their_state
+    resumed, _ = play(resumed_in, restore=sync_state)
     assert_tensors_equal(sync[102:], resumed[1:], "steps", same_types=True)
+    back, _ = play({}, restore=their_state)
+    assert_tensors_equal(sync[102:], back[1:], "steps", same_types=True)
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
@@ -184,3 +210,39 @@ def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
     assert more.code == 0, more.stderr
     revisions = json.loads(invoke(home, "show", "latest", "--spec-json").stdout)
     assert revisions["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+
+
+def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Path) -> None:
+    """A run training here now (a live session of this host in the registry) takes its share of the
+    cores: a new run's "auto" divides them by its own sessions and that one."""
+    from rlrun.registry import Registry
+
+    if usable_cores() < 2:
+        pytest.skip("one usable core: every share is 1, with or without another run")
+    other = subprocess.Popen([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *fast("reinforce_cartpole"),
+                              "--frames", "1M"], env={**cli_env(home), HEARTBEAT_ENV: "0.2"},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def sharing(besides: str | None = None) -> int:
+            with Registry.open(home, create=False) as registry:
+                return registry.sessions_sharing_this_host(1, besides_run=besides)
+
+        wait_for(lambda: sharing() == 2, other)
+        with Registry.open(home, create=False) as registry:
+            other_id = registry.resolve("latest").id
+        assert sharing(besides=other_id) == 1  # a run's own sessions are counted by meta.sessions
+        done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
+                      "--set", "meta.torch_threads=auto")
+        assert done.code == 0, done.stderr
+        shown = invoke(home, "show", "latest", "--spec-json")
+        assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait(timeout=30)
+    # once it is gone (its pid dead on this host), it no longer counts
+    assert sharing() == 1
+    done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
+                  "--set", "meta.torch_threads=auto")
+    assert done.code == 0, done.stderr
+    shown = invoke(home, "show", "latest", "--spec-json")
+    assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 1)

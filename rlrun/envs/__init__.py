@@ -144,8 +144,8 @@ def worker_count(spec: EnvSpec, sessions: int = 1) -> int:
 def seed_spaces(vector_env: VectorEnv, seed: int) -> None:
     """Seed every space's generator (the vector env's and each copy's) from the session seed.
     Gymnasium otherwise seeds a space from OS entropy the first time anything samples it. The
-    copies in block workers get the seeds they would get in this process (runs with workers are
-    the same bits as without); an async env's copies are left as they always were."""
+    copies in block workers and in async workers get the seeds they would get in this process, so
+    "sync", "async" and `env.workers` train the same bits (and a resume may switch among them)."""
     seeds = [seeding.derive(seed, seeding.ACTION_SPACE, i) for i in range(2 + 2 * vector_env.num_envs)]
     vector_env.action_space.seed(seeds[0])
     vector_env.observation_space.seed(seeds[1])
@@ -154,6 +154,9 @@ def seed_spaces(vector_env: VectorEnv, seed: int) -> None:
         vector_env.seed_copy_spaces(copies)
     elif isinstance(vector_env, SyncVectorEnv):
         workers.seed_spaces(vector_env.envs, copies)
+    elif isinstance(vector_env, AsyncVectorEnv):  # each copy seeds its own, in its worker
+        vector_env.set_attr("rlrun_space_seeds", copies)
+        vector_env.call("rlrun_seed_spaces")
 
 
 def true_next_obs(next_obs: np.ndarray, done: np.ndarray, info: dict[str, Any]) -> np.ndarray:

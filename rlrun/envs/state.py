@@ -56,6 +56,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from rlrun.envs.workers import seed_spaces as seed_copy_spaces
+
 # Configuration, rendering and structure: rebuilt from the spec, never captured.
 _SKIP = {
     "env", "envs", "env_fns", "spec", "_cached_spec", "_saved_kwargs", "metadata", "_metadata", "render_mode",
@@ -399,6 +401,9 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         """The latest observation (hashed only when captured: hashing every step would cost)."""
         self.rlrun_pending: dict[str, Any] | None = None
         """A state to restore, set by `AsyncVectorEnv.set_attr` (one per worker) before `rlrun_apply`."""
+        self.rlrun_space_seeds: tuple[int, int] | None = None
+        """This copy's (action, observation) space seeds, set by `AsyncVectorEnv.set_attr` before
+        `rlrun_seed_spaces`."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         # Only a seeded reset reseeds the env; every later one draws from the env's generator as it
@@ -452,6 +457,12 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         if state is None:
             return "failed: no state was sent to this worker"
         return self.rlrun_restore(state)
+
+    def rlrun_seed_spaces(self) -> None:
+        """Seed this copy's spaces with the seeds sent to its worker (`rlrun.envs.seed_spaces`)."""
+        if self.rlrun_space_seeds is None:
+            raise ValueError("no space seeds were sent to this worker")
+        seed_copy_spaces([self], [self.rlrun_space_seeds])
 
     def _replay(self, state: dict[str, Any]) -> str:
         start = state["start"]

@@ -267,6 +267,24 @@ class Reads(Connected):
                 alive.add(run_id)
         return alive
 
+    def sessions_sharing_this_host(self, sessions: int, besides_run: str | None = None) -> int:
+        """The sessions that share this machine's cores: a run's own `sessions` and every other
+        run's session running on this host now (a heartbeat within the limit by the database's
+        clock, its pid alive), those of `besides_run` left out (the run's own, counted already).
+        What `env.workers: "auto"` and `meta.torch_threads: "auto"` divide the cores by."""
+        with self._transaction(write=False) as tx:
+            clock = clock_sql(tx.dialect)
+            rows = tx.rows(
+                f"SELECT s.status, s.host, s.pid, s.heartbeat_at, r.host, r.pid, r.created_at, {clock}"
+                " FROM sessions s JOIN runs r ON s.run_id = r.id WHERE s.status = 'running'"
+                f" AND s.run_id <> :besides AND {maybe_alive_sql(f'({clock} - {STALE_AFTER_SECONDS})')}",
+                {"besides": besides_run or ""},
+            )
+        if not rows:
+            return sessions
+        live = Liveness(float(rows[0][-1]))
+        return sessions + sum(row[1] == live.here and live.session_status(*row[:-1]) != CRASHED for row in rows)
+
     def live_run_ids(self) -> set[str]:
         """The runs that are running now (a live session): maintenance leaves their files alone."""
         with self._transaction(write=False) as tx:

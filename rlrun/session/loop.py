@@ -42,7 +42,7 @@ from rlrun.session.evaluation import EvalEnvState, Evaluation, Evaluator, Outcom
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
 from rlrun.spec import validate_spec
-from rlrun.spec.cores import torch_threads
+from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
 from rlrun.trackers.delivery import open_relay
@@ -104,10 +104,13 @@ class Session:
         self.spec = validate_spec(task.spec)
         self.meta = self.spec.meta
         self.home = paths.task_home(task.home)
-        torch.set_num_threads(torch_threads(self.meta.torch_threads, self.meta.sessions))
+        # "auto" divides the usable cores among the sessions running on this machine now
+        sharing = self.meta.sessions if AUTO not in (self.spec.env.workers, self.meta.torch_threads) else \
+            registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
+        torch.set_num_threads(torch_threads(self.meta.torch_threads, sharing))
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
-        self.env = make_vector_env(self.spec.env, sessions=self.meta.sessions)
+        self.env = make_vector_env(self.spec.env, sessions=sharing)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
@@ -245,8 +248,17 @@ class Session:
                 if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
                     stop.request(signal.SIGTERM)
                 last_beat = now
+            if testhooks.hold_at_frame(before, self.clock.frame):
+                self._hold()
         testhooks.crash_point("session-finishing")
         return "finished"
+
+    def _hold(self) -> None:
+        """A test's hold: the trackers get every row so far, as at a heartbeat, and the session
+        waits (`rlrun.testhooks.hold`)."""
+        self.registry.fenced(self._flush_logs)
+        trackers = self.trackers
+        testhooks.hold(lambda: {} if trackers is None else trackers.taken())
 
     def _step(self) -> None:
         seen = self._seen(self.obs)

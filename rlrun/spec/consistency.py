@@ -25,8 +25,9 @@ RECORD_ONLY = {
     "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.eval_epsilon",
     "meta.eval_max_steps", "meta.eval_overlap", "meta.checkpoint_frequency",
     "meta.keep_checkpoints", "meta.log_frequency", "meta.track",
-    # how many processes step the copies: the same bits whatever the number (`rlrun.envs.workers`)
-    "env.workers",
+    # which processes step the copies: the same bits in the session's process, in blocks
+    # (`rlrun.envs.workers`) or one process each ("async"): `rlrun.envs.make_vector_env`
+    "env.vectorization", "env.workers",
 }
 # Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on
 # another GPU); the registry records that resume as approximate when the device differs.

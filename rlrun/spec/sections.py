@@ -238,12 +238,15 @@ class EnvSpec(Strict):
     """Step the copies in this process ("sync"), or one subprocess each ("async": faster only when
     a step costs far more than passing its data between processes; each copy's state is captured
     or replayed inside its worker, so a resume is exact either way). For many copies on many cores,
-    `workers` splits them into blocks instead."""
+    `workers` splits them into blocks instead. The observations, rewards, flags, infos and each
+    copy's state are the same bits either way (the copies' spaces seeded alike, same-step
+    autoreset), so it is record-only: a resume may switch among "sync", "async" and `workers`."""
     workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = 1
     """Processes that step the copies (with "sync"): 1 steps them in the session's own process;
     W > 1 splits them into W contiguous blocks, each stepped in order by one worker process, while
     the session still acts on all copies at once. "auto", resolved when each session starts: the
-    usable cores (the process's CPU affinity) over `meta.sessions`, less one for the learner, at
+    usable cores (the process's CPU affinity) over the sessions sharing them (`meta.sessions`, and
+    other runs' sessions the registry has running on this machine now), less one for the learner, at
     most `num_envs`, at least 1 (so 1 on a machine of two cores). The observations, rewards and
     all that is learnt are the same bits whatever the number, so it is record-only: a resume may
     change it.
@@ -324,8 +327,9 @@ class MetaSpec(Strict):
     a resume continues the same tracker runs, and may add or drop one."""
     torch_threads: Annotated[int | Literal["auto"], _count_or_auto(256)] = 1
     """Torch intra-op threads per session (one keeps parallel sessions from fighting). "auto": the
-    usable cores (the CPU affinity) over `sessions`, at least 1, resolved once when the run is
-    created and recorded as that number: the thread count can change how torch splits a sum, so
+    usable cores (the CPU affinity) over the sessions sharing them (`sessions`, and other runs'
+    sessions the registry has running on this machine then), at least 1, resolved once when the
+    run is created and recorded as that number: the thread count can change how torch splits a sum, so
     it is structural, and a resume on another machine keeps the recorded number."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch

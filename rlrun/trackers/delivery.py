@@ -169,6 +169,13 @@ class Relay:
                 delivery.put(point)
         self.pending.clear()
 
+    def taken(self) -> dict[str, int | None] | None:
+        """The frame of the newest point each tracker took, once each took all it was given (None
+        before: still delivering)."""
+        if any(delivery.arrived < delivery.given for delivery in self.deliveries):
+            return None
+        return {delivery.tracker.name: delivery.last_frame for delivery in self.deliveries}
+
     def abandon(self) -> None:
         self.pending.clear()
         for delivery in self.deliveries:

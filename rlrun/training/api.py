@@ -86,9 +86,9 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
     search trial the run trains, recorded with the run in one transaction."""
-    spec = as_recorded(spec)
     root = paths.resolve_home(home)
     url = paths.database_url(root)
+    spec = as_recorded(spec, sharing=_sessions_sharing(root, url, spec))
     if name is not None:
         check_run_name(name)
         _check_name_free(root, url, name)
@@ -125,17 +125,26 @@ def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: Re
     return run
 
 
-def as_recorded(spec: Spec, previous: Spec | None = None) -> Spec:
+def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None = None) -> Spec:
     """The spec as a run records it: `meta.torch_threads: "auto"` becomes a number, once, when
-    the run is created (the usable cores over the sessions, `rlrun.spec.cores`). Threads can
-    change how torch splits a sum, so the number is structural: every session and every later
-    resume, on any machine, uses the recorded one, and "auto" in a resume's edit (or a fork's)
-    means the number the run recorded."""
+    the run is created (the usable cores over the sessions sharing them, `rlrun.spec.cores`:
+    `sharing`, else the run's own). Threads can change how torch splits a sum, so the number is
+    structural: every session and every later resume, on any machine, uses the recorded one, and
+    "auto" in a resume's edit (or a fork's) means the number the run recorded."""
     if spec.meta.torch_threads != AUTO:
         return spec
     recorded = previous.meta.torch_threads if previous is not None else AUTO
-    threads = recorded if isinstance(recorded, int) else auto_threads(usable_cores(), spec.meta.sessions)
+    threads = recorded if isinstance(recorded, int) else auto_threads(usable_cores(), sharing or spec.meta.sessions)
     return spec.model_copy(update={"meta": spec.meta.model_copy(update={"torch_threads": threads})})
+
+
+def _sessions_sharing(root: Path, url: str, spec: Spec) -> int | None:
+    """The sessions a new run's would share this machine with, its own included, where its
+    `meta.torch_threads` is "auto" (None: not needed)."""
+    if spec.meta.torch_threads != AUTO:
+        return None
+    with Registry.open(root, url, create=False) as registry:
+        return registry.sessions_sharing_this_host(spec.meta.sessions)
 
 
 def _check_name_free(root: Path, url: str, name: str) -> None:

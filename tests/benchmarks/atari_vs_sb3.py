@@ -109,6 +109,16 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, de
     return result
 
 
+def measure(algorithm: str, budget: int, seed: int = 0, python: Path | None = None) -> tuple[dict, dict]:
+    """SB3's and rlrun's measures of `algorithm`'s built-in trained for `budget` frames."""
+    from rlrun.spec import load_spec
+
+    changes = edits(algorithm, budget)
+    spec = load_spec(SPECS[algorithm], changes).to_json()
+    theirs = run_sb3(python or sb3_python(), algorithm, spec, budget, seed)
+    return theirs, run_rlrun(SPECS[algorithm], budget, seed, *changes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithms", nargs="+", default=list(SPECS), choices=list(SPECS))
@@ -118,8 +128,6 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--baseline", help="a checkout of another rlrun to time beside this one")
     args = parser.parse_args()
-    from rlrun.spec import load_spec
-
     if args.dqn_frames % 10_000 or args.ppo_frames % 10_240:
         raise SystemExit("--dqn-frames: a multiple of 10,000; --ppo-frames: of 10,240 (a tenth of each is where"
                          " the timing starts: learning's start, a rollout's end)")
@@ -130,12 +138,9 @@ def main() -> None:
           f"{'(wall)':>7}{before}")
     for algorithm in args.algorithms:
         budget = args.dqn_frames if algorithm == "dqn" else args.ppo_frames
-        changes = edits(algorithm, budget)
-        spec = load_spec(SPECS[algorithm], changes).to_json()
         for _ in range(args.rounds):
-            theirs = run_sb3(python, algorithm, spec, budget, args.seed)
-            ours = run_rlrun(SPECS[algorithm], budget, args.seed, *changes)
-            old = run_rlrun(SPECS[algorithm], budget, args.seed, *changes, source=args.baseline) \
+            theirs, ours = measure(algorithm, budget, args.seed, python)
+            old = run_rlrun(SPECS[algorithm], budget, args.seed, *edits(algorithm, budget), source=args.baseline) \
                 if args.baseline else None
             line = (f"{algorithm:<5} {SPECS[algorithm]:<13} {budget - budget // 10:>6} {theirs['cpu_fps']:>12.1f} "
                     f"{ours['cpu_fps']:>14.1f} {ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} "

@@ -22,9 +22,11 @@ virtual environment (~/.cache/rlrun-bench/sb3, made on first use; it sees this i
 and gymnasium), never installed into rlrun's. Each side trains in its own fresh process with one
 torch thread, and is timed from the first tenth of the budget to its end (so start-up, imports and
 the first evaluation are left out alike), in process CPU time and in wall time:
-- SB3: `model.learn(budget)`, then `evaluate_policy` (10 greedy episodes).
+- SB3: `model.learn(budget)`, then `evaluate_policy` (the spec's `meta.num_eval_episodes` greedy
+  episodes); `env.normalize` becomes `VecNormalize` with the spec's settings (frozen to evaluate).
 - rlrun: `rlrun.training.train` of one session (its progress events mark the frames), and the final
-  evaluation the run recorded (10 greedy episodes).
+  evaluation the run recorded (as many greedy episodes).
+`sb3_per_cpu.py` measures the MuJoCo built-ins with this worker.
 `--frames` (or `--budget-scale`) shortens every budget: schedules that end at a fixed frame keep
 that frame on both sides. `--baseline DIR` also trains with the rlrun found in DIR (a checkout:
 `git archive REV | tar -x -C DIR`), interleaved with this one, to measure a change on a busy
@@ -57,11 +59,23 @@ from stable_baselines3 import A2C, DQN, PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecNormalize
 
 budget, seed, spec = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 agent, env_id, envs = spec["agent"], spec["env"]["id"], spec["env"]["num_envs"]
-algorithm, optimizer = agent["algorithm"], agent["optimizer"]
-env = make_vec_env(env_id, n_envs=envs, seed=seed)
+algorithm, optimizer, normalize = agent["algorithm"], agent["optimizer"], spec["env"]["normalize"]
+
+
+def normalized(env, training=True):
+    """`env.normalize` as SB3's VecNormalize with the same settings (evaluation: the statistics frozen)."""
+    if not normalize:
+        return env
+    return VecNormalize(env, training=training, norm_obs=normalize["observation"],
+                        norm_reward=normalize["reward"] and training, clip_obs=normalize["clip_obs"],
+                        clip_reward=normalize["clip_reward"], gamma=normalize["gamma"], epsilon=normalize["epsilon"])
+
+
+env = normalized(make_vec_env(env_id, n_envs=envs, seed=seed))
 activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU, "gelu": torch.nn.GELU}
 hidden = agent["network"]["hidden"]
 net = dict(activation_fn=activation[agent["network"]["activation"]], optimizer_kwargs=dict(eps=optimizer["eps"]))
@@ -135,7 +149,10 @@ watch = Stopwatch()
 model.learn(budget, callback=watch)
 frames = model.num_timesteps - watch.started[0]
 wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
-mean, std = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=seed + 1000), n_eval_episodes=10,
+evaluation_env = normalized(make_vec_env(env_id, n_envs=1, seed=seed + 1000), training=False)
+if normalize:
+    evaluation_env.obs_rms = env.obs_rms
+mean, std = evaluate_policy(model, evaluation_env, n_eval_episodes=spec["meta"]["num_eval_episodes"],
                             deterministic=True)
 print(json.dumps({"fps": frames / wall, "cpu_fps": frames / cpu, "mean": float(mean), "std": float(std)}))
 '''

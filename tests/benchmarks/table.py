@@ -4,9 +4,9 @@ per CPU-second, one torch thread each, printed as the README's markdown rows.
     python tests/benchmarks/table.py [--cleanrl-python VENV/bin/python --cleanrl-dir DIR]
         [--rows ppo_breakout dqn_pong ...] [--scale 1.0]
 
-A thin driver over the benchmarks that own each measure: `speed_vs_sb3.py` (CartPole), `sb3_per_cpu.py`
-(the other PPO and SAC built-ins against SB3), `atari_vs_sb3.py` (DQN on Pong against SB3, run as
-it is and its last row read) and `cleanrl_per_cpu.py` (CleanRL's own scripts in their own virtual
+A thin driver over the benchmarks that own each measure: `speed_vs_sb3.py` (CartPole and Pendulum),
+`sb3_per_cpu.py` (the MuJoCo built-ins), `atari_vs_sb3.py` (DQN on Pong, PPO on Breakout) and
+`cleanrl_per_cpu.py` (CleanRL's own scripts in their own virtual
 environment: without `--cleanrl-*` those rows are left out). Each row's two sides run in the same run,
 one after the other; `--rows` keeps the rows of the built-ins named, `--scale` multiplies every budget
 (the defaults keep each row to a few minutes on a busy 2-core machine). The budgets are in the command
@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import cleanrl_per_cpu  # this folder is the script's: on sys.path
+import atari_vs_sb3  # this folder is the script's: on sys.path
+import cleanrl_per_cpu
 import sb3_per_cpu
 import speed_vs_sb3
-
-HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -62,17 +60,30 @@ def classic(name: str) -> Callable[[argparse.Namespace, int], tuple[float, float
     return measure
 
 
-def dqn_pong_sb3(args: argparse.Namespace, frames: int) -> tuple[float, float]:
-    command = [sys.executable, str(HERE / "atari_vs_sb3.py"), "--algorithms", "dqn", "--dqn-frames", str(frames)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"atari_vs_sb3.py failed:\n{done.stderr[-3000:]}")
-    cells = done.stdout.strip().splitlines()[-1].split()  # algo, spec, timed, SB3 f/cpu-s, rlrun f/cpu-s, ratio…
-    return float(cells[3]), float(cells[4])
+def classic_command(name: str) -> str:
+    return f"speed_vs_sb3.py --specs {name} --frames {{frames}}"
 
 
-def sb3(builtin: str) -> Callable[[argparse.Namespace, int], tuple[float, float]]:
+def atari(algorithm: str) -> Callable[[argparse.Namespace, int], tuple[float, float]]:
+    """An Atari built-in against SB3, as `atari_vs_sb3.py --algorithms ALGORITHM` measures it."""
+
+    def measure(args: argparse.Namespace, frames: int) -> tuple[float, float]:
+        theirs, ours = atari_vs_sb3.measure(algorithm, frames)
+        return theirs["cpu_fps"], ours["cpu_fps"]
+
+    return measure
+
+
+def atari_command(algorithm: str) -> str:
+    return f"atari_vs_sb3.py --algorithms {algorithm} --{algorithm}-frames {{frames}}"
+
+
+def mujoco(builtin: str) -> Callable[[argparse.Namespace, int], tuple[float, float]]:
     return lambda args, frames: sb3_per_cpu.measure(builtin, frames)
+
+
+def mujoco_command(builtin: str) -> str:
+    return f"sb3_per_cpu.py --builtins {builtin} --frames {{frames}}"
 
 
 def cleanrl(pair: str) -> Callable[[argparse.Namespace, int], tuple[float, float]]:
@@ -83,33 +94,25 @@ def cleanrl_command(pair: str) -> str:
     return f"cleanrl_per_cpu.py --pairs {pair} --frames {{frames}}"
 
 
-def sb3_command(builtin: str) -> str:
-    return f"sb3_per_cpu.py --builtins {builtin} --frames {{frames}}"
-
-
 ROWS = [
-    Row("ppo_cartpole", "SB3 2.9", "speed_vs_sb3.py --specs ppo_cartpole --frames {frames}", 40_000,
-        classic("ppo_cartpole")),
-    Row("a2c_cartpole", "SB3 2.9", "speed_vs_sb3.py --specs a2c_cartpole --frames {frames}", 100_000,
-        classic("a2c_cartpole")),
-    Row("dqn_cartpole", "SB3 2.9", "speed_vs_sb3.py --specs dqn_cartpole --frames {frames}", 20_000,
-        classic("dqn_cartpole")),
-    Row("ppo_pendulum", "SB3 2.9", sb3_command("ppo_pendulum"), 8192, sb3("ppo_pendulum")),
+    Row("ppo_cartpole", "SB3 2.9", classic_command("ppo_cartpole"), 40_000, classic("ppo_cartpole")),
+    Row("a2c_cartpole", "SB3 2.9", classic_command("a2c_cartpole"), 100_000, classic("a2c_cartpole")),
+    Row("dqn_cartpole", "SB3 2.9", classic_command("dqn_cartpole"), 20_000, classic("dqn_cartpole")),
+    Row("ppo_pendulum", "SB3 2.9", classic_command("ppo_pendulum"), 8192, classic("ppo_pendulum")),
     Row("ppo_pendulum", "CleanRL `ppo_continuous_action`", cleanrl_command("ppo_continuous_action:ppo_pendulum"),
         4096, cleanrl("ppo_continuous_action:ppo_pendulum")),
-    Row("sac_pendulum", "SB3 2.9", sb3_command("sac_pendulum"), 4096, sb3("sac_pendulum")),
+    Row("sac_pendulum", "SB3 2.9", classic_command("sac_pendulum"), 4096, classic("sac_pendulum")),
     Row("sac_pendulum", "CleanRL `sac_continuous_action`", cleanrl_command("sac_continuous_action:sac_pendulum"),
         2048, cleanrl("sac_continuous_action:sac_pendulum")),
-    Row("ppo_hopper", "SB3 2.9", sb3_command("ppo_hopper"), 8192, sb3("ppo_hopper")),
+    Row("ppo_hopper", "SB3 2.9", mujoco_command("ppo_hopper"), 8192, mujoco("ppo_hopper")),
     Row("ppo_hopper", "CleanRL `ppo_continuous_action`", cleanrl_command("ppo_continuous_action"), 4096,
         cleanrl("ppo_continuous_action")),
-    Row("sac_halfcheetah", "SB3 2.9", sb3_command("sac_halfcheetah"), 4096, sb3("sac_halfcheetah")),
+    Row("sac_halfcheetah", "SB3 2.9", mujoco_command("sac_halfcheetah"), 4096, mujoco("sac_halfcheetah")),
     Row("sac_halfcheetah", "CleanRL `sac_continuous_action`", cleanrl_command("sac_continuous_action"), 2048,
         cleanrl("sac_continuous_action")),
-    Row("dqn_pong", "SB3 2.9",
-        "atari_vs_sb3.py --algorithms dqn --dqn-frames {frames}", 10_000, dqn_pong_sb3, step=10_000),
+    Row("dqn_pong", "SB3 2.9", atari_command("dqn"), 10_000, atari("dqn"), step=10_000),
     Row("dqn_pong", "CleanRL `dqn_atari`", cleanrl_command("dqn_atari"), 2048, cleanrl("dqn_atari")),
-    Row("ppo_breakout", "SB3 2.9", sb3_command("ppo_breakout"), 4096, sb3("ppo_breakout")),
+    Row("ppo_breakout", "SB3 2.9", atari_command("ppo"), 10_240, atari("ppo"), step=10_240),
     Row("ppo_breakout", "CleanRL `ppo_atari`", cleanrl_command("ppo_atari"), 2048, cleanrl("ppo_atari")),
     Row("ppo_breakout", "CleanRL `ppo_atari_envpool`", cleanrl_command("ppo_atari_envpool"), 2048,
         cleanrl("ppo_atari_envpool")),

@@ -36,7 +36,8 @@ def test_structural_settings_are_refused_with_old_and_new(edit: str) -> None:
 
 
 @pytest.mark.parametrize("edit", ["meta.eval_frequency=2000", "meta.log_frequency=100", "meta.checkpoint_frequency=3k",
-                                  "meta.keep_checkpoints=1", "meta.num_eval_episodes=3", "name=renamed"])
+                                  "meta.keep_checkpoints=1", "meta.num_eval_episodes=3", "name=renamed",
+                                  "env.vectorization=async"])
 def test_record_only_settings_change_freely(edit: str) -> None:
     [change] = check_edit(spec(), spec("ppo_cartpole", edit), 50_000)
     assert (change.path, change.kind, change.allowed) == (edit.split("=")[0], "record-only", True)
