@@ -109,14 +109,16 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, de
     return result
 
 
-def measure(algorithm: str, budget: int, seed: int = 0, python: Path | None = None) -> tuple[dict, dict]:
-    """SB3's and rlrun's measures of `algorithm`'s built-in trained for `budget` frames."""
+def measure(algorithm: str, budget: int, seed: int = 0, python: Path | None = None, device: str = "cpu"
+            ) -> tuple[dict, dict]:
+    """SB3's and rlrun's measures of `algorithm`'s built-in trained for `budget` frames, both sides'
+    networks on `device`."""
     from rlrun.spec import load_spec
 
     changes = edits(algorithm, budget)
     spec = load_spec(SPECS[algorithm], changes).to_json()
-    theirs = run_sb3(python or sb3_python(), algorithm, spec, budget, seed)
-    return theirs, run_rlrun(SPECS[algorithm], budget, seed, *changes)
+    theirs = run_sb3(python or sb3_python(), algorithm, spec, budget, seed, device)
+    return theirs, run_rlrun(SPECS[algorithm], budget, seed, *changes, f"meta.device={device}")
 
 
 def main() -> None:

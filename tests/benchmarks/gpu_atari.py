@@ -24,20 +24,14 @@ from pathlib import Path
 import atari_vs_sb3  # this folder is the script's: on sys.path
 import cleanrl_per_cpu
 from gpu_device import require_cuda
-from speed_vs_sb3 import run_rlrun, sb3_python
 
 CLEANRL_PAIRS = {"dqn": "dqn_atari", "ppo": "ppo_atari"}
 
 
 def rates(algorithm: str, budget: int, seed: int, device: str, cleanrl: tuple[str, Path] | None) -> list[float]:
     """rlrun's, SB3's and (with `cleanrl`) CleanRL's agent steps per wall second."""
-    from rlrun.spec import load_spec
-
-    name, changes = atari_vs_sb3.SPECS[algorithm], atari_vs_sb3.edits(algorithm, budget)
-    spec = load_spec(name, changes).to_json()
-    ours = run_rlrun(name, budget, seed, *changes, f"meta.device={device}")["fps"]
-    theirs = atari_vs_sb3.run_sb3(sb3_python(), algorithm, spec, budget, seed, device)["fps"]
-    measured = [ours, theirs]
+    theirs, ours = atari_vs_sb3.measure(algorithm, budget, seed, device=device)
+    measured = [ours["fps"], theirs["fps"]]
     if cleanrl is not None:
         python, folder = cleanrl
         try:
