@@ -42,32 +42,41 @@ _ACROBOT_DEFAULTS = {
     "book_or_nips": "book",
 }
 _PI = np.pi  # Gymnasium's `pi` (NumPy's), the same double as math.pi
+_HALF_PI = _PI / 2.0
+
+# Gymnasium's constants, and the constant leading factors of its expressions computed as its
+# expressions compute them (left to right): each step below then rounds where Gymnasium's does.
+_M1 = _M2 = _L1 = _I1 = _I2 = 1.0
+_LC1 = _LC2 = 0.5
+_G = 9.8
+_D1_HEAD, _D1_LINKS, _D1_COS = _M1 * _LC1**2, _L1**2 + _LC2**2, 2 * _L1 * _LC2
+_D2_HEAD, _D2_COS = _LC2**2, _L1 * _LC2
+_PHI2 = _M2 * _LC2 * _G
+_PHI1_A, _PHI1_B, _PHI1_C = -_M2 * _L1 * _LC2, 2 * _M2 * _L1 * _LC2, (_M1 * _LC1 + _M2 * _L1) * _G
+_DD2_D, _DD2_DEN = _M2 * _L1 * _LC2, _M2 * _LC2**2 + _I2
 
 
 def _acrobot_derivatives(
     a: float, theta1: float, theta2: float, dtheta1: float, dtheta2: float
 ) -> tuple[float, float, float, float]:
-    """Gymnasium's `AcrobotEnv._dsdt` ("book" dynamics), expression for expression (the order of
-    the operations is the order of the roundings), on floats; the torque's derivative, 0, left out."""
-    m1 = 1.0
-    m2 = 1.0
-    l1 = 1.0
-    lc1 = 0.5
-    lc2 = 0.5
-    I1 = 1.0
-    I2 = 1.0
-    g = 9.8
-    cos, sin, pi = math.cos, math.sin, _PI
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos(theta2)) + I1 + I2
-    d2 = m2 * (lc2**2 + l1 * lc2 * cos(theta2)) + I2
-    phi2 = m2 * lc2 * g * cos(theta1 + theta2 - pi / 2.0)
+    """Gymnasium's `AcrobotEnv._dsdt` ("book" dynamics) on floats, operation for operation (the
+    order of the operations is the order of the roundings; its lines are quoted above each), the
+    constant factors that lead a product computed once; the torque's derivative, 0, left out."""
+    cos2, sin2 = math.cos(theta2), math.sin(theta2)
+    # d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos(theta2)) + I1 + I2
+    d1 = _D1_HEAD + _M2 * (_D1_LINKS + _D1_COS * cos2) + _I1 + _I2
+    # d2 = m2 * (lc2**2 + l1 * lc2 * cos(theta2)) + I2
+    d2 = _M2 * (_D2_HEAD + _D2_COS * cos2) + _I2
+    # phi2 = m2 * lc2 * g * cos(theta1 + theta2 - pi / 2.0)
+    phi2 = _PHI2 * math.cos(theta1 + theta2 - _HALF_PI)
+    # phi1 = -m2 * l1 * lc2 * dtheta2**2 * sin(theta2) - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin(theta2)
+    #        + (m1 * lc1 + m2 * l1) * g * cos(theta1 - pi / 2) + phi2
     phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * sin(theta2)
-        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * cos(theta1 - pi / 2)
-        + phi2
+        _PHI1_A * dtheta2**2 * sin2 - _PHI1_B * dtheta2 * dtheta1 * sin2 + _PHI1_C * math.cos(theta1 - _HALF_PI) + phi2
     )
-    ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin(theta2) - phi2) / (m2 * lc2**2 + I2 - d2**2 / d1)
+    # ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin(theta2) - phi2)
+    #            / (m2 * lc2**2 + I2 - d2**2 / d1)
+    ddtheta2 = (a + d2 / d1 * phi1 - _DD2_D * dtheta1**2 * sin2 - phi2) / (_DD2_DEN - d2**2 / d1)
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
