@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.acrobot import AcrobotEnv
 
-from rlrun.envs import make_env
+from rlrun.envs import make_env, ports
 from rlrun.envs.ports import ExactAcrobot, use_exact_ports
 from rlrun.envs.state import capture_env, restore_env
 from rlrun.spec import EnvSpec
@@ -121,8 +121,12 @@ class MyAcrobot(AcrobotEnv):
     """A user's subclass: its own code, never the port's."""
 
 
-@pytest.mark.parametrize("change", ["subclass", "noise", "nips", "instance"])
-def test_anything_but_gymnasiums_own_default_acrobot_keeps_its_code(change: str) -> None:
+@pytest.mark.parametrize("change", ["subclass", "noise", "nips", "instance", "numpy"])
+def test_anything_but_gymnasiums_own_default_acrobot_keeps_its_code(
+    change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if change == "numpy":  # a NumPy whose sine or cosine gives other bits than math's
+        monkeypatch.setattr(ports, "_math_is_numpy", lambda: False)
     env = MyAcrobot() if change == "subclass" else AcrobotEnv()
     if change == "noise":
         env.torque_noise_max = 0.1
