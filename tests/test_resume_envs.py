@@ -1,7 +1,8 @@
 """Exact resume for envs whose state is not plain attributes: Box2D (episode replay), async vector
 envs (capture and replay inside each worker), MuJoCo (the engine's own state, with what its last
-step derived: Ant reads it) — and a non-deterministic env, whose replay cannot reproduce the
-episode, restarts and says so.
+step derived: Ant reads it), Acrobot stepped by its exact port (rlrun.envs.ports: captured as
+Gymnasium's own env is) — and a non-deterministic env, whose replay cannot reproduce the episode,
+restarts and says so.
 
 Like `test_resume.py`: run A trains straight to the budget; run B is stopped mid-episode (SIGTERM
 at an exact frame, or kill -9 of its process group) and resumed; A and B must be equal bit for bit.
@@ -33,6 +34,8 @@ CASES: dict[str, tuple[str, list[str], str]] = {
     "dqn-lunarlander": ("dqn_lunarlander", [*SMALL, "--set", "agent.learning_starts=500"], "replayed"),
     "ppo-lunarlander-async": ("ppo_lunarlander", [*SMALL, "--set", "env.num_envs=2", "--set",
                                                   "env.vectorization=async"], "replayed"),
+    "ppo-acrobot": ("ppo_acrobot", ["--set", "env.num_envs=4"], "captured"),
+    "dqn-acrobot": ("dqn_acrobot", [], "captured"),
     "sac-halfcheetah": ("sac_halfcheetah", [*SMALL, "--set", "agent.learning_starts=500"], "captured"),
     "ppo-hopper": ("ppo_hopper", [*SMALL, "--set", "env.num_envs=2"], "captured"),
     # Ant's reward reads body positions the last step left behind, not only qpos/qvel

@@ -32,10 +32,11 @@ from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
 _LOSSES = {  # each loss, and its d loss / d taken given d loss / d loss (a 1), by autograd's kernels
+    # (`.default`: the overload itself; the packet `torch.ops.aten.x` looks it up on every call)
     "huber": (functional.smooth_l1_loss,
-              lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward(grad, taken, target, 1, 1.0)),
+              lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward.default(grad, taken, target, 1, 1.0)),
     "mse": (functional.mse_loss,
-            lambda grad, taken, target: torch.ops.aten.mse_loss_backward(grad, taken, target, 1)),
+            lambda grad, taken, target: torch.ops.aten.mse_loss_backward.default(grad, taken, target, 1)),
 }
 
 

@@ -16,6 +16,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlrun import seeding
 from rlrun.envs import atari, workers
+from rlrun.envs.ports import use_exact_ports
 from rlrun.envs.spaces import observations_as_arrays
 from rlrun.envs.state import EpisodeRecorder
 from rlrun.envs.workers import BlockVectorEnv
@@ -57,6 +58,7 @@ def make_env(spec: EnvSpec, render_mode: str | None = None, *, training: bool = 
     env = observations_as_arrays(env, spec.id)
     if spec.frame_stack > 1:
         env = gym.wrappers.FrameStackObservation(env, spec.frame_stack, padding_type="reset")
+    use_exact_ports(env)  # last: it checks the base env as the user's wrappers left it
     return env
 
 

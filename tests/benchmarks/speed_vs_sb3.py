@@ -213,8 +213,10 @@ def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None
     env = {**os.environ, **SINGLE_THREAD}
     if source is not None:
         env["PYTHONPATH"] = source
+    # `python -c` puts its working directory first on sys.path, before PYTHONPATH: run from the
+    # checkout timed, or a baseline run from this checkout's root would import this rlrun
     done = subprocess.run([sys.executable, "-c", RLRUN_WORKER, name, json.dumps(quiet), str(budget)],
-                          capture_output=True, text=True, env=env)
+                          capture_output=True, text=True, env=env, cwd=source)
     if done.returncode != 0:
         raise SystemExit(f"rlrun worker failed:\n{done.stderr[-3000:]}")
     result: dict = json.loads(done.stdout.strip().splitlines()[-1])
