@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
-from rlrun.algorithms.hand_mlp import HandMLP, Workspace, hand_apply
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
@@ -43,15 +43,53 @@ class Actor(nn.Module):
 
 def squash(out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
     """`Actor.forward` from its network's output `out` (means, then log standard deviations)."""
-    mean, log_std = out.chunk(2, dim=-1)
     if generator is None:
-        return torch.tanh(mean), torch.zeros(len(out), device=out.device)
-    log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return torch.tanh(out.chunk(2, dim=-1)[0]), torch.zeros(len(out), device=out.device)
+    sample = sample_squashed(out, generator)
+    return sample.action, sample.log_prob
+
+
+class Squashed(NamedTuple):
+    """A squashed Gaussian sample and what its gradient needs (`Squashed.backward`)."""
+
+    action: torch.Tensor
+    log_prob: torch.Tensor
+    unclamped: torch.Tensor
+    """The network's log standard deviations, before the clamp."""
+    std: torch.Tensor
+    noise: torch.Tensor
+    squeeze: torch.Tensor
+    """1 - action^2 + 1e-6, the change of variables' factor, per action dimension."""
+
+    @torch.no_grad()
+    def backward(self, grad_log_prob: torch.Tensor, grad_action: torch.Tensor) -> torch.Tensor:
+        """The gradient of the network's output `out`, given those of `log_prob` and of `action`
+        from elsewhere (the critics): each of autograd's backward formulas for the operations of
+        `sample_squashed`, with its kernels, in its order, so its bits (tests/unit/test_sac_hand.py).
+        A value used twice gets its two gradients summed, which is exact in either order."""
+        shape = self.action.shape
+        # log_prob = gaussian - log(squeeze).sum(-1), squeeze = 1 - action.pow(2) + 1e-6
+        grad_squeeze = (-grad_log_prob).unsqueeze(-1).expand(shape).div(self.squeeze)  # Sub, Sum, Log
+        grad_action = grad_action + (-grad_squeeze) * (2.0 * self.action.pow(1.0))  # Rsub, Pow
+        grad_raw = torch.ops.aten.tanh_backward(grad_action, self.action)  # action = tanh(raw)
+        # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
+        grad_log_std = grad_raw * self.noise * self.std + (-grad_log_prob.unsqueeze(-1).expand(shape))
+        inside = (self.unclamped >= LOG_STD_MIN).logical_and_(self.unclamped <= LOG_STD_MAX)
+        grad_log_std = torch.where(inside, grad_log_std, torch.zeros((), dtype=grad_raw.dtype, device=grad_raw.device))
+        return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
+
+
+def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
+    """Squashed actions sampled from the Gaussians of the network's output `out` (means, then log
+    standard deviations), their log-probabilities, and what `Squashed.backward` needs."""
+    mean, unclamped = out.chunk(2, dim=-1)
+    log_std = unclamped.clamp(LOG_STD_MIN, LOG_STD_MAX)
     noise = torch.randn(mean.shape, generator=generator).to(mean.device)  # drawn on the host
-    raw = mean + log_std.exp() * noise
-    action = torch.tanh(raw)
+    std = log_std.exp()
+    action = torch.tanh(mean + std * noise)
     gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-    return action, gaussian - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # change of variables
+    squeeze = 1 - action.pow(2) + 1e-6
+    return Squashed(action, gaussian - torch.log(squeeze).sum(-1), unclamped, std, noise, squeeze)  # change of variables
 
 
 class Critic(nn.Module):
@@ -259,19 +297,29 @@ class HandSAC:
         loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
         return q1, q2, loss, [p.grad for hand in self.critics for p in hand.params if p.grad is not None]
 
+    @torch.no_grad()
     def actor_loss(self, obs: torch.Tensor, generator: torch.Generator, alpha: float
                    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The actor's loss, its sampled actions' log-probabilities, and its gradients (set on the
         actor's parameters). The critics' weights get none (they would be computed, then thrown
-        away, by the next critic step): the gradient flows through them to the actions only."""
+        away, by the next critic step): the gradient flows through them to the actions only. Each
+        gradient is autograd's formula for the operation, with its kernels: its bits."""
         out, saved = self.actor.run(obs, self.kept[0])
-        out = out.detach().requires_grad_()  # a fresh leaf: the squashing's graph ends here
-        action, log_prob = squash(out, generator)
-        inputs = torch.cat([obs, action], dim=-1)
-        q1, q2 = (hand_apply(hand, inputs, frozen=True, workspace=kept, scratch=self.scratch).squeeze(-1)
-                  for hand, kept in zip(self.critics, self.kept[1:], strict=True))
-        loss = (alpha * log_prob - torch.min(q1, q2)).mean()
-        loss.backward()
-        assert out.grad is not None
-        self.actor.backward_from(saved, out.grad, workspace=self.scratch)
-        return loss.detach(), log_prob.detach(), [p.grad for p in self.actor.params if p.grad is not None]
+        sample = sample_squashed(out, generator)
+        inputs = torch.cat([obs, sample.action], dim=-1)
+        (out1, saved1), (out2, saved2) = (hand.run(inputs, kept) for hand, kept in zip(self.critics, self.kept[1:],
+                                                                                        strict=True))
+        q1, q2 = out1.squeeze(-1), out2.squeeze(-1)
+        loss = (alpha * sample.log_prob - torch.min(q1, q2)).mean()
+        # loss = (alpha * log_prob - minimum(q1, q2)).mean(), backwards
+        grad = torch.ones_like(loss).expand(len(obs)) / len(obs)
+        grad_log_prob, grad_min = grad * alpha, -grad
+        tie = q1 == q2
+        grad_q1 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 > q2, 0)
+        grad_q2 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 < q2, 0)
+        grad_inputs = [hand.backward_from(saved, grad_q.unsqueeze(-1), params=False, inputs=True, workspace=self.scratch)
+                       for hand, saved, grad_q in ((self.critics[0], saved1, grad_q1), (self.critics[1], saved2, grad_q2))]
+        assert grad_inputs[0] is not None and grad_inputs[1] is not None
+        grad_action = (grad_inputs[0] + grad_inputs[1])[:, obs.shape[-1]:]  # the cat's backward
+        self.actor.backward_from(saved, sample.backward(grad_log_prob, grad_action), workspace=self.scratch)
+        return loss, sample.log_prob, [p.grad for p in self.actor.params if p.grad is not None]
