@@ -15,7 +15,6 @@ tanh activation. Others (the user's, a CNN, other activations) keep autograd.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -28,6 +27,27 @@ _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     nn.Tanh: lambda grad, out, **into: (torch.ops.aten.tanh_backward.grad_input(grad, out, **into) if into
                                         else torch.ops.aten.tanh_backward(grad, out)),
 }
+
+
+Workspace = dict[int, torch.Tensor]
+"""Buffers that `HandMLP` passes write their hidden layers into, by layer, kept from one call to the
+next. A buffer written over and over stays in the processor's cache, where a fresh tensor of a few
+hundred kilobytes is new memory each time: for SAC's 256-wide layers the elementwise passes (a
+bias broadcast, a ReLU and its backward) took several times longer on fresh tensors, and every
+pass that does not need its own buffers sharing one workspace keeps the whole step's memory within
+the cache. The kernels are the same either way, and so are the bits."""
+
+
+def buffer(workspace: Workspace | None, key: int, shape: tuple[int, ...] | torch.Size, like: torch.Tensor
+           ) -> torch.Tensor | None:
+    """The `workspace`'s buffer `key` (None without a workspace), made afresh when its shape, dtype
+    or device is not `like`'s."""
+    if workspace is None:
+        return None
+    kept = workspace.get(key)
+    if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.device != like.device:
+        kept = workspace[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+    return kept
 
 
 class HandMLP:
@@ -108,53 +128,3 @@ class HandMLP:
             elif inputs:
                 return grad.mm(linear.weight)
         return None
-
-
-Workspace = dict[int, torch.Tensor]
-"""Buffers that `HandMLP` passes write their hidden layers into, by layer, kept from one call to the
-next. A buffer written over and over stays in the processor's cache, where a fresh tensor of a few
-hundred kilobytes is new memory each time: for SAC's 256-wide layers the elementwise passes (a
-bias broadcast, a ReLU and its backward) took several times longer on fresh tensors, and every
-pass that does not need its own buffers sharing one workspace keeps the whole step's memory within
-the cache. The kernels are the same either way, and so are the bits."""
-
-
-def buffer(workspace: Workspace | None, key: int, shape: tuple[int, ...] | torch.Size, like: torch.Tensor
-           ) -> torch.Tensor | None:
-    """The `workspace`'s buffer `key` (None without a workspace), made afresh when its shape, dtype
-    or device is not `like`'s."""
-    if workspace is None:
-        return None
-    kept = workspace.get(key)
-    if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.device != like.device:
-        kept = workspace[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
-    return kept
-
-
-class HandFunction(torch.autograd.Function):
-    """A `HandMLP`'s passes as one node of an autograd graph: what flows into the network's output
-    flows back through `backward_from`, to its input (when that needs a gradient) and, unless
-    `frozen`, into its parameters' `.grad` (set, not accumulated: one use per backward)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, hand: HandMLP, frozen: bool,
-                workspace: Workspace | None, scratch: Workspace | None) -> torch.Tensor:
-        out, ctx.saved = hand.run(x, workspace)
-        ctx.hand, ctx.frozen, ctx.scratch = hand, frozen, scratch
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None, None, None]:
-        grad_input = ctx.hand.backward_from(ctx.saved, grad, params=not ctx.frozen, inputs=ctx.needs_input_grad[0],
-                                            workspace=ctx.scratch)
-        ctx.saved = None
-        return grad_input, None, None, None, None
-
-
-def hand_apply(hand: HandMLP, x: torch.Tensor, *, frozen: bool = False, workspace: Workspace | None = None,
-               scratch: Workspace | None = None) -> torch.Tensor:
-    """`net(x)` through `hand`'s passes, as a node of autograd's graph (see `HandFunction`): its
-    forward pass in `workspace`, its backward in `scratch` (see `Workspace`)."""
-    out: torch.Tensor = HandFunction.apply(x, hand, frozen, workspace, scratch)
-    return out

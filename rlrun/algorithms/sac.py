@@ -88,8 +88,8 @@ def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
     std = log_std.exp()
     action = torch.tanh(mean + std * noise)
     gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-    squeeze = 1 - action.pow(2) + 1e-6
-    return Squashed(action, gaussian - torch.log(squeeze).sum(-1), unclamped, std, noise, squeeze)  # change of variables
+    squeeze = 1 - action.pow(2) + 1e-6  # the change of variables
+    return Squashed(action, gaussian - torch.log(squeeze).sum(-1), unclamped, std, noise, squeeze)
 
 
 class Critic(nn.Module):
@@ -250,9 +250,10 @@ class Agent:
 
 
 class HandSAC:
-    """The actor's and critics' passes by hand (`HandMLP`), for built-in MLPs: the same kernels as
-    autograd in the same order, so the same bits, without recording and walking a graph for the
-    networks (the squashing and the losses keep autograd: a few small elementwise operations).
+    """The critics' and the actor's gradient steps by hand, for built-in MLPs (`HandMLP`): each
+    operation's gradient as autograd's formula for it computes it, with the same kernels, so the
+    same bits (tests/unit/test_sac_hand.py), without recording and walking a graph of some eighty
+    nodes per step. (The temperature's step keeps autograd: one number.)
 
     Their hidden layers go into kept buffers (`hand_mlp.Workspace`): one scratch workspace for
     every pass whose activations are not kept past its own backward (the targets', each critic's
@@ -307,8 +308,8 @@ class HandSAC:
         out, saved = self.actor.run(obs, self.kept[0])
         sample = sample_squashed(out, generator)
         inputs = torch.cat([obs, sample.action], dim=-1)
-        (out1, saved1), (out2, saved2) = (hand.run(inputs, kept) for hand, kept in zip(self.critics, self.kept[1:],
-                                                                                        strict=True))
+        out1, saved1 = self.critics[0].run(inputs, self.kept[1])
+        out2, saved2 = self.critics[1].run(inputs, self.kept[2])
         q1, q2 = out1.squeeze(-1), out2.squeeze(-1)
         loss = (alpha * sample.log_prob - torch.min(q1, q2)).mean()
         # loss = (alpha * log_prob - minimum(q1, q2)).mean(), backwards
@@ -317,9 +318,11 @@ class HandSAC:
         tie = q1 == q2
         grad_q1 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 > q2, 0)
         grad_q2 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 < q2, 0)
-        grad_inputs = [hand.backward_from(saved, grad_q.unsqueeze(-1), params=False, inputs=True, workspace=self.scratch)
-                       for hand, saved, grad_q in ((self.critics[0], saved1, grad_q1), (self.critics[1], saved2, grad_q2))]
-        assert grad_inputs[0] is not None and grad_inputs[1] is not None
-        grad_action = (grad_inputs[0] + grad_inputs[1])[:, obs.shape[-1]:]  # the cat's backward
+        grad_in1 = self.critics[0].backward_from(saved1, grad_q1.unsqueeze(-1), params=False, inputs=True,
+                                                 workspace=self.scratch)
+        grad_in2 = self.critics[1].backward_from(saved2, grad_q2.unsqueeze(-1), params=False, inputs=True,
+                                                 workspace=self.scratch)
+        assert grad_in1 is not None and grad_in2 is not None
+        grad_action = (grad_in1 + grad_in2)[:, obs.shape[-1]:]  # the cat's backward
         self.actor.backward_from(saved, sample.backward(grad_log_prob, grad_action), workspace=self.scratch)
         return loss, sample.log_prob, [p.grad for p in self.actor.params if p.grad is not None]
