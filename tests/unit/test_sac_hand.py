@@ -63,8 +63,10 @@ def _tie_critics(agent: Agent) -> None:
 
 def _clamp_log_std(agent: Agent) -> None:
     """Log-stds past LOG_STD_MAX at first, where the clamp stops their gradient."""
+    last = agent.actor.body[-1]
+    assert isinstance(last, torch.nn.Linear)
     with torch.no_grad():
-        agent.actor.body[-1].bias[1:] = LOG_STD_MAX + 3
+        last.bias[1:] = LOG_STD_MAX + 3
 
 
 def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand: bool
@@ -117,3 +119,18 @@ def test_sac_learns_the_same_bits_by_hand(edits: list[str], prepare: Callable[[A
     by_autograd, autograd_metrics = _learned(edits, prepare, hand=False)
     assert hand_metrics == autograd_metrics and any(hand_metrics)
     _same({k: v for k, v in by_hand.items() if k != "logs"}, {k: v for k, v in by_autograd.items() if k != "logs"})
+
+
+def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
+    config = load_spec("sac_pendulum", ["agent.network.hidden=[16]", "agent.network.activation=elu",
+                                        "agent.learning_starts=8", "agent.batch_size=8"]).agent
+    assert isinstance(config, Config)
+    env = gym.make("Pendulum-v1")
+    agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=1, max_frame=100,
+                  device=torch.device("cpu"))
+    assert agent.hand is None
+    obs = np.zeros((1, 3), np.float32)
+    for frame in range(1, 11):
+        agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([False]), np.array([False]), obs))
+        stats = agent.update(Clock(frame=frame))
+    assert np.isfinite(stats["critic_loss"])
