@@ -19,12 +19,36 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-_BACKWARD: dict[type[nn.Module], Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0 compute it
-    # (`.default`: the overload itself; the packet `torch.ops.aten.x` looks it up on every call)
-    nn.ReLU: lambda grad, out: torch.ops.aten.threshold_backward.default(grad, out, 0),
-    nn.Tanh: torch.ops.aten.tanh_backward.default,
+_BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
+    # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0
+    # compute it (given `grad_input`, written there: it may be `grad` itself, elementwise); the
+    # overloads themselves, as the packet `torch.ops.aten.x` would look them up on every call
+    nn.ReLU: lambda grad, out, **into: (torch.ops.aten.threshold_backward.grad_input(grad, out, 0, **into) if into
+                                        else torch.ops.aten.threshold_backward.default(grad, out, 0)),
+    nn.Tanh: lambda grad, out, **into: (torch.ops.aten.tanh_backward.grad_input(grad, out, **into) if into
+                                        else torch.ops.aten.tanh_backward.default(grad, out)),
 }
+
+
+Workspace = dict[int, torch.Tensor]
+"""Buffers that `HandMLP` passes write their hidden layers into, by layer, kept from one call to the
+next. A buffer written over and over stays in the processor's cache, where a fresh tensor of a few
+hundred kilobytes is new memory each time: for SAC's 256-wide layers the elementwise passes (a
+bias broadcast, a ReLU and its backward) took several times longer on fresh tensors, and every
+pass that does not need its own buffers sharing one workspace keeps the whole step's memory within
+the cache. The kernels are the same either way, and so are the bits."""
+
+
+def buffer(workspace: Workspace | None, key: int, shape: tuple[int, ...] | torch.Size, like: torch.Tensor
+           ) -> torch.Tensor | None:
+    """The `workspace`'s buffer `key` (None without a workspace), made afresh when its shape, dtype
+    or device is not `like`'s."""
+    if workspace is None:
+        return None
+    kept = workspace.get(key)
+    if kept is None or kept.shape != shape or kept.dtype != like.dtype or kept.device != like.device:
+        kept = workspace[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+    return kept
 
 
 class HandMLP:
@@ -50,28 +74,58 @@ class HandMLP:
     def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
         """The network's output for a batch of rows, computed as `net(x)` computes it but with no
         graph; with `keep`, each layer's input is kept for `backward`."""
-        saved = [x]
-        for i, linear in enumerate(self.linears):
-            x = torch.addmm(linear.bias, x, linear.weight.t())  # what nn.Linear does with a batch
-            if i < len(self.activations):
-                # in place: the product is this layer's alone (the same kernel, one allocation fewer)
-                x = x.relu_() if isinstance(self.activations[i], nn.ReLU) else x.tanh_()
-                saved.append(x)
+        out, saved = self.run(x)
         self._saved = saved if keep else []
-        return x
+        return out
 
     @torch.no_grad()
     def backward(self, grad: torch.Tensor) -> list[torch.Tensor]:
         """Set every parameter's `.grad` to the gradient of the last kept `forward`'s output (as a
         sum weighted by `grad`, its shape) and return those gradients, in `net.parameters()` order."""
         assert self._saved, "backward needs a forward(..., keep=True) first"
-        for i in reversed(range(len(self.linears))):
-            linear, inputs = self.linears[i], self._saved[i]
-            # AddmmBackward0 for `addmm(bias, inputs, weight.t())`: weight.t() is column-major, so its
-            # gradient is formed as grad.t() @ inputs, directly in the weight's layout
-            linear.weight.grad = grad.t().mm(inputs)
-            linear.bias.grad = grad.sum(0)
-            if i > 0:
-                grad = _BACKWARD[type(self.activations[i - 1])](grad.mm(linear.weight), inputs)
+        self.backward_from(self._saved, grad)
         self._saved = []
         return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
+
+    @torch.no_grad()
+    def run(self, x: torch.Tensor, workspace: Workspace | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The network's output for a batch of rows, as `net(x)` computes it but with no graph,
+        and each layer's input (what `backward_from` needs). With a `workspace`, the hidden layers
+        are written into its buffers: valid until the next `run` into the same workspace."""
+        saved = [x]
+        for i, linear in enumerate(self.linears):
+            hidden = i < len(self.activations)
+            out = buffer(workspace, i, (len(x), linear.out_features), x) if hidden else None
+            x = torch.addmm(linear.bias, x, linear.weight.t(), out=out)  # what nn.Linear does with a batch
+            if hidden:
+                # in place: the same values as torch.relu / torch.tanh, on a tensor nothing else holds
+                x = x.relu_() if isinstance(self.activations[i], nn.ReLU) else x.tanh_()
+                saved.append(x)
+        return x, saved
+
+    @torch.no_grad()
+    def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
+                      inputs: bool = False, workspace: Workspace | None = None) -> torch.Tensor | None:
+        """The backward pass of the `run` that kept `saved`, for the output's gradient `grad`: with
+        `params`, each parameter's `.grad` set to its gradient; with `inputs`, the gradient of the
+        input returned (else None). Autograd's kernels, in its layouts, so its bits. With a
+        `workspace`, the hidden layers' gradients are formed in its buffers (its keys below zero:
+        the same workspace may hold this pass's `run`), and the weights' in their previous `.grad`
+        tensors (which the caller must no longer need)."""
+        for i in reversed(range(len(self.linears))):
+            linear, layer_input = self.linears[i], saved[i]
+            if params:
+                # AddmmBackward0 for `addmm(bias, inputs, weight.t())`: weight.t() is column-major, so
+                # its gradient is formed as grad.t() @ inputs, directly in the weight's layout
+                old = linear.weight.grad if workspace is not None else None
+                reuse = old is not None and old.shape == linear.weight.shape
+                linear.weight.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
+                linear.bias.grad = grad.sum(0)
+            if i > 0:
+                out = buffer(workspace, -i, layer_input.shape, layer_input)
+                grad = torch.mm(grad, linear.weight, out=out)
+                backward = _BACKWARD[type(self.activations[i - 1])]
+                grad = backward(grad, layer_input) if out is None else backward(grad, layer_input, grad_input=out)
+            elif inputs:
+                return grad.mm(linear.weight)
+        return None

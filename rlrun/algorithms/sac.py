@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -19,7 +19,8 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
-from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace
+from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec
@@ -37,15 +38,58 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Squashed actions in [-1, 1] and their log-probabilities; the mean's squash when
         `generator` is None."""
-        mean, log_std = self.body(obs).chunk(2, dim=-1)
-        if generator is None:
-            return torch.tanh(mean), torch.zeros(len(obs), device=obs.device)
-        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        noise = torch.randn(mean.shape, generator=generator).to(mean.device)  # drawn on the host
-        raw = mean + log_std.exp() * noise
-        action = torch.tanh(raw)
-        gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-        return action, gaussian - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # change of variables
+        return squash(self.body(obs), generator)
+
+
+def squash(out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`Actor.forward` from its network's output `out` (means, then log standard deviations)."""
+    if generator is None:
+        return torch.tanh(out.chunk(2, dim=-1)[0]), torch.zeros(len(out), device=out.device)
+    sample = sample_squashed(out, generator)
+    return sample.action, sample.log_prob
+
+
+class Squashed(NamedTuple):
+    """A squashed Gaussian sample and what its gradient needs (`Squashed.backward`)."""
+
+    action: torch.Tensor
+    log_prob: torch.Tensor
+    unclamped: torch.Tensor
+    """The network's log standard deviations, before the clamp."""
+    std: torch.Tensor
+    noise: torch.Tensor
+    squeeze: torch.Tensor
+    """1 - action^2 + 1e-6, the change of variables' factor, per action dimension."""
+
+    @torch.no_grad()
+    def backward(self, grad_log_prob: torch.Tensor, grad_action: torch.Tensor) -> torch.Tensor:
+        """The gradient of the network's output `out`, given those of `log_prob` and of `action`
+        from elsewhere (the critics): each of autograd's backward formulas for the operations of
+        `sample_squashed`, with its kernels, in its order, so its bits (tests/unit/test_sac_hand.py).
+        A value used twice gets its two gradients summed, which is exact in either order."""
+        shape = self.action.shape
+        # log_prob = gaussian - log(squeeze).sum(-1), squeeze = 1 - action.pow(2) + 1e-6
+        grad_squeeze = (-grad_log_prob).unsqueeze(-1).expand(shape).div(self.squeeze)  # Sub, Sum, Log
+        grad_action = grad_action + (-grad_squeeze) * (2.0 * self.action.pow(1.0))  # Rsub, Pow
+        grad_raw = torch.ops.aten.tanh_backward(grad_action, self.action)  # action = tanh(raw)
+        # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
+        grad_log_std = grad_raw * self.noise * self.std + (-grad_log_prob.unsqueeze(-1).expand(shape))
+        inside = (self.unclamped >= LOG_STD_MIN).logical_and_(self.unclamped <= LOG_STD_MAX)
+        grad_log_std = torch.where(inside, grad_log_std, torch.zeros((), dtype=grad_raw.dtype, device=grad_raw.device))
+        return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
+
+
+def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
+    """Squashed actions sampled from the Gaussians of the network's output `out` (means, then log
+    standard deviations), their log-probabilities, and what `Squashed.backward` needs."""
+    mean, unclamped = out.chunk(2, dim=-1)
+    log_std = unclamped.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    noise = torch.randn(mean.shape, generator=generator).to(mean.device)  # drawn on the host
+    std = log_std.exp()
+    action = torch.tanh(mean + std * noise)
+    gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+    squeeze = 1 - action.pow(2) + 1e-6  # the change of variables
+    return Squashed(action, gaussian - torch.log(squeeze).sum(-1), unclamped, std, noise, squeeze)
 
 
 class Critic(nn.Module):
@@ -79,6 +123,8 @@ class Agent:
         self.fast_actor = Fast(self.actor.body)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
+        self.hand = HandSAC(self.actor, self.critic, self.critic_target) if HandSAC.fits(self.critic) else None
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
@@ -136,21 +182,34 @@ class Agent:
         obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
         alpha = self.alpha()
         with torch.no_grad():
-            next_action, next_log_prob = self.actor(next_obs, self.generator)
-            next_q = torch.min(*self.critic_target(next_obs, next_action)) - alpha * next_log_prob
+            if self.hand is None:
+                next_action, next_log_prob = self.actor(next_obs, self.generator)
+                next_q = torch.min(*self.critic_target(next_obs, next_action)) - alpha * next_log_prob
+            else:
+                next_q = self.hand.target_values(next_obs, self.generator, alpha)
             target = batch["rewards"] + config.gamma * (1 - batch["terminated"]) * next_q
-        q1, q2 = self.critic(obs, batch["actions"])
-        critic_loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
-        optimise_unmeasured(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
+        if self.hand is None:
+            q1, q2 = self.critic(obs, batch["actions"])
+            critic_loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
+            optimise_unmeasured(self.critic_optimizer, critic_loss, config.optimizer, clock.frame, self.max_frame)
+        else:
+            q1, q2, critic_loss, grads = self.hand.critic_step(obs, batch["actions"], target)
+            apply_gradients(self.critic_optimizer, grads, config.optimizer, clock.frame, self.max_frame,
+                            measured=False)
 
-        action, log_prob = self.actor(obs, self.generator)
-        # The actor's gradient flows through the critics to the actions only: the critics' weights
-        # need none (they would be computed, then thrown away, by the next critic step).
-        self.critic.requires_grad_(False)
-        actor_q = torch.min(*self.critic(obs, action))
-        self.critic.requires_grad_(True)
-        actor_loss = (alpha * log_prob - actor_q).mean()
-        optimise_unmeasured(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
+        if self.hand is None:
+            action, log_prob = self.actor(obs, self.generator)
+            # The actor's gradient flows through the critics to the actions only: the critics' weights
+            # need none (they would be computed, then thrown away, by the next critic step).
+            self.critic.requires_grad_(False)
+            actor_q = torch.min(*self.critic(obs, action))
+            self.critic.requires_grad_(True)
+            actor_loss = (alpha * log_prob - actor_q).mean()
+            optimise_unmeasured(self.actor_optimizer, actor_loss, config.optimizer, clock.frame, self.max_frame)
+        else:
+            actor_loss, log_prob, grads = self.hand.actor_loss(obs, self.generator, alpha)
+            apply_gradients(self.actor_optimizer, grads, config.optimizer, clock.frame, self.max_frame,
+                            measured=False)
         if config.alpha == "auto":
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             optimise_unmeasured(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
@@ -188,3 +247,82 @@ class Agent:
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
         self.memory.load_state_dict(state)
+
+
+class HandSAC:
+    """The critics' and the actor's gradient steps by hand, for built-in MLPs (`HandMLP`): each
+    operation's gradient as autograd's formula for it computes it, with the same kernels, so the
+    same bits (tests/unit/test_sac_hand.py), without recording and walking a graph of some eighty
+    nodes per step. (The temperature's step keeps autograd: one number.)
+
+    Their hidden layers go into kept buffers (`hand_mlp.Workspace`): one scratch workspace for
+    every pass whose activations are not kept past its own backward (the targets', each critic's
+    in its step, taken one after the other, and every backward), and one each for the three whose
+    activations the actor's backward needs at once."""
+
+    @staticmethod
+    def fits(critic: Critic) -> bool:
+        return HandMLP.fits(critic.q1) and HandMLP.fits(critic.q2)
+
+    def __init__(self, actor: Actor, critic: Critic, critic_target: Critic) -> None:
+        self.actor = HandMLP(actor.body)
+        self.critics = (HandMLP(critic.q1), HandMLP(critic.q2))
+        self.targets = (HandMLP(critic_target.q1), HandMLP(critic_target.q2))
+        self.scratch: Workspace = {}
+        self.kept: tuple[Workspace, Workspace, Workspace] = ({}, {}, {})  # the actor's, each critic's
+
+    def target_values(self, next_obs: torch.Tensor, generator: torch.Generator, alpha: float) -> torch.Tensor:
+        """The soft value of the next observations: the smaller target critic's value of an action
+        the actor samples there, less alpha times its log-probability (no gradient)."""
+        next_action, next_log_prob = squash(self.actor.run(next_obs, self.scratch)[0], generator)
+        inputs = torch.cat([next_obs, next_action], dim=-1)
+        q1 = self.targets[0].run(inputs, self.scratch)[0].squeeze(-1)
+        q2 = self.targets[1].run(inputs, self.scratch)[0].squeeze(-1)
+        return torch.min(q1, q2) - alpha * next_log_prob
+
+    @torch.no_grad()
+    def critic_step(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Both critics' values of the replayed actions, the critics' loss, and its gradients (set
+        on the critics' parameters, in `Critic.parameters()` order)."""
+        inputs = torch.cat([obs, action], dim=-1)
+        values = []
+        for hand in self.critics:  # each one's backward needs only its own value: one after the other
+            out, saved = hand.run(inputs, self.scratch)
+            q = out.squeeze(-1)
+            # autograd's chain from 0.5 * (mse(q1) + mse(q2)): d loss / d loss (a 1) times 0.5, to each mse
+            grad = torch.ops.aten.mse_loss_backward(target.new_ones(()) * 0.5, q, target, 1).unsqueeze(-1)
+            hand.backward_from(saved, grad, workspace=self.scratch)
+            values.append(q)
+        q1, q2 = values
+        loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
+        return q1, q2, loss, [p.grad for hand in self.critics for p in hand.params if p.grad is not None]
+
+    @torch.no_grad()
+    def actor_loss(self, obs: torch.Tensor, generator: torch.Generator, alpha: float
+                   ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The actor's loss, its sampled actions' log-probabilities, and its gradients (set on the
+        actor's parameters). The critics' weights get none (they would be computed, then thrown
+        away, by the next critic step): the gradient flows through them to the actions only. Each
+        gradient is autograd's formula for the operation, with its kernels: its bits."""
+        out, saved = self.actor.run(obs, self.kept[0])
+        sample = sample_squashed(out, generator)
+        inputs = torch.cat([obs, sample.action], dim=-1)
+        out1, saved1 = self.critics[0].run(inputs, self.kept[1])
+        out2, saved2 = self.critics[1].run(inputs, self.kept[2])
+        q1, q2 = out1.squeeze(-1), out2.squeeze(-1)
+        loss = (alpha * sample.log_prob - torch.min(q1, q2)).mean()
+        # loss = (alpha * log_prob - minimum(q1, q2)).mean(), backwards
+        grad = torch.ones_like(loss).expand(len(obs)) / len(obs)
+        grad_log_prob, grad_min = grad * alpha, -grad
+        tie = q1 == q2
+        grad_q1 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 > q2, 0)
+        grad_q2 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 < q2, 0)
+        grad_in1 = self.critics[0].backward_from(saved1, grad_q1.unsqueeze(-1), params=False, inputs=True,
+                                                 workspace=self.scratch)
+        grad_in2 = self.critics[1].backward_from(saved2, grad_q2.unsqueeze(-1), params=False, inputs=True,
+                                                 workspace=self.scratch)
+        assert grad_in1 is not None and grad_in2 is not None
+        grad_action = (grad_in1 + grad_in2)[:, obs.shape[-1]:]  # the cat's backward
+        self.actor.backward_from(saved, sample.backward(grad_log_prob, grad_action), workspace=self.scratch)
+        return loss, sample.log_prob, [p.grad for p in self.actor.params if p.grad is not None]

@@ -1,0 +1,136 @@
+"""SAC's hand-written passes (rlrun.algorithms.sac.HandSAC, Squashed.backward, HandMLP's input
+gradient and workspaces) compute exactly what autograd computes: the agent learns the same bits
+either way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlrun.algorithms.base import Step, mlp
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace
+from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed
+from rlrun.clock import Clock
+from rlrun.spec import NetworkSpec, load_spec
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_input_gradient_and_workspaces_are_autograds_bit_for_bit(activation: str) -> None:
+    torch.manual_seed(0)
+    net = mlp(5, 2, NetworkSpec(hidden=[16, 8], activation=activation))  # type: ignore[arg-type]
+    x, weights = torch.randn(33, 5, requires_grad=True), torch.randn(33, 2)
+    net(x).backward(weights)
+    autograds = [x.grad, *(p.grad for p in net.parameters())]
+    hand = HandMLP(net)
+    workspace: Workspace = {}
+    scratch: Workspace = {}
+    for _ in range(2):  # the second time, into the buffers the first one made
+        for p in net.parameters():
+            p.grad = None
+        out, saved = hand.run(x.detach(), workspace)
+        assert torch.equal(out, net(x).detach())
+        grad_input = hand.backward_from(saved, weights, inputs=True, workspace=scratch)
+        for mine, torchs in zip([grad_input, *(p.grad for p in net.parameters())], autograds, strict=True):
+            assert mine is not None and torchs is not None and torch.equal(mine, torchs)
+    frozen = [p.grad for p in net.parameters()]
+    hand.backward_from(hand.run(x.detach())[1], weights, params=False, inputs=True)
+    assert all(p.grad is g for p, g in zip(net.parameters(), frozen, strict=True))  # frozen: left alone
+
+
+def test_the_squashed_gaussians_gradient_is_autograds_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    out = torch.randn(64, 6) * 3  # three action dimensions; some log-stds past the clamp on either side
+    out[:8, 3:] = LOG_STD_MAX + 1
+    out[8:16, 3:] = -25.0
+    grad_log_prob, grad_action = torch.randn(64), torch.randn(64, 3)
+    leaf = out.clone().requires_grad_()
+    sample = sample_squashed(leaf, torch.Generator().manual_seed(1))
+    torch.autograd.backward([sample.log_prob, sample.action], [grad_log_prob, grad_action])
+    mine = sample_squashed(out, torch.Generator().manual_seed(1))
+    assert torch.equal(mine.action, sample.action.detach()) and torch.equal(mine.log_prob, sample.log_prob.detach())
+    assert leaf.grad is not None and torch.equal(mine.backward(grad_log_prob, grad_action), leaf.grad)
+
+
+def _tie_critics(agent: Agent) -> None:
+    """The second critic a copy of the first: their values tie, and the minimum splits its gradient."""
+    agent.critic.q2.load_state_dict(agent.critic.q1.state_dict())
+    agent.critic_target.load_state_dict(agent.critic.state_dict())
+
+
+def _clamp_log_std(agent: Agent) -> None:
+    """Log-stds past LOG_STD_MAX at first, where the clamp stops their gradient."""
+    last = agent.actor.body[-1]
+    assert isinstance(last, torch.nn.Linear)
+    with torch.no_grad():
+        last.bias[1:] = LOG_STD_MAX + 3
+
+
+def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand: bool
+             ) -> tuple[dict, list[dict[str, float]]]:
+    """A SAC agent's state and metrics after a few updates on the same random transitions."""
+    small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.batch_size=32",
+             "agent.memory.capacity=500"]
+    config = load_spec("sac_pendulum", [*small, *edits]).agent
+    assert isinstance(config, Config)
+    env = gym.make("Pendulum-v1")
+    torch.manual_seed(0)  # the networks' initial weights
+    agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
+                  device=torch.device("cpu"))
+    assert agent.hand is not None  # a built-in MLP takes the hand path
+    if prepare is not None:
+        prepare(agent)
+    if not hand:
+        agent.hand = None
+    rng = np.random.default_rng(0)
+    metrics = []
+    for frame in range(1, 121):
+        obs = rng.standard_normal((1, 3)).astype(np.float32)
+        agent.observe(Step(obs, agent.act(obs), -rng.random(1).astype(np.float32), np.array([rng.random() < 0.05]),
+                           np.array([False]), obs + 0.01))
+        metrics.append(agent.update(Clock(frame=frame)))
+    return agent.state_dict(), metrics
+
+
+def _same(mine: object, torchs: object) -> None:
+    if isinstance(mine, dict):
+        assert isinstance(torchs, dict) and mine.keys() == torchs.keys()
+        for key in mine:
+            _same(mine[key], torchs[key])
+    elif isinstance(mine, torch.Tensor):
+        assert isinstance(torchs, torch.Tensor) and torch.equal(mine, torchs)
+    elif isinstance(mine, list | tuple):
+        assert isinstance(torchs, list | tuple)
+        for a, b in zip(mine, torchs, strict=True):
+            _same(a, b)
+    else:
+        assert mine == torchs
+
+
+@pytest.mark.parametrize(("edits", "prepare"), [
+    ([], None), (["agent.network.activation=tanh"], None), (["agent.alpha=0.2"], None), ([], _tie_critics),
+    ([], _clamp_log_std),
+], ids=["sac", "tanh", "fixed-alpha", "tied-critics", "clamped-log-std"])
+def test_sac_learns_the_same_bits_by_hand(edits: list[str], prepare: Callable[[Agent], None] | None) -> None:
+    by_hand, hand_metrics = _learned(edits, prepare, hand=True)
+    by_autograd, autograd_metrics = _learned(edits, prepare, hand=False)
+    assert hand_metrics == autograd_metrics and any(hand_metrics)
+    _same({k: v for k, v in by_hand.items() if k != "logs"}, {k: v for k, v in by_autograd.items() if k != "logs"})
+
+
+def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
+    config = load_spec("sac_pendulum", ["agent.network.hidden=[16]", "agent.network.activation=elu",
+                                        "agent.learning_starts=8", "agent.batch_size=8"]).agent
+    assert isinstance(config, Config)
+    env = gym.make("Pendulum-v1")
+    agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=1, max_frame=100,
+                  device=torch.device("cpu"))
+    assert agent.hand is None
+    obs = np.zeros((1, 3), np.float32)
+    for frame in range(1, 11):
+        agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([False]), np.array([False]), obs))
+        stats = agent.update(Clock(frame=frame))
+    assert np.isfinite(stats["critic_loss"])
