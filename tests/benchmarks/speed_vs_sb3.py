@@ -196,8 +196,10 @@ def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None
     env = {**os.environ, **SINGLE_THREAD}
     if source is not None:
         env["PYTHONPATH"] = source
+    # run in `source` too: a `-c` script imports from its working folder before PYTHONPATH, so a
+    # baseline started from this checkout's root would time this checkout
     done = subprocess.run([sys.executable, "-c", RLRUN_WORKER, name, json.dumps(quiet), str(budget)],
-                          capture_output=True, text=True, env=env)
+                          capture_output=True, text=True, env=env, cwd=source)
     if done.returncode != 0:
         raise SystemExit(f"rlrun worker failed:\n{done.stderr[-3000:]}")
     result: dict = json.loads(done.stdout.strip().splitlines()[-1])
