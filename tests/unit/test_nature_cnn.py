@@ -9,6 +9,7 @@ from gymnasium import spaces
 
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import NatureCNN, Step, network
+from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
@@ -111,7 +112,8 @@ def test_a_ppo_rollout_keeps_frames_as_the_convolutions_read_them() -> None:
     """Frames last in memory, so a minibatch is channels-last without a copy; in its snapshot, the
     same values in the plain row-major layout."""
     spec = load_spec("ppo_cartpole", [*NATURE, "agent.n_steps=4", "env.num_envs=2"])
-    agent = build_agent(spec, FRAMES, ACTIONS, seed=0)
+    agent, again = (build_agent(spec, FRAMES, ACTIONS, seed=seed) for seed in (0, 1))
+    assert isinstance(agent, OnPolicyAgent) and isinstance(again, OnPolicyAgent)
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (3, 2, 4, 84, 84), dtype=np.uint8)
     for obs in frames:
@@ -121,6 +123,5 @@ def test_a_ppo_rollout_keeps_frames_as_the_convolutions_read_them() -> None:
     assert stored[torch.tensor([5, 0, 3])].is_contiguous(memory_format=torch.channels_last)
     saved = agent.rollout.state_dict()["obs"]
     assert saved.is_contiguous() and np.array_equal(saved.numpy(), frames)
-    again = build_agent(spec, FRAMES, ACTIONS, seed=1)
     again.rollout.load_state_dict(agent.rollout.state_dict())
     assert np.array_equal(again.rollout.obs[:3], frames)
