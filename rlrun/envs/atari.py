@@ -64,7 +64,7 @@ class Preprocessing(gym.wrappers.AtariPreprocessing):
     end, an observation the skip drops, the lives), less the layers' calls and the dropped
     observation's copy (a third of an agent step's Python). Taken only over the layers it knows
     (`StickyActions`, Gymnasium's order and passive checks, an ALE env stepping one frame of a
-    discrete action) and once the passive checker has checked the first step: the same
+    discrete action) and once the passive checker is done with the first steps: the same
     frames, rewards, ends and infos, and the same attributes in every layer."""
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
@@ -111,8 +111,8 @@ def _plain_emulator_below(env: gym.Env[Any, Any]) -> tuple[bool, StickyActions |
         if isinstance(layer, StickyActions) and sticky is None and layer is env:
             sticky = layer
         elif type(layer) is PassiveEnvChecker:
-            if not layer.checked_step:
-                return False, None  # the first step is checked through every layer
+            if not (layer.checked_step and getattr(layer, "checked_data_reuse", True)):
+                return False, None  # the first steps are checked through every layer
         elif type(layer) is not OrderEnforcing:
             return False, None
         layer = layer.env
