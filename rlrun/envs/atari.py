@@ -1,7 +1,8 @@
 """Atari preprocessing (`env.atari`): the DeepMind / Stable-Baselines3 set on top of an ALE env.
 
 Gymnasium's `AtariPreprocessing` does the no-op starts, the frame skip with max-pooling of the last
-two frames, the resize and the grey scale. Three small wrappers add what it lacks, as SB3's
+two frames, the resize and the grey scale (`Preprocessing`: its frame skip played on the emulator
+itself, the same frames). Three small wrappers add what it lacks, as SB3's
 AtariWrapper has them: a lost life that ends the learner's episode while the game goes on
 (`EpisodicLife`; Gymnasium's own option restarts the whole game instead), FIRE at each start
 (`FireReset`) and sign-clipped rewards (`ClipReward`). The first and the last are for training
