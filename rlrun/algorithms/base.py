@@ -117,10 +117,11 @@ class NatureCNN(nn.Module):
         self.obs_shape, (channels, height, width) = tuple(obs_space.shape), _image_layout(obs_space)
         self.colour = len(self.obs_shape) >= 3 and self.obs_shape[-1] == 3
         gain = float(np.sqrt(2))
+        # ReLUs in place: a convolution's backward reads its input, never its output
         self.convolutions = nn.Sequential(
-            orthogonal(nn.Conv2d(channels, 32, 8, stride=4), gain), nn.ReLU(),
-            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
-            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
+            orthogonal(nn.Conv2d(channels, 32, 8, stride=4), gain), nn.ReLU(inplace=True),
+            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(inplace=True),
+            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), FlatReLU(),
             nn.Flatten(),
         )
         # oneDNN's faster layout on the CPU (a fifth off a DQN gradient step); a device move keeps it
@@ -146,6 +147,27 @@ class NatureCNN(nn.Module):
         x = x.to(dtype=torch.float32, memory_format=torch.channels_last, copy=True).mul_(1.0 / 255.0)
         out: torch.Tensor = self.dense(self.convolutions(x))
         return out
+
+
+class FlatReLU(nn.ReLU):
+    """The last convolution's ReLU, taken after its output is put in row-major order (what Flatten
+    needs: the same copy it would make, made first). Taken before, in oneDNN's channels-last layout,
+    its backward would meet Flatten's row-major gradient, and a ReLU's backward over two layouts
+    runs ten times slower than over one (a tenth of a PPO minibatch's whole backward on Breakout)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu_(x.contiguous())
+
+
+def channels_last_zeros(leading: tuple[int, ...], obs_shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Zeros for `leading` batches of image observations, in their own shape but laid out in
+    memory as `NatureCNN` reads them: a grey stack (N, H, W) with its frames last. Its bytes then
+    become floats in oneDNN's layout in one straight pass, not a gather across the frames (a
+    PPO minibatch's conversion in a third of the time); anything else is stored as it is."""
+    if np.dtype(dtype) != np.uint8 or len(obs_shape) != 3 or obs_shape[-1] == 3:
+        return np.zeros((*leading, *obs_shape), dtype=dtype)
+    frames, height, width = obs_shape
+    return np.moveaxis(np.zeros((*leading, height, width, frames), dtype=dtype), -1, -3)
 
 
 def _conv_out(size: int) -> int:

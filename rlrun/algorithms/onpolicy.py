@@ -21,6 +21,7 @@ from rlrun.algorithms.base import (
     Fast,
     NatureCNN,
     Step,
+    channels_last_zeros,
     explained_variance,
     forward_no_grad,
     obs_size,
@@ -122,7 +123,7 @@ class Rollout:
     def __init__(self, steps: int, envs: int, obs_layout: ObsLayout, action_shape: tuple[int, ...],
                  continuous: bool) -> None:
         self.steps, self.envs = steps, envs
-        self.obs = np.zeros((steps, envs, *obs_layout.shape), dtype=obs_layout.dtype)
+        self.obs = obs_layout.zeros((steps, envs))
         self.actions = np.zeros((steps, envs, *action_shape), dtype=np.float32 if continuous else np.int64)
         self.log_probs = np.zeros((steps, envs), dtype=np.float32)
         self.values = np.zeros((steps, envs), dtype=np.float32)
@@ -189,6 +190,10 @@ class ObsLayout(NamedTuple):
         if network.kind == "nature_cnn":
             return cls(tuple(obs_space.shape or ()), np.dtype(obs_space.dtype))
         return cls((obs_size(obs_space),), np.dtype(np.float32))
+
+    def zeros(self, leading: tuple[int, ...]) -> np.ndarray:
+        """Room for `leading` batches of observations (images laid out as the convolutions read them)."""
+        return channels_last_zeros(leading, self.shape, self.dtype)
 
     def rows(self, obs: np.ndarray) -> np.ndarray:
         """A batch of observations in this layout."""

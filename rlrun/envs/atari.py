@@ -1,7 +1,8 @@
 """Atari preprocessing (`env.atari`): the DeepMind / Stable-Baselines3 set on top of an ALE env.
 
 Gymnasium's `AtariPreprocessing` does the no-op starts, the frame skip with max-pooling of the last
-two frames, the resize and the grey scale. Three small wrappers add what it lacks, as SB3's
+two frames, the resize and the grey scale (`Preprocessing`: its frame skip played on the emulator
+itself, the same frames). Three small wrappers add what it lacks, as SB3's
 AtariWrapper has them: a lost life that ends the learner's episode while the game goes on
 (`EpisodicLife`; Gymnasium's own option restarts the whole game instead), FIRE at each start
 (`FireReset`) and sign-clipped rewards (`ClipReward`). The first and the last are for training
@@ -44,7 +45,7 @@ def ale_kwargs(spec: EnvSpec, kwargs: dict[str, Any]) -> tuple[dict[str, Any], f
 def preprocess(env: gym.Env[Any, Any], atari: AtariSpec, stickiness: float, *, training: bool) -> gym.Env[Any, Any]:
     if stickiness > 0:
         env = StickyActions(env, stickiness)
-    env = gym.wrappers.AtariPreprocessing(
+    env = Preprocessing(
         env, noop_max=atari.noop_max, frame_skip=atari.frame_skip, screen_size=atari.screen_size,
         terminal_on_life_loss=False, grayscale_obs=atari.grayscale, scale_obs=False,
     )
@@ -56,6 +57,68 @@ def preprocess(env: gym.Env[Any, Any], atari: AtariSpec, stickiness: float, *, t
     if training and atari.clip_rewards:
         env = ClipReward(env)
     return env
+
+
+class Preprocessing(gym.wrappers.AtariPreprocessing):
+    """Gymnasium's preprocessing, with its frame skip played straight on the emulator: what each
+    emulator frame's `step` through the layers below did (the sticky draw, ALE's act, the game's
+    end, an observation the skip drops, the lives), less the layers' calls and the dropped
+    observation's copy (a third of an agent step's Python). Taken only over the layers it knows
+    (`StickyActions`, Gymnasium's order and passive checks, an ALE env stepping one frame of a
+    discrete action) and once the passive checker is done with the first steps: the same
+    frames, rewards, ends and infos, and the same attributes in every layer."""
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        plain, sticky = _plain_emulator_below(self.env)
+        if not plain:
+            return super().step(action)
+        ale, base = self.ale, self.env.unwrapped
+        action_set, generator = base._action_set, base.np_random  # type: ignore[attr-defined]
+        total_reward, terminated, truncated = 0.0, False, False
+        for t in range(self.frame_skip):
+            if sticky is None:
+                played = int(action)
+            else:  # StickyActions.step's draw, from the same generator
+                if generator.random() >= sticky.probability:
+                    sticky.last_action = int(action)
+                played = sticky.last_action
+            total_reward += 0.0 + ale.act(action_set[played], 1.0)  # ALE env's reward: 0.0 + the frame's
+            terminated, truncated = ale.game_over(with_truncation=False), ale.game_truncated()
+            self.game_over = terminated
+            if self.terminal_on_life_loss:
+                new_lives = ale.lives()
+                terminated = terminated or new_lives < self.lives
+                self.game_over = terminated
+                self.lives = new_lives
+            if terminated or truncated:
+                break
+            if t >= self.frame_skip - 2:  # the last two frames, max-pooled
+                grab = ale.getScreenGrayscale if self.grayscale_obs else ale.getScreenRGB
+                grab(self.obs_buffer[self.frame_skip - 1 - t])
+        info = {"lives": ale.lives(), "episode_frame_number": ale.getEpisodeFrameNumber(),
+                "frame_number": ale.getFrameNumber()}
+        return self._get_obs(), total_reward, terminated, truncated, info
+
+
+def _plain_emulator_below(env: gym.Env[Any, Any]) -> tuple[bool, StickyActions | None]:
+    """Whether every layer under the preprocessing is one `Preprocessing.step` plays itself, and
+    the `StickyActions` layer among them (None: no stickiness)."""
+    from ale_py.env import AtariEnv
+    from gymnasium.wrappers.common import OrderEnforcing, PassiveEnvChecker
+
+    sticky: StickyActions | None = None
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, StickyActions) and sticky is None and layer is env:
+            sticky = layer
+        elif type(layer) is PassiveEnvChecker:
+            if not (layer.checked_step and getattr(layer, "checked_data_reuse", True)):
+                return False, None  # the first steps are checked through every layer
+        elif type(layer) is not OrderEnforcing:
+            return False, None
+        layer = layer.env
+    plain = type(layer) is AtariEnv and layer._frameskip == 1 and not layer.continuous and not layer.sound_obs
+    return plain, sticky
 
 
 class StickyActions(gym.Wrapper[Any, Any, Any, Any]):

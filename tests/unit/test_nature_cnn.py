@@ -9,6 +9,7 @@ from gymnasium import spaces
 
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import NatureCNN, Step, network
+from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
@@ -79,3 +80,48 @@ def test_an_algorithm_without_it_says_so() -> None:
     spec = load_spec("reinforce_cartpole", NATURE)
     with pytest.raises(ValueError, match=r'use agent\.network\.kind = "mlp"'):
         build_agent(spec, FRAMES, ACTIONS, seed=0)
+
+
+def test_the_fast_layouts_change_no_bit() -> None:
+    """In-place ReLUs, the last one after Flatten's row-major copy, give the outputs and gradients
+    of the plain ReLU → Flatten order over the same convolutions, bit for bit."""
+    torch.manual_seed(0)
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]))
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    conv1, conv2, conv3 = (net.convolutions[i] for i in (0, 2, 4))
+
+    def plain(x: torch.Tensor) -> torch.Tensor:
+        x = x.to(dtype=torch.float32, memory_format=torch.channels_last) * (1.0 / 255.0)
+        x = torch.flatten(torch.relu(conv3(torch.relu(conv2(torch.relu(conv1(x)))))), 1)
+        out: torch.Tensor = net.dense(x)
+        return out
+
+    grads = []
+    for forward in (net, plain):
+        net.zero_grad()
+        out = forward(frames)
+        out.square().sum().backward()
+        grads.append((out.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]))
+    (fast_out, fast_grads), (plain_out, plain_grads) = grads
+    assert torch.equal(fast_out, plain_out)
+    assert len(fast_grads) == len(plain_grads) == 8
+    assert all(torch.equal(a, b) for a, b in zip(fast_grads, plain_grads, strict=True))
+
+
+def test_a_ppo_rollout_keeps_frames_as_the_convolutions_read_them() -> None:
+    """Frames last in memory, so a minibatch is channels-last without a copy; in its snapshot, the
+    same values in the plain row-major layout."""
+    spec = load_spec("ppo_cartpole", [*NATURE, "agent.n_steps=4", "env.num_envs=2"])
+    agent, again = (build_agent(spec, FRAMES, ACTIONS, seed=seed) for seed in (0, 1))
+    assert isinstance(agent, OnPolicyAgent) and isinstance(again, OnPolicyAgent)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (3, 2, 4, 84, 84), dtype=np.uint8)
+    for obs in frames:
+        agent.act(obs)
+        agent.observe(Step(obs, np.zeros(2), np.ones(2, np.float32), np.zeros(2, bool), np.zeros(2, bool), obs))
+    stored = torch.from_numpy(agent.rollout.obs).flatten(0, 1)
+    assert stored[torch.tensor([5, 0, 3])].is_contiguous(memory_format=torch.channels_last)
+    saved = agent.rollout.state_dict()["obs"]
+    assert saved.is_contiguous() and np.array_equal(saved.numpy(), frames)
+    again.rollout.load_state_dict(agent.rollout.state_dict())
+    assert np.array_equal(again.rollout.obs[:3], frames)
