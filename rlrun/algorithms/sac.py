@@ -71,7 +71,7 @@ class Squashed(NamedTuple):
         # log_prob = gaussian - log(squeeze).sum(-1), squeeze = 1 - action.pow(2) + 1e-6
         grad_squeeze = (-grad_log_prob).unsqueeze(-1).expand(shape).div(self.squeeze)  # Sub, Sum, Log
         grad_action = grad_action + (-grad_squeeze) * (2.0 * self.action.pow(1.0))  # Rsub, Pow
-        grad_raw = torch.ops.aten.tanh_backward(grad_action, self.action)  # action = tanh(raw)
+        grad_raw = torch.ops.aten.tanh_backward.default(grad_action, self.action)  # action = tanh(raw)
         # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
         grad_log_std = grad_raw * self.noise * self.std + (-grad_log_prob.unsqueeze(-1).expand(shape))
         inside = (self.unclamped >= LOG_STD_MIN).logical_and_(self.unclamped <= LOG_STD_MAX)
@@ -291,7 +291,7 @@ class HandSAC:
             out, saved = hand.run(inputs, self.scratch)
             q = out.squeeze(-1)
             # autograd's chain from 0.5 * (mse(q1) + mse(q2)): d loss / d loss (a 1) times 0.5, to each mse
-            grad = torch.ops.aten.mse_loss_backward(target.new_ones(()) * 0.5, q, target, 1).unsqueeze(-1)
+            grad = torch.ops.aten.mse_loss_backward.default(target.new_ones(()) * 0.5, q, target, 1).unsqueeze(-1)
             hand.backward_from(saved, grad, workspace=self.scratch)
             values.append(q)
         q1, q2 = values
