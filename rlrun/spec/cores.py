@@ -113,7 +113,7 @@ def let_idle_threads_sleep(environ: MutableMapping[str, str]) -> None:
     Why: by default libgomp (torch's OpenMP on Linux) spins each idle thread for 300,000 turns
     before it sleeps, through the workers' step and whatever else the machine runs; a spinning
     thread waits on one that is not running, and the cores it burns are the workers'. On 2 busy
-    cores, 2 threads trained `ppo_breakout` 3.4x faster with it (tests/benchmarks/session_scaling.py).
+    cores, 2 threads trained `ppo_breakout` 3.3-3.7x faster with it, per wall and per CPU-second.
     The bits stay: the policy decides only how an idle thread waits, never which thread computes
     which part of a sum (the thread count decides that); `ppo_breakout` with 2 threads ends in the
     same snapshot under the default, "PASSIVE" and "ACTIVE". With 1 thread there is no team to wait."""
