@@ -144,7 +144,7 @@ def main() -> None:
         for copies in args.copies:
             base = None
             for where, threads, edits, spin in layouts(copies, args.workers, args.threads):
-                if part == "stepping" and (threads != args.threads[0] or spin):
+                if part == "stepping" and (spin or (where == "this process" and threads != args.threads[0])):
                     continue  # no learner: threads change nothing
                 settings = [f"env.num_envs={copies}", f"meta.torch_threads={threads}", "meta.num_eval_episodes=1",
                             f"meta.max_frame={frames}", f"meta.eval_frequency={frames}",
