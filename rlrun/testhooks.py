@@ -26,6 +26,8 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
 - `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
   before its episodes, which change nothing), so a background evaluation is still running when
   training reaches its next snapshot or stops.
+- `RLRUN_TEST_USABLE_CORES=N` makes the process see N usable cores (not its CPU affinity's), so
+  a test on a small machine creates and starts runs as a machine of N cores resolves "auto".
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
 HOLD_ENV = "RLRUN_TEST_HOLD_AT_FRAME"
 SUPERVISOR_RESOURCE_ENV = "RLRUN_TEST_SUPERVISOR_RESOURCE"
 SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
+CORES_ENV = "RLRUN_TEST_USABLE_CORES"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -169,3 +172,8 @@ def slow_evaluation() -> None:
     delay = os.environ.get(SLOW_EVALUATION_ENV)
     if delay:
         time.sleep(float(delay))
+
+
+def usable_cores() -> int | None:
+    """The cores a test makes this process see (None: its own)."""
+    return int(os.environ.get(CORES_ENV) or 0) or None

@@ -2,7 +2,8 @@
 process each, and `env.vectorization: async` one process each; both train the same bits as
 stepping them in the session's process; a resume is exact after SIGTERM or kill -9, and may switch
 among the three (and change the number of workers). `meta.torch_threads: "auto"`
-is recorded as a number when the run is created.
+is recorded as a number when the run is created, and "auto" for both splits the cores between
+the learner's threads and the workers.
 
 LunarLander (Box2D) copies are replayed inside their workers, so these runs go through the
 protocol's every command: reset, step, call (capture, restore) and set_attr.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import cli_env, fast, invoke, run_attempts
+from helpers import cli_env, fast, invoke, rlrun, run_attempts
 from same_run import (
     CADENCE,
     assert_same_run,
@@ -35,8 +37,8 @@ from same_run import (
     wait_for,
 )
 
-from rlrun.spec.cores import auto_threads, usable_cores
-from rlrun.testhooks import HEARTBEAT_ENV
+from rlrun.spec.cores import cores_per_session, usable_cores
+from rlrun.testhooks import CORES_ENV, FREEZE_ENV, HEARTBEAT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -200,16 +202,17 @@ def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
+    """Beside the session's own process (`env.workers` 1), "auto" threads are the run's share of the cores."""
     done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
                   "--set", "meta.torch_threads=auto", "--set", "meta.sessions=2")
     assert done.code == 0, done.stderr
     shown = invoke(home, "show", "latest", "--spec-json")
-    assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+    assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 2)
     # "auto" in a resume's edit is the number the run recorded: nothing changes
     more = invoke(home, "resume", "latest", "--more", "200", "--set", "meta.torch_threads=auto")
     assert more.code == 0, more.stderr
     revisions = json.loads(invoke(home, "show", "latest", "--spec-json").stdout)
-    assert revisions["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+    assert revisions["meta"]["torch_threads"] == cores_per_session(usable_cores(), 2)
 
 
 def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Path) -> None:
@@ -235,7 +238,7 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
                       "--set", "meta.torch_threads=auto")
         assert done.code == 0, done.stderr
         shown = invoke(home, "show", "latest", "--spec-json")
-        assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 2)
+        assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 2)
     finally:
         os.killpg(other.pid, signal.SIGKILL)
         other.wait(timeout=30)
@@ -245,4 +248,74 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
                   "--set", "meta.torch_threads=auto")
     assert done.code == 0, done.stderr
     shown = invoke(home, "show", "latest", "--spec-json")
-    assert json.loads(shown.stdout)["meta"]["torch_threads"] == auto_threads(usable_cores(), 1)
+    assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts the workers through /proc")
+def test_auto_for_both_splits_the_cores_and_a_resume_resolves_the_workers_anew(home: Path, tmp_path: Path) -> None:
+    """Threads and workers both "auto" on a machine of 4 cores (as the test hook makes the run see
+    it): the run records 2 threads and its session steps the 4 copies in 2 workers, not 4 threads
+    beside 3 workers. Killed (-9) and resumed on 16 cores, it keeps its 2 threads and takes the
+    workers they leave (4: one per copy), and ends as the run trained straight through with 2
+    threads in the session's process, bit for bit."""
+    pytest.importorskip("Box2D")
+    auto = _args("--set", "env.workers=auto", "--set", "meta.torch_threads=auto")
+    trained, pid = _frozen_at(home, 2000, 4, "train", SPEC, *CADENCE, *auto)
+    try:
+        assert _spawned_children(pid) == 2
+        assert json.loads(rlrun(home, "show", "latest", "--spec-json").stdout)["meta"]["torch_threads"] == 2
+    finally:
+        os.killpg(trained.pid, signal.SIGKILL)
+        trained.wait(timeout=30)
+    resumed, pid = _frozen_at(home, 3000, 16, "resume", "latest")
+    try:
+        assert _spawned_children(pid) == 4
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    straight = tmp_path / "straight"
+    done = train(straight, SPEC, *_args("--set", "meta.torch_threads=2"))
+    assert done.code == 0, done.stderr
+    assert_same_as_sync(final_state(straight), final_state(home))
+
+
+def _frozen_at(home: Path, frame: int, cores: int, *args: str) -> tuple[subprocess.Popen[str], int]:
+    """`rlrun ARGS` on a machine of `cores` cores, its session frozen (SIGSTOP) at `frame`: the
+    process and the session's pid."""
+    flag = home.parent / f"frozen-at-{frame}"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**cli_env(home), CORES_ENV: str(cores), FREEZE_ENV: f"{frame}@{flag}"})
+    wait_for(lambda: flag.exists() and flag.read_text() != "", process)
+    return process, int(flag.read_text())
+
+
+def _spawned_children(pid: int) -> int:
+    """The processes that `pid` started through multiprocessing's spawn (its env workers; its
+    resource tracker is not one)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        count += parent == pid and b"spawn_main" in command
+    return count
+
+
+def test_a_training_command_lets_idle_openmp_threads_sleep(home: Path) -> None:
+    """`rlrun train` sets OMP_WAIT_POLICY=PASSIVE before torch loads (its session processes inherit
+    it) unless the environment names a policy; libgomp's own report (OMP_DISPLAY_ENV) is the proof:
+    an idle thread spins 0 turns, not the default 300,000."""
+    args = [*fast("reinforce_cartpole"), "--frames", "300", "--set", "meta.sessions=2"]
+    done = train(home, "reinforce_cartpole", *args, env={"OMP_DISPLAY_ENV": "VERBOSE"})
+    assert done.code == 0, done.stderr
+    spins = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", done.stderr)
+    if not spins:
+        pytest.skip("torch's OpenMP here is not libgomp")
+    assert set(spins) == {"0"} and len(spins) >= 2  # the two sessions' processes (and the command's)
+    told = train(home, "reinforce_cartpole", *args, env={"OMP_DISPLAY_ENV": "VERBOSE", "OMP_WAIT_POLICY": "ACTIVE"})
+    assert told.code == 0, told.stderr
+    assert set(re.findall(r"GOMP_SPINCOUNT = '(\d+)'", told.stderr)) == {"30000000000"}

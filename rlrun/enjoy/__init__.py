@@ -151,7 +151,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
 
     saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
     spec = validate_spec(json.loads(target.spec_json))
-    torch.set_num_threads(torch_threads(spec.meta.torch_threads, spec.meta.sessions))
+    torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
     env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
     agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
     agent.load_state_dict(acting_state(saved.tensors["agent"]))

@@ -23,7 +23,7 @@ from rlrun.envs.workers import BlockVectorEnv
 from rlrun.envs.wrappers import apply_wrappers
 from rlrun.errors import BadInput
 from rlrun.spec import EnvSpec
-from rlrun.spec.cores import auto_workers, usable_cores
+from rlrun.spec.cores import worker_count
 from rlrun.spec.env_ids import extra_for, import_env_code, missing_package, not_an_env
 
 
@@ -120,27 +120,20 @@ def make_recorded_env(spec: EnvSpec) -> gym.Env[Any, Any]:
     return EpisodeRecorder(make_env(spec, training=True))
 
 
-def make_vector_env(spec: EnvSpec, *, sessions: int = 1) -> VectorEnv:
+def make_vector_env(spec: EnvSpec, *, sessions: int = 1, threads: int = 1) -> VectorEnv:
     """`num_envs` copies stepped together: in this process, in `env.workers` processes (a block of
-    copies each; "auto" resolved here, for `sessions` sessions sharing the machine) or one process
-    each ("async"). Same-step autoreset: an env whose episode ends returns the next episode's first
-    observation at once and its final one in `info["final_obs"]`, so every observation the agent
-    sees is one it can act on."""
+    copies each; "auto" resolved here, for `sessions` sessions sharing the machine and a learner of
+    `threads` torch threads: `rlrun.spec.cores.split_cores`) or one process each ("async").
+    Same-step autoreset: an env whose episode ends returns the next episode's first observation at
+    once and its final one in `info["final_obs"]`, so every observation the agent sees is one it
+    can act on."""
     make_copy = partial(make_recorded_env, spec)
     if spec.vectorization == "async":
         return AsyncVectorEnv([make_copy] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
-    workers = worker_count(spec, sessions)
+    workers = worker_count(spec, sessions, threads)
     if workers > 1:
         return BlockVectorEnv(make_copy, spec.num_envs, workers)
     return SyncVectorEnv([make_copy] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
-
-
-def worker_count(spec: EnvSpec, sessions: int = 1) -> int:
-    """The processes that step the copies with "sync": `env.workers`, "auto" resolved on this
-    machine now (`rlrun.spec.cores.auto_workers`)."""
-    if isinstance(spec.workers, int):
-        return spec.workers
-    return auto_workers(spec.num_envs, usable_cores(), sessions)
 
 
 def seed_spaces(vector_env: VectorEnv, seed: int) -> None:

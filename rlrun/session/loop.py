@@ -107,10 +107,11 @@ class Session:
         # "auto" divides the usable cores among the sessions running on this machine now
         sharing = self.meta.sessions if AUTO not in (self.spec.env.workers, self.meta.torch_threads) else \
             registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
-        torch.set_num_threads(torch_threads(self.meta.torch_threads, sharing))
+        threads = torch_threads(self.spec, sharing)  # the number the run recorded
+        torch.set_num_threads(threads)
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
         np.random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
-        self.env = make_vector_env(self.spec.env, sessions=sharing)
+        self.env = make_vector_env(self.spec.env, sessions=sharing, threads=threads)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,

@@ -30,7 +30,7 @@ from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
-from rlrun.spec.cores import AUTO, auto_threads, usable_cores
+from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import check_installed
 from rlrun.training.executor import Execution, Executor, OnEvent
 
@@ -127,14 +127,16 @@ def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: Re
 
 def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None = None) -> Spec:
     """The spec as a run records it: `meta.torch_threads: "auto"` becomes a number, once, when
-    the run is created (the usable cores over the sessions sharing them, `rlrun.spec.cores`:
-    `sharing`, else the run's own). Threads can change how torch splits a sum, so the number is
-    structural: every session and every later resume, on any machine, uses the recorded one, and
-    "auto" in a resume's edit (or a fork's) means the number the run recorded."""
+    the run is created (its share of the usable cores, the cores over the sessions sharing them:
+    `sharing`, else the run's own; less what the env workers take: `rlrun.spec.cores.split_cores`,
+    which the sessions read back to resolve `env.workers: "auto"`). Threads can change how torch
+    splits a sum, so the number is structural: every session and every later resume, on any
+    machine, uses the recorded one, and "auto" in a resume's edit (or a fork's) means the number
+    the run recorded."""
     if spec.meta.torch_threads != AUTO:
         return spec
     recorded = previous.meta.torch_threads if previous is not None else AUTO
-    threads = recorded if isinstance(recorded, int) else auto_threads(usable_cores(), sharing or spec.meta.sessions)
+    threads = recorded if isinstance(recorded, int) else torch_threads(spec, sharing or spec.meta.sessions)
     return spec.model_copy(update={"meta": spec.meta.model_copy(update={"torch_threads": threads})})
 
 

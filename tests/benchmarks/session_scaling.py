@@ -1,6 +1,8 @@
 """How one session scales with the cores it is given: its env copies stepped in its own process
 ("sync"), one process per copy ("async"), or in blocks by `env.workers` processes, and torch
-threads for the learner (`meta.torch_threads`); `auto` for both, as this machine resolves it.
+threads for the learner (`meta.torch_threads`); `auto` for both, as this machine resolves it
+(`rlrun.spec.cores.split_cores`). Each runs with the OpenMP wait policy a training command sets
+(idle threads sleep); "spin" rows keep libgomp's default (idle threads spin), for comparison.
 
     python tests/benchmarks/session_scaling.py [--spec ppo_breakout] [--frames 4096]
         [--copies 8 16] [--workers 2 4 8] [--threads 1 2] [--stepping-frames 4096] [--device cpu]
@@ -27,6 +29,8 @@ import subprocess
 import sys
 
 from speed_vs_sb3 import SINGLE_THREAD  # this folder is the script's: on sys.path
+
+from rlrun.spec.cores import OPENMP_WAIT_POLICY, let_idle_threads_sleep
 
 # CPU time of this process and of its live children (the env workers), from /proc: a worker's
 # time is counted while it runs, so its start-up (imports, the ROM) stays out, as the session's does.
@@ -90,21 +94,31 @@ print(json.dumps({"fps": done / wall, "cpu_fps": done / used}))
 '''
 
 
-def measure(script: str, spec: str, frames: int, edits: list[str]) -> dict[str, float]:
+def measure(script: str, spec: str, frames: int, edits: list[str], spin: bool = False) -> dict[str, float]:
+    """One configuration in a fresh process, with the OpenMP wait policy of a training command
+    (`let_idle_threads_sleep`), or libgomp's default spin (`spin`)."""
+    env = {**os.environ, **SINGLE_THREAD}
+    if spin:
+        env.pop(OPENMP_WAIT_POLICY, None)
+    else:
+        let_idle_threads_sleep(env)
     done = subprocess.run([sys.executable, "-c", script, spec, json.dumps(edits), str(frames)],
-                          capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"a configuration failed ({edits}):\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def layouts(copies: int, workers: list[int], threads: list[int]) -> list[tuple[str, int | str, list[str]]]:
-    """(how the copies are stepped, torch threads, the spec edits) for one number of copies."""
-    rows: list[tuple[str, int | str, list[str]]] = [("this process", t, []) for t in threads]
-    rows.append((f"async, {copies} procs", threads[0], ["env.vectorization=async"]))
-    rows += [(f"{w} workers", threads[0], [f"env.workers={w}"]) for w in workers if 1 < w <= copies]
-    rows.append(("auto", "auto", ["env.workers=auto"]))
+def layouts(copies: int, workers: list[int], threads: list[int]) -> list[tuple[str, int | str, list[str], bool]]:
+    """(how the copies are stepped, torch threads, the spec edits, whether OpenMP spins) for one
+    number of copies."""
+    rows: list[tuple[str, int | str, list[str], bool]] = [("this process", t, [], False) for t in threads]
+    rows += [("this process, spin", t, [], True) for t in threads if t > 1]
+    rows.append((f"async, {copies} procs", threads[0], ["env.vectorization=async"], False))
+    rows += [(f"{w} workers", threads[0], [f"env.workers={w}"], False) for w in workers if 1 < w <= copies]
+    rows.append(("auto", "auto", ["env.workers=auto"], False))
+    rows.append(("auto, spin", "auto", ["env.workers=auto"], True))
     return rows
 
 
@@ -126,19 +140,19 @@ def main() -> None:
         if frames <= 0:
             continue
         print(f"\n{part}, {frames:,} frames a configuration")
-        print(f"{'copies':>6} {'stepped in':>16} {'threads':>7} {'f/s':>8} {'f/cpu-s':>8} {'f/s vs in process':>18}")
+        print(f"{'copies':>6} {'stepped in':>18} {'threads':>7} {'f/s':>8} {'f/cpu-s':>8} {'f/s vs in process':>18}")
         for copies in args.copies:
             base = None
-            for where, threads, edits in layouts(copies, args.workers, args.threads):
-                if part == "stepping" and where == "this process" and threads != args.threads[0]:
+            for where, threads, edits, spin in layouts(copies, args.workers, args.threads):
+                if part == "stepping" and (spin or (where == "this process" and threads != args.threads[0])):
                     continue  # no learner: threads change nothing
                 settings = [f"env.num_envs={copies}", f"meta.torch_threads={threads}", "meta.num_eval_episodes=1",
                             f"meta.max_frame={frames}", f"meta.eval_frequency={frames}",
                             f"meta.checkpoint_frequency={frames}", f"meta.log_frequency={max(frames // 8, 1)}",
                             "meta.sessions=1", f"meta.device={args.device}", *edits]
-                result = measure(script, args.spec, frames, settings)
+                result = measure(script, args.spec, frames, settings, spin)
                 base = base or result["fps"]
-                print(f"{copies:>6} {where:>16} {threads!s:>7} {result['fps']:>8.0f} {result['cpu_fps']:>8.0f} "
+                print(f"{copies:>6} {where:>18} {threads!s:>7} {result['fps']:>8.0f} {result['cpu_fps']:>8.0f} "
                       f"{result['fps'] / base:>17.2f}x", flush=True)
 
 

@@ -3,34 +3,114 @@ blocks of copies the workers step, and how the spec takes and refuses these sett
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from pydantic import ValidationError
 
 from rlrun.spec import EnvSpec, Spec, validate_spec
 from rlrun.spec.consistency import check_edit
-from rlrun.spec.cores import auto_threads, auto_workers, blocks, cores_per_session, torch_threads, usable_cores
+from rlrun.spec.cores import (
+    AUTO,
+    OPENMP_WAIT_POLICY,
+    Split,
+    blocks,
+    cores_per_session,
+    let_idle_threads_sleep,
+    split_cores,
+    torch_threads,
+    usable_cores,
+    worker_count,
+)
+
+A = AUTO
+MACHINES = [1, 2, 4, 16, 64]
+SESSIONS = [1, 2, 3, 4]
+COPIES = [1, 2, 3, 8, 16, 64]
 
 
-@pytest.mark.parametrize(("num_envs", "cores", "sessions", "workers"), [
-    (8, 2, 1, 1),     # two cores: one for the learner, and one worker gains nothing over the session's process
-    (8, 16, 1, 8),    # never more workers than copies
-    (64, 16, 1, 15),  # a core left to the learner
-    (64, 16, 4, 3),   # four sessions share the machine: 4 cores each
-    (64, 16, 32, 1),  # more sessions than cores: in process
-    (1, 64, 1, 1),
-])
-def test_auto_workers(num_envs: int, cores: int, sessions: int, workers: int) -> None:
-    assert auto_workers(num_envs, cores, sessions) == workers
+@pytest.mark.parametrize(("cores", "sessions", "copies", "threads", "workers", "split"), [
+    # both "auto": half the share to the workers (rounded down, at most one per copy), the rest to threads
+    (1, 1, 8, A, A, (1, 1)),
+    (2, 1, 8, A, A, (2, 1)),      # one worker would gain nothing: the session's process steps, 2 threads
+    (4, 1, 8, A, A, (2, 2)),
+    (16, 1, 16, A, A, (8, 8)),    # not 16 threads and 15 workers on 16 cores
+    (16, 1, 3, A, A, (13, 3)),    # a worker per copy at most; the threads take the rest
+    (16, 2, 16, A, A, (4, 4)),    # two sessions share the machine: 8 cores each
+    (16, 3, 16, A, A, (3, 2)),
+    (16, 4, 64, A, A, (2, 2)),
+    (64, 1, 64, A, A, (32, 32)),
+    (64, 4, 1, A, A, (16, 1)),    # one copy: stepped in the session's process
+    (64, 64, 64, A, A, (1, 1)),
+    (4, 8, 64, A, A, (1, 1)),     # more sessions than cores
+    # workers "auto", threads a number: what the threads leave
+    (16, 1, 16, 8, A, (8, 8)),    # not 15 workers beside 8 threads
+    (16, 1, 64, 1, A, (1, 15)),   # the default 1 thread: a core for the learner, as before
+    (16, 4, 64, 1, A, (1, 3)),
+    (16, 1, 8, 1, A, (1, 8)),
+    (16, 1, 64, 15, A, (15, 1)),  # one core left: the session's process steps
+    (4, 1, 8, 8, A, (8, 1)),      # more threads than cores: no workers
+    (2, 1, 8, 1, A, (1, 1)),
+    (64, 2, 64, 4, A, (4, 28)),
+    # threads "auto", workers a number (or "async": a process per copy): what the workers leave
+    (16, 1, 16, A, 12, (4, 12)),  # not 16 threads beside 12 workers
+    (16, 1, 16, A, 1, (16, 1)),
+    (16, 1, 16, A, 16, (1, 16)),  # at least 1
+    (64, 4, 8, A, 8, (8, 8)),
+    (2, 1, 4, A, 2, (1, 2)),
+    # both numbers: kept
+    (16, 1, 16, 3, 5, (3, 5)),
+])  # fmt: skip
+def test_split_cores(cores: int, sessions: int, copies: int, threads: int | str, workers: int | str,
+                     split: tuple[int, int]) -> None:
+    assert split_cores(cores_per_session(cores, sessions), copies, threads, workers) == Split(*split)
 
 
-@pytest.mark.parametrize(("cores", "sessions", "threads"), [(2, 1, 2), (16, 4, 4), (16, 3, 5), (2, 4, 1), (1, 1, 1)])
-def test_auto_threads_are_the_sessions_share_of_the_cores(cores: int, sessions: int, threads: int) -> None:
-    assert auto_threads(cores, sessions) == threads == cores_per_session(cores, sessions)
+@pytest.mark.parametrize("cores", MACHINES)
+def test_auto_never_oversubscribes_and_a_session_finds_the_workers_the_run_planned(cores: int) -> None:
+    for sessions, copies in itertools.product(SESSIONS, COPIES):
+        _check_split(cores_per_session(cores, sessions), copies)
 
 
-def test_a_number_is_kept_and_auto_is_resolved_on_this_machine() -> None:
-    assert torch_threads(3, 1) == 3
-    assert torch_threads("auto", 1) == usable_cores() >= 1
+def _check_split(share: int, copies: int) -> None:
+    both = split_cores(share, copies, AUTO, AUTO)
+    processes = both.workers if both.workers > 1 else 0  # 1: stepped in the session's own process
+    assert both.threads >= 1 and 1 <= both.workers <= copies
+    assert both.threads + processes == share  # every core of the share, none twice
+    # the run records the threads; a session on the same machine resolves the workers from them
+    assert split_cores(share, copies, both.threads, AUTO) == both
+    for threads in (1, 2, 8, 64):
+        workers = split_cores(share, copies, threads, AUTO).workers
+        assert workers <= copies and (workers == 1 or threads + workers <= share)
+    for workers in (1, 2, 8, 64):
+        threads = split_cores(share, copies, AUTO, workers).threads
+        assert threads >= 1 and (threads + (workers if workers > 1 else 0) <= share or threads == 1)
+
+
+def _spec(cores_settings: dict[str, object], **env: object) -> Spec:
+    return validate_spec({"name": "t", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1", **env},
+                          "meta": {"max_frame": 1000, **cores_settings}})
+
+
+def test_the_spec_helpers_read_the_rule() -> None:
+    both = _spec({"torch_threads": "auto"}, num_envs=16, workers="auto")
+    assert torch_threads(both, sessions=1, cores=16) == 8
+    assert worker_count(both.env, sessions=1, threads=8, cores=16) == 8
+    assert worker_count(both.env, sessions=1, threads=8, cores=32) == 16  # a resume on a larger machine
+    assert worker_count(both.env, sessions=2, threads=8, cores=16) == 1  # or beside another run
+    on_async = _spec({"torch_threads": "auto"}, num_envs=4, vectorization="async")
+    assert torch_threads(on_async, sessions=1, cores=16) == 12  # a process per copy
+    assert torch_threads(_spec({"torch_threads": 3}), sessions=1, cores=16) == 3
+    assert torch_threads(_spec({"torch_threads": "auto"}), sessions=1) == usable_cores() >= 1
+
+
+def test_training_commands_let_idle_openmp_threads_sleep_unless_told_otherwise() -> None:
+    environ: dict[str, str] = {}
+    let_idle_threads_sleep(environ)
+    assert environ == {OPENMP_WAIT_POLICY: "PASSIVE"}
+    chosen = {OPENMP_WAIT_POLICY: "ACTIVE"}
+    let_idle_threads_sleep(chosen)
+    assert chosen == {OPENMP_WAIT_POLICY: "ACTIVE"}
 
 
 @pytest.mark.parametrize(("num_envs", "workers", "sizes"), [(8, 2, [4, 4]), (7, 3, [3, 2, 2]), (3, 3, [1, 1, 1])])
@@ -57,14 +137,9 @@ def test_workers_refused(settings: dict[str, object], message: str) -> None:
         EnvSpec(id="CartPole-v1", **settings)
 
 
-def _spec(**env: object) -> Spec:
-    return validate_spec({"name": "t", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1", **env},
-                          "meta": {"max_frame": 1000}})
-
-
 def test_a_resume_may_change_workers_but_not_threads() -> None:
-    old = _spec(num_envs=4)
-    [workers] = check_edit(old, _spec(num_envs=4, workers=2), 500)
+    old = _spec({}, num_envs=4)
+    [workers] = check_edit(old, _spec({}, num_envs=4, workers=2), 500)
     assert (workers.path, workers.kind, workers.allowed) == ("env.workers", "record-only", True)
     threads_old = validate_spec({**old.to_json(), "meta": {**old.to_json()["meta"], "torch_threads": 2}})
     [threads] = check_edit(old, threads_old, 500)
