@@ -95,11 +95,13 @@ class HandMLP:
         self._saved = []
         return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
 
-    @torch.no_grad()
     def run(self, x: torch.Tensor, workspace: Workspace | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The network's output for a batch of rows, as `net(x)` computes it but with no graph,
-        and each layer's input (what `backward_from` needs). With a `workspace`, the hidden layers
-        are written into its buffers: valid until the next `run` into the same workspace."""
+        """The network's output for a batch of rows, as `net(x)` computes it but with no graph
+        (it computes with plain views of the weights, and `x` needs no gradient: no torch.no_grad
+        needed, whose decorator costs as much as a layer), and each layer's input (what
+        `backward_from` needs). With a `workspace`, the hidden layers are written into its buffers:
+        valid until the next `run` into the same workspace."""
+        assert not x.requires_grad
         saved = [x]
         hidden_layers = len(self.activations)
         for i, (bias, weight_t) in enumerate(zip(self.biases, self.weights_t, strict=True)):
@@ -113,7 +115,6 @@ class HandMLP:
                 x = torch.addmm(bias, x, weight_t)
         return x, saved
 
-    @torch.no_grad()
     def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
                       inputs: bool = False, workspace: Workspace | None = None) -> torch.Tensor | None:
         """The backward pass of the `run` that kept `saved`, for the output's gradient `grad`: with
@@ -121,7 +122,7 @@ class HandMLP:
         input returned (else None). Autograd's kernels, in its layouts, so its bits. With a
         `workspace`, the hidden layers' gradients are formed in its buffers (its keys below zero:
         the same workspace may hold this pass's `run`), and the weights' in their previous `.grad`
-        tensors (which the caller must no longer need)."""
+        tensors (which the caller must no longer need). No graph, as for `run`."""
         for i in reversed(range(len(self.linears))):
             layer_input = saved[i]
             if params:
