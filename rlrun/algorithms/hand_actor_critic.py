@@ -46,8 +46,8 @@ class HandActorCritic:
         # hidden layers: the actor's and the critic's kept for their backward, one scratch for both backwards
         self.kept: tuple[Workspace, Workspace] = ({}, {})
         self.scratch: Workspace = {}
-        self._evaluated: tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]] | None
-        self._evaluated = None
+        self._evaluated: tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]] | None = None
+        """What `backward` needs from the last `evaluate`: the actor's output, the actions, each network's layers."""
 
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
@@ -57,7 +57,7 @@ class HandActorCritic:
         values_out, critic_saved = self.critic.run(obs, self.kept[1])
         log_probs, entropies = self.model.heads(out, actions, entropy=entropy)
         values = values_out.squeeze(-1)
-        self._evaluated = (out, actions, values, actor_saved, critic_saved)
+        self._evaluated = (out, actions, actor_saved, critic_saved)
         return log_probs, entropies, values
 
     @torch.no_grad()
@@ -67,7 +67,7 @@ class HandActorCritic:
         to the last `evaluate`'s log-probabilities, entropies (None: the loss does not read them)
         and values are these, and return them in `model.parameters()` order."""
         assert self._evaluated is not None, "backward follows evaluate"
-        out, actions, values, actor_saved, critic_saved = self._evaluated
+        out, actions, actor_saved, critic_saved = self._evaluated
         self._evaluated = None
         if self.model.policy is None:
             grad_out = self._gaussian_backward(out, actions, grad_log_probs, grad_entropies)
