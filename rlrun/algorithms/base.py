@@ -282,8 +282,20 @@ def orthogonal(layer: _Layer, gain: float) -> _Layer:
 def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     """1 - Var(target - predicted) / Var(target): 1 for a perfect value function, 0 for one no
     better than a constant, negative for worse (NaN when the targets do not vary)."""
-    variance = float(np.var(target))
-    return math.nan if variance == 0 else 1.0 - float(np.var(target - predicted)) / variance
+    variance = float_variance(target)
+    return math.nan if variance == 0 else 1.0 - float_variance(target - predicted) / variance
+
+
+def float_variance(x: np.ndarray) -> float:
+    """`float(np.var(x))` for a float array, by NumPy's own arithmetic (the sum, divided in place
+    by the count, is the mean; the squared deviations' sum over the count, the variance) without
+    its generality, which costs several times the arithmetic for a rollout's few hundred numbers."""
+    count = np.intp(x.size)
+    mean = np.add.reduce(x, axis=None, keepdims=True)
+    np.true_divide(mean, count, out=mean, casting="unsafe")
+    deviations = np.subtract(x, mean)
+    total = np.add.reduce(np.square(deviations, out=deviations), axis=None)
+    return float(total.dtype.type(total / count))
 
 
 def obs_size(space: Any) -> int:

@@ -68,6 +68,14 @@ class HandMLP:
         self.linears = [module for module in modules[0::2] if isinstance(module, nn.Linear)]
         self.activations = modules[1::2]
         self.params = [p for linear in self.linears for p in (linear.weight, linear.bias)]
+        # Plain tensors over the parameters' memory (optimisers and load_state_dict write the
+        # parameters in place, so these always hold the current weights): a kernel given a
+        # Parameter first checks it for a __torch_function__ override, and `weight.t()` is another
+        # call, which together cost more than a small layer's arithmetic
+        self.weights = [linear.weight.detach() for linear in self.linears]
+        self.weights_t = [weight.t() for weight in self.weights]
+        self.biases = [linear.bias.detach() for linear in self.linears]
+        self.relu = [isinstance(activation, nn.ReLU) for activation in self.activations]
         self._saved: list[torch.Tensor] = []
 
     @torch.no_grad()
@@ -87,23 +95,26 @@ class HandMLP:
         self._saved = []
         return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
 
-    @torch.no_grad()
     def run(self, x: torch.Tensor, workspace: Workspace | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The network's output for a batch of rows, as `net(x)` computes it but with no graph,
-        and each layer's input (what `backward_from` needs). With a `workspace`, the hidden layers
-        are written into its buffers: valid until the next `run` into the same workspace."""
+        """The network's output for a batch of rows, as `net(x)` computes it but with no graph
+        (it computes with plain views of the weights, and `x` needs no gradient: no torch.no_grad
+        needed, whose decorator costs as much as a layer), and each layer's input (what
+        `backward_from` needs). With a `workspace`, the hidden layers are written into its buffers:
+        valid until the next `run` into the same workspace."""
+        assert not x.requires_grad
         saved = [x]
-        for i, linear in enumerate(self.linears):
-            hidden = i < len(self.activations)
-            out = buffer(workspace, i, (len(x), linear.out_features), x) if hidden else None
-            x = torch.addmm(linear.bias, x, linear.weight.t(), out=out)  # what nn.Linear does with a batch
-            if hidden:
+        hidden_layers = len(self.activations)
+        for i, (bias, weight_t) in enumerate(zip(self.biases, self.weights_t, strict=True)):
+            if i < hidden_layers:
+                out = buffer(workspace, i, (len(x), len(bias)), x)
+                x = torch.addmm(bias, x, weight_t, out=out)  # what nn.Linear does with a batch
                 # in place: the same values as torch.relu / torch.tanh, on a tensor nothing else holds
-                x = x.relu_() if isinstance(self.activations[i], nn.ReLU) else x.tanh_()
+                x = x.relu_() if self.relu[i] else x.tanh_()
                 saved.append(x)
+            else:
+                x = torch.addmm(bias, x, weight_t)
         return x, saved
 
-    @torch.no_grad()
     def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
                       inputs: bool = False, workspace: Workspace | None = None) -> torch.Tensor | None:
         """The backward pass of the `run` that kept `saved`, for the output's gradient `grad`: with
@@ -111,21 +122,22 @@ class HandMLP:
         input returned (else None). Autograd's kernels, in its layouts, so its bits. With a
         `workspace`, the hidden layers' gradients are formed in its buffers (its keys below zero:
         the same workspace may hold this pass's `run`), and the weights' in their previous `.grad`
-        tensors (which the caller must no longer need)."""
+        tensors (which the caller must no longer need). No graph, as for `run`."""
         for i in reversed(range(len(self.linears))):
-            linear, layer_input = self.linears[i], saved[i]
+            layer_input = saved[i]
             if params:
                 # AddmmBackward0 for `addmm(bias, inputs, weight.t())`: weight.t() is column-major, so
                 # its gradient is formed as grad.t() @ inputs, directly in the weight's layout
-                old = linear.weight.grad if workspace is not None else None
-                reuse = old is not None and old.shape == linear.weight.shape
-                linear.weight.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
-                linear.bias.grad = grad.sum(0)
+                weight_param = self.params[2 * i]
+                old = weight_param.grad if workspace is not None else None
+                reuse = old is not None and old.shape == weight_param.shape
+                weight_param.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
+                self.params[2 * i + 1].grad = grad.sum(0)
             if i > 0:
                 out = buffer(workspace, -i, layer_input.shape, layer_input)
-                grad = torch.mm(grad, linear.weight, out=out)
+                grad = torch.mm(grad, self.weights[i], out=out)
                 backward = _BACKWARD[type(self.activations[i - 1])]
                 grad = backward(grad, layer_input) if out is None else backward(grad, layer_input, grad_input=out)
             elif inputs:
-                return grad.mm(linear.weight)
+                return grad.mm(self.weights[i])
         return None

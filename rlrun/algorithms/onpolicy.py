@@ -30,6 +30,7 @@ from rlrun.algorithms.base import (
 )
 from rlrun.algorithms.base import network as make_network
 from rlrun.algorithms.distributions import Policy, policy_for
+from rlrun.algorithms.hand_actor_critic import HandActorCritic
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec
@@ -99,12 +100,18 @@ class ActorCritic(nn.Module):
         features = obs if self.shared is None else self.shared(obs)
         out = self.actor(features)
         values = self.critic(features).squeeze(-1)
+        return *self.heads(out, actions, entropy=entropy), values
+
+    def heads(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The policy's log-probabilities of `actions` and (if asked) its entropies, from the actor's
+        output `out` (logits, or the Gaussian's mean)."""
         if self.policy is not None:
-            return *self.policy.evaluate(out, actions, entropy=entropy), values
+            return self.policy.evaluate(out, actions, entropy=entropy)
         z = (actions - out) / self.log_std.exp()
         log_probs = (-0.5 * z.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(dim=-1)
-        entropies = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(obs)) if entropy else None
-        return log_probs, entropies, values
+        entropies = (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(len(out)) if entropy else None
+        return log_probs, entropies
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """What the env is given: continuous actions clipped to its bounds, discrete ones in its shape."""
@@ -211,6 +218,8 @@ class OnPolicyAgent:
                  num_envs: int, max_frame: int, device: torch.device) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device)
+        self.hand = HandActorCritic(self.model) if HandActorCritic.fits(self.model) else None
+        """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd."""
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.obs_layout = ObsLayout.of(obs_space, config.network)
@@ -261,6 +270,11 @@ class OnPolicyAgent:
 
     def advantage_lambda(self) -> float:
         return self.config.gae_lambda
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """`ActorCritic.evaluate`: with autograd's graph, or by hand (no graph: `hand.backward` follows)."""
+        return (self.model if self.hand is None else self.hand).evaluate(obs, actions, entropy=entropy)
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         """Optimise on a full rollout; return the losses and diagnostics."""

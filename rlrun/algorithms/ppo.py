@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from rlrun.algorithms.onpolicy import OnPolicyAgent
-from rlrun.algorithms.optim import optimise
+from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
 from rlrun.spec.agents.ppo import Config
 
@@ -79,17 +79,38 @@ class Agent(OnPolicyAgent):
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
         need it)."""
         config = self.config
-        log_probs, entropies, values = self.model.evaluate(part["obs"], part["actions"], entropy=entropy)
+        log_probs, entropies, values = self.evaluate(part["obs"], part["actions"], entropy=entropy)
         advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
-        policy_loss = -torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
-        if config.clip_range_vf is not None:
-            values = part["values"] + torch.clamp(values - part["values"], -config.clip_range_vf, config.clip_range_vf)
-        value_loss = (part["returns"] - values).pow(2).mean()
-        loss = policy_loss + config.value_coef * value_loss
-        if entropy_coef != 0 and entropies is not None:
-            loss = loss - entropy_coef * entropies.mean()
-        grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
+        policy_loss = -torch.min(unclipped, clipped).mean()
+        value_clip = config.clip_range_vf
+        if value_clip is not None:
+            moved = values - part["values"]
+            values = part["values"] + torch.clamp(moved, -value_clip, value_clip)
+        error = part["returns"] - values
+        value_loss = error.pow(2).mean()
+        if self.hand is None:
+            loss = policy_loss + config.value_coef * value_loss
+            if entropy_coef != 0 and entropies is not None:
+                loss = loss - entropy_coef * entropies.mean()
+            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        else:  # that loss's gradients, by hand: autograd's formulas backwards from the loss (a 1)
+            one, n = torch.ones_like(policy_loss), len(values)
+            grad_min = (-one).expand(n) / n  # neg's, mean's; then minimum's (a tie halves it), the products'
+            tie = unclipped == clipped
+            grad_unclipped = torch.where(tie, grad_min / 2, grad_min).masked_fill_(unclipped > clipped, 0) * advantages
+            grad_clipped = torch.where(tie, grad_min / 2, grad_min).masked_fill_(unclipped < clipped, 0) * advantages
+            inside = (ratio >= 1 - clip).logical_and_(ratio <= 1 + clip)  # clamp's: none outside [lo, hi]
+            zero = grad_clipped.new_zeros(())
+            grad_log_probs = (grad_unclipped + torch.where(inside, grad_clipped, zero)) * ratio  # exp's; sub passes it
+            grad_values = -((one * config.value_coef).expand(n) / n * (2.0 * error.pow(1.0)))  # mul, mean, pow, sub
+            if value_clip is not None:  # the sum passes it on to the clamp, the clamp to the subtraction
+                grad_values = torch.where((moved >= -value_clip).logical_and_(moved <= value_clip), grad_values, zero)
+            grad_entropies = (((-one) * entropy_coef).expand(n) / n  # sub's, mul's, mean's
+                              if entropy_coef != 0 and entropies is not None else None)
+            grads = self.hand.backward(grad_log_probs, grad_entropies, grad_values)
+            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         return Stepped((policy_loss.detach(), value_loss.detach(), grad_norm), log_probs.detach(), part["log_probs"],
                        None if entropies is None else entropies.detach())

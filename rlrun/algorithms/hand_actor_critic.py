@@ -1,0 +1,125 @@
+"""The gradient of an on-policy actor-critic's loss, derived by hand (A2C's and PPO's, for built-in MLPs).
+
+At classic-control sizes autograd's bookkeeping (recording some forty nodes on the forward pass,
+then walking them one by one) took longer than all the arithmetic of an A2C update. As DQN's and
+SAC's steps do (`hand_mlp`), `HandActorCritic` runs the actor and the critic itself, and the
+backward pass from the gradients of the log-probabilities, entropies and values the loss reads
+(which A2C and PPO derive from their own losses) to the parameters: each operation's gradient as
+autograd's formula for it computes it, with the same kernels in the same layouts, and where a
+tensor gets gradients from several places they are summed in the order autograd's engine sums
+them (it runs the node created last first). So the gradients are autograd's bit for bit
+(tests/unit/test_onpolicy_hand.py holds whole agents to that), and a run learns the same bits
+either way.
+
+`HandActorCritic.fits` is the rule for which models take this path: separate built-in MLP heads
+(`HandMLP.fits`) with a categorical policy (Discrete actions) or a Gaussian one (Box). Others (a
+shared CNN, the user's networks, other activations, MultiDiscrete and MultiBinary actions) keep
+autograd.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from rlrun.algorithms.distributions import Categorical
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace
+
+if TYPE_CHECKING:
+    from rlrun.algorithms.onpolicy import ActorCritic
+
+
+class HandActorCritic:
+    """`ActorCritic.evaluate` and its backward pass, with no autograd graph."""
+
+    @staticmethod
+    def fits(model: ActorCritic) -> bool:
+        return (model.shared is None and HandMLP.fits(model.actor) and HandMLP.fits(model.critic)
+                and (model.continuous or type(model.policy) is Categorical))
+
+    def __init__(self, model: ActorCritic) -> None:
+        assert self.fits(model)
+        self.model = model
+        self.actor, self.critic = HandMLP(model.actor), HandMLP(model.critic)
+        self.params = list(model.parameters())  # the order the optimiser has them (log_std first)
+        # hidden layers: the actor's and the critic's kept for their backward, one scratch for both backwards
+        self.kept: tuple[Workspace, Workspace] = ({}, {})
+        self.scratch: Workspace = {}
+        self._evaluated: tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]] | None = None
+        """What `backward` needs from the last `evaluate`: the actor's output, the actions, each network's layers."""
+
+    @torch.no_grad()
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """What `ActorCritic.evaluate` returns, the same bits without gradients; `backward` follows."""
+        out, actor_saved = self.actor.run(obs, self.kept[0])
+        values_out, critic_saved = self.critic.run(obs, self.kept[1])
+        log_probs, entropies = self.model.heads(out, actions, entropy=entropy)
+        values = values_out.squeeze(-1)
+        self._evaluated = (out, actions, actor_saved, critic_saved)
+        return log_probs, entropies, values
+
+    @torch.no_grad()
+    def backward(self, grad_log_probs: torch.Tensor, grad_entropies: torch.Tensor | None, grad_values: torch.Tensor
+                 ) -> list[torch.Tensor]:
+        """Set the model's parameters' `.grad` to the gradient of a loss whose gradients with respect
+        to the last `evaluate`'s log-probabilities, entropies (None: the loss does not read them)
+        and values are these, and return them in `model.parameters()` order."""
+        assert self._evaluated is not None, "backward follows evaluate"
+        out, actions, actor_saved, critic_saved = self._evaluated
+        self._evaluated = None
+        if self.model.policy is None:
+            grad_out = self._gaussian_backward(out, actions, grad_log_probs, grad_entropies)
+        else:
+            grad_out = _categorical_backward(out, actions, grad_log_probs, grad_entropies)
+        # autograd walks the critic's nodes (created after the actor's) first; disjoint, so either order
+        self.critic.backward_from(critic_saved, grad_values.unsqueeze(-1), workspace=self.scratch)  # squeeze's
+        self.actor.backward_from(actor_saved, grad_out, workspace=self.scratch)
+        return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
+
+    def _gaussian_backward(self, out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
+                           grad_entropies: torch.Tensor | None) -> torch.Tensor:
+        """The gradient of the mean `out`; the log standard deviation's set on it. The forward
+        (`ActorCritic.heads`), for the record:
+            z = (actions - out) / log_std.exp()
+            log_probs = (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
+            entropies = (0.5 + 0.5 * LOG_2PI + log_std).sum().expand(n)"""
+        log_std = self.model.log_std
+        std = log_std.exp()  # the three values the forward made, remade by the same kernels
+        error = actions - out
+        z = error / std
+        grad = grad_log_probs.unsqueeze(-1).expand(z.shape)  # the sum's (the constant's passes it on)
+        from_sub = (-grad).sum(0)  # `- log_std`: broadcast over the rows, so summed back over them
+        grad_z = (grad * -0.5) * (2.0 * z.pow(1.0))  # the product's, then pow's
+        grad_error = grad_z / std  # the division's, for its numerator...
+        grad_std = (-grad_z * ((error / std) / std)).sum(0)  # ... and its (broadcast) denominator
+        from_exp = grad_std * std
+        # log_std's three gradients, summed as the engine runs their nodes: the entropy's (made last), the sub's, exp's
+        if grad_entropies is None:
+            log_std.grad = from_sub + from_exp
+        else:
+            from_entropy = grad_entropies.sum().expand(log_std.shape)  # expand's, then the sum's (add passes it on)
+            log_std.grad = (from_entropy + from_sub) + from_exp
+        return -grad_error  # `actions - out`
+
+
+def _categorical_backward(out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
+                          grad_entropies: torch.Tensor | None) -> torch.Tensor:
+    """The gradient of the logits `out`. The forward (`Categorical.evaluate`), for the record:
+        all_log_probs = log_softmax(out)
+        log_probs = all_log_probs.gather(-1, actions[..., None]).squeeze(-1)
+        entropies = -(all_log_probs.exp() * all_log_probs).sum(-1)"""
+    all_log_probs = torch.log_softmax(out, dim=-1)  # remade by the same kernel
+    index = actions[..., None].long()
+    from_gather = all_log_probs.new_zeros(all_log_probs.shape).scatter_add_(-1, index, grad_log_probs.unsqueeze(-1))
+    if grad_entropies is None:
+        grad = from_gather
+    else:
+        probs = all_log_probs.exp()
+        grad_product = (-grad_entropies).unsqueeze(-1).expand(all_log_probs.shape)  # neg's, then the sum's
+        from_product = grad_product * probs  # the product's, for its second factor...
+        from_exp = (grad_product * all_log_probs) * probs  # ... and its first, through exp
+        # summed as the engine runs their nodes: the product's (made last), exp's, gather's
+        grad = (from_product + from_exp) + from_gather
+    return torch._log_softmax_backward_data(grad, all_log_probs, -1, all_log_probs.dtype)
