@@ -14,10 +14,30 @@ tanh activation. Others (the user's, a CNN, other activations) keep autograd.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import torch
 from torch import nn
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def without_grad(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`torch.no_grad()` as a decorator, for a function called many times a step and mostly from
+    code that has already turned gradients off: entering torch's context costs microseconds (a
+    few Python objects and calls), checking whether it is needed does not."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not torch.is_grad_enabled():
+            return function(*args, **kwargs)
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return wrapper
 
 _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0
@@ -68,9 +88,14 @@ class HandMLP:
         self.linears = [module for module in modules[0::2] if isinstance(module, nn.Linear)]
         self.activations = modules[1::2]
         self.params = [p for linear in self.linears for p in (linear.weight, linear.bias)]
+        with torch.no_grad():  # what each pass reads, looked up once: the parameters are updated in place
+            self._layers = [(linear.weight, linear.bias, linear.weight.t(), linear.out_features)
+                            for linear in self.linears]
+        self._relu = [isinstance(activation, nn.ReLU) for activation in self.activations]
+        self._backwards = [_BACKWARD[type(activation)] for activation in self.activations]
         self._saved: list[torch.Tensor] = []
 
-    @torch.no_grad()
+    @without_grad
     def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
         """The network's output for a batch of rows, computed as `net(x)` computes it but with no
         graph; with `keep`, each layer's input is kept for `backward`."""
@@ -78,7 +103,7 @@ class HandMLP:
         self._saved = saved if keep else []
         return out
 
-    @torch.no_grad()
+    @without_grad
     def backward(self, grad: torch.Tensor) -> list[torch.Tensor]:
         """Set every parameter's `.grad` to the gradient of the last kept `forward`'s output (as a
         sum weighted by `grad`, its shape) and return those gradients, in `net.parameters()` order."""
@@ -87,23 +112,24 @@ class HandMLP:
         self._saved = []
         return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
 
-    @torch.no_grad()
+    @without_grad
     def run(self, x: torch.Tensor, workspace: Workspace | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The network's output for a batch of rows, as `net(x)` computes it but with no graph,
         and each layer's input (what `backward_from` needs). With a `workspace`, the hidden layers
         are written into its buffers: valid until the next `run` into the same workspace."""
         saved = [x]
-        for i, linear in enumerate(self.linears):
-            hidden = i < len(self.activations)
-            out = buffer(workspace, i, (len(x), linear.out_features), x) if hidden else None
-            x = torch.addmm(linear.bias, x, linear.weight.t(), out=out)  # what nn.Linear does with a batch
+        hidden_layers = len(self.activations)
+        for i, (_, bias, weight_t, width) in enumerate(self._layers):
+            hidden = i < hidden_layers
+            out = buffer(workspace, i, (len(x), width), x) if hidden else None
+            x = torch.addmm(bias, x, weight_t, out=out)  # what nn.Linear does with a batch
             if hidden:
                 # in place: the same values as torch.relu / torch.tanh, on a tensor nothing else holds
-                x = x.relu_() if isinstance(self.activations[i], nn.ReLU) else x.tanh_()
+                x = x.relu_() if self._relu[i] else x.tanh_()
                 saved.append(x)
         return x, saved
 
-    @torch.no_grad()
+    @without_grad
     def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
                       inputs: bool = False, workspace: Workspace | None = None) -> torch.Tensor | None:
         """The backward pass of the `run` that kept `saved`, for the output's gradient `grad`: with
@@ -112,20 +138,21 @@ class HandMLP:
         `workspace`, the hidden layers' gradients are formed in its buffers (its keys below zero:
         the same workspace may hold this pass's `run`), and the weights' in their previous `.grad`
         tensors (which the caller must no longer need)."""
-        for i in reversed(range(len(self.linears))):
-            linear, layer_input = self.linears[i], saved[i]
+        for i in reversed(range(len(self._layers))):
+            weight, bias = self._layers[i][:2]
+            layer_input = saved[i]
             if params:
                 # AddmmBackward0 for `addmm(bias, inputs, weight.t())`: weight.t() is column-major, so
                 # its gradient is formed as grad.t() @ inputs, directly in the weight's layout
-                old = linear.weight.grad if workspace is not None else None
-                reuse = old is not None and old.shape == linear.weight.shape
-                linear.weight.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
-                linear.bias.grad = grad.sum(0)
+                old = weight.grad if workspace is not None else None
+                reuse = old is not None and old.shape == weight.shape
+                weight.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
+                bias.grad = grad.sum(0)
             if i > 0:
                 out = buffer(workspace, -i, layer_input.shape, layer_input)
-                grad = torch.mm(grad, linear.weight, out=out)
-                backward = _BACKWARD[type(self.activations[i - 1])]
+                grad = torch.mm(grad, weight, out=out)
+                backward = self._backwards[i - 1]
                 grad = backward(grad, layer_input) if out is None else backward(grad, layer_input, grad_input=out)
             elif inputs:
-                return grad.mm(linear.weight)
+                return grad.mm(weight)
         return None
