@@ -134,7 +134,8 @@ class Agent:
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         # for the targets' Polyak step (load_state_dict copies into these same tensors)
-        self.critic_params, self.target_params = list(self.critic.parameters()), list(self.critic_target.parameters())
+        self.critic_params: list[torch.Tensor] = list(self.critic.parameters())
+        self.target_params: list[torch.Tensor] = list(self.critic_target.parameters())
         # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
         self.hand = HandSAC(self.actor, self.critic, self.critic_target) if HandSAC.fits(self.critic) else None
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -330,8 +331,9 @@ class HandSAC:
             hand.backward_from(saved, grad, workspace=self.scratch)
             values.append(q)
         q1, q2 = values
-        # functional.mse_loss's kernel, without its Python checks (the shapes are the same)
-        loss = 0.5 * (torch._C._nn.mse_loss(q1, target, 1) + torch._C._nn.mse_loss(q2, target, 1))
+        # functional.mse_loss's kernel, without its Python checks (the shapes are the same); 1: "mean"
+        mse_loss: Any = torch._C._nn.mse_loss  # its stub names the reduction a str, the binding takes an int
+        loss = 0.5 * (mse_loss(q1, target, 1) + mse_loss(q2, target, 1))
         return q1, q2, loss, [p.grad for hand in self.critics for p in hand.params if p.grad is not None]
 
     @without_grad
