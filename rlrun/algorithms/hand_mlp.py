@@ -14,10 +14,31 @@ tanh activation. Others (the user's, a CNN, other activations) keep autograd.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import torch
 from torch import nn
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def without_grad(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`torch.no_grad()` as a decorator, for a function called many times a step and mostly from
+    code that has already turned gradients off: entering torch's context costs microseconds (a
+    few Python objects and calls), checking whether it is needed does not."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not torch.is_grad_enabled():
+            return function(*args, **kwargs)
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return wrapper
+
 
 _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0
@@ -76,9 +97,10 @@ class HandMLP:
         self.weights_t = [weight.t() for weight in self.weights]
         self.biases = [linear.bias.detach() for linear in self.linears]
         self.relu = [isinstance(activation, nn.ReLU) for activation in self.activations]
+        self._backwards = [_BACKWARD[type(activation)] for activation in self.activations]
         self._saved: list[torch.Tensor] = []
 
-    @torch.no_grad()
+    @without_grad
     def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
         """The network's output for a batch of rows, computed as `net(x)` computes it but with no
         graph; with `keep`, each layer's input is kept for `backward`."""
@@ -86,7 +108,7 @@ class HandMLP:
         self._saved = saved if keep else []
         return out
 
-    @torch.no_grad()
+    @without_grad
     def backward(self, grad: torch.Tensor) -> list[torch.Tensor]:
         """Set every parameter's `.grad` to the gradient of the last kept `forward`'s output (as a
         sum weighted by `grad`, its shape) and return those gradients, in `net.parameters()` order."""
@@ -136,7 +158,7 @@ class HandMLP:
             if i > 0:
                 out = buffer(workspace, -i, layer_input.shape, layer_input)
                 grad = torch.mm(grad, self.weights[i], out=out)
-                backward = _BACKWARD[type(self.activations[i - 1])]
+                backward = self._backwards[i - 1]
                 grad = backward(grad, layer_input) if out is None else backward(grad, layer_input, grad_input=out)
             elif inputs:
                 return grad.mm(self.weights[i])

@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
-from rlrun.algorithms.hand_mlp import HandMLP, Workspace
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
@@ -61,7 +61,7 @@ class Squashed(NamedTuple):
     squeeze: torch.Tensor
     """1 - action^2 + 1e-6, the change of variables' factor, per action dimension."""
 
-    @torch.no_grad()
+    @without_grad
     def backward(self, grad_log_prob: torch.Tensor, grad_action: torch.Tensor) -> torch.Tensor:
         """The gradient of the network's output `out`, given those of `log_prob` and of `action`
         from elsewhere (the critics): each of autograd's backward formulas for the operations of
@@ -90,6 +90,16 @@ def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
     gaussian = (-0.5 * noise.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
     squeeze = 1 - action.pow(2) + 1e-6  # the change of variables
     return Squashed(action, gaussian - torch.log(squeeze).sum(-1), unclamped, std, noise, squeeze)
+
+
+def temperature_gradient(log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """The gradient of the temperature's loss `-(log_alpha * (log_prob + target_entropy)).mean()`
+    with respect to `log_alpha` (a number), as autograd computes it: the mean's backward gives
+    each row -1/n (a float32 quotient), the product's multiplies it by its factor, and the
+    broadcast's backward sums the rows (`sum_to`: a sum over the first dimension). The same
+    kernels, so the same bits (tests/unit/test_sac_hand.py), without a graph for one number."""
+    rows = (log_prob + target_entropy).mul_(float(np.float32(-1.0) / np.float32(len(log_prob))))
+    return rows.sum([0], keepdim=True).squeeze(0)
 
 
 class Critic(nn.Module):
@@ -123,6 +133,9 @@ class Agent:
         self.fast_actor = Fast(self.actor.body)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # for the targets' Polyak step (load_state_dict copies into these same tensors)
+        self.critic_params: list[torch.Tensor] = list(self.critic.parameters())
+        self.target_params: list[torch.Tensor] = list(self.critic_target.parameters())
         # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
         self.hand = HandSAC(self.actor, self.critic, self.critic_target) if HandSAC.fits(self.critic) else None
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -210,11 +223,15 @@ class Agent:
             actor_loss, log_prob, grads = self.hand.actor_loss(obs, self.generator, alpha)
             apply_gradients(self.actor_optimizer, grads, config.optimizer, clock.frame, self.max_frame,
                             measured=False)
-        if config.alpha == "auto":
+        if config.alpha == "auto" and self.hand is not None:
+            self.log_alpha.grad = temperature_gradient(log_prob, self.target_entropy)
+            apply_gradients(self.alpha_optimizer, [self.log_alpha.grad], config.optimizer, clock.frame,
+                            self.max_frame, measured=False)
+        elif config.alpha == "auto":
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             optimise_unmeasured(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
-            torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), config.tau)
+            torch._foreach_lerp_(self.target_params, self.critic_params, config.tau)
             clock.opt_step += 1
             return torch.stack([critic_loss, actor_loss, critic_loss.new_tensor(alpha), torch.min(q1, q2).mean(),
                                 -log_prob.mean()])
@@ -270,6 +287,25 @@ class HandSAC:
         self.targets = (HandMLP(critic_target.q1), HandMLP(critic_target.q2))
         self.scratch: Workspace = {}
         self.kept: tuple[Workspace, Workspace, Workspace] = ({}, {}, {})  # the actor's, each critic's
+        self.constants: dict[tuple, Any] = {}
+
+    def _half(self, like: torch.Tensor) -> torch.Tensor:
+        """0.5 as autograd's chain gives it to each critic's loss (a 1 times 0.5), made once."""
+        key = ("half", like.dtype, like.device)
+        if key not in self.constants:
+            self.constants[key] = like.new_ones(()) * 0.5
+        return self.constants[key]
+
+    def _mean_gradients(self, loss: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The mean's backward (1 / rows, each row), its negation (the minimum's gradient) and half
+        that (a tie's share), as the actor's backward computes them: the same for every step of a
+        batch size, so made once."""
+        key = ("mean", rows, loss.dtype, loss.device)
+        if key not in self.constants:
+            grad = torch.ones_like(loss).expand(rows) / rows
+            grad_min = -grad
+            self.constants[key] = (grad, grad_min, grad_min / 2)
+        return self.constants[key]
 
     def target_values(self, next_obs: torch.Tensor, generator: torch.Generator, alpha: float) -> torch.Tensor:
         """The soft value of the next observations: the smaller target critic's value of an action
@@ -280,7 +316,7 @@ class HandSAC:
         q2 = self.targets[1].run(inputs, self.scratch)[0].squeeze(-1)
         return torch.min(q1, q2) - alpha * next_log_prob
 
-    @torch.no_grad()
+    @without_grad
     def critic_step(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Both critics' values of the replayed actions, the critics' loss, and its gradients (set
@@ -291,14 +327,16 @@ class HandSAC:
             out, saved = hand.run(inputs, self.scratch)
             q = out.squeeze(-1)
             # autograd's chain from 0.5 * (mse(q1) + mse(q2)): d loss / d loss (a 1) times 0.5, to each mse
-            grad = torch.ops.aten.mse_loss_backward.default(target.new_ones(()) * 0.5, q, target, 1).unsqueeze(-1)
+            grad = torch.ops.aten.mse_loss_backward.default(self._half(target), q, target, 1).unsqueeze(-1)
             hand.backward_from(saved, grad, workspace=self.scratch)
             values.append(q)
         q1, q2 = values
-        loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
+        # functional.mse_loss's kernel, without its Python checks (the shapes are the same); 1: "mean"
+        mse_loss: Any = torch._C._nn.mse_loss  # its stub names the reduction a str, the binding takes an int
+        loss = 0.5 * (mse_loss(q1, target, 1) + mse_loss(q2, target, 1))
         return q1, q2, loss, [p.grad for hand in self.critics for p in hand.params if p.grad is not None]
 
-    @torch.no_grad()
+    @without_grad
     def actor_loss(self, obs: torch.Tensor, generator: torch.Generator, alpha: float
                    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The actor's loss, its sampled actions' log-probabilities, and its gradients (set on the
@@ -313,11 +351,11 @@ class HandSAC:
         q1, q2 = out1.squeeze(-1), out2.squeeze(-1)
         loss = (alpha * sample.log_prob - torch.min(q1, q2)).mean()
         # loss = (alpha * log_prob - minimum(q1, q2)).mean(), backwards
-        grad = torch.ones_like(loss).expand(len(obs)) / len(obs)
-        grad_log_prob, grad_min = grad * alpha, -grad
+        grad, grad_min, grad_tied = self._mean_gradients(loss, len(obs))
+        grad_log_prob = grad * alpha
         tie = q1 == q2
-        grad_q1 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 > q2, 0)
-        grad_q2 = torch.where(tie, grad_min / 2, grad_min).masked_fill_(q1 < q2, 0)
+        grad_q1 = torch.where(tie, grad_tied, grad_min).masked_fill_(q1 > q2, 0)
+        grad_q2 = torch.where(tie, grad_tied, grad_min).masked_fill_(q1 < q2, 0)
         grad_in1 = self.critics[0].backward_from(saved1, grad_q1.unsqueeze(-1), params=False, inputs=True,
                                                  workspace=self.scratch)
         grad_in2 = self.critics[1].backward_from(saved2, grad_q2.unsqueeze(-1), params=False, inputs=True,

@@ -4,6 +4,7 @@ either way."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -11,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from rlrun.algorithms import sac
 from rlrun.algorithms.base import Step, mlp
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace
-from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed
+from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed, temperature_gradient
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
@@ -53,6 +55,17 @@ def test_the_squashed_gaussians_gradient_is_autograds_bit_for_bit() -> None:
     mine = sample_squashed(out, torch.Generator().manual_seed(1))
     assert torch.equal(mine.action, sample.action.detach()) and torch.equal(mine.log_prob, sample.log_prob.detach())
     assert leaf.grad is not None and torch.equal(mine.backward(grad_log_prob, grad_action), leaf.grad)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 100, 256, 1000])
+def test_the_temperatures_gradient_is_autograds_bit_for_bit(rows: int) -> None:
+    torch.manual_seed(rows)
+    log_prob = torch.randn(rows) * 3
+    for target_entropy in (-1.0, -2.5):
+        log_alpha = torch.nn.Parameter(torch.tensor(0.3))
+        (-(log_alpha * (log_prob + target_entropy)).mean()).backward()
+        mine = temperature_gradient(log_prob, target_entropy)
+        assert log_alpha.grad is not None and torch.equal(mine, log_alpha.grad)
 
 
 def _tie_critics(agent: Agent) -> None:
@@ -119,6 +132,18 @@ def test_sac_learns_the_same_bits_by_hand(edits: list[str], prepare: Callable[[A
     by_autograd, autograd_metrics = _learned(edits, prepare, hand=False)
     assert hand_metrics == autograd_metrics and any(hand_metrics)
     _same({k: v for k, v in by_hand.items() if k != "logs"}, {k: v for k, v in by_autograd.items() if k != "logs"})
+
+
+def test_one_ulp_off_in_the_temperatures_gradient_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-agent comparison above can fail: the hand path's temperature gradient one float
+    step away from autograd's is told apart."""
+    exact = sac.temperature_gradient
+    monkeypatch.setattr(sac, "temperature_gradient", lambda log_prob, target_entropy: torch.nextafter(
+        exact(log_prob, target_entropy), torch.tensor(math.inf)))
+    by_hand, _ = _learned([], None, hand=True)
+    by_autograd, _ = _learned([], None, hand=False)
+    with pytest.raises(AssertionError):
+        _same(by_hand["log_alpha"], by_autograd["log_alpha"])
 
 
 def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
