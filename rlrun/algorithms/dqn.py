@@ -120,11 +120,14 @@ class Agent:
         epsilon, lr = config.epsilon.value(before, self.max_frame), self.optimizer.param_groups[0]["lr"]
         return Metrics(lambda: {**self._step_stats(steps), "epsilon": epsilon, "lr": lr})
 
-    def _step_stats(self, steps: list[tuple[torch.Tensor, ...]]) -> dict[str, float]:
+    def _step_stats(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
+                    ) -> dict[str, float]:
         """The `_STEP_STATS`, each the mean over the update's gradient steps (`steps`: each one's
-        loss, replayed Q-values, TD targets and gradient norm)."""
+        loss, None where the step did not need it, replayed Q-values, TD targets and gradient norm)."""
+        loss_function = _LOSSES[self.config.loss][0]
         with flushing_subnormals(self.device):  # where the steps formed them, before the stats were deferred
-            rows = [torch.stack([loss, taken.mean(), (taken - target).abs().mean(), grad_norm])
+            rows = [torch.stack([loss_function(taken, target) if loss is None else loss, taken.mean(),
+                                 (taken - target).abs().mean(), grad_norm])
                     for loss, taken, target, grad_norm in steps]
         stats = torch.stack(rows).double().mean(dim=0).tolist()
         return dict(zip(_STEP_STATS, stats, strict=True))
@@ -157,10 +160,11 @@ class Agent:
         return target
 
     def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock
-                       ) -> tuple[torch.Tensor, ...]:
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step on a replayed batch: its observations, actions taken (a column) and TD
-        targets; returns its loss, Q-values of the actions taken, targets and gradient norm (what
-        `_step_stats` reads). Runs with no autograd graph unless the network is not a `HandMLP`."""
+        targets; returns what `_step_stats` reads: its loss (None by hand: not needed to step),
+        Q-values of the actions taken, targets and gradient norm. Runs with no autograd graph
+        unless the network is not a `HandMLP`."""
         config = self.config
         loss_function, loss_backward = _LOSSES[config.loss]
         if self.hand_q is None:
@@ -172,7 +176,7 @@ class Agent:
         else:
             q, saved = self.hand_q.run(obs, self.scratch)
             taken = q.gather(1, chosen).squeeze(1)
-            loss = loss_function(taken, target)
+            loss = None  # its gradient needs only `taken` and `target`: the loss is a diagnostic, formed if read
             # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
             grad_taken = loss_backward(self.one, taken, target)
             grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
