@@ -10,7 +10,7 @@ as tensors and plain Python values, so a snapshot loads with `torch.load(weights
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -54,15 +54,44 @@ class Agent(Protocol):
 
     def observe(self, step: Step) -> None: ...
 
-    def update(self, clock: Clock) -> dict[str, float]:
+    def update(self, clock: Clock) -> Mapping[str, float]:
         """Optimise if it is time to; advance `clock.opt_step`; return the losses and diagnostics
-        named in `METRICS` (empty if idle). Diagnostics come from tensors the update computes
-        anyway: they never change what it learns."""
+        named in `METRICS` (empty if idle; `Metrics` to compute them only if read). Diagnostics
+        come from tensors the update computes anyway: they never change what it learns."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Metrics(Mapping[str, float]):
+    """An update's diagnostics, computed from its tensors the first time they are read. The
+    session reads only the last update's before it logs or snapshots (every few thousand frames),
+    so an algorithm that updates every few frames need not reduce each update's tensors to numbers
+    (a dozen small operations a gradient step): it hands `compute` the tensors, which it must not
+    change afterwards, and the numbers are the ones computing them at once would have given."""
+
+    def __init__(self, compute: Callable[[], dict[str, float]]) -> None:
+        self._compute: Callable[[], dict[str, float]] | None = compute
+        self._values: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        if self._compute is not None:
+            self._values, self._compute = self._compute(), None  # the tensors are let go once read
+        return self._values
+
+    def __getitem__(self, name: str) -> float:
+        return self._read()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __bool__(self) -> bool:  # an update that has something to report: read it only when asked
+        return True
 
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}

@@ -8,15 +8,16 @@ after each gradient step). Exploration is epsilon-greedy or Boltzmann, each with
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch.nn import functional
 
 from rlrun.algorithms.base import (
     Fast,
+    Metrics,
     Step,
     log_softmax,
     network,
@@ -24,20 +25,23 @@ from rlrun.algorithms.base import (
     sample_categorical,
     to_device,
 )
-from rlrun.algorithms.hand_mlp import HandMLP
+from rlrun.algorithms.hand_mlp import HandMLP, Workspace
 from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock, crossed
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
-_LOSSES = {  # each loss, and its d loss / d taken given d loss / d loss (a 1), by autograd's kernels
-    # (`.default`: the overload itself; the packet `torch.ops.aten.x` looks it up on every call)
-    "huber": (functional.smooth_l1_loss,
+_LOSSES = {  # each loss (functional's kernel, mean-reduced: 1), and its d loss / d taken given d loss /
+    # d loss (a 1), by autograd's kernels (`.default`: the overload itself; the packet
+    # `torch.ops.aten.x` looks it up on every call); taken and target have the same shape, so
+    # functional's broadcasting checks have nothing to do
+    "huber": (lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 1, 1.0),
               lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward.default(grad, taken, target, 1, 1.0)),
-    "mse": (functional.mse_loss,
+    "mse": (lambda taken, target: torch.ops.aten.mse_loss.default(taken, target, 1),
             lambda grad, taken, target: torch.ops.aten.mse_loss_backward.default(grad, taken, target, 1)),
 }
+
 
 
 class Agent:
@@ -56,6 +60,12 @@ class Agent:
         hand = HandMLP.fits(self.q)  # a built-in MLP: the networks' passes by hand, else torch's
         self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
         self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
+        self.one = torch.ones((), device=device)
+        """d loss / d loss, where the backward chain starts (read only)."""
+        self.scratch: Workspace = {}
+        """The gradient step's hidden layers, forward and backward (`hand_mlp.Workspace`)."""
+        self.targets_scratch: Workspace = {}
+        """The TD targets' passes' hidden layers (an update's batches at once: other shapes)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
                                    np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
@@ -85,7 +95,7 @@ class Agent:
 
     # -- learning -------------------------------------------------------------------------------
 
-    def update(self, clock: Clock) -> dict[str, float]:
+    def update(self, clock: Clock) -> Mapping[str, float]:
         self.frame = before = clock.frame
         previous = before - self.num_envs
         config = self.config
@@ -99,13 +109,28 @@ class Agent:
         if count == 0:
             return {}
         batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
-        with flushing_subnormals(self.device):
+        with torch.no_grad(), flushing_subnormals(self.device):
             targets = self._fixed_targets(batches)
-            steps = [self._gradient_step({name: value[i] for name, value in batches.items()},
-                                         None if targets is None else targets[i], clock) for i in range(count)]
-        stats = torch.stack(steps).double().mean(dim=0).tolist()
-        return {**dict(zip(_STEP_STATS, stats, strict=True)), "epsilon": config.epsilon.value(before, self.max_frame),
-                "lr": self.optimizer.param_groups[0]["lr"]}
+            obs = network_input(batches["obs"].flatten(0, 1), config.network).unflatten(0, (count, -1)).unbind(0)
+            chosen = batches["actions"].unsqueeze(-1).unbind(0)
+            steps = [self._gradient_step(obs[i], chosen[i], targets[i] if targets is not None else
+                                         self._td_target({name: value[i] for name, value in batches.items()}), clock)
+                     for i in range(count)]
+        # read when the session reports or snapshots (every few thousand frames), not every update
+        epsilon, lr = config.epsilon.value(before, self.max_frame), self.optimizer.param_groups[0]["lr"]
+        return Metrics(lambda: {**self._step_stats(steps), "epsilon": epsilon, "lr": lr})
+
+    def _step_stats(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
+                    ) -> dict[str, float]:
+        """The `_STEP_STATS`, each the mean over the update's gradient steps (`steps`: each one's
+        loss, None where the step did not need it, replayed Q-values, TD targets and gradient norm)."""
+        loss_function = _LOSSES[self.config.loss][0]
+        with flushing_subnormals(self.device):  # where the steps formed them, before the stats were deferred
+            rows = [torch.stack([loss_function(taken, target) if loss is None else loss, taken.mean(),
+                                 (taken - target).abs().mean(), grad_norm])
+                    for loss, taken, target, grad_norm in steps]
+        stats = torch.stack(rows).double().mean(dim=0).tolist()
+        return dict(zip(_STEP_STATS, stats, strict=True))
 
     def _fixed_targets(self, batches: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The TD targets of all of this update's batches at once (one large product costs less
@@ -115,18 +140,18 @@ class Agent:
         config = self.config
         if config.target_update != "hard" or config.double or len(batches["obs"]) == 1:
             return None
-        with torch.no_grad():
-            return self._td_target({name: value.flatten(0, 1) for name, value in batches.items()}
-                                   ).unflatten(0, batches["obs"].shape[:2])
+        return self._td_target({name: value.flatten(0, 1) for name, value in batches.items()}
+                               ).unflatten(0, batches["obs"].shape[:2])
 
     def _td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """r + gamma * max_a' Q_target(s', a'), the next action chosen by the online network for
         double DQN; no bootstrap past a terminal state."""
         config = self.config
         next_obs = network_input(batch["next_obs"], config.network)
-        next_q = self.target(next_obs) if self.hand_target is None else self.hand_target.forward(next_obs)
+        scratch = self.targets_scratch  # only each pass's output is kept: their hidden layers may share it
+        next_q = self.target(next_obs) if self.hand_target is None else self.hand_target.run(next_obs, scratch)[0]
         if config.double:
-            online_q = self.q(next_obs) if self.hand_q is None else self.hand_q.forward(next_obs)
+            online_q = self.q(next_obs) if self.hand_q is None else self.hand_q.run(next_obs, scratch)[0]
             chosen = online_q.argmax(dim=-1, keepdim=True)
             next_value = next_q.gather(1, chosen).squeeze(1)
         else:
@@ -134,35 +159,34 @@ class Agent:
         target: torch.Tensor = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
         return target
 
-    def _gradient_step(self, batch: dict[str, torch.Tensor], target: torch.Tensor | None, clock: Clock
-                       ) -> torch.Tensor:
-        """One gradient step on a replayed batch (`target`: its TD targets, if already known);
-        returns its `_STEP_STATS`."""
+    def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step on a replayed batch: its observations, actions taken (a column) and TD
+        targets; returns what `_step_stats` reads: its loss (None by hand: not needed to step),
+        Q-values of the actions taken, targets and gradient norm. Runs with no autograd graph
+        unless the network is not a `HandMLP`."""
         config = self.config
-        if target is None:
-            with torch.no_grad():
-                target = self._td_target(batch)
-        obs, chosen = network_input(batch["obs"], config.network), batch["actions"][:, None]
         loss_function, loss_backward = _LOSSES[config.loss]
         if self.hand_q is None:
-            taken = self.q(obs).gather(1, chosen).squeeze(1)
-            loss = loss_function(taken, target)
-            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
-        else:
-            with torch.no_grad():
-                q = self.hand_q.forward(obs, keep=True)
-                taken = q.gather(1, chosen).squeeze(1)
+            with torch.enable_grad():
+                taken = self.q(obs).gather(1, chosen).squeeze(1)
                 loss = loss_function(taken, target)
-                # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
-                grad_taken = loss_backward(torch.ones_like(loss), taken, target)
-                grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
-            grads = self.hand_q.backward(grad_q)
+                grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+            taken, loss = taken.detach(), loss.detach()
+        else:
+            q, saved = self.hand_q.run(obs, self.scratch)
+            taken = q.gather(1, chosen).squeeze(1)
+            loss = None  # its gradient needs only `taken` and `target`: the loss is a diagnostic, formed if read
+            # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
+            grad_taken = loss_backward(self.one, taken, target)
+            grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
+            self.hand_q.backward_from(saved, grad_q, workspace=self.scratch)
+            grads = [p.grad for p in self.hand_q.params if p.grad is not None]  # all of them, just set
             grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        with torch.no_grad():
-            if config.target_update == "polyak":
-                torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)
-            return torch.stack([loss, taken.mean(), (taken - target).abs().mean(), grad_norm])
+        if config.target_update == "polyak":
+            torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)
+        return loss, taken, target, grad_norm
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
@@ -145,7 +145,7 @@ class Session:
         """The metrics rows a resume continues after (the snapshot's source log, cut back)."""
         self.evaluations: list[dict[str, Any]] = []
         self.best: snapshot.Best | None = None
-        self.last_losses: dict[str, float] = {}
+        self.last_losses: Mapping[str, float] = {}
         self.last_snapshot_frame = -1
         self.approximate: str | None = None
         """Why this process could not continue exactly (None when it did)."""
@@ -518,7 +518,7 @@ class Session:
             episode_length=self.episode_length.tolist(),
             recent_returns=list(self.recent_returns),
             recent_lengths=list(self.recent_lengths),
-            last_losses=self.last_losses,
+            last_losses=dict(self.last_losses),
             evaluations=self.evaluations,
             best=self.best,
             device=self.where.device,

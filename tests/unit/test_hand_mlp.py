@@ -3,6 +3,7 @@ the same bits with them as without them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 import gymnasium as gym
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlrun.algorithms.base import NatureCNN, Step, mlp
+from rlrun.algorithms.base import Metrics, NatureCNN, Step, mlp
 from rlrun.algorithms.dqn import Agent, Config
 from rlrun.algorithms.hand_mlp import HandMLP
 from rlrun.algorithms.user_network import UserNetwork
@@ -50,8 +51,10 @@ def test_which_networks_take_the_hand_path() -> None:
     assert not HandMLP.fits(nn.Sequential(cnn, nn.Linear(cnn.width, 2)))
 
 
-def _learned(edits: list[str], *, hand: bool) -> tuple[dict, list[dict[str, float]]]:
-    """A DQN agent's state and metrics after a few updates on the same random transitions."""
+def _learned(edits: list[str], *, hand: bool, read_at_once: bool = False
+             ) -> tuple[dict, list[Mapping[str, float]]]:
+    """A DQN agent's state and metrics after a few updates on the same random transitions: each
+    update's metrics read after the last update (they are computed when read), or as it returns."""
     small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.train_frequency=16",
              "agent.gradient_steps=4", "agent.memory.capacity=500"]
     config = load_spec("dqn_cartpole", [*small, *edits]).agent
@@ -69,6 +72,8 @@ def _learned(edits: list[str], *, hand: bool) -> tuple[dict, list[dict[str, floa
         agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([rng.random() < 0.05]),
                            np.array([False]), obs + 0.01))
         metrics.append(agent.update(Clock(frame=frame)))
+        if read_at_once:
+            metrics[-1] = dict(metrics[-1])
     return agent.state_dict(), metrics
 
 
@@ -80,6 +85,9 @@ def test_dqn_learns_the_same_bits_by_hand(edits: list[str]) -> None:
     by_hand, hand_metrics = _learned(edits, hand=True)
     by_autograd, autograd_metrics = _learned(edits, hand=False)
     assert hand_metrics == autograd_metrics and any(hand_metrics)
+    # read long after they were formed, the metrics are the ones read at once: no update overwrote
+    # a tensor an earlier one deferred its diagnostics to
+    assert [dict(m) for m in hand_metrics] == _learned(edits, hand=True, read_at_once=True)[1]
     for name in ("q", "target", "optimizer"):
         _assert_equal(by_hand[name], by_autograd[name])
 
@@ -97,3 +105,17 @@ def _assert_equal(a: object, b: object) -> None:
             _assert_equal(x, y)
     else:
         assert a == b
+
+
+def test_metrics_are_computed_once_when_first_read() -> None:
+    calls = []
+
+    def compute() -> dict[str, float]:
+        calls.append(1)
+        return {"loss": 0.5, "q_mean": 2.0}
+
+    metrics = Metrics(compute)
+    assert metrics and not calls  # an update that reports something, not yet computed
+    row = {"frame": 7, **metrics}
+    assert row == {"frame": 7, "loss": 0.5, "q_mean": 2.0} and metrics.get("q_mean") == 2.0
+    assert metrics == {"loss": 0.5, "q_mean": 2.0} and len(metrics) == 2 and calls == [1]
