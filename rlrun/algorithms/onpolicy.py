@@ -23,7 +23,6 @@ from rlrun.algorithms.base import (
     Step,
     channels_last_zeros,
     explained_variance,
-    forward_no_grad,
     obs_size,
     orthogonal,
     to_device,
@@ -72,7 +71,7 @@ class ActorCritic(nn.Module):
         if self.shared is None:
             return obs
         device = self.log_std.device
-        return forward_no_grad(self.shared, torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
+        return self.shared.act(torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
 
     def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
