@@ -180,6 +180,16 @@ def channels_last_zeros(leading: tuple[int, ...], obs_shape: tuple[int, ...], dt
     return np.moveaxis(np.zeros((*leading, height, width, frames), dtype=dtype), -1, -3)
 
 
+def copy_into(into: np.ndarray, value: np.ndarray) -> None:
+    """`into[...] = value`, by torch for frames: NumPy copies a row-major stack into a channels-last
+    rollout element by element, torch in a third of the time (the same bytes)."""
+    if isinstance(value, np.ndarray) and value.shape == into.shape and value.dtype == into.dtype == np.uint8 \
+            and value.flags.writeable:
+        torch.from_numpy(into).copy_(torch.from_numpy(value))
+    else:
+        into[...] = value
+
+
 def take_rows(batch: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """`batch[index]` along the first axis, gathered as whole rows in memory order. Indexing
     reads a channels-last stack of frames one byte at a time across its strides: gathered as

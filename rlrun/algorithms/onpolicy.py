@@ -22,6 +22,7 @@ from rlrun.algorithms.base import (
     NatureCNN,
     Step,
     channels_last_zeros,
+    copy_into,
     explained_variance,
     obs_size,
     orthogonal,
@@ -137,7 +138,7 @@ class Rollout:
 
     def add(self, **fields: np.ndarray) -> None:
         for name, value in fields.items():
-            getattr(self, name)[self.filled] = value
+            copy_into(getattr(self, name)[self.filled], value)
         self.filled += 1
 
     def advantages(self, last_values: np.ndarray, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:

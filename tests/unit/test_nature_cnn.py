@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import NatureCNN, Step, network, take_rows
+from rlrun.algorithms.base import NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -152,3 +152,18 @@ def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
     assert acted.is_inference() and not acted.requires_grad
     assert torch.equal(acted, plain.detach())
     assert torch.equal(net.act(frames.contiguous(memory_format=torch.channels_last)), acted)
+
+
+@pytest.mark.parametrize("writeable", [True, False])
+def test_copying_frames_into_a_rollout_is_numpys_assignment(writeable: bool) -> None:
+    """Row-major frames copied into a channels-last rollout by torch: the bytes NumPy's assignment
+    writes (and NumPy's own assignment for what torch cannot take: a read-only array, other dtypes)."""
+    frames = np.random.default_rng(0).integers(0, 256, (3, 4, 84, 84), dtype=np.uint8)
+    frames.flags.writeable = writeable
+    by_copy, by_numpy = (channels_last_zeros((2, 3), (4, 84, 84), np.uint8) for _ in range(2))
+    copy_into(by_copy[1], frames)
+    by_numpy[1] = frames
+    assert np.array_equal(by_copy, by_numpy) and by_copy.strides == by_numpy.strides
+    values = np.zeros((2, 3), np.float32)
+    copy_into(values[1], np.array([1, 2, 3], np.float32))
+    assert values[1].tolist() == [1, 2, 3] and not values[0].any()
