@@ -22,8 +22,8 @@ from rlrun.algorithms.base import (
     NatureCNN,
     Step,
     channels_last_zeros,
+    copy_into,
     explained_variance,
-    forward_no_grad,
     obs_size,
     orthogonal,
     to_device,
@@ -73,7 +73,7 @@ class ActorCritic(nn.Module):
         if self.shared is None:
             return obs
         device = self.log_std.device
-        return forward_no_grad(self.shared, torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
+        return self.shared.act(torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
 
     def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
@@ -145,7 +145,7 @@ class Rollout:
 
     def add(self, **fields: np.ndarray) -> None:
         for name, value in fields.items():
-            getattr(self, name)[self.filled] = value
+            copy_into(getattr(self, name)[self.filled], value)
         self.filled += 1
 
     def advantages(self, last_values: np.ndarray, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import torch
 
+from rlrun.algorithms.base import take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
@@ -71,7 +72,7 @@ class Agent(OnPolicyAgent):
         for _ in range(config.n_epochs):
             order = torch.randperm(size, generator=self.generator).to(batch["obs"].device)  # drawn on the host
             for start in range(0, size, config.batch_size):
-                part = {name: value[order[start:start + config.batch_size]] for name, value in batch.items()}
+                part = {name: take_rows(value, order[start:start + config.batch_size]) for name, value in batch.items()}
                 yield {**part, "advantages": self.normalized(part["advantages"])}
 
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float, clock: Clock, *,

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import NatureCNN, Step, network
+from rlrun.algorithms.base import NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -125,3 +125,45 @@ def test_a_ppo_rollout_keeps_frames_as_the_convolutions_read_them() -> None:
     assert saved.is_contiguous() and np.array_equal(saved.numpy(), frames)
     again.rollout.load_state_dict(agent.rollout.state_dict())
     assert np.array_equal(again.rollout.obs[:3], frames)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "row_major", "rows", "flat"])
+def test_taking_rows_gathers_what_indexing_does(layout: str) -> None:
+    """A minibatch gathered as whole (N, H, W, C) rows: the bytes and the memory layout of
+    `batch[index]`, for a rollout's channels-last frames and for anything else."""
+    frames = torch.randint(0, 256, (7, 4, 9, 9), dtype=torch.uint8)
+    batch = {"channels_last": frames.contiguous(memory_format=torch.channels_last), "row_major": frames,
+             "rows": frames.flatten(1).float(), "flat": torch.arange(7)}[layout]
+    index = torch.tensor([5, 0, 3, 3, 6])
+    taken, indexed = take_rows(batch, index), batch[index]
+    assert torch.equal(taken, indexed) and taken.dtype == indexed.dtype
+    assert taken.stride() == indexed.stride()
+
+
+def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
+    """`act` (inference mode, row-major frames transposed as bytes) gives the features of the
+    plain forward pass (autograd on, the frames converted and transposed in one pass)."""
+    torch.manual_seed(0)
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn"))
+    frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    scaled = frames.to(dtype=torch.float32, memory_format=torch.channels_last) * (1.0 / 255.0)
+    plain = net.dense(net.convolutions(scaled))
+    acted = net.act(frames)
+    assert acted.is_inference() and not acted.requires_grad
+    assert torch.equal(acted, plain.detach())
+    assert torch.equal(net.act(frames.contiguous(memory_format=torch.channels_last)), acted)
+
+
+@pytest.mark.parametrize("writeable", [True, False])
+def test_copying_frames_into_a_rollout_is_numpys_assignment(writeable: bool) -> None:
+    """Row-major frames copied into a channels-last rollout by torch: the bytes NumPy's assignment
+    writes (and NumPy's own assignment for what torch cannot take: a read-only array, other dtypes)."""
+    frames = np.random.default_rng(0).integers(0, 256, (3, 4, 84, 84), dtype=np.uint8)
+    frames.flags.writeable = writeable
+    by_copy, by_numpy = (channels_last_zeros((2, 3), (4, 84, 84), np.uint8) for _ in range(2))
+    copy_into(by_copy[1], frames)
+    by_numpy[1] = frames
+    assert np.array_equal(by_copy, by_numpy) and by_copy.strides == by_numpy.strides
+    values = np.zeros((2, 3), np.float32)
+    copy_into(values[1], np.array([1, 2, 3], np.float32))
+    assert values[1].tolist() == [1, 2, 3] and not values[0].any()
