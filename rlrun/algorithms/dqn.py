@@ -43,7 +43,6 @@ _LOSSES = {  # each loss (functional's kernel, mean-reduced: 1), and its d loss 
 }
 
 
-
 class Agent:
     METRICS = (*_STEP_STATS, "epsilon", "lr")
     """`q_mean`: the mean Q-value of the actions replayed; `td_error`: the mean absolute TD error."""
@@ -181,8 +180,8 @@ class Agent:
             grad_taken = loss_backward(self.one, taken, target)
             grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
             self.hand_q.backward_from(saved, grad_q, workspace=self.scratch)
-            grads = [p.grad for p in self.hand_q.params if p.grad is not None]  # all of them, just set
-            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
+            grad_norm = apply_gradients(self.optimizer, self.hand_q.gradients(), config.optimizer, clock.frame,
+                                        self.max_frame)
         clock.opt_step += 1
         if config.target_update == "polyak":
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)

@@ -115,7 +115,12 @@ class HandMLP:
         assert self._saved, "backward needs a forward(..., keep=True) first"
         self.backward_from(self._saved, grad)
         self._saved = []
-        return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
+        return self.gradients()
+
+    def gradients(self) -> list[torch.Tensor]:
+        """Every parameter's `.grad`, in `net.parameters()` order, as the last `backward_from` with
+        `params` set them."""
+        return [p.grad for p in self.params if p.grad is not None]  # all of them, once a backward ran
 
     def run(self, x: torch.Tensor, workspace: Workspace | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The network's output for a batch of rows, as `net(x)` computes it but with no graph

@@ -334,7 +334,7 @@ class HandSAC:
         # functional.mse_loss's kernel, without its Python checks (the shapes are the same); 1: "mean"
         mse_loss: Any = torch._C._nn.mse_loss  # its stub names the reduction a str, the binding takes an int
         loss = 0.5 * (mse_loss(q1, target, 1) + mse_loss(q2, target, 1))
-        return q1, q2, loss, [p.grad for hand in self.critics for p in hand.params if p.grad is not None]
+        return q1, q2, loss, [*self.critics[0].gradients(), *self.critics[1].gradients()]
 
     @without_grad
     def actor_loss(self, obs: torch.Tensor, generator: torch.Generator, alpha: float
@@ -363,4 +363,4 @@ class HandSAC:
         assert grad_in1 is not None and grad_in2 is not None
         grad_action = (grad_in1 + grad_in2)[:, obs.shape[-1]:]  # the cat's backward
         self.actor.backward_from(saved, sample.backward(grad_log_prob, grad_action), workspace=self.scratch)
-        return loss, sample.log_prob, [p.grad for p in self.actor.params if p.grad is not None]
+        return loss, sample.log_prob, self.actor.gradients()
