@@ -25,7 +25,9 @@ small actor on the driver's node (`Mailbox`); sessions poll it a few times a sec
 
 With `detach` (`--detach`), what the driver does is done on the cluster instead, by the same code
 (`RayExecutor._supervise`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
-can when its node dies; `run` returns once the actor has taken the run over.
+can when its node dies; `run` returns once the actor has taken the run over. A supervisor takes a
+run back after a restart only while the registry still names it (`Registry.supervise_run`), and
+leaves a run that a resume took over: one supervisor at a time, whoever started last.
 
 Ray is an optional extra, imported only here, only when `--ray` is asked for.
 """
@@ -78,6 +80,10 @@ def import_ray() -> Any:
     return ray
 
 
+class SupervisionTaken(Exception):  # not an error: a detached supervisor's cue to leave
+    """A resume took over the run that a detached supervisor was supervising."""
+
+
 class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run the task again
     """A session stopped with a snapshot because its worker was asked to (SIGTERM, a spot notice),
     not because the driver was: raised so that Ray runs the task again, which resumes it."""
@@ -97,6 +103,9 @@ class RayExecutor:
         self.stop = stop
         """A stop the caller may request for reasons of its own (a search pruning a trial), as the
         local executor's: the sessions stop at their next step with a snapshot and are not retried."""
+        self.supervising_as: str | None = None
+        """Set in a detached supervisor: its label, which the run's record must keep naming (a
+        resume that takes the run over ends the supervision, `SupervisionTaken`)."""
         self._connected_here = False
         self._shipped: list[str] | None = None
         """The local paths of the user's modules that `prepare` found to ship with the job (None:
@@ -196,7 +205,7 @@ class RayExecutor:
         # A detached supervisor's tasks come with theirs, taken when they were first handed out.
         handed_out = [t if t.lease_base is not None else replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
-        watch = _Watch(tasks[0])
+        watch = _Watch(tasks[0], self.supervising_as)
         cluster = _ClusterWatch(self.cpus, self.gpus)
         stop = self.stop or StopRequest()
         ended: dict[int, events.SessionEnded] = {}
@@ -223,6 +232,11 @@ class RayExecutor:
                     continue
                 if not stop.signal and watch.stop_asked():
                     stop.request(signal.SIGTERM)  # `rlrun stop`: as a SIGTERM to a driver would
+                if watch.taken_over:
+                    abort()
+                    with contextlib.suppress(Exception):
+                        ray.kill(mailbox)
+                    raise SupervisionTaken(tasks[0].run_id)
                 if stop.signal and not asked:
                     asked = stop.signal
                     mailbox.request_stop.remote(asked)
@@ -353,22 +367,28 @@ class _Watch:
     allows (`STALE_AFTER_SECONDS`, by the database's clock; `rlrun ls` says crashed by then too).
     Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
 
-    def __init__(self, task: SessionTask) -> None:
+    def __init__(self, task: SessionTask, supervising_as: str | None = None) -> None:
         self.registry = Registry.open(paths.task_home(task.home), task.db_url)
         self.run_id = task.run_id
         self.checked = self.asked_at = 0.0
         self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
+        self.supervising_as = supervising_as
+        self.taken_over = False
+        """A detached supervisor's run no longer names it (`supervising_as`): a resume took it over."""
 
     def stop_asked(self) -> bool:
         """Whether `rlrun stop` asked the run to stop, looked up once a second. The sessions read
         it with their heartbeat too; the supervisor reads it so that it retries none of them, and
-        passes it on at once (through the mailbox)."""
+        passes it on at once (through the mailbox). A detached supervisor also learns here
+        whether a resume took the run over (`taken_over`)."""
         import time
 
         if time.monotonic() - self.asked_at < 1.0:
             return False
         self.asked_at = time.monotonic()
         try:
+            if self.supervising_as is not None:
+                self.taken_over = self.registry.supervisor_of(self.run_id) != self.supervising_as
             return self.registry.stop_requested(self.run_id)
         except RegistryError:
             return False  # out for longer than its retries: look again next round
@@ -715,13 +735,17 @@ class DetachedSupervisor:
     def __init__(self, tasks: list[SessionTask], name: str, cpus: float, gpus: float) -> None:
         import ray
 
-        node = ray.get_runtime_context().get_node_id()[:16]
-        self.where = f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
+        context = ray.get_runtime_context()
+        self.where = supervisor_label(name, context.get_node_id()[:16])
+        restarted = context.was_current_actor_reconstructed
         first = tasks[0]
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(), pid=os.getpid())
-        self._thread = threading.Thread(target=_supervise_detached, args=(tasks, cpus, gpus), daemon=True,
-                                        name="rlrun-supervisor")
+            took = registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(),
+                                          pid=os.getpid(), again_as=supervisor_label(name) if restarted else None)
+        # A restart that finds the run taken over (a resume while Ray could not place this actor)
+        # or ended leaves it alone, and ends for good: two supervisors would fight over its leases.
+        work = (_supervise_detached, (tasks, cpus, gpus, self.where)) if took else (_end_for_good, ())
+        self._thread = threading.Thread(target=work[0], args=work[1], daemon=True, name="rlrun-supervisor")
         self._thread.start()
 
     def ready(self) -> str:
@@ -729,12 +753,17 @@ class DetachedSupervisor:
         return self.where
 
 
-def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> None:
+def supervisor_label(name: str, node: str = "") -> str:
+    """How the registry and `rlrun show` name a detached supervisor: its actor, and its node (the
+    label without a node begins every label of that actor, wherever Ray restarts it)."""
+    return f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
+
+
+def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, where: str) -> None:
     """The supervisor's thread: the sessions that have not ended, supervised to their end, the
     run's end recorded, and the actor ended for good. An error ends the actor's process, and Ray
-    starts it again, which looks again."""
-    import ray
-
+    starts it again, which looks again. A resume that takes the run over meanwhile ends the
+    supervision (`SupervisionTaken`), its attempts cancelled and the run's end left to the resume."""
     from rlrun.training.api import settle_run
 
     try:
@@ -742,14 +771,24 @@ def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> N
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             open_tasks = unfinished(registry, tasks)
         executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
-        execution = executor._supervise(ray, open_tasks, lambda event: None) if open_tasks else Execution([])
-        with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            settle_run(registry, first.run_id, execution)
+        executor.supervising_as = where
+        with contextlib.suppress(SupervisionTaken):
+            execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks \
+                else Execution([])
+            with Registry.open(paths.task_home(first.home), first.db_url) as registry:
+                settle_run(registry, first.run_id, execution)
     except BaseException:
         import traceback
 
         traceback.print_exc()
         os._exit(1)
+    _end_for_good()
+
+
+def _end_for_good() -> None:
+    """End this detached supervisor's actor, and tell Ray not to start it again."""
+    import ray
+
     ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
 
@@ -763,5 +802,6 @@ def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[Session
     return [t for t in tasks if t.index not in done]
 
 
-__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "WorkerStopped",
-           "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "unfinished"]
+__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "SupervisionTaken",
+           "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "supervisor_label",
+           "unfinished"]
