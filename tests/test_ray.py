@@ -37,7 +37,6 @@ from rlrun.testhooks import (
     HOLD_ENV,
     SIGNAL_AT_ENV,
     STALE_ENV,
-    SUPERVISOR_RESOURCE_ENV,
 )
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
@@ -47,7 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 WORKERS = 3
 SUPERVISOR = "rlrun_supervisor"
-"""The custom resource of the nodes a detached run's supervisor is placed on (SUPERVISOR_RESOURCE_ENV):
+"""The custom resource of the nodes a detached run's supervisor is placed on (`--supervisor-on`):
 CPU-less nodes that run no session, so removing one takes only the supervisor with it."""
 FRAMES = "3000"
 SEARCH = ["--trials", "2", "--prune-after", "1", "--set", "meta.max_frame=10000"]
@@ -439,8 +438,8 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
 def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
     """`rlrun train --ray --detach` (or `resume`, as `args` say), its supervisor on a SUPERVISOR node;
     returned as soon as it prints that the cluster supervises the run, with that line."""
-    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--json",
-                                env={SUPERVISOR_RESOURCE_ENV: SUPERVISOR, **(env or {})})
+    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
+                                "--json", env=env)
     process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     said = []
@@ -593,6 +592,20 @@ def test_a_live_supervisor_leaves_the_run_a_resume_took_over(
     assert [t.kind for t in run.attempts] == ["train", "resume"], "the supervisor retried nothing"
     assert run.run.supervisor is None
     assert_same_run(a, final_state(home))
+
+
+def test_a_supervisor_resource_no_node_offers_is_bad_input(cluster: Any, registry_url: str, home: Path) -> None:
+    """`--supervisor-on RESOURCE` that no live node offers: one line naming it and how to offer it,
+    exit 2, before anything is written (Ray would otherwise wait for such a node for ever)."""
+    argv, environment = command(home, registry_url, "train", "reinforce_cartpole", "--ray", cluster.address,
+                                "--detach", "--supervisor-on", "on_demand")
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no live node of the Ray cluster offers the resource on_demand" in lines[0], lines
+    assert "ray start --resources" in lines[0] and "Traceback" not in done.stderr
+    with Registry.open(home, registry_url) as registry:
+        assert registry.list_runs(limit=None) == []
 
 
 def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(

@@ -49,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import paths, storage, testhooks
+from rlrun import paths, storage
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, TrainingFailed, install_hint
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
@@ -92,7 +92,7 @@ class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run 
 class RayExecutor:
     def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
                  handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False) -> None:  # fmt: skip
+                 detach: bool = False, supervisor_on: str | None = None) -> None:  # fmt: skip
         import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
@@ -100,6 +100,9 @@ class RayExecutor:
         self.detach = detach
         """Hand the sessions' supervision to a detached actor on the cluster (`DetachedSupervisor`)
         and return once it has taken over, instead of supervising them from this process."""
+        self.supervisor_on = supervisor_on
+        """With `detach`: the custom Ray resource of the nodes the supervisor may run on (None:
+        any node), so that it lives on on-demand nodes while the sessions take spot ones."""
         self.stop = stop
         """A stop the caller may request for reasons of its own (a search pruning a trial), as the
         local executor's: the sessions stop at their next step with a snapshot and are not retried."""
@@ -124,6 +127,8 @@ class RayExecutor:
             self._connect(ray, shipped)
             try:
                 check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules), every_node=self.detach)
+                if self.detach and self.supervisor_on is not None:
+                    check_supervisor_placement(ray, self.supervisor_on)
             except BaseException:
                 self.close()
                 raise
@@ -176,10 +181,10 @@ class RayExecutor:
         node dies, and wait until it has taken the run over (recorded itself as its supervisor)."""
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
         name = f"rlrun-{tasks[0].run_id}-{uuid.uuid4().hex[:6]}"
-        placement = testhooks.supervisor_resource()
+        placement = self.supervisor_on
         supervisor = ray.remote(DetachedSupervisor).options(
             name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
-            resources={placement: 0.001} if placement else None,
+            resources={placement: SUPERVISOR_SHARE} if placement else None,
             runtime_env={"env_vars": forwarded_environment()},
         ).remote(handed_out, name, self.cpus, self.gpus)
         try:
@@ -597,6 +602,22 @@ def _check_reachable(address: str) -> None:
                                  " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
+SUPERVISOR_SHARE = 0.001
+"""How much of `--supervisor-on`'s resource a supervisor takes: a token, so one node hosts many."""
+
+
+def check_supervisor_placement(ray: Any, resource: str) -> None:
+    """`--supervisor-on RESOURCE`: some live node must offer it, else Ray would wait for one for
+    ever; bad input at once, before anything is written. Ray's own resources are not custom ones."""
+    if resource.strip() != resource or not resource or resource in ("CPU", "GPU", "memory", "object_store_memory"):
+        raise BadInput(f"--supervisor-on {resource!r}: give the name of a custom resource that the nodes meant for"
+                       " supervisors offer (`ray start --resources '{\"on_demand\": 1}'`)")
+    offered = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= SUPERVISOR_SHARE]
+    if not offered:
+        raise BadInput(f"--supervisor-on {resource}: no live node of the Ray cluster offers the resource {resource};"
+                       f" start one with `ray start --resources '{{\"{resource}\": 1}}'`, or drop --supervisor-on")
+
+
 def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
                   modules: Sequence[str] = (), every_node: bool = False) -> None:  # fmt: skip
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
@@ -703,11 +724,12 @@ def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = (
 
 def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
                  handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False) -> RayExecutor:  # fmt: skip
+                 detach: bool = False, supervisor_on: str | None = None) -> RayExecutor:  # fmt: skip
     """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto"); with
-    `detach` (`--detach`), the run's supervision is handed to the cluster."""
+    `detach` (`--detach`), the run's supervision is handed to the cluster, on the nodes that offer
+    the resource `supervisor_on` (`--supervisor-on`) when given."""
     return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
-                       handle_signals=handle_signals, stop=stop, detach=detach)
+                       handle_signals=handle_signals, stop=stop, detach=detach, supervisor_on=supervisor_on)
 
 
 # ---------------------------------------------------------------------------------------------
