@@ -622,6 +622,8 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
                          env={FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"})
     assert finished(driver).code == 0
     frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
+    environment = Path(f"/proc/{frozen}/environ").read_bytes().split(b"\0")
+    assert b"OMP_WAIT_POLICY=PASSIVE" in environment, "the command's OpenMP policy reached the session's worker"
 
     def stop() -> Result:
         argv, environment = command(home, registry_url, "stop", "latest")

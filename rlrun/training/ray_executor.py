@@ -361,9 +361,14 @@ def _installed(path: Path) -> bool:
 
 def forwarded_environment() -> dict[str, str]:
     """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
-    local ones; a worker's environment is its node's, not this process's."""
+    local ones; a worker's environment is its node's, not this process's. So does OpenMP's wait
+    policy (`rlrun.spec.cores.let_idle_threads_sleep`): Ray starts a fresh worker process for these
+    variables, which reads it when torch loads there."""
+    from rlrun.spec.cores import OPENMP_WAIT_POLICY
+
     return {k: v for k, v in os.environ.items()
-            if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV)}  # fmt: skip
+            if (k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV))
+            or k == OPENMP_WAIT_POLICY}  # fmt: skip
 
 
 class _Watch:
