@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -91,6 +94,68 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[key] = value
         server.stop()
+
+
+GCS_SETTINGS = {"FSSPEC_GS_TOKEN": "anon", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+"""How every process reaches the GCS emulator, each library's own way (besides gcsfs's
+STORAGE_EMULATOR_HOST): anonymous requests (fsspec's configuration from the environment: without it
+gcsfs would try the machine's Google credentials, then the metadata server), and gcsfs's plain JSON-API
+file system: its default one first asks the bucket's layout of Storage Control, a gRPC service no
+emulator serves, and warns on every call."""
+
+
+@pytest.fixture(scope="session")
+def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bucket on a Google Cloud Storage server on loopback (gcp-storage-emulator, its own
+    process), for the whole test session; the variables that point every rlrun process at it stay
+    set until the session ends."""
+    import importlib.util
+
+    if importlib.util.find_spec("gcp_storage_emulator") is None:
+        pytest.skip("the GCS tests need gcp-storage-emulator")
+    if importlib.util.find_spec("gcsfs") is None:  # not imported: GCS_SETTINGS choose its file system
+        pytest.skip("a home in GCS needs the gcs extra")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path_factory.mktemp("gcs-emulator") / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                                   "--port", str(port), "--in-memory", "--default-bucket", "rlrun-tests", "--quiet"],
+                                  stdout=out, stderr=subprocess.STDOUT)
+    settings = {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    import fsspec.config
+
+    fsspec.config.set_conf_env(fsspec.config.conf)  # this process read its configuration when it imported fsspec
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/storage/v1/b/rlrun-tests", server, log)
+        yield "rlrun-tests"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        fsspec.config.conf.get("gs", {}).pop("token", None)
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the server at `url` answers (a fresh Python process: a second or so)."""
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the GCS emulator did not start: {log.read_text()[-2000:]}") from None
+            time.sleep(0.1)
 
 
 @pytest.fixture(autouse=True)
