@@ -1,6 +1,6 @@
-"""A runs home in object storage, end to end with a replay memory: each test once in S3 and once in
-Google Cloud Storage, each store a real server on loopback (moto's S3 server, gcp-storage-emulator;
-conftest.py's s3_bucket and gcs_bucket).
+"""A runs home in object storage, end to end with a replay memory: each test once in S3, Google Cloud
+Storage and Azure Blob Storage, each store a real server on loopback (moto's S3 server,
+gcp-storage-emulator, Azurite; conftest.py's s3_bucket, gcs_bucket and azure_container).
 
 DQN whose memory wraps during the run, snapshots every 1k frames (each uploading only the rows added
 since the one before), retention keeping 2: killed by SIGKILL after a snapshot's objects reached the
@@ -37,7 +37,7 @@ from rlrun.testhooks import CRASH_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real storage server
 
-BUCKETS = {"s3": "s3_bucket", "gs": "gcs_bucket"}
+BUCKETS = {"s3": "s3_bucket", "gs": "gcs_bucket", "az": "azure_container"}
 """Each store these tests run against: its URL scheme, and the fixture of its bucket on loopback."""
 
 
