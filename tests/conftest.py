@@ -191,7 +191,8 @@ def _restore(saved: dict[str, str | None]) -> None:
 
 
 def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    """Until the server at `url` answers, whatever its answer (a fresh process: a second or so)."""
+    """Until the server at `url` answers, whatever its answer (a fresh process: a second or so); its
+    log in the error when it exits or stays silent for a minute."""
     import urllib.error
     import urllib.request
 
@@ -204,7 +205,7 @@ def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
             return
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{server.args[0]} did not start: {log.read_text()[-2000:]}") from None
+                raise RuntimeError(f"the server at {url} did not start: {log.read_text()[-2000:]}") from None
             time.sleep(0.1)
 
 
