@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -91,6 +94,119 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[key] = value
         server.stop()
+
+
+GCS_SETTINGS = {"FSSPEC_GS_TOKEN": "anon", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+"""How every process reaches the GCS emulator, each library's own way (besides gcsfs's
+STORAGE_EMULATOR_HOST): anonymous requests (fsspec's configuration from the environment: without it
+gcsfs would try the machine's Google credentials, then the metadata server), and gcsfs's plain JSON-API
+file system: its default one first asks the bucket's layout of Storage Control, a gRPC service no
+emulator serves, and warns on every call."""
+
+
+@pytest.fixture(scope="session")
+def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bucket on a Google Cloud Storage server on loopback (gcp-storage-emulator, its own
+    process), for the whole test session; the variables that point every rlrun process at it stay
+    set until the session ends."""
+    import importlib.util
+
+    if importlib.util.find_spec("gcp_storage_emulator") is None:
+        pytest.skip("the GCS tests need gcp-storage-emulator")
+    if importlib.util.find_spec("gcsfs") is None:  # not imported: GCS_SETTINGS choose its file system
+        pytest.skip("a home in GCS needs the gcs extra")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("gcs-emulator") / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                                   "--port", str(port), "--in-memory", "--default-bucket", "rlrun-tests", "--quiet"],
+                                  stdout=out, stderr=subprocess.STDOUT)
+    settings = {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    import fsspec.config
+
+    fsspec.config.set_conf_env(fsspec.config.conf)  # this process read its configuration when it imported fsspec
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/storage/v1/b/rlrun-tests", server, log)
+        yield "rlrun-tests"
+    finally:
+        _restore(saved)
+        fsspec.config.conf.get("gs", {}).pop("token", None)
+        server.terminate()
+        server.wait(timeout=30)
+
+
+AZURITE_ACCOUNT = ("devstoreaccount1",
+                   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")
+"""The account every Azurite server has, with its published development key (Azurite's README)."""
+
+
+@pytest.fixture(scope="session")
+def azure_container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A container on an Azure Blob Storage server on loopback (Azurite's blob service, its own
+    process; an npm package: `azurite-blob` on PATH, which .ci/run installs), for the whole test
+    session; the connection string that points every rlrun process at it (adlfs reads
+    AZURE_STORAGE_CONNECTION_STRING, as Azure's own tools do) stays set until the session ends."""
+    azurite = shutil.which("azurite-blob")
+    if azurite is None:
+        pytest.skip("the Azure Blob tests need Azurite (npm install azurite; its azurite-blob on PATH)")
+    pytest.importorskip("adlfs", reason="a home in Azure Blob Storage needs the azure extra")
+    port = _free_port()
+    folder = tmp_path_factory.mktemp("azurite")
+    with (folder / "server.log").open("wb") as out:
+        # --skipApiVersionCheck: azure-storage-blob may speak a newer API version than this Azurite knows
+        server = subprocess.Popen([azurite, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                                   "--disableTelemetry", "--skipApiVersionCheck", "--loose", "--silent"],
+                                  cwd=folder, stdout=out, stderr=subprocess.STDOUT)
+    name, secret = AZURITE_ACCOUNT
+    settings = {"AZURE_STORAGE_CONNECTION_STRING": f"DefaultEndpointsProtocol=http;AccountName={name};"
+                f"AccountKey={secret};BlobEndpoint=http://127.0.0.1:{port}/{name};"}  # fmt: skip
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/{name}?comp=list", server, folder / "server.log")
+        import fsspec
+
+        fsspec.filesystem("az", skip_instance_cache=True).mkdir("rlrun-tests")
+        yield "rlrun-tests"
+    finally:
+        _restore(saved)
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the server at `url` answers, whatever its answer (a fresh process: a second or so); its
+    log in the error when it exits or stays silent for a minute."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server at {url} did not start: {log.read_text()[-2000:]}") from None
+            time.sleep(0.1)
 
 
 @pytest.fixture(autouse=True)

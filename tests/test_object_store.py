@@ -1,4 +1,6 @@
-"""A runs home in object storage (S3 on a loopback server), end to end with a replay memory.
+"""A runs home in object storage, end to end with a replay memory: each test once in S3, Google Cloud
+Storage and Azure Blob Storage, each store a real server on loopback (moto's S3 server,
+gcp-storage-emulator, Azurite; conftest.py's s3_bucket, gcs_bucket and azure_container).
 
 DQN whose memory wraps during the run, snapshots every 1k frames (each uploading only the rows added
 since the one before), retention keeping 2: killed by SIGKILL after a snapshot's objects reached the
@@ -33,17 +35,22 @@ from rlrun.registry import Registry
 from rlrun.snapshot import layout, remote
 from rlrun.testhooks import CRASH_ENV
 
-pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real S3 server
+pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real storage server
+
+BUCKETS = {"s3": "s3_bucket", "gs": "gcs_bucket", "az": "azure_container"}
+"""Each store these tests run against: its URL scheme, and the fixture of its bucket on loopback."""
 
 
-@pytest.fixture
-def s3_home(s3_bucket: str, tmp_path: Path) -> Path:
-    return store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
+@pytest.fixture(params=list(BUCKETS))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A fresh home in the store the test is run for (a prefix of its own in the session's bucket)."""
+    bucket = request.getfixturevalue(BUCKETS[request.param])
+    return store_home(f"{request.param}://{bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
 
 
 def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_removed(
-        wrapping_dqn_reference: dict[str, Any], s3_home: Path) -> None:
-    home = s3_home
+        wrapping_dqn_reference: dict[str, Any], store: Path) -> None:
+    home = store
     mirror = storage.mirror_of(home)
     assert mirror is not None
     crashed = train_wrapping_dqn(home, WRAPPING_TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
@@ -84,12 +91,12 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
 
 
 def test_a_lost_registry_is_rebuilt_from_the_store_and_the_run_resumes_exactly(
-        wrapping_dqn_reference: dict[str, Any], s3_home: Path) -> None:  # fmt: skip
+        wrapping_dqn_reference: dict[str, Any], store: Path) -> None:  # fmt: skip
     """Killed -9 mid-upload, then the registry file lost with the machine: `rlrun db rebuild` on
     another (a fresh working copy) reads run.json and every snapshot's manifest and meta.json from the
     store: the same checkpoints (hashes and sizes, shared segments counted), evaluations and spec
     revisions as before, the torn snapshot not among them; the resume is the straight local run."""
-    home = s3_home
+    home = store
     crashed = train_wrapping_dqn(home, WRAPPING_TARGET, env={CRASH_ENV: "snapshot-half-uploaded#4"})
     assert crashed.code == -signal.SIGKILL, crashed.stderr
     before = _restorable(rlrun(home, "show", "latest", "--json").json())

@@ -15,9 +15,9 @@ moves bytes and names objects.
 fsspec was chosen over obstore and boto3: against an S3 server on loopback all three upload at the
 server's speed (tests/benchmarks/object_store_snapshot.py), and fsspec finds credentials the cloud's
 own way (botocore's chain for S3 — environment, profiles, SSO, instance roles — and
-`AWS_ENDPOINT_URL` for MinIO and other S3-compatible stores; gcsfs and adlfs likewise), handles
-gs:// and az:// with the same calls, and is kept by the Dask project. The core never imports it:
-only a URL home does.
+`AWS_ENDPOINT_URL` for MinIO and other S3-compatible stores; gcsfs and adlfs likewise, their own
+settings named by `endpoint_setting`), handles gs:// and az:// with the same calls, and is kept by
+the Dask project. The core never imports it: only a URL home does.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ CACHE_ENV = "RLRUN_CACHE"
 """Where working copies of URL homes live (default ~/.cache/rlrun)."""
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
+_ENDPOINTS = {"s3": "AWS_ENDPOINT_URL (an S3-compatible store other than AWS)",
+              "gcs": "STORAGE_EMULATOR_HOST (a GCS emulator)",
+              "azure": "AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME and its key)"}
+"""Per extra, the setting of the store's own library that names where its server is, when it is not
+the cloud's (the endpoint rlrun never takes as an option: each library reads its own)."""
 _MIRRORS: dict[Path, Mirror] = {}
 
 
@@ -127,6 +132,13 @@ def read_url(url: str) -> bytes:
     fs, key = _filesystem(url)
     data: bytes = fs.cat_file(key)
     return data
+
+
+def endpoint_setting(url: str) -> str:
+    """What to check besides the bucket and the credentials when the store at `url` is not reached:
+    the setting its library reads for a server that is not the cloud's own."""
+    scheme = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
+    return _ENDPOINTS.get(_EXTRAS.get(scheme, ""), f"the settings of fsspec's library for {scheme}://")
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
@@ -234,4 +246,4 @@ class Mirror:
         except Exception as error:  # any library's failure: one line, exit 2
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise BadInput(f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
-                           " AWS_ENDPOINT_URL") from None
+                           f" {endpoint_setting(self.url)}") from None

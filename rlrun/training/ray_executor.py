@@ -697,8 +697,9 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
         return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
                 " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
     if storage.mirror_of(places[what]) is not None:
-        return (f"{where} cannot reach the runs home {storage.address(places[what])} in object storage; give every"
-                " node credentials for it (as the cloud's own tools find them) and AWS_ENDPOINT_URL if not AWS")
+        url = storage.address(places[what])
+        return (f"{where} cannot reach the runs home {url} in object storage; give every node credentials for it"
+                f" (as the cloud's own tools find them) and, where it needs one, {storage.endpoint_setting(url)}")
     advice = " and RLRUN_DB on PostgreSQL" if sqlite else ""
     return (f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
             f" path (NFS, a cluster file system){advice}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rlrun import storage
 from rlrun.cli import _bare_ray
 from rlrun.training.ray_executor import _unreachable, find_markers, forwarded_environment
 
@@ -45,6 +46,10 @@ def test_an_unreachable_place_names_the_node_the_path_and_the_fix(tmp_path: Path
     registry = _unreachable(node, "SQLite registry", places, sqlite=True)
     assert f"cannot reach the SQLite registry in {tmp_path / 'db'}" in registry
     assert "PostgreSQL" in registry and "unsafe on NFS" in registry
+    stored = storage.open_home("memory://unreached/runs", local=tmp_path / "copy")
+    bucket = _unreachable(node, "runs home", {"runs home": stored}, sqlite=False)
+    assert "cannot reach the runs home memory://unreached/runs in object storage" in bucket
+    assert "fsspec's library for memory://" in bucket and "AWS_ENDPOINT_URL" not in bucket
 
 
 def test_rlrun_settings_reach_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ import torch
 from helpers import invoke
 
 from rlrun import paths, snapshot, storage
+from rlrun.errors import BadInput
 from rlrun.home import maintenance
 from rlrun.registry import Registry
 from rlrun.registry.records import TrialLink
@@ -232,3 +233,23 @@ def test_db_rebuild_names_a_snapshot_altered_in_the_store(tmp_path: Path, monkey
         report = maintenance.rebuild(registry)
     assert report.restored == [] and len(report.problems) == 1
     assert "ra00000001" in report.problems[0] and "meta.json does not match its manifest" in report.problems[0]
+
+
+class _Unreachable:
+    """A store library whose server does not answer (what every library raises differs)."""
+
+    def ls(self, path: str) -> list[str]:
+        raise ConnectionError("Cannot connect to host 127.0.0.1:1\nmore lines")
+
+
+@pytest.mark.parametrize(("url", "setting"), [("s3://b/runs", "AWS_ENDPOINT_URL"),
+                                              ("gs://b/runs", "STORAGE_EMULATOR_HOST"),
+                                              ("az://b/runs", "AZURE_STORAGE_CONNECTION_STRING")])  # fmt: skip
+def test_an_unreachable_store_is_one_line_naming_its_endpoint_setting(url: str, setting: str, tmp_path: Path) -> None:
+    """Before, every store's line named AWS_ENDPOINT_URL, which gcsfs and adlfs never read."""
+    mirror = storage.Mirror(url, tmp_path, (_Unreachable(), url.split("://")[1]))
+    with pytest.raises(BadInput) as refused:
+        mirror.check()
+    said = str(refused.value)
+    assert said.startswith(f"--home {url} cannot be reached (Cannot connect to host 127.0.0.1:1)") and "\n" not in said
+    assert setting in said and (setting == "AWS_ENDPOINT_URL") == ("AWS_ENDPOINT_URL" in said)
