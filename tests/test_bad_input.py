@@ -132,6 +132,9 @@ def user_envs(home: Path, scratch: Path) -> None:
 TINY_TRAIN = ("--frames", "1000")
 USER_NET = "agent.network.kind=usernets.my_nets"
 LONG_NAME = "x" * 300
+UNREACHABLE_STORE = {"RLRUN_DB": "sqlite:///SCRATCH/store-registry.sqlite", "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+                     "AWS_ACCESS_KEY_ID": "rlrun", "AWS_SECRET_ACCESS_KEY": "rlrun", "AWS_MAX_ATTEMPTS": "1"}
+"""An S3 home whose endpoint refuses connections (one attempt: botocore would retry for seconds)."""
 BOGUS_DB = "registry URL bogus://nowhere ($RLRUN_DB): unknown database 'bogus'; use sqlite:///"
 
 
@@ -341,6 +344,11 @@ CASES = [
     case("ls", hint="registry URL postgres://me:***@host/db ($RLRUN_DB): unknown database 'postgres'; use",
          env={"RLRUN_DB": "postgres://me:secret@host/db"}),
     case("ls", hint="registry URL nowhere ($RLRUN_DB): not a URL; use sqlite:///", env={"RLRUN_DB": "nowhere"}),
+    # a home in object storage whose store cannot be reached: said before the registry is even created
+    case("train", RC, *TINY_TRAIN, "--home", "s3://nobucket/runs", env=UNREACHABLE_STORE,
+         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL"),
+    case("search", spec_file("searched.json"), "--trials", "2", "--home", "s3://nobucket/runs", env=UNREACHABLE_STORE,
+         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL"),
     case("ls", hint="$RLRUN_DB_RETRY_SECONDS='soon' is not a number of seconds >= 0; unset it for the default (60 s)",
          env={"RLRUN_DB_RETRY_SECONDS": "soon"}),
     case("train", RC, *TINY_TRAIN, hint="$RLRUN_DB_RETRY_SECONDS='-1' is not a number",

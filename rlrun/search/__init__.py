@@ -29,7 +29,7 @@ from pathlib import Path
 from signal import SIGTERM
 from typing import TYPE_CHECKING, Any
 
-from rlrun import paths, seeding
+from rlrun import paths, seeding, storage
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, Stopped, install_hint
 from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
@@ -205,6 +205,7 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
     signal stopped it (the result's `signal`). `make_executor` makes each trial's executor (by
     default the local one), given the stop the pruner requests; with it, one trial at a time."""
     root = paths.resolve_home(home)
+    storage.reach(root)
     url = paths.database_url(root)
     if name is not None:
         check_run_name(name)
@@ -228,6 +229,7 @@ def resume_search(ref: str, *, home: Path | str | None = None,
     """Continue a search: ended trials are kept, an interrupted one continues from its run's
     snapshots, the rest are suggested as they would have been. A finished search: nothing to do."""
     root = paths.resolve_home(home)
+    storage.reach(root)
     url = paths.database_url(root)
     with Registry.open(root, url, create=False) as registry:
         record = registry.resolve_search(parse_search_ref(ref))

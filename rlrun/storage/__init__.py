@@ -70,6 +70,15 @@ def open_home(url: str, local: Path | None = None) -> Path:
     return local
 
 
+def reach(home: Path) -> None:
+    """Contact the store of a home in object storage (its bucket listed) before a command writes
+    anything for it, the registry included: BadInput naming the problem and what to check when it
+    cannot be reached (`Mirror.check`). A local home: nothing to do."""
+    mirror = mirror_of(home)
+    if mirror is not None:
+        mirror.check()
+
+
 def mirror_of(path: Path) -> Mirror | None:
     """The mirror of the URL home whose working copy holds `path`; None in a local home."""
     if not _MIRRORS:

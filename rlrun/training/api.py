@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, snapshot, testhooks
+from rlrun import paths, snapshot, storage, testhooks
 from rlrun.clock import Clock
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
@@ -87,6 +87,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
     search trial the run trains, recorded with the run in one transaction."""
     root = paths.resolve_home(home)
+    storage.reach(root)
     url = paths.database_url(root)
     spec = as_recorded(spec, sharing=_sessions_sharing(root, url, spec))
     if name is not None:
@@ -298,6 +299,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
     its target, nothing is written and the result says `nothing_to_do` (safe to requeue).
     `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains."""
     root = paths.resolve_home(home)
+    storage.reach(root)
     url = paths.database_url(root)
     with Registry.open(root, url, create=False) as registry:
         plan = plan_resume(registry, root, ref, filters, frames=frames, more=more, spec=spec, overrides=overrides,
