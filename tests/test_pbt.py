@@ -26,6 +26,7 @@ from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document, validate_spec
 from rlrun.spec.consistency import check_edit
+from rlrun.testhooks import SLOW_EVALUATION_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -243,12 +244,15 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
     stops them so, then ends 128 + 15."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    generation = random.SystemRandom().randrange(3)
+    chance = random.SystemRandom()
+    generation, delay = chance.randrange(3), chance.uniform(0, 2)
+    # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
+    slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5"}
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
-    wait_for(lambda: len({n for n in _in_flight_with_a_snapshot(home) if n // 4 == generation}) >= 2, process,
-             timeout=600)
+    wait_for(lambda: len({n for n in _in_flight(home) if n // 4 == generation}) >= 2, process, timeout=600)
+    time.sleep(delay)  # both segments just started, or one (or both) past its first snapshot
     if how == "SIGTERM to the driver":
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)
@@ -257,7 +261,7 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
         (os.killpg if how == "kill -9 of the process group" else os.kill)(process.pid, signal.SIGKILL)
         assert process.wait(timeout=30) == -signal.SIGKILL
     _wait_for_the_group_to_end(process.pid)
-    print(f"stopped in generation {generation}")  # shown with a failure's output
+    print(f"stopped in generation {generation}, {delay:.2f} s after both its segments started")  # on a failure
     resumed = rlrun(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
@@ -273,7 +277,7 @@ def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(strai
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
-    wait_for(lambda: 0 in _in_flight_with_a_snapshot(home), process, timeout=600)
+    wait_for(lambda: 0 in _in_flight(home, with_a_snapshot=True), process, timeout=600)
     with Registry.open(home, create=False) as registry:
         run_id = trials(home)[0].run_id
         worker = registry.get_run(run_id).sessions[0].pid  # the worker trains its one session itself
@@ -287,15 +291,16 @@ def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(strai
     assert_same_population(home_a, home)
 
 
-def _in_flight_with_a_snapshot(home: Path) -> set[int]:
-    """The numbers of the segments still running whose run has recorded a snapshot."""
+def _in_flight(home: Path, *, with_a_snapshot: bool = False) -> set[int]:
+    """The numbers of the segments still running whose run is recorded (and has a snapshot)."""
     database = home / "registry.sqlite"
     if not database.exists():
         return set()
+    snapshot = " JOIN sessions s ON s.run_id = t.run_id JOIN checkpoints c ON c.session_id = s.id"
     try:
         with sqlite3.connect(database) as db:
-            found = db.execute("SELECT DISTINCT t.number FROM trials t JOIN sessions s ON s.run_id = t.run_id"
-                               " JOIN checkpoints c ON c.session_id = s.id WHERE t.state = 'running'").fetchall()
+            found = db.execute(f"SELECT DISTINCT t.number FROM trials t{snapshot if with_a_snapshot else ''}"
+                               " WHERE t.state = 'running' AND t.run_id IS NOT NULL").fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
         return set()
     return {number for (number,) in found}
