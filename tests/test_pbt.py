@@ -216,7 +216,8 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def parallel(tmp_path_factory: pytest.TempPathFactory, straight: tuple[Path, Path]) -> Path:
-    """The same population, two members at a time, never interrupted: its home."""
+    """The same population, two members at a time (two worker processes a generation), never
+    interrupted: its home."""
     home = tmp_path_factory.mktemp("parallel-pbt") / "runs"
     done = rlrun(home, "search", str(straight[1]), *PBT, "--parallel", "2")
     assert done.code == 0, done.stderr
@@ -230,8 +231,12 @@ def test_a_population_trained_two_members_at_a_time_is_the_population_trained_on
         search = registry.list_searches(1)[0][0]
         runs = [registry.get_run(t.run_id) for t in registry.get_search(search.id).trials]
     assert json.loads(search.settings_json)["parallel"] == 2
-    # Each segment trained in a worker process of its own (its one session in the worker itself).
-    assert len({run.sessions[0].pid for run in runs}) == len(runs)
+    # Each generation in two worker processes, each training every other member's segment (its one
+    # session in the worker itself).
+    pids = [run.sessions[0].pid for run in runs]
+    for generation in range(3):
+        lanes = pids[4 * generation : 4 * generation + 4]
+        assert lanes[0] == lanes[2] != lanes[1] == lanes[3]
 
 
 @pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver"])

@@ -130,39 +130,65 @@ class PbtDriver(_Driver):
         return stopping.pending()
 
     def _generation_at_once(self, registry: Registry, settings: PbtSettings, generation: int) -> int:
-        """A generation's segments, up to `parallel` at once in worker processes (the parallel
-        trials' supervisor and worker). Every segment is decided and recorded here first, from the
+        """A generation's segments in `parallel` worker processes (the parallel trials' supervisor
+        and worker), each training its share of them one after another: a process and its imports
+        per lane, not per segment. Every segment is decided and recorded here first, from the
         previous generation alone, and each is scored on its own run when it ends: which one ends
         first changes nothing recorded. A segment stopped by a signal or a lost worker stays
         running, for `rlrun resume search:...` to continue from its run's snapshots."""
         from rlrun.training.supervisor import Supervisor, Work
 
         segments: dict[int, _Segment] = {}
-        jobs: dict[int, Job] = {}
+        jobs: list[Job] = []
         for member in range(settings.population):
             segment = _Segment(self, registry, settings, generation, member)
             job = segment.prepare()
             if self.error is not None:
                 return 0
             if job is not None:
-                segments[member], jobs[member] = segment, job
+                segments[job.number] = segment
+                jobs.append(job)
+        lanes = [tuple(jobs[lane :: settings.parallel]) for lane in range(min(settings.parallel, len(jobs)))]
+        ended: set[int] = set()
         signals: list[int] = []
 
-        def deliver(member: int, message: tuple[str, Any]) -> bool:
+        def deliver(lane: int, message: tuple[str, Any]) -> bool:
             kind, payload = message
-            if kind == "event":
-                self.on_event(payload)
-            elif kind == "ended":
-                signals.append(segments[member].conclude(*payload))
-            return kind == "ended"
+            if kind == "segment":
+                number, (what, detail) = payload
+                if what == "event":
+                    self.on_event(detail)
+                elif what == "ended":
+                    signals.append(segments[number].conclude(*detail))
+                    ended.add(number)
+            return kind == "done"
 
-        def lost(member: int, exitcode: int | None) -> None:
+        def lost(lane: int, exitcode: int | None) -> None:
+            member = next(job.number for job in lanes[lane] if job.number not in ended) % settings.population
             self.error = f"member {member}'s worker process exited with code {exitcode} in generation {generation}"
 
         supervisor = Supervisor(deliver, lost, at_most=settings.parallel)
-        work = (Work(member, _train_trial, (job, str(self.root), os.getpid()), name=f"rlrun-g{generation}m{member}")
-                for member, job in jobs.items() if not supervisor.stop.signal)
+        work = (Work(lane, _train_lane, (share, str(self.root), os.getpid()), name=f"rlrun-g{generation}l{lane}")
+                for lane, share in enumerate(lanes) if not supervisor.stop.signal)
         return supervisor.run(work) or max(signals, default=0)
+
+
+def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, outbox: Any, shared_stop: Any) -> None:
+    """A worker process: train its segments one after another, each as a parallel trial's worker
+    trains its trial, their messages tagged with their trial numbers; none more once stopped."""
+    for job in jobs:
+        if StopRequest(shared_stop).signal:
+            break
+        _train_trial(job, home, parent, _Tagged(outbox, job.number), shared_stop)
+    outbox.put(("done", None))
+
+
+class _Tagged:
+    def __init__(self, outbox: Any, number: int) -> None:
+        self.outbox, self.number = outbox, number
+
+    def put(self, message: tuple[str, Any]) -> None:
+        self.outbox.put(("segment", (self.number, message)))
 
 
 class _Segment:
