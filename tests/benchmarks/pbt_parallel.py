@@ -10,8 +10,19 @@ CPU times (what running K at once costs in extra CPU: worker processes start, im
 gymnasium, and read the registry, once per segment). It also checks the two populations score
 alike, segment for segment (tests/test_pbt.py checks their snapshots bit for bit).
 
-On a machine of C cores the speed-up is bounded by min(K, C), less the per-segment start of a
-worker process; short segments gain less. Say whether the machine was busy.
+On a machine of C cores the speed-up is bounded by min(K, C), less each worker's start: a lane
+(a worker process training every K-th member's segment) is spawned per generation and imports torch,
+gymnasium and rlrun (about 1.7 CPU-seconds quiet, 3 busy); short segments gain less. Say whether the
+machine was busy.
+
+Measured at b7a04b6 on the 2-core development machine, BUSY (load 6-9: two other helpers' benchmarks
+running), one round each, so the wall ratios are mostly the neighbours' noise; the CPU ratios are the
+worker starts:
+    --frames 30k  --interval 10k:  parallel 1  34.6 s wall 15.1 s CPU; parallel 2  63.7 s wall 29.2 s CPU
+    --frames 120k --interval 40k:  parallel 1  53.7 s wall 42.6 s CPU; parallel 2 123.5 s wall 61.3 s CPU
+    --frames 120k --interval 60k:  parallel 1  86.0 s wall 45.7 s CPU; parallel 2  99.6 s wall 59.3 s CPU
+(a process per segment instead of per lane: 30k/10k took 129.6 s wall, 46.4 s CPU). No speed-up was
+measurable on that machine; rerun quiet, or on more cores, before quoting one.
 """
 
 from __future__ import annotations
