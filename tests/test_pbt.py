@@ -1,7 +1,9 @@
 """Population-based training (issue 29): a real population of four PPO members on CartPole at a tiny
 budget, with several exploits, killed with kill -9 of the driver at a random moment and resumed, ends
 member for member, segment for segment, in the same snapshots bit for bit as the population never
-interrupted; a DQN member's fork shares its parent's replay segments (hard links, not copies)."""
+interrupted; a DQN member's fork shares its parent's replay segments (hard links, not copies). Two
+members at a time (`--parallel 2`, issue pbtpar): the same population bit for bit, straight, stopped
+mid-generation (kill -9, SIGTERM) and resumed, or with a worker lost."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document, validate_spec
 from rlrun.spec.consistency import check_edit
+from rlrun.testhooks import SLOW_EVALUATION_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -206,12 +210,128 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
     assert paths.run_dir(home, child.run.id) != paths.run_dir(home, parent.run.id)
 
 
+# ---------------------------------------------------------------------------------------------
+# --parallel K: up to K members of a generation at once, each in a worker process
+
+
+@pytest.fixture(scope="module")
+def parallel(tmp_path_factory: pytest.TempPathFactory, straight: tuple[Path, Path]) -> Path:
+    """The same population, two members at a time (two worker processes a generation), never
+    interrupted: its home."""
+    home = tmp_path_factory.mktemp("parallel-pbt") / "runs"
+    done = rlrun(home, "search", str(straight[1]), *PBT, "--parallel", "2")
+    assert done.code == 0, done.stderr
+    return home
+
+
+def test_a_population_trained_two_members_at_a_time_is_the_population_trained_one_at_a_time(
+        straight: tuple[Path, Path], parallel: Path) -> None:  # fmt: skip
+    assert_same_population(straight[0], parallel)
+    with Registry.open(parallel, create=False) as registry:
+        search = registry.list_searches(1)[0][0]
+        runs = [registry.get_run(t.run_id) for t in registry.get_search(search.id).trials]
+    assert json.loads(search.settings_json)["parallel"] == 2
+    # Each generation in two worker processes, each training every other member's segment (its one
+    # session in the worker itself).
+    pids = [run.sessions[0].pid for run in runs]
+    for generation in range(3):
+        lanes = pids[4 * generation : 4 * generation + 4]
+        assert lanes[0] == lanes[2] != lanes[1] == lanes[3]
+
+
+@pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver"])
+def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_population(
+        straight: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # fmt: skip
+    """Stopped while both members of a random generation train (each with a snapshot), and resumed
+    (two at a time again: recorded with the search), member for member the population never
+    interrupted. The whole group killed: each segment continues from its last snapshot; the driver
+    alone killed: its orphaned workers stop their segments with a snapshot; SIGTERM: the driver
+    stops them so, then ends 128 + 15."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    chance = random.SystemRandom()
+    generation, delay = chance.randrange(3), chance.uniform(0, 2)
+    # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
+    slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5"}
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
+                               env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    wait_for(lambda: len({n for n in _in_flight(home) if n // 4 == generation}) >= 2, process, timeout=600)
+    time.sleep(delay)  # both segments just started, or one (or both) past its first snapshot
+    if how == "SIGTERM to the driver":
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 128 + signal.SIGTERM, stderr
+    else:
+        (os.killpg if how == "kill -9 of the process group" else os.kill)(process.pid, signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    _wait_for_the_group_to_end(process.pid)
+    print(f"stopped in generation {generation}, {delay:.2f} s after both its segments started")  # on a failure
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    assert_same_population(home_a, home)
+
+
+def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(straight: tuple[Path, Path],
+                                                                          tmp_path: Path) -> None:  # fmt: skip
+    """A worker killed outright (kill -9) mid-segment: as a parallel trial's, its segment stays
+    running, the search ends failed (exit 1) naming the member, and the resumed population is the
+    one never interrupted."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
+                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    wait_for(lambda: 0 in _in_flight(home, with_a_snapshot=True), process, timeout=600)
+    with Registry.open(home, create=False) as registry:
+        run_id = trials(home)[0].run_id
+        worker = registry.get_run(run_id).sessions[0].pid  # the worker trains its one session itself
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1, stderr
+    assert "member 0's worker process exited with code -9 in generation 0" in stderr
+    assert trials(home)[0].state == "running"
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    assert_same_population(home_a, home)
+
+
+def _in_flight(home: Path, *, with_a_snapshot: bool = False) -> set[int]:
+    """The numbers of the segments still running whose run is recorded (and has a snapshot)."""
+    database = home / "registry.sqlite"
+    if not database.exists():
+        return set()
+    snapshot = " JOIN sessions s ON s.run_id = t.run_id JOIN checkpoints c ON c.session_id = s.id"
+    try:
+        with sqlite3.connect(database) as db:
+            found = db.execute(f"SELECT DISTINCT t.number FROM trials t{snapshot if with_a_snapshot else ''}"
+                               " WHERE t.state = 'running' AND t.run_id IS NOT NULL").fetchall()
+    except sqlite3.OperationalError:  # the schema is still being created
+        return set()
+    return {number for (number,) in found}
+
+
+def _wait_for_the_group_to_end(group: int, timeout: float = 120) -> None:
+    """Until no process of the driver's group is left (orphaned workers stopping with a snapshot)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, "the driver's workers did not end"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize(("edit", "args", "expected"), [
     ({"agent.n_epochs": {"choice": [2, 4]}}, PBT, "search.agent.n_epochs: PBT changes values mid-run"),
     ({}, ["--population", "4"], "--population set up population-based training: add --scheduler pbt"),
     ({}, [*PBT[:4], "--interval", "5k"], "--interval 5,000 must be above 0 and below the budget"),
     ({}, PBT[:4], "--scheduler pbt needs --population N and --interval FRAMES"),
     ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
+    ({}, [*PBT, "--parallel", "0"], "Invalid value for '--parallel': 0 is not in the range x>=1"),
+    ({}, [*PBT, "--parallel", "-2"], "Invalid value for '--parallel': -2 is not in the range x>=1"),
+    ({}, [*PBT, "--parallel", "2", "--ray", "127.0.0.1:1"], "drop --ray or --parallel"),
 ])  # fmt: skip
 def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, edit: dict[str, Any],
                                                               args: list[str], expected: str) -> None:  # fmt: skip

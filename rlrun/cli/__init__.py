@@ -404,7 +404,8 @@ def search(
     trials: Annotated[int | None, typer.Option(
         min=1, metavar="INTEGER RANGE", help="Trials to run (default: every point of an all-grid space).")] = None,
     parallel: Annotated[int, typer.Option(
-        min=1, metavar="INTEGER RANGE", help="Trials at a time, each in a process of its own (without --ray).")] = 1,
+        min=1, metavar="INTEGER RANGE",
+        help="Trials (PBT: members of a generation) at a time, each in a process of its own (no --ray).")] = 1,
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
     metric: Annotated[str | None, typer.Option(
         metavar="TEXT", help="Score: eval_mean (final evaluation; default) or best_eval, over sessions.")] = None,
@@ -484,9 +485,9 @@ def _search_plan(spec: str, overrides: list[str], scheduler: str, pbt_options: d
 
     extra = [option for option, value in {"--trials": trials, "--sampler": sampler, "--pruner": pruner,
                                           "--prune-after": prune_after}.items() if value is not None]
-    if extra or parallel != 1:
-        raise BadInput(f"{', '.join(extra) or '--parallel'} belong to a search of trials; --scheduler pbt trains"
-                       " its population one member at a time: drop them")
+    if extra:
+        raise BadInput(f"{', '.join(extra)} belong to a search of trials; --scheduler pbt trains its population"
+                       " generation by generation: drop them")
     if pbt_options["--population"] is None or pbt_options["--interval"] is None:
         raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8"
                        " --interval 50k")
@@ -497,7 +498,7 @@ def _search_plan(spec: str, overrides: list[str], scheduler: str, pbt_options: d
         quantile=chosen["--quantile"], resample_probability=chosen["--resample"],
         factors=pbt.FACTORS if pbt_options["--factors"] is None else _factors(pbt_options["--factors"]),
     )
-    return plan_pbt(spec, overrides, options=options, metric=metric or "eval_mean")
+    return plan_pbt(spec, overrides, options=options, metric=metric or "eval_mean", parallel=parallel)
 
 
 def _factors(text: str) -> tuple[float, ...]:

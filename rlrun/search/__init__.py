@@ -435,15 +435,18 @@ def _train_trial(job: Job, home: str, parent: int, outbox: Any, shared_stop: Any
 
 @dataclass(frozen=True)
 class Job:
-    """A trial's training, as plain data (it crosses to a worker process): a new run of `spec`, or
-    the run `run_id` continued from its snapshots."""
+    """A trial's training, as plain data (it crosses to a worker process): a new run of `spec`, the
+    run `run_id` continued from its snapshots, or a new run forked from them with `overrides` (a
+    population's segment: `rlrun.search.population`)."""
 
     number: int
-    kind: str  # train | resume
+    kind: str  # train | resume | fork
     spec: dict[str, Any] | None
     run_id: str | None
     trial: TrialLink | None = None
     """A new run's trial, recorded with the run (one transaction: never a run without its trial)."""
+    overrides: tuple[str, ...] = ()
+    """A fork's spec edit."""
 
     def run(self, home: Path, on_event: Callable[[events.Event], None], on_start: Callable[[str], None],
             executor: Executor, handle_signals: bool = True) -> Any:
@@ -452,6 +455,11 @@ class Job:
         if self.kind == "resume":
             assert self.run_id is not None
             return resume(self.run_id, home=home, on_event=on_event, executor=executor, handle_signals=handle_signals)
+        if self.kind == "fork":
+            assert self.run_id is not None
+            return resume(self.run_id, home=home, fork=True, overrides=list(self.overrides), on_event=on_event,
+                          on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals,
+                          trial=self.trial)
         assert self.spec is not None
         return train(validate_spec(self.spec, check_env_id=False), home=home, on_event=on_event,
                      on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from signal import SIGTERM
@@ -30,7 +31,7 @@ from typing import Any
 from rlrun.errors import BadInput
 from rlrun.registry import Registry
 from rlrun.registry.records import LineageRecord, TrialLink, TrialRecord
-from rlrun.search import SearchPlan, Settings, TrialOutcome, _Driver, pbt, plan_search
+from rlrun.search import Job, SearchPlan, Settings, TrialOutcome, _Driver, _train_trial, pbt, plan_search
 from rlrun.search import space as search_space
 from rlrun.session import stopping
 from rlrun.session.stopping import StopRequest
@@ -71,10 +72,12 @@ class PbtSettings(Settings):
 
 
 def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = None, *, options: pbt.Options,
-             metric: str = "eval_mean") -> SearchPlan:
-    """A PBT search of a spec with a `search` block; BadInput (or SpecError) before anything is
-    written when it cannot run: among others, a searched setting that cannot change mid-run."""
-    base = plan_search(source, overrides, trials=1, metric=metric, sampler="random", pruner="none")
+             metric: str = "eval_mean", parallel: int = 1) -> SearchPlan:
+    """A PBT search of a spec with a `search` block, training up to `parallel` members of a
+    generation at once; BadInput (or SpecError) before anything is written when it cannot run:
+    among others, a searched setting that cannot change mid-run."""
+    base = plan_search(source, overrides, trials=1, metric=metric, sampler="random", pruner="none",
+                       parallel=parallel)
     from rlrun.spec.consistency import flatten
     from rlrun.spec.schedules import _ScheduleBase
 
@@ -86,9 +89,9 @@ def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = 
         raise BadInput("; ".join(problems))
     settings = PbtSettings(
         trials=options.population * pbt.generations(max_frame, options.interval), metric=metric, sampler=SCHEDULER,
-        pruner="none", seed=spec.meta.seed, population=options.population, interval=options.interval,
-        max_frame=max_frame, quantile=options.quantile, resample_probability=options.resample_probability,
-        factors=tuple(options.factors),
+        pruner="none", seed=spec.meta.seed, parallel=parallel, population=options.population,
+        interval=options.interval, max_frame=max_frame, quantile=options.quantile,
+        resample_probability=options.resample_probability, factors=tuple(options.factors),
     )  # fmt: skip
     return SearchPlan(spec, base.dimensions, settings, base.space)
 
@@ -99,7 +102,9 @@ def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = 
 
 class PbtDriver(_Driver):
     """The search driver (records, status, signals: `rlrun.search._Driver`) with generations of
-    segments in place of trials, one segment at a time."""
+    segments in place of trials: one segment at a time, or (`parallel` > 1) up to that many of a
+    generation at once, each in a worker process of its own, the whole generation awaited before
+    the next is decided."""
 
     def _one_at_a_time(self, registry: Registry) -> int:
         settings = self.plan.settings
@@ -113,6 +118,78 @@ class PbtDriver(_Driver):
                     return signal
         return stopping.pending()
 
+    def _several_at_once(self, registry: Registry) -> int:
+        settings = self.plan.settings
+        assert isinstance(settings, PbtSettings)
+        for generation in range(settings.generations):
+            if stopping.pending():
+                return stopping.pending()
+            signal = self._generation_at_once(registry, settings, generation)
+            if signal or self.error is not None:
+                return signal
+        return stopping.pending()
+
+    def _generation_at_once(self, registry: Registry, settings: PbtSettings, generation: int) -> int:
+        """A generation's segments in `parallel` worker processes (the parallel trials' supervisor
+        and worker), each training its share of them one after another: a process and its imports
+        per lane, not per segment. Every segment is decided and recorded here first, from the
+        previous generation alone, and each is scored on its own run when it ends: which one ends
+        first changes nothing recorded. A segment stopped by a signal or a lost worker stays
+        running, for `rlrun resume search:...` to continue from its run's snapshots."""
+        from rlrun.training.supervisor import Supervisor, Work
+
+        segments: dict[int, _Segment] = {}
+        jobs: list[Job] = []
+        for member in range(settings.population):
+            segment = _Segment(self, registry, settings, generation, member)
+            job = segment.prepare()
+            if self.error is not None:
+                return 0
+            if job is not None:
+                segments[job.number] = segment
+                jobs.append(job)
+        lanes = [tuple(jobs[lane :: settings.parallel]) for lane in range(min(settings.parallel, len(jobs)))]
+        ended: set[int] = set()
+        signals: list[int] = []
+
+        def deliver(lane: int, message: tuple[str, Any]) -> bool:
+            kind, payload = message
+            if kind == "segment":
+                number, (what, detail) = payload
+                if what == "event":
+                    self.on_event(detail)
+                elif what == "ended":
+                    signals.append(segments[number].conclude(*detail))
+                    ended.add(number)
+            return kind == "done"
+
+        def lost(lane: int, exitcode: int | None) -> None:
+            member = next(job.number for job in lanes[lane] if job.number not in ended) % settings.population
+            self.error = f"member {member}'s worker process exited with code {exitcode} in generation {generation}"
+
+        supervisor = Supervisor(deliver, lost, at_most=settings.parallel)
+        work = (Work(lane, _train_lane, (share, str(self.root), os.getpid()), name=f"rlrun-g{generation}l{lane}")
+                for lane, share in enumerate(lanes) if not supervisor.stop.signal)
+        return supervisor.run(work) or max(signals, default=0)
+
+
+def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, outbox: Any, shared_stop: Any) -> None:
+    """A worker process: train its segments one after another, each as a parallel trial's worker
+    trains its trial, their messages tagged with their trial numbers; none more once stopped."""
+    for job in jobs:
+        if StopRequest(shared_stop).signal:
+            break
+        _train_trial(job, home, parent, _Tagged(outbox, job.number), shared_stop)
+    outbox.put(("done", None))
+
+
+class _Tagged:
+    def __init__(self, outbox: Any, number: int) -> None:
+        self.outbox, self.number = outbox, number
+
+    def put(self, message: tuple[str, Any]) -> None:
+        self.outbox.put(("segment", (self.number, message)))
+
 
 class _Segment:
     """One member's segment of one generation: decided (or taken back from the registry), trained
@@ -125,30 +202,46 @@ class _Segment:
         self.number = generation * settings.population + member
 
     def run(self) -> int:
+        """Train the segment here; the signal that stopped it, or 0."""
+        job = self.prepare()
+        if job is None:
+            return 0
+        executor = self.driver.make_executor(StopRequest())
+        result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor)
+        return self.conclude(result.outcome, result.error, result.signal)
+
+    def prepare(self) -> Job | None:
+        """What the segment trains: its run continued, a new first segment or a new fork; None
+        when it has ended already, or cannot be decided (the driver's error says why)."""
         search_id = self.driver.record.id
         trials = {t.number: t for t in self.registry.get_search(search_id).trials}
         row = trials.get(self.number)
         if row is not None and row.state != "running":
-            return 0
+            return None
         if row is None:
             row = self._decide(trials)
             if row is None:
-                return 0
+                return None
         line = next(line for line in self.registry.get_lineage(search_id) if line.trial_id == row.id)
-        from rlrun.training import resume
-
-        executor = self.driver.make_executor(StopRequest())
-        on_event = self.driver.on_event
         if row.run_id is not None and self._continuable(row.run_id, line):
-            result = resume(row.run_id, home=self.driver.root, on_event=on_event, executor=executor)
-        else:
-            result = self._start(row, line, executor)
-        if result.outcome == "failed":
-            self.driver.error = f"member {self.member} failed in generation {self.generation}: {result.error}"
-            return self._end(row, "failed", None, result.error)
-        if result.signal > 0 or result.outcome == "preempted":
-            return result.signal if result.signal > 0 else int(SIGTERM)
-        return self._end(row._replace(run_id=result.run_id), "complete", self._score(result.run_id), None)
+            return Job(self.number, "resume", None, row.run_id)
+        # The run and its link to the segment's trial are one transaction: no kill leaves a run unlinked.
+        link = TrialLink(search_id=row.search_id, number=row.number, params_json=row.params_json)
+        if line.generation == 0:
+            return Job(self.number, "train", self._first_spec(row.params).to_json(), None, link)
+        return Job(self.number, "fork", None, line.parent_run_id, link, tuple(self._edit(row, line)))
+
+    def conclude(self, outcome: str, error: str | None, signal: int) -> int:
+        """Record the segment's end from its run's outcome (its run read back from the registry:
+        the run was recorded with the trial); a stop by a signal leaves it running."""
+        row = self.registry.trial_of(self.driver.record.id, self.number)
+        if outcome == "failed":
+            self.driver.error = f"member {self.member} failed in generation {self.generation}: {error}"
+            return self._end(row, "failed", None, error)
+        if signal > 0 or outcome == "preempted":
+            return signal if signal > 0 else int(SIGTERM)
+        assert row.run_id is not None
+        return self._end(row, "complete", self._score(row.run_id), None)
 
     # -- deciding -------------------------------------------------------------------------------
 
@@ -195,18 +288,6 @@ class _Segment:
 
         remove_runs(self.registry, [detail.run])
         return False
-
-    def _start(self, row: TrialRecord, line: LineageRecord, executor: Any) -> Any:
-        from rlrun.training import resume, train
-
-        # The run and its link to the segment's trial are one transaction: no kill leaves a run unlinked.
-        link = TrialLink(search_id=row.search_id, number=row.number, params_json=row.params_json)
-        root, on_event = self.driver.root, self.driver.on_event
-        if line.generation == 0:
-            return train(self._first_spec(row.params), home=root, on_event=on_event, trial=link, executor=executor)
-        assert line.parent_run_id is not None
-        return resume(line.parent_run_id, home=root, fork=True, overrides=self._edit(row, line), on_event=on_event,
-                      executor=executor, trial=link)
 
     def _first_spec(self, params: dict[str, Any]) -> Any:
         """The member's first segment: the base spec with its values, its own seeds (members differ
