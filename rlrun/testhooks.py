@@ -21,8 +21,6 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   have taken them, then write the frame each tracker took last (JSON) into FILE and hold, its
   threads still running, until FILE is removed: the process cannot end before a test that waits
   for the trackers' delivery kills it.
-- `RLRUN_TEST_SUPERVISOR_RESOURCE=NAME` places a detached run's supervisor (a Ray actor) only on
-  nodes that offer the custom resource NAME, so a test knows which nodes it may remove under it.
 - `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
   before its episodes, which change nothing), so a background evaluation is still running when
   training reaches its next snapshot or stops.
@@ -48,7 +46,6 @@ HEARTBEAT_ENV = "RLRUN_TEST_HEARTBEAT_SECONDS"
 STALE_ENV = "RLRUN_TEST_STALE_AFTER_SECONDS"
 FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
 HOLD_ENV = "RLRUN_TEST_HOLD_AT_FRAME"
-SUPERVISOR_RESOURCE_ENV = "RLRUN_TEST_SUPERVISOR_RESOURCE"
 SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
 CORES_ENV = "RLRUN_TEST_USABLE_CORES"
 
@@ -161,11 +158,6 @@ def hold(delivered: Callable[[], dict[str, int | None] | None]) -> None:
 def heartbeat_seconds(default: float) -> float:
     """How often sessions heartbeat: `default`, unless a test asked for another period."""
     return float(os.environ.get(HEARTBEAT_ENV) or default)
-
-
-def supervisor_resource() -> str | None:
-    """The custom Ray resource a detached run's supervisor must be placed by (None: anywhere)."""
-    return os.environ.get(SUPERVISOR_RESOURCE_ENV) or None
 
 
 def slow_evaluation() -> None:

@@ -34,9 +34,9 @@ from rlrun.testhooks import (
     FREEZE_ENV,
     HANG_ENV,
     HEARTBEAT_ENV,
+    HOLD_ENV,
     SIGNAL_AT_ENV,
     STALE_ENV,
-    SUPERVISOR_RESOURCE_ENV,
 )
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 WORKERS = 3
 SUPERVISOR = "rlrun_supervisor"
-"""The custom resource of the nodes a detached run's supervisor is placed on (SUPERVISOR_RESOURCE_ENV):
+"""The custom resource of the nodes a detached run's supervisor is placed on (`--supervisor-on`):
 CPU-less nodes that run no session, so removing one takes only the supervisor with it."""
 FRAMES = "3000"
 SEARCH = ["--trials", "2", "--prune-after", "1", "--set", "meta.max_frame=10000"]
@@ -438,8 +438,8 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
 def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
     """`rlrun train --ray --detach` (or `resume`, as `args` say), its supervisor on a SUPERVISOR node;
     returned as soon as it prints that the cluster supervises the run, with that line."""
-    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--json",
-                                env={SUPERVISOR_RESOURCE_ENV: SUPERVISOR, **(env or {})})
+    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
+                                "--json", env=env)
     process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     said = []
@@ -502,6 +502,112 @@ def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
     assert f"detached: was supervised by actor rlrun/rlrun-{run.run.id}-" in shown.stderr, shown.stderr
 
 
+def actor_ended(cluster: Any, label: str, timeout: float = 120) -> bool:
+    """Whether the detached supervisor that `label` names (as the registry does) is gone for good
+    within `timeout`: Ray forgets the name of an actor ended without restarts, not of one restarting."""
+    name = re.search(r"actor rlrun/(\S+) on node", label)
+    assert name, label
+    probe = ("import sys, time, ray\n"
+             "ray.init(address=sys.argv[1], namespace='rlrun', logging_level='ERROR', log_to_driver=False)\n"
+             "deadline = time.monotonic() + float(sys.argv[3])\n"
+             "while time.monotonic() < deadline:\n"
+             "    try:\n"
+             "        ray.get_actor(sys.argv[2])\n"
+             "    except ValueError:\n"
+             "        sys.exit(0)\n"
+             "    time.sleep(0.5)\n"
+             "sys.exit(1)\n")
+    done = subprocess.run([sys.executable, "-c", probe, cluster.address, name[1], str(timeout)],
+                          env={**os.environ, **ISOLATED}, capture_output=True, text=True, timeout=timeout + 60)
+    return done.returncode == 0
+
+
+def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone(
+        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    """A detached run loses its supervisor's node, and Ray can place the supervisor nowhere else
+    for a while (every node that may host it is gone). Meanwhile `rlrun resume --ray` continues the
+    run in the foreground. When a node comes back and Ray starts the supervisor again, it finds the
+    run taken over and ends for good, submitting nothing: the resume's session, held mid-run while
+    it happens, keeps its lease, no retry is recorded, the record names the resume as the launcher,
+    and the run ends bit for bit as the uninterrupted one."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    frozen_flag, held = tmp_path / "frozen", tmp_path / "held"
+    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
+                         *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{frozen_flag}"})
+    assert finished(driver).code == 0
+    frozen = int(wait_for(lambda: frozen_flag.exists() and frozen_flag.read_text()))
+    label = detail(home, registry_url).run.supervisor
+    assert label
+    hosts = [n for n in cluster.list_all_nodes() if dict(n._ray_params.resources or {}).get(SUPERVISOR)]
+    with losing_a_node(cluster):
+        for node in hosts:
+            cluster.remove_node(node, allow_graceful=False)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(frozen, signal.SIGKILL)  # the lost attempt's worker, if Ray left it: its session is crashed now
+        # The held session does not beat: a watch that presumes it lost after 60 s leaves the test time.
+        argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address,
+                                    env={HOLD_ENV: f"2500@{held}", HEARTBEAT_ENV: "0.5", STALE_ENV: "60"})
+        resumed = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        wait_for(held.exists, resumed)
+        assert detail(home, registry_url).run.supervisor is None, "the resume took the run over"
+        cluster.add_node(num_cpus=0, resources={SUPERVISOR: 1})
+        cluster.wait_for_nodes()
+        assert actor_ended(cluster, label), "the restarted supervisor ended for good"
+        held.unlink()
+        done = finished(resumed)
+        assert done.code == 0, done.stderr
+    run = run_status_of(home, registry_url, "finished")
+    assert [t.kind for t in run.attempts] == ["train", "resume"], "the restarted supervisor ran no attempt"
+    assert run.attempts[1].end_status == "finished"
+    assert (run.run.supervisor, run.run.pid) == (None, resumed.pid)
+    assert_same_run(a, final_state(home))
+
+
+def test_a_live_supervisor_leaves_the_run_a_resume_took_over(
+        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    """A detached run's session freezes mid-run; before its supervisor presumes the attempt lost
+    (after half a minute), `rlrun resume --ray` sees the session silent (after 3 s, as told) and
+    continues the run in the foreground. The supervisor, still alive, sees within a second that
+    the record no longer names it, cancels its attempt and ends for good: it retries nothing, and
+    the run ends bit for bit as the uninterrupted one under the resume alone."""
+    a = straight(tmp_path_factory, "reinforce_cartpole")
+    flag = tmp_path / "frozen"
+    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
+                         *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{flag}"})
+    assert finished(driver).code == 0
+    frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
+    label = detail(home, registry_url).run.supervisor
+    assert label
+    time.sleep(3.5)
+    done = finished_command(home, registry_url, "resume", "latest", "--ray", cluster.address,
+                            env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5"})
+    assert done.code == 0, done.stderr
+    assert actor_ended(cluster, label, timeout=30), "the supervisor left the run to the resume"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(frozen, signal.SIGCONT)  # if Ray has not ended it with the cancel: fenced, it writes nothing
+    run = run_status_of(home, registry_url, "finished")
+    assert [t.kind for t in run.attempts] == ["train", "resume"], "the supervisor retried nothing"
+    assert run.run.supervisor is None
+    assert_same_run(a, final_state(home))
+
+
+def test_a_supervisor_resource_no_node_offers_is_bad_input(cluster: Any, registry_url: str, home: Path) -> None:
+    """`--supervisor-on RESOURCE` that no live node offers: one line naming it and how to offer it,
+    exit 2, before anything is written (Ray would otherwise wait for such a node for ever)."""
+    argv, environment = command(home, registry_url, "train", "reinforce_cartpole", "--ray", cluster.address,
+                                "--detach", "--supervisor-on", "on_demand")
+    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no live node of the Ray cluster offers the resource on_demand" in lines[0], lines
+    assert "ray start --resources" in lines[0] and "Traceback" not in done.stderr
+    with Registry.open(home, registry_url) as registry:
+        assert registry.list_runs(limit=None) == []
+
+
 def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
         cluster: Any, registry_url: str, home: Path, tmp_path: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
@@ -516,6 +622,8 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
                          env={FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"})
     assert finished(driver).code == 0
     frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
+    environment = Path(f"/proc/{frozen}/environ").read_bytes().split(b"\0")
+    assert b"OMP_WAIT_POLICY=PASSIVE" in environment, "the command's OpenMP policy reached the session's worker"
 
     def stop() -> Result:
         argv, environment = command(home, registry_url, "stop", "latest")

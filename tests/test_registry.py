@@ -711,6 +711,35 @@ def test_a_stop_request_reaches_the_heartbeat_stands_when_repeated_and_ends_with
     assert (reopened.stop_requested_at, reopened.supervisor) == (None, None) and not registry.stop_requested(run.id)
 
 
+def test_a_restarted_supervisor_takes_back_only_a_run_still_its_own(registry: Registry) -> None:
+    """A detached supervisor that Ray starts again takes the run back (on its new node) while the
+    record still names its actor; after a resume took the run over (which forgets the supervisor),
+    another actor's takeover, or the run's end, it is refused and the record stays as it was."""
+    label = "actor rlrun/rlrun-ka00000001-abcdef on node "
+    run = make_run(registry, "ka00000001")
+    assert registry.supervise_run(run.id, supervisor=label + "1111", host="a", pid=1)
+    assert registry.supervisor_of(run.id) == label + "1111"
+    assert registry.supervise_run(run.id, supervisor=label + "2222", host="b", pid=2, again_as=label)
+    assert registry.supervise_run(run.id, supervisor=label + "2222", host="b", pid=2, again_as=label), "repeatable"
+    record = registry.get_run(run.id).run
+    assert (record.supervisor, record.host, record.pid) == (label + "2222", "b", 2)
+
+    registry.reopen_run(run.id, host="laptop", pid=43)  # `rlrun resume` in the foreground
+    assert not registry.supervise_run(run.id, supervisor=label + "3333", host="c", pid=3, again_as=label)
+    record = registry.get_run(run.id).run
+    assert (record.supervisor, record.host, record.pid) == (None, "laptop", 43)
+    assert registry.supervisor_of(run.id) is None
+
+    other = "actor rlrun/rlrun-ka00000001-fedcba on node "  # `rlrun resume --detach`: a new actor
+    assert registry.supervise_run(run.id, supervisor=other + "4444", host="d", pid=4)
+    assert not registry.supervise_run(run.id, supervisor=label + "3333", host="c", pid=3, again_as=label)
+    assert registry.supervise_run(run.id, supervisor=other + "5555", host="e", pid=5, again_as=other)
+    registry.finish_run(run.id, status="finished")
+    assert not registry.supervise_run(run.id, supervisor=other + "6666", host="f", pid=6, again_as=other)
+    record = registry.get_run(run.id).run
+    assert (record.status, record.supervisor, record.pid) == ("finished", other + "5555", 5)
+
+
 def test_a_retry_runs_again_the_run_its_lost_attempt_closed(registry: Registry) -> None:
     """A worker stopped by SIGTERM (as Ray stops a dead supervisor's tasks) records its session
     preempted, which settles a one-session run; the retry that continues it, under the next lease,

@@ -117,6 +117,10 @@ Gpus = Annotated[float | None, typer.Option(
     "--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")]
 Detach = Annotated[bool, typer.Option(
     "--detach", help="With --ray: return once the run is recorded; the cluster supervises it (see `rlrun stop`).")]
+SupervisorOn = Annotated[str | None, typer.Option(
+    "--supervisor-on", metavar="RESOURCE",
+    help="With --detach: place the run's supervisor only on nodes that offer this custom Ray resource"
+         " (on-demand nodes, say, not spot ones).")]
 
 
 def _reference(text: str) -> Any:
@@ -138,8 +142,10 @@ def _filters(status: str | None = None, algo: str | None = None, env: str | None
 
 
 def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None,
-              detach: bool = False) -> Any:  # fmt: skip
+              detach: bool = False, supervisor_on: str | None = None) -> Any:  # fmt: skip
     """The executor the options ask for: None (the local one) without --ray."""
+    if supervisor_on is not None and not detach:
+        raise BadInput("--supervisor-on places a detached run's supervisor; add --detach (and --ray [ADDRESS])")
     if ray is None:
         if cpus is not None or gpus is not None:
             raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
@@ -149,7 +155,7 @@ def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any
         return None
     from rlrun.training.ray_executor import ray_executor
 
-    return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach)
+    return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach, supervisor_on=supervisor_on)
 
 
 def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
@@ -222,6 +228,7 @@ def train(
     cpus: Cpus = None,
     gpus: Gpus = None,
     detach: Detach = False,
+    supervisor_on: SupervisorOn = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -239,7 +246,7 @@ def train(
     if seed is not None:
         edits.append(f"meta.seed={seed}")
     edits += _track_edit(track)
-    executor = _executor(ray, cpus, gpus, detach=detach)
+    executor = _executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on)
     loaded = load_spec(spec, edits)
     console = _console()
 
@@ -296,6 +303,7 @@ def resume(
     cpus: Cpus = None,
     gpus: Gpus = None,
     detach: Detach = False,
+    supervisor_on: SupervisorOn = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -305,9 +313,9 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
-        if detach:
+        if detach or supervisor_on is not None:
             raise BadInput("--detach supervises one run on the cluster; a search's driver stays with its command:"
-                           " drop --detach")
+                           " drop --detach" + (" and --supervisor-on" if supervisor_on is not None else ""))
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
                  filters.describe(): filters.narrows}  # the filters as typed: `--status finished --algo ppo`
         _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
@@ -316,7 +324,7 @@ def resume(
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    executor = _executor(ray, cpus, gpus, detach=detach)
+    executor = _executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on)
     console = _console()
     with TrainingDisplay(console) as display:
         result = resume_run(

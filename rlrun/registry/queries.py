@@ -360,6 +360,12 @@ class Reads(Connected):
         found = self._read(lambda tx: tx.rows("SELECT stop_requested_at FROM runs WHERE id = :id", {"id": run_id}))
         return bool(found) and found[0][0] is not None
 
+    def supervisor_of(self, run_id: str) -> str | None:
+        """Who supervises the run on a cluster (None: its launcher, or nobody); a detached
+        supervisor polls this to learn that a resume took the run over."""
+        found = self._read(lambda tx: tx.rows("SELECT supervisor FROM runs WHERE id = :id", {"id": run_id}))
+        return found[0][0] if found else None
+
     def live_session(self, run_id: str) -> SessionRecord | None:
         """A session of the run whose process is still at work (fresh heartbeat and, on this host,
         a live pid), or None. `rlrun resume` refuses a run that has one."""

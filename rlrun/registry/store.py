@@ -256,11 +256,30 @@ class Writes(Connected):
         tx.execute("UPDATE runs SET status = :status, finished_at = :now WHERE id = :id AND status = 'running'",
                    {"status": run_status(statuses), "now": tx.now(), "id": run_id})  # fmt: skip
 
-    def supervise_run(self, run_id: str, *, supervisor: str, host: str | None, pid: int | None) -> None:
+    def supervise_run(self, run_id: str, *, supervisor: str, host: str | None, pid: int | None,
+                      again_as: str | None = None) -> bool:  # fmt: skip
         """Record who supervises a detached run (a cluster actor, named as `rlrun show` says it)
-        and make its process the run's launcher, the one liveness checks; an actor restarted on
-        another node records itself again."""
-        self._update_run(run_id, supervisor=supervisor, host=host, pid=pid)
+        and make its process the run's launcher, the one liveness checks; returns whether it did.
+
+        `again_as`: the supervisor was restarted (Ray starts a detached actor again, on another node
+        when its own died), and `again_as` is how its record begins whatever its node. It takes the
+        run back only while the run is still running under it: when `rlrun resume` (which forgets
+        the supervisor) or a newer supervisor took the run over meanwhile, or the run ended, it must
+        not compete with them, and False says so. Checked and written in one transaction."""
+        def record(tx: Transaction) -> bool:
+            lock_run(tx, run_id)
+            if again_as is not None:
+                found = tx.rows("SELECT status, supervisor FROM runs WHERE id = :id", {"id": run_id})
+                if not found or found[0][0] != "running" or not (found[0][1] or "").startswith(again_as):
+                    return False
+            values = {"supervisor": supervisor, "host": host, "pid": pid, "run_id": run_id}
+            if tx.execute("UPDATE runs SET supervisor = :supervisor, host = :host, pid = :pid WHERE id = :run_id",
+                          values) == 0:  # fmt: skip
+                raise RegistryError(f"no run with id {run_id} in the registry")
+            self._sync_manifest(tx, run_id)
+            return True
+
+        return self._write(record)
 
     def run_again(self, run_id: str) -> None:
         """A retried attempt continues its session, and so the run: running again if the lost

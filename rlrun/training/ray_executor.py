@@ -25,7 +25,9 @@ small actor on the driver's node (`Mailbox`); sessions poll it a few times a sec
 
 With `detach` (`--detach`), what the driver does is done on the cluster instead, by the same code
 (`RayExecutor._supervise`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
-can when its node dies; `run` returns once the actor has taken the run over.
+can when its node dies; `run` returns once the actor has taken the run over. A supervisor takes a
+run back after a restart only while the registry still names it (`Registry.supervise_run`), and
+leaves a run that a resume took over: one supervisor at a time, whoever started last.
 
 Ray is an optional extra, imported only here, only when `--ray` is asked for.
 """
@@ -47,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlrun import paths, storage, testhooks
+from rlrun import paths, storage
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, TrainingFailed, install_hint
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
@@ -78,6 +80,10 @@ def import_ray() -> Any:
     return ray
 
 
+class SupervisionTaken(Exception):  # not an error: a detached supervisor's cue to leave
+    """A resume took over the run that a detached supervisor was supervising."""
+
+
 class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run the task again
     """A session stopped with a snapshot because its worker was asked to (SIGTERM, a spot notice),
     not because the driver was: raised so that Ray runs the task again, which resumes it."""
@@ -86,7 +92,7 @@ class WorkerStopped(Exception):  # not an error: the reason Ray is asked to run 
 class RayExecutor:
     def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
                  handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False) -> None:  # fmt: skip
+                 detach: bool = False, supervisor_on: str | None = None) -> None:  # fmt: skip
         import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
@@ -94,9 +100,15 @@ class RayExecutor:
         self.detach = detach
         """Hand the sessions' supervision to a detached actor on the cluster (`DetachedSupervisor`)
         and return once it has taken over, instead of supervising them from this process."""
+        self.supervisor_on = supervisor_on
+        """With `detach`: the custom Ray resource of the nodes the supervisor may run on (None:
+        any node), so that it lives on on-demand nodes while the sessions take spot ones."""
         self.stop = stop
         """A stop the caller may request for reasons of its own (a search pruning a trial), as the
         local executor's: the sessions stop at their next step with a snapshot and are not retried."""
+        self.supervising_as: str | None = None
+        """Set in a detached supervisor: its label, which the run's record must keep naming (a
+        resume that takes the run over ends the supervision, `SupervisionTaken`)."""
         self._connected_here = False
         self._shipped: list[str] | None = None
         """The local paths of the user's modules that `prepare` found to ship with the job (None:
@@ -115,6 +127,8 @@ class RayExecutor:
             self._connect(ray, shipped)
             try:
                 check_storage(ray, home, db_url, self.cpus, self.gpus, modules=list(modules), every_node=self.detach)
+                if self.detach and self.supervisor_on is not None:
+                    check_supervisor_placement(ray, self.supervisor_on)
             except BaseException:
                 self.close()
                 raise
@@ -167,10 +181,10 @@ class RayExecutor:
         node dies, and wait until it has taken the run over (recorded itself as its supervisor)."""
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
         name = f"rlrun-{tasks[0].run_id}-{uuid.uuid4().hex[:6]}"
-        placement = testhooks.supervisor_resource()
+        placement = self.supervisor_on
         supervisor = ray.remote(DetachedSupervisor).options(
             name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
-            resources={placement: 0.001} if placement else None,
+            resources={placement: SUPERVISOR_SHARE} if placement else None,
             runtime_env={"env_vars": forwarded_environment()},
         ).remote(handed_out, name, self.cpus, self.gpus)
         try:
@@ -196,7 +210,7 @@ class RayExecutor:
         # A detached supervisor's tasks come with theirs, taken when they were first handed out.
         handed_out = [t if t.lease_base is not None else replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
-        watch = _Watch(tasks[0])
+        watch = _Watch(tasks[0], self.supervising_as)
         cluster = _ClusterWatch(self.cpus, self.gpus)
         stop = self.stop or StopRequest()
         ended: dict[int, events.SessionEnded] = {}
@@ -223,6 +237,11 @@ class RayExecutor:
                     continue
                 if not stop.signal and watch.stop_asked():
                     stop.request(signal.SIGTERM)  # `rlrun stop`: as a SIGTERM to a driver would
+                if watch.taken_over:
+                    abort()
+                    with contextlib.suppress(Exception):
+                        ray.kill(mailbox)
+                    raise SupervisionTaken(tasks[0].run_id)
                 if stop.signal and not asked:
                     asked = stop.signal
                     mailbox.request_stop.remote(asked)
@@ -342,9 +361,14 @@ def _installed(path: Path) -> bool:
 
 def forwarded_environment() -> dict[str, str]:
     """rlrun's own settings (RLRUN_TENSORBOARD, the test hooks) reach the sessions as they would
-    local ones; a worker's environment is its node's, not this process's."""
+    local ones; a worker's environment is its node's, not this process's. So does OpenMP's wait
+    policy (`rlrun.spec.cores.let_idle_threads_sleep`): Ray starts a fresh worker process for these
+    variables, which reads it when torch loads there."""
+    from rlrun.spec.cores import OPENMP_WAIT_POLICY
+
     return {k: v for k, v in os.environ.items()
-            if k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV)}  # fmt: skip
+            if (k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV))
+            or k == OPENMP_WAIT_POLICY}  # fmt: skip
 
 
 class _Watch:
@@ -353,22 +377,28 @@ class _Watch:
     allows (`STALE_AFTER_SECONDS`, by the database's clock; `rlrun ls` says crashed by then too).
     Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
 
-    def __init__(self, task: SessionTask) -> None:
+    def __init__(self, task: SessionTask, supervising_as: str | None = None) -> None:
         self.registry = Registry.open(paths.task_home(task.home), task.db_url)
         self.run_id = task.run_id
         self.checked = self.asked_at = 0.0
         self.presumed: dict[int, int] = {}  # session id -> the lease presumed lost, until a retry takes over
+        self.supervising_as = supervising_as
+        self.taken_over = False
+        """A detached supervisor's run no longer names it (`supervising_as`): a resume took it over."""
 
     def stop_asked(self) -> bool:
         """Whether `rlrun stop` asked the run to stop, looked up once a second. The sessions read
         it with their heartbeat too; the supervisor reads it so that it retries none of them, and
-        passes it on at once (through the mailbox)."""
+        passes it on at once (through the mailbox). A detached supervisor also learns here
+        whether a resume took the run over (`taken_over`)."""
         import time
 
         if time.monotonic() - self.asked_at < 1.0:
             return False
         self.asked_at = time.monotonic()
         try:
+            if self.supervising_as is not None:
+                self.taken_over = self.registry.supervisor_of(self.run_id) != self.supervising_as
             return self.registry.stop_requested(self.run_id)
         except RegistryError:
             return False  # out for longer than its retries: look again next round
@@ -577,6 +607,22 @@ def _check_reachable(address: str) -> None:
                                  " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
+SUPERVISOR_SHARE = 0.001
+"""How much of `--supervisor-on`'s resource a supervisor takes: a token, so one node hosts many."""
+
+
+def check_supervisor_placement(ray: Any, resource: str) -> None:
+    """`--supervisor-on RESOURCE`: some live node must offer it, else Ray would wait for one for
+    ever; bad input at once, before anything is written. Ray's own resources are not custom ones."""
+    if resource.strip() != resource or not resource or resource in ("CPU", "GPU", "memory", "object_store_memory"):
+        raise BadInput(f"--supervisor-on {resource!r}: give the name of a custom resource that the nodes meant for"
+                       " supervisors offer (`ray start --resources '{\"on_demand\": 1}'`)")
+    offered = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= SUPERVISOR_SHARE]
+    if not offered:
+        raise BadInput(f"--supervisor-on {resource}: no live node of the Ray cluster offers the resource {resource};"
+                       f" start one with `ray start --resources '{{\"{resource}\": 1}}'`, or drop --supervisor-on")
+
+
 def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
                   modules: Sequence[str] = (), every_node: bool = False) -> None:  # fmt: skip
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
@@ -683,11 +729,12 @@ def find_markers(markers: dict[str, str], token: str, modules: Sequence[str] = (
 
 def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
                  handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False) -> RayExecutor:  # fmt: skip
+                 detach: bool = False, supervisor_on: str | None = None) -> RayExecutor:  # fmt: skip
     """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto"); with
-    `detach` (`--detach`), the run's supervision is handed to the cluster."""
+    `detach` (`--detach`), the run's supervision is handed to the cluster, on the nodes that offer
+    the resource `supervisor_on` (`--supervisor-on`) when given."""
     return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
-                       handle_signals=handle_signals, stop=stop, detach=detach)
+                       handle_signals=handle_signals, stop=stop, detach=detach, supervisor_on=supervisor_on)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -715,13 +762,17 @@ class DetachedSupervisor:
     def __init__(self, tasks: list[SessionTask], name: str, cpus: float, gpus: float) -> None:
         import ray
 
-        node = ray.get_runtime_context().get_node_id()[:16]
-        self.where = f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
+        context = ray.get_runtime_context()
+        self.where = supervisor_label(name, context.get_node_id()[:16])
+        restarted = context.was_current_actor_reconstructed
         first = tasks[0]
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(), pid=os.getpid())
-        self._thread = threading.Thread(target=_supervise_detached, args=(tasks, cpus, gpus), daemon=True,
-                                        name="rlrun-supervisor")
+            took = registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(),
+                                          pid=os.getpid(), again_as=supervisor_label(name) if restarted else None)
+        # A restart that finds the run taken over (a resume while Ray could not place this actor)
+        # or ended leaves it alone, and ends for good: two supervisors would fight over its leases.
+        work = (_supervise_detached, (tasks, cpus, gpus, self.where)) if took else (_end_for_good, ())
+        self._thread = threading.Thread(target=work[0], args=work[1], daemon=True, name="rlrun-supervisor")
         self._thread.start()
 
     def ready(self) -> str:
@@ -729,12 +780,17 @@ class DetachedSupervisor:
         return self.where
 
 
-def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> None:
+def supervisor_label(name: str, node: str = "") -> str:
+    """How the registry and `rlrun show` name a detached supervisor: its actor, and its node (the
+    label without a node begins every label of that actor, wherever Ray restarts it)."""
+    return f"actor {SUPERVISOR_NAMESPACE}/{name} on node {node}"
+
+
+def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, where: str) -> None:
     """The supervisor's thread: the sessions that have not ended, supervised to their end, the
     run's end recorded, and the actor ended for good. An error ends the actor's process, and Ray
-    starts it again, which looks again."""
-    import ray
-
+    starts it again, which looks again. A resume that takes the run over meanwhile ends the
+    supervision (`SupervisionTaken`), its attempts cancelled and the run's end left to the resume."""
     from rlrun.training.api import settle_run
 
     try:
@@ -742,14 +798,24 @@ def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float) -> N
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             open_tasks = unfinished(registry, tasks)
         executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
-        execution = executor._supervise(ray, open_tasks, lambda event: None) if open_tasks else Execution([])
-        with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            settle_run(registry, first.run_id, execution)
+        executor.supervising_as = where
+        with contextlib.suppress(SupervisionTaken):
+            execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks \
+                else Execution([])
+            with Registry.open(paths.task_home(first.home), first.db_url) as registry:
+                settle_run(registry, first.run_id, execution)
     except BaseException:
         import traceback
 
         traceback.print_exc()
         os._exit(1)
+    _end_for_good()
+
+
+def _end_for_good() -> None:
+    """End this detached supervisor's actor, and tell Ray not to start it again."""
+    import ray
+
     ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
 
@@ -763,5 +829,6 @@ def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[Session
     return [t for t in tasks if t.index not in done]
 
 
-__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "WorkerStopped",
-           "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "unfinished"]
+__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "SupervisionTaken",
+           "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "supervisor_label",
+           "unfinished"]

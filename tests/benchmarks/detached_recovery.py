@@ -33,7 +33,6 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RLRUN_TENSORBOARD"] = "0"
 
 from rlrun.registry import Registry
-from rlrun.testhooks import SUPERVISOR_RESOURCE_ENV
 
 SPEC = "reinforce_cartpole"
 SUPERVISOR = "bench_supervisor"
@@ -42,7 +41,7 @@ QUIET = ["--set", "meta.num_eval_episodes=1", "--set", "meta.eval_frequency=1M",
 
 
 def rlrun(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "RLRUN_HOME": str(home), SUPERVISOR_RESOURCE_ENV: SUPERVISOR}
+    environment = {**os.environ, "RLRUN_HOME": str(home)}
     done = subprocess.run([sys.executable, "-m", "rlrun", *args], env=environment, capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
@@ -75,7 +74,8 @@ def rlrun_recovery(cluster: Any, home: Path) -> tuple[float, float]:
     from ray_scaleout import fresh_registry  # this folder is the script's: on sys.path
 
     fresh_registry()
-    rlrun(home, "train", SPEC, "--frames", "10M", *QUIET, "--ray", cluster.address, "--detach")
+    rlrun(home, "train", SPEC, "--frames", "10M", *QUIET, "--ray", cluster.address, "--detach",
+          "--supervisor-on", SUPERVISOR)
     with Registry.open(home, create=False) as registry:
         run_id = registry.resolve("latest").id
 

@@ -51,6 +51,7 @@ def test_rlrun_settings_reach_the_workers(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("RLRUN_TENSORBOARD", "0")
     monkeypatch.setenv("RLRUN_HOME", "/somewhere")
     monkeypatch.setenv("OTHER", "1")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     forwarded = forwarded_environment()
-    assert forwarded.get("RLRUN_TENSORBOARD") == "0"
+    assert forwarded.get("RLRUN_TENSORBOARD") == "0" and forwarded.get("OMP_WAIT_POLICY") == "PASSIVE"
     assert "RLRUN_HOME" not in forwarded and "OTHER" not in forwarded
