@@ -649,6 +649,75 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
     assert_same_run(a, final_state(home))
 
 
+def test_a_detached_search_outlives_its_command_and_its_drivers_node(cluster: Any, registry_url: str,
+                                                                      tmp_path: Path) -> None:
+    """`rlrun search --ray --detach` returns at once: an actor on the cluster drives the search.
+    While trial 0's session is frozen mid-run, the actor's node is removed (the session ends with it). Ray starts
+    the driver again on another node; it waits until the search reads crashed, takes it over and
+    continues it: the search is the one run locally, trial for trial, each trial's run bit for bit."""
+    spec = str(search_spec(tmp_path))
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    local = searched_locally(homes["local"], registry_url, spec, *SEARCH)
+    flag = tmp_path / "frozen"
+    done = finished_command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
+                            cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
+                            env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5", FREEZE_ENV: f"1500@{flag}"})
+    assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
+    search_id = done.json()["search_id"]
+    assert done.json()["detached"] and done.json()["status"] == "running"
+    said = re.search(r"detached: driven by actor rlrun/rlrun-search-\w+-\w+ on node (\w+)", done.stderr)
+    assert said, done.stderr
+    frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))  # trial 0's session, mid-run
+    with losing_a_node(cluster):
+        cluster.remove_node(node_of(cluster, said[1]), allow_graceful=False)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(frozen, signal.SIGKILL)  # if Ray has not ended it with its owner
+
+        def ended() -> bool:
+            with Registry.open(homes["cluster"], registry_url, create=False) as registry:
+                return registry.resolve_search(f"search:{search_id}").status not in ("running", "crashed")
+
+        wait_for(ended, timeout=300)
+    with Registry.open(homes["cluster"], registry_url, create=False) as registry:
+        assert registry.resolve_search(f"search:{search_id}").status == "finished"
+    remote = trials(homes["cluster"], f"search:{search_id}")
+    first = detail_of(homes["cluster"], registry_url, remote[0].run_id).attempts
+    assert [a.kind for a in first] == ["train", "resume"], "trial 0 went on from its snapshot under the new driver"
+    assert_same_search(homes, registry_url, local, remote)
+
+
+def test_a_detached_search_stopped_through_its_trial_then_resumed_detached(cluster: Any, registry_url: str,
+                                                                              tmp_path: Path) -> None:  # fmt: skip
+    """`rlrun stop` of a detached search's trial in flight ends the search preempted (its driver
+    ends for good); `rlrun resume search:REF --ray --detach` hands it to a new driver, which
+    continues it to the end: the search run locally, trial for trial, each trial's run bit for bit."""
+    spec = str(search_spec(tmp_path))
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    local = searched_locally(homes["local"], registry_url, spec, *SEARCH)
+    done = finished_command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
+                            cluster.address, "--detach", "--supervisor-on", SUPERVISOR, env={HEARTBEAT_ENV: "0.5"})
+    assert done.code == 0, done.stderr
+    search = f"search:{done.json()['search_id']}"
+    wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")))  # trial 0 is training
+    (trial,) = trials(homes["cluster"], search)
+    stopped = finished_command(homes["cluster"], registry_url, "stop", trial.run_id)
+    assert stopped.code == 0, stopped.stderr
+
+    def status() -> str:
+        with Registry.open(homes["cluster"], registry_url, create=False) as registry:
+            return registry.resolve_search(search).status
+
+    wait_for(lambda: status() == "preempted")
+    resumed = finished_command(homes["cluster"], registry_url, "resume", search, "--ray", cluster.address,
+                               "--detach", "--supervisor-on", SUPERVISOR, "--json")
+    assert resumed.code == 0 and resumed.json()["detached"], resumed.stderr
+    wait_for(lambda: status() == "finished", timeout=300)
+    remote = trials(homes["cluster"], search)
+    first = detail_of(homes["cluster"], registry_url, remote[0].run_id).attempts
+    assert [(a.kind, a.end_status) for a in first] == [("train", "preempted"), ("resume", "finished")]
+    assert_same_search(homes, registry_url, local, remote)
+
+
 def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, registry_url: str, tmp_path: Path) -> None:
     """`rlrun search --scheduler pbt --ray`: every member's segment runs its session on a worker node;
     kill -9 of the driver mid-population (Ray ends its tasks), then `rlrun resume search:REF --ray`:

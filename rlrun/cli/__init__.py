@@ -313,12 +313,10 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
-        if detach or supervisor_on is not None:
-            raise BadInput("--detach supervises one run on the cluster; a search's driver stays with its command:"
-                           " drop --detach" + (" and --supervisor-on" if supervisor_on is not None else ""))
+        hand_over = _search_hand_over(ray, cpus, gpus, detach, supervisor_on)
         given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
                  filters.describe(): filters.narrows}  # the filters as typed: `--status finished --algo ppo`
-        _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus))
+        _resume_search(reference, home, as_json, given, _trial_executors(ray, cpus, gpus), hand_over)
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
@@ -432,6 +430,8 @@ def search(
     ray: Ray = None,
     cpus: Cpus = None,
     gpus: Gpus = None,
+    detach: Detach = False,
+    supervisor_on: SupervisorOn = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -447,6 +447,7 @@ def search(
     plan = _search_plan(spec, list(overrides or ()) + _track_edit(track), scheduler, pbt_options, trials=trials,
                         sampler=sampler, parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after)
     make_executor = _trial_executors(ray, cpus, gpus)
+    hand_over = _search_hand_over(ray, cpus, gpus, detach, supervisor_on)
     console = _console()
 
     def announce(record: Any) -> None:
@@ -460,8 +461,23 @@ def search(
 
     with TrainingDisplay(console) as display:
         result = run_search(plan, home=home, name=name, on_event=display, on_start=announce,
-                            on_trial=_trial_line(console), make_executor=make_executor)
+                            on_trial=_trial_line(console), make_executor=make_executor, hand_over=hand_over)
     _conclude_search(result, console, as_json)
+
+
+def _search_hand_over(ray: str | None, cpus: float | None, gpus: float | None, detach: bool,
+                      supervisor_on: str | None) -> Any:  # fmt: skip
+    """Where `--detach` hands a search's driving (None: it stays with this command)."""
+    if supervisor_on is not None and not detach:
+        raise BadInput("--supervisor-on places a detached search's driver; add --detach (and --ray [ADDRESS])")
+    if not detach:
+        return None
+    if ray is None:
+        raise BadInput("--detach hands the search's driving to a Ray cluster; add --ray [ADDRESS]"
+                       " (a search on this machine lasts as long as its command)")
+    from rlrun.search.detached import RayHandOver
+
+    return RayHandOver(ray or None, cpus=cpus, gpus=gpus, supervisor_on=supervisor_on)
 
 
 def _search_plan(spec: str, overrides: list[str], scheduler: str, pbt_options: dict[str, Any], *,
@@ -520,9 +536,16 @@ def _trial_line(console: Any) -> Any:
 
 
 def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
-    """The search's outcome and exit code: 0 done, 128 + the signal after a graceful stop."""
+    """The search's outcome and exit code: 0 done (or handed to a detached driver), 128 + the
+    signal after a graceful stop."""
+    if result.detached:
+        console.print(f"search {result.search_id} detached: driven by {result.detached}; follow it with"
+                      f" `rlrun ls --search search:{result.search_id}` or `rlrun show search:{result.search_id}`",
+                      highlight=False, markup=False)
     if as_json:
         _print_json(result.to_json())
+    if result.detached:
+        return
     if result.nothing_to_do:
         console.print(f"nothing to do: search {result.search_id} has ended all its trials", highlight=False,
                       markup=False)
@@ -541,7 +564,7 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
 
 
 def _resume_search(reference: str, home: str | None, as_json: bool, given: dict[str, Any],
-                   make_executor: Any) -> None:
+                   make_executor: Any, hand_over: Any) -> None:
     from rlrun.cli.display import TrainingDisplay
     from rlrun.search import resume_search
 
@@ -552,7 +575,7 @@ def _resume_search(reference: str, home: str | None, as_json: bool, given: dict[
     with TrainingDisplay(console) as display:
         result = resume_search(reference, home=home, on_event=display, on_trial=_trial_line(console),
                                on_start=lambda record: _say(_views().resolved_search(record, reference)),
-                               make_executor=make_executor)
+                               make_executor=make_executor, hand_over=hand_over)
     _conclude_search(result, console, as_json)
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from signal import SIGTERM
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rlrun import paths, seeding, storage
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, Stopped, install_hint
@@ -104,6 +104,9 @@ class SearchResult:
     signal: int = 0
     nothing_to_do: bool = False
     error: str | None = None
+    detached: str | None = None
+    """Who drives the search on the cluster (`--detach`: an actor, named as the command says it); the
+    trials so far then, and the status running."""
 
     @property
     def best(self) -> TrialOutcome | None:
@@ -197,19 +200,35 @@ def _optuna() -> Any:
 # The calls
 
 
+class HandOver(Protocol):
+    """Hands a search's driving to somewhere that outlives this process (`--detach`: an actor on
+    a Ray cluster, `rlrun.search.detached`)."""
+
+    def prepare(self, root: Path, url: str, spec: Spec) -> None:
+        """Check, before anything is written, that the search can be driven there."""
+
+    def start(self, root: Path, url: str, search_id: str) -> str:
+        """Start the driver there, return once it has taken the recorded search over, and say who it is."""
+
+
 def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | None = None,
                on_event: Callable[[events.Event], None] | None = None, on_trial: OnTrial | None = None,
                on_start: Callable[[SearchRecord], None] | None = None,
-               make_executor: MakeExecutor | None = None) -> SearchResult:
+               make_executor: MakeExecutor | None = None, hand_over: HandOver | None = None) -> SearchResult:
     """Record a new search and run its trials, one at a time; returns when they are done or a
     signal stopped it (the result's `signal`). `make_executor` makes each trial's executor (by
-    default the local one), given the stop the pruner requests; with it, one trial at a time."""
+    default the local one), given the stop the pruner requests; with it, one trial at a time.
+    `hand_over`: the search is recorded here and driven elsewhere; returns once it is."""
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
     if name is not None:
         check_run_name(name)
-    _check_executor(make_executor, plan.settings, root, url, plan.spec)
+    if hand_over is not None:
+        _check_settings(make_executor, plan.settings)
+        hand_over.prepare(root, url, plan.spec)
+    else:
+        _check_executor(make_executor, plan.settings, root, url, plan.spec)
     stopping.raise_if_stopped("before the search was recorded; nothing was written")
     with Registry.open(root, url) as registry:
         record = registry.create_search(
@@ -219,15 +238,25 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
         )  # fmt: skip
     if on_start is not None:
         on_start(record)
+    if hand_over is not None:
+        return _handed_over(hand_over, root, url, record)
     return _driver(plan.settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
+
+
+def _handed_over(hand_over: HandOver, root: Path, url: str, record: SearchRecord) -> SearchResult:
+    where = hand_over.start(root, url, record.id)
+    with Registry.open(root, url) as registry:
+        trials = registry.get_search(record.id).trials
+    return SearchResult(record.id, record.name, str(root), "running", [_outcome(t) for t in trials], detached=where)
 
 
 def resume_search(ref: str, *, home: Path | str | None = None,
                   on_event: Callable[[events.Event], None] | None = None, on_trial: OnTrial | None = None,
                   on_start: Callable[[SearchRecord], None] | None = None,
-                  make_executor: MakeExecutor | None = None) -> SearchResult:
+                  make_executor: MakeExecutor | None = None, hand_over: HandOver | None = None) -> SearchResult:
     """Continue a search: ended trials are kept, an interrupted one continues from its run's
-    snapshots, the rest are suggested as they would have been. A finished search: nothing to do."""
+    snapshots, the rest are suggested as they would have been. A finished search: nothing to do.
+    `hand_over`: continued elsewhere (as `run_search` says); returns once it is."""
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
@@ -247,11 +276,31 @@ def resume_search(ref: str, *, home: Path | str | None = None,
         return SearchResult(record.id, record.name, str(root), record.status, [_outcome(t) for t in detail.trials],
                             nothing_to_do=True)
     _optuna()
+    if hand_over is not None:
+        _check_settings(make_executor, settings)
+        hand_over.prepare(root, url, spec)
+        stopping.raise_if_stopped(f"before search {record.id} was handed over; nothing was written")
+        return _handed_over(hand_over, root, url, record)  # the driver there reopens it
     _check_executor(make_executor, settings, root, url, spec)
     stopping.raise_if_stopped(f"before search {record.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         registry.reopen_search(record.id, host=socket.gethostname(), pid=os.getpid())
     return _driver(settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
+
+
+def drive_search(root: Path, url: str, search_id: str, make_executor: MakeExecutor) -> SearchResult:
+    """Drive a search that this process has just taken over (`Registry.reopen_search`), to its end:
+    a detached search's driver does this where `resume_search` would, without signal handlers (it
+    runs in a thread of its own) and without checks the command made already."""
+    with Registry.open(root, url, create=False) as registry:
+        record = registry.get_search(search_id).search
+    settings = _settings(record.settings_json)
+    spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
+    plan = SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
+    _optuna()
+    driver = _driver(settings)(root, url, record, plan, None, None, make_executor)
+    driver.handle_signals = False
+    return driver.drive()
 
 
 # --- population-based training (`rlrun.search.population`): its settings and its driver ------
@@ -285,14 +334,19 @@ def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root
     with the local executor, so another executor is refused rather than ignored."""
     if make_executor is None:
         return
-    if settings.parallel > 1:
-        raise BadInput(f"--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs"
-                       f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
+    _check_settings(make_executor, settings)
     executor = make_executor(StopRequest())
     try:
         executor.prepare(root, url, modules=user_code(spec))
     finally:
         executor.close()
+
+
+def _check_settings(make_executor: MakeExecutor | None, settings: Settings) -> None:
+    """Trials trained at once run in processes of this machine: not with another executor."""
+    if make_executor is not None and settings.parallel > 1:
+        raise BadInput(f"--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs"
+                       f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
 
 
 def _outcome(trial: TrialRecord) -> TrialOutcome:
@@ -311,6 +365,8 @@ class _Driver:
         self.on_event = on_event or (lambda event: None)
         self.on_trial = on_trial or (lambda outcome: None)
         self.make_executor = make_executor or _local_executor
+        self.handle_signals = True
+        """Whether a trial trained here takes SIGINT/SIGTERM as a stop (not in a detached driver's thread)."""
 
     def drive(self) -> SearchResult:
         signal, status = 0, "finished"
@@ -521,7 +577,8 @@ class _Trial:
         if job is None:
             return 0
         try:
-            result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop))
+            result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop),
+                             handle_signals=self.driver.handle_signals)
         except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
             self.driver.interrupted = f"trial {self.number} interrupted: {error}"  # the trial stays running
             return 0

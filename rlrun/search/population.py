@@ -207,7 +207,8 @@ class _Segment:
         if job is None:
             return 0
         executor = self.driver.make_executor(StopRequest())
-        result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor)
+        result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor,
+                         handle_signals=self.driver.handle_signals)
         return self.conclude(result.outcome, result.error, result.signal)
 
     def prepare(self) -> Job | None:

@@ -1,0 +1,140 @@
+"""A detached search (`rlrun search ... --ray --detach`, `rlrun resume search:REF --ray --detach`):
+the command records the search and hands its driving to a detached actor on the Ray cluster
+(`DetachedSearchDriver`), so the machine that started it may go away; each trial's sessions are
+then placed by Ray from there, as `--ray` places them from the command.
+
+The actor drives the search with the same code as the command would (`rlrun.search.drive_search`),
+from what the registry holds. Ray starts it again when its node or process dies (`max_restarts=-1`):
+the new one waits until the search reads crashed (its predecessor silent for the liveness limit,
+by the database's clock), takes it over and continues it as `rlrun resume search:` would, so the
+search is the same search, trial for trial, each trial's run bit for bit. If meanwhile the search
+was continued by another driver (a `rlrun resume search:` in the foreground), the restarted actor
+waits for that driver to end and then ends too: one driver at a time, whoever is alive.
+
+Ray is an optional extra, imported only here and in `rlrun.training.ray_executor`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from rlrun import paths
+from rlrun.errors import TrainingFailed
+from rlrun.registry import Registry
+from rlrun.registry.liveness import HEARTBEAT_SECONDS
+from rlrun.spec import Spec, user_code
+
+
+class RayHandOver:
+    """`--detach` for a search: the `rlrun.search.HandOver` that starts its driver on the cluster."""
+
+    def __init__(self, address: str | None, *, cpus: float | None, gpus: float | None,
+                 supervisor_on: str | None) -> None:  # fmt: skip
+        from rlrun.training.ray_executor import ray_executor
+
+        # Checks the cluster as a detached run's does: every node sees the home, the driver's node included.
+        self.executor = ray_executor(address, cpus=cpus, gpus=gpus, detach=True, supervisor_on=supervisor_on)
+
+    def prepare(self, root: Path, url: str, spec: Spec) -> None:
+        self.executor.prepare(root, url, modules=user_code(spec))
+
+    def start(self, root: Path, url: str, search_id: str) -> str:
+        from rlrun.training.ray_executor import (
+            PROBE_SECONDS,
+            SUPERVISOR_NAMESPACE,
+            SUPERVISOR_SHARE,
+            forwarded_environment,
+            import_ray,
+        )
+
+        ray = import_ray()
+        placement = self.executor.supervisor_on
+        name = f"rlrun-search-{search_id}-{uuid.uuid4().hex[:6]}"
+        try:
+            driver = ray.remote(DetachedSearchDriver).options(
+                name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
+                resources={placement: SUPERVISOR_SHARE} if placement else None,
+                runtime_env={"env_vars": forwarded_environment()},
+            ).remote(paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
+            try:
+                where: str = ray.get(driver.ready.remote(), timeout=PROBE_SECONDS)
+            except Exception as error:
+                with contextlib.suppress(Exception):
+                    ray.kill(driver, no_restart=True)
+                raise TrainingFailed(f"the search's driver did not start on the cluster ({type(error).__name__}:"
+                                     f" {error}); continue it with `rlrun resume search:{search_id} --ray`") from None
+        finally:
+            self.executor.close()
+        return where
+
+
+class DetachedSearchDriver:
+    """A detached search's driver: a detached actor that drives the search in a thread of its own,
+    started by the constructor (all a restart runs). A first start takes the search over at once;
+    a restart waits for it to read crashed (see the module's note)."""
+
+    def __init__(self, home: str, url: str, search_id: str, name: str, cpus: float, gpus: float) -> None:
+        import ray
+
+        from rlrun.training.ray_executor import supervisor_label
+
+        os.environ[paths.DB_ENV] = url  # the trials' runs find the search's registry as the command did
+        context = ray.get_runtime_context()
+        self.where = supervisor_label(name, context.get_node_id()[:16])
+        root = paths.task_home(home)
+        restarted = context.was_current_actor_reconstructed
+        if not restarted:
+            with Registry.open(root, url) as registry:
+                registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
+        self._thread = threading.Thread(target=_drive, args=(root, url, search_id, cpus, gpus, restarted),
+                                        daemon=True, name="rlrun-search-driver")
+        self._thread.start()
+
+    def ready(self) -> str:
+        """Who drives the search, once it has taken it over (a first start)."""
+        return self.where
+
+
+def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, restarted: bool) -> None:
+    """The driver's thread: the search driven to its end (after a restart, once it is this actor's
+    to drive), then the actor ended for good. An error ends the actor's process, and Ray starts it
+    again, which looks again."""
+    from rlrun.search import drive_search
+    from rlrun.training.ray_executor import RayExecutor, import_ray
+
+    try:
+        if not restarted or _taken_back(root, url, search_id):
+            drive_search(root, url, search_id,
+                         lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop))
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        os._exit(1)
+    ray = import_ray()
+    ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+
+def _taken_back(root: Path, url: str, search_id: str) -> bool:
+    """A restarted driver's wait: True once it has taken the search back (it read crashed), False
+    when the search ended meanwhile (under another driver, or before the restart)."""
+    while True:
+        with Registry.open(root, url, create=False) as registry:
+            found = registry.get_search(search_id)
+            status = found.search.status  # as reported: crashed once its driver is silent
+            # The trial in flight must read crashed too (its sessions ended with their owner, the
+            # lost driver, but may have beaten a moment later): else its resume would be refused.
+            settled = all(registry.live_session(t.run_id) is None for t in found.trials
+                          if t.state == "running" and t.run_id is not None)  # fmt: skip
+            if status == "crashed" and settled:
+                registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
+                return True
+        if status not in ("running", "crashed"):
+            return False
+        time.sleep(HEARTBEAT_SECONDS)
