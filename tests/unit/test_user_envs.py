@@ -46,8 +46,14 @@ def test_the_current_folder_holds_user_modules_searched_last(tmp_path: Path, mon
         "import gymnasium as gym\ngym.register('CwdRobot-v0', entry_point='my_robot.envs:Reach')\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))] + [str(USERENVS)])
-    assert env_id_problems("cwd_robot:CwdRobot-v0") == []
-    assert sys.path[-1] == str(tmp_path), "appended last: an installed module of the same name wins"
+    try:
+        assert env_id_problems("cwd_robot:CwdRobot-v0") == []
+        assert sys.path[-1] == str(tmp_path), "appended last: an installed module of the same name wins"
+    finally:  # gymnasium's registry is the process's: other tests list what my_robot.envs registers
+        import gymnasium
+
+        gymnasium.registry.pop("CwdRobot-v0", None)
+        sys.modules.pop("cwd_robot", None)
 
 
 def test_ray_ships_the_users_packages_and_files_not_what_is_installed(tmp_path: Path,
