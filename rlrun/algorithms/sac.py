@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
+from rlrun.algorithms.base import Fast, Metrics, Step, flat_float, mlp, obs_size, to_device
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
@@ -116,6 +117,28 @@ class Critic(nn.Module):
 _STEP_STATS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy")
 
 
+class StepTensors(NamedTuple):
+    """What a gradient step's `_STEP_STATS` are computed from, once read (`base.Metrics`): tensors
+    the step made and nothing changes afterwards."""
+
+    critic_loss: torch.Tensor
+    actor_loss: torch.Tensor
+    alpha: float
+    q1: torch.Tensor
+    q2: torch.Tensor
+    log_prob: torch.Tensor
+
+
+@torch.no_grad()
+def _step_stats(steps: list[StepTensors]) -> dict[str, float]:
+    """The `_STEP_STATS`, each the mean over an update's gradient steps; the kernels that computed
+    them at each step before they were deferred, on the same values, so the same numbers."""
+    rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
+                         torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
+    stats = torch.stack(rows).double().mean(dim=0).tolist()
+    return dict(zip(_STEP_STATS, stats, strict=True))
+
+
 class Agent:
     METRICS = (*_STEP_STATS, "lr")
     """`alpha`: the entropy coefficient; `q_mean`: the smaller critic's mean on replayed actions;
@@ -175,7 +198,7 @@ class Agent:
 
     # -- learning -------------------------------------------------------------------------------
 
-    def update(self, clock: Clock) -> dict[str, float]:
+    def update(self, clock: Clock) -> Mapping[str, float]:
         self.frame = clock.frame
         previous = clock.frame - self.num_envs
         config = self.config
@@ -185,11 +208,13 @@ class Agent:
         steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
         if not steps:
             return {}
-        stats = torch.stack(steps).double().mean(dim=0).tolist()
-        return {**dict(zip(_STEP_STATS, stats, strict=True)), "lr": self.actor_optimizer.param_groups[0]["lr"]}
+        # read when the session reports or snapshots (every few thousand frames), not every update
+        lr = self.actor_optimizer.param_groups[0]["lr"]
+        return Metrics(lambda: {**_step_stats(steps), "lr": lr})
 
-    def _gradient_step(self, clock: Clock) -> torch.Tensor:
-        """One gradient step of the critics, the actor and the temperature; returns its `_STEP_STATS`."""
+    def _gradient_step(self, clock: Clock) -> StepTensors:
+        """One gradient step of the critics, the actor and the temperature; returns the tensors its
+        `_STEP_STATS` come from."""
         config = self.config
         batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
         obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
@@ -233,8 +258,7 @@ class Agent:
         with torch.no_grad():
             torch._foreach_lerp_(self.target_params, self.critic_params, config.tau)
             clock.opt_step += 1
-            return torch.stack([critic_loss, actor_loss, critic_loss.new_tensor(alpha), torch.min(q1, q2).mean(),
-                                -log_prob.mean()])
+        return StepTensors(critic_loss, actor_loss, alpha, q1, q2, log_prob)  # read under no_grad
 
     # -- state ----------------------------------------------------------------------------------
 
