@@ -68,16 +68,30 @@ class Squashed(NamedTuple):
         from elsewhere (the critics): each of autograd's backward formulas for the operations of
         `sample_squashed`, with its kernels, in its order, so its bits (tests/unit/test_sac_hand.py).
         A value used twice gets its two gradients summed, which is exact in either order."""
-        shape = self.action.shape
+        # the negated gradient of log_prob, per action dimension: the Sub's and the Sum's backward,
+        # formed once for its two uses (a negation is exact, wherever it is taken)
+        negated = (-grad_log_prob).unsqueeze(-1).expand(self.action.shape)
         # log_prob = gaussian - log(squeeze).sum(-1), squeeze = 1 - action.pow(2) + 1e-6
-        grad_squeeze = (-grad_log_prob).unsqueeze(-1).expand(shape).div(self.squeeze)  # Sub, Sum, Log
+        grad_squeeze = negated.div(self.squeeze)  # Sub, Sum, Log
         grad_action = grad_action + (-grad_squeeze) * (2.0 * self.action.pow(1.0))  # Rsub, Pow
         grad_raw = torch.ops.aten.tanh_backward.default(grad_action, self.action)  # action = tanh(raw)
         # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
-        grad_log_std = grad_raw * self.noise * self.std + (-grad_log_prob.unsqueeze(-1).expand(shape))
+        grad_log_std = grad_raw * self.noise * self.std + negated
         inside = (self.unclamped >= LOG_STD_MIN).logical_and_(self.unclamped <= LOG_STD_MAX)
-        grad_log_std = torch.where(inside, grad_log_std, torch.zeros((), dtype=grad_raw.dtype, device=grad_raw.device))
+        grad_log_std = torch.where(inside, grad_log_std, _zero(grad_raw))
         return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
+
+
+_ZEROS: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _zero(like: torch.Tensor) -> torch.Tensor:
+    """A zero-dimensional 0 of `like`'s dtype and device, made once (what a gradient that does not
+    flow is filled with)."""
+    key = (like.dtype, like.device)
+    if key not in _ZEROS:
+        _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return _ZEROS[key]
 
 
 def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
