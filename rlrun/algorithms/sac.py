@@ -19,7 +19,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Metrics, Step, flat_float, mlp, obs_size, to_device
+from rlrun.algorithms.base import Fast, Metrics, Step, TargetUpdate, flat_float, mlp, mse_loss, obs_size, to_device
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
@@ -170,9 +170,7 @@ class Agent:
         self.fast_actor = Fast(self.actor.body)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        # for the targets' Polyak step (load_state_dict copies into these same tensors)
-        self.critic_params: list[torch.Tensor] = list(self.critic.parameters())
-        self.target_params: list[torch.Tensor] = list(self.critic_target.parameters())
+        self.target_update = TargetUpdate(self.critic_target, self.critic)
         # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
         self.hand = HandSAC(self.actor, self.critic, self.critic_target) if HandSAC.fits(self.critic) else None
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -270,7 +268,7 @@ class Agent:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             optimise_unmeasured(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
-            torch._foreach_lerp_(self.target_params, self.critic_params, config.tau)
+            self.target_update.polyak(config.tau)
             clock.opt_step += 1
         return StepTensors(critic_loss, actor_loss, alpha, q1, q2, log_prob)  # read under no_grad
 
@@ -369,9 +367,7 @@ class HandSAC:
             hand.backward_from(saved, grad, workspace=self.scratch)
             values.append(q)
         q1, q2 = values
-        # functional.mse_loss's kernel, without its Python checks (the shapes are the same); 1: "mean"
-        mse_loss: Any = torch._C._nn.mse_loss  # its stub names the reduction a str, the binding takes an int
-        loss = 0.5 * (mse_loss(q1, target, 1) + mse_loss(q2, target, 1))
+        loss = 0.5 * (mse_loss(q1, target) + mse_loss(q2, target))
         return q1, q2, loss, [*self.critics[0].gradients(), *self.critics[1].gradients()]
 
     @without_grad
