@@ -294,6 +294,35 @@ def forward_no_grad(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+class TargetUpdate:
+    """A target network's parameters and its source network's, listed once: the in-place steps
+    that move the target towards the source (`load_state_dict` and the optimisers write into these
+    same tensors, so the lists stay current). Plain views of the parameters, detached: no autograd
+    needed around them, and no override check per Parameter."""
+
+    def __init__(self, target: nn.Module, source: nn.Module) -> None:
+        self.target = [param.detach() for param in target.parameters()]
+        self.source = [param.detach() for param in source.parameters()]
+
+    def polyak(self, tau: float) -> None:
+        """target += tau * (source - target), each tensor by torch's lerp kernel."""
+        torch._foreach_lerp_(self.target, self.source, tau)
+
+    def copy(self) -> None:
+        """target = source (a hard update, in place: a fraction of load_state_dict's cost)."""
+        torch._foreach_copy_(self.target, self.source)
+
+
+_MSE_LOSS: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor] = torch._C._nn.mse_loss  # type: ignore[assignment]
+"""Its stub names the reduction a str; the binding takes torch's enum as an int (1: "mean")."""
+
+
+def mse_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """`functional.mse_loss(prediction, target)` (the mean) for tensors of the same shape: its
+    kernel, without functional's Python checks and broadcasting (nothing to do at equal shapes)."""
+    return _MSE_LOSS(prediction, target, 1)
+
+
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """A batch from host memory on the device the networks learn on (on the CPU: the same
     tensors, not copies). Memories, rollouts and generators stay on the host (`rlrun.session.device`)."""

@@ -19,7 +19,9 @@ from rlrun.algorithms.base import (
     Fast,
     Metrics,
     Step,
+    TargetUpdate,
     log_softmax,
+    mse_loss,
     network,
     network_input,
     sample_categorical,
@@ -38,7 +40,7 @@ _LOSSES = {  # each loss (functional's kernel, mean-reduced: 1), and its d loss 
     # functional's broadcasting checks have nothing to do
     "huber": (lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 1, 1.0),
               lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward.default(grad, taken, target, 1, 1.0)),
-    "mse": (lambda taken, target: torch.ops.aten.mse_loss.default(taken, target, 1),
+    "mse": (mse_loss,
             lambda grad, taken, target: torch.ops.aten.mse_loss_backward.default(grad, taken, target, 1)),
 }
 
@@ -56,6 +58,7 @@ class Agent:
         self.q = network(obs_space, self.actions, config.network).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.target_update = TargetUpdate(self.target, self.q)
         hand = HandMLP.fits(self.q)  # a built-in MLP: the networks' passes by hand, else torch's
         self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
         self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
@@ -99,8 +102,7 @@ class Agent:
         previous = before - self.num_envs
         config = self.config
         if config.target_update == "hard" and crossed(previous, before, config.target_update_frequency):
-            with torch.no_grad():  # in place: a fraction of load_state_dict's cost, every few frames
-                torch._foreach_copy_(list(self.target.parameters()), list(self.q.parameters()))
+            self.target_update.copy()
         if before < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = before // config.train_frequency - previous // config.train_frequency
@@ -184,7 +186,7 @@ class Agent:
                                         self.max_frame)
         clock.opt_step += 1
         if config.target_update == "polyak":
-            torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), config.tau)
+            self.target_update.polyak(config.tau)
         return loss, taken, target, grad_norm
 
     # -- state ----------------------------------------------------------------------------------

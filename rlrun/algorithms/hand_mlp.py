@@ -134,9 +134,13 @@ class HandMLP:
         for i, (bias, weight_t) in enumerate(zip(self.biases, self.weights_t, strict=True)):
             if i < hidden_layers:
                 out = buffer(workspace, i, (len(x), len(bias)), x)
-                x = torch.addmm(bias, x, weight_t, out=out)  # what nn.Linear does with a batch
-                # in place: the same values as torch.relu / torch.tanh, on a tensor nothing else holds
-                x = x.relu_() if self.relu[i] else x.tanh_()
+                if self.relu[i]:
+                    # addmm (what nn.Linear does with a batch), then relu_ on its result, by one call
+                    # into ATen, whose CPU kernel calls those two itself: the same kernels, one
+                    # Python binding less per layer
+                    x = torch._addmm_activation(bias, x, weight_t, out=out)
+                else:  # in place: the same values as torch.tanh, on a tensor nothing else holds
+                    x = torch.addmm(bias, x, weight_t, out=out).tanh_()
                 saved.append(x)
             else:
                 x = torch.addmm(bias, x, weight_t)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Step, flat_float, mlp, obs_size, to_device
+from rlrun.algorithms.base import Fast, Metrics, Step, TargetUpdate, flat_float, mlp, mse_loss, obs_size, to_device
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
@@ -67,16 +68,30 @@ class Squashed(NamedTuple):
         from elsewhere (the critics): each of autograd's backward formulas for the operations of
         `sample_squashed`, with its kernels, in its order, so its bits (tests/unit/test_sac_hand.py).
         A value used twice gets its two gradients summed, which is exact in either order."""
-        shape = self.action.shape
+        # the negated gradient of log_prob, per action dimension: the Sub's and the Sum's backward,
+        # formed once for its two uses (a negation is exact, wherever it is taken)
+        negated = (-grad_log_prob).unsqueeze(-1).expand(self.action.shape)
         # log_prob = gaussian - log(squeeze).sum(-1), squeeze = 1 - action.pow(2) + 1e-6
-        grad_squeeze = (-grad_log_prob).unsqueeze(-1).expand(shape).div(self.squeeze)  # Sub, Sum, Log
+        grad_squeeze = negated.div(self.squeeze)  # Sub, Sum, Log
         grad_action = grad_action + (-grad_squeeze) * (2.0 * self.action.pow(1.0))  # Rsub, Pow
         grad_raw = torch.ops.aten.tanh_backward.default(grad_action, self.action)  # action = tanh(raw)
         # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
-        grad_log_std = grad_raw * self.noise * self.std + (-grad_log_prob.unsqueeze(-1).expand(shape))
+        grad_log_std = grad_raw * self.noise * self.std + negated
         inside = (self.unclamped >= LOG_STD_MIN).logical_and_(self.unclamped <= LOG_STD_MAX)
-        grad_log_std = torch.where(inside, grad_log_std, torch.zeros((), dtype=grad_raw.dtype, device=grad_raw.device))
+        grad_log_std = torch.where(inside, grad_log_std, _zero(grad_raw))
         return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
+
+
+_ZEROS: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _zero(like: torch.Tensor) -> torch.Tensor:
+    """A zero-dimensional 0 of `like`'s dtype and device, made once (what a gradient that does not
+    flow is filled with)."""
+    key = (like.dtype, like.device)
+    if key not in _ZEROS:
+        _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return _ZEROS[key]
 
 
 def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
@@ -116,6 +131,28 @@ class Critic(nn.Module):
 _STEP_STATS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy")
 
 
+class StepTensors(NamedTuple):
+    """What a gradient step's `_STEP_STATS` are computed from, once read (`base.Metrics`): tensors
+    the step made and nothing changes afterwards."""
+
+    critic_loss: torch.Tensor
+    actor_loss: torch.Tensor
+    alpha: float
+    q1: torch.Tensor
+    q2: torch.Tensor
+    log_prob: torch.Tensor
+
+
+@torch.no_grad()
+def _step_stats(steps: list[StepTensors]) -> dict[str, float]:
+    """The `_STEP_STATS`, each the mean over an update's gradient steps; the kernels that computed
+    them at each step before they were deferred, on the same values, so the same numbers."""
+    rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
+                         torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
+    stats = torch.stack(rows).double().mean(dim=0).tolist()
+    return dict(zip(_STEP_STATS, stats, strict=True))
+
+
 class Agent:
     METRICS = (*_STEP_STATS, "lr")
     """`alpha`: the entropy coefficient; `q_mean`: the smaller critic's mean on replayed actions;
@@ -133,9 +170,7 @@ class Agent:
         self.fast_actor = Fast(self.actor.body)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        # for the targets' Polyak step (load_state_dict copies into these same tensors)
-        self.critic_params: list[torch.Tensor] = list(self.critic.parameters())
-        self.target_params: list[torch.Tensor] = list(self.critic_target.parameters())
+        self.target_update = TargetUpdate(self.critic_target, self.critic)
         # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
         self.hand = HandSAC(self.actor, self.critic, self.critic_target) if HandSAC.fits(self.critic) else None
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -175,7 +210,7 @@ class Agent:
 
     # -- learning -------------------------------------------------------------------------------
 
-    def update(self, clock: Clock) -> dict[str, float]:
+    def update(self, clock: Clock) -> Mapping[str, float]:
         self.frame = clock.frame
         previous = clock.frame - self.num_envs
         config = self.config
@@ -185,11 +220,13 @@ class Agent:
         steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
         if not steps:
             return {}
-        stats = torch.stack(steps).double().mean(dim=0).tolist()
-        return {**dict(zip(_STEP_STATS, stats, strict=True)), "lr": self.actor_optimizer.param_groups[0]["lr"]}
+        # read when the session reports or snapshots (every few thousand frames), not every update
+        lr = self.actor_optimizer.param_groups[0]["lr"]
+        return Metrics(lambda: {**_step_stats(steps), "lr": lr})
 
-    def _gradient_step(self, clock: Clock) -> torch.Tensor:
-        """One gradient step of the critics, the actor and the temperature; returns its `_STEP_STATS`."""
+    def _gradient_step(self, clock: Clock) -> StepTensors:
+        """One gradient step of the critics, the actor and the temperature; returns the tensors its
+        `_STEP_STATS` come from."""
         config = self.config
         batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
         obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
@@ -231,10 +268,9 @@ class Agent:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             optimise_unmeasured(self.alpha_optimizer, alpha_loss, config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
-            torch._foreach_lerp_(self.target_params, self.critic_params, config.tau)
+            self.target_update.polyak(config.tau)
             clock.opt_step += 1
-            return torch.stack([critic_loss, actor_loss, critic_loss.new_tensor(alpha), torch.min(q1, q2).mean(),
-                                -log_prob.mean()])
+        return StepTensors(critic_loss, actor_loss, alpha, q1, q2, log_prob)  # read under no_grad
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -331,9 +367,7 @@ class HandSAC:
             hand.backward_from(saved, grad, workspace=self.scratch)
             values.append(q)
         q1, q2 = values
-        # functional.mse_loss's kernel, without its Python checks (the shapes are the same); 1: "mean"
-        mse_loss: Any = torch._C._nn.mse_loss  # its stub names the reduction a str, the binding takes an int
-        loss = 0.5 * (mse_loss(q1, target, 1) + mse_loss(q2, target, 1))
+        loss = 0.5 * (mse_loss(q1, target) + mse_loss(q2, target))
         return q1, q2, loss, [*self.critics[0].gradients(), *self.critics[1].gradients()]
 
     @without_grad

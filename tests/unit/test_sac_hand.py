@@ -5,7 +5,7 @@ either way."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -82,9 +82,11 @@ def _clamp_log_std(agent: Agent) -> None:
         last.bias[1:] = LOG_STD_MAX + 3
 
 
-def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand: bool
-             ) -> tuple[dict, list[dict[str, float]]]:
-    """A SAC agent's state and metrics after a few updates on the same random transitions."""
+def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand: bool, read_at_once: bool = False
+             ) -> tuple[dict, list[Mapping[str, float]]]:
+    """A SAC agent's state and metrics after a few updates on the same random transitions (the
+    metrics read when all are done, as a session reads them, or with `read_at_once` each as its
+    update returns it)."""
     small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.batch_size=32",
              "agent.memory.capacity=500"]
     config = load_spec("sac_pendulum", [*small, *edits]).agent
@@ -99,12 +101,13 @@ def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand:
     if not hand:
         agent.hand = None
     rng = np.random.default_rng(0)
-    metrics = []
+    metrics: list[Mapping[str, float]] = []
     for frame in range(1, 121):
         obs = rng.standard_normal((1, 3)).astype(np.float32)
         agent.observe(Step(obs, agent.act(obs), -rng.random(1).astype(np.float32), np.array([rng.random() < 0.05]),
                            np.array([False]), obs + 0.01))
-        metrics.append(agent.update(Clock(frame=frame)))
+        update = agent.update(Clock(frame=frame))
+        metrics.append(dict(update) if read_at_once else update)
     return agent.state_dict(), metrics
 
 
@@ -144,6 +147,32 @@ def test_one_ulp_off_in_the_temperatures_gradient_is_caught(monkeypatch: pytest.
     by_autograd, _ = _learned([], None, hand=False)
     with pytest.raises(AssertionError):
         _same(by_hand["log_alpha"], by_autograd["log_alpha"])
+
+
+def test_diagnostics_read_late_are_those_read_at_once() -> None:
+    """An update's diagnostics are reduced only when read (base.Metrics): from tensors nothing
+    changes afterwards, so read after a hundred more steps they are what they were."""
+    _, late = _learned([], None, hand=True)
+    _, at_once = _learned([], None, hand=True, read_at_once=True)
+    assert [dict(m) for m in late] == at_once and any(at_once)
+
+
+def test_diagnostics_from_a_tensor_written_later_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison above can fail: critics' values handed over in a buffer the next gradient
+    step writes over are told apart."""
+    exact = sac.HandSAC.critic_step
+    kept: dict[str, torch.Tensor] = {}
+
+    def reused(self: sac.HandSAC, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> tuple:
+        q1, q2, loss, grads = exact(self, obs, action, target)
+        buffer = kept.setdefault("q1", torch.empty_like(q1))
+        return buffer.copy_(q1), q2, loss, grads
+
+    monkeypatch.setattr(sac.HandSAC, "critic_step", reused)
+    _, late = _learned([], None, hand=True)
+    kept.clear()
+    _, at_once = _learned([], None, hand=True, read_at_once=True)
+    assert [dict(m) for m in late] != at_once
 
 
 def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
