@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import torch
 
 from rlrun.algorithms.base import KeptFrames, take_rows
+from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
@@ -117,8 +118,7 @@ class Agent(OnPolicyAgent):
             grad_values = -((one * config.value_coef).expand(n) / n * (2.0 * error.pow(1.0)))  # mul, mean, pow, sub
             if value_clip is not None:  # the sum passes it on to the clamp, the clamp to the subtraction
                 grad_values = torch.where((moved >= -value_clip).logical_and_(moved <= value_clip), grad_values, zero)
-            grad_entropies = (((-one) * entropy_coef).expand(n) / n  # sub's, mul's, mean's
-                              if entropy_coef != 0 and entropies is not None else None)
+            grad_entropies = entropy_bonus_gradient(one, entropy_coef, n)  # (a bonus always computes entropies)
             grads = self.hand.backward(grad_log_probs, grad_entropies, grad_values)
             grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
