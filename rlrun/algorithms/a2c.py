@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional
 
+from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
@@ -41,8 +42,7 @@ class Agent(OnPolicyAgent):
             one, n = torch.ones_like(policy_loss), len(values)
             grad_log_probs = (-one).expand(n) / n * advantages  # neg's, mean's, the product's
             grad_values = torch.ops.aten.mse_loss_backward.default(one * config.value_coef, values, batch["returns"], 1)
-            grad_entropy = ((-one) * entropy_coef).expand(n) / n if entropy_coef != 0 else None  # sub's, mul's, mean's
-            grads = self.hand.backward(grad_log_probs, grad_entropy, grad_values)
+            grads = self.hand.backward(grad_log_probs, entropy_bonus_gradient(one, entropy_coef, n), grad_values)
             grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         stats = torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach().mean(), grad_norm]).tolist()

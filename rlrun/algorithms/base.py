@@ -165,6 +165,13 @@ class NatureCNN(nn.Module):
         """Features out, what the heads take."""
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.of_scaled(self.scaled(obs))
+
+    def scaled(self, obs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Observations as the convolutions read them: floats scaled to [0, 1], channels first in
+        shape and last in memory (oneDNN's layout). Into `out` if given (a float32 buffer of that
+        shape and layout, which a learner keeps: the same values, without a fresh allocation's
+        page faults each minibatch), else a new tensor."""
         x = obs.reshape(len(obs), *self.obs_shape)
         if self.colour:  # channels last: move them before the rows, and merge them with a stack's
             x = x.movedim(-1, -3).flatten(1, -3) if x.dim() == 5 else x.movedim(-1, 1)
@@ -175,7 +182,14 @@ class NatureCNN(nn.Module):
         # bytes to scaled floats in oneDNN's layout in two passes, not three: half the time of the
         # three (a third of the first convolution's forward and backward on a PPO minibatch); a copy
         # always, so the in-place scaling never writes into the caller's tensor
-        x = x.to(dtype=torch.float32, memory_format=torch.channels_last, copy=True).mul_(1.0 / 255.0)
+        if out is None:
+            out = x.to(dtype=torch.float32, memory_format=torch.channels_last, copy=True)
+        else:
+            out.copy_(x)
+        return out.mul_(1.0 / 255.0)
+
+    def of_scaled(self, x: torch.Tensor) -> torch.Tensor:
+        """The features of observations already `scaled`."""
         out: torch.Tensor = self.dense(self.convolutions(x))
         return out
 
@@ -219,14 +233,41 @@ def copy_into(into: np.ndarray, value: np.ndarray) -> None:
         into[...] = value
 
 
-def take_rows(batch: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+def take_rows(batch: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """`batch[index]` along the first axis, gathered as whole rows in memory order. Indexing
     reads a channels-last stack of frames one byte at a time across its strides: gathered as
     (N, H, W, C) rows, a PPO minibatch's frames take a sixth of the time (a copy each, the
-    same bytes in the same layout)."""
+    same bytes in the same layout). Into `out` if given (shaped and laid out as the result)."""
     if batch.dim() == 4 and not batch.is_contiguous() and batch.is_contiguous(memory_format=torch.channels_last):
-        return torch.index_select(batch.permute(0, 2, 3, 1), 0, index).permute(0, 3, 1, 2)
-    return batch[index]
+        rows = None if out is None else out.permute(0, 2, 3, 1)
+        return torch.index_select(batch.permute(0, 2, 3, 1), 0, index, out=rows).permute(0, 3, 1, 2)
+    if out is None:
+        return batch[index]
+    return torch.index_select(batch, 0, index, out=out)
+
+
+class KeptFrames:
+    """A learner's minibatches of frames, gathered and scaled into buffers it keeps from one
+    minibatch to the next (the same values as `take_rows` then `NatureCNN.scaled` give). Fresh
+    tensors of a minibatch's size (a PPO one on Breakout: 7 MB of bytes, 29 MB of floats) come
+    from the system each time, and their first writes fault in every page: kept ones are
+    written at memory speed. Each minibatch's floats are overwritten by the next one's, so a
+    graph that read them must have run its backward first (one gradient step per minibatch)."""
+
+    def __init__(self, cnn: NatureCNN) -> None:
+        self.cnn = cnn
+        self.rows: torch.Tensor | None = None
+        self.floats: torch.Tensor | None = None
+
+    def take(self, frames: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        n = len(index)
+        if self.rows is None or self.rows.shape[1:] != frames.shape[1:] or len(self.rows) < n \
+                or self.rows.dtype != frames.dtype or self.rows.device != frames.device:
+            self.rows = take_rows(frames, index)
+            self.floats = self.cnn.scaled(self.rows)
+            return self.floats
+        assert self.floats is not None
+        return self.cnn.scaled(take_rows(frames, index, out=self.rows[:n]), out=self.floats[:n])
 
 
 def _conv_out(size: int) -> int:

@@ -104,6 +104,15 @@ class HandActorCritic:
         return -grad_error  # `actions - out`
 
 
+def entropy_bonus_gradient(one: torch.Tensor, coef: float, n: int) -> torch.Tensor | None:
+    """The gradient of a loss's entropy bonus, `- coef * entropies.mean()` over `n` entropies,
+    with respect to them, from the loss's own gradient `one` (autograd's formulas: the
+    subtraction's, the product's, the mean's); None when `coef` is 0 (the loss leaves them out)."""
+    if coef == 0:
+        return None
+    return ((-one) * coef).expand(n) / n
+
+
 def _categorical_backward(out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
                           grad_entropies: torch.Tensor | None) -> torch.Tensor:
     """The gradient of the logits `out`. The forward (`Categorical.evaluate`), for the record:

@@ -93,11 +93,14 @@ class ActorCritic(nn.Module):
 
     # -- learning, in torch ---------------------------------------------------------------------
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Log-probabilities of `actions`, with gradients, the policy's entropy if asked, and the
-        values (one pass of shared convolutions for both heads)."""
-        features = obs if self.shared is None else self.shared(obs)
+        values (one pass of shared convolutions for both heads; `scaled`: frames the
+        convolutions' `NatureCNN.scaled` already made floats)."""
+        features = obs
+        if self.shared is not None:
+            features = self.shared.of_scaled(obs) if scaled else self.shared(obs)
         out = self.actor(features)
         values = self.critic(features).squeeze(-1)
         return *self.heads(out, actions, entropy=entropy), values
@@ -271,10 +274,13 @@ class OnPolicyAgent:
     def advantage_lambda(self) -> float:
         return self.config.gae_lambda
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """`ActorCritic.evaluate`: with autograd's graph, or by hand (no graph: `hand.backward` follows)."""
-        return (self.model if self.hand is None else self.hand).evaluate(obs, actions, entropy=entropy)
+        """`ActorCritic.evaluate`: with autograd's graph, or by hand (no graph: `hand.backward` follows;
+        never on frames, so never `scaled`)."""
+        if self.hand is None:
+            return self.model.evaluate(obs, actions, entropy=entropy, scaled=scaled)
+        return self.hand.evaluate(obs, actions, entropy=entropy)
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         """Optimise on a full rollout; return the losses and diagnostics."""

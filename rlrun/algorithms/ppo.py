@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
-from rlrun.algorithms.base import take_rows
+from rlrun.algorithms.base import KeptFrames, take_rows
+from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
@@ -38,11 +39,16 @@ class Agent(OnPolicyAgent):
                "explained_variance", "lr", "clip_range")
     HEADLINE = "approx_kl"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.frames = None if self.model.shared is None else KeptFrames(self.model.shared)
+        """The minibatches' frames, scaled into buffers kept from one to the next (scratch, not state)."""
+
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         clip = self.config.clip_range.value(clock.frame, self.max_frame)
         entropy_coef = self.entropy_term(clock)
-        steps = [self._minibatch(part, clip, entropy_coef, clock, entropy=i == 0 or entropy_coef != 0)
-                 for i, part in enumerate(self._minibatches(batch))]
+        steps = [self._minibatch(part, clip, entropy_coef, clock, entropy=i == 0 or entropy_coef != 0, scaled=scaled)
+                 for i, (part, scaled) in enumerate(self._minibatches(batch))]
         return {**self._diagnostics(steps, clip), "clip_range": clip}
 
     @staticmethod
@@ -61,26 +67,30 @@ class Agent(OnPolicyAgent):
                 "approx_kl": float((ratio - 1 - log_ratio).mean()),
                 "clip_fraction": float(((ratio - 1).abs() > clip).float().mean())}
 
-    def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[dict[str, torch.Tensor]]:
+    def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[tuple[dict[str, torch.Tensor], bool]]:
         """Every epoch's minibatches: the rollout reshuffled and split, advantages normalised
-        within each minibatch."""
+        within each minibatch; and whether their frames are already scaled floats (split ones,
+        gathered into `KeptFrames`; each is overwritten by the next, after its gradient step)."""
         config, size = self.config, len(batch["obs"])
         if size <= config.batch_size:  # one minibatch holds the rollout: the same one every epoch
             whole = {**batch, "advantages": self.normalized(batch["advantages"])}
-            yield from [whole] * config.n_epochs
+            yield from [(whole, False)] * config.n_epochs
             return
         for _ in range(config.n_epochs):
             order = torch.randperm(size, generator=self.generator).to(batch["obs"].device)  # drawn on the host
             for start in range(0, size, config.batch_size):
-                part = {name: take_rows(value, order[start:start + config.batch_size]) for name, value in batch.items()}
-                yield {**part, "advantages": self.normalized(part["advantages"])}
+                index = order[start:start + config.batch_size]
+                part = {name: take_rows(value, index) for name, value in batch.items() if name != "obs"}
+                frames = self.frames
+                part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
+                yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
 
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float, clock: Clock, *,
-                   entropy: bool) -> Stepped:
+                   entropy: bool, scaled: bool) -> Stepped:
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
-        need it)."""
+        need it; `scaled`: the frames are floats `KeptFrames` made)."""
         config = self.config
-        log_probs, entropies, values = self.evaluate(part["obs"], part["actions"], entropy=entropy)
+        log_probs, entropies, values = self.evaluate(part["obs"], part["actions"], entropy=entropy, scaled=scaled)
         advantages = part["advantages"]
         ratio = torch.exp(log_probs - part["log_probs"])
         unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
@@ -108,8 +118,7 @@ class Agent(OnPolicyAgent):
             grad_values = -((one * config.value_coef).expand(n) / n * (2.0 * error.pow(1.0)))  # mul, mean, pow, sub
             if value_clip is not None:  # the sum passes it on to the clamp, the clamp to the subtraction
                 grad_values = torch.where((moved >= -value_clip).logical_and_(moved <= value_clip), grad_values, zero)
-            grad_entropies = (((-one) * entropy_coef).expand(n) / n  # sub's, mul's, mean's
-                              if entropy_coef != 0 and entropies is not None else None)
+            grad_entropies = entropy_bonus_gradient(one, entropy_coef, n)  # (a bonus always computes entropies)
             grads = self.hand.backward(grad_log_probs, grad_entropies, grad_values)
             grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1

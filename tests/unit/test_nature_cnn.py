@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
+from rlrun.algorithms.base import KeptFrames, NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -130,7 +130,8 @@ def test_a_ppo_rollout_keeps_frames_as_the_convolutions_read_them() -> None:
 @pytest.mark.parametrize("layout", ["channels_last", "row_major", "rows", "flat"])
 def test_taking_rows_gathers_what_indexing_does(layout: str) -> None:
     """A minibatch gathered as whole (N, H, W, C) rows: the bytes and the memory layout of
-    `batch[index]`, for a rollout's channels-last frames and for anything else."""
+    `batch[index]`, for a rollout's channels-last frames and for anything else; into a kept
+    buffer, the same."""
     frames = torch.randint(0, 256, (7, 4, 9, 9), dtype=torch.uint8)
     batch = {"channels_last": frames.contiguous(memory_format=torch.channels_last), "row_major": frames,
              "rows": frames.flatten(1).float(), "flat": torch.arange(7)}[layout]
@@ -138,6 +139,56 @@ def test_taking_rows_gathers_what_indexing_does(layout: str) -> None:
     taken, indexed = take_rows(batch, index), batch[index]
     assert torch.equal(taken, indexed) and taken.dtype == indexed.dtype
     assert taken.stride() == indexed.stride()
+    kept = torch.zeros_like(taken)
+    into = take_rows(batch, index.flip(0), out=kept)
+    assert into.data_ptr() == kept.data_ptr() and torch.equal(into, batch[index.flip(0)])
+    assert into.stride() == indexed.stride()
+
+
+def test_kept_frames_are_the_forward_passs_scaled_frames_bit_for_bit() -> None:
+    """`KeptFrames` gives each minibatch the floats the forward pass would make of its frames (same
+    values, same layout), into the same buffers every time, a shorter last minibatch included;
+    the features of those floats are the forward pass's."""
+    torch.manual_seed(0)
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]))
+    rollout = torch.randint(0, 256, (10, 84, 84, 4), dtype=torch.uint8).permute(0, 3, 1, 2)
+    kept, buffers = KeptFrames(net), set()
+    for index in (torch.tensor([7, 1, 4, 4]), torch.tensor([0, 9, 2, 5]), torch.tensor([3, 8])):
+        floats = kept.take(rollout, index)
+        made = net.scaled(rollout[index])
+        assert torch.equal(floats, made) and floats.stride() == made.stride()
+        assert torch.equal(net.of_scaled(floats), net(rollout[index]))
+        buffers.add(floats.data_ptr())
+    assert len(buffers) == 1, "a fresh tensor each minibatch"
+
+
+@pytest.mark.parametrize("batch_size", [3, 8])
+def test_ppo_on_kept_frames_learns_the_bits_of_the_forward_pass(batch_size: int) -> None:
+    """A PPO update whose minibatches' frames are scaled into kept buffers learns what it learns
+    when the network scales each minibatch itself: the same parameters, bit for bit (a rollout of
+    8 split in minibatches of 3, the last one shorter; or one minibatch, scaled by the network)."""
+    spec = load_spec("ppo_cartpole", [*NATURE, "agent.n_steps=4", "env.num_envs=2", "agent.n_epochs=2",
+                                      f"agent.batch_size={batch_size}"])
+    kept, plain = (build_agent(spec, FRAMES, ACTIONS, seed=0) for _ in range(2))
+    assert isinstance(kept, OnPolicyAgent) and isinstance(plain, OnPolicyAgent)
+    assert kept.frames is not None  # type: ignore[attr-defined]
+    plain.frames = None  # type: ignore[attr-defined]
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (5, 2, 4, 84, 84), dtype=np.uint8)
+    rewards = rng.random((4, 2)).astype(np.float32)
+    learned = []
+    for agent in (kept, plain):
+        clock = Clock()
+        for obs, next_obs, reward in zip(frames[:-1], frames[1:], rewards, strict=True):
+            agent.act(obs)
+            agent.observe(Step(obs, np.zeros(2), reward, np.zeros(2, bool), np.zeros(2, bool), next_obs))
+            clock.frame += 2
+        metrics = agent.update(clock)
+        learned.append((metrics, [p.detach().clone() for p in agent.model.parameters()]))
+    (metrics_a, params_a), (metrics_b, params_b) = learned
+    assert clock.opt_step == (6 if batch_size == 3 else 2)
+    assert all(torch.equal(a, b) for a, b in zip(params_a, params_b, strict=True))
+    assert str(metrics_a) == str(metrics_b)
 
 
 def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
