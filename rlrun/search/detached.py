@@ -16,7 +16,6 @@ Ray is an optional extra, imported only here and in `rlrun.training.ray_executor
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
@@ -25,7 +24,6 @@ import uuid
 from pathlib import Path
 
 from rlrun import paths
-from rlrun.errors import TrainingFailed
 from rlrun.registry import Registry
 from rlrun.registry.liveness import HEARTBEAT_SECONDS
 from rlrun.spec import Spec, user_code
@@ -45,33 +43,16 @@ class RayHandOver:
         self.executor.prepare(root, url, modules=user_code(spec))
 
     def start(self, root: Path, url: str, search_id: str) -> str:
-        from rlrun.training.ray_executor import (
-            PROBE_SECONDS,
-            SUPERVISOR_NAMESPACE,
-            SUPERVISOR_SHARE,
-            forwarded_environment,
-            import_ray,
-        )
+        from rlrun.training.ray_executor import import_ray, start_detached
 
-        ray = import_ray()
-        placement = self.executor.supervisor_on
         name = f"rlrun-search-{search_id}-{uuid.uuid4().hex[:6]}"
+        args = (paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
         try:
-            driver = ray.remote(DetachedSearchDriver).options(
-                name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
-                resources={placement: SUPERVISOR_SHARE} if placement else None,
-                runtime_env={"env_vars": forwarded_environment()},
-            ).remote(paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
-            try:
-                where: str = ray.get(driver.ready.remote(), timeout=PROBE_SECONDS)
-            except Exception as error:
-                with contextlib.suppress(Exception):
-                    ray.kill(driver, no_restart=True)
-                raise TrainingFailed(f"the search's driver did not start on the cluster ({type(error).__name__}:"
-                                     f" {error}); continue it with `rlrun resume search:{search_id} --ray`") from None
+            return start_detached(import_ray(), DetachedSearchDriver, name, self.executor.supervisor_on, args,
+                                  what="the search's driver",
+                                  again=f"continue it with `rlrun resume search:{search_id} --ray`")
         finally:
             self.executor.close()
-        return where
 
 
 class DetachedSearchDriver:

@@ -181,19 +181,9 @@ class RayExecutor:
         node dies, and wait until it has taken the run over (recorded itself as its supervisor)."""
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
         name = f"rlrun-{tasks[0].run_id}-{uuid.uuid4().hex[:6]}"
-        placement = self.supervisor_on
-        supervisor = ray.remote(DetachedSupervisor).options(
-            name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
-            resources={placement: SUPERVISOR_SHARE} if placement else None,
-            runtime_env={"env_vars": forwarded_environment()},
-        ).remote(handed_out, name, self.cpus, self.gpus)
-        try:
-            where: str = ray.get(supervisor.ready.remote(), timeout=PROBE_SECONDS)
-        except Exception as error:
-            with contextlib.suppress(Exception):
-                ray.kill(supervisor, no_restart=True)
-            raise TrainingFailed(f"the run's supervisor did not start on the cluster ({type(error).__name__}:"
-                                 f" {error}); continue the run with `rlrun resume {tasks[0].run_id} --ray`") from None
+        args = (handed_out, name, self.cpus, self.gpus)
+        where = start_detached(ray, DetachedSupervisor, name, self.supervisor_on, args, what="the run's supervisor",
+                               again=f"continue the run with `rlrun resume {tasks[0].run_id} --ray`")
         return Execution([], 0, supervisor=where)
 
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
@@ -607,6 +597,27 @@ def _check_reachable(address: str) -> None:
                                  " `ray start --head` or give its address (--ray HOST:PORT)") from None
 
 
+def start_detached(ray: Any, actor_class: type, name: str, placement: str | None, args: tuple[Any, ...], *,
+                   what: str, again: str) -> str:  # fmt: skip
+    """Start a detached actor of `actor_class` named `name` (namespace `rlrun`, started again by Ray
+    for ever, no CPU, on the nodes that offer the resource `placement` when given, rlrun's settings
+    in its environment) and return where it runs once it says so (its `ready`): TrainingFailed
+    naming `what` and what to do (`again`) when it does not start."""
+    actor = ray.remote(actor_class).options(
+        name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
+        resources={placement: SUPERVISOR_SHARE} if placement else None,
+        runtime_env={"env_vars": forwarded_environment()},
+    ).remote(*args)
+    try:
+        where: str = ray.get(actor.ready.remote(), timeout=PROBE_SECONDS)
+    except Exception as error:
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
+        raise TrainingFailed(f"{what} did not start on the cluster ({type(error).__name__}: {error});"
+                             f" {again}") from None
+    return where
+
+
 SUPERVISOR_SHARE = 0.001
 """How much of `--supervisor-on`'s resource a supervisor takes: a token, so one node hosts many."""
 
@@ -831,5 +842,5 @@ def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[Session
 
 
 __all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "SupervisionTaken",
-           "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "supervisor_label",
-           "unfinished"]
+           "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "start_detached",
+           "supervisor_label", "unfinished"]
