@@ -364,6 +364,12 @@ def mse_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return _MSE_LOSS(prediction, target, 1)
 
 
+def step_means(names: tuple[str, ...], rows: list[torch.Tensor]) -> dict[str, float]:
+    """An update's diagnostics: each gradient step's row of numbers (in `names`' order), averaged
+    over the steps in double precision."""
+    return dict(zip(names, torch.stack(rows).double().mean(dim=0).tolist(), strict=True))
+
+
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """A batch from host memory on the device the networks learn on (on the CPU: the same
     tensors, not copies). Memories, rollouts and generators stay on the host (`rlrun.session.device`)."""

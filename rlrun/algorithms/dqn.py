@@ -25,6 +25,7 @@ from rlrun.algorithms.base import (
     network,
     network_input,
     sample_categorical,
+    step_means,
     to_device,
 )
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace
@@ -130,8 +131,7 @@ class Agent:
             rows = [torch.stack([loss_function(taken, target) if loss is None else loss, taken.mean(),
                                  (taken - target).abs().mean(), grad_norm])
                     for loss, taken, target, grad_norm in steps]
-        stats = torch.stack(rows).double().mean(dim=0).tolist()
-        return dict(zip(_STEP_STATS, stats, strict=True))
+        return step_means(_STEP_STATS, rows)
 
     def _fixed_targets(self, batches: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The TD targets of all of this update's batches at once (one large product costs less

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from rlrun.algorithms.base import KeptFrames, take_rows
+from rlrun.algorithms.base import KeptFrames, step_means, take_rows
 from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import apply_gradients, optimise
@@ -58,11 +58,11 @@ class Agent(OnPolicyAgent):
         (a few tensor operations, not a few per minibatch): the mean losses and gradient norm,
         how far each step's policy had moved from the collecting one (approximate KL) and how
         often the ratio was clipped; the entropy of the collecting policy on the first minibatch."""
-        losses = torch.stack([torch.stack(step.losses) for step in steps]).double().mean(dim=0).tolist()
+        losses = step_means(("policy_loss", "value_loss", "grad_norm"), [torch.stack(step.losses) for step in steps])
         log_ratio = torch.cat([step.log_probs for step in steps]) - torch.cat([step.collected for step in steps])
         ratio = log_ratio.exp()
         entropy = steps[0].entropy
-        return {**dict(zip(("policy_loss", "value_loss", "grad_norm"), losses, strict=True)),
+        return {**losses,
                 "entropy": float(entropy.mean()) if entropy is not None else math.nan,
                 "approx_kl": float((ratio - 1 - log_ratio).mean()),
                 "clip_fraction": float(((ratio - 1).abs() > clip).float().mean())}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,7 +19,18 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Fast, Metrics, Step, TargetUpdate, flat_float, mlp, mse_loss, obs_size, to_device
+from rlrun.algorithms.base import (
+    Fast,
+    Metrics,
+    Step,
+    TargetUpdate,
+    flat_float,
+    mlp,
+    mse_loss,
+    obs_size,
+    step_means,
+    to_device,
+)
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
@@ -82,16 +93,23 @@ class Squashed(NamedTuple):
         return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
 
 
-_ZEROS: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+_CONSTANTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _made_once(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """The constant `make` makes, made the first time `key` is asked for (tensors a step reads and
+    never writes, the same for every step of a dtype, device and batch size)."""
+    if key not in _CONSTANTS:
+        _CONSTANTS[key] = make()
+    return _CONSTANTS[key]
 
 
 def _zero(like: torch.Tensor) -> torch.Tensor:
-    """A zero-dimensional 0 of `like`'s dtype and device, made once (what a gradient that does not
-    flow is filled with)."""
-    key = (like.dtype, like.device)
-    if key not in _ZEROS:
-        _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
-    return _ZEROS[key]
+    """A zero-dimensional 0 of `like`'s dtype and device (what a gradient that does not flow is
+    filled with)."""
+    zero: torch.Tensor = _made_once(("zero", like.dtype, like.device),
+                                    lambda: torch.zeros((), dtype=like.dtype, device=like.device))
+    return zero
 
 
 def sample_squashed(out: torch.Tensor, generator: torch.Generator) -> Squashed:
@@ -149,8 +167,7 @@ def _step_stats(steps: list[StepTensors]) -> dict[str, float]:
     them at each step before they were deferred, on the same values, so the same numbers."""
     rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
                          torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
-    stats = torch.stack(rows).double().mean(dim=0).tolist()
-    return dict(zip(_STEP_STATS, stats, strict=True))
+    return step_means(_STEP_STATS, rows)
 
 
 class Agent:
@@ -323,25 +340,25 @@ class HandSAC:
         self.targets = (HandMLP(critic_target.q1), HandMLP(critic_target.q2))
         self.scratch: Workspace = {}
         self.kept: tuple[Workspace, Workspace, Workspace] = ({}, {}, {})  # the actor's, each critic's
-        self.constants: dict[tuple, Any] = {}
 
-    def _half(self, like: torch.Tensor) -> torch.Tensor:
-        """0.5 as autograd's chain gives it to each critic's loss (a 1 times 0.5), made once."""
-        key = ("half", like.dtype, like.device)
-        if key not in self.constants:
-            self.constants[key] = like.new_ones(()) * 0.5
-        return self.constants[key]
+    @staticmethod
+    def _half(like: torch.Tensor) -> torch.Tensor:
+        """0.5 as autograd's chain gives it to each critic's loss (a 1 times 0.5)."""
+        half: torch.Tensor = _made_once(("half", like.dtype, like.device), lambda: like.new_ones(()) * 0.5)
+        return half
 
-    def _mean_gradients(self, loss: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    @staticmethod
+    def _mean_gradients(loss: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The mean's backward (1 / rows, each row), its negation (the minimum's gradient) and half
-        that (a tie's share), as the actor's backward computes them: the same for every step of a
-        batch size, so made once."""
-        key = ("mean", rows, loss.dtype, loss.device)
-        if key not in self.constants:
+        that (a tie's share), as the actor's backward computes them."""
+        def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             grad = torch.ones_like(loss).expand(rows) / rows
             grad_min = -grad
-            self.constants[key] = (grad, grad_min, grad_min / 2)
-        return self.constants[key]
+            return grad, grad_min, grad_min / 2
+
+        key = ("mean", rows, loss.dtype, loss.device)
+        made: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = _made_once(key, make)
+        return made
 
     def target_values(self, next_obs: torch.Tensor, generator: torch.Generator, alpha: float) -> torch.Tensor:
         """The soft value of the next observations: the smaller target critic's value of an action
