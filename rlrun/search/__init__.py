@@ -266,9 +266,8 @@ def resume_search(ref: str, *, home: Path | str | None = None,
     if record.status == "running":  # its driver heartbeats (`rlrun.registry.liveness`)
         raise BadInput(f"search {record.id} is still running (pid {record.pid} on {record.host}); stop it with"
                        " SIGTERM or wait for it to end")
-    settings = _settings(record.settings_json)
-    spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
-    plan = SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
+    plan = _recorded_plan(record)
+    settings, spec = plan.settings, plan.spec
     if on_start is not None:
         on_start(record)
     ended = [t for t in detail.trials if t.state != "running"]
@@ -294,16 +293,21 @@ def drive_search(root: Path, url: str, search_id: str, make_executor: MakeExecut
     runs in a thread of its own) and without checks the command made already."""
     with Registry.open(root, url, create=False) as registry:
         record = registry.get_search(search_id).search
-    settings = _settings(record.settings_json)
-    spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
-    plan = SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
+    plan = _recorded_plan(record)
     _optuna()
-    driver = _driver(settings)(root, url, record, plan, None, None, make_executor)
+    driver = _driver(plan.settings)(root, url, record, plan, None, None, make_executor)
     driver.handle_signals = False
     return driver.drive()
 
 
 # --- population-based training (`rlrun.search.population`): its settings and its driver ------
+
+
+def _recorded_plan(record: SearchRecord) -> SearchPlan:
+    """The search as it was recorded: its spec, space and settings, to continue it."""
+    settings = _settings(record.settings_json)
+    spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
+    return SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
 
 
 def _settings(settings_json: str) -> Settings:

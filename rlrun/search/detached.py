@@ -16,6 +16,7 @@ Ray is an optional extra, imported only here and in `rlrun.training.ray_executor
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -73,8 +74,10 @@ class DetachedSearchDriver:
         if not restarted:
             with Registry.open(root, url) as registry:
                 registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
-        self._thread = threading.Thread(target=_drive, args=(root, url, search_id, cpus, gpus, restarted),
-                                        daemon=True, name="rlrun-search-driver")
+        from rlrun.training.ray_executor import until_done
+
+        work = functools.partial(_drive, root, url, search_id, cpus, gpus, restarted)
+        self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name="rlrun-search-driver")
         self._thread.start()
 
     def ready(self) -> str:
@@ -83,23 +86,14 @@ class DetachedSearchDriver:
 
 
 def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, restarted: bool) -> None:
-    """The driver's thread: the search driven to its end (after a restart, once it is this actor's
-    to drive), then the actor ended for good. An error ends the actor's process, and Ray starts it
-    again, which looks again."""
+    """The driver's work (`until_done`): the search driven to its end, after a restart once it is
+    this actor's to drive."""
     from rlrun.search import drive_search
-    from rlrun.training.ray_executor import RayExecutor, import_ray
+    from rlrun.training.ray_executor import RayExecutor
 
-    try:
-        if not restarted or _taken_back(root, url, search_id):
-            drive_search(root, url, search_id,
-                         lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop))
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        os._exit(1)
-    ray = import_ray()
-    ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+    if not restarted or _taken_back(root, url, search_id):
+        drive_search(root, url, search_id,
+                     lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop))
 
 
 def _taken_back(root: Path, url: str, search_id: str) -> bool:

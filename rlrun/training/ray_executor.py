@@ -35,6 +35,7 @@ Ray is an optional extra, imported only here, only when `--ray` is asked for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import signal
@@ -44,7 +45,7 @@ import sysconfig
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -652,8 +653,7 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
     markers: dict[str, str] = {}
     mirror = storage.mirror_of(home)
     try:
-        if mirror is not None:  # a home in object storage: every node must reach the store, not a folder
-            mirror.check()
+        if mirror is not None:  # a home in object storage (reached already: `storage.reach`): every node must too
             mirror.put_bytes(mirror.key(home / f".rlrun-probe-{token}"), token.encode())
             markers["runs home"] = f"{mirror.url}/.rlrun-probe-{token}"
         for what, folder in places.items():
@@ -783,8 +783,8 @@ class DetachedSupervisor:
                                           pid=os.getpid(), again_as=supervisor_label(name) if restarted else None)
         # A restart that finds the run taken over (a resume while Ray could not place this actor)
         # or ended leaves it alone, and ends for good: two supervisors would fight over its leases.
-        work = (_supervise_detached, (tasks, cpus, gpus, self.where)) if took else (_end_for_good, ())
-        self._thread = threading.Thread(target=work[0], args=work[1], daemon=True, name="rlrun-supervisor")
+        work = functools.partial(_supervise_detached, tasks, cpus, gpus, self.where) if took else lambda: None
+        self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name="rlrun-supervisor")
         self._thread.start()
 
     def ready(self) -> str:
@@ -799,35 +799,35 @@ def supervisor_label(name: str, node: str = "") -> str:
 
 
 def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, where: str) -> None:
-    """The supervisor's thread: the sessions that have not ended, supervised to their end, the
-    run's end recorded, and the actor ended for good. An error ends the actor's process, and Ray
-    starts it again, which looks again. A resume that takes the run over meanwhile ends the
+    """The supervisor's work (`until_done`): the sessions that have not ended, supervised to their
+    end, and the run's end recorded. A resume that takes the run over meanwhile ends the
     supervision (`SupervisionTaken`), its attempts cancelled and the run's end left to the resume."""
     from rlrun.training.api import settle_run
 
-    try:
-        first = tasks[0]
+    first = tasks[0]
+    with Registry.open(paths.task_home(first.home), first.db_url) as registry:
+        open_tasks = unfinished(registry, tasks)
+    executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
+    executor.supervising_as = where
+    with contextlib.suppress(SupervisionTaken):
+        execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks \
+            else Execution([])
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            open_tasks = unfinished(registry, tasks)
-        executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
-        executor.supervising_as = where
-        with contextlib.suppress(SupervisionTaken):
-            execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks \
-                else Execution([])
-            with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-                settle_run(registry, first.run_id, execution)
+            settle_run(registry, first.run_id, execution)
+
+
+def until_done(work: Callable[[], None]) -> None:
+    """A detached actor's thread (a run's supervisor, a search's driver): `work` to its end, then
+    the actor ended for good (Ray told not to start it again). An error ends the actor's process
+    instead, and Ray starts it again, which looks at the registry again."""
+    try:
+        work()
     except BaseException:
         import traceback
 
         traceback.print_exc()
         os._exit(1)
-    _end_for_good()
-
-
-def _end_for_good() -> None:
-    """End this detached supervisor's actor, and tell Ray not to start it again."""
-    import ray
-
+    ray = import_ray()
     ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
 
@@ -843,4 +843,4 @@ def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[Session
 
 __all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "SupervisionTaken",
            "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt", "start_detached",
-           "supervisor_label", "unfinished"]
+           "supervisor_label", "unfinished", "until_done"]
