@@ -1032,14 +1032,17 @@ def main() -> None:
     """Entry point of the `rlrun` command: `run` with the process's arguments, its result as the exit status."""
     # First thing, before the heavy imports of start-up: a SIGTERM from now on stops a training
     # command gracefully (128 + signal, nothing or a consistent record written), never kills it.
-    from rlrun.session.stopping import TRAINING_COMMANDS, defer_signals_for
+    from rlrun.session.stopping import TRAINING_COMMANDS, close_to_signals, defer_signals_for
 
     defer_signals_for(sys.argv[1:])
-    if sys.argv[1:2] and sys.argv[1] in TRAINING_COMMANDS:  # before torch loads: OpenMP reads it then
+    trains = bool(sys.argv[1:2]) and sys.argv[1] in TRAINING_COMMANDS
+    if trains:  # before torch loads: OpenMP reads it then
         from rlrun.spec.cores import let_idle_threads_sleep
 
         let_idle_threads_sleep(os.environ)
     code = run(sys.argv[1:])
+    if trains:
+        close_to_signals()
     if code:
         raise SystemExit(code)
 

@@ -8,7 +8,10 @@ A command that trains calls `defer_signals` first thing, before its heavy import
 arrives while it starts up is then held (`pending`) instead of killing it mid-way, and is honoured
 at the first point that can honour it: `raise_if_stopped` before anything is written, or the first
 `stop_on_signals`, which stops the sessions at once with a snapshot. A signal that arrives after the
-sessions have ended is held and ignored: the work is done.
+sessions have ended is held and ignored: the work is done. Once the command has its outcome,
+`close_to_signals` blocks both for the rest of the process: the interpreter's own shutdown puts
+back the default handlers before it frees the modules, and a SIGTERM in that last window would
+otherwise kill a command that has finished (status -15 in place of its own).
 """
 
 from __future__ import annotations
@@ -52,6 +55,12 @@ def defer_signals_for(argv: list[str]) -> None:
     only those write state that a signal during start-up could leave half-made."""
     if argv[:1] and argv[0] in TRAINING_COMMANDS:
         defer_signals()
+
+
+def close_to_signals() -> None:
+    """Block SIGINT/SIGTERM for the rest of the process (the command's outcome is decided): one
+    that arrives now stays pending, unseen, and the process ends with its own status."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
 
 
 def pending() -> int:
