@@ -33,7 +33,7 @@ from rlrun.algorithms.distributions import Policy, policy_for
 from rlrun.algorithms.hand_actor_critic import HandActorCritic
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec
+from rlrun.spec import ARITHMETIC, NetworkSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -218,8 +218,9 @@ class OnPolicyAgent:
     config: OnPolicyConfig
 
     def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
+        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device)
         self.hand = HandActorCritic(self.model) if HandActorCritic.fits(self.model) else None
         """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd."""

@@ -172,15 +172,16 @@ def clip_gradients(grads: list[torch.Tensor], norm: torch.Tensor, max_norm: floa
 
 
 @contextmanager
-def flushing_subnormals(device: torch.device) -> Iterator[None]:
+def flushing_subnormals(device: torch.device, flush: bool = True) -> Iterator[None]:
     """Subnormal floats (below ~1.2e-38) read and written as zeros by this thread's CPU arithmetic
     while inside, for learning on the CPU. Adam's moments of a weight that stops getting gradient
     (a dead ReLU unit's) decay through the subnormal range over thousands of steps, and x86 cores
     take a slow path for each such number: a third of a DQN CartPole run's CPU time. The only
     values it changes are those subnormal ones (an optimizer moment of 1e-40 becomes 0), which
     move a weight by far less than its rounding; deterministic, so resumes stay exact. The
-    thread's previous setting (torch's default, off) is restored on the way out."""
-    if device.type != "cpu" or not torch.set_flush_denormal(True):
+    thread's previous setting (torch's default, off) is restored on the way out. `flush=False`:
+    nothing changes (an arithmetic revision that keeps them, `MetaSpec.arithmetic`)."""
+    if not flush or device.type != "cpu" or not torch.set_flush_denormal(True):
         yield
         return
     try:

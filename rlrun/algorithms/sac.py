@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -32,10 +33,10 @@ from rlrun.algorithms.base import (
     to_device,
 )
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
-from rlrun.algorithms.optim import apply_gradients, make_optimizer, optimise_unmeasured
+from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec
+from rlrun.spec import ARITHMETIC, NetworkSpec
 from rlrun.spec.agents.sac import Config
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -162,11 +163,13 @@ class StepTensors(NamedTuple):
 
 
 @torch.no_grad()
-def _step_stats(steps: list[StepTensors]) -> dict[str, float]:
+def _step_stats(steps: list[StepTensors], flush: Callable[[], AbstractContextManager[None]]) -> dict[str, float]:
     """The `_STEP_STATS`, each the mean over an update's gradient steps; the kernels that computed
-    them at each step before they were deferred, on the same values, so the same numbers."""
-    rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
-                         torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
+    them at each step before they were deferred, on the same values and with subnormals flushed as
+    they were then (`flush`), so the same numbers."""
+    with flush():
+        rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
+                             torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
     return step_means(_STEP_STATS, rows)
 
 
@@ -177,9 +180,11 @@ class Agent:
     HEADLINE = "alpha"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
+                 arithmetic: int = ARITHMETIC) -> None:
         assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
+        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
@@ -234,12 +239,18 @@ class Agent:
         if clock.frame < config.learning_starts or self.memory.size < config.batch_size:
             return {}
         rounds = clock.frame // config.train_frequency - previous // config.train_frequency
-        steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        with self._learning_arithmetic():
+            steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
         if not steps:
             return {}
         # read when the session reports or snapshots (every few thousand frames), not every update
         lr = self.actor_optimizer.param_groups[0]["lr"]
-        return Metrics(lambda: {**_step_stats(steps), "lr": lr})
+        return Metrics(lambda: {**_step_stats(steps, self._learning_arithmetic), "lr": lr})
+
+    def _learning_arithmetic(self) -> AbstractContextManager[None]:
+        """From arithmetic revision 2 (`MetaSpec.arithmetic`), SAC learns with subnormal floats
+        flushed, as DQN always has: Adam's moments of dead ReLU units decay through them."""
+        return flushing_subnormals(self.device, flush=self.arithmetic >= 2)
 
     def _gradient_step(self, clock: Clock) -> StepTensors:
         """One gradient step of the critics, the actor and the temperature; returns the tensors its

@@ -147,10 +147,10 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     from rlrun.envs import make_env
     from rlrun.envs.normalize import make_normalizer
     from rlrun.session.evaluation import acting_state, play
-    from rlrun.spec import validate_spec
+    from rlrun.spec import recorded_spec
 
     saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
-    spec = validate_spec(json.loads(target.spec_json))
+    spec = recorded_spec(json.loads(target.spec_json), check_env_id=True)
     torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
     env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
     agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)

@@ -32,7 +32,7 @@ from rlrun.registry import (
 )
 from rlrun.registry.manifest import read_search_manifest
 from rlrun.snapshot import layout, remote, retention
-from rlrun.spec import validate_spec
+from rlrun.spec import recorded_spec
 
 # ---------------------------------------------------------------------------------------------
 # rm
@@ -225,7 +225,7 @@ def _keep_checkpoints(spec_json: str | None) -> int | None:
     there is no stored spec that validates. The env id is not looked up: that would import
     Gymnasium, and the spec was checked when it was stored."""
     try:
-        return validate_spec(json.loads(spec_json), check_env_id=False).meta.keep_checkpoints if spec_json else None
+        return recorded_spec(json.loads(spec_json)).meta.keep_checkpoints if spec_json else None
     except (SpecError, ValueError):
         return None
 

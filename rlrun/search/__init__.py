@@ -40,7 +40,7 @@ from rlrun.search.heartbeat import DriverHeartbeat
 from rlrun.search.space import Dimension
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
-from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
+from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
 from rlrun.trackers import check_installed
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ def drive_search(root: Path, url: str, search_id: str, make_executor: MakeExecut
 def _recorded_plan(record: SearchRecord) -> SearchPlan:
     """The search as it was recorded: its spec, space and settings, to continue it."""
     settings = _settings(record.settings_json)
-    spec = validate_spec(json.loads(record.spec_json), check_env_id=False)
+    spec = recorded_spec(json.loads(record.spec_json))
     return SearchPlan(spec, search_space.load(record.space_json), settings, json.loads(record.space_json))
 
 

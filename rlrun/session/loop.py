@@ -41,7 +41,7 @@ from rlrun.session.device import Where, moved, nondeterministic_ops, resolve_dev
 from rlrun.session.evaluation import EvalEnvState, Evaluation, Evaluator, Outcome
 from rlrun.session.stopping import StopRequest
 from rlrun.snapshot import retention
-from rlrun.spec import validate_spec
+from rlrun.spec import recorded_spec
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
@@ -101,7 +101,7 @@ class _Upload:
 class Session:
     def __init__(self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None) -> None:
         self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
-        self.spec = validate_spec(task.spec)
+        self.spec = recorded_spec(task.spec, check_env_id=True)
         self.meta = self.spec.meta
         self.home = paths.task_home(task.home)
         # "auto" divides the usable cores among the sessions running on this machine now

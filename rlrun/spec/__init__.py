@@ -23,6 +23,8 @@ from rlrun.errors import SpecError
 from rlrun.spec.agents import algorithm_names, config_class
 from rlrun.spec.sections import (
     ALE_NAMESPACE,
+    ARITHMETIC,
+    ARITHMETIC_BEFORE_RECORDED,
     AgentConfig,
     AtariSpec,
     EnvSpec,
@@ -37,10 +39,10 @@ from rlrun.spec.sections import (
     WrapperSpec,
 )
 
-__all__ = ["ALE_NAMESPACE", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec", "NetworkSpec",
-           "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides", "builtin_document",
-           "builtin_names", "builtin_search_names", "did_you_mean", "json_schema", "load_spec", "read_document",
-           "user_code", "validate_spec"]
+__all__ = ["ALE_NAMESPACE", "ARITHMETIC", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec",
+           "NetworkSpec", "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides",
+           "builtin_document", "builtin_names", "builtin_search_names", "did_you_mean", "json_schema", "load_spec",
+           "read_document", "recorded_spec", "user_code", "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +206,21 @@ def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spe
         if not problems:
             return spec
     raise SpecError(problems)
+
+
+def recorded_spec(document: dict[str, Any], *, check_env_id: bool = False) -> Spec:
+    """A spec as a run or search recorded it (the registry's, a manifest's, a session task's): one
+    recorded before `meta.arithmetic` existed trained with revision 1, whatever the default is now."""
+    return validate_spec(as_recorded_document(document), check_env_id=check_env_id)
+
+
+def as_recorded_document(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with the arithmetic it was recorded with made explicit (see `recorded_spec`), for
+    readers that edit a recorded document before validating it."""
+    meta = document.get("meta")
+    if not isinstance(meta, dict) or "arithmetic" in meta:
+        return document
+    return {**document, "meta": {**meta, "arithmetic": ARITHMETIC_BEFORE_RECORDED}}
 
 
 def _check_env_id(env_id: str, packages: list[str] | None = None) -> list[str]:

@@ -33,6 +33,11 @@ def _size(raw: Any) -> Any:
     return raw
 
 
+ARITHMETIC = 2
+"""The newest revision of the learning arithmetic (`MetaSpec.arithmetic`), which new runs use."""
+ARITHMETIC_BEFORE_RECORDED = 1
+"""The revision of a spec recorded before `meta.arithmetic` existed."""
+
 ALE_NAMESPACE = "ALE/"
 """Atari games' ids (`ALE/Pong-v5`): registered by ale-py, the `atari` extra, when one is used."""
 
@@ -331,6 +336,14 @@ class MetaSpec(Strict):
     sessions the registry has running on this machine then), at least 1, resolved once when the
     run is created and recorded as that number: the thread count can change how torch splits a sum, so
     it is structural, and a resume on another machine keeps the recorded number."""
+    arithmetic: Annotated[int, Field(ge=1, le=ARITHMETIC)] = ARITHMETIC
+    """Which revision of rlrun's learning arithmetic the run trains with; structural, recorded with
+    the run. A faster way of computing the same update that rounds differently is a new revision, so
+    a run keeps the bits it started with on any later rlrun: a spec recorded before this setting
+    existed trained with 1, and resumes with 1. 1: the arithmetic of every run recorded before the setting existed.
+    2 (the default): SAC learns with subnormal floats flushed to zero, as DQN always has (Adam's
+    moments of a dead ReLU unit decay through the subnormal range, where x86 cores take a slow path
+    for each number; a moment of 1e-40 becomes 0). `--fork` may move a run to another revision."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,

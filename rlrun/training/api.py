@@ -28,7 +28,7 @@ from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord,
 from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
-from rlrun.spec import Spec, apply_overrides, read_document, user_code, validate_spec
+from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import check_installed
@@ -133,7 +133,9 @@ def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None
     which the sessions read back to resolve `env.workers: "auto"`). Threads can change how torch
     splits a sum, so the number is structural: every session and every later resume, on any
     machine, uses the recorded one, and "auto" in a resume's edit (or a fork's) means the number
-    the run recorded."""
+    the run recorded. Likewise an edit that does not name `meta.arithmetic` keeps the run's."""
+    if previous is not None and "arithmetic" not in spec.meta.model_fields_set:
+        spec = spec.model_copy(update={"meta": spec.meta.model_copy(update={"arithmetic": previous.meta.arithmetic})})
     if spec.meta.torch_threads != AUTO:
         return spec
     recorded = previous.meta.torch_threads if previous is not None else AUTO
@@ -229,7 +231,7 @@ def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", fi
     if not fork and (live := registry.live_session(run.id)) is not None:
         raise BadInput(f"run {run.id} is still running (session s{live.index}, pid {live.pid} on {live.host});"
                        " stop it with SIGTERM or wait for it to end")
-    previous = validate_spec(json.loads(registry.latest_spec(run.id).spec_json))
+    previous = recorded_spec(json.loads(registry.latest_spec(run.id).spec_json), check_env_id=True)
     edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
     detail = registry.get_run(run.id)
     skipped: list[str] = []

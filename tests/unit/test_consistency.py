@@ -25,7 +25,7 @@ def test_no_edit_is_no_change() -> None:
 
 
 @pytest.mark.parametrize("edit", ["env.num_envs=4", "agent.gamma=0.9", "agent.network.hidden=[32, 32]",
-                                  "meta.seed=7", "agent.n_steps=64", "env.id=Acrobot-v1"])
+                                  "meta.seed=7", "agent.n_steps=64", "env.id=Acrobot-v1", "meta.arithmetic=1"])
 def test_structural_settings_are_refused_with_old_and_new(edit: str) -> None:
     path = edit.split("=", 1)[0]
     found = changes(spec(), spec("ppo_cartpole", edit), 5000)

@@ -1,0 +1,49 @@
+"""`meta.arithmetic`, the revision of the learning arithmetic a run trains with: new runs take the
+newest, a spec recorded before the setting existed reads as revision 1 (the arithmetic it trained
+with), and an edit at resume that does not name it keeps the run's."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlrun.errors import SpecError
+from rlrun.spec import ARITHMETIC, builtin_document, load_spec, recorded_spec
+from rlrun.spec.consistency import fork_conflicts
+from rlrun.training.api import as_recorded
+
+
+def test_new_specs_take_the_newest_revision_and_record_it() -> None:
+    spec = load_spec("sac_pendulum")
+    assert ARITHMETIC >= 2 and spec.meta.arithmetic == ARITHMETIC
+    assert spec.to_json()["meta"]["arithmetic"] == ARITHMETIC
+
+
+def test_a_spec_recorded_before_the_setting_existed_trained_with_revision_1() -> None:
+    old = builtin_document("sac_pendulum")
+    assert "arithmetic" not in old["meta"]
+    assert recorded_spec(old).meta.arithmetic == 1
+    assert "arithmetic" not in old["meta"]  # the record itself is left as it was
+    assert recorded_spec(load_spec("sac_pendulum", ["meta.arithmetic=1"]).to_json()).meta.arithmetic == 1
+    assert recorded_spec(load_spec("sac_pendulum").to_json()).meta.arithmetic == ARITHMETIC
+
+
+def test_an_edit_that_does_not_name_it_keeps_the_runs_revision() -> None:
+    run = recorded_spec(builtin_document("sac_pendulum"))  # an old run: revision 1
+    edited_file = load_spec(builtin_document("sac_pendulum"), ["meta.max_frame=40k"])  # says nothing of it
+    assert edited_file.meta.arithmetic == ARITHMETIC
+    assert as_recorded(edited_file, run).meta.arithmetic == 1
+    named = load_spec(builtin_document("sac_pendulum"), [f"meta.arithmetic={ARITHMETIC}"])
+    assert as_recorded(named, run).meta.arithmetic == ARITHMETIC  # named: the edit's (then refused as structural)
+    assert as_recorded(edited_file).meta.arithmetic == ARITHMETIC  # a new run: the newest
+
+
+def test_a_fork_may_move_a_run_to_another_revision() -> None:
+    old = recorded_spec(builtin_document("sac_pendulum"))
+    assert fork_conflicts(old, load_spec("sac_pendulum", [f"meta.arithmetic={ARITHMETIC}"])) == []
+
+
+@pytest.mark.parametrize("value", ["0", str(ARITHMETIC + 1), '"fast"'])
+def test_an_unknown_revision_is_a_spec_error_naming_the_setting(value: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        load_spec("sac_pendulum", [f"meta.arithmetic={value}"])
+    assert "meta.arithmetic" in str(raised.value)
