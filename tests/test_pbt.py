@@ -26,7 +26,7 @@ from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document, validate_spec
 from rlrun.spec.consistency import check_edit
-from rlrun.testhooks import SLOW_EVALUATION_ENV
+from rlrun.testhooks import HEARTBEAT_ENV, SLOW_EVALUATION_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -239,27 +239,33 @@ def test_a_population_trained_two_members_at_a_time_is_the_population_trained_on
         assert lanes[0] == lanes[2] != lanes[1] == lanes[3]
 
 
-@pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver"])
+@pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver",
+                                 "rlrun stop search:latest"])
 def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_population(
         straight: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # fmt: skip
     """Stopped while both members of a random generation train (each with a snapshot), and resumed
     (two at a time again: recorded with the search), member for member the population never
     interrupted. The whole group killed: each segment continues from its last snapshot; the driver
     alone killed: its orphaned workers stop their segments with a snapshot; SIGTERM: the driver
-    stops them so, then ends 128 + 15."""
+    stops them so, then ends 128 + 15; `rlrun stop search:` from another process: the same, the
+    request reaching the driver and the segments through the registry (their heartbeats)."""
     home_a, spec = straight
     home = tmp_path / "runs"
     chance = random.SystemRandom()
     generation, delay = chance.randrange(3), chance.uniform(0, 2)
     # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
-    slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5"}
+    slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5", HEARTBEAT_ENV: "0.2"}
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
                                env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     wait_for(lambda: len({n for n in _in_flight(home) if n // 4 == generation}) >= 2, process, timeout=600)
     time.sleep(delay)  # both segments just started, or one (or both) past its first snapshot
-    if how == "SIGTERM to the driver":
-        process.send_signal(signal.SIGTERM)
+    if how in ("SIGTERM to the driver", "rlrun stop search:latest"):
+        if how == "SIGTERM to the driver":
+            process.send_signal(signal.SIGTERM)
+        else:
+            asked = rlrun(home, "stop", "search:latest")
+            assert asked.code == 0 and "stop requested" in asked.stderr, asked.stderr
         _, stderr = process.communicate(timeout=120)
         assert process.returncode == 128 + signal.SIGTERM, stderr
     else:

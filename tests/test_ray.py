@@ -686,11 +686,14 @@ def test_a_detached_search_outlives_its_command_and_its_drivers_node(cluster: An
     assert_same_search(homes, registry_url, local, remote)
 
 
-def test_a_detached_search_stopped_through_its_trial_then_resumed_detached(cluster: Any, registry_url: str,
-                                                                              tmp_path: Path) -> None:  # fmt: skip
-    """`rlrun stop` of a detached search's trial in flight ends the search preempted (its driver
-    ends for good); `rlrun resume search:REF --ray --detach` hands it to a new driver, which
-    continues it to the end: the search run locally, trial for trial, each trial's run bit for bit."""
+@pytest.mark.parametrize("stopping", ["its trial's run", "the search"])
+def test_a_detached_search_stopped_then_resumed_detached(cluster: Any, registry_url: str, tmp_path: Path,
+                                                         stopping: str) -> None:  # fmt: skip
+    """`rlrun stop` of a detached search's trial in flight, or of the search (`rlrun stop
+    search:REF`, which its driver on the cluster reads with its heartbeat), ends the search
+    preempted (its driver ends for good); `rlrun resume search:REF --ray --detach` hands it to a
+    new driver, which continues it to the end: the search run locally, trial for trial, each
+    trial's run bit for bit."""
     spec = str(search_spec(tmp_path))
     homes = {where: tmp_path / where for where in ("local", "cluster")}
     local = searched_locally(homes["local"], registry_url, spec, *SEARCH)
@@ -700,8 +703,9 @@ def test_a_detached_search_stopped_through_its_trial_then_resumed_detached(clust
     search = f"search:{done.json()['search_id']}"
     wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")))  # trial 0 is training
     (trial,) = trials(homes["cluster"], search)
-    stopped = finished_command(homes["cluster"], registry_url, "stop", trial.run_id)
-    assert stopped.code == 0, stopped.stderr
+    stopped = finished_command(homes["cluster"], registry_url, "stop",
+                               search if stopping == "the search" else trial.run_id)
+    assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
 
     def status() -> str:
         with Registry.open(homes["cluster"], registry_url, create=False) as registry:

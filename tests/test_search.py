@@ -18,7 +18,7 @@ from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
 from same_run import assert_same_run, assert_tensors_equal, final_state, wait_for
 
 from rlrun.registry import Registry
-from rlrun.testhooks import CRASH_ENV, SIGNAL_AT_ENV
+from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, SLOW_EVALUATION_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -265,6 +265,62 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     alone = tmp_path / "alone"
     assert rlrun(alone, "train", str(base), *edits).code == 0
     assert_same_run(final_state(alone, "latest"), final_state(home, done[1].run_id))
+
+
+# Trials that last seconds (each evaluation a second longer, which changes nothing trained) and a
+# driver and sessions that beat five times a second: a stop lands in the middle of a trial.
+SLOW_TRIALS = {SLOW_EVALUATION_ENV: "1", HEARTBEAT_ENV: "0.2"}
+
+
+def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, Path],
+                                                                         tmp_path: Path) -> None:
+    """`rlrun stop search:latest` from another process: the driver starts no more trials, its trial
+    in flight stops with a snapshot, the command exits 128+15 and the search reads preempted; a
+    second stop has nothing to stop; resumed, it is the search never stopped, bit for bit."""
+    home_a, spec = straight
+    home = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH],
+                               env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    wait_for(lambda: _third_trial_has_a_snapshot(home), process)
+    asked = rlrun(home, "stop", "search:latest", "--json")
+    assert asked.code == 0, asked.stderr
+    assert asked.json()["stop_requested_at"] is not None and "stop requested" in asked.stderr
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    shown = rlrun(home, "show", "search:latest", "--json").json()
+    assert shown["search"]["status"] == "preempted"
+    stopped = trials(home)
+    assert len(stopped) < 6 and stopped[-1].state == "running", [t.state for t in stopped]
+    again = rlrun(home, "stop", "search:latest")
+    assert again.code == 0 and "is preempted: nothing to stop; continue it with `rlrun resume search:" in again.stderr
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    assert_same_search(home_a, home)
+    assert stopped[-1].run_id is not None
+    assert_continued_from_a_snapshot(home, stopped[-1].run_id)
+
+
+def test_rlrun_stop_of_parallel_trials_stops_the_search(tmp_path: Path) -> None:
+    """Two trials at a time in worker processes: `rlrun stop search:` stops both with snapshots and
+    the search reads preempted (a trial that ends preempted never leaves a search "finished");
+    resumed, every trial completes."""
+    spec = search_spec(tmp_path)
+    home = tmp_path / "runs"
+    search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *search],
+                               env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
+    assert rlrun(home, "stop", "search:latest").code == 0
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert rlrun(home, "ls", "--searches", "--json").json()[0]["status"] == "preempted"
+    assert any(t.state == "running" for t in trials(home)) or len(trials(home)) < 4
+    resumed = rlrun(home, "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    assert [t.state for t in trials(home)] == ["complete"] * 4
 
 
 def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_trial(straight: tuple[Path, Path],

@@ -224,3 +224,39 @@ def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_sta
     assert failures == []
     written = read_search_manifest(paths.search_manifest(registry.home, "sa00000001"))
     assert [json.loads(t["intermediate_json"]) for t in written.trials] == [[[25, 25.0]], [[25, 25.0]]]
+
+
+def test_a_search_stop_asks_its_running_trials_stands_when_repeated_and_ends_with_a_reopen(
+        registry: Registry) -> None:
+    """`rlrun stop search:`'s row: the driver's heartbeat reads it; each request asks the search's
+    trials whose runs are running to stop (a trial started after the first request included), never
+    another search's run or an ended one; a second request keeps the first one's time; a resume
+    (reopen) clears it."""
+    def run(run_id: str) -> str:
+        return registry.create_run(run_id=run_id, name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
+                                   env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
+                                   host=socket.gethostname(), pid=os.getpid()).id
+
+    def search(search_id: str) -> str:
+        return registry.create_search(search_id=search_id, name=None, spec_name="reinforce_cartpole", spec_json="{}",
+                                      space_json="{}", settings_json=json.dumps({"trials": 3, "metric": "eval_mean"}),
+                                      host=socket.gethostname(), pid=os.getpid()).id
+
+    stopped, bystander = search("sd00000001"), search("se00000001")
+    ended, running, other = run("rd00000001"), run("rd00000002"), run("re00000001")
+    registry.finish_run(ended, status="finished")
+    registry.add_trial(stopped, number=0, run_id=ended, params_json="{}")
+    registry.add_trial(stopped, number=1, run_id=running, params_json="{}")
+    registry.add_trial(bystander, number=0, run_id=other, params_json="{}")
+    assert not registry.search_stop_requested(stopped)
+    assert registry.request_search_stop(stopped) is None
+    asked = registry.resolve_search(f"search:{stopped}").stop_requested_at
+    assert asked is not None and registry.search_stop_requested(stopped)
+    assert [registry.stop_requested(r) for r in (ended, running, other)] == [False, True, False]
+    later = run("rd00000003")  # started by the driver as the request came
+    registry.add_trial(stopped, number=2, run_id=later, params_json="{}")
+    assert registry.request_search_stop(stopped) == asked
+    assert registry.stop_requested(later) and not registry.search_stop_requested(bystander)
+    registry.reopen_search(stopped, host=socket.gethostname(), pid=os.getpid())
+    assert not registry.search_stop_requested(stopped)
+    assert registry.resolve_search(f"search:{stopped}").stop_requested_at is None

@@ -812,23 +812,29 @@ def export(
     _say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
 
 
-@app.command(short_help="Stop a running run with snapshots.")
+@app.command(short_help="Stop a running run (or search) with snapshots.")
 @filtered(*ONE_RUN_FILTERS)
 def stop(
     reference: Annotated[str, _reference(
-        "latest, latest~N, a row, an id, prefix or name, or a run folder.")] = "latest",
+        "latest, latest~N, a row, an id, prefix or name, or a run folder; or search:latest, search:ID.")] = "latest",
     *,
     filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
     """Stop a running run, wherever it runs (this machine, a Ray cluster, detached): every session
-    stops at its next heartbeat with a snapshot, and `rlrun resume` continues it bit for bit. Safe to
-    repeat; a run that has ended has nothing to stop (exit 0)."""
+    stops at its next heartbeat with a snapshot, and `rlrun resume` continues it bit for bit. Or a
+    search (`search:latest`, `search:ID`): it starts no more trials, and its trials in flight stop
+    with snapshots. Safe to repeat; a run or search that has ended has nothing to stop (exit 0)."""
     from rlrun.cli import views
+    from rlrun.refs import SearchRef, parse_target
     from rlrun.training.control import stop as stop_run
 
-    outcome = stop_run(_parse(reference), filters, home=home)
+    target = parse_target(reference)
+    if isinstance(target, SearchRef):
+        _stop_search(target, filters, home, as_json)
+        return
+    outcome = stop_run(target, filters, home=home)
     _say(views.resolved(outcome.run, _label(reference, filters)))
     if as_json:
         _print_json(outcome.to_json())
@@ -842,6 +848,31 @@ def stop(
     else:
         _say(f"run {run.id}: stop requested; its sessions stop at their next heartbeat with a snapshot"
              f" (`rlrun ls` says preempted once they have); continue it with `rlrun resume {run.id}`")
+
+
+def _stop_search(target: Any, filters: "RunFilter", home: str | None, as_json: bool) -> None:
+    from rlrun.cli import views
+    from rlrun.training.control import stop_search
+
+    if filters.narrows:
+        raise BadInput(f"{filters.describe()} narrow runs; a search is named by its reference alone: drop them")
+    outcome = stop_search(target.ref, home=home)
+    search = outcome.search
+    _say(views.resolved_search(search, target.text))
+    if as_json:
+        _print_json(outcome.to_json())
+    if not outcome.stopping:
+        advice = f"; continue it with `rlrun resume search:{search.id}`" if search.status in (
+            "crashed", "preempted", "interrupted") else ""
+        _say(f"search {search.id} is {search.status}: nothing to stop{advice}")
+    elif outcome.repeated:
+        _say(f"search {search.id}: a stop was already requested {views.when(outcome.requested_at)}; it starts no"
+             " more trials and its trials in flight stop with snapshots (`rlrun ls --searches` says preempted"
+             " once they have)")
+    else:
+        _say(f"search {search.id}: stop requested; it starts no more trials and its trials in flight stop with"
+             f" snapshots (`rlrun ls --searches` says preempted once they have); continue it with"
+             f" `rlrun resume search:{search.id}`")
 
 
 @app.command(short_help="Delete runs, their folders included.")

@@ -477,6 +477,9 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
              f" started {when(search.created_at)}"]
     if search.error:
         lines.append(f"  error: {search.error}")
+    if search.stop_requested_at is not None and search.status == "running":
+        lines.append(f"  stop requested {when(search.stop_requested_at)} (`rlrun stop search:`): it starts no more"
+                     " trials, and its trials in flight stop with snapshots")
     lines.append("space:")
     lines += [f"  {path}: {json.dumps(distribution)}" for path, distribution in json.loads(search.space_json).items()]
     complete = sorted((t for t in detail.trials if t.state == "complete" and t.value is not None),

@@ -19,7 +19,7 @@ from rlrun import paths
 from rlrun.errors import BadInput, RegistryError
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0007_pbt"
+SCHEMA_HEAD = "0008_searchstop"
 VERSION_TABLE = "rlrun_alembic_version"
 
 

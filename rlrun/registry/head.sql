@@ -45,6 +45,7 @@ CREATE TABLE searches (
 	created_at FLOAT NOT NULL,
 	finished_at FLOAT,
 	heartbeat_at FLOAT,
+	stop_requested_at FLOAT,
 	CONSTRAINT pk_searches PRIMARY KEY (id),
 	CONSTRAINT uq_searches_name UNIQUE (name)
 );

@@ -360,6 +360,13 @@ class Reads(Connected):
         found = self._read(lambda tx: tx.rows("SELECT stop_requested_at FROM runs WHERE id = :id", {"id": run_id}))
         return bool(found) and found[0][0] is not None
 
+    def search_stop_requested(self, search_id: str) -> bool:
+        """Whether `rlrun stop search:` asked the search to stop since it last started (its
+        driver's heartbeat polls this)."""
+        found = self._read(lambda tx: tx.rows("SELECT stop_requested_at FROM searches WHERE id = :id",
+                                              {"id": search_id}))
+        return bool(found) and found[0][0] is not None
+
     def supervisor_of(self, run_id: str) -> str | None:
         """Who supervises the run on a cluster (None: its launcher, or nobody); a detached
         supervisor polls this to learn that a resume took the run over."""

@@ -187,6 +187,8 @@ class SearchRecord(NamedTuple):
     finished_at: float | None
     heartbeat_at: float | None = None
     """The driver's last sign of life, on the database's clock (`liveness.Liveness.search_of`)."""
+    stop_requested_at: float | None = None
+    """When `rlrun stop search:` asked the search to stop (the database's clock); None: nobody did."""
 
     def to_json(self) -> dict[str, Any]:
         """The spec, space, settings and importance as JSON values rather than strings holding JSON."""
@@ -341,7 +343,7 @@ ATTEMPT_SELECT = (
 NEWEST_FIRST = "r.created_at DESC, r.id DESC"
 SEARCH_COLUMNS = (
     "id", "name", "spec_name", "spec_json", "space_json", "settings_json", "status", "host", "pid", "error",
-    "importance_json", "created_at", "finished_at", "heartbeat_at",
+    "importance_json", "created_at", "finished_at", "heartbeat_at", "stop_requested_at",
 )  # fmt: skip
 TRIAL_COLUMNS = (
     "id", "search_id", "number", "run_id", "params_json", "state", "value", "intermediate_json",

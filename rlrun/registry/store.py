@@ -607,14 +607,41 @@ class Writes(Connected):
         return search
 
     def reopen_search(self, search_id: str, *, host: str | None, pid: int | None) -> None:
-        """Mark a search running again (`rlrun resume search:...`), driven by this process."""
+        """Mark a search running again (`rlrun resume search:...`), driven by this process, with no
+        stop asked of it."""
         with self._transaction(write=True) as tx:
             count = tx.execute("UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
-                               " finished_at = NULL, heartbeat_at = :now WHERE id = :id",
+                               " finished_at = NULL, heartbeat_at = :now, stop_requested_at = NULL WHERE id = :id",
                                {"host": host, "pid": pid, "now": tx.now(), "id": search_id})
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")
             self._sync_search_manifest(tx, search_id)
+
+    def request_search_stop(self, search_id: str) -> float | None:
+        """Ask a search to stop: its driver starts no more trials, and its trials' runs that are
+        running are asked to stop (`request_stop`: their sessions stop at their next heartbeat with
+        a snapshot). Safe to repeat: the first request's time stands, and is returned (None: this
+        call made the request); each call asks again of the trials running then, so the driver,
+        calling it at each beat once it has seen the request, stops a trial it started meanwhile."""
+        def record(tx: Transaction) -> float | None:  # run again, it finds its own request
+            lock_search(tx, search_id)
+            found = tx.rows("SELECT stop_requested_at FROM searches WHERE id = :id", {"id": search_id})
+            if not found:
+                raise RegistryError(f"no search with id {search_id} in the registry")
+            (asked,) = found[0]
+            if asked is None:
+                tx.execute("UPDATE searches SET stop_requested_at = :now WHERE id = :id",
+                           {"now": tx.now(), "id": search_id})
+                self._sync_search_manifest(tx, search_id)
+            return float(asked) if asked is not None else None
+
+        earlier = self._write(record)
+        running = self._read(lambda tx: tx.rows(
+            "SELECT r.id FROM trials t JOIN runs r ON r.id = t.run_id WHERE t.search_id = :id AND t.state = 'running'"
+            " AND r.status = 'running' AND r.stop_requested_at IS NULL", {"id": search_id}))
+        for (run_id,) in running:  # each its own short transaction: a run's lock is never held with the search's
+            self.request_stop(run_id)
+        return earlier
 
     def heartbeat_search(self, search_id: str, *, host: str | None, pid: int | None) -> bool:
         """The driver's sign of life, stamped with the database's clock; False when the search is no

@@ -184,6 +184,7 @@ class SearchRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float)
     heartbeat_at: Mapped[float | None] = mapped_column(Float)  # the driver's last sign of life (database clock)
+    stop_requested_at: Mapped[float | None] = mapped_column(Float)  # `rlrun stop search:` (database clock)
 
 
 class TrialRow(Base):

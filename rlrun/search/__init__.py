@@ -409,7 +409,7 @@ class _Driver:
         """The next trial to work on (a new one, or one left running), with the ended trials; none
         once another driver has taken the search over."""
         for number in numbers:
-            if self.heartbeat.superseded or self.interrupted is not None:
+            if self.heartbeat.superseded or self.interrupted is not None or self._stop_signal():
                 return None
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
@@ -417,13 +417,19 @@ class _Driver:
                 return number, existing, [t for t in trials if t.state != "running"]
         return None
 
+    def _stop_signal(self) -> int:
+        """The stop asked of the driver, as a signal: one it received (held between trials), or
+        SIGTERM's when `rlrun stop search:` asked (its heartbeat saw the request, and asks the
+        trials in flight to stop); 0 while none."""
+        return stopping.pending() or (int(SIGTERM) if self.heartbeat.stop_requested else 0)
+
     def _one_at_a_time(self, registry: Registry) -> int:
         numbers = iter(range(self.plan.settings.trials))
-        while not stopping.pending() and (found := self._next(registry, numbers)) is not None:
+        while not self._stop_signal() and (found := self._next(registry, numbers)) is not None:
             signal = _Trial(self, registry, *found).run()
             if signal:
                 return signal
-        return stopping.pending()
+        return self._stop_signal()
 
     def _several_at_once(self, registry: Registry) -> int:
         """Up to `parallel` trials at once, each trained in a worker process of its own (sessions of
@@ -446,7 +452,8 @@ class _Driver:
             return kind == "ended"
 
         supervisor = Supervisor(deliver, self._lost, at_most=self.plan.settings.parallel)
-        return supervisor.run(self._pending_trials(registry, trials, supervisor.stop))
+        # its trials in flight when `rlrun stop search:` asked end preempted: the search too
+        return supervisor.run(self._pending_trials(registry, trials, supervisor.stop)) or self._stop_signal()
 
     def _pending_trials(self, registry: Registry, trials: dict[int, _Trial], stopped: StopRequest) -> Iterator[Work]:
         """The trials to train, suggested one by one as the supervisor asks; none once it stopped."""

@@ -7,6 +7,10 @@ the rule runs and sessions follow, not a pid that only the driver's own host cou
 A driver presumed dead (frozen, cut off from the registry) whose search was meanwhile resumed by
 another driver finds, at its next beat, that the row names the other driver: it is superseded, and
 records nothing more about the search (`superseded`).
+
+The beat also reads whether `rlrun stop search:` asked the search to stop (`stop_requested`): the
+driver then starts no more trials, and each beat asks the search's trials still running to stop
+(`Registry.request_search_stop`), a trial the driver started as the request came included.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class DriverHeartbeat:
         self.root, self.url, self.search_id, self.host, self.pid = root, url, search_id, host, pid
         self.superseded = False
         """The search is no longer this driver's: another driver resumed it, or it was ended."""
+        self.stop_requested = False
+        """`rlrun stop search:` asked the search to stop (seen at a beat)."""
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="rlrun-search-heartbeat", daemon=True)
 
@@ -48,6 +54,9 @@ class DriverHeartbeat:
                         if not registry.heartbeat_search(self.search_id, host=self.host, pid=self.pid):
                             self.superseded = True
                             return
+                        if self.stop_requested or registry.search_stop_requested(self.search_id):
+                            self.stop_requested = True
+                            registry.request_search_stop(self.search_id)
                         if self._stopped.wait(HEARTBEAT_SECONDS):
                             return
             except RlrunError:  # the registry was out for longer than its retries: beat again later

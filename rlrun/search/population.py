@@ -33,7 +33,6 @@ from rlrun.registry import Registry
 from rlrun.registry.records import LineageRecord, TrialLink, TrialRecord
 from rlrun.search import Job, SearchPlan, Settings, TrialOutcome, _Driver, _train_trial, pbt, plan_search
 from rlrun.search import space as search_space
-from rlrun.session import stopping
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import validate_spec
 
@@ -111,23 +110,23 @@ class PbtDriver(_Driver):
         assert isinstance(settings, PbtSettings)
         for generation in range(settings.generations):
             for member in range(settings.population):
-                if stopping.pending():
-                    return stopping.pending()
+                if self._stop_signal():
+                    return self._stop_signal()
                 signal = _Segment(self, registry, settings, generation, member).run()
                 if signal or self.error is not None:
                     return signal
-        return stopping.pending()
+        return self._stop_signal()
 
     def _several_at_once(self, registry: Registry) -> int:
         settings = self.plan.settings
         assert isinstance(settings, PbtSettings)
         for generation in range(settings.generations):
-            if stopping.pending():
-                return stopping.pending()
+            if self._stop_signal():
+                return self._stop_signal()
             signal = self._generation_at_once(registry, settings, generation)
             if signal or self.error is not None:
                 return signal
-        return stopping.pending()
+        return self._stop_signal()
 
     def _generation_at_once(self, registry: Registry, settings: PbtSettings, generation: int) -> int:
         """A generation's segments in `parallel` worker processes (the parallel trials' supervisor

@@ -6,6 +6,10 @@ driver or a detached supervisor), and stops at its next step with a snapshot, as
 Ray supervisor reads it too, so that it retries none of them. So a stop needs no process to signal,
 reaches a run whose launcher is on another machine or gone (a detached run), survives a supervisor
 that is restarting, and is safe to repeat: the first request stands. `rlrun resume` clears it.
+
+A search is stopped the same way (`stop_search`: `searches.stop_requested_at`): its driver, here
+or detached on a cluster, reads the request with its heartbeat, starts no more trials and asks
+its trials in flight to stop, so the search ends preempted and `rlrun resume search:` continues it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from rlrun import paths
 from rlrun.refs import RunFilter, RunRef
 from rlrun.registry import Registry, RunRecord
+from rlrun.registry.records import SearchRecord
 
 
 @dataclass(frozen=True)
@@ -51,3 +56,36 @@ def stop(ref: RunRef | str = "latest", filters: RunFilter | None = None, *,
         earlier = registry.request_stop(run.id)
         asked = earlier if earlier is not None else registry.resolve(run.id).stop_requested_at
     return StopOutcome(run, asked, repeated=earlier is not None)
+
+
+@dataclass(frozen=True)
+class SearchStopOutcome:
+    search: SearchRecord
+    """The search, its status as reported when the stop was asked."""
+    requested_at: float | None
+    """When the stop was first asked (the database's clock); None: the search was not running."""
+    repeated: bool = False
+    """An earlier `rlrun stop search:` had asked already: this one changed nothing."""
+
+    @property
+    def stopping(self) -> bool:
+        return self.requested_at is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"search_id": self.search.id, "status": self.search.status, "stop_requested_at": self.requested_at,
+                "repeated": self.repeated}
+
+
+def stop_search(ref: RunRef | str = "search:latest", *, home: Path | str | None = None) -> SearchStopOutcome:
+    """Ask the search `ref` names to stop: its driver starts no more trials and its trials in
+    flight stop with snapshots (at once: their runs are asked here too; a trial started as the
+    request came is asked by the driver's next beat). Returns at once. A search that has ended, or
+    whose driver is gone (crashed), has nothing to stop: said in the outcome, nothing written."""
+    root = paths.resolve_home(home)
+    with Registry.open(root, paths.database_url(root), create=False) as registry:
+        search = registry.resolve_search(ref)
+        if search.status != "running":
+            return SearchStopOutcome(search, None)
+        earlier = registry.request_search_stop(search.id)
+        asked = earlier if earlier is not None else registry.resolve_search(ref).stop_requested_at
+    return SearchStopOutcome(search, asked, repeated=earlier is not None)
