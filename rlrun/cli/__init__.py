@@ -144,18 +144,25 @@ def _filters(status: str | None = None, algo: str | None = None, env: str | None
 def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None,
               detach: bool = False, supervisor_on: str | None = None) -> Any:  # fmt: skip
     """The executor the options ask for: None (the local one) without --ray."""
-    if supervisor_on is not None and not detach:
-        raise BadInput("--supervisor-on places a detached run's supervisor; add --detach (and --ray [ADDRESS])")
+    _check_detach("run", ray, detach, supervisor_on)
     if ray is None:
         if cpus is not None or gpus is not None:
             raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
-        if detach:
-            raise BadInput("--detach hands the run's supervision to a Ray cluster; add --ray [ADDRESS]"
-                           " (a run on this machine lasts as long as its command)")
         return None
     from rlrun.training.ray_executor import ray_executor
 
     return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach, supervisor_on=supervisor_on)
+
+
+def _check_detach(what: str, ray: str | None, detach: bool, supervisor_on: str | None) -> None:
+    """`--supervisor-on` only with `--detach`, and `--detach` only with `--ray`: for a "run" (its
+    supervisor) or a "search" (its driver)."""
+    holder = "supervisor" if what == "run" else "driver"
+    if supervisor_on is not None and not detach:
+        raise BadInput(f"--supervisor-on places a detached {what}'s {holder}; add --detach (and --ray [ADDRESS])")
+    if detach and ray is None:
+        raise BadInput(f"--detach hands the {what}'s {holder} to a Ray cluster; add --ray [ADDRESS]"
+                       f" (a {what} on this machine lasts as long as its command)")
 
 
 def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
@@ -468,13 +475,9 @@ def search(
 def _search_hand_over(ray: str | None, cpus: float | None, gpus: float | None, detach: bool,
                       supervisor_on: str | None) -> Any:  # fmt: skip
     """Where `--detach` hands a search's driving (None: it stays with this command)."""
-    if supervisor_on is not None and not detach:
-        raise BadInput("--supervisor-on places a detached search's driver; add --detach (and --ray [ADDRESS])")
+    _check_detach("search", ray, detach, supervisor_on)
     if not detach:
         return None
-    if ray is None:
-        raise BadInput("--detach hands the search's driving to a Ray cluster; add --ray [ADDRESS]"
-                       " (a search on this machine lasts as long as its command)")
     from rlrun.search.detached import RayHandOver
 
     return RayHandOver(ray or None, cpus=cpus, gpus=gpus, supervisor_on=supervisor_on)
