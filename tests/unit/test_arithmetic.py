@@ -47,3 +47,18 @@ def test_an_unknown_revision_is_a_spec_error_naming_the_setting(value: str) -> N
     with pytest.raises(SpecError) as raised:
         load_spec("sac_pendulum", [f"meta.arithmetic={value}"])
     assert "meta.arithmetic" in str(raised.value)
+
+
+def test_a_search_recorded_before_the_setting_keeps_revision_1_for_its_trials_yet_to_come() -> None:
+    """A search resumed after the setting appeared suggests its remaining trials from its recorded
+    base spec: revision 1, as its first trials trained."""
+    import json
+
+    from rlrun.registry.records import SearchRecord
+    from rlrun.search import Settings, _recorded_plan
+
+    space = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}}
+    record = SearchRecord("sa00000001", None, "sac_pendulum", json.dumps(builtin_document("sac_pendulum")),
+                          json.dumps(space), json.dumps(Settings(trials=3).to_json()), "crashed", None, None, None,
+                          None, 0.0, None)
+    assert _recorded_plan(record).spec.meta.arithmetic == 1
