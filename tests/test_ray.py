@@ -400,6 +400,65 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     assert_same_search(homes, registry_url, local, remote)
 
 
+def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, registry_url: str, tmp_path: Path) -> None:
+    """`rlrun search --ray --parallel 2`: two trials at a time, each driven from a worker process of
+    this machine (a driver of the cluster) and its sessions placed on worker nodes; SIGTERM to the
+    command while both train stops both with snapshots (exit 143); `rlrun resume search:REF --ray`
+    (two at a time again: recorded with the search) ends each trial, bit for bit, as the search
+    run locally one trial at a time (TPE's first suggestions are its seeded random ones, so each
+    trial's values depend only on its number)."""
+    spec = str(search_spec(tmp_path))
+    options = ["--trials", "3", "--pruner", "none", "--set", "meta.max_frame=6000"]
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    local = searched_locally(homes["local"], registry_url, spec, *options)
+    argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
+                                "--ray", cluster.address)
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both trials train
+    driver.send_signal(signal.SIGTERM)
+    stopped = finished(driver)
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    search = f"search:{stopped.json()['search_id']}"
+    remote = resumed_on(cluster, homes["cluster"], registry_url, search)
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
+        [(t.number, t.params, t.state, t.value) for t in local]
+    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
+    firsts = []
+    for x, y in zip(local, remote, strict=True):
+        attempts = detail_of(homes["cluster"], registry_url, y.run_id).attempts
+        assert attempts and all(a.node in workers for a in attempts), "the trial's session ran on a worker node"
+        firsts.append(attempts[0])
+        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
+    assert firsts[0].started_at < firsts[1].ended_at and firsts[1].started_at < firsts[0].ended_at, \
+        "trials 0 and 1 trained at the same time"
+
+
+def test_a_parallel_population_on_the_cluster_is_the_population_trained_locally(cluster: Any, registry_url: str,
+                                                                                tmp_path: Path) -> None:
+    """`rlrun search --scheduler pbt --ray --parallel 2`: both members' segments of a generation at
+    once, each from a worker process of this machine, their sessions on worker nodes: the population
+    trained locally one member at a time, segment for segment, each run bit for bit."""
+    document = json.loads(search_spec(tmp_path).read_text())
+    document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
+    spec = tmp_path / "pbt.json"
+    spec.write_text(json.dumps(document))
+    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"]
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    local = searched_locally(homes["local"], registry_url, str(spec), *pbt)
+    done = finished_command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--parallel", "2", "--json",
+                            "--ray", cluster.address)
+    assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
+    remote = trials(homes["cluster"], f"search:{done.json()['search_id']}")
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
+        [(t.number, t.params, t.state, t.value) for t in local]
+    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
+    for x, y in zip(local, remote, strict=True):
+        attempts = detail_of(homes["cluster"], registry_url, y.run_id).attempts
+        assert attempts and all(a.node in workers for a in attempts), "the segment's session ran on a worker node"
+        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
+
+
 def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it(cluster: Any, registry_url: str,
                                                                                  tmp_path: Path) -> None:
     """Every worker node lost while trial 0 trains: no node can run its session again, so after the
@@ -429,6 +488,39 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
     remote = resumed_on(cluster, homes["cluster"], registry_url, f"search:{search_id}")
     assert remote[0].run_id == interrupted.run_id, "the interrupted trial's run went on"
     assert_same_search(homes, registry_url, local, remote)
+
+
+def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(cluster: Any, registry_url: str,
+                                                                             tmp_path: Path) -> None:
+    """Every worker node lost while two trials train at once (`--parallel 2`): each trial's worker
+    reports its trial interrupted, not failed; the search ends interrupted (exit 1) with its trials
+    running and their runs preempted; with nodes back, `rlrun resume search:REF --ray` ends each
+    trial's run as the search run locally, bit for bit."""
+    spec = str(search_spec(tmp_path))
+    options = ["--trials", "2", "--pruner", "none", "--set", "meta.max_frame=10000"]
+    homes = {where: tmp_path / where for where in ("local", "cluster")}
+    local = searched_locally(homes["local"], registry_url, spec, *options)
+    argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
+                                "--ray", cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
+    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    with losing_a_node(cluster):
+        wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both train
+        for node in [n for n in cluster.list_all_nodes() if n is not cluster.head_node]:
+            cluster.remove_node(node, allow_graceful=False)
+        lost = finished(driver)
+    assert lost.code == 1 and "Traceback" not in lost.stderr, lost.stderr
+    assert "interrupted" in lost.stderr and "the Ray cluster was lost" in lost.stderr, lost.stderr
+    search_id = json.loads(lost.stdout)["search_id"]
+    interrupted = trials(homes["cluster"], f"search:{search_id}")
+    assert [t.state for t in interrupted] == ["running", "running"], interrupted
+    with Registry.open(homes["cluster"], registry_url, create=False) as registry:
+        assert registry.resolve_search(f"search:{search_id}").status == "interrupted"
+        assert {registry.get_run(t.run_id).run.status for t in interrupted if t.run_id} == {"preempted"}
+    remote = resumed_on(cluster, homes["cluster"], registry_url, f"search:{search_id}")
+    assert [(t.number, t.params, t.state) for t in remote] == [(t.number, t.params, t.state) for t in local]
+    for x, y in zip(local, remote, strict=True):
+        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -170,7 +170,9 @@ def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) ->
     one) without --ray. The options are checked now, once."""
     if _executor(ray, cpus, gpus) is None:
         return None
-    return lambda stop: _executor(ray, cpus, gpus, stop)
+    from rlrun.training.ray_executor import RayTrials
+
+    return RayTrials(ray or None, cpus=cpus, gpus=gpus)
 
 
 def _console() -> Any:
@@ -410,7 +412,7 @@ def search(
         min=1, metavar="INTEGER RANGE", help="Trials to run (default: every point of an all-grid space).")] = None,
     parallel: Annotated[int, typer.Option(
         min=1, metavar="INTEGER RANGE",
-        help="Trials (PBT: members of a generation) at a time, each in a process of its own (no --ray).")] = 1,
+        help="Trials (PBT: members of a generation) at a time, each driven from a process of its own.")] = 1,
     name: Annotated[str | None, typer.Option(metavar="TEXT", help="A unique name for the search.")] = None,
     metric: Annotated[str | None, typer.Option(
         metavar="TEXT", help="Score: eval_mean (final evaluation; default) or best_eval, over sessions.")] = None,

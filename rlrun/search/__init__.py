@@ -67,6 +67,15 @@ OnTrial = Callable[["TrialOutcome"], None]
 MakeExecutor = Callable[[StopRequest], "Executor"]
 
 
+class WorkerExecutors(Protocol):
+    """A `MakeExecutor` that trials trained at once may take to their worker processes: plain data
+    (it is pickled), its `for_worker` copy leaving signals to the driver (`RayTrials`)."""
+
+    def __call__(self, stop: StopRequest) -> Executor: ...
+
+    def for_worker(self) -> WorkerExecutors: ...
+
+
 @dataclass(frozen=True)
 class Settings:
     """How a search suggests, scores and prunes; stored with it, so a resume does the same."""
@@ -225,7 +234,7 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
     if name is not None:
         check_run_name(name)
     if hand_over is not None:
-        _check_settings(make_executor, plan.settings)
+        _check_settings(make_executor, plan.settings, hand_over)
         hand_over.prepare(root, url, plan.spec)
     else:
         _check_executor(make_executor, plan.settings, root, url, plan.spec)
@@ -276,7 +285,7 @@ def resume_search(ref: str, *, home: Path | str | None = None,
                             nothing_to_do=True)
     _optuna()
     if hand_over is not None:
-        _check_settings(make_executor, settings)
+        _check_settings(make_executor, settings, hand_over)
         hand_over.prepare(root, url, spec)
         stopping.raise_if_stopped(f"before search {record.id} was handed over; nothing was written")
         return _handed_over(hand_over, root, url, record)  # the driver there reopens it
@@ -334,8 +343,7 @@ def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root
                     spec: Spec) -> None:
     """The check `train` makes of its executor (a Ray cluster: reachable, and every node sees the
     home), made once for the whole search before anything is written; each trial's run makes it
-    again as it starts. Trials trained at once (`parallel` > 1) run in processes of this machine
-    with the local executor, so another executor is refused rather than ignored."""
+    again as it starts."""
     if make_executor is None:
         return
     _check_settings(make_executor, settings)
@@ -346,11 +354,18 @@ def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root
         executor.close()
 
 
-def _check_settings(make_executor: MakeExecutor | None, settings: Settings) -> None:
-    """Trials trained at once run in processes of this machine: not with another executor."""
-    if make_executor is not None and settings.parallel > 1:
-        raise BadInput(f"--ray runs a search one trial at a time, its sessions placed by Ray, but this search runs"
-                       f" {settings.parallel} trials at a time (--parallel) on this machine: drop --ray or --parallel")
+def _check_settings(make_executor: MakeExecutor | None, settings: Settings, hand_over: HandOver | None = None) -> None:
+    """Trials trained at once each have a worker process of the driver's machine, which makes the
+    trial's executor: refused for a detached driver (one trial at a time), and for an executor that
+    cannot be sent there (`WorkerExecutors`), rather than ignored."""
+    if settings.parallel == 1:
+        return
+    if hand_over is not None:
+        raise BadInput(f"a detached search drives one trial at a time, but this search runs {settings.parallel} at a"
+                       " time (--parallel): drop --parallel or --detach")
+    if make_executor is not None and not hasattr(make_executor, "for_worker"):
+        raise BadInput(f"this search runs {settings.parallel} trials at a time (--parallel), each from a worker"
+                       " process, which this executor cannot be sent to: drop --parallel")
 
 
 def _outcome(trial: TrialRecord) -> TrialOutcome:
@@ -369,6 +384,8 @@ class _Driver:
         self.on_event = on_event or (lambda event: None)
         self.on_trial = on_trial or (lambda outcome: None)
         self.make_executor = make_executor or _local_executor
+        self.worker_executors: WorkerExecutors | None = getattr(make_executor, "for_worker", lambda: None)()
+        """What a parallel trial's worker makes its executor with (None: the local one)."""
         self.handle_signals = True
         """Whether a trial trained here takes SIGINT/SIGTERM as a stop (not in a detached driver's thread)."""
 
@@ -447,9 +464,11 @@ class _Driver:
                 trial._event(payload)
             elif kind == "started":
                 trial._started(payload)
+            elif kind == "interrupted":  # its cluster was lost: the trial stays running
+                self.interrupted = f"trial {number} interrupted: {payload}"
             else:
                 trial.conclude(*payload)
-            return kind == "ended"
+            return kind in ("ended", "interrupted")
 
         supervisor = Supervisor(deliver, self._lost, at_most=self.plan.settings.parallel)
         # its trials in flight when `rlrun stop search:` asked end preempted: the search too
@@ -465,8 +484,8 @@ class _Driver:
             job = trial.prepare()
             if job is not None:
                 trials[job.number] = trial
-                yield Work(job.number, _train_trial, (job, str(self.root), os.getpid()), trial.stop,
-                           name=f"rlrun-t{job.number}")
+                yield Work(job.number, _trial_worker, (job, str(self.root), os.getpid(), self.worker_executors),
+                           trial.stop, name=f"rlrun-t{job.number}")
 
     def _lost(self, number: int, exitcode: int | None) -> None:
         """A worker that died without a word (killed, out of memory): its trial stays running, for
@@ -474,10 +493,19 @@ class _Driver:
         self.error = f"trial {number}'s worker process exited with code {exitcode}"
 
 
-def _train_trial(job: Job, home: str, parent: int, outbox: Any, shared_stop: Any) -> None:
-    """A worker process: train one trial, its events and end sent to the driver. Signals are the
-    driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
-    stops its trial at the next event, with a snapshot."""
+def _trial_worker(job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
+                  shared_stop: Any) -> None:
+    """A parallel trial's worker process (`_train_trial`)."""
+    _train_trial(job, home, parent, executors, outbox, shared_stop)
+
+
+def _train_trial(job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
+                 shared_stop: Any) -> bool:
+    """A worker process: train one trial, its events and end sent to the driver; its sessions here
+    (`executors` None), or placed on a Ray cluster by the executor `executors` makes. Signals are
+    the driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
+    stops its trial at the next event, with a snapshot. False when the trial's cluster was lost
+    (the trial stays running, for `rlrun resume search:` to continue)."""
     import signal
 
     from rlrun.errors import RlrunError
@@ -492,12 +520,17 @@ def _train_trial(job: Job, home: str, parent: int, outbox: Any, shared_stop: Any
             stop.request(signal.SIGTERM)
         outbox.put(("event", event))
 
+    executor = LocalExecutor(handle_signals=False, stop=stop) if executors is None else executors(stop)
     try:
-        result = job.run(Path(home), emit, lambda run_id: outbox.put(("started", run_id)),
-                         LocalExecutor(handle_signals=False, stop=stop), handle_signals=False)
+        result = job.run(Path(home), emit, lambda run_id: outbox.put(("started", run_id)), executor,
+                         handle_signals=False)
         outbox.put(("ended", (result.outcome, result.error, result.signal)))
+    except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
+        outbox.put(("interrupted", str(error)))
+        return False
     except RlrunError as error:
         outbox.put(("ended", ("failed", str(error), 0)))
+    return True
 
 
 @dataclass(frozen=True)

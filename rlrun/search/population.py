@@ -31,7 +31,17 @@ from typing import Any
 from rlrun.errors import BadInput
 from rlrun.registry import Registry
 from rlrun.registry.records import LineageRecord, TrialLink, TrialRecord
-from rlrun.search import Job, SearchPlan, Settings, TrialOutcome, _Driver, _train_trial, pbt, plan_search
+from rlrun.search import (
+    Job,
+    SearchPlan,
+    Settings,
+    TrialOutcome,
+    WorkerExecutors,
+    _Driver,
+    _train_trial,
+    pbt,
+    plan_search,
+)
 from rlrun.search import space as search_space
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import validate_spec
@@ -160,6 +170,10 @@ class PbtDriver(_Driver):
                 elif what == "ended":
                     signals.append(segments[number].conclude(*detail))
                     ended.add(number)
+                elif what == "interrupted":  # its cluster was lost: the segment stays running
+                    self.interrupted = f"member {number % settings.population} interrupted in generation" \
+                                       f" {generation}: {detail}"
+                    ended.add(number)
             return kind == "done"
 
         def lost(lane: int, exitcode: int | None) -> None:
@@ -167,18 +181,22 @@ class PbtDriver(_Driver):
             self.error = f"member {member}'s worker process exited with code {exitcode} in generation {generation}"
 
         supervisor = Supervisor(deliver, lost, at_most=settings.parallel)
-        work = (Work(lane, _train_lane, (share, str(self.root), os.getpid()), name=f"rlrun-g{generation}l{lane}")
+        work = (Work(lane, _train_lane, (share, str(self.root), os.getpid(), self.worker_executors),
+                     name=f"rlrun-g{generation}l{lane}")
                 for lane, share in enumerate(lanes) if not supervisor.stop.signal)
         return supervisor.run(work) or max(signals, default=0)
 
 
-def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, outbox: Any, shared_stop: Any) -> None:
+def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
+                shared_stop: Any) -> None:  # fmt: skip
     """A worker process: train its segments one after another, each as a parallel trial's worker
-    trains its trial, their messages tagged with their trial numbers; none more once stopped."""
+    trains its trial, their messages tagged with their trial numbers; none more once stopped, or
+    once the cluster was lost."""
     for job in jobs:
         if StopRequest(shared_stop).signal:
             break
-        _train_trial(job, home, parent, _Tagged(outbox, job.number), shared_stop)
+        if not _train_trial(job, home, parent, executors, _Tagged(outbox, job.number), shared_stop):
+            break
     outbox.put(("done", None))
 
 

@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -747,6 +747,26 @@ def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float 
     the resource `supervisor_on` (`--supervisor-on`) when given."""
     return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
                        handle_signals=handle_signals, stop=stop, detach=detach, supervisor_on=supervisor_on)
+
+
+@dataclass(frozen=True)
+class RayTrials:
+    """Each search trial's executor on a Ray cluster (`rlrun search --ray`), given the stop its
+    pruner requests. Plain data, so that trials trained at once (`--parallel K`) each make theirs in
+    their worker process (`for_worker`: signals are then the driver's to forward), every worker a
+    driver of the same cluster."""
+
+    address: str | None
+    cpus: float | None = None
+    gpus: float | None = None
+    handle_signals: bool = True
+
+    def __call__(self, stop: StopRequest) -> RayExecutor:
+        return ray_executor(self.address, cpus=self.cpus, gpus=self.gpus, handle_signals=self.handle_signals,
+                            stop=stop)
+
+    def for_worker(self) -> RayTrials:
+        return replace(self, handle_signals=False)
 
 
 # ---------------------------------------------------------------------------------------------
