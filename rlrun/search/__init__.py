@@ -424,7 +424,7 @@ class _Driver:
 
     def _next(self, registry: Registry, numbers: Any) -> tuple[int, TrialRecord | None, list[TrialRecord]] | None:
         """The next trial to work on (a new one, or one left running), with the ended trials; none
-        once another driver has taken the search over."""
+        once another driver has taken the search over, its cluster was lost, or a stop was asked."""
         for number in numbers:
             if self.heartbeat.superseded or self.interrupted is not None or self._stop_signal():
                 return None
