@@ -434,19 +434,27 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
         "trials 0 and 1 trained at the same time"
 
 
+# A population of two, two generations of 1,000 frames: what the PBT tests on the cluster train.
+PBT = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"]
+
+
+def pbt_spec(folder: Path) -> Path:
+    document = json.loads(search_spec(folder).read_text())
+    document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
+    spec = folder / "pbt.json"
+    spec.write_text(json.dumps(document))
+    return spec
+
+
 def test_a_parallel_population_on_the_cluster_is_the_population_trained_locally(cluster: Any, registry_url: str,
                                                                                 tmp_path: Path) -> None:
     """`rlrun search --scheduler pbt --ray --parallel 2`: both members' segments of a generation at
     once, each from a worker process of this machine, their sessions on worker nodes: the population
     trained locally one member at a time, segment for segment, each run bit for bit."""
-    document = json.loads(search_spec(tmp_path).read_text())
-    document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
-    spec = tmp_path / "pbt.json"
-    spec.write_text(json.dumps(document))
-    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"]
+    spec = pbt_spec(tmp_path)
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    local = searched_locally(homes["local"], registry_url, str(spec), *pbt)
-    done = finished_command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--parallel", "2", "--json",
+    local = searched_locally(homes["local"], registry_url, str(spec), *PBT)
+    done = finished_command(homes["cluster"], registry_url, "search", str(spec), *PBT, "--parallel", "2", "--json",
                             "--ray", cluster.address)
     assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
     remote = trials(homes["cluster"], f"search:{done.json()['search_id']}")
@@ -818,14 +826,10 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, regist
     """`rlrun search --scheduler pbt --ray`: every member's segment runs its session on a worker node;
     kill -9 of the driver mid-population (Ray ends its tasks), then `rlrun resume search:REF --ray`:
     the same population as run locally, segment for segment, each run bit for bit."""
-    document = json.loads(search_spec(tmp_path).read_text())
-    document["meta"].update(max_frame=2000, eval_frequency=500, checkpoint_frequency=500, log_frequency=250)
-    spec = tmp_path / "pbt.json"
-    spec.write_text(json.dumps(document))
-    pbt = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"]
+    spec = pbt_spec(tmp_path)
     homes = {where: tmp_path / where for where in ("local", "cluster")}
-    local = searched_locally(homes["local"], registry_url, str(spec), *pbt)
-    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *pbt, "--json", "--ray",
+    local = searched_locally(homes["local"], registry_url, str(spec), *PBT)
+    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *PBT, "--json", "--ray",
                                 cluster.address)
     driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
