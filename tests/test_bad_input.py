@@ -419,7 +419,7 @@ CASES = [
     case("search", spec_file("searched.json"), "--trials", "2", "--supervisor-on", "on_demand",
          hint="--supervisor-on places a detached search's driver; add --detach"),
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--detach", "--ray", "127.0.0.1:1",
-         hint="a detached search drives one trial at a time, but this search runs 2 at a time (--parallel): drop"),
+         hint="a detached search drives one trial at a time, but this search runs 2 at a time (--parallel 2,"),
     case("search", spec_file("searched.json"), "--trials", "2", "--detach", "--ray", "127.0.0.1:1",
          hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
     case("train", RC, "--ray", "127.0.0.1:1", "--supervisor-on", "on_demand",

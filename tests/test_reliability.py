@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -126,6 +127,27 @@ def test_sigterm_during_start_up_is_a_graceful_stop(home: Path, delay: float) ->
     resumed = rlrun(home, "resume", newest["id"])
     assert resumed.code == 0, resumed.stderr[-3000:]
     assert rlrun(home, "show", newest["id"], "--json").json()["run"]["status"] == "finished"
+
+
+def test_a_sigterm_as_the_interpreter_shuts_down_after_a_training_changes_nothing(home: Path) -> None:
+    """The last window: a real training's process (torch's threads alive) gets SIGTERM while the
+    interpreter frees its modules, after the default actions are back: it ends 0, run finished."""
+    script = textwrap.dedent("""
+        import os, signal, sys
+        from rlrun.cli import main
+
+        class SigtermAtShutdown:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        sys.modules["__main__"].late = SigtermAtShutdown()
+        sys.argv = ["rlrun", "train", "ppo_cartpole", "--frames", "2k"]
+        main()
+    """)
+    ended = subprocess.run([sys.executable, "-c", script], env=cli_env(home), capture_output=True, text=True,
+                           timeout=300)
+    assert ended.returncode == 0, ended.stderr[-3000:]
+    assert rlrun(home, "ls", "--json").json()[0]["status"] == "finished"
 
 
 def wait_until_both_sessions_train(home: Path, process: subprocess.Popen[str], timeout: float = 300) -> None:

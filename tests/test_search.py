@@ -302,25 +302,33 @@ def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straigh
     assert_continued_from_a_snapshot(home, stopped[-1].run_id)
 
 
-def test_rlrun_stop_of_parallel_trials_stops_the_search(tmp_path: Path) -> None:
-    """Two trials at a time in worker processes: `rlrun stop search:` stops both with snapshots and
-    the search reads preempted (a trial that ends preempted never leaves a search "finished");
-    resumed, every trial completes."""
-    spec = search_spec(tmp_path)
+@pytest.mark.parametrize("target", ["search:latest", "trial 0's run"])
+def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Path], tmp_path: Path,
+                                                        target: str) -> None:
+    """Two trials at a time in worker processes: `rlrun stop search:`, or `rlrun stop` of one
+    trial's run, stops both with snapshots and the search reads preempted (a trial that ends
+    preempted never leaves a search "finished"); resumed, every trial completes, trial 0 (whose
+    values no history shapes) bit for bit the straight search's."""
+    home_a, spec = straight
     home = tmp_path / "runs"
     search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *search],
                                env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
-    assert rlrun(home, "stop", "search:latest").code == 0
+    stopped = rlrun(home, "stop", target if target.startswith("search:") else str(trials(home)[0].run_id))
+    assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert rlrun(home, "ls", "--searches", "--json").json()[0]["status"] == "preempted"
-    assert any(t.state == "running" for t in trials(home)) or len(trials(home)) < 4
+    assert [t.state for t in trials(home)][:2] == ["running", "running"], "both stopped in flight"
     resumed = rlrun(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
-    assert [t.state for t in trials(home)] == ["complete"] * 4
+    done = trials(home)
+    assert [t.state for t in done] == ["complete"] * 4
+    straight_first = trials(home_a)[0]
+    assert done[0].params == straight_first.params and done[0].value == straight_first.value
+    assert_same_run(final_state(home_a, straight_first.run_id), final_state(home, done[0].run_id))
 
 
 def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_trial(straight: tuple[Path, Path],

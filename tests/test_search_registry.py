@@ -260,3 +260,5 @@ def test_a_search_stop_asks_its_running_trials_stands_when_repeated_and_ends_wit
     registry.reopen_search(stopped, host=socket.gethostname(), pid=os.getpid())
     assert not registry.search_stop_requested(stopped)
     assert registry.resolve_search(f"search:{stopped}").stop_requested_at is None
+    registry.finish_search(bystander, status="finished")  # ended since the caller looked: nothing to stop
+    assert registry.request_search_stop(bystander) is None and not registry.search_stop_requested(bystander)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rlrun.arithmetic import as_recorded_document
 from rlrun.registry import RunDetail, RunRecord, RunSummary
 from rlrun.sizes import format_size
 
@@ -184,8 +185,9 @@ def run_detail(detail: RunDetail, *, colour: bool = False) -> str:
 
 def spec_document(detail: RunDetail) -> str:
     """`rlrun show --spec-json`: the run's latest spec revision, as JSON ready to edit and pass to
-    `rlrun resume --spec`."""
-    return json.dumps(json.loads(detail.spec_revisions[-1].spec_json), indent=2)
+    `rlrun resume --spec`, or to `rlrun train` for a new run with the same arithmetic (an old run's
+    revision made explicit)."""
+    return json.dumps(as_recorded_document(json.loads(detail.spec_revisions[-1].spec_json)), indent=2)
 
 
 def _header(detail: RunDetail, colour: bool) -> str:

@@ -629,9 +629,9 @@ class Writes(Connected):
             if not found:
                 raise RegistryError(f"no search with id {search_id} in the registry")
             (asked,) = found[0]
-            if asked is None:
-                tx.execute("UPDATE searches SET stop_requested_at = :now WHERE id = :id",
-                           {"now": tx.now(), "id": search_id})
+            # a search that has ended since the caller looked has nothing to stop: nothing written
+            if asked is None and tx.execute("UPDATE searches SET stop_requested_at = :now WHERE id = :id"
+                                            " AND status = 'running'", {"now": tx.now(), "id": search_id}):
                 self._sync_search_manifest(tx, search_id)
             return float(asked) if asked is not None else None
 

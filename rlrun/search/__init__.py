@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import optuna
 
     from rlrun.training.executor import Executor
-    from rlrun.training.supervisor import Work
+    from rlrun.training.supervisor import Supervisor, Work
 
 METRICS = ("eval_mean", "best_eval")
 """eval_mean: each session's evaluation at the end of training; best_eval: each session's best
@@ -224,10 +224,12 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
                on_event: Callable[[events.Event], None] | None = None, on_trial: OnTrial | None = None,
                on_start: Callable[[SearchRecord], None] | None = None,
                make_executor: MakeExecutor | None = None, hand_over: HandOver | None = None) -> SearchResult:
-    """Record a new search and run its trials, one at a time; returns when they are done or a
-    signal stopped it (the result's `signal`). `make_executor` makes each trial's executor (by
-    default the local one), given the stop the pruner requests; with it, one trial at a time.
-    `hand_over`: the search is recorded here and driven elsewhere; returns once it is."""
+    """Record a new search and run its trials, one at a time or `parallel` at a time; returns when
+    they are done or a signal (or `rlrun stop search:`) stopped it (the result's `signal`).
+    `make_executor` makes each trial's executor (by default the local one), given the stop the
+    pruner requests; trials trained at once make theirs in their worker processes
+    (`WorkerExecutors`). `hand_over`: the search is recorded here and driven elsewhere; returns
+    once it is."""
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
@@ -362,7 +364,8 @@ def _check_settings(make_executor: MakeExecutor | None, settings: Settings, hand
         return
     if hand_over is not None:
         raise BadInput(f"a detached search drives one trial at a time, but this search runs {settings.parallel} at a"
-                       " time (--parallel): drop --parallel or --detach")
+                       f" time (--parallel {settings.parallel}, recorded with it): drop --detach, or search with"
+                       " --parallel 1")
     if make_executor is not None and not hasattr(make_executor, "for_worker"):
         raise BadInput(f"this search runs {settings.parallel} trials at a time (--parallel), each from a worker"
                        " process, which this executor cannot be sent to: drop --parallel")
@@ -426,7 +429,8 @@ class _Driver:
         """The next trial to work on (a new one, or one left running), with the ended trials; none
         once another driver has taken the search over, its cluster was lost, or a stop was asked."""
         for number in numbers:
-            if self.heartbeat.superseded or self.interrupted is not None or self._stop_signal():
+            if self.heartbeat.superseded or self.interrupted is not None or self._stop_signal() or \
+                    self.heartbeat.stop_asked(registry):  # not only at its beat: a stop asked just now
                 return None
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
@@ -467,12 +471,19 @@ class _Driver:
             elif kind == "interrupted":  # its cluster was lost: the trial stays running
                 self.interrupted = f"trial {number} interrupted: {payload}"
             else:
-                trial.conclude(*payload)
+                self._stop_all_once_stopped(supervisor, trial.conclude(*payload))
             return kind in ("ended", "interrupted")
 
         supervisor = Supervisor(deliver, self._lost, at_most=self.plan.settings.parallel)
-        # its trials in flight when `rlrun stop search:` asked end preempted: the search too
         return supervisor.run(self._pending_trials(registry, trials, supervisor.stop)) or self._stop_signal()
+
+    def _stop_all_once_stopped(self, supervisor: Supervisor, stopped: int) -> None:
+        """A trial (or a segment) that a signal or `rlrun stop` ended, or a stop asked of the
+        search, stops the search as a SIGTERM to the driver does: the workers still training stop
+        theirs with a snapshot, none more starts, and the search ends preempted."""
+        signal = stopped or self._stop_signal()
+        if signal and not supervisor.stop.signal:
+            supervisor.stop.request(signal)
 
     def _pending_trials(self, registry: Registry, trials: dict[int, _Trial], stopped: StopRequest) -> Iterator[Work]:
         """The trials to train, suggested one by one as the supervisor asks; none once it stopped."""

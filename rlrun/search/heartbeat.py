@@ -45,6 +45,13 @@ class DriverHeartbeat:
         self._stopped.set()
         self._thread.join()
 
+    def stop_asked(self, registry: Registry) -> bool:
+        """Whether `rlrun stop search:` asked the search to stop, read now (the driver asks before
+        it starts a trial, so none starts between a request and the next beat)."""
+        if not self.stop_requested and registry.search_stop_requested(self.search_id):
+            self.stop_requested = True
+        return self.stop_requested
+
     def _beat(self) -> None:
         # Its own connection: a registry connection belongs to the thread that opened it.
         while not self._stopped.wait(HEARTBEAT_SECONDS):

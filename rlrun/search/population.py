@@ -28,7 +28,7 @@ from pathlib import Path
 from signal import SIGTERM
 from typing import Any
 
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable
 from rlrun.registry import Registry
 from rlrun.registry.records import LineageRecord, TrialLink, TrialRecord
 from rlrun.search import (
@@ -123,7 +123,7 @@ class PbtDriver(_Driver):
                 if self._stop_signal():
                     return self._stop_signal()
                 signal = _Segment(self, registry, settings, generation, member).run()
-                if signal or self.error is not None:
+                if signal or self.error is not None or self.interrupted is not None:
                     return signal
         return self._stop_signal()
 
@@ -134,7 +134,7 @@ class PbtDriver(_Driver):
             if self._stop_signal():
                 return self._stop_signal()
             signal = self._generation_at_once(registry, settings, generation)
-            if signal or self.error is not None:
+            if signal or self.error is not None or self.interrupted is not None:  # no next generation
                 return signal
         return self._stop_signal()
 
@@ -170,9 +170,9 @@ class PbtDriver(_Driver):
                 elif what == "ended":
                     signals.append(segments[number].conclude(*detail))
                     ended.add(number)
+                    self._stop_all_once_stopped(supervisor, signals[-1])
                 elif what == "interrupted":  # its cluster was lost: the segment stays running
-                    self.interrupted = f"member {number % settings.population} interrupted in generation" \
-                                       f" {generation}: {detail}"
+                    self.interrupted = segments[number].interruption(detail)
                     ended.add(number)
             return kind == "done"
 
@@ -224,9 +224,17 @@ class _Segment:
         if job is None:
             return 0
         executor = self.driver.make_executor(StopRequest())
-        result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor,
-                         handle_signals=self.driver.handle_signals)
+        try:
+            result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor,
+                             handle_signals=self.driver.handle_signals)
+        except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
+            self.driver.interrupted = self.interruption(error)  # the segment stays running
+            return 0
         return self.conclude(result.outcome, result.error, result.signal)
+
+    def interruption(self, error: object) -> str:
+        """Why the population stopped short when its cluster was lost under this segment."""
+        return f"member {self.member} interrupted in generation {self.generation}: {error}"
 
     def prepare(self) -> Job | None:
         """What the segment trains: its run continued, a new first segment or a new fork; None

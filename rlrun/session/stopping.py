@@ -9,9 +9,10 @@ arrives while it starts up is then held (`pending`) instead of killing it mid-wa
 at the first point that can honour it: `raise_if_stopped` before anything is written, or the first
 `stop_on_signals`, which stops the sessions at once with a snapshot. A signal that arrives after the
 sessions have ended is held and ignored: the work is done. Once the command has its outcome,
-`close_to_signals` blocks both for the rest of the process: the interpreter's own shutdown puts
-back the default handlers before it frees the modules, and a SIGTERM in that last window would
-otherwise kill a command that has finished (status -15 in place of its own).
+`close_to_signals` ignores both for the rest of the process: the interpreter's own shutdown puts
+back the default action of a signal a Python function handles before it frees the modules, and a
+SIGTERM in that last window would otherwise kill a command that has finished (status -15 in place
+of its own).
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ def defer_signals_for(argv: list[str]) -> None:
 
 
 def close_to_signals() -> None:
-    """Block SIGINT/SIGTERM for the rest of the process (the command's outcome is decided): one
-    that arrives now stays pending, unseen, and the process ends with its own status."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    """Ignore SIGINT/SIGTERM for the rest of the process (the command's outcome is decided), so it
+    ends with its own status. Ignored, not blocked: a process's signal goes to any thread that does
+    not block it (torch's and Ray's threads too), while the ignore is the whole process's, and the
+    interpreter's shutdown keeps it (it restores only the signals a Python function handles)."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def pending() -> int:

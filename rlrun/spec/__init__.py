@@ -19,12 +19,11 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from rlrun.arithmetic import ARITHMETIC, as_recorded_document
 from rlrun.errors import SpecError
 from rlrun.spec.agents import algorithm_names, config_class
 from rlrun.spec.sections import (
     ALE_NAMESPACE,
-    ARITHMETIC,
-    ARITHMETIC_BEFORE_RECORDED,
     AgentConfig,
     AtariSpec,
     EnvSpec,
@@ -212,15 +211,6 @@ def recorded_spec(document: dict[str, Any], *, check_env_id: bool = False) -> Sp
     """A spec as a run or search recorded it (the registry's, a manifest's, a session task's): one
     recorded before `meta.arithmetic` existed trained with revision 1, whatever the default is now."""
     return validate_spec(as_recorded_document(document), check_env_id=check_env_id)
-
-
-def as_recorded_document(document: dict[str, Any]) -> dict[str, Any]:
-    """`document` with the arithmetic it was recorded with made explicit (see `recorded_spec`), for
-    readers that edit a recorded document before validating it."""
-    meta = document.get("meta")
-    if not isinstance(meta, dict) or "arithmetic" in meta:
-        return document
-    return {**document, "meta": {**meta, "arithmetic": ARITHMETIC_BEFORE_RECORDED}}
 
 
 def _check_env_id(env_id: str, packages: list[str] | None = None) -> list[str]:

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from rlrun.arithmetic import ARITHMETIC
 from rlrun.errors import SizeError
 from rlrun.sizes import parse_size
 from rlrun.spec.cores import AUTO
@@ -32,11 +33,6 @@ def _size(raw: Any) -> Any:
             raise ValueError(str(error).split(": ", 1)[-1]) from None
     return raw
 
-
-ARITHMETIC = 2
-"""The newest revision of the learning arithmetic (`MetaSpec.arithmetic`), which new runs use."""
-ARITHMETIC_BEFORE_RECORDED = 1
-"""The revision of a spec recorded before `meta.arithmetic` existed."""
 
 ALE_NAMESPACE = "ALE/"
 """Atari games' ids (`ALE/Pong-v5`): registered by ale-py, the `atari` extra, when one is used."""

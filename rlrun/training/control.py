@@ -87,5 +87,8 @@ def stop_search(ref: RunRef | str = "search:latest", *, home: Path | str | None 
         if search.status != "running":
             return SearchStopOutcome(search, None)
         earlier = registry.request_search_stop(search.id)
-        asked = earlier if earlier is not None else registry.resolve_search(ref).stop_requested_at
-    return SearchStopOutcome(search, asked, repeated=earlier is not None)
+        if earlier is not None:
+            return SearchStopOutcome(search, earlier, repeated=True)
+        now = registry.resolve_search(f"search:{search.id}")
+    # None: it ended between the look and the request (nothing was written); reported as it is now
+    return SearchStopOutcome(search if now.stop_requested_at is not None else now, now.stop_requested_at)

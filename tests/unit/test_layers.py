@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"refs"},                              # run references
     {"paths", "sizes"},
     {"storage"},                           # where a home's files are kept: disk, or object storage
-    {"errors", "clock", "ids", "seeding", "fsutil", "testhooks"},
+    {"errors", "clock", "ids", "seeding", "fsutil", "testhooks", "arithmetic"},
 ]
 FLAT_MODULES_AT_MOST = 12
 
