@@ -177,8 +177,8 @@ class HandMLP:
                 old = weight_param.grad if workspace is not None else None
                 reuse = old is not None and old.shape == weight_param.shape
                 if i == 0 and self.narrow_in:  # formed transposed (few rows), then laid out as the weight
-                    weight_param.grad = (old if reuse else torch.empty_like(weight_param)).copy_(
-                        torch.mm(layer_input.t(), grad).t())
+                    into = old if old is not None and reuse else torch.empty_like(weight_param)
+                    weight_param.grad = into.copy_(torch.mm(layer_input.t(), grad).t())
                 else:
                     weight_param.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
                 self.params[2 * i + 1].grad = grad.sum(0)

@@ -43,6 +43,33 @@ def test_input_gradient_and_workspaces_are_autograds_bit_for_bit(activation: str
     assert all(p.grad is g for p, g in zip(net.parameters(), frozen, strict=True))  # frozen: left alone
 
 
+@pytest.mark.parametrize("narrow", [False, True])
+def test_narrow_products_and_input_columns(narrow: bool) -> None:
+    """With `narrow` (arithmetic revision 2) a first layer of few inputs and a last layer of few
+    outputs have their products formed the other way round: autograd's values up to rounding, the
+    gradients in the parameters' layout, also written into the buffers of a previous backward. The
+    input's gradient for some of its columns is those columns of autograd's (bit for bit without
+    `narrow`)."""
+    torch.manual_seed(0)
+    net = mlp(4, 2, NetworkSpec(hidden=[64, 32], activation="relu"))
+    x, weights = torch.randn(256, 4, requires_grad=True), torch.randn(256, 2)
+    out = net(x)
+    out.backward(weights)
+    assert x.grad is not None
+    autograds = [x.grad[:, 3:], *(p.grad for p in net.parameters())]
+    hand = HandMLP(net, narrow=narrow)
+    assert hand.narrow_in == hand.narrow_out == narrow
+    workspace: Workspace = {}
+    for _ in range(2):  # the second time, into the gradient buffers the first one made
+        mine_out, saved = hand.run(x.detach(), workspace)
+        grad_input = hand.backward_from(saved, weights, inputs=True, workspace=workspace, input_columns=slice(3, None))
+        mine = [grad_input, *(p.grad for p in net.parameters())]
+        for value, torchs in zip([mine_out, *mine], [out.detach(), *autograds], strict=True):
+            assert value is not None and torchs is not None and value.shape == torchs.shape
+            assert torch.equal(value, torchs) if not narrow else torch.allclose(value, torchs, rtol=1e-4, atol=1e-6)
+        assert all(p.grad is not None and p.grad.is_contiguous() for p in net.parameters())
+
+
 def test_the_squashed_gaussians_gradient_is_autograds_bit_for_bit() -> None:
     torch.manual_seed(0)
     out = torch.randn(64, 6) * 3  # three action dimensions; some log-stds past the clamp on either side
