@@ -339,7 +339,9 @@ class MetaSpec(Strict):
     existed trained with 1, and resumes with 1. 1: the arithmetic of every run recorded before the setting existed.
     2 (the default): SAC learns with subnormal floats flushed to zero, as DQN always has (Adam's
     moments of a dead ReLU unit decay through the subnormal range, where x86 cores take a slow path
-    for each number; a moment of 1e-40 becomes 0). `--fork` may move a run to another revision."""
+    for each number; a moment of 1e-40 becomes 0), and forms its products with a narrow side (a
+    first layer's few inputs, a last layer's few outputs) the other way round, wide side first,
+    where the math library is several times faster. `--fork` may move a run to another revision."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,
