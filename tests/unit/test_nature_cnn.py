@@ -10,8 +10,10 @@ from gymnasium import spaces
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import KeptFrames, NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
+from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec, load_spec
+from rlrun.spec import NetworkSpec, OptimizerSpec, load_spec
+from rlrun.spec.schedules import Constant
 
 FRAMES = spaces.Box(0, 255, (4, 84, 84), np.uint8)
 ACTIONS = spaces.Discrete(6)
@@ -236,7 +238,7 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
 
 def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> None:
     """Revision 2's acting copies of the dense weights are made again after an in-place step (an
-    optimiser's) and after `load_state_dict`: acting always reads the current weights."""
+    optimiser's: rlrun's fused Adam) and after `load_state_dict`: acting always reads the current weights."""
     spec, frames = NetworkSpec(kind="nature_cnn", hidden=[32, 16]), torch.randint(0, 256, (3, 4, 84, 84),
                                                                                     dtype=torch.uint8)
     torch.manual_seed(0)
@@ -248,7 +250,7 @@ def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> N
         return again.act(frames)
 
     before = net.act(frames)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    optimizer = make_optimizer(OptimizerSpec(lr=Constant(value=0.1)), list(net.parameters()), 100)  # fused Adam
     net(frames).sum().backward()
     optimizer.step()
     stepped = net.act(frames)
