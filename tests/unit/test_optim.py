@@ -59,7 +59,7 @@ def test_subnormals_flush_to_zero_only_inside() -> None:
     assert (inside.item() == 0.0) == supported
 
 
-@pytest.mark.parametrize("make", [lambda p: optim.Adam(p, lr=0.1, eps=1e-5), lambda p: optim.RMSprop(p, lr=0.1, eps=1e-5)])
+@pytest.mark.parametrize("make", [optim.Adam, optim.RMSprop])
 def test_a_step_moves_the_parameters_version_counters(make) -> None:
     """Whatever keeps something made of a parameter (acting's transposed weights) learns from its
     version counter that a step changed it; torch's fused Adam kernel alone does not move it."""
@@ -67,5 +67,5 @@ def test_a_step_moves_the_parameters_version_counters(make) -> None:
     for p in params:
         p.grad = torch.randn_like(p)
     before = [p._version for p in params]
-    make(params).step()
+    make(params, lr=0.1, eps=1e-5).step()
     assert all(p._version > v for p, v in zip(params, before, strict=True))
