@@ -59,7 +59,7 @@ class Agent:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
         self.actions = int(action_space.n)
-        self.q = network(obs_space, self.actions, config.network).to(device)
+        self.q = network(obs_space, self.actions, config.network, arithmetic=arithmetic).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)

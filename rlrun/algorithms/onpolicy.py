@@ -41,7 +41,7 @@ _LOG_2PI = math.log(2 * math.pi)
 
 class ActorCritic(nn.Module):
     def __init__(self, obs_space: spaces.Space, action_space: spaces.Space, network: NetworkSpec,
-                 log_std_init: float, device: torch.device) -> None:
+                 log_std_init: float, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
         self.policy: Policy | None = None if self.continuous else policy_for(action_space)
@@ -52,7 +52,7 @@ class ActorCritic(nn.Module):
         self.shared: NatureCNN | None = None
         """Convolutions both heads read (a nature_cnn network), or None: two separate MLPs."""
         if network.kind == "nature_cnn":
-            self.shared = NatureCNN(obs_space, network)
+            self.shared = NatureCNN(obs_space, network, arithmetic=arithmetic)
             self.actor: nn.Module = _linear_head(self.shared.width, outputs, gain=0.01)
             self.critic: nn.Module = _linear_head(self.shared.width, 1, gain=1.0)
         else:
@@ -221,7 +221,7 @@ class OnPolicyAgent:
                  num_envs: int, max_frame: int, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
-        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device)
+        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
         self.hand = HandActorCritic(self.model) if HandActorCritic.fits(self.model) else None
         """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd."""
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)

@@ -55,6 +55,10 @@ class Adam(torch.optim.Adam):
                 [state["exp_avg_sq"] for state in states], [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
                 weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False,
             )
+            # the fused kernel writes the parameters without moving their version counters (foreach
+            # kernels move them): what keeps something made of a parameter (`TransposedWeights`)
+            # reads them to know it changed
+            torch.autograd.graph.increment_version(params)
 
 
 class RMSprop(torch.optim.RMSprop):

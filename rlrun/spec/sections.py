@@ -341,7 +341,9 @@ class MetaSpec(Strict):
     moments of a dead ReLU unit decay through the subnormal range, where x86 cores take a slow path
     for each number; a moment of 1e-40 becomes 0), and forms its products with a narrow side (a
     first layer's few inputs, a last layer's few outputs) the other way round, wide side first,
-    where the math library is several times faster. `--fork` may move a run to another revision."""
+    where the math library is several times faster; a `nature_cnn` network folds the frames' 1/255
+    into its first convolution's weights and acts through transposed copies of its dense weights.
+    `--fork` may move a run to another revision."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,

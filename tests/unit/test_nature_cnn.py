@@ -10,8 +10,10 @@ from gymnasium import spaces
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import KeptFrames, NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
 from rlrun.algorithms.onpolicy import OnPolicyAgent
+from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec, load_spec
+from rlrun.spec import NetworkSpec, OptimizerSpec, load_spec
+from rlrun.spec.schedules import Constant
 
 FRAMES = spaces.Box(0, 255, (4, 84, 84), np.uint8)
 ACTIONS = spaces.Discrete(6)
@@ -84,9 +86,9 @@ def test_an_algorithm_without_it_says_so() -> None:
 
 def test_the_fast_layouts_change_no_bit() -> None:
     """In-place ReLUs, the last one after Flatten's row-major copy, give the outputs and gradients
-    of the plain ReLU → Flatten order over the same convolutions, bit for bit."""
+    of the plain ReLU → Flatten order over the same convolutions, bit for bit (arithmetic revision 1)."""
     torch.manual_seed(0)
-    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]))
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]), arithmetic=1)
     frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
     conv1, conv2, conv3 = (net.convolutions[i] for i in (0, 2, 4))
 
@@ -193,9 +195,10 @@ def test_ppo_on_kept_frames_learns_the_bits_of_the_forward_pass(batch_size: int)
 
 def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
     """`act` (inference mode, row-major frames transposed as bytes) gives the features of the
-    plain forward pass (autograd on, the frames converted and transposed in one pass)."""
+    plain forward pass (autograd on, the frames converted and transposed in one pass), in
+    arithmetic revision 1."""
     torch.manual_seed(0)
-    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn"))
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn"), arithmetic=1)
     frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
     scaled = frames.to(dtype=torch.float32, memory_format=torch.channels_last) * (1.0 / 255.0)
     plain = net.dense(net.convolutions(scaled))
@@ -203,6 +206,57 @@ def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
     assert acted.is_inference() and not acted.requires_grad
     assert torch.equal(acted, plain.detach())
     assert torch.equal(net.act(frames.contiguous(memory_format=torch.channels_last)), acted)
+
+
+def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
+    """Arithmetic revision 2 folds the frames' scaling into the first convolution and acts with
+    transposed dense weights: the same parameters (names, layouts, initial values) as revision 1,
+    the same outputs and gradients up to rounding, and bits of their own."""
+    spec, frames = NetworkSpec(kind="nature_cnn"), torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    nets = []
+    for arithmetic in (1, 2):
+        torch.manual_seed(0)
+        nets.append(NatureCNN(FRAMES, spec, arithmetic=arithmetic))
+    old, new = nets
+    assert old.state_dict().keys() == new.state_dict().keys()
+    assert all(torch.equal(a, b) and a.stride() == b.stride()
+               for a, b in zip(old.state_dict().values(), new.state_dict().values(), strict=True))
+    outputs, grads = [], []
+    for net in nets:
+        out = net(frames)
+        out.square().sum().backward()
+        outputs.append(out.detach())
+        grads.append([p.grad for p in net.parameters()])
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads[0], grads[1], strict=True):
+        assert a is not None and b is not None
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)  # sums of thousands of products
+    assert not torch.equal(outputs[0], outputs[1]), "the same bits: revision 2 changed nothing"
+    torch.testing.assert_close(new.act(frames), outputs[1], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(new.act(frames), outputs[1])
+
+
+def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> None:
+    """Revision 2's acting copies of the dense weights are made again after an in-place step (an
+    optimiser's: rlrun's fused Adam) and after `load_state_dict`: acting always reads the current weights."""
+    spec, frames = NetworkSpec(kind="nature_cnn", hidden=[32, 16]), torch.randint(0, 256, (3, 4, 84, 84),
+                                                                                    dtype=torch.uint8)
+    torch.manual_seed(0)
+    net, other = NatureCNN(FRAMES, spec, arithmetic=2), NatureCNN(FRAMES, spec, arithmetic=2)
+
+    def fresh_act() -> torch.Tensor:  # a network that never acted before: copies made now
+        again = NatureCNN(FRAMES, spec, arithmetic=2)
+        again.load_state_dict(net.state_dict())
+        return again.act(frames)
+
+    before = net.act(frames)
+    optimizer = make_optimizer(OptimizerSpec(lr=Constant(value=0.1)), list(net.parameters()), 100)  # fused Adam
+    net(frames).sum().backward()
+    optimizer.step()
+    stepped = net.act(frames)
+    assert not torch.equal(stepped, before) and torch.equal(stepped, fresh_act())
+    net.load_state_dict(other.state_dict())
+    assert torch.equal(net.act(frames), other.act(frames)) and torch.equal(net.act(frames), fresh_act())
 
 
 @pytest.mark.parametrize("writeable", [True, False])

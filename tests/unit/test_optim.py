@@ -57,3 +57,15 @@ def test_subnormals_flush_to_zero_only_inside() -> None:
     outside = subnormal * 1.0
     assert outside.item() != 0.0  # the thread's IEEE arithmetic is back
     assert (inside.item() == 0.0) == supported
+
+
+@pytest.mark.parametrize("make", [optim.Adam, optim.RMSprop])
+def test_a_step_moves_the_parameters_version_counters(make) -> None:
+    """Whatever keeps something made of a parameter (acting's transposed weights) learns from its
+    version counter that a step changed it; torch's fused Adam kernel alone does not move it."""
+    params = [torch.nn.Parameter(torch.randn(3, 2)), torch.nn.Parameter(torch.randn(2))]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    before = [p._version for p in params]
+    make(params, lr=0.1, eps=1e-5).step()
+    assert all(p._version > v for p, v in zip(params, before, strict=True))
