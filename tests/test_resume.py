@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,9 @@ def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_pat
     wait_for(lambda: flag.exists() and flag.read_text(), process)
     stopped = invoke(home, "stop", "latest")
     assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
+    # frozen past a heartbeat's interval, so it beats (and reads the stop) as it wakes: woken at
+    # once on a quick machine, it could finish its last 1,500 frames (0.15 s) before its next beat
+    time.sleep(1)
     os.kill(int(flag.read_text()), signal.SIGCONT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
