@@ -446,6 +446,19 @@ def pbt_spec(folder: Path) -> Path:
     return spec
 
 
+def assert_same_population_on_workers(cluster: Any, homes: dict[str, Path], url: str, local: list[Any],
+                                      remote: list[Any]) -> None:
+    """The cluster's population is the local one, segment for segment (values, state, score), each
+    segment's session run on a worker node and its run bit for bit the local one."""
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
+        [(t.number, t.params, t.state, t.value) for t in local]
+    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
+    for x, y in zip(local, remote, strict=True):
+        attempts = detail_of(homes["cluster"], url, y.run_id).attempts
+        assert attempts and all(a.node in workers for a in attempts), "the segment's session ran on a worker node"
+        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
+
+
 def test_a_parallel_population_on_the_cluster_is_the_population_trained_locally(cluster: Any, registry_url: str,
                                                                                 tmp_path: Path) -> None:
     """`rlrun search --scheduler pbt --ray --parallel 2`: both members' segments of a generation at
@@ -458,13 +471,7 @@ def test_a_parallel_population_on_the_cluster_is_the_population_trained_locally(
                             "--ray", cluster.address)
     assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
     remote = trials(homes["cluster"], f"search:{done.json()['search_id']}")
-    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
-        [(t.number, t.params, t.state, t.value) for t in local]
-    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
-    for x, y in zip(local, remote, strict=True):
-        attempts = detail_of(homes["cluster"], registry_url, y.run_id).attempts
-        assert attempts and all(a.node in workers for a in attempts), "the segment's session ran on a worker node"
-        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
+    assert_same_population_on_workers(cluster, homes, registry_url, local, remote)
 
 
 def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it(cluster: Any, registry_url: str,
@@ -844,10 +851,4 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(cluster: Any, regist
 
     wait_for(settled, timeout=90)
     remote = resumed_on(cluster, homes["cluster"], registry_url, "search:latest")
-    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
-        [(t.number, t.params, t.state, t.value) for t in local]
-    workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
-    for x, y in zip(local, remote, strict=True):
-        attempts = detail_of(homes["cluster"], registry_url, y.run_id).attempts
-        assert attempts and all(a.node in workers for a in attempts), "the segment's session ran on a worker node"
-        assert_same_run(final_state(homes["local"], x.run_id), final_state(homes["cluster"], y.run_id))
+    assert_same_population_on_workers(cluster, homes, registry_url, local, remote)

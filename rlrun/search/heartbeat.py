@@ -61,8 +61,7 @@ class DriverHeartbeat:
                         if not registry.heartbeat_search(self.search_id, host=self.host, pid=self.pid):
                             self.superseded = True
                             return
-                        if self.stop_requested or registry.search_stop_requested(self.search_id):
-                            self.stop_requested = True
+                        if self.stop_asked(registry):
                             registry.request_search_stop(self.search_id)
                         if self._stopped.wait(HEARTBEAT_SECONDS):
                             return
