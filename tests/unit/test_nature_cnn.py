@@ -212,7 +212,8 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
     """Arithmetic revision 2 folds the frames' scaling into the first convolution and acts with
     transposed dense weights: the same parameters (names, layouts, initial values) as revision 1,
     the same outputs and gradients up to rounding, and bits of their own."""
-    spec, frames = NetworkSpec(kind="nature_cnn"), torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    spec = NetworkSpec(kind="nature_cnn")
+    frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
     nets = []
     for arithmetic in (1, 2):
         torch.manual_seed(0)
@@ -230,7 +231,9 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
     torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
     for a, b in zip(grads[0], grads[1], strict=True):
         assert a is not None and b is not None
-        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)  # sums of thousands of products
+        # Sums of thousands of products in another order: an element near zero can differ by
+        # more than any fixed elementwise tolerance, so the gradient is compared as a whole.
+        assert torch.linalg.vector_norm(b - a) <= 1e-4 * torch.linalg.vector_norm(a)
     assert not torch.equal(outputs[0], outputs[1]), "the same bits: revision 2 changed nothing"
     torch.testing.assert_close(new.act(frames), outputs[1], rtol=1e-5, atol=1e-6)
     assert not torch.equal(new.act(frames), outputs[1])
