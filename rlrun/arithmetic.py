@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ARITHMETIC = 2
+ARITHMETIC = 3
 """The newest revision of the learning arithmetic, which new runs use."""
 ARITHMETIC_BEFORE_RECORDED = 1
 """The revision of a spec recorded before `meta.arithmetic` existed."""

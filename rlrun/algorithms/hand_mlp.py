@@ -14,9 +14,10 @@ tanh activation. Others (the user's, a CNN, other activations) keep autograd.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import torch
 from torch import nn
@@ -49,6 +50,31 @@ _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     nn.Tanh: lambda grad, out, **into: (torch.ops.aten.tanh_backward.grad_input(grad, out, **into) if into
                                         else torch.ops.aten.tanh_backward.default(grad, out)),
 }
+
+
+FLOAT32_PRODUCTS: Any = cast(Any, torch.backends.mkldnn).matmul
+"""oneDNN's setting for float32 matrix products on the CPU (its `fp32_precision`: "bf16" lets it
+round their operands to bfloat16); set by torch at import, so untyped."""
+
+
+class Bf16Products:
+    """While inside, float32 matrix products on the CPU take their operands rounded to bfloat16
+    and sum in float32: oneDNN's "bf16" precision for float32 products, on a CPU with AVX-512 (fast
+    with AMX or AVX-512 BF16; torch keeps float32 on a CPU without AVX-512, and the setting is not
+    CUDA's). A 256-wide product then takes about 0.4x the time with AMX (90 µs against 225);
+    a narrow one (a side of a few columns) is slower, so
+    `HandMLP(bf16=True)` enters this around its wide products only. The setting is the process's,
+    so the one before is put back on the way out. Deterministic: the same operands give the same
+    bits, run to run and process to process."""
+
+    __slots__ = ("_before",)
+
+    def __enter__(self) -> None:
+        self._before = FLOAT32_PRODUCTS.fp32_precision
+        FLOAT32_PRODUCTS.fp32_precision = "bf16"
+
+    def __exit__(self, *exc: object) -> None:
+        FLOAT32_PRODUCTS.fp32_precision = self._before
 
 
 Workspace = dict[int, torch.Tensor]
@@ -86,11 +112,14 @@ class HandMLP:
     NARROW = 8
     """A layer with at most this many inputs or outputs is narrow (`narrow`)."""
 
-    def __init__(self, net: nn.Module, *, narrow: bool = False) -> None:
+    def __init__(self, net: nn.Module, *, narrow: bool = False, bf16: bool = False) -> None:
         """With `narrow`, the products with a narrow side (a first layer's few inputs, a last
         layer's few outputs) are formed the other way round, wide side first, where the math library
         is several times faster (a 256-row batch through a 256-to-2 layer: 7 µs against 20), and its
-        sums may round differently from autograd's (for an arithmetic revision that allows it)."""
+        sums may round differently from autograd's (for an arithmetic revision that allows it).
+        With `bf16`, the products of layers wide on both sides (more than `NARROW` inputs and
+        outputs: the 256-to-256 layers), forward and backward, take bfloat16 operands
+        (`Bf16Products`): another precision, for an arithmetic revision that allows it."""
         assert self.fits(net)
         modules = list(net.children())
         self.linears = [module for module in modules[0::2] if isinstance(module, nn.Linear)]
@@ -109,6 +138,11 @@ class HandMLP:
         self.narrow_in = narrow and self.linears[0].in_features <= self.NARROW
         self.narrow_out = narrow and self.linears[-1].out_features <= self.NARROW
         self._bias_columns = [bias.unsqueeze(1) for bias in self.biases]
+        # each layer's products (forward, and both of its backward) run inside its context
+        wide = Bf16Products() if bf16 else contextlib.nullcontext()
+        self._products: list[Any] = [
+            wide if min(linear.in_features, linear.out_features) > self.NARROW else contextlib.nullcontext()
+            for linear in self.linears]
 
     @without_grad
     def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
@@ -144,18 +178,20 @@ class HandMLP:
         for i, (bias, weight_t) in enumerate(zip(self.biases, self.weights_t, strict=True)):
             if i < hidden_layers:
                 out = buffer(workspace, i, (rows, bias.shape[0]), x)
-                if self.relu[i]:
-                    # addmm (what nn.Linear does with a batch), then relu_ on its result, by one call
-                    # into ATen, whose CPU kernel calls those two itself: the same kernels, one
-                    # Python binding less per layer
-                    x = torch._addmm_activation(bias, x, weight_t, out=out)
-                else:  # in place: the same values as torch.tanh, on a tensor nothing else holds
-                    x = torch.addmm(bias, x, weight_t, out=out).tanh_()
+                with self._products[i]:
+                    if self.relu[i]:
+                        # addmm (what nn.Linear does with a batch), then relu_ on its result, by one
+                        # call into ATen, whose CPU kernel calls those two itself: the same kernels,
+                        # one Python binding less per layer
+                        x = torch._addmm_activation(bias, x, weight_t, out=out)
+                    else:  # in place: the same values as torch.tanh, on a tensor nothing else holds
+                        x = torch.addmm(bias, x, weight_t, out=out).tanh_()
                 saved.append(x)
             elif self.narrow_out:  # (weight @ x.t()).t(), the bias a column: outputs by rows, a transposed view
                 x = torch.addmm(self._bias_columns[i], self.weights[i], x.t()).t()
             else:
-                x = torch.addmm(bias, x, weight_t)
+                with self._products[i]:
+                    x = torch.addmm(bias, x, weight_t)
         return x, saved
 
     def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
@@ -180,11 +216,13 @@ class HandMLP:
                     into = old if old is not None and reuse else torch.empty_like(weight_param)
                     weight_param.grad = into.copy_(torch.mm(layer_input.t(), grad).t())
                 else:
-                    weight_param.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
+                    with self._products[i]:
+                        weight_param.grad = torch.mm(grad.t(), layer_input, out=old if reuse else None)
                 self.params[2 * i + 1].grad = grad.sum(0)
             if i > 0:
                 out = buffer(workspace, -i, layer_input.shape, layer_input)
-                grad = torch.mm(grad, self.weights[i], out=out)
+                with self._products[i]:
+                    grad = torch.mm(grad, self.weights[i], out=out)
                 backward = self._backwards[i - 1]
                 grad = backward(grad, layer_input) if out is None else backward(grad, layer_input, grad_input=out)
             elif inputs:

@@ -348,11 +348,12 @@ class HandSAC:
 
     def __init__(self, actor: Actor, critic: Critic, critic_target: Critic, *, arithmetic: int) -> None:
         """From `arithmetic` revision 2 (`MetaSpec.arithmetic`), products with a narrow side are
-        formed the faster way round (`HandMLP`'s `narrow`): the same update, rounded differently."""
-        narrow = arithmetic >= 2
-        self.actor = HandMLP(actor.body, narrow=narrow)
-        self.critics = (HandMLP(critic.q1, narrow=narrow), HandMLP(critic.q2, narrow=narrow))
-        self.targets = (HandMLP(critic_target.q1, narrow=narrow), HandMLP(critic_target.q2, narrow=narrow))
+        formed the faster way round (`HandMLP`'s `narrow`): the same update, rounded differently.
+        From revision 3, the wide products take bfloat16 operands (`HandMLP`'s `bf16`)."""
+        kinds = {"narrow": arithmetic >= 2, "bf16": arithmetic >= 3}
+        self.actor = HandMLP(actor.body, **kinds)
+        self.critics = (HandMLP(critic.q1, **kinds), HandMLP(critic.q2, **kinds))
+        self.targets = (HandMLP(critic_target.q1, **kinds), HandMLP(critic_target.q2, **kinds))
         self.scratch: Workspace = {}
         self.kept: tuple[Workspace, Workspace, Workspace] = ({}, {}, {})  # the actor's, each critic's
 

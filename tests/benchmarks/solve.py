@@ -6,7 +6,10 @@ evaluation whose mean reached the env's threshold (per seed), how many seeds rea
 final evaluation mean ± std (mean over seeds of each seed's final evaluation mean, and the spread
 across seeds).
 
-    python tests/benchmarks/solve.py [SPEC ...] [--sessions 4] [--need 3]
+    python tests/benchmarks/solve.py [SPEC ...] [--sessions 4] [--need 3] [--set KEY=VALUE ...]
+
+`--set` edits every spec as `rlrun train --set` would: `--set meta.arithmetic=2`, run beside the
+default, compares how two arithmetic revisions learn over the same seeds.
 
 A benchmark, not a test: it takes from a minute (REINFORCE) to most of an hour (SAC) per spec on
 2 cores. Exit status 1 when a spec misses (fewer than --need seeds reach the threshold).
@@ -37,8 +40,8 @@ def threshold(env_id: str, algorithm: str) -> float:
     return THRESHOLDS.get((env_id, algorithm), THRESHOLDS.get((env_id, None), float("nan")))
 
 
-def solve(name: str, sessions: int) -> tuple[str, float, list[int | None], list[float], float]:
-    spec = load_spec(name, [f"meta.sessions={sessions}"])
+def solve(name: str, sessions: int, edits: list[str]) -> tuple[str, float, list[int | None], list[float], float]:
+    spec = load_spec(name, [f"meta.sessions={sessions}", *edits])
     bar = threshold(spec.env.id, spec.agent.algorithm)
     with tempfile.TemporaryDirectory() as home:
         started = time.monotonic()
@@ -61,16 +64,18 @@ def main() -> int:
     parser.add_argument("specs", nargs="*", default=quick)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--need", type=int, default=3, help="seeds that must reach the threshold")
+    parser.add_argument("--set", dest="edits", action="append", default=[], metavar="KEY=VALUE",
+                        help="an edit to every spec, as `rlrun train --set` takes it")
     args = parser.parse_args()
     print(f"{'spec':<20} {'algorithm × env':<22} {'budget':>7} {'bar':>6} {'frames to bar, per seed':<34} "
           f"{'solved':>6} {'final eval (mean ± std over seeds)':>34} {'wall':>6}")
     missed = 0
     for name in args.specs:
-        label, bar, firsts, finals, elapsed = solve(name, args.sessions)
+        label, bar, firsts, finals, elapsed = solve(name, args.sessions, args.edits)
         solved = sum(f is not None for f in firsts)
         missed += solved < args.need
         frames = ", ".join("-" if f is None else f"{f / 1000:g}k" for f in firsts)
-        budget = load_spec(name).meta.max_frame
+        budget = load_spec(name, args.edits).meta.max_frame
         print(f"{name:<20} {label:<22} {budget / 1000:>6g}k {bar:>6g} {frames:<34} {solved:>4}/{len(firsts)} "
               f"{statistics.mean(finals):>25.1f} ± {statistics.pstdev(finals):<6.1f} {elapsed:>5.0f}s", flush=True)
     return 1 if missed else 0

@@ -14,7 +14,7 @@ import torch
 
 from rlrun.algorithms import sac
 from rlrun.algorithms.base import Step, mlp
-from rlrun.algorithms.hand_mlp import HandMLP, Workspace
+from rlrun.algorithms.hand_mlp import FLOAT32_PRODUCTS, HandMLP, Workspace
 from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed, temperature_gradient
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -245,3 +245,71 @@ def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
         agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([False]), np.array([False]), obs))
         stats = agent.update(Clock(frame=frame))
     assert np.isfinite(stats["critic_loss"])
+
+
+needs_bf16 = pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(),
+                                reason="this CPU has no bfloat16 products: oneDNN keeps float32 there")
+
+
+def _relative_distance(mine: torch.Tensor, torchs: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(mine - torchs) / torch.linalg.vector_norm(torchs))
+
+
+@needs_bf16
+def test_bf16_products_are_the_wide_layers_within_bfloat16s_rounding() -> None:
+    """`HandMLP(bf16=True)` (arithmetic revision 3): the products of a 256-to-256 layer take
+    bfloat16 operands, so the output and every gradient are autograd's within bfloat16's rounding
+    (three significant digits), in bits of their own; the process's setting for float32 products
+    is as it was afterwards."""
+    torch.manual_seed(0)
+    net = mlp(4, 2, NetworkSpec(hidden=[256, 256], activation="relu"))
+    x, weights = torch.randn(256, 4), torch.randn(256, 2)
+    leaf = x.clone().requires_grad_()
+    out = net(leaf)
+    out.backward(weights)
+    assert leaf.grad is not None
+    autograds = [out.detach(), leaf.grad, *(p.grad.clone() for p in net.parameters() if p.grad is not None)]
+    before = FLOAT32_PRODUCTS.fp32_precision
+    hand = HandMLP(net, narrow=True, bf16=True)
+    mine_out, saved = hand.run(x)
+    grad_input = hand.backward_from(saved, weights, inputs=True)
+    assert FLOAT32_PRODUCTS.fp32_precision == before
+    assert grad_input is not None
+    mine = [mine_out, grad_input, *hand.gradients()]
+    assert len(mine) == len(autograds)
+    distances = [_relative_distance(value, torchs) for value, torchs in zip(mine, autograds, strict=True)]
+    # bfloat16 keeps 8 significant bits (a relative rounding of 2^-9), and a gradient sums 256
+    # products of either sign, which cancel: its relative error is about 16 times that (measured
+    # 2-7%, against 1e-6 in float32); a wrong product (a layout, a missing layer) is off by 100%
+    assert distances[0] < 1e-2 and max(distances) < 0.15, distances
+    assert distances[0] > 1e-4, distances  # bfloat16's rounding shows: not float32's bits
+
+
+def test_bf16_leaves_narrow_layers_in_float32() -> None:
+    """A network all of whose layers have a narrow side computes autograd's bits with `bf16`: no
+    product of it takes bfloat16 operands (they would be slower, and rounded for nothing)."""
+    torch.manual_seed(0)
+    net = mlp(4, 2, NetworkSpec(hidden=[HandMLP.NARROW], activation="relu"))
+    x, weights = torch.randn(64, 4, requires_grad=True), torch.randn(64, 2)
+    out = net(x)
+    out.backward(weights)
+    autograds = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+    hand = HandMLP(net, bf16=True)
+    mine_out, saved = hand.run(x.detach())
+    hand.backward_from(saved, weights)  # sets the parameters' .grad afresh
+    assert torch.equal(mine_out, out.detach())
+    mine = hand.gradients()
+    assert len(mine) == len(autograds) and all(torch.equal(a, b) for a, b in zip(mine, autograds, strict=True))
+
+
+@needs_bf16
+def test_revision_3_learns_revision_2s_update_in_bfloat16_products() -> None:
+    """SAC under arithmetic revision 3 (the hand path's wide products in bfloat16) learns what
+    revision 2 learns, up to bfloat16's rounding, and not its bits."""
+    revision_2, _ = _learned([], None, hand=True, arithmetic=2)
+    revision_3, _ = _learned([], None, hand=True, arithmetic=3)
+    for part in ("actor", "critic"):
+        for name, value in revision_2[part].items():
+            assert _relative_distance(revision_3[part][name], value) < 5e-2, name  # measured under 2%
+    with pytest.raises(AssertionError):
+        _same(revision_3["critic"], revision_2["critic"])
