@@ -61,11 +61,10 @@ class Bf16Products:
     """While inside, float32 matrix products on the CPU take their operands rounded to bfloat16
     and sum in float32: oneDNN's "bf16" precision for float32 products, on a CPU with AVX-512 (fast
     with AMX or AVX-512 BF16; torch keeps float32 on a CPU without AVX-512, and the setting is not
-    CUDA's). A 256-wide product then takes about 0.4x the time with AMX (90 µs against 225);
-    a narrow one (a side of a few columns) is slower, so
-    `HandMLP(bf16=True)` enters this around its wide products only. The setting is the process's,
-    so the one before is put back on the way out. Deterministic: the same operands give the same
-    bits, run to run and process to process."""
+    CUDA's). A 256-wide product then takes about 0.4x the time with AMX (90 µs against 225); a
+    narrow one (a side of a few columns) is slower, so `HandMLP(bf16=True)` enters this around its
+    wide products only. The setting is the process's, so the one before is put back on the way
+    out. Deterministic: the same operands give the same bits, run to run and process to process."""
 
     __slots__ = ("_before",)
 
@@ -118,8 +117,10 @@ class HandMLP:
         is several times faster (a 256-row batch through a 256-to-2 layer: 7 µs against 20), and its
         sums may round differently from autograd's (for an arithmetic revision that allows it).
         With `bf16`, the products of layers wide on both sides (more than `NARROW` inputs and
-        outputs: the 256-to-256 layers), forward and backward, take bfloat16 operands
-        (`Bf16Products`): another precision, for an arithmetic revision that allows it."""
+        outputs: the 256-to-256 layers, and a first layer of many inputs) take bfloat16 operands
+        (`Bf16Products`): the forward product and the backward ones, but for the first layer's
+        input gradient (a few columns of it, in SAC's actor step); another precision, for an
+        arithmetic revision that allows it."""
         assert self.fits(net)
         modules = list(net.children())
         self.linears = [module for module in modules[0::2] if isinstance(module, nn.Linear)]

@@ -343,10 +343,11 @@ class MetaSpec(Strict):
     first layer's few inputs, a last layer's few outputs) the other way round, wide side first,
     where the math library is several times faster; a `nature_cnn` network folds the frames' 1/255
     into its first convolution's weights and acts through transposed copies of its dense weights.
-    3 (the default): SAC's products of its layers wide on both sides (the 256-to-256 layers),
-    forward and backward, take bfloat16 operands and sum in float32 (through oneDNN on a CPU with
-    AVX-512, fast with AMX or AVX-512 BF16; a CPU without AVX-512 keeps float32 products there, and
-    so does a GPU). `--fork` may move a run to another revision."""
+    3 (the default): SAC's products of its layers wide on both sides (more than 8 inputs and
+    outputs: the 256-to-256 layers, and a first layer of many inputs), forward and backward, take
+    bfloat16 operands and sum in float32 (through oneDNN on a CPU with AVX-512, fast with AMX or
+    AVX-512 BF16; a CPU without AVX-512 keeps float32 products there, and so does a GPU). `--fork`
+    may move a run to another revision."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,
