@@ -6,9 +6,20 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from torch import nn
 
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import KeptFrames, NatureCNN, Step, channels_last_zeros, copy_into, network, take_rows
+from rlrun.algorithms.base import (
+    KeptFrames,
+    NatureCNN,
+    ScalingConv2d,
+    Step,
+    TransposedWeights,
+    channels_last_zeros,
+    copy_into,
+    network,
+    take_rows,
+)
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import make_optimizer
 from rlrun.clock import Clock
@@ -211,7 +222,8 @@ def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
 def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
     """Arithmetic revision 2 folds the frames' scaling into the first convolution and acts with
     transposed dense weights: the same parameters (names, layouts, initial values) as revision 1,
-    the same outputs and gradients up to rounding, and bits of their own."""
+    the same outputs and gradients up to rounding. Whether the rounding shows depends on the CPU's
+    kernels, so only the structure says the revisions differ (no test asserts that bits differ)."""
     spec = NetworkSpec(kind="nature_cnn")
     frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
     nets = []
@@ -219,6 +231,8 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
         torch.manual_seed(0)
         nets.append(NatureCNN(FRAMES, spec, arithmetic=arithmetic))
     old, new = nets
+    assert (type(old.convolutions[0]), type(new.convolutions[0])) == (nn.Conv2d, ScalingConv2d)
+    assert old.acting_dense is None and isinstance(new.acting_dense, TransposedWeights)
     assert old.state_dict().keys() == new.state_dict().keys()
     assert all(torch.equal(a, b) and a.stride() == b.stride()
                for a, b in zip(old.state_dict().values(), new.state_dict().values(), strict=True))
@@ -234,9 +248,7 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
         # Sums of thousands of products in another order: an element near zero can differ by
         # more than any fixed elementwise tolerance, so the gradient is compared as a whole.
         assert torch.linalg.vector_norm(b - a) <= 1e-4 * torch.linalg.vector_norm(a)
-    assert not torch.equal(outputs[0], outputs[1]), "the same bits: revision 2 changed nothing"
     torch.testing.assert_close(new.act(frames), outputs[1], rtol=1e-5, atol=1e-6)
-    assert not torch.equal(new.act(frames), outputs[1])
 
 
 def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> None:
