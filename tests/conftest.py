@@ -53,6 +53,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("home_kind", HOME_KINDS, indirect=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`any_home(store_only={"straight": "dqn"})`: the home in object storage is tried only where the
+    test's other parameters are those (one algorithm per path: the store's paths do not depend on the
+    algorithm, and the local home runs them all); the other store variants are deselected."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("any_home")
+        callspec = getattr(item, "callspec", None)
+        only = marker.kwargs.get("store_only", {}) if marker else {}
+        params = callspec.params if callspec else {}
+        on_store = params.get("home_kind") not in (None, "local")
+        (dropped if on_store and any(params.get(k) != v for k, v in only.items()) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture
 def home_kind(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "local"))
@@ -212,8 +229,10 @@ def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
 @pytest.fixture(autouse=True)
 def _temporary_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs against its own home: in-process commands read RLRUN_HOME, and a database
-    URL from the developer's shell never reaches a test."""
+    URL from the developer's shell never reaches a test. TensorBoard's event files are off (its import
+    costs a training process about a second): the tests of the mirror turn them on."""
     monkeypatch.delenv("RLRUN_DB", raising=False)
+    monkeypatch.setenv("RLRUN_TENSORBOARD", "0")
     for key, value in home_settings(home).items():
         monkeypatch.setenv(key, value)
 

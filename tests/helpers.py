@@ -140,7 +140,8 @@ def popen(home: Path, *args: str) -> subprocess.Popen[str]:
 
 
 @contextlib.contextmanager
-def _environment(home: Path | None, env: dict[str, str] | None) -> Iterator[None]:
+def environment(home: Path | None, env: dict[str, str] | None = None) -> Iterator[None]:
+    """This process's environment as a command against `home` sees it (`home_settings`), put back after."""
     saved = dict(os.environ)
     try:
         os.environ.pop("RLRUN_DB", None)
@@ -160,7 +161,7 @@ def invoke(home: Path | None, *args: str, env: dict[str, str] | None = None, std
     from rlrun.cli import run
 
     out, err = io.StringIO(), io.StringIO()
-    with (_environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+    with (environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
           _stdin(stdin)):
         code = run(list(args))
     return Result(code, out.getvalue(), err.getvalue())

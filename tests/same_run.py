@@ -5,8 +5,11 @@ and evaluations (`final_state`), equal bit for bit (`assert_same_run`)."""
 from __future__ import annotations
 
 import csv
+import fcntl
+import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -16,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
-from helpers import Result, builtin_for, cli_env, fast, rlrun, run_cli
+from helpers import Result, builtin_for, cli_env, environment, fast, invoke, run_cli
 
 from rlrun import paths, snapshot, storage
 from rlrun.algorithms import algorithm_names
@@ -140,13 +144,75 @@ def log_items(log: snapshot.StoredLog) -> np.ndarray:
 
 
 def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) -> Result:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
-                               env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
+    """`rlrun train SPEC` with CADENCE, the spec's fast settings and `args`: in this process through
+    the Python API (`rlrun.train`) where `args` are spec edits (`--frames`, `--set`, `--sessions`,
+    `--name`), or as a process of its own with other options or with `env` (test hooks: a signal, a
+    crash point, a hang)."""
+    argv = [*CADENCE, *fast(spec), *args]
+    if env is None and set(argv[::2]) <= {"--set", "--name", *OPTIONS}:
+        return train_here(home, spec, argv)
+    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *argv],
+                               env={**cli_env(home), **env}, capture_output=True, text=True, timeout=600)
     return Result(completed.returncode, completed.stdout, completed.stderr)
 
 
+OPTIONS = {"--frames": "meta.max_frame", "--sessions": "meta.sessions", "--seed": "meta.seed"}
+"""The command line's options that are spec edits, by the edit they make (as `rlrun train` makes them)."""
+
+
+def train_here(home: Path, spec: str, argv: list[str]) -> Result:
+    """`rlrun train SPEC ARGV` through the Python API, in this process: `rlrun.train(load_spec(...),
+    home=...)`, the call a notebook makes. Its exit code is the command line's for the same outcome
+    (0 finished, 1 failed); stdout is the result as JSON. No signal is under test here, so the
+    process's own handlers are left alone."""
+    import rlrun
+    from rlrun.sizes import parse_size
+
+    edits, name = [], None
+    for option, value in zip(argv[::2], argv[1::2], strict=True):
+        if option == "--set":
+            edits.append(value)
+        elif option == "--name":
+            name = value
+        else:
+            edits.append(f"{OPTIONS[option]}={parse_size(value) if option == '--frames' else value}")
+    with environment(home):
+        result = rlrun.train(rlrun.load_spec(spec, edits), home=os.environ["RLRUN_HOME"], name=name,
+                             handle_signals=False)
+    code = {"finished": 0, "failed": 1}[result.outcome]
+    return Result(code, json.dumps(result.to_json()), result.error or "")
+
+
+def reference(factory: pytest.TempPathFactory, spec: str, *args: str) -> Path:
+    """The home of `train(home, spec, *args)` on a local disk, trained once per test run and shared
+    by every test (and every pytest-xdist worker) that compares against it: the first to ask trains
+    it, under a file lock the others wait on. Never changed after: tests read it (`final_state`)."""
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, above each worker's
+    key = hashlib.sha256(json.dumps([spec, *args]).encode()).hexdigest()[:16]
+    folder = shared / "references" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            shutil.rmtree(folder / "runs", ignore_errors=True)  # a failed try's leftovers
+            done = train(folder / "runs", spec, *args)
+            assert done.code == 0, done.stderr
+            (folder / "args.json").write_text(json.dumps([spec, *args]))
+            (folder / "done").touch()
+    return folder / "runs"
+
+
+def reference_state(factory: pytest.TempPathFactory, spec: str, *args: str) -> dict[str, Any]:
+    """`final_state` of `reference(factory, spec, *args)`, read from its own registry."""
+    home = reference(factory, spec, *args)
+    with environment(home):
+        return final_state(home)
+
+
 def resume_ok(home: Path, *args: str) -> Result:
-    done = rlrun(home, "resume", *args)
+    """`rlrun resume ARGS`, in this process (the command line's own handler: `invoke`), exit 0."""
+    done = invoke(home, "resume", *args)
     assert done.code == 0, done.stderr
     return done
 

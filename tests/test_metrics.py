@@ -21,7 +21,7 @@ from same_run import ALGORITHMS, assert_same_run, final_state, newest_checkpoint
 from rlrun import paths, snapshot, testhooks
 from rlrun.algorithms import agent_class
 from rlrun.registry import Registry
-from rlrun.session import metrics_log
+from rlrun.session import metrics_log, tensorboard_log
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -141,12 +141,14 @@ def test_the_python_api_gives_columns(homes: dict[str, Path]) -> None:
 # A kill after the log ran ahead of the newest snapshot
 
 
-def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(tmp_path: Path) -> None:
+def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The process hangs writing its snapshot at frame 5000, after flushing rows (and events) up
     to there, and is killed: the newest complete snapshot is at 4000. The resume must drop what
     was logged after it, in the log and in TensorBoard, and go on exactly."""
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator", reason="the tensorboard extra is not installed")
+    monkeypatch.setenv(tensorboard_log.ENABLE_ENV, "1")  # the suite's default is off (tests/conftest.py)
     frames = ["--frames", "6000"]
     straight = tmp_path / "straight"
     process = train(straight, "ppo", *frames)

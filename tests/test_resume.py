@@ -29,6 +29,8 @@ from same_run import (
     final_state,
     log_items,
     newest_checkpoint_frame,
+    reference,
+    reference_state,
     resume_ok,
     train,
     wait_for,
@@ -48,15 +50,14 @@ def test_every_algorithm_has_a_builtin_spec() -> None:
 
 @pytest.fixture(scope="module", params=ALGORITHMS)
 def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    """Run A: the uninterrupted run, trained once per algorithm."""
+    """Run A: the uninterrupted run, trained once per algorithm (and test run: `reference`)."""
     spec = builtin_for(request.param)
-    home = tmp_path_factory.mktemp(f"straight-{request.param}")
-    done = train(home, spec, "--frames", str(BUDGET))
-    assert done.code == 0, done.stderr
-    return spec, final_state(home)
+    return spec, reference_state(tmp_path_factory, spec, "--frames", str(BUDGET))
 
 
-@pytest.mark.any_home
+# Each interruption in object storage on one algorithm (the store's paths are the same for all):
+# a replay memory's segments shared by reference, a rollout stopped mid-episode, a kill -9.
+@pytest.mark.any_home(store_only={"straight": "dqn"})
 def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     assert train(home, spec, "--frames", str(BUDGET // 2)).code == 0
@@ -72,7 +73,7 @@ def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], h
         ("train", 0, False), ("resume", BUDGET // 2, False)]
 
 
-@pytest.mark.any_home
+@pytest.mark.any_home(store_only={"straight": "ppo"})
 def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     stopped = train(home, spec, "--frames", str(BUDGET), env={SIGNAL_AT_ENV: "2345"})
@@ -88,7 +89,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
     assert_same_run(a, final_state(home))
 
 
-@pytest.mark.any_home
+@pytest.mark.any_home(store_only={"straight": "a2c"})
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames",
@@ -123,12 +124,12 @@ def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, 
     assert_same_run(a, final_state(home))
 
 
-def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path) -> None:
+def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path,
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
     """The launching process gets the signal (as from SLURM or Kubernetes); its spawned sessions
     each stop at a step boundary with a snapshot, and the resumed run equals the straight one."""
     spec, args = builtin_for(ALGORITHMS[0]), ["--frames", str(BUDGET), "--sessions", "2"]
-    straight_home, home = tmp_path / "straight", tmp_path / "stopped"
-    assert train(straight_home, spec, *args).code == 0
+    straight_home, home = reference(tmp_path_factory, spec, *args), tmp_path / "stopped"
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
                                env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -201,13 +202,14 @@ def test_replay_memory_is_in_the_snapshot_as_shared_segments(tmp_path: Path) -> 
                {p.name for p in (home / newest.path / "logs").glob("rows.*")} - shared)
 
 
-def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_path: Path) -> None:
+def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_path: Path,
+                                                                        tmp_path_factory: pytest.TempPathFactory
+                                                                        ) -> None:
     """`rlrun stop` from another terminal, on a local run of two session processes (one of them
     frozen, so the stop comes before its end): the sessions read the request with their heartbeat
     and stop with a snapshot, as after SIGTERM (exit 143); a second stop says there is nothing
     left to stop; `rlrun resume` continues the run bit for bit."""
     spec, args = "reinforce_cartpole", ("--frames", "3000", "--sessions", "2")
-    assert train(tmp_path / "a", spec, *args).code == 0
     home, flag = tmp_path / "b", tmp_path / "frozen"
     process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
                                env={**cli_env(home), FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
@@ -227,5 +229,5 @@ def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_pat
     again = invoke(home, "stop", "latest")
     assert again.code == 0 and "is preempted: nothing to stop" in again.stderr, again.stderr
     resume_ok(home, "latest")
-    assert_same_run(final_state(tmp_path / "a"), final_state(home))
+    assert_same_run(reference_state(tmp_path_factory, spec, *args), final_state(home))
     assert "nothing to stop" in invoke(home, "stop", "latest").stderr
