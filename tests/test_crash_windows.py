@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TINY, rlrun, run_cli
-from same_run import assert_same_run, assert_snapshots_sound, final_state
+from helpers import TINY, invoke, run_cli
+from same_run import assert_same_run, assert_snapshots_sound, final_state, reference_state
 
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
@@ -54,11 +54,8 @@ TABLE: list[list[str]] = []
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The uninterrupted run, trained once."""
-    home = tmp_path_factory.mktemp("reference") / "runs"
-    done = run_cli(home, "train", SPEC, "--frames", str(BUDGET), *CADENCE)
-    assert done.code == 0, done.stderr
-    return final_state(home)
+    """The uninterrupted run, trained once per test run."""
+    return reference_state(tmp_path_factory, SPEC, "--frames", str(BUDGET), *CADENCE)
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +117,15 @@ def test_a_resume_fences_the_older_attempts_before_it_rewinds(preempted: Path, h
 
 
 def check_recovered(home: Path, reference: dict[str, Any], step: str, path: str) -> None:
-    listed = rlrun(home, "ls", "--json")
+    """The recovery runs in this process (the command line's own handler): the kill is what is under test."""
+    listed = invoke(home, "ls", "--json")
     assert listed.code == 0, listed.stderr
     status = listed.json()[0]["status"]
     assert status in ("crashed", "finished", "preempted"), status
-    first = rlrun(home, "resume", "latest")
+    first = invoke(home, "resume", "latest")
     assert first.code == 0, first.stderr
     did = "nothing to do" if "nothing to do" in first.stderr else "resumed to the end"
-    again = rlrun(home, "resume", "latest")
+    again = invoke(home, "resume", "latest")
     assert again.code == 0 and "nothing to do" in again.stderr, again.stderr
     row = [step, path, status, did, "no"]
     TABLE.append(row)
