@@ -53,6 +53,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("home_kind", HOME_KINDS, indirect=True)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test's lane in the JUnit report (.ci/timings.py sums them): unit, fast or slow."""
+    unit = UNIT in Path(str(item.path)).parents
+    item.user_properties.append(("lane", "unit" if unit else "slow" if item.get_closest_marker("slow") else "fast"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`any_home(store_only={"straight": "dqn"})`: the home in object storage is tried only where the
     test's other parameters are those (one algorithm per path: the store's paths do not depend on the

@@ -110,8 +110,21 @@ def assert_tensors_equal(a: Any, b: Any, where: str = "state", *, same_types: bo
 def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, evaluated_after: int = 0) -> None:
     """Equal training state, and equal evaluations at every frame A scheduled one (after
     `evaluated_after`, when the runs evaluated on different cadences before it)."""
-    assert len(straight["sessions"]) == len(interrupted["sessions"])
+    assert_same_training(straight, interrupted)
     for a, b in zip(straight["sessions"], interrupted["sessions"], strict=True):
+        meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
+        scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
+        assert scheduled, "no evaluation to compare"
+        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \
+               [e for e in meta_b["evaluations"] if e["frame"] in scheduled]
+        assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
+
+
+def assert_same_training(a_run: dict[str, Any], b_run: dict[str, Any]) -> None:
+    """Equal training state, whatever each run evaluated: clock, tensors, metrics log, the agent's
+    and env's state and every random stream, the replay memory."""
+    assert len(a_run["sessions"]) == len(b_run["sessions"])
+    for a, b in zip(a_run["sessions"], b_run["sessions"], strict=True):
         assert a["status"] == b["status"] == "finished"
         meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
         assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
@@ -120,11 +133,6 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
         assert "metrics" not in meta_a and "metrics" not in meta_b, "snapshots no longer carry the history"
         assert len(a["metrics"]) > 1, "nothing logged"
         assert a["metrics"] == b["metrics"], "metrics logs differ in their training columns"
-        scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
-        assert scheduled, "no evaluation to compare"
-        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \
-               [e for e in meta_b["evaluations"] if e["frame"] in scheduled]
-        assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
         for key in ("obs", "episode_return", "episode_length", "recent_returns", "env", "random"):
             assert meta_a[key] == meta_b[key], key
         assert a["saved"].logs.keys() == b["saved"].logs.keys()

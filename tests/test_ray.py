@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from helpers import Result, cli_env, fast, search_spec, trials
-from same_run import CADENCE, assert_same_run, final_state
+from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
 from rlrun.testhooks import (
@@ -87,25 +87,9 @@ def registry_url(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return postgres_url
 
 
-_straight: dict[tuple[str, ...], dict[str, Any]] = {}
-
-
 def straight(tmp_path_factory: pytest.TempPathFactory, spec: str, *args: str) -> dict[str, Any]:
-    """The uninterrupted run, trained locally (SQLite registry), once per module for each spec."""
-    key = (spec, *args)
-    if key not in _straight:
-        home = tmp_path_factory.mktemp("straight")
-        env = {k: v for k, v in cli_env(home).items() if k != "RLRUN_DB"}
-        done = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES,
-                               *args], env={**env, **ISOLATED}, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        saved = os.environ.pop("RLRUN_DB", None)
-        try:
-            _straight[key] = final_state(home)
-        finally:
-            if saved is not None:
-                os.environ["RLRUN_DB"] = saved
-    return _straight[key]
+    """The uninterrupted run, trained locally (SQLite registry), once per test run for each spec."""
+    return reference_state(tmp_path_factory, spec, "--frames", FRAMES, *args)
 
 
 def command(home: Path, url: str, *args: str, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:

@@ -9,10 +9,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import builtin_for, cli_env, rlrun, snapshot_of
-from same_run import ALGORITHMS, BUDGET, CADENCE, assert_same_run, final_state, resume_ok, train
+from same_run import (
+    ALGORITHMS,
+    BUDGET,
+    CADENCE,
+    assert_same_run,
+    assert_same_training,
+    final_state,
+    reference_state,
+    resume_ok,
+    train,
+)
 
 from rlrun.registry import Registry
 from rlrun.spec import builtin_document
@@ -45,32 +56,40 @@ def test_a_schedule_segment_after_the_resume_frame(algorithm: str, tmp_path: Pat
     assert_same_run(final_state(from_start), final_state(resumed))
 
 
+EVALUATION = ["--set", "meta.eval_epsilon=0.3", "--set", "meta.eval_max_steps=60"]
+"""Evaluations that draw (ε-greedy) and stop early (capped): more for them to change, were they to."""
+OVERLAPPED = [*EVALUATION, "--set", "meta.eval_frequency=1500", "--set", "meta.eval_overlap=true"]
+"""Every 1,500 frames, on a background thread while training goes on."""
+
+
+def overlapped_from_start(factory: pytest.TempPathFactory, spec: str) -> dict[str, Any]:
+    """The run evaluated OVERLAPPED from frame 0 (shared by the two tests below)."""
+    return reference_state(factory, spec, "--frames", str(BUDGET), *OVERLAPPED)
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_new_evaluation_cadence(algorithm: str, tmp_path: Path) -> None:
+def test_a_new_evaluation_cadence(algorithm: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     spec = builtin_for(algorithm)
-    from_start, resumed = tmp_path / "from-start", tmp_path / "resumed"
-    assert train(from_start, spec, "--frames", str(BUDGET), "--set", "meta.eval_frequency=1500").code == 0
-    assert train(resumed, spec, "--frames", str(HALF)).code == 0
-    resume_ok(resumed, "--more", str(BUDGET - HALF), "--set", "meta.eval_frequency=1500")
-    assert_same_run(final_state(from_start), final_state(resumed), evaluated_after=HALF)
+    resumed = tmp_path / "resumed"
+    assert train(resumed, spec, "--frames", str(HALF), *EVALUATION).code == 0
+    resume_ok(resumed, "--more", str(BUDGET - HALF), *OVERLAPPED[4:])
+    assert_same_run(overlapped_from_start(tmp_path_factory, spec), final_state(resumed), evaluated_after=HALF)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_evaluations_never_change_training(algorithm: str, tmp_path: Path) -> None:
+def test_evaluations_never_change_training(algorithm: str, tmp_path: Path,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     """Evaluations added, removed and moved (every 1000 frames, every 1500, or only at the end),
-    ε-greedy and capped, run inline or on a background thread: training is the same, bit for bit,
-    and so is the one evaluation all three make, at the end."""
+    plain or ε-greedy and capped, run inline or on a background thread: training is the same, bit
+    for bit, and so is the one evaluation the two ε-greedy runs both make, at the end."""
     spec = builtin_for(algorithm)
-    evaluation = ["--set", "meta.eval_epsilon=0.3", "--set", "meta.eval_max_steps=60"]
-    homes = {cadence: tmp_path / cadence for cadence in ("1000", "1500", str(BUDGET))}
-    for cadence, home in homes.items():
-        overlap = "true" if cadence == "1500" else "false"
-        done = train(home, spec, "--frames", str(BUDGET), *evaluation, "--set", f"meta.eval_frequency={cadence}",
-                     "--set", f"meta.eval_overlap={overlap}")
-        assert done.code == 0, done.stderr
-    states = [final_state(home) for home in homes.values()]
-    for other in states[1:]:
-        assert_same_run(states[0], other, evaluated_after=BUDGET - 1)
+    at_end = tmp_path / "at-end"
+    done = train(at_end, spec, "--frames", str(BUDGET), *EVALUATION, "--set", f"meta.eval_frequency={BUDGET}")
+    assert done.code == 0, done.stderr
+    only_at_end = final_state(at_end)
+    assert_same_run(overlapped_from_start(tmp_path_factory, spec), only_at_end, evaluated_after=BUDGET - 1)
+    every_1000 = reference_state(tmp_path_factory, spec, "--frames", str(BUDGET))  # tests/test_resume.py's
+    assert_same_training(every_1000, only_at_end)
 
 
 @pytest.fixture(scope="module", params=ALGORITHMS)
