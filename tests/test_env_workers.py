@@ -32,6 +32,7 @@ from same_run import (
     killed_after_a_snapshot,
     newest_checkpoint_frame,
     preempted_mid_episode,
+    reference_state,
     resume_ok,
     train,
     wait_for,
@@ -56,19 +57,13 @@ def _args(*extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("Box2D")
-    home = tmp_path_factory.mktemp("sync")
-    done = train(home, SPEC, *_args())
-    assert done.code == 0, done.stderr
-    return final_state(home)
+    return reference_state(tmp_path_factory, SPEC, *_args())
 
 
 @pytest.fixture(scope="module")
 def workers_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("Box2D")
-    home = tmp_path_factory.mktemp("workers")
-    done = train(home, SPEC, *_args(*WORKERS))
-    assert done.code == 0, done.stderr
-    return final_state(home)
+    return reference_state(tmp_path_factory, SPEC, *_args(*WORKERS))
 
 
 def without_vector_buffers(state: dict[str, Any]) -> dict[str, Any]:

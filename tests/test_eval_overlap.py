@@ -23,6 +23,7 @@ from same_run import (
     final_state,
     killed_after_a_snapshot,
     preempted_mid_episode,
+    reference,
     resume_ok,
     train,
 )
@@ -60,10 +61,7 @@ def snapshots(home: Path) -> list[tuple[int, str, dict[str, Any]]]:
 @pytest.fixture(scope="module", params=SPECS)
 def inline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """The run evaluated inline, trained once per spec."""
-    home = tmp_path_factory.mktemp(f"inline-{request.param}")
-    done = train(home, request.param, "--frames", str(BUDGET), *INLINE)
-    assert done.code == 0, done.stderr
-    return request.param, home
+    return request.param, reference(tmp_path_factory, request.param, "--frames", str(BUDGET), *INLINE)
 
 
 @pytest.mark.any_home

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from helpers import builtin_for, cli_env, fast
-from same_run import BUDGET, CADENCE, assert_same_run, final_state, train
+from same_run import BUDGET, CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.errors import RegistryError
 from rlrun.paths import REGISTRY_FILE
@@ -186,15 +186,13 @@ def test_without_retries_a_killed_connection_fails_the_write(postgres_url: str, 
 
 @pytest.mark.slow
 def test_a_training_run_rides_out_killed_connections(postgres_url: str, tmp_path: Path,
+                                                     tmp_path_factory: pytest.TempPathFactory,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A real training session whose server connections are killed again and again while it
     trains finishes, records each evaluation and checkpoint once, and ends bit for bit where a
     run on an undisturbed registry ends."""
     spec = builtin_for("ppo")
-    straight_home = tmp_path / "straight"
-    done = train(straight_home, spec, "--frames", str(BUDGET))
-    assert done.code == 0, done.stderr
-    straight = final_state(straight_home)
+    straight = reference_state(tmp_path_factory, spec, "--frames", str(BUDGET))
 
     home = tmp_path / "killed"
     env = {**cli_env(home), "RLRUN_DB": postgres_url, HEARTBEAT_ENV: "0.05"}

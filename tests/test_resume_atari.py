@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import run_attempts
-from same_run import assert_same_run, final_state, resume_ok, train
+from same_run import assert_same_run, final_state, reference_state, resume_ok, train
 
 from rlrun import snapshot
 from rlrun.registry import Registry
@@ -38,10 +38,7 @@ CASES: dict[str, tuple[str, list[str], str]] = {
 @pytest.fixture(scope="module", params=list(CASES))
 def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
     spec, settings, _ = CASES[request.param]
-    home = tmp_path_factory.mktemp(f"straight-{request.param}")
-    done = train(home, spec, *settings)
-    assert done.code == 0, done.stderr
-    return request.param, final_state(home)
+    return request.param, reference_state(tmp_path_factory, spec, *settings)
 
 
 def test_sigterm_mid_episode_then_resume_is_the_uninterrupted_run(straight: tuple[str, dict[str, Any]],

@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 from helpers import cli_env, fast, run_attempts
-from same_run import assert_same_run, final_state, killed_after_a_snapshot, preempted_mid_episode, resume_ok, train
+from same_run import (
+    assert_same_run,
+    final_state,
+    killed_after_a_snapshot,
+    preempted_mid_episode,
+    reference_state,
+    resume_ok,
+    train,
+)
 
 from rlrun.testhooks import SIGNAL_AT_ENV
 
@@ -61,10 +69,7 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     case = request.param
     _skip_without_engine(case)
     spec, args = _args(case)
-    home = tmp_path_factory.mktemp(f"straight-{case}")
-    done = train(home, spec, *args)
-    assert done.code == 0, done.stderr
-    return case, final_state(home)
+    return case, reference_state(tmp_path_factory, spec, *args)
 
 
 def _assert_resumed_exactly(home: Path, case: str) -> None:

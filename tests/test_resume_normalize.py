@@ -21,7 +21,15 @@ import numpy as np
 import pytest
 import torch
 from helpers import rlrun
-from same_run import assert_same_run, final_state, killed_after_a_snapshot, preempted_mid_episode, resume_ok, train
+from same_run import (
+    assert_same_run,
+    final_state,
+    killed_after_a_snapshot,
+    preempted_mid_episode,
+    reference_state,
+    resume_ok,
+    train,
+)
 
 from rlrun.registry import Registry
 
@@ -66,10 +74,7 @@ def _args(case: str) -> tuple[str, list[str]]:
 def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
     case = request.param
     spec, args = _args(case)
-    home = tmp_path_factory.mktemp(f"straight-{case}")
-    done = train(home, spec, *args)
-    assert done.code == 0, done.stderr
-    return case, final_state(home)
+    return case, reference_state(tmp_path_factory, spec, *args)
 
 
 def _assert_resumed_exactly(home: Path, case: str) -> None:
