@@ -19,7 +19,6 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import numpy as np
@@ -39,6 +38,7 @@ from rlrun.session.checkpoints import Checkpoints
 from rlrun.session.device import nondeterministic_ops, resolve_device, where
 from rlrun.session.evaluation import Evaluation, Evaluator, Outcome
 from rlrun.session.stopping import StopRequest
+from rlrun.session.task import SessionTask  # `rlrun.session.loop.SessionTask`, its old home, still works
 from rlrun.spec import recorded_spec
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
@@ -54,31 +54,6 @@ class ProgressCounts(TypedDict):
     frame: int
     episode: int
     opt_step: int
-
-
-@dataclass(frozen=True)
-class SessionTask:
-    """Everything a session process needs; plain data so it can be sent to a spawned process."""
-
-    home: str
-    db_url: str
-    run_id: str
-    session_id: int
-    index: int
-    seed: int
-    spec: dict[str, Any]
-    attempt: str = "train"
-    """Why this process works on the session: "train", "resume" or "fork"."""
-    resume_from: str | None = None
-    """Snapshot to continue from, relative to the home (None: start at frame 0)."""
-    resume_sha256: str | None = None
-    lease_base: int | None = None
-    """The session's lease token when the task was handed to an executor that may run it more
-    than once (a cluster's): an attempt that takes a later token than the next one knows an
-    earlier attempt ran, and continues from the session's newest snapshot instead (None: the
-    executor runs it once)."""
-    node: str | None = None
-    """The cluster node this attempt runs on, as recorded with the attempt (None: not on a cluster)."""
 
 
 SUPERSEDED = "superseded"
