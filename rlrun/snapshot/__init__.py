@@ -99,7 +99,7 @@ class Prepared:
     def upload(self) -> None:
         """In a home kept in object storage, upload the snapshot (objects, then its manifest) before
         it is published; nothing on disk. Reads only the temporary folder, so it may run in a
-        background thread while training goes on (`rlrun.session.loop`)."""
+        background thread while training goes on (`rlrun.session.checkpoints`)."""
         remote.upload(self.temporary, self.destination)
 
     def publish(self) -> Written:

@@ -28,6 +28,7 @@ from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord,
 from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device
 from rlrun.session.stopping import raise_if_stopped
+from rlrun.session.task import SessionTask
 from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.spec.cores import AUTO, torch_threads
@@ -188,9 +189,7 @@ def _write_manifest(root: Path, registry: Registry, run_id: str) -> None:
 
 
 def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str,
-          start: CheckpointRecord | None) -> Any:
-    from rlrun.session.loop import SessionTask
-
+          start: CheckpointRecord | None) -> SessionTask:
     return SessionTask(home=paths.home_address(root), db_url=url, run_id=run_id, session_id=session.id,
                        index=session.index, seed=session.seed, spec=spec.to_json(), attempt=attempt,
                        resume_from=start.path if start else None, resume_sha256=start.sha256 if start else None)
@@ -329,7 +328,7 @@ def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainRes
                        max_frame=plan.spec.meta.max_frame)
 
 
-def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[Any]]:
+def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[SessionTask]]:
     run = plan.run
     registry.add_spec_revision(run.id, frame=plan.frame, spec_json=json.dumps(plan.spec.to_json()),
                                diff_json=diff_json(plan.previous, plan.spec))
@@ -361,7 +360,7 @@ def rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord, 
 
 
 def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan,
-                trial: TrialLink | None = None) -> tuple[RunRecord, list[Any]]:
+                trial: TrialLink | None = None) -> tuple[RunRecord, list[SessionTask]]:
     run = _create_run(registry, plan.spec, name=None, fork_of=plan, trial=trial)
     _write_manifest(root, registry, run.id)
     sessions = {s.index: s for s in registry.get_run(run.id).sessions}
@@ -381,7 +380,7 @@ def _executor(executor: Executor | None, handle_signals: bool) -> Executor:
     return LocalExecutor(handle_signals=handle_signals)
 
 
-def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[Any], on_event: OnEvent | None,
+def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[SessionTask], on_event: OnEvent | None,
             executor: Executor) -> TrainResult:
     execution = executor.run(tasks, on_event or (lambda event: None))
     if execution.supervisor is not None:

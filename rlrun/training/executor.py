@@ -1,7 +1,7 @@
 """The seam between deciding what to train and running it: an executor runs session tasks,
 delivers their events, and stops them when asked (SIGINT/SIGTERM), then says how each ended.
 
-`train` and `resume` record the run and build the tasks (`rlrun.session.loop.SessionTask`: plain data
+`train` and `resume` record the run and build the tasks (`rlrun.session.task.SessionTask`: plain data
 naming the run, the session, its seed, its spec and the snapshot to start from); what runs them, and
 where, is the executor's business. Each session records its own progress in the registry, so an
 executor only has to report what it saw.
@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from rlrun.session import events
-
-if TYPE_CHECKING:
-    from rlrun.session.loop import SessionTask
+from rlrun.session.task import SessionTask
 
 OnEvent = Callable[[events.Event], None]
 

@@ -11,17 +11,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
+from rlrun.session.task import SessionTask
 from rlrun.training.executor import Execution, OnEvent
 from rlrun.training.supervisor import Supervisor, Work
-
-if TYPE_CHECKING:
-    from rlrun.session.loop import SessionTask
 
 
 class LocalExecutor:

@@ -48,18 +48,16 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlrun import paths, storage
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable, RegistryError, TrainingFailed, install_hint
 from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry, sqlite_file
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
+from rlrun.session.task import SessionTask
 from rlrun.spec.env_ids import WHERE
 from rlrun.training.executor import Execution, OnEvent
-
-if TYPE_CHECKING:
-    from rlrun.session.loop import SessionTask
 
 ADDRESS_ENV = "RLRUN_RAY_ADDRESS"
 MAX_RETRIES = 8
