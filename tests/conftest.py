@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TINY, Result, home_settings, invoke, rlrun, store_home
+from helpers import TINY, Result, home_settings, invoke, store_home
 
 UNIT = Path(__file__).resolve().parent / "unit"
 
@@ -255,7 +255,7 @@ def trained_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tests that only read a trained home (they are `slow`). A test that changes it works on
     `trained_copy`."""
     home = tmp_path_factory.mktemp("trained") / "runs"
-    done = rlrun(home, "train", "reinforce_cartpole", "--name", "tiny", *TINY)
+    done = invoke(home, "train", "reinforce_cartpole", "--name", "tiny", *TINY)
     assert done.code == 0, done.stderr
     return home
 

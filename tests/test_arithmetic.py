@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import builtin_for, rlrun
+from helpers import builtin_for, invoke, rlrun
 from same_run import BUDGET, assert_same_run, final_state, reference_state, resume_ok, train
 
 from rlrun.paths import REGISTRY_FILE
@@ -50,14 +50,14 @@ def test_a_run_recorded_before_the_setting_resumes_exactly_with_revision_1(
 def test_moving_a_run_to_another_revision_is_refused_at_resume_and_a_fork_may(tmp_path: Path) -> None:
     assert train(tmp_path, SAC, "--frames", "1000", "--set", "meta.arithmetic=1").code == 0
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    refused = rlrun(tmp_path, "resume", "latest", "--frames", "2000", "--set", f"meta.arithmetic={ARITHMETIC}")
+    refused = invoke(tmp_path, "resume", "latest", "--frames", "2000", "--set", f"meta.arithmetic={ARITHMETIC}")
     assert refused.code == 2, refused.stderr
     assert refused.stderr.splitlines()[-1].startswith("error: edit refused: meta.arithmetic would change run"), \
         refused.stderr
     assert "--fork" in refused.stderr.splitlines()[-1]
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
-    forked = rlrun(tmp_path, "resume", "latest", "--fork", "--frames", "2000", "--set", f"meta.arithmetic={ARITHMETIC}",
-                   "--json")
+    forked = invoke(tmp_path, "resume", "latest", "--fork", "--frames", "2000", "--set",
+                    f"meta.arithmetic={ARITHMETIC}", "--json")
     assert forked.code == 0, forked.stderr
     fork = rlrun(tmp_path, "show", "latest", "--json").json()
     assert fork["run"]["status"] == "finished" and fork["run"]["parent_id"] is not None

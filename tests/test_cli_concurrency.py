@@ -1,4 +1,4 @@
-"""Eight processes on one SQLite registry for a minute: a 6-session training (the launcher and six
+"""Eight processes on one SQLite registry for half a minute: a 6-session training (the launcher and six
 session processes, each evaluating, snapshotting and heartbeating several times a second) and a
 process listing and showing runs in a loop. No lock errors anywhere, and no row lost: every
 evaluation and snapshot a session made is in the registry."""
@@ -20,7 +20,7 @@ from rlrun.registry import Registry
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
 SESSIONS = 6  # + the launcher + the listing loop = 8 processes
-SECONDS = 60.0
+SECONDS = 30.0  # several thousand registry writes and reads; it held the machine's two cores for a minute
 EVAL_EVERY = 500
 CADENCE = ["--set", f"meta.eval_frequency={EVAL_EVERY}", "--set", "meta.num_eval_episodes=1", "--set",
            "meta.checkpoint_frequency=1000", "--set", "meta.keep_checkpoints=2", "--set", "meta.log_frequency=1000"]
@@ -52,7 +52,7 @@ print(json.dumps(counts))
 
 
 @pytest.mark.slow
-def test_eight_processes_for_a_minute_lose_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eight_processes_for_half_a_minute_lose_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "runs"
     training = popen(home, "train", "reinforce_cartpole", "--frames", "100M", "--sessions", str(SESSIONS), *CADENCE)
     listing = subprocess.Popen([sys.executable, "-c", LISTING, str(home), str(SECONDS)], env=cli_env(home),

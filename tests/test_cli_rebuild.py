@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TINY, Result, rlrun
+from helpers import TINY, Result, invoke, rlrun
 
 from rlrun.testhooks import SIGNAL_AT_ENV
 
@@ -36,19 +36,19 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("rebuild") / "runs"
-    ok(rlrun(home, "train", "reinforce_cartpole", *TINY, "--name", "alpha"))
-    ok(rlrun(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--name", "beta"))
-    ok(rlrun(home, "train", "ppo_cartpole", *TINY, "--name", "gamma"))
-    ok(rlrun(home, "resume", "alpha", "--frames", "4000", "--set", "meta.eval_frequency=500"))
-    ok(rlrun(home, "resume", "beta", "--fork", "--frames", "4000"))
-    ok(rlrun(home, "enjoy", "alpha", "--episodes", "2"))
+    ok(invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "alpha"))
+    ok(invoke(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--name", "beta"))
+    ok(invoke(home, "train", "ppo_cartpole", *TINY, "--name", "gamma"))
+    ok(invoke(home, "resume", "alpha", "--frames", "4000", "--set", "meta.eval_frequency=500"))
+    ok(invoke(home, "resume", "beta", "--fork", "--frames", "4000"))
+    ok(invoke(home, "enjoy", "alpha", "--episodes", "2"))
     return home
 
 
 def test_rebuild_restores_what_ls_and_show_say(history: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = history
     monkeypatch.setenv(SIGNAL_AT_ENV, "1500")  # this run stops itself with SIGTERM at frame 1,500
-    ok(rlrun(home, "train", "reinforce_cartpole", *TINY, "--name", "delta"), code=143)
+    ok(invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "delta"), code=143)
     monkeypatch.delenv(SIGNAL_AT_ENV)
     before = ok(rlrun(home, "ls", "--json", "--all")).json()
     assert [r["status"] for r in before] == ["preempted", "finished", "finished", "finished", "finished"]
@@ -72,7 +72,7 @@ def test_rebuild_restores_what_ls_and_show_say(history: Path, monkeypatch: pytes
     assert (gc["orphans"], gc["temporaries"], gc["retired"], gc["missing"]) == ([], [], [], [])
 
     # The rebuilt registry is as good as the first: the stopped run resumes from its snapshot.
-    resumed = ok(rlrun(home, "resume", "delta", "--json"))
+    resumed = ok(invoke(home, "resume", "delta", "--json"))
     assert "from snapshot at frame 1,500" in resumed.stderr and resumed.json()["status"] == "finished"
 
 

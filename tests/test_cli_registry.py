@@ -33,9 +33,9 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("zoo") / "runs"
     for args in (["reinforce_cartpole", "--name", "alpha"], ["reinforce_cartpole", "--sessions", "2", "--name", "beta"],
                  ["ppo_cartpole", "--name", "gamma"]):  # fmt: skip
-        done = rlrun(home, "train", *args, *TINY)
+        done = invoke(home, "train", *args, *TINY)
         assert done.code == 0, done.stderr
-    forked = rlrun(home, "resume", "alpha", "--fork", "--set", "meta.eval_frequency=1500", "--frames", "4000")
+    forked = invoke(home, "resume", "alpha", "--fork", "--set", "meta.eval_frequency=1500", "--frames", "4000")
     assert forked.code == 0, forked.stderr
     return home
 
@@ -104,9 +104,9 @@ def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
 @pytest.mark.slow  # trains
 def test_ls_duration_is_training_time_not_the_idle_gap_before_a_resume(tmp_path: Path) -> None:
     home = tmp_path / "runs"
-    assert rlrun(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--frames", "2000").code == 0
+    assert invoke(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--frames", "2000").code == 0
     time.sleep(4)
-    assert rlrun(home, "resume", "latest", "--frames", "3000").code == 0
+    assert invoke(home, "resume", "latest", "--frames", "3000").code == 0
     [run] = listed(home)
     span = run["finished_at"] - run["created_at"]
     assert 0 < run["training_seconds"] < span - 3.5  # both attempts of a session, not the gap between them
@@ -309,9 +309,9 @@ def test_plot_curve_is_the_mean_and_std_across_sessions(zoo: Path) -> None:
 @pytest.mark.slow  # trains
 def test_enjoy_takes_filters(zoo: Path) -> None:
     ids = ids_by_name(zoo)
-    done = ok(rlrun(zoo, "enjoy", "latest", "--algo", "ppo", "--episodes", "1", "--json"))
+    done = ok(invoke(zoo, "enjoy", "latest", "--algo", "ppo", "--episodes", "1", "--json"))
     assert done.json()["run_id"] == ids["gamma"] and f"latest --algo ppo → run {ids['gamma']}" in done.stderr
-    done = ok(rlrun(zoo, "enjoy", "1/s1@latest", "--name", "beta", "--episodes", "1", "--json"))
+    done = ok(invoke(zoo, "enjoy", "1/s1@latest", "--name", "beta", "--episodes", "1", "--json"))
     assert (done.json()["run_id"], done.json()["session"], done.json()["checkpoint_frame"]) == (ids["beta"], 1, 3000)
 
 
@@ -321,8 +321,8 @@ def test_enjoy_takes_filters(zoo: Path) -> None:
 @pytest.fixture
 def two_runs(tmp_path: Path) -> Path:
     home = tmp_path / "runs"
-    ok(rlrun(home, "train", "reinforce_cartpole", *TINY, "--name", "keep"))
-    ok(rlrun(home, "resume", "keep", "--fork", "--set", "meta.eval_frequency=500", "--frames", "3500"))
+    ok(invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "keep"))
+    ok(invoke(home, "resume", "keep", "--fork", "--set", "meta.eval_frequency=500", "--frames", "3500"))
     return home
 
 

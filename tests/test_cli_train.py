@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import TINY, cli_env, popen, rlrun
+from helpers import TINY, cli_env, invoke, popen, rlrun
 
 from rlrun import snapshot
 from rlrun.errors import install_hint
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # real trainings in subprocesses
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
     home = tmp_path_factory.mktemp("trained") / "runs"
-    result = rlrun(home, "train", "reinforce_cartpole", *TINY, "--name", "tiny", "--json")
+    result = invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "tiny", "--json")
     assert result.code == 0, result.stderr
     return home, result.json(), result.stderr
 
@@ -174,7 +174,7 @@ def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path, module:
 def test_duplicate_name_is_refused_before_writing(trained: tuple[Path, dict, str]) -> None:
     home, document, _ = trained
     before = sorted(p.name for p in home.iterdir())
-    result = rlrun(home, "train", "reinforce_cartpole", *TINY, "--name", "tiny")
+    result = invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "tiny")
     assert result.code == 2 and f"a run named 'tiny' already exists (id {document['run_id']})" in result.stderr
     assert sorted(p.name for p in home.iterdir()) == before
 
@@ -193,7 +193,7 @@ def test_two_trainings_at_once_share_one_registry(tmp_path: Path) -> None:
 
 def test_sessions_train_in_parallel_processes_with_their_own_seeds(tmp_path: Path) -> None:
     home = tmp_path / "multi"
-    result = rlrun(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--seed", "10", "--json")
+    result = invoke(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--seed", "10", "--json")
     assert result.code == 0, result.stderr
     document = result.json()
     assert [(s["index"], s["seed"], s["status"]) for s in document["sessions"]] == [(0, 10, "finished"),

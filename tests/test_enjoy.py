@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TINY, builtin_for, fast, rlrun
+from helpers import TINY, builtin_for, fast, invoke, rlrun
 from same_run import ALGORITHMS
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
@@ -40,7 +40,7 @@ def render_fps(home: Path) -> float:
 def trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp(f"enjoy-{request.param}") / "runs"
     spec = builtin_for(request.param)
-    done = rlrun(home, "train", spec, *TINY, *fast(spec))
+    done = invoke(home, "train", spec, *TINY, *fast(spec))
     assert done.code == 0, done.stderr
     return home
 
@@ -51,7 +51,7 @@ def test_enjoy_scores_the_best_checkpoint_and_changes_no_training_record(trained
     scores = {e["frame"]: e["mean"] for e in shown["evaluations"] if e["kind"] == "train"}
     best_frame = max((c["frame"] for c in shown["checkpoints"] if c["frame"] in scores),
                      key=lambda f: (scores[f], f))
-    done = rlrun(trained, "enjoy", "--json")
+    done = invoke(trained, "enjoy", "--json")
     assert done.code == 0, done.stderr
     result = done.json()
     assert result["checkpoint_frame"] == best_frame and result["score_at_checkpoint"] == scores[best_frame]
@@ -64,13 +64,13 @@ def test_enjoy_scores_the_best_checkpoint_and_changes_no_training_record(trained
 
 
 def test_enjoy_is_repeatable_and_takes_checkpoint_and_session_suffixes(trained: Path) -> None:
-    first = rlrun(trained, "enjoy", "latest/s0@latest", "--episodes", "2", "--seed", "3", "--stochastic", "--json")
-    again = rlrun(trained, "enjoy", "latest/s0@latest", "--episodes", "2", "--seed", "3", "--stochastic", "--json")
+    first = invoke(trained, "enjoy", "latest/s0@latest", "--episodes", "2", "--seed", "3", "--stochastic", "--json")
+    again = invoke(trained, "enjoy", "latest/s0@latest", "--episodes", "2", "--seed", "3", "--stochastic", "--json")
     assert first.code == again.code == 0, first.stderr
     assert first.json()["episodes"] == again.json()["episodes"] and first.json()["checkpoint_frame"] == 3000
-    at_frame = rlrun(trained, "enjoy", "1@2000", "--episodes", "1", "--json")
+    at_frame = invoke(trained, "enjoy", "1@2000", "--episodes", "1", "--json")
     assert at_frame.code == 0 and at_frame.json()["checkpoint_frame"] == 2000
-    missing = rlrun(trained, "enjoy", "latest@2500")
+    missing = invoke(trained, "enjoy", "latest@2500")
     assert missing.code == 2 and "no checkpoint at frame 2,500; it has" in missing.stderr
 
 
@@ -84,7 +84,7 @@ def test_a_tampered_checkpoint_is_refused_and_nothing_runs(trained: Path, tmp_pa
         tampered = bytearray(original)
         tampered[len(tampered) // 2] ^= 0xFF
         state.write_bytes(bytes(tampered))
-        refused = rlrun(trained, "enjoy", "latest@latest", "--video", str(tmp_path / "never.mp4"))
+        refused = invoke(trained, "enjoy", "latest@latest", "--video", str(tmp_path / "never.mp4"))
     finally:
         state.write_bytes(original)
     assert refused.code == 2 and "altered" in refused.stderr and "Traceback" not in refused.stderr
@@ -99,7 +99,7 @@ def test_video_has_one_frame_per_environment_step(trained: Path, tmp_path: Path,
     imageio = pytest.importorskip("imageio", reason="the video extra is not installed (pip install 'rlrun[video]')")
     image = pytest.importorskip("PIL.Image", reason="the video extra is not installed (pip install 'rlrun[video]')")
     path = tmp_path / f"enjoy{suffix}"
-    done = rlrun(trained, "enjoy", "--episodes", "2", "--video", str(path), "--json")
+    done = invoke(trained, "enjoy", "--episodes", "2", "--video", str(path), "--json")
     assert done.code == 0, done.stderr
     steps = sum(e["length"] for e in done.json()["episodes"])
     assert done.json()["video_frames"] == steps
@@ -124,5 +124,5 @@ def test_render_without_a_display_explains_and_suggests_a_video(trained: Path) -
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     both = rlrun(trained, "enjoy", "--render", "--video", "x.mp4")
     assert both.code == 2 and "not both" in both.stderr
-    wrong = rlrun(trained, "enjoy", "--video", "x.avi")
+    wrong = invoke(trained, "enjoy", "--video", "x.avi")
     assert wrong.code == 2 and ".gif or an .mp4" in wrong.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import cli_env, rlrun, trials
+from helpers import cli_env, invoke, rlrun, trials
 from same_run import assert_same_run, final_state, wait_for
 
 from rlrun import paths
@@ -129,7 +129,7 @@ def test_kill_9_of_the_driver_at_a_random_moment_then_resume_is_the_same_populat
         straight: tuple[Path, Path], tmp_path: Path, attempt: int) -> None:  # fmt: skip
     home_a, spec = straight
     home = _killed_at_a_random_moment(home_a, spec, tmp_path / "runs")
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
 
@@ -149,7 +149,7 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_resumes_the_same_population(
     rebuilt = rlrun(home, "db", "rebuild", "--json")
     assert rebuilt.code == 0 and rebuilt.json()["problems"] == [], rebuilt.stderr
     assert lineage(home) == before
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
 
@@ -190,7 +190,7 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
     spec = tmp_path / "dqn.json"
     spec.write_text(json.dumps(document))
     home = tmp_path / "runs"
-    done = rlrun(home, "search", str(spec), "--scheduler", "pbt", "--population", "2", "--interval", "1000",
+    done = invoke(home, "search", str(spec), "--scheduler", "pbt", "--population", "2", "--interval", "1000",
                  "--quantile", "0.5")
     assert done.code == 0, done.stderr
     (fork,) = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
@@ -219,7 +219,7 @@ def parallel(tmp_path_factory: pytest.TempPathFactory, straight: tuple[Path, Pat
     """The same population, two members at a time (two worker processes a generation), never
     interrupted: its home."""
     home = tmp_path_factory.mktemp("parallel-pbt") / "runs"
-    done = rlrun(home, "search", str(straight[1]), *PBT, "--parallel", "2")
+    done = invoke(home, "search", str(straight[1]), *PBT, "--parallel", "2")
     assert done.code == 0, done.stderr
     return home
 
@@ -273,7 +273,7 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
         assert process.wait(timeout=30) == -signal.SIGKILL
     _wait_for_the_group_to_end(process.pid)
     print(f"stopped in generation {generation}, {delay:.2f} s after both its segments started")  # on a failure
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
 
@@ -297,7 +297,7 @@ def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(strai
     assert process.returncode == 1, stderr
     assert "member 0's worker process exited with code -9 in generation 0" in stderr
     assert trials(home)[0].state == "running"
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_population(home_a, home)
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, rlrun, snapshot_of
+from helpers import cli_env, invoke, rlrun, snapshot_of
 
 pytestmark = pytest.mark.slow  # every test trains (tiny budgets, real processes and signals)
 
@@ -23,7 +23,7 @@ SMALL = ["--frames", "1500", "--set", "meta.checkpoint_frequency=500", "--set", 
 
 def trained(home: Path, *extra: str) -> str:
     """A finished run of 1.5k frames with snapshots at 500, 1k and 1.5k; returns its id."""
-    done = rlrun(home, "train", "reinforce_cartpole", *SMALL, *extra)
+    done = invoke(home, "train", "reinforce_cartpole", *SMALL, *extra)
     assert done.code == 0, done.stderr[-3000:]
     return str(rlrun(home, "ls", "--json").json()[0]["id"])
 
@@ -44,14 +44,14 @@ def test_a_damaged_newest_snapshot_is_skipped_with_a_warning(home: Path) -> None
     run_id = trained(home)
     older, newest = snapshots(home, run_id)[-2:]
     damage(newest)
-    resumed = rlrun(home, "resume", "latest", "--more", "500")
+    resumed = invoke(home, "resume", "latest", "--more", "500")
     assert resumed.code == 0, resumed.stderr[-3000:]
     warning = next(line for line in resumed.stderr.splitlines() if "warning:" in line)
     assert newest.name in warning and "altered" in warning
     assert str(older.relative_to(home)) in resumed.stderr and "frame 1,000" in resumed.stderr
     shown = rlrun(home, "show", run_id, "--json").json()
     assert shown["run"]["status"] == "finished" and shown["sessions"][0]["frame"] == 2000
-    again = rlrun(home, "resume", "latest", "--more", "500")  # the damaged one was rewound away
+    again = invoke(home, "resume", "latest", "--more", "500")  # the damaged one was rewound away
     assert again.code == 0, again.stderr[-3000:]
 
 
@@ -60,7 +60,7 @@ def test_no_intact_snapshot_refuses_and_changes_nothing(home: Path) -> None:
     for snapshot in snapshots(home, run_id):
         damage(snapshot)
     before = snapshot_of(home)
-    refused = rlrun(home, "resume", "latest", "--more", "500")
+    refused = invoke(home, "resume", "latest", "--more", "500")
     assert refused.code == 2
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert refused.stderr.startswith(f"error: run {run_id} session s0 has no intact snapshot")
@@ -72,7 +72,7 @@ def test_resume_of_a_finished_run_is_nothing_to_do(home: Path) -> None:
     run_id = trained(home)
     before = snapshot_of(home)
     for args in ((), ("--frames", "1500"), ("--json",)):
-        again = rlrun(home, "resume", run_id, *args)
+        again = invoke(home, "resume", run_id, *args)
         assert again.code == 0, again.stderr
         assert f"nothing to do: run {run_id} has trained 1,500 of its 1,500 frames" in again.stderr
     assert again.json()["nothing_to_do"] is True and again.json()["status"] == "finished"
@@ -83,7 +83,7 @@ def test_a_finished_run_with_a_damaged_final_snapshot_is_still_done(home: Path) 
     run_id = trained(home)
     damage(snapshots(home, run_id)[-1])
     before = snapshot_of(home)
-    again = rlrun(home, "resume", run_id)
+    again = invoke(home, "resume", run_id)
     assert again.code == 0 and "nothing to do" in again.stderr, again.stderr
     assert snapshot_of(home) == before
 
@@ -124,7 +124,7 @@ def test_sigterm_during_start_up_is_a_graceful_stop(home: Path, delay: float) ->
         return
     newest = runs[0]
     assert newest["status"] in ("preempted", "finished"), newest
-    resumed = rlrun(home, "resume", newest["id"])
+    resumed = invoke(home, "resume", newest["id"])
     assert resumed.code == 0, resumed.stderr[-3000:]
     assert rlrun(home, "show", newest["id"], "--json").json()["run"]["status"] == "finished"
 
@@ -191,7 +191,7 @@ def test_an_attempt_that_ends_by_exception_is_closed(home: Path) -> None:
     run_id = trained(home)
     checkpoints = home / run_id / "s0" / "checkpoints"
     (checkpoints / "f000000002000").write_text("in the way")  # the resumed session's next snapshot fails
-    failed = rlrun(home, "resume", run_id, "--more", "500")
+    failed = invoke(home, "resume", run_id, "--more", "500")
     assert failed.code == 1, failed.stderr[-3000:]
     shown = rlrun(home, "show", run_id, "--json").json()
     session = shown["sessions"][0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import builtin_for, cli_env, rlrun, snapshot_of
+from helpers import builtin_for, cli_env, invoke, rlrun, snapshot_of
 from same_run import (
     ALGORITHMS,
     BUDGET,
@@ -116,7 +116,7 @@ def test_inconsistent_edits_are_refused_and_change_nothing(half_trained: tuple[s
                                                            edit: list[str], setting: str) -> None:
     _, home = half_trained
     before = snapshot_of(home)
-    refused = rlrun(home, "resume", reference, "--frames", str(BUDGET), *edit)
+    refused = invoke(home, "resume", reference, "--frames", str(BUDGET), *edit)
     assert refused.code == 2, refused.stderr
     assert "edit refused" in refused.stderr and setting in refused.stderr and "Traceback" not in refused.stderr
     for header in ("setting", "old value", "new value", "why"):
@@ -127,23 +127,23 @@ def test_inconsistent_edits_are_refused_and_change_nothing(half_trained: tuple[s
 
 def test_the_tied_schedule_refusal_says_why(half_trained: tuple[str, Path]) -> None:
     _, home = half_trained
-    refused = rlrun(home, "resume", "tied", "--frames", str(BUDGET))
+    refused = invoke(home, "resume", "tied", "--frames", str(BUDGET))
     assert "agent.optimizer.lr is tied to max_frame" in refused.stderr
 
 
 def test_resume_with_nothing_to_do_or_contradictory_targets(half_trained: tuple[str, Path]) -> None:
     _, home = half_trained
     before = snapshot_of(home)
-    done = rlrun(home, "resume", "plain")  # requeue-safe: nothing to do is success, and writes nothing
+    done = invoke(home, "resume", "plain")  # requeue-safe: nothing to do is success, and writes nothing
     assert done.code == 0, done.stderr
     assert "nothing to do: run " in done.stderr and f"has trained {HALF:,} of its {HALF:,} frames" in done.stderr
-    as_json = rlrun(home, "resume", "plain", "--json")
+    as_json = invoke(home, "resume", "plain", "--json")
     assert as_json.code == 0 and as_json.json()["nothing_to_do"] is True
-    both = rlrun(home, "resume", "plain", "--frames", "20k", "--more", "1k")
+    both = invoke(home, "resume", "plain", "--frames", "20k", "--more", "1k")
     assert both.code == 2 and "not both" in both.stderr
-    lower = rlrun(home, "resume", "plain", "--frames", "1000")
+    lower = invoke(home, "resume", "plain", "--frames", "1000")
     assert lower.code == 2 and "meta.max_frame" in lower.stderr and "below the" in lower.stderr
-    unknown = rlrun(home, "resume", "nosuch")
+    unknown = invoke(home, "resume", "nosuch")
     assert unknown.code == 2 and "no run matches" in unknown.stderr
     assert snapshot_of(home) == before
 
@@ -152,7 +152,7 @@ def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: t
     spec, home = half_trained
     before = snapshot_of(home)
     parent = rlrun(home, "show", "plain", "--json").json()["run"]["id"]
-    forked = rlrun(home, "resume", "plain", "--fork", "--frames", str(BUDGET), "--set",
+    forked = invoke(home, "resume", "plain", "--fork", "--frames", str(BUDGET), "--set",
                    f"agent.optimizer.lr={initial_lr(spec) / 2}", "--json")
     assert forked.code == 0, forked.stderr
     child = forked.json()["run_id"]
@@ -169,7 +169,7 @@ def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: t
     assert [f for f in files if not f[0].startswith(child)] == old_files
     runs = [r for r in rows["runs"] if r[0] != child]
     assert runs == old_rows["runs"]
-    refused = rlrun(home, "resume", "plain", "--fork", "--set", "agent.network.hidden=[8]")
+    refused = invoke(home, "resume", "plain", "--fork", "--set", "agent.network.hidden=[8]")
     assert refused.code == 2 and "agent.network.hidden" in refused.stderr
 
 
@@ -184,7 +184,7 @@ def test_a_live_run_is_refused_naming_host_and_pid(tmp_path: Path) -> None:
                 rlrun(home, "ls", "--json").json()[0]["frames_done"] == 0:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
-        refused = rlrun(home, "resume", "latest", "--more", "1k")
+        refused = invoke(home, "resume", "latest", "--more", "1k")
         assert refused.code == 2 and f"pid {process.pid}" in refused.stderr and "still running" in refused.stderr
     finally:
         process.send_signal(signal.SIGTERM)

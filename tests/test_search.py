@@ -105,7 +105,7 @@ def test_sigterm_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, 
     assert [t.state for t in partial] == ["running"], "stopped in the first trial, after its frame 2345"
     listed = rlrun(home, "ls", "--searches", "--json").json()
     assert listed[0]["status"] == "preempted"
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_search(home_a, home)
     assert_continued_from_a_snapshot(home, partial[0].run_id)
@@ -133,7 +133,7 @@ def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight
     with Registry.open(home, create=False) as registry:
         detail = registry.get_run(interrupted.run_id)
     mid_trial = detail.run.status == "crashed" and max(c.frame for c in detail.checkpoints) < 3000
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_search(home_a, home)
     if mid_trial:  # (the kill may, rarely, land after the trial's last snapshot: nothing left to resume)
@@ -166,7 +166,7 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(
     assert report["problems"] == [] and report["searches"] == [listed[0]["id"]]
     assert _search_views(home) == (listed, shown)
     assert _run_views(home) == runs
-    resumed = rlrun(home, "resume", f"search:{listed[0]['id']}")
+    resumed = invoke(home, "resume", f"search:{listed[0]['id']}")
     assert resumed.code == 0, resumed.stderr
     assert_same_search(home_a, home)
 
@@ -207,7 +207,7 @@ def test_a_kill_between_a_trials_run_and_its_trial_row_leaves_no_unlinked_run(st
         runs = {summary.id for summary in registry.list_runs(limit=None)}
     linked = {t.number: t.run_id for t in trials(home)}
     assert len(runs) == 2 and set(linked.values()) == runs and linked[1] is not None
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_search(home_a, home)
     with Registry.open(home, create=False) as registry:
@@ -249,7 +249,7 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     assert process.returncode == 128 + signal.SIGTERM, stderr
     stopped = {t.number: t for t in trials(home)}
     assert {stopped[0].state, stopped[1].state} <= {"running", "complete"}
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     done = trials(home)
     assert [t.state for t in done] == ["complete"] * 4
@@ -263,7 +263,7 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     base.write_text(json.dumps(document))
     edits = [arg for path, value in done[1].params.items() for arg in ("--set", f"{path}={json.dumps(value)}")]
     alone = tmp_path / "alone"
-    assert rlrun(alone, "train", str(base), *edits).code == 0
+    assert invoke(alone, "train", str(base), *edits).code == 0
     assert_same_run(final_state(alone, "latest"), final_state(home, done[1].run_id))
 
 
@@ -295,7 +295,7 @@ def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straigh
     assert len(stopped) < 6 and stopped[-1].state == "running", [t.state for t in stopped]
     again = rlrun(home, "stop", "search:latest")
     assert again.code == 0 and "is preempted: nothing to stop; continue it with `rlrun resume search:" in again.stderr
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     assert_same_search(home_a, home)
     assert stopped[-1].run_id is not None
@@ -322,7 +322,7 @@ def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Pa
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert rlrun(home, "ls", "--searches", "--json").json()[0]["status"] == "preempted"
     assert [t.state for t in trials(home)][:2] == ["running", "running"], "both stopped in flight"
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     done = trials(home)
     assert [t.state for t in done] == ["complete"] * 4
@@ -350,7 +350,7 @@ def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_tri
     assert process.returncode == 1, stderr
     assert "trial 0's worker process exited with code -9" in stderr
     assert trials(home)[0].state == "running"
-    resumed = rlrun(home, "resume", "search:latest")
+    resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     done = trials(home)
     assert [t.state for t in done] == ["complete"] * 3
@@ -409,7 +409,7 @@ def test_a_search_whose_home_is_in_object_storage_is_the_same_search(
     """The same search with its home in an S3 bucket (a loopback server; the registry in a local
     file): the same trials, scores, prunings and final snapshots, each read back from the store."""
     home_a, spec = straight
-    done = rlrun(home, "search", str(spec), *SEARCH)
+    done = invoke(home, "search", str(spec), *SEARCH)
     assert done.code == 0, done.stderr
     monkeypatch.delenv("RLRUN_DB")  # each home's registry is its own file, read from here
     assert_same_search(home_a, home)

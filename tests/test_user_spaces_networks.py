@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import cli_env, fast, rlrun
+from helpers import cli_env, fast, invoke
 from same_run import CADENCE, assert_same_run, final_state, resume_ok, train, wait_for
 
 from rlrun.registry import Registry
@@ -94,11 +94,11 @@ def test_a_user_network_run_is_enjoyed_and_keeps_its_network(tmp_path: Path) -> 
     assert {"actor.module.goal.weight", "critic.module.body.2.weight"} <= set(policy), "not the user's modules"
     assert policy["actor.module.body.2.weight"].shape == (3, 16)  # kwargs.width=16, Discrete(3) actions
 
-    played = rlrun(home, "enjoy", "latest", "--episodes", "2", "--json")
+    played = invoke(home, "enjoy", "latest", "--episodes", "2", "--json")
     assert played.code == 0, played.stderr
     assert len(played.json()["episodes"]) == 2
 
-    refused = rlrun(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
+    refused = invoke(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
     assert refused.code == 2 and "agent.network.kwargs" in refused.stderr, refused.stderr
 
 
