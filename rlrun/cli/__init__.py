@@ -449,19 +449,19 @@ def search(
     continues it after a stop or a crash. `--scheduler pbt` trains a population instead, whose
     weaker members continue exact forks of stronger ones with explored values."""
     from rlrun.cli.display import TrainingDisplay
-    from rlrun.search import run_search
+    from rlrun.search import plan_search, run_search
 
-    pbt_options = {"--population": population, "--interval": interval, "--quantile": quantile,
-                   "--resample": resample, "--factors": factors}
-    plan = _search_plan(spec, list(overrides or ()) + _track_edit(track), scheduler, pbt_options, trials=trials,
-                        sampler=sampler, parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after)
+    plan = plan_search(spec, list(overrides or ()) + _track_edit(track), scheduler=scheduler, trials=trials,
+                       sampler=sampler, parallel=parallel, metric=metric, pruner=pruner, prune_after=prune_after,
+                       population=population, interval=interval, quantile=quantile, resample_probability=resample,
+                       factors=factors)
     make_executor = _trial_executors(ray, cpus, gpus)
     hand_over = _search_hand_over(ray, cpus, gpus, detach, supervisor_on)
     console = _console()
 
     def announce(record: Any) -> None:
         label = f" ({record.name})" if record.name else ""
-        settings = plan.settings
+        settings: Any = plan.settings  # a PbtSettings under --scheduler pbt
         how = (f"{settings.sampler} sampler, {settings.pruner} pruner" if scheduler == "trials" else
                f"{settings.population} members, an exploit every {settings.interval:,} frames")
         console.print(f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
@@ -483,50 +483,6 @@ def _search_hand_over(ray: str | None, cpus: float | None, gpus: float | None, d
     from rlrun.search.detached import RayHandOver
 
     return RayHandOver(ray or None, cpus=cpus, gpus=gpus, supervisor_on=supervisor_on)
-
-
-def _search_plan(spec: str, overrides: list[str], scheduler: str, pbt_options: dict[str, Any], *,
-                 trials: int | None, sampler: str | None, parallel: int, metric: str | None, pruner: str | None,
-                 prune_after: int | None) -> Any:
-    """The search the options ask for: trials suggested by Optuna, or a PBT population."""
-    from rlrun.search import plan_search
-
-    if scheduler not in ("trials", "pbt"):
-        raise BadInput(f"--scheduler {scheduler!r} is not one of trials, pbt; use one of them")
-    given: dict[str, Any] = {"metric": metric, "pruner": pruner, "prune_after": prune_after}  # None: its default
-    if scheduler == "trials":
-        extra = [option for option, value in pbt_options.items() if value is not None]
-        if extra:
-            raise BadInput(f"{', '.join(extra)} set up population-based training: add --scheduler pbt")
-        return plan_search(spec, overrides, trials=trials, sampler=sampler, parallel=parallel,
-                           **{key: value for key, value in given.items() if value is not None})
-    from rlrun.search import pbt
-    from rlrun.search.population import plan_pbt
-    from rlrun.sizes import parse_size
-
-    extra = [option for option, value in {"--trials": trials, "--sampler": sampler, "--pruner": pruner,
-                                          "--prune-after": prune_after}.items() if value is not None]
-    if extra:
-        raise BadInput(f"{', '.join(extra)} belong to a search of trials; --scheduler pbt trains its population"
-                       " generation by generation: drop them")
-    if pbt_options["--population"] is None or pbt_options["--interval"] is None:
-        raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8"
-                       " --interval 50k")
-    defaults = {"--quantile": pbt.QUANTILE, "--resample": pbt.RESAMPLE_PROBABILITY}
-    chosen = {option: defaults[option] if pbt_options[option] is None else pbt_options[option] for option in defaults}
-    options = pbt.Options(
-        population=pbt_options["--population"], interval=parse_size(pbt_options["--interval"], what="--interval"),
-        quantile=chosen["--quantile"], resample_probability=chosen["--resample"],
-        factors=pbt.FACTORS if pbt_options["--factors"] is None else _factors(pbt_options["--factors"]),
-    )
-    return plan_pbt(spec, overrides, options=options, metric=metric or "eval_mean", parallel=parallel)
-
-
-def _factors(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise BadInput(f"--factors {text!r}: give numbers separated by commas, e.g. 0.8,1.2") from None
 
 
 def _trial_line(console: Any) -> Any:
