@@ -149,7 +149,7 @@ def _executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any
         if cpus is not None or gpus is not None:
             raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
         return None
-    from rlrun.training.ray_executor import ray_executor
+    from rlrun.training.ray import ray_executor
 
     return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach, supervisor_on=supervisor_on)
 
@@ -170,7 +170,7 @@ def _trial_executors(ray: str | None, cpus: float | None, gpus: float | None) ->
     one) without --ray. The options are checked now, once."""
     if _executor(ray, cpus, gpus) is None:
         return None
-    from rlrun.training.ray_executor import RayTrials
+    from rlrun.training.ray import RayTrials
 
     return RayTrials(ray or None, cpus=cpus, gpus=gpus)
 

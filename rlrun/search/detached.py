@@ -11,7 +11,7 @@ search is the same search, trial for trial, each trial's run bit for bit. If mea
 was continued by another driver (a `rlrun resume search:` in the foreground), the restarted actor
 waits for that driver to end and then ends too: one driver at a time, whoever is alive.
 
-Ray is an optional extra, imported only here and in `rlrun.training.ray_executor`.
+Ray is an optional extra, imported only here and in `rlrun.training.ray`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class RayHandOver:
 
     def __init__(self, address: str | None, *, cpus: float | None, gpus: float | None,
                  supervisor_on: str | None) -> None:  # fmt: skip
-        from rlrun.training.ray_executor import ray_executor
+        from rlrun.training.ray import ray_executor
 
         # Checks the cluster as a detached run's does: every node sees the home, the driver's node included.
         self.executor = ray_executor(address, cpus=cpus, gpus=gpus, detach=True, supervisor_on=supervisor_on)
@@ -44,7 +44,7 @@ class RayHandOver:
         self.executor.prepare(root, url, modules=user_code(spec))
 
     def start(self, root: Path, url: str, search_id: str) -> str:
-        from rlrun.training.ray_executor import import_ray, start_detached
+        from rlrun.training.ray import import_ray, start_detached
 
         name = f"rlrun-search-{search_id}-{uuid.uuid4().hex[:6]}"
         args = (paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
@@ -64,7 +64,7 @@ class DetachedSearchDriver:
     def __init__(self, home: str, url: str, search_id: str, name: str, cpus: float, gpus: float) -> None:
         import ray
 
-        from rlrun.training.ray_executor import supervisor_label
+        from rlrun.training.ray import supervisor_label
 
         os.environ[paths.DB_ENV] = url  # the trials' runs find the search's registry as the command did
         context = ray.get_runtime_context()
@@ -74,7 +74,7 @@ class DetachedSearchDriver:
         if not restarted:
             with Registry.open(root, url) as registry:
                 registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
-        from rlrun.training.ray_executor import until_done
+        from rlrun.training.ray import until_done
 
         work = functools.partial(_drive, root, url, search_id, cpus, gpus, restarted)
         self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name="rlrun-search-driver")
@@ -89,7 +89,7 @@ def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, resta
     """The driver's work (`until_done`): the search driven to its end, after a restart once it is
     this actor's to drive."""
     from rlrun.search import drive_search
-    from rlrun.training.ray_executor import RayExecutor
+    from rlrun.training.ray import RayExecutor
 
     if not restarted or _taken_back(root, url, search_id):
         drive_search(root, url, search_id,
