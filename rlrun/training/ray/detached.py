@@ -1,13 +1,17 @@
-"""rlrun's detached actors on a Ray cluster (a run's supervisor, a search's driver): where they may
-run (`--supervisor-on`, `check_supervisor_placement`), how they are started and named
-(`start_detached`, `supervisor_label`), and how their work ends (`until_done`). Ray starts one
-again, with the same arguments, when its node or process dies; it then looks at the registry
-again."""
+"""rlrun's detached actors on a Ray cluster (a run's supervisor, `rlrun.training.ray.run_supervisor`;
+a search's driver, `rlrun.search.detached`), their one shape written once: where they may run
+(`--supervisor-on`, `check_supervisor_placement`), how they are named and started
+(`detached_name`, `start_detached`, `supervisor_label`), what they do once started
+(`DetachedActor`: take the work over in the registry, do it in a thread of their own) and how
+their work ends (`until_done`). Ray starts one again, with the same arguments, when its node or
+process dies; it then looks at the registry again."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +24,12 @@ SUPERVISOR_NAMESPACE = "rlrun"
 
 SUPERVISOR_SHARE = 0.001
 """How much of `--supervisor-on`'s resource a supervisor takes: a token, so one node hosts many."""
+
+
+def detached_name(of: str) -> str:
+    """A new detached actor's name: rlrun-OF-XXXXXX (OF: a run id, or search-SEARCH_ID), unique in
+    `SUPERVISOR_NAMESPACE` even when the same run or search is detached again."""
+    return f"rlrun-{of}-{uuid.uuid4().hex[:6]}"
 
 
 def start_detached(ray: Any, actor_class: type, name: str, placement: str | None, args: tuple[Any, ...], *,
@@ -74,3 +84,32 @@ def until_done(work: Callable[[], None]) -> None:
         os._exit(1)
     ray = import_ray()
     ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+
+class DetachedActor:
+    """What every detached actor of rlrun does when started (`start_detached`), a first start or
+    Ray's restart alike: its constructor, all that a restart runs, learns where it runs (`where`,
+    its `supervisor_label`), takes its work over in the registry (`_take_over`, each kind's own),
+    and does that work in a thread of its own (`until_done`), so that the constructor returns and
+    `ready` answers the starter. A subclass's constructor keeps its arguments, then calls this one."""
+
+    thread_name = "rlrun-detached"
+    """The name of the thread that does the work (each kind names its own)."""
+
+    def __init__(self, name: str) -> None:
+        import ray
+
+        context = ray.get_runtime_context()
+        self.where = supervisor_label(name, context.get_node_id()[:16])
+        work = self._take_over(name, restarted=context.was_current_actor_reconstructed)
+        self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name=self.thread_name)
+        self._thread.start()
+
+    def _take_over(self, name: str, *, restarted: bool) -> Callable[[], None]:
+        """Take the work over in the registry, and return the work (done in the actor's thread).
+        `restarted`: Ray started this actor again, which may find the work no longer its own."""
+        raise NotImplementedError
+
+    def ready(self) -> str:
+        """Where the actor runs, once it has taken its work over."""
+        return self.where

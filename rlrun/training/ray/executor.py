@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from rlrun.registry import Registry
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.training.executor import Execution, OnEvent
-from rlrun.training.ray.detached import check_supervisor_placement, start_detached
+from rlrun.training.ray.detached import check_supervisor_placement, detached_name, start_detached
 from rlrun.training.ray.mailbox import POLL_SECONDS, Mailbox, relay_events
 from rlrun.training.ray.preflight import check_reachable, check_storage, shipped_modules
 from rlrun.training.ray.runtime import forwarded_environment, import_ray
@@ -130,7 +129,7 @@ class RayExecutor:
         from rlrun.training.ray.run_supervisor import DetachedSupervisor  # built on this module: imported on use
 
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
-        name = f"rlrun-{tasks[0].run_id}-{uuid.uuid4().hex[:6]}"
+        name = detached_name(tasks[0].run_id)
         args = (handed_out, name, self.cpus, self.gpus)
         where = start_detached(ray, DetachedSupervisor, name, self.supervisor_on, args, what="the run's supervisor",
                                again=f"continue the run with `rlrun resume {tasks[0].run_id} --ray`")

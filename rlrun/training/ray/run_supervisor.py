@@ -8,14 +8,13 @@ import contextlib
 import functools
 import os
 import socket
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.training.executor import Execution
-from rlrun.training.ray.detached import supervisor_label, until_done
+from rlrun.training.ray.detached import DetachedActor, supervisor_label
 from rlrun.training.ray.executor import RayExecutor, SupervisionTaken
 from rlrun.training.ray.runtime import import_ray
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from rlrun.session.loop import SessionTask
 
 
-class DetachedSupervisor:
+class DetachedSupervisor(DetachedActor):
     """A detached run's supervisor: a detached actor that does on the cluster what `rlrun train
     --ray` does from the user's machine (submits the session tasks, retries them, watches for frozen
     attempts, passes on a stop), so the machine that started the run may go away.
@@ -37,25 +36,21 @@ class DetachedSupervisor:
     attempt still alive somewhere, so no frame is recorded twice. Supervision runs in a thread of
     its own, started by the constructor, which is all a restart runs."""
 
-    def __init__(self, tasks: list[SessionTask], name: str, cpus: float, gpus: float) -> None:
-        import ray
+    thread_name = "rlrun-supervisor"
 
-        context = ray.get_runtime_context()
-        self.where = supervisor_label(name, context.get_node_id()[:16])
-        restarted = context.was_current_actor_reconstructed
-        first = tasks[0]
+    def __init__(self, tasks: list[SessionTask], name: str, cpus: float, gpus: float) -> None:
+        self._tasks, self._cpus, self._gpus = tasks, cpus, gpus
+        super().__init__(name)
+
+    def _take_over(self, name: str, *, restarted: bool) -> Callable[[], None]:
+        first = self._tasks[0]
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             took = registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(),
                                           pid=os.getpid(), again_as=supervisor_label(name) if restarted else None)
         # A restart that finds the run taken over (a resume while Ray could not place this actor)
         # or ended leaves it alone, and ends for good: two supervisors would fight over its leases.
-        work = functools.partial(_supervise_detached, tasks, cpus, gpus, self.where) if took else lambda: None
-        self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name="rlrun-supervisor")
-        self._thread.start()
-
-    def ready(self) -> str:
-        """Where the supervisor runs, once it has taken the run over."""
-        return self.where
+        return functools.partial(_supervise_detached, self._tasks, self._cpus, self._gpus, self.where) if took \
+            else lambda: None
 
 
 def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, where: str) -> None:
