@@ -130,7 +130,7 @@ def session_executor(ray: str | None, cpus: float | None, gpus: float | None, st
         if cpus is not None or gpus is not None:
             raise BadInput("--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]")
         return None
-    from rlrun.training.ray_executor import ray_executor
+    from rlrun.training.ray import ray_executor
 
     return ray_executor(ray or None, cpus=cpus, gpus=gpus, stop=stop, detach=detach, supervisor_on=supervisor_on)
 
@@ -151,6 +151,6 @@ def trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> 
     one) without --ray. The options are checked now, once."""
     if session_executor(ray, cpus, gpus) is None:
         return None
-    from rlrun.training.ray_executor import RayTrials
+    from rlrun.training.ray import RayTrials
 
     return RayTrials(ray or None, cpus=cpus, gpus=gpus)
