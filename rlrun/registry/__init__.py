@@ -13,7 +13,7 @@ One concern per module:
     server    SQLAlchemy engines: server registries, and what migrations run on
     tables    the tables, declared once (SQLAlchemy), for Alembic
     schema    migrations, the revision a database is at, upgrades and backups
-    store     writes;  queries: reads;  resolve: run references
+    store     writes;  search_store: a search's writes;  queries: reads;  resolve: run references
     manifest  the run folder's `run.json` and a search's `searches/<id>.json`, written and read
 
 Fast to open: on SQLite the registry talks to the file through sqlite3 and checks the schema
@@ -66,8 +66,8 @@ from rlrun.registry.schema import (
     upgrade_registry,
     upgrade_sqlite,
 )
+from rlrun.registry.search_store import SearchWrites
 from rlrun.registry.sqlite import SqliteDatabase, empty_database
-from rlrun.registry.store import Writes
 
 __all__ = [
     "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
@@ -78,9 +78,9 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Registry(Writes, Resolution):
+class Registry(SearchWrites, Resolution):
     """The runs, sessions, checkpoints, evaluations and spec revisions of one runs home: writes
-    (`store`), reads (`queries`) and run references (`resolve`) on one open database."""
+    (`store`, `search_store`), reads (`queries`) and run references (`resolve`) on one open database."""
 
     @classmethod
     def open(cls, home: Path | str, url: str | None = None, *, create: bool = True) -> Registry:

@@ -143,7 +143,7 @@ def search_document_from_rows(tx: Transaction, search_id: str) -> dict[str, Any]
 
 def write_search_from_rows(tx: Transaction, home: Path, search_id: str) -> None:
     """Rewrite the search's manifest from its rows, inside the caller's write transaction, which
-    holds the search locked (`store.lock_search`): writers take turns, so the file, and the
+    holds the search locked (`search_store.lock_search`): writers take turns, so the file, and the
     store's copy of it in a home in object storage, always ends as the newest state."""
     document = search_document_from_rows(tx, search_id)
     if document is None:

@@ -11,7 +11,7 @@ search is the same search, trial for trial, each trial's run bit for bit. If mea
 was continued by another driver (a `rlrun resume search:` in the foreground), the restarted actor
 waits for that driver to end and then ends too: one driver at a time, whoever is alive.
 
-Ray is an optional extra, imported only here and in `rlrun.training.ray_executor`.
+Ray is an optional extra, imported only here and in `rlrun.training.ray`.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from __future__ import annotations
 import functools
 import os
 import socket
-import threading
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.registry.liveness import HEARTBEAT_SECONDS
 from rlrun.spec import Spec, user_code
+from rlrun.training.ray.detached import DetachedActor, detached_name
 
 
 class RayHandOver:
@@ -35,7 +35,7 @@ class RayHandOver:
 
     def __init__(self, address: str | None, *, cpus: float | None, gpus: float | None,
                  supervisor_on: str | None) -> None:  # fmt: skip
-        from rlrun.training.ray_executor import ray_executor
+        from rlrun.training.ray import ray_executor
 
         # Checks the cluster as a detached run's does: every node sees the home, the driver's node included.
         self.executor = ray_executor(address, cpus=cpus, gpus=gpus, detach=True, supervisor_on=supervisor_on)
@@ -44,9 +44,9 @@ class RayHandOver:
         self.executor.prepare(root, url, modules=user_code(spec))
 
     def start(self, root: Path, url: str, search_id: str) -> str:
-        from rlrun.training.ray_executor import import_ray, start_detached
+        from rlrun.training.ray import import_ray, start_detached
 
-        name = f"rlrun-search-{search_id}-{uuid.uuid4().hex[:6]}"
+        name = detached_name(f"search-{search_id}")
         args = (paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
         try:
             return start_detached(import_ray(), DetachedSearchDriver, name, self.executor.supervisor_on, args,
@@ -56,40 +56,31 @@ class RayHandOver:
             self.executor.close()
 
 
-class DetachedSearchDriver:
+class DetachedSearchDriver(DetachedActor):
     """A detached search's driver: a detached actor that drives the search in a thread of its own,
     started by the constructor (all a restart runs). A first start takes the search over at once;
     a restart waits for it to read crashed (see the module's note)."""
 
+    thread_name = "rlrun-search-driver"
+
     def __init__(self, home: str, url: str, search_id: str, name: str, cpus: float, gpus: float) -> None:
-        import ray
-
-        from rlrun.training.ray_executor import supervisor_label
-
         os.environ[paths.DB_ENV] = url  # the trials' runs find the search's registry as the command did
-        context = ray.get_runtime_context()
-        self.where = supervisor_label(name, context.get_node_id()[:16])
-        root = paths.task_home(home)
-        restarted = context.was_current_actor_reconstructed
+        self._root, self._url, self._search_id = paths.task_home(home), url, search_id
+        self._cpus, self._gpus = cpus, gpus
+        super().__init__(name)
+
+    def _take_over(self, name: str, *, restarted: bool) -> Callable[[], None]:
         if not restarted:
-            with Registry.open(root, url) as registry:
-                registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
-        from rlrun.training.ray_executor import until_done
-
-        work = functools.partial(_drive, root, url, search_id, cpus, gpus, restarted)
-        self._thread = threading.Thread(target=until_done, args=(work,), daemon=True, name="rlrun-search-driver")
-        self._thread.start()
-
-    def ready(self) -> str:
-        """Who drives the search, once it has taken it over (a first start)."""
-        return self.where
+            with Registry.open(self._root, self._url) as registry:
+                registry.reopen_search(self._search_id, host=socket.gethostname(), pid=os.getpid())
+        return functools.partial(_drive, self._root, self._url, self._search_id, self._cpus, self._gpus, restarted)
 
 
 def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, restarted: bool) -> None:
     """The driver's work (`until_done`): the search driven to its end, after a restart once it is
     this actor's to drive."""
     from rlrun.search import drive_search
-    from rlrun.training.ray_executor import RayExecutor
+    from rlrun.training.ray import RayExecutor
 
     if not restarted or _taken_back(root, url, search_id):
         drive_search(root, url, search_id,

@@ -31,18 +31,12 @@ from typing import Any
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable
 from rlrun.registry import Registry
 from rlrun.registry.records import LineageRecord, TrialLink, TrialRecord
-from rlrun.search import (
-    Job,
-    SearchPlan,
-    Settings,
-    TrialOutcome,
-    WorkerExecutors,
-    _Driver,
-    _train_trial,
-    pbt,
-    plan_search,
-)
+from rlrun.search import pbt
 from rlrun.search import space as search_space
+from rlrun.search.driver import Driver
+from rlrun.search.outcomes import TrialOutcome
+from rlrun.search.plan import SearchPlan, Settings, plan_search
+from rlrun.search.trial import Job, WorkerExecutors, train_trial
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import validate_spec
 
@@ -109,8 +103,8 @@ def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = 
 # The driver
 
 
-class PbtDriver(_Driver):
-    """The search driver (records, status, signals: `rlrun.search._Driver`) with generations of
+class PbtDriver(Driver):
+    """The search driver (records, status, signals: `rlrun.search.driver.Driver`) with generations of
     segments in place of trials: one segment at a time, or (`parallel` > 1) up to that many of a
     generation at once, each in a worker process of its own, the whole generation awaited before
     the next is decided."""
@@ -195,7 +189,7 @@ def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, executors: Worker
     for job in jobs:
         if StopRequest(shared_stop).signal:
             break
-        if not _train_trial(job, home, parent, executors, _Tagged(outbox, job.number), shared_stop):
+        if not train_trial(job, home, parent, executors, _Tagged(outbox, job.number), shared_stop):
             break
     outbox.put(("done", None))
 

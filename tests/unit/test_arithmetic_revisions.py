@@ -55,10 +55,10 @@ def test_a_search_recorded_before_the_setting_keeps_revision_1_for_its_trials_ye
     import json
 
     from rlrun.registry.records import SearchRecord
-    from rlrun.search import Settings, _recorded_plan
+    from rlrun.search.plan import Settings, recorded_plan
 
     space = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}}
     record = SearchRecord("sa00000001", None, "sac_pendulum", json.dumps(builtin_document("sac_pendulum")),
                           json.dumps(space), json.dumps(Settings(trials=3).to_json()), "crashed", None, None, None,
                           None, 0.0, None)
-    assert _recorded_plan(record).spec.meta.arithmetic == 1
+    assert recorded_plan(record).spec.meta.arithmetic == 1

@@ -9,7 +9,8 @@ import pytest
 
 from rlrun import storage
 from rlrun.cli import _bare_ray
-from rlrun.training.ray_executor import _unreachable, find_markers, forwarded_environment
+from rlrun.training.ray.preflight import _unreachable, find_markers
+from rlrun.training.ray.runtime import forwarded_environment
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

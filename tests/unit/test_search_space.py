@@ -9,7 +9,7 @@ import pytest
 
 from rlrun.errors import SpecError
 from rlrun.registry.records import TrialRecord
-from rlrun.search import search_space
+from rlrun.search import space as search_space
 from rlrun.spec import builtin_document, validate_spec
 
 
@@ -59,17 +59,16 @@ def test_a_suggestion_depends_only_on_the_seed_the_number_and_the_ended_trials()
     study's, told the ended trials, its sampler seeded by (seed, trial number). A long-lived seeded
     sampler would not replay: its generator has moved on by the time it suggests trial n."""
     pytest.importorskip("optuna")
-    from rlrun.search import Settings, _decode, _study
+    from rlrun.search import Settings
+    from rlrun.search.optuna_adapter import decode_params, new_study, optuna_distributions
 
     dimensions = search_space.parse({"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]},
                                      "agent.baseline": {"choice": ["mean", "value"]}}, base())
     settings = Settings(trials=14, random_trials=3)
 
     def suggest(history: list[TrialRecord], number: int) -> dict[str, Any]:
-        study = _study(settings, dimensions, history, number, 1000)
-        return _decode(study.ask(_distributions(dimensions)).params, dimensions)
-
-    from rlrun.search import _distributions
+        study = new_study(settings, dimensions, history, number, 1000)
+        return decode_params(study.ask(optuna_distributions(dimensions)).params, dimensions)
 
     history: list[TrialRecord] = []
     for number in range(6):  # past the random start: TPE models the scores
@@ -84,9 +83,10 @@ def test_a_suggestion_depends_only_on_the_seed_the_number_and_the_ended_trials()
     long_lived = optuna.create_study(direction="maximize",
                                      sampler=optuna.samplers.TPESampler(seed=1, n_startup_trials=3))
     replayed = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=1, n_startup_trials=3))
+    distributions = optuna_distributions(dimensions)
     for trial in history:
-        asked = long_lived.ask(_distributions(dimensions))
+        asked = long_lived.ask(distributions)
         long_lived.tell(asked, trial.value)
-        replayed.add_trial(optuna.trial.create_trial(params=asked.params, distributions=_distributions(dimensions),
+        replayed.add_trial(optuna.trial.create_trial(params=asked.params, distributions=distributions,
                                                      value=trial.value))
-    assert long_lived.ask(_distributions(dimensions)).params != replayed.ask(_distributions(dimensions)).params
+    assert long_lived.ask(distributions).params != replayed.ask(distributions).params

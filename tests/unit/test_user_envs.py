@@ -16,7 +16,7 @@ import pytest
 from rlrun.envs.state import EpisodeRecorder, NotCapturable, capture_env, restore_env
 from rlrun.errors import BadInput
 from rlrun.spec.env_ids import env_id_problems, split_env_id, user_modules
-from rlrun.training.ray_executor import shipped_modules
+from rlrun.training.ray.preflight import shipped_modules
 
 USERENVS = Path(__file__).parents[1] / "userenvs"
 

@@ -1,0 +1,113 @@
+"""track, plot and export: a run's records carried out of rlrun, to a tracker (MLflow, W&B), an
+image or a CSV file. They read the registry and the run folders, never write them."""
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rlrun.cli.app import app
+from rlrun.cli.options import AsJson, Home, filtered, reference_argument, reference_label, references_argument
+from rlrun.cli.output import print_json, say
+from rlrun.errors import BadInput
+
+if TYPE_CHECKING:
+    from rlrun.refs import RunFilter
+
+
+@app.command(short_help="Send a run's history to MLflow or W&B.")
+def track(
+    reference: Annotated[str, reference_argument("latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")
+                         ] = "latest",
+    to: Annotated[list[str], typer.Option(
+        "--to", metavar="TRACKER", help="mlflow or wandb (repeatable); where, from their own environment variables.")
+    ] = [],  # noqa: B006  # typer reads the default, never mutates it
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Send run REFERENCE's whole history (metrics logs and evaluations, every session) to each
+    tracker: for a run trained without it, or whose tracker was down (`rlrun show` says so). Each
+    session's tracker run is rewound first, so nothing is there twice."""
+    from rlrun import catalog
+    from rlrun.cli import views
+    from rlrun.training.tracking import track as track_run
+
+    if not to:
+        raise BadInput("say where with --to mlflow or --to wandb")
+    unknown = [name for name in to if name not in ("mlflow", "wandb")]
+    if unknown:
+        raise BadInput(f"no tracker {unknown[0]!r}; use --to mlflow or --to wandb")
+    found = catalog.lookup(reference, None, home=home)
+    if isinstance(found, catalog.SearchLookup):
+        raise BadInput("rlrun track sends one run; give a trial's run (see `rlrun show search:...`)")
+    say(views.resolved(found.run, reference))
+    sent = track_run(found.run.id, to=list(dict.fromkeys(to)), home=found.home)
+    if as_json:
+        print_json([{"session": index, **vars(delivered)} for index, delivered in sent])
+    for index, delivered in sent:
+        say(f"s{index}: history sent to {delivered.tracker} (run {delivered.run})")
+
+
+@app.command(short_help="Plot evaluation return against frames.")
+@filtered()
+def plot(
+    references: Annotated[list[str] | None, references_argument("the runs to draw (default: latest).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="PATH", help="Image file to write: .png, .svg or .pdf.")] = None,
+    title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
+    metric: Annotated[str | None, typer.Option(
+        metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return.")] = None,
+    *,
+    filters: "RunFilter",
+    home: Home = None,
+) -> None:
+    """Plot evaluation return against frames: mean ± std across each run's sessions, runs overlaid."""
+    from rlrun import catalog
+    from rlrun.cli import views
+    from rlrun.cli.plot import check_output, draw, draw_population, draw_search
+
+    if output is None:
+        raise BadInput("rlrun plot needs an image to write: -o FILE.png")
+    check_output(output)
+    drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
+    if isinstance(drawn, catalog.PopulationCurves):  # each member's curve, its exploits marked
+        say(views.resolved_search(drawn.search.search, drawn.reference))
+        say(f"wrote {draw_population(drawn, output, title=title)}")
+        return
+    if isinstance(drawn, catalog.SearchLookup):  # score against trial, with the best so far
+        say(views.resolved_search(drawn.detail.search, drawn.reference))
+        say(f"wrote {draw_search(drawn.detail, output, title=title)}")
+        return
+    for reference, run in drawn.named:
+        say(views.resolved(run, reference_label(reference, filters)))
+    say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
+
+
+@app.command(short_help="Export runs' records or metrics as CSV.")
+def export(
+    references: Annotated[list[str] | None, references_argument("the runs to export (default: latest).")] = None,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="PATH", help="CSV file to write (default: standard output).")] = None,
+    home: Home = None,
+) -> None:
+    """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
+    session columns. Read-only."""
+    from rlrun import catalog
+    from rlrun.cli import views
+    from rlrun.session import metrics_log
+
+    if not metrics:
+        raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv")
+    if output is not None and not output.parent.is_dir():
+        raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
+    exported = catalog.export_metrics(references or ["latest"], home=home)
+    for reference, run in exported.named:
+        say(views.resolved(run, reference))
+    text = metrics_log.to_csv(exported.table)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
