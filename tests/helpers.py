@@ -32,7 +32,7 @@ TINY = ["--frames", "3000", "--set", "meta.eval_frequency=1000", "--set", "meta.
 FAST = {
     "dqn": ["agent.learning_starts=500", "agent.train_frequency=16", "agent.gradient_steps=2", "agent.batch_size=32",
             "agent.network.hidden=[64, 64]", "agent.memory.capacity=20000"],
-    "sac": ["agent.learning_starts=200", "agent.train_frequency=4", "agent.batch_size=32",
+    "sac": ["agent.learning_starts=200", "agent.train_frequency=8", "agent.batch_size=32",
             "agent.network.hidden=[32, 32]", "agent.memory.capacity=20000"],
     "ppo": ["agent.n_steps=64", "agent.batch_size=64", "agent.n_epochs=2"],
 }

@@ -112,3 +112,15 @@ def test_tests_take_shared_helpers_from_helper_modules() -> None:
             offenders += [f"{source.relative_to(tests)}: {name}" for name in names
                           if name.split(".")[0] == "conftest" or name.split(".")[0].startswith("test_")]
     assert not offenders, offenders
+
+
+def test_a_session_task_is_described_without_torch() -> None:
+    """`SessionTask` (what an executor runs) and the training API that builds tasks import neither
+    torch nor gymnasium: the API types its tasks, and a registry-side caller pays for no trainer."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import rlrun.session.task, rlrun.training.api; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
