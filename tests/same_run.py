@@ -160,7 +160,7 @@ def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) 
     if env is None and set(argv[::2]) <= {"--set", "--name", *OPTIONS}:
         return train_here(home, spec, argv)
     completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *argv],
-                               env={**cli_env(home), **env}, capture_output=True, text=True, timeout=600)
+                               env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
     return Result(completed.returncode, completed.stdout, completed.stderr)
 
 
