@@ -389,6 +389,11 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
         emit(events.SessionEnded(task.index, "failed", progress["frame"], None, message))
         raise SessionFailed(message, traceback.format_exc()) from error
     finally:
+        if session is not None:
+            # Closed here, not left to garbage collection: a Session and its Checkpoints refer to
+            # each other, and env workers ignore SIGTERM, so the interpreter's exit (which joins its
+            # children) would wait on them forever; a caller's own process keeps no workers either.
+            session.env.close()
         registry.close()
 
 
