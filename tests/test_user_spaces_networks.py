@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import cli_env, fast, invoke
-from same_run import CADENCE, assert_same_run, final_state, resume_ok, train, wait_for
+from helpers import cli_env, fast, rlrun
+from same_run import CADENCE, assert_same_run, final_state, train, wait_for
 
 from rlrun.registry import Registry
 from rlrun.testhooks import FREEZE_ENV, SIGNAL_AT_ENV
@@ -39,6 +39,11 @@ CASES: dict[str, tuple[str, list[str], str]] = {
     "dqn-flattened-dict-obs": ("dqn_cartpole", ["--set", "env.id=DictObs-v0"], "sigterm"),
     "ppo-user-network": ("ppo_cartpole", ["--set", "env.id=DictObs-v0", *GOAL_NET], "kill-9"),
 }
+
+
+IN_A_PROCESS: dict[str, str] = {}
+"""Every command here runs as a process of its own: the user's envs register in its start-up
+(tests/usernets/sitecustomize.py, found through PYTHONPATH), which this process never ran."""
 
 
 @pytest.fixture(autouse=True)
@@ -73,11 +78,12 @@ def _cadence(spec: str) -> list[str]:
 def test_interrupted_then_resumed_is_the_uninterrupted_run(case: str, tmp_path: Path) -> None:
     spec, settings, how = CASES[case]
     straight = tmp_path / "straight"
-    done = train(straight, spec, *settings, "--frames", BUDGET)
+    done = train(straight, spec, *settings, "--frames", BUDGET, env=IN_A_PROCESS)
     assert done.code == 0, done.stderr
     home = tmp_path / "interrupted"
     interrupted(home, spec, settings, how, tmp_path)
-    resume_ok(home, "latest")
+    resumed = rlrun(home, "resume", "latest")
+    assert resumed.code == 0, resumed.stderr
     with Registry.open(home, create=False) as registry:
         attempts = registry.get_run(registry.resolve("latest").id).attempts
     assert [a.approximate for a in attempts] == [False, False], attempts[-1].note
@@ -87,18 +93,18 @@ def test_interrupted_then_resumed_is_the_uninterrupted_run(case: str, tmp_path: 
 def test_a_user_network_run_is_enjoyed_and_keeps_its_network(tmp_path: Path) -> None:
     spec, settings, _ = CASES["ppo-user-network"]
     home = tmp_path / "runs"
-    done = train(home, spec, *settings, "--frames", "1000")
+    done = train(home, spec, *settings, "--frames", "1000", env=IN_A_PROCESS)
     assert done.code == 0, done.stderr
     saved = _newest_snapshot(home)
     policy = saved.tensors["agent"]["model"]
     assert {"actor.module.goal.weight", "critic.module.body.2.weight"} <= set(policy), "not the user's modules"
     assert policy["actor.module.body.2.weight"].shape == (3, 16)  # kwargs.width=16, Discrete(3) actions
 
-    played = invoke(home, "enjoy", "latest", "--episodes", "2", "--json")
+    played = rlrun(home, "enjoy", "latest", "--episodes", "2", "--json")
     assert played.code == 0, played.stderr
     assert len(played.json()["episodes"]) == 2
 
-    refused = invoke(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
+    refused = rlrun(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
     assert refused.code == 2 and "agent.network.kwargs" in refused.stderr, refused.stderr
 
 
