@@ -37,6 +37,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         option.dist = "loadgroup"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process the suite starts (a thousand `rlrun` commands, session workers, Ray workers)
+    reads rlrun's compiled modules from __pycache__ rather than compiling them again, even where
+    the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE): half a second each."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
 def _unit_lane_only(config: pytest.Config) -> bool:
     """Whether every path selected lies in tests/unit (`tests/unit`, a file, a node id there)."""
     chosen = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]

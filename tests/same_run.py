@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,24 +192,36 @@ def train_here(home: Path, spec: str, argv: list[str]) -> Result:
     return Result(code, json.dumps(result.to_json()), result.error or "")
 
 
-def reference(factory: pytest.TempPathFactory, spec: str, *args: str) -> Path:
-    """The home of `train(home, spec, *args)` on a local disk, trained once per test run and shared
-    by every test (and every pytest-xdist worker) that compares against it: the first to ask trains
-    it, under a file lock the others wait on. Never changed after: tests read it (`final_state`)."""
+def built_once(factory: pytest.TempPathFactory, key: list[Any], build: Callable[[Path], None]) -> Path:
+    """A folder that `build(folder)` fills once per test run, shared by every test (and every
+    pytest-xdist worker) that names the same `key`: the first to ask builds it, under a file lock
+    the others wait on. Never changed after: tests only read it."""
     base = factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, above each worker's
-    key = hashlib.sha256(json.dumps([spec, *args]).encode()).hexdigest()[:16]
-    folder = shared / "references" / key
+    digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()[:16]
+    folder = shared / "references" / digest
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "done").exists():
-            shutil.rmtree(folder / "runs", ignore_errors=True)  # a failed try's leftovers
-            done = train(folder / "runs", spec, *args)
-            assert done.code == 0, done.stderr
-            (folder / "args.json").write_text(json.dumps([spec, *args]))
+            made = folder / "built"
+            shutil.rmtree(made, ignore_errors=True)  # a failed try's leftovers
+            made.mkdir()
+            build(made)
+            (folder / "key.json").write_text(json.dumps(key, default=str))
             (folder / "done").touch()
-    return folder / "runs"
+    return folder / "built"
+
+
+def reference(factory: pytest.TempPathFactory, spec: str, *args: str) -> Path:
+    """The home of `train(home, spec, *args)` on a local disk, trained once per test run and shared
+    by every test (and every pytest-xdist worker) that compares against it (`built_once`)."""
+
+    def trained(folder: Path) -> None:
+        done = train(folder / "runs", spec, *args)
+        assert done.code == 0, done.stderr
+
+    return built_once(factory, ["train", spec, *args], trained) / "runs"
 
 
 def reference_state(factory: pytest.TempPathFactory, spec: str, *args: str) -> dict[str, Any]:

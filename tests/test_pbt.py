@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from helpers import cli_env, invoke, rlrun, trials
-from same_run import assert_same_run, final_state, wait_for
+from same_run import assert_same_run, built_once, final_state, wait_for
 
 from rlrun import paths
 from rlrun.registry import Registry
@@ -50,11 +50,13 @@ def pbt_spec(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The population never interrupted: its home and its spec file."""
-    folder = tmp_path_factory.mktemp("straight-pbt")
-    spec = pbt_spec(folder)
-    done = rlrun(folder / "runs", "search", str(spec), *PBT)
-    assert done.code == 0, done.stderr
-    return folder / "runs", spec
+    def searched(folder: Path) -> None:
+        done = rlrun(folder / "runs", "search", str(pbt_spec(folder)), *PBT)
+        assert done.code == 0, done.stderr
+
+    folder = built_once(tmp_path_factory, ["pbt", pbt_spec(tmp_path_factory.mktemp("spec")).read_text(), *PBT],
+                        searched)
+    return folder / "runs", folder / "pbt.json"
 
 
 def lineage(home: Path) -> list[dict[str, Any]]:
@@ -218,10 +220,11 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
 def parallel(tmp_path_factory: pytest.TempPathFactory, straight: tuple[Path, Path]) -> Path:
     """The same population, two members at a time (two worker processes a generation), never
     interrupted: its home."""
-    home = tmp_path_factory.mktemp("parallel-pbt") / "runs"
-    done = invoke(home, "search", str(straight[1]), *PBT, "--parallel", "2")
-    assert done.code == 0, done.stderr
-    return home
+    def searched(folder: Path) -> None:
+        done = invoke(folder / "runs", "search", str(straight[1]), *PBT, "--parallel", "2")
+        assert done.code == 0, done.stderr
+
+    return built_once(tmp_path_factory, ["pbt", straight[1].read_text(), *PBT, "--parallel", "2"], searched) / "runs"
 
 
 def test_a_population_trained_two_members_at_a_time_is_the_population_trained_one_at_a_time(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
-from same_run import assert_same_run, assert_tensors_equal, final_state, wait_for
+from same_run import assert_same_run, assert_tensors_equal, built_once, final_state, wait_for
 
 from rlrun.registry import Registry
 from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, SLOW_EVALUATION_ENV
@@ -29,11 +29,13 @@ SEARCH = ["--trials", "6", "--prune-after", "1"]
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The search that was never interrupted: its home and its spec file."""
-    folder = tmp_path_factory.mktemp("straight-search")
-    spec = search_spec(folder)
-    done = rlrun(folder / "runs", "search", str(spec), *SEARCH)
-    assert done.code == 0, done.stderr
-    return folder / "runs", spec
+    def searched(folder: Path) -> None:
+        done = rlrun(folder / "runs", "search", str(search_spec(folder)), *SEARCH)
+        assert done.code == 0, done.stderr
+
+    folder = built_once(tmp_path_factory, ["search", search_spec(tmp_path_factory.mktemp("spec")).read_text(),
+                                           *SEARCH], searched)
+    return folder / "runs", folder / "search.json"
 
 
 def assert_same_search(home_a: Path, home_b: Path) -> None:
