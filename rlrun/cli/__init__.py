@@ -26,7 +26,7 @@ from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; se
 # Importing the command modules registers their commands on the app.
 from rlrun.cli import exports, home, registry_commands, search, specs, train  # noqa: F401
 from rlrun.cli.app import app, in_help_order
-from rlrun.cli.output import make_console
+from rlrun.cli.output import make_console, outlived
 from rlrun.errors import EditRefused, RlrunError, SpecError
 
 app.registered_commands.sort(key=in_help_order)
@@ -38,6 +38,7 @@ def main() -> None:
     # command gracefully (128 + signal, nothing or a consistent record written), never kills it.
     from rlrun.session.stopping import TRAINING_COMMANDS, close_to_signals, defer_signals_for
 
+    outlived()  # a reader gone away (`| head`, a lost terminal) never ends the command
     defer_signals_for(sys.argv[1:])
     trains = bool(sys.argv[1:2]) and sys.argv[1] in TRAINING_COMMANDS
     if trains:  # before torch loads: OpenMP reads it then

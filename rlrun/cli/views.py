@@ -234,8 +234,12 @@ def _sessions(detail: RunDetail, colour: bool) -> str:
     ]  # fmt: skip
     headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations",
                *(("node", "attempts") if nodes else ()))
-    return table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
-                 title="sessions", colour=colour, indent="  ")  # fmt: skip
+    shown = table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
+                  title="sessions", colour=colour, indent="  ")  # fmt: skip
+    # Why a session failed, in its own words (the exception's line), under the table: a failure
+    # with no reason shown leaves a person nothing to act on.
+    reasons = [f"  s{s.index} {s.status}: {s.error}" for s in detail.sessions if s.error]
+    return "\n".join([shown, *reasons])
 
 
 def _trend(detail: RunDetail) -> str:

@@ -53,9 +53,20 @@ TRAINING_COMMANDS = ("train", "resume", "search")
 
 def defer_signals_for(argv: list[str]) -> None:
     """`defer_signals` when `argv` (the arguments after the program) starts a training command:
-    only those write state that a signal during start-up could leave half-made."""
+    only those write state that a signal during start-up could leave half-made; and such a command
+    outlives its terminal (`outlive_the_terminal`)."""
     if argv[:1] and argv[0] in TRAINING_COMMANDS:
         defer_signals()
+        outlive_the_terminal()
+
+
+def outlive_the_terminal() -> None:
+    """A training command goes on when its terminal hangs up, as under `nohup`: SIGHUP is ignored,
+    by this process and, inherited, by the session and env processes it spawns. A dropped ssh
+    connection or a closed terminal window then costs the run nothing: its output goes nowhere
+    (`rlrun.cli.output.Outlived`), and `rlrun ls`, `rlrun stop` and `rlrun resume` find it as ever."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def close_to_signals() -> None:
