@@ -12,6 +12,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
 
 
 class RlrunError(Exception):
@@ -56,10 +57,30 @@ class EditRefused(BadInput):
         super().__init__(f"edit refused: {names} would change run {run_id} before frame {frame:,}; {advice}")
 
 
+class Unavailable(RlrunError):
+    """A service rlrun needs (the registry's database, a Ray cluster, an object store) is busy or
+    cannot be reached. Nothing was written, and the same command succeeds once it answers: not bad
+    input, so a script can tell "retry later" (this code) from "fix the command" (2)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
 class RegistryError(RlrunError):
     """The registry cannot be used as it is (for example, it is newer than this rlrun)."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class RegistryUnavailable(RegistryError):
+    """The registry's database is busy (locked longer than rlrun waits) or its server cannot be
+    reached or takes no more connections."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class StoreUnreachable(Unavailable):
+    """An object-storage home's endpoint does not answer (a wrong bucket or credentials are bad
+    input: the store answered no)."""
 
 
 class TrainingFailed(RlrunError):
@@ -68,9 +89,9 @@ class TrainingFailed(RlrunError):
     exit_code = EXIT_FAILED
 
 
-class ClusterUnreachable(BadInput):
-    """The cluster named for the sessions cannot be reached, or has no node that can run one. Bad
-    input when a command starts; mid-search, the cluster was lost (`ClusterLost`'s case)."""
+class ClusterUnreachable(Unavailable):
+    """The cluster named for the sessions cannot be reached, or has no node that can run one, when
+    a command starts; mid-search, the cluster was lost (`ClusterLost`'s case)."""
 
 
 class ClusterLost(RlrunError):

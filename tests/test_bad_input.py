@@ -34,6 +34,7 @@ class Case(NamedTuple):
     env: dict[str, str] = {}  # noqa: RUF012  # NamedTuple default, never mutated
     prepare: Callable[[Path, Path], None] | None = None  # (home, scratch folder), before the "before" snapshot
     missing: tuple[str, ...] = ()  # modules that cannot be imported during the command (a missing extra)
+    code: int = 2  # 3: not bad input but a service that does not answer (a Ray cluster, a store)
 
 
 # -- specs written to files ----------------------------------------------------------------------------
@@ -346,9 +347,9 @@ CASES = [
     case("ls", hint="registry URL nowhere ($RLRUN_DB): not a URL; use sqlite:///", env={"RLRUN_DB": "nowhere"}),
     # a home in object storage whose store cannot be reached: said before the registry is even created
     case("train", RC, *TINY_TRAIN, "--home", "s3://nobucket/runs", env=UNREACHABLE_STORE,
-         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL"),
+         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL", code=3),
     case("search", spec_file("searched.json"), "--trials", "2", "--home", "s3://nobucket/runs", env=UNREACHABLE_STORE,
-         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL"),
+         hint="--home s3://nobucket/runs cannot be reached (Could not connect to the endpoint URL", code=3),
     case("ls", hint="$RLRUN_DB_RETRY_SECONDS='soon' is not a number of seconds >= 0; unset it for the default (60 s)",
          env={"RLRUN_DB_RETRY_SECONDS": "soon"}),
     case("train", RC, *TINY_TRAIN, hint="$RLRUN_DB_RETRY_SECONDS='-1' is not a number",
@@ -405,10 +406,11 @@ CASES = [
          missing=("ray",)),
     case("resume", "tiny", "--ray", "127.0.0.1:7000", hint=install_hint("ray"), trained=True,
          missing=("ray",)),
-    case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+    case("train", RC, "--ray", "127.0.0.1:1", hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused", code=3),
     # no cluster to find: rlrun's line, without Ray's own advice about --address after it
     case("train", RC, "--ray", env={"RAY_TMPDIR": "SCRATCH/ray", "RAY_ADDRESS": ""},
-         hint="no Ray cluster at --ray auto: Could not find any running Ray instance; start one with `ray start"),
+         hint="no Ray cluster at --ray auto: Could not find any running Ray instance; start one with `ray start",
+         code=3),
     case("train", RC, "--cpus", "2", hint="--cpus and --gpus place sessions on a Ray cluster; add --ray [ADDRESS]"),
     case("train", RC, "--detach", hint="--detach hands the run's supervisor to a Ray cluster; add --ray [ADDRESS]"),
     case("resume", "tiny", "--detach", hint="--detach hands the run's supervisor to a Ray cluster; add --ray",
@@ -421,7 +423,7 @@ CASES = [
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--detach", "--ray", "127.0.0.1:1",
          hint="a detached search drives one trial at a time, but this search runs 2 at a time (--parallel 2,"),
     case("search", spec_file("searched.json"), "--trials", "2", "--detach", "--ray", "127.0.0.1:1",
-         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused", code=3),
     case("train", RC, "--ray", "127.0.0.1:1", "--supervisor-on", "on_demand",
          hint="--supervisor-on places a detached run's supervisor; add --detach"),
     case("resume", "tiny", "--supervisor-on", "on_demand", trained=True,
@@ -431,9 +433,9 @@ CASES = [
     case("stop", "search:latest", "--status", "finished",
          hint="--status finished narrow runs; a search is named by its reference alone: drop them"),
     case("search", spec_file("searched.json"), "--trials", "2", "--parallel", "2", "--ray", "127.0.0.1:1",
-         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused", code=3),
     case("search", spec_file("searched.json"), "--trials", "2", "--ray", "127.0.0.1:1",
-         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
+         hint="no Ray cluster at --ray 127.0.0.1:1: Connection refused", code=3),
     case("plot", "tiny", "-o", "SCRATCH/p.txt", hint="cannot write a .txt", trained=True),
     # training metrics
     case("plot", "tiny", "--metric", "entropi", "-o", "SCRATCH/p.png", hint="did you mean 'entropy'?", trained=True),
@@ -500,8 +502,8 @@ def prepared(tmp_path: Path) -> tuple[Path, Path]:
     return specs, scratch
 
 
-def assert_one_error_line(result: Result, hint: str) -> None:
-    assert result.code == 2, (result.code, result.stderr)
+def assert_one_error_line(result: Result, hint: str, code: int = 2) -> None:
+    assert result.code == code, (result.code, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.stderr
@@ -509,7 +511,7 @@ def assert_one_error_line(result: Result, hint: str) -> None:
 
 
 @pytest.mark.parametrize("bad", CASES)
-def test_bad_input_is_one_line_exit_2_and_changes_nothing(bad: Case, prepared: tuple[Path, Path],
+def test_bad_input_or_a_silent_service_is_one_line_and_changes_nothing(bad: Case, prepared: tuple[Path, Path],
                                                           request: pytest.FixtureRequest,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     specs, scratch = prepared
@@ -521,7 +523,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(bad: Case, prepared: t
     env = dict(zip(bad.env, resolve(tuple(bad.env.values()), specs, scratch, home), strict=True))
     with unimportable(bad.missing):
         result = invoke(home, *resolve(bad.args, specs, scratch, home), env=env)
-    assert_one_error_line(result, resolve((bad.hint,), specs, scratch, home)[0])
+    assert_one_error_line(result, resolve((bad.hint,), specs, scratch, home)[0], bad.code)
     after = (tree(scratch.parent), registry_rows(home))
     assert after == before
     if not bad.trained:

@@ -340,7 +340,6 @@ def _wait_for_the_group_to_end(group: int, timeout: float = 120) -> None:
     ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
     ({}, [*PBT, "--parallel", "0"], "Invalid value for '--parallel': 0 is not in the range x>=1"),
     ({}, [*PBT, "--parallel", "-2"], "Invalid value for '--parallel': -2 is not in the range x>=1"),
-    ({}, [*PBT, "--parallel", "2", "--ray", "127.0.0.1:1"], "no Ray cluster at --ray 127.0.0.1:1: Connection refused"),
 ])  # fmt: skip
 def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, edit: dict[str, Any],
                                                               args: list[str], expected: str) -> None:  # fmt: skip
@@ -351,4 +350,12 @@ def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, ed
     done = rlrun(tmp_path / "runs", "search", str(spec), *args)
     assert done.code == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_population_on_a_cluster_that_does_not_answer_is_one_line_exit_3_and_nothing_written(tmp_path: Path) -> None:
+    done = rlrun(tmp_path / "runs", "search", str(pbt_spec(tmp_path)), *PBT, "--parallel", "2", "--ray", "127.0.0.1:1")
+    assert done.code == 3 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == ["error: no Ray cluster at --ray 127.0.0.1:1: Connection refused; start"
+                                                " one with `ray start --head` or give its address (--ray HOST:PORT)"]
     assert not (tmp_path / "runs").exists()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rlrun import paths
-from rlrun.errors import BadInput, RegistryError
+from rlrun.errors import BadInput, RegistryError, RegistryUnavailable
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
 SCHEMA_HEAD = "0008_searchstop"
@@ -142,16 +142,25 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         raise
     except errors as error:
         detail = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
+        busy = True  # for now: the same command succeeds later (exit 3, RegistryUnavailable)
         if "locked" in detail:
             advice = "another process held it for more than 30 s; try again"
         elif "too many clients" in detail or "connection slots" in detail:
             advice = ("the server's max_connections is reached (every session holds one): raise it, or connect"
                       " through PgBouncer in transaction mode (README, The registry)")
         elif sqlite_file(url) is not None:
+            busy = False
             advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
         else:
+            busy = any(word in detail.lower() for word in UNREACHABLE_WORDS)
             advice = f"check {paths.DB_ENV} and that the server is up"
-        raise RegistryError(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
+        kind = RegistryUnavailable if busy else RegistryError
+        raise kind(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
+
+
+UNREACHABLE_WORDS = ("connection refused", "could not connect", "connection failed", "timeout", "timed out",
+                     "no route to host", "could not translate host name", "server closed the connection")
+"""What a database driver's message says when the server is not there (not: a wrong password)."""
 
 
 T = TypeVar("T")

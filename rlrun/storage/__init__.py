@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rlrun.errors import BadInput, install_hint
+from rlrun.errors import BadInput, StoreUnreachable, install_hint
 
 CACHE_ENV = "RLRUN_CACHE"
 """Where working copies of URL homes live (default ~/.cache/rlrun)."""
@@ -252,7 +252,21 @@ class Mirror:
         """Reach the store (list the home): BadInput naming the problem when it cannot be."""
         try:
             self.fs.ls(self.root.split("/")[0])
-        except Exception as error:  # any library's failure: one line, exit 2
+        except Exception as error:  # any library's failure: one line, exit 3 (no answer) or 2 (an answer: no)
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise BadInput(f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
-                           f" {endpoint_setting(self.url)}") from None
+            kind = StoreUnreachable if _no_answer(error) else BadInput
+            raise kind(f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
+                       f" {endpoint_setting(self.url)}") from None
+
+
+def _no_answer(error: BaseException) -> bool:
+    """Whether the store did not answer at all (refused, timed out, unknown host), through the
+    chain of causes, whichever library raised it (botocore, aiohttp, google-auth, azure-core): as
+    opposed to an answer that says no (no such bucket, access denied)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        name = type(seen).__name__
+        if isinstance(seen, ConnectionError | TimeoutError) or "Connect" in name or "Timeout" in name:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

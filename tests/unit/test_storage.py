@@ -12,7 +12,7 @@ import torch
 from helpers import invoke
 
 from rlrun import paths, snapshot, storage
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, StoreUnreachable
 from rlrun.home import maintenance
 from rlrun.registry import Registry
 from rlrun.registry.records import TrialLink
@@ -248,8 +248,23 @@ class _Unreachable:
 def test_an_unreachable_store_is_one_line_naming_its_endpoint_setting(url: str, setting: str, tmp_path: Path) -> None:
     """Before, every store's line named AWS_ENDPOINT_URL, which gcsfs and adlfs never read."""
     mirror = storage.Mirror(url, tmp_path, (_Unreachable(), url.split("://")[1]))
-    with pytest.raises(BadInput) as refused:
+    with pytest.raises(StoreUnreachable) as refused:  # no answer: exit 3, not bad input
         mirror.check()
     said = str(refused.value)
+    assert refused.value.exit_code == 3
     assert said.startswith(f"--home {url} cannot be reached (Cannot connect to host 127.0.0.1:1)") and "\n" not in said
     assert setting in said and (setting == "AWS_ENDPOINT_URL") == ("AWS_ENDPOINT_URL" in said)
+
+
+class _Refusing:
+    """A store that answers no (a wrong bucket, denied credentials): the command is to be fixed."""
+
+    def ls(self, path: str) -> list[str]:
+        raise PermissionError("Access Denied")
+
+
+def test_a_store_that_answers_no_is_bad_input() -> None:
+    mirror = storage.Mirror("s3://b/runs", Path("/nonexistent"), (_Refusing(), "b/runs"))
+    with pytest.raises(BadInput, match="cannot be reached \\(Access Denied\\)") as refused:
+        mirror.check()
+    assert refused.value.exit_code == 2
