@@ -248,3 +248,21 @@ def test_an_enjoy_video_goes_to_the_sessions_tracker_runs_and_leaves_their_histo
     assert again.code == 0, again.stderr
     assert "enjoy.mp4 not sent to mlflow" in again.stderr and "Traceback" not in again.stderr
     assert "not sent to wandb" not in again.stderr
+
+
+def test_a_tracker_that_cannot_be_reached_is_one_warning_line_and_its_reason_recorded(tmp_path: Path) -> None:
+    """MLflow at a port nobody listens on: training goes on to its end (exit 0), the command says
+    so once, in one line, and `show --json` records why the points were not delivered (MLflow's own
+    retries, minutes long by default, are bounded so the reason is known before the session closes)."""
+    home = tmp_path / "runs"
+    unreachable = {"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "RLRUN_TRACKER_CLOSE_SECONDS": "5"}
+    done = run_cli(home, "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "3000", "--track", "mlflow",
+                   env=unreachable)
+    assert done.code == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("s0 warning: tracker mlflow cannot be reached ("), warnings
+    assert "127.0.0.1" in warnings[0] and "`rlrun track` sends it later" in warnings[0]
+    shown = rlrun(home, "show", "latest", "--json").json()
+    assert shown["run"]["status"] == "finished"
+    (report,) = shown["trackers"]
+    assert report["tracker"] == "mlflow" and report["undelivered"] > 0 and "127.0.0.1" in report["error"], report

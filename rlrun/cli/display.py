@@ -95,6 +95,10 @@ class TrainingDisplay:
                 line.best_eval = event.mean
         elif isinstance(event, events.SessionEnded):
             line.status, line.frame = event.status, event.frame
+        elif isinstance(event, events.Warned):  # above the live table too: said once, it must stay in view
+            self.console.print(f"s{event.index} warning: {event.text}", style="yellow", highlight=False,
+                               markup=False, soft_wrap=True)
+            return
         if self._live is not None:
             self._live.update(self._table())
         else:

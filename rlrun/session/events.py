@@ -55,4 +55,13 @@ class SessionEnded:
     error: str | None = None
 
 
-Event = SessionStarted | Progress | Evaluated | Checkpointed | SessionEnded
+@dataclass(frozen=True)
+class Warned:
+    """Something a person should know that does not stop training (a tracker that cannot be
+    reached), said once."""
+
+    index: int
+    text: str
+
+
+Event = SessionStarted | Progress | Evaluated | Checkpointed | SessionEnded | Warned

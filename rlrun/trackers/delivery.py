@@ -59,6 +59,9 @@ class Delivery:
         self.error: str | None = None
         self.deadline: float | None = None
         self.abandoned = False
+        self.warning: str | None = None
+        """The line that says the tracker cannot be reached, once, until the session takes it."""
+        self._warned = False
         self.thread = threading.Thread(target=self._work, name=f"rlrun-{tracker.name}", daemon=True)
         self.thread.start()
 
@@ -81,6 +84,8 @@ class Delivery:
             self.queue.put((_FINISH, outcome, best), timeout=max(0.0, deadline - time.monotonic()))
         self.thread.join(max(0.0, deadline - time.monotonic()))
         undelivered = self.given - self.arrived
+        if self.thread.is_alive() and self.error is None:  # a call that never came back (a server that hangs)
+            self.error = f"no answer within {close_seconds():g} s"
         error = self.error if undelivered or self.thread.is_alive() else None
         return status.Delivered(self.tracker.name, self.run, undelivered, error, self.last_frame)
 
@@ -134,6 +139,10 @@ class Delivery:
                 return result
             except Exception as error:  # any failure of the tracker: retried, never raised into training
                 self.error = describe(error)
+                if not self._warned:
+                    self._warned = True
+                    self.warning = (f"tracker {self.tracker.name} cannot be reached ({self.error}); training goes"
+                                    " on, and what it misses is kept: `rlrun track` sends it later")
             if self.deadline is not None and time.monotonic() + delay > self.deadline:
                 raise _GaveUp
             time.sleep(delay)
@@ -168,6 +177,15 @@ class Relay:
             for delivery in self.deliveries:
                 delivery.put(point)
         self.pending.clear()
+
+    def warnings(self) -> list[str]:
+        """The lines not yet said that a tracker cannot be reached (each tracker's once)."""
+        said = []
+        for delivery in self.deliveries:
+            line, delivery.warning = delivery.warning, None
+            if line:
+                said.append(line)
+        return said
 
     def taken(self) -> dict[str, int | None] | None:
         """The frame of the newest point each tracker took, once each took all it was given (None

@@ -31,6 +31,11 @@ class MlflowTracker:
     name = "mlflow"
 
     def __init__(self) -> None:
+        # MLflow retries a request to a server that does not answer for minutes before it raises,
+        # longer than a closing session waits: rlrun retries on its own (`Delivery`), so unless the
+        # user says otherwise each call is tried twice, 10 s each, and a dead server is told at once.
+        for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
+            os.environ.setdefault(name, value)
         self.client: Any = None
         self.run_id = ""
         self.start_ms = 0
