@@ -30,13 +30,13 @@ LAST_OF_REVISION = {
 }
 
 CASES = [  # (revision, built-in, frames): where each revision changed something, and trains it
-    (1, "sac_pendulum", 600),  # 500 updates (learning starts at 100), each on a batch of SMALL_BATCH
-    (1, "ppo_breakout", 1024),  # one rollout of 8 x 128 frames, then its 4 epochs
+    (1, "sac_pendulum", 600),  # 500 updates (learning starts at 100), each on a batch of 64
+    (1, "ppo_breakout", 256),  # one rollout of 8 x 32 frames, its 4 epochs, then one evaluation
     (2, "sac_pendulum", 600),
-    (2, "ppo_breakout", 1024),
+    (2, "ppo_breakout", 256),
 ]
-SMALL_BATCH = {"sac_pendulum": ["agent.batch_size=64"]}
-"""Every code path of a revision at a quarter of the arithmetic: both sides are given it."""
+SMALLER = {"sac_pendulum": ["agent.batch_size=64"], "ppo_breakout": ["agent.n_steps=32", "meta.eval_frequency=256"]}
+"""Every code path of a revision at a fraction of the arithmetic (later edits win): both sides are given it."""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def _train(home: Path, spec: str, frames: int, *edits: str, source: Path | None 
 def test_an_earlier_revision_trains_the_bits_its_last_rlrun_trained(
         old_rlrun: dict[int, Path], tmp_path: Path, revision: int, spec: str, frames: int) -> None:
     old_home, new_home = tmp_path / "old", tmp_path / "new"
-    edits = SMALL_BATCH.get(spec, [])
+    edits = SMALLER.get(spec, [])
     _train(old_home, spec, frames, *edits, source=old_rlrun[revision])
     _train(new_home, spec, frames, *edits, f"meta.arithmetic={revision}")
     assert_same_run(final_state(old_home), final_state(new_home))
