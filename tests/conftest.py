@@ -24,9 +24,12 @@ UNIT = Path(__file__).resolve().parent / "unit"
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns "auto" into a number
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """With pytest-xdist installed, the suite runs on one worker per core, at most four (every test
-    that trains starts its own processes), unless `-n` says otherwise; tests marked xdist_group
-    (tests/test_ray.py's share one Ray cluster) stay on one worker (loadgroup). The unit lane alone
-    (`pytest tests/unit`) runs in this process: it takes seconds, less than starting workers."""
+    that trains starts its own processes), unless `-n` says otherwise; each file's tests on one
+    worker (loadfile), so a module's fixtures are made once: tests/test_ray.py's Ray cluster (two
+    at once would share two cores between a dozen raylets), a file's reference runs. (Not
+    loadgroup: pytest-xdist 3.8 marks a group on the test's id in a way pytest 9 ignores.) The unit
+    lane alone (`pytest tests/unit`) runs in this process: it takes seconds, less than starting
+    workers."""
     if not config.pluginmanager.has_plugin("xdist") or hasattr(config, "workerinput"):
         return
     option = config.option
@@ -34,7 +37,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         option.numprocesses = "auto"
         option.maxprocesses = option.maxprocesses or 4
     if option.numprocesses and option.dist == "no" and not option.distload:
-        option.dist = "loadgroup"
+        option.dist = "loadfile"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,6 +85,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    # pytest-xdist hands out the files in this order, each to the next idle worker: the longest
+    # first, so that it does not start when the rest are nearly done (a stable sort: the others
+    # keep their order, the same on every worker, as pytest-xdist requires).
+    items.sort(key=lambda item: Path(str(item.path)).name not in LONGEST_FIRST)
+
+
+LONGEST_FIRST = {"test_ray.py"}
+"""Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from rlrun.testhooks import (
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'rlrun[ray]')")
 
 pytest_plugins = ["postgres_server"]
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
+pytestmark = pytest.mark.slow  # its tests run on one pytest-xdist worker (tests/conftest.py: loadfile)
 
 WORKERS = 3
 SUPERVISOR = "rlrun_supervisor"

@@ -210,7 +210,6 @@ def cluster() -> Iterator[Any]:
         made.shutdown()
 
 
-@pytest.mark.xdist_group("ray-cluster")
 def test_on_ray_the_module_reaches_the_workers_and_a_preempted_worker_resumes_exactly(
         straight: tuple[str, dict[str, Any]], cluster: Any, tmp_path: Path) -> None:  # fmt: skip
     env_name, a = straight
@@ -229,7 +228,6 @@ def test_on_ray_the_module_reaches_the_workers_and_a_preempted_worker_resumes_ex
     assert_same_run(a, final_state(home))
 
 
-@pytest.mark.xdist_group("ray-cluster")
 def test_on_ray_a_module_the_workers_cannot_import_is_refused_before_anything_is_written(
         cluster: Any, tmp_path: Path) -> None:  # fmt: skip
     folder, code = apart(project(tmp_path / "project"))

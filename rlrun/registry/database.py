@@ -142,17 +142,17 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         raise
     except errors as error:
         detail = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
-        busy = True  # for now: the same command succeeds later (exit 3, RegistryUnavailable)
+        busy = True  # the same command succeeds once the database answers: RegistryUnavailable, exit 3
         if "locked" in detail:
             advice = "another process held it for more than 30 s; try again"
         elif "too many clients" in detail or "connection slots" in detail:
             advice = ("the server's max_connections is reached (every session holds one): raise it, or connect"
                       " through PgBouncer in transaction mode (README, The registry)")
         elif sqlite_file(url) is not None:
-            busy = False
+            busy = False  # a file that is not a database: to be repaired, not waited for
             advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
         else:
-            busy = any(word in detail.lower() for word in UNREACHABLE_WORDS)
+            busy = any(word in detail.lower() for word in UNREACHABLE_WORDS)  # not: a wrong password
             advice = f"check {paths.DB_ENV} and that the server is up"
         kind = RegistryUnavailable if busy else RegistryError
         raise kind(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
