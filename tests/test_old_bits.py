@@ -29,14 +29,14 @@ LAST_OF_REVISION = {
     2: "06d0a2349661854cff3f14010a427f3574566fca",  # the last rlrun whose new runs took revision 2
 }
 
-CASES = [  # (revision, built-in, frames): where each revision changed something, and trains it
-    (1, "sac_pendulum", 600),  # 500 updates (learning starts at 100), each on a batch of 64
-    (1, "ppo_breakout", 256),  # one rollout of 8 x 32 frames, its 4 epochs, then one evaluation
-    (2, "sac_pendulum", 600),
-    (2, "ppo_breakout", 256),
+CASES = [  # (revision, built-in, frames, edits): where each revision changed something, and trains it
+    # 500 updates (learning starts at 100), each on a batch of 64
+    (1, "sac_pendulum", 600, ["agent.batch_size=64"]),
+    # one rollout of 8 x 32 frames, its 4 epochs, then one evaluation (later edits win)
+    (1, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256"]),
+    (2, "sac_pendulum", 600, ["agent.batch_size=64"]),
+    (2, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256"]),
 ]
-SMALLER = {"sac_pendulum": ["agent.batch_size=64"], "ppo_breakout": ["agent.n_steps=32", "meta.eval_frequency=256"]}
-"""Every code path of a revision at a fraction of the arithmetic (later edits win): both sides are given it."""
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +75,11 @@ def _train(home: Path, spec: str, frames: int, *edits: str, source: Path | None 
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-@pytest.mark.parametrize(("revision", "spec", "frames"), CASES, ids=[f"{r}-{s}" for r, s, _ in CASES])
+@pytest.mark.parametrize(("revision", "spec", "frames", "edits"), CASES, ids=[f"{r}-{s}" for r, s, _, _ in CASES])
 def test_an_earlier_revision_trains_the_bits_its_last_rlrun_trained(
-        old_rlrun: dict[int, Path], tmp_path: Path, revision: int, spec: str, frames: int) -> None:
+        old_rlrun: dict[int, Path], tmp_path: Path, revision: int, spec: str, frames: int,
+        edits: list[str]) -> None:  # fmt: skip
     old_home, new_home = tmp_path / "old", tmp_path / "new"
-    edits = SMALLER.get(spec, [])
     _train(old_home, spec, frames, *edits, source=old_rlrun[revision])
     _train(new_home, spec, frames, *edits, f"meta.arithmetic={revision}")
     assert_same_run(final_state(old_home), final_state(new_home))

@@ -291,8 +291,7 @@ class Session:
                 self.tensorboard.close()
             if self.trackers is not None:
                 self.trackers.close(status, self.best.mean if self.best else None)
-                for line in self.trackers.warnings():  # a tracker found out of reach after the last report
-                    self.emit(events.Warned(self.task.index, line))
+                self._say_tracker_warnings()  # a tracker found out of reach after the last report
                 folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
                 with suppress(LeaseLost):  # taken over meanwhile: the newer attempt's report is the one
                     self.registry.fenced(lambda: tracker_status.publish(folder))
@@ -313,6 +312,10 @@ class Session:
         headline = self.agent.HEADLINE
         self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
                                   fps, return_mean, headline, self.last_losses.get(headline)))
+        self._say_tracker_warnings()
+
+    def _say_tracker_warnings(self) -> None:
+        """Each tracker found out of reach, said once (`Relay.warnings`)."""
         for line in self.trackers.warnings() if self.trackers is not None else ():
             self.emit(events.Warned(self.task.index, line))
 
