@@ -1,0 +1,162 @@
+"""The documentation cannot drift from the code: the site builds with --strict (no broken link,
+anchor or generated reference), every `rlrun ...` command line in the README's and the docs' code
+blocks parses against the real command line, and every spec in the docs validates against the real
+schema. Fast: nothing trains (a command line is parsed, never run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+# A fenced block (```lang ... ```), or an indented one (four spaces after a blank line): the README
+# writes its commands the second way.
+FENCED = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+INDENTED = re.compile(r"(?:^\n)((?:^(?: {4}.*)?\n)+)", re.MULTILINE)
+NOT_SHELL = {"json", "python", "text"}  # text blocks hold outputs and file trees, not commands
+
+
+def code_blocks(page: Path) -> list[tuple[str, str]]:
+    """(language, text) of every code block on a page; indented blocks count as shell."""
+    text = page.read_text()
+    blocks = [(match[1], match[2]) for match in FENCED.finditer(text)]
+    unfenced = FENCED.sub("", text)
+    blocks += [("", "\n".join(line[4:] for line in match[1].splitlines())) for match in INDENTED.finditer(unfenced)]
+    return blocks
+
+
+def command_lines() -> list[tuple[str, list[str]]]:
+    """Every `rlrun` invocation in a shell block: (where, its arguments), read as a shell reads the
+    line (quotes, comments, `;`, `&&`, `||`, `|`), less the prompt, variable assignments and
+    redirections."""
+    found = []
+    for page in PAGES:
+        for language, block in code_blocks(page):
+            if language in NOT_SHELL:
+                continue
+            for line in _with_variables_set(block).replace("\\\n", " ").splitlines():
+                if not re.search(r"\brlrun\b", line):
+                    continue
+                for words in _shell_commands(line.strip().removeprefix("$ ")):
+                    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+                        words.pop(0)
+                    if words and words[0] == "rlrun":
+                        found.append((f"{page.relative_to(ROOT)}: {shlex.join(words)}", words[1:]))
+    return found
+
+
+def _with_variables_set(block: str) -> str:
+    """The block with each shell variable it sets (`port=6390` on a line of its own) in place of
+    its uses (`--ray 127.0.0.1:$port`), as the shell would run it."""
+    variables = dict(re.findall(r"^([A-Za-z_]\w*)=(\S+)", block, re.MULTILINE))
+    return re.sub(r"\$(\w+)", lambda match: variables.get(match[1], match[0]), block)
+
+
+def _shell_commands(line: str) -> list[list[str]]:
+    """The simple commands of one shell line, each cut at its first redirection."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    redirected = False
+    for token in lexer:
+        if token in (";", "&&", "||", "|", "&"):
+            commands.append([])
+            redirected = False
+        elif token in (">", ">>", "<", ">&") or redirected:
+            redirected = True
+        else:
+            commands[-1].append(token)
+    return commands
+
+
+def spec_blocks() -> list[tuple[str, str]]:
+    """Every ```json block of the docs: each is a whole spec (fragments are written inline)."""
+    return [(f"{page.relative_to(ROOT)}: block {n}", block)
+            for page in PAGES for n, (language, block) in enumerate(code_blocks(page)) if language == "json"]
+
+
+def parse_command_line(args: list[str]) -> None:
+    """Parse `rlrun ARGS` as the command line would, down to the last subcommand, without running
+    it: a usage error (an unknown command or option, a missing argument, a bad value) raises."""
+    import typer.main
+    from typer.core import TyperGroup
+
+    from rlrun.cli import _bare_ray, app
+
+    command: Any = typer.main.get_command(app)
+    context = command.make_context("rlrun", _bare_ray(args))
+    while isinstance(command, TyperGroup) and (context._protected_args or context.args):
+        name, command, rest = command.resolve_command(context, [*context._protected_args, *context.args])
+        context = command.make_context(name, rest, parent=context)
+
+
+def validate_spec_block(text: str) -> None:
+    """The block as `rlrun train` (or, with a `search` block, `rlrun search`) would take it. An env of
+    the reader's own (`module:EnvId`) is not importable here, so only its spelling is checked."""
+    from rlrun.spec import validate_spec
+
+    document = json.loads(text)
+    if "search" in document:
+        from rlrun.search.plan import plan_search
+
+        plan_search(document, trials=1)
+        return
+    validate_spec(document, check_env_id=":" not in document.get("env", {}).get("id", ""))
+
+
+def test_site_builds_strictly(tmp_path: Path) -> None:
+    """Every page, link, anchor and generated table; a warning is a failure (mkdocs.yml: strict)."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    import typer.main
+    from typer._click import Context
+
+    from rlrun.cli import app
+
+    root: Any = typer.main.get_command(app)
+    for name in root.list_commands(Context(root, info_name="rlrun")):  # every command `rlrun --help` lists
+        assert f"rlrun {name}" in cli, name
+
+
+def test_the_docs_have_commands_and_specs_to_check() -> None:
+    """The extractors find what the docs hold: a regex that matches nothing would pass every check."""
+    assert len(COMMAND_LINES) >= 50
+    assert len(SPEC_BLOCKS) >= 4
+
+
+COMMAND_LINES, SPEC_BLOCKS = command_lines(), spec_blocks()
+
+
+@pytest.mark.parametrize(("where", "args"), COMMAND_LINES, ids=[where for where, _ in COMMAND_LINES])
+def test_command_line_parses(where: str, args: list[str]) -> None:
+    from typer import Exit
+
+    try:
+        parse_command_line(args)
+    except Exit as done:  # `--help` or `--version`: parsed, then the command line would stop
+        assert done.exit_code == 0, where
+    except Exception as error:
+        pytest.fail(f"{where}\n  does not parse: {type(error).__name__}: {error}")
+
+
+@pytest.mark.parametrize(("where", "text"), SPEC_BLOCKS, ids=[where for where, _ in SPEC_BLOCKS])
+def test_spec_block_validates(where: str, text: str) -> None:
+    from rlrun.errors import SpecError
+
+    try:
+        validate_spec_block(text)
+    except (SpecError, json.JSONDecodeError) as error:
+        pytest.fail(f"{where}\n  is not a valid spec: {error}")
