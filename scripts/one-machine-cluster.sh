@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Ray cluster on this machine alone, to try `--ray` (README, "On a cluster"): a head on loopback
+# A Ray cluster on this machine alone, to try `--ray` (docs/tutorials/cluster.md): a head on loopback
 # with a temp folder of its own, one tiny training through it, then this cluster stopped — only
 # this one: `ray stop` would stop every Ray on the machine, other people's included.
 #

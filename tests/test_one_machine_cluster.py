@@ -1,6 +1,6 @@
-"""The README's one-machine cluster recipe, `scripts/one-machine-cluster.sh`, run as a user runs it:
-a Ray head on loopback with its own temp folder, a tiny two-session training through `--ray`, and
-that cluster stopped — its processes gone, no other Ray on the machine touched."""
+"""The docs' one-machine cluster recipe (docs/tutorials/cluster.md), `scripts/one-machine-cluster.sh`,
+run as a user runs it: a Ray head on loopback with its own temp folder, a tiny two-session training
+through `--ray`, and that cluster stopped — its processes gone, no other Ray on the machine touched."""
 
 from __future__ import annotations
 

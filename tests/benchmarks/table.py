@@ -1,5 +1,5 @@
-"""The README's benchmark table, rerun: every built-in against Stable-Baselines3 2.9 and CleanRL, frames
-per CPU-second, one torch thread each, printed as the README's markdown rows.
+"""The speed table of the docs (docs/benchmarks/speed.md), rerun: every built-in against Stable-Baselines3
+2.9 and CleanRL, frames per CPU-second, one torch thread each, printed as that table's markdown rows.
 
     python tests/benchmarks/table.py [--cleanrl-python VENV/bin/python --cleanrl-dir DIR]
         [--rows ppo_breakout dqn_pong ...] [--scale 1.0]
