@@ -133,7 +133,7 @@ def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", col
             score(run.best_eval), when(run.created_at), duration(run.training_seconds),
         ])  # fmt: skip
     # frames: the slowest session's against the per-session target; training: time spent training
-    # (idle time between a stop and a resume left out). See README, "Finding runs".
+    # (idle time between a stop and a resume left out). See docs/how-to/find-runs.md.
     headers = ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best eval", "started",
                "training")  # fmt: skip
     return table(headers, rows, right=("#", "sessions", "frames", "best eval", "training"),

@@ -147,7 +147,7 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
             advice = "another process held it for more than 30 s; try again"
         elif "too many clients" in detail or "connection slots" in detail:
             advice = ("the server's max_connections is reached (every session holds one): raise it, or connect"
-                      " through PgBouncer in transaction mode (README, The registry)")
+                      " through PgBouncer in transaction mode (docs/how-to/postgresql.md)")
         elif sqlite_file(url) is not None:
             busy = False  # a file that is not a database: to be repaired, not waited for
             advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
