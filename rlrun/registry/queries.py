@@ -61,6 +61,13 @@ PageRow = tuple[RunRecord, int, float | None, str | None, int, float | None]
 _TRAINING_SECONDS_SQL = ("(SELECT MAX(t.busy) FROM (SELECT SUM(COALESCE(a.ended_at, {now}) - a.started_at) AS busy"
                          " FROM attempts a WHERE a.run_id = r.id GROUP BY a.session_id) t)")
 
+# A session's progress as `ls` counts it: the further of its last heartbeat's frame and its newest
+# complete snapshot's. Heartbeats come every few seconds, snapshots on their own cadence, so after a
+# kill -9 the newest snapshot often stands beyond the last heartbeat, and that work is not lost: a
+# resume continues from it. (CASE, not MAX(a, b) or GREATEST: both databases read it alike.)
+_NEWEST_SNAPSHOT_SQL = "(SELECT MAX(c.frame) FROM checkpoints c WHERE c.session_id = s.id)"
+_PROGRESS_SQL = f"CASE WHEN {_NEWEST_SNAPSHOT_SQL} > s.frame THEN {_NEWEST_SNAPSHOT_SQL} ELSE s.frame END"
+
 # Sessions with whether each registered its final snapshot (see liveness.FINAL_REACHED_SQL).
 _SESSIONS_OF_RUN = (
     f"SELECT {SESSION_SELECT}, (s.status = 'running' AND {FINAL_REACHED_SQL}) AS final"
@@ -184,10 +191,10 @@ class Reads(Connected):
         params.update(bounds)
         # Correlated sub-selects use the sessions' (run_id, session_index) index run by run, so the
         # cost follows the page when sorted by start, and stays linear for a whole listing.
-        aggregates = ("(SELECT COALESCE(SUM(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
+        aggregates = (f"(SELECT COALESCE(SUM({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
                       " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best,"
                       f" {SETTLED_SQL} AS settled,"
-                      " (SELECT COALESCE(MIN(s.frame), 0) FROM sessions s WHERE s.run_id = r.id) AS slowest,"
+                      f" (SELECT COALESCE(MIN({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS slowest,"
                       f" {_TRAINING_SECONDS_SQL.format(now=clock_sql(tx.dialect))} AS busy")  # fmt: skip
         if filters.sort == "started":
             query = f"SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where} ORDER BY {NEWEST_FIRST}{window}"

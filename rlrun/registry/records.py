@@ -286,7 +286,8 @@ class RunSummary(NamedTuple):
     created_at: float
     finished_at: float | None
     session_frame: int = 0
-    """The slowest session's frame: `ls` shows it against the per-session target (`max_frame`)."""
+    """The slowest session's progress: the further of its last heartbeat's frame and its newest
+    complete snapshot's. `ls` shows it against the per-session target (`max_frame`)."""
     training_seconds: float | None = None
     """Time spent training: its busiest session's attempts, start to end (an open one to now), so
     idle time between a stop and a resume does not count. None before any attempt."""
