@@ -18,7 +18,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from rlrun.cli.views import duration, resolved, score, significant
+from rlrun.catalog.scores import score, scores, spread
+from rlrun.cli.views import duration, resolved, significant
 from rlrun.session import events
 from rlrun.sizes import format_size
 
@@ -114,7 +115,7 @@ class TrainingDisplay:
                 f"{_headline(line)}eval {score(line.last_eval)}  eta {duration(_eta(line))}", highlight=False)
         elif isinstance(event, events.Evaluated):
             best = " (best)" if event.is_best else ""
-            self.console.print(f"{tag} eval at {format_size(event.frame)}: {event.mean:.1f} ± {event.std:.1f}{best}",
+            self.console.print(f"{tag} eval at {format_size(event.frame)}: {spread(event.mean, event.std)}{best}",
                                highlight=False)
         elif isinstance(event, events.SessionEnded):
             detail = f": {event.error}" if event.error else f", best eval {score(event.best_eval)}"
@@ -216,7 +217,7 @@ def refusal_table(changes: list[Any]) -> Table:
 
 def enjoy_target(target: Any, reference: str) -> Text:
     checkpoint = target.checkpoint
-    why = f", evaluation mean {target.score:.1f} there" if target.score is not None else ", not evaluated"
+    why = f", evaluation mean {score(target.score)} there" if target.score is not None else ", not evaluated"
     return Text(f"{resolved(target.run, reference)}\n  session s{target.session.index} (seed {target.session.seed}),"
                 f" checkpoint at frame {checkpoint.frame:,} ({checkpoint.kind}){why}")
 
@@ -227,10 +228,11 @@ def enjoy_table(result: Any) -> Table:
     table.add_column("episode", justify="right")
     table.add_column("return", justify="right")
     table.add_column("length", justify="right")
-    for i, episode in enumerate(result.episodes):
-        table.add_row(str(i), f"{episode.episode_return:.1f}", str(episode.length))
+    returns = scores([episode.episode_return for episode in result.episodes])
+    for i, (episode, shown) in enumerate(zip(result.episodes, returns, strict=True)):
+        table.add_row(str(i), shown, str(episode.length))
     table.add_section()
-    table.add_row("mean ± std", f"{result.mean:.1f} ± {result.std:.1f}", "")
+    table.add_row("mean ± std", spread(result.mean, result.std), "")
     if result.video:
         table.caption = f"video: {result.video} ({result.video_frames} frames)"
     return table

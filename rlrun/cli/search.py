@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rlrun.catalog.scores import score
 from rlrun.cli.app import app
 from rlrun.cli.options import (
     AsJson,
@@ -111,7 +112,7 @@ def _trial_line(console: Any) -> Any:
     def say(outcome: Any) -> None:
         params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={json.dumps(v)}"
                            for k, v in outcome.params.items())
-        scored = f"{outcome.value:.1f}" if outcome.value is not None else "-"
+        scored = score(outcome.value)
         note = f" ({outcome.note})" if outcome.note else ""
         console.print(f"trial {outcome.number} {outcome.state} (run {outcome.run_id}): {scored}{note}  {params}",
                       highlight=False, markup=False)
@@ -141,7 +142,7 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
         raise TrainingFailed(f"search {result.search_id} {result.status}: {result.error}; continue it with"
                              f" `rlrun resume search:{result.search_id}`")
     best = result.best
-    found = f"; best: trial {best.number} (run {best.run_id}), {best.value:.1f}" if best else ""
+    found = f"; best: trial {best.number} (run {best.run_id}), {score(best.value)}" if best else ""
     console.print(f"search {result.search_id} {result.status}{found}: see `rlrun show search:{result.search_id}`",
                   highlight=False, markup=False)
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlrun.arithmetic import as_recorded_document
+from rlrun.catalog.scores import scores
 from rlrun.registry import RunDetail, RunRecord, RunSummary
 from rlrun.sizes import format_size
 
@@ -67,10 +68,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell | str]], *, right
 
 def _s(count: int) -> str:
     return "" if count == 1 else "s"
-
-
-def score(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
 def when(timestamp: float | None) -> str:
@@ -125,12 +122,12 @@ def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", col
     if filters:
         title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
     rows: list[list[Cell | str]] = []
-    for run in runs:
+    for run, best in zip(runs, scores([run.best_eval for run in runs]), strict=True):
         per_session = run.frames_target // max(run.num_sessions, 1)
         rows.append([
             str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, status_cell(run.status),
             str(run.num_sessions), f"{format_size(run.session_frame)}/{format_size(per_session)}",
-            score(run.best_eval), when(run.created_at), duration(run.training_seconds),
+            best, when(run.created_at), duration(run.training_seconds),
         ])  # fmt: skip
     # frames: the slowest session's against the per-session target; training: time spent training
     # (idle time between a stop and a resume left out). See docs/how-to/find-runs.md.
@@ -226,11 +223,13 @@ def _sessions(detail: RunDetail, colour: bool) -> str:
     # On a cluster: the node of each session's newest attempt (where it runs, or ran last).
     nodes = {a.session_index: a.node for a in detail.attempts if a.node}
     attempts = {s.index: sum(a.session_index == s.index for a in detail.attempts) for s in detail.sessions}
+    # Best and last evaluations side by side, so one precision for both columns.
+    shown_scores = scores([v for s in detail.sessions for v in (s.best_eval, s.last_eval)])
     rows: list[list[Cell | str]] = [
         [f"s{s.index}", str(s.seed), status_cell(s.status), format_size(s.frame), str(s.episode), str(s.opt_step),
-         score(s.best_eval), score(s.last_eval), Cell(sparkline(_history(detail, s.index)), "36"),
+         shown_scores[2 * i], shown_scores[2 * i + 1], Cell(sparkline(_history(detail, s.index)), "36"),
          *([nodes.get(s.index, "-"), str(attempts[s.index])] if nodes else [])]
-        for s in detail.sessions
+        for i, s in enumerate(detail.sessions)
     ]  # fmt: skip
     headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations",
                *(("node", "attempts") if nodes else ()))
@@ -254,9 +253,9 @@ def _trend(detail: RunDetail) -> str:
     means = [sum(by_frame[f]) / len(by_frame[f]) for f in frames]
     best = max(range(len(means)), key=lambda i: means[i])
     across = " (mean of sessions)" if len(detail.sessions) > 1 else ""
-    return (f"evaluation return{across}: {sparkline(means, 48)}  {score(means[0])} at {format_size(frames[0])}"
-            f" → {score(means[-1])} at {format_size(frames[-1])}, best {score(means[best])} at"
-            f" {format_size(frames[best])}")  # fmt: skip
+    first, last, top = scores([means[0], means[-1], means[best]])
+    return (f"evaluation return{across}: {sparkline(means, 48)}  {first} at {format_size(frames[0])}"
+            f" → {last} at {format_size(frames[-1])}, best {top} at {format_size(frames[best])}")
 
 
 def _checkpoints(detail: RunDetail) -> str:
@@ -271,14 +270,18 @@ def _checkpoints(detail: RunDetail) -> str:
 def _evaluations(detail: RunDetail) -> str:
     if not detail.evaluations:
         return "evaluations: none yet"
-    rows: list[list[Cell | str]] = []
+    shown = []
     hidden: list[str] = []
     for session in detail.sessions:
         own = [e for e in detail.evaluations if e.session_index == session.index]
         if len(own) > _EVALUATIONS_SHOWN:
             hidden.append(f"{len(own) - _EVALUATIONS_SHOWN} earlier of s{session.index}")
-        rows += [[f"s{e.session_index}", format_size(e.frame), e.kind, score(e.mean), score(e.std), score(e.min),
-                  score(e.max), str(e.episodes)] for e in own[-_EVALUATIONS_SHOWN:]]  # fmt: skip
+        shown += own[-_EVALUATIONS_SHOWN:]
+    columns = [scores([getattr(e, field) for e in shown]) for field in ("mean", "std", "min", "max")]
+    rows: list[list[Cell | str]] = [
+        [f"s{e.session_index}", format_size(e.frame), e.kind, *(column[i] for column in columns), str(e.episodes)]
+        for i, e in enumerate(shown)
+    ]
     text = table(("session", "frame", "kind", "mean", "std", "min", "max", "episodes"), rows,
                  right=("frame", "mean", "std", "min", "max", "episodes"), title="evaluations", indent="  ")
     if hidden:
@@ -401,11 +404,21 @@ def _param(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def _trial_score(trial: Any) -> str:
+def _trial_value(trial: Any) -> tuple[float | None, bool]:
+    """A trial's score, and whether it is only its last intermediate one (it did not complete)."""
     if trial.value is not None:
-        return score(trial.value)
+        return trial.value, False
     intermediate = json.loads(trial.intermediate_json)
-    return f"({score(intermediate[-1][1])})" if intermediate else "-"
+    return (intermediate[-1][1], True) if intermediate else (None, False)
+
+
+def _trial_scores(trials: Sequence[Any]) -> dict[int, str]:
+    """Each trial's score by trial id, told apart from the others' (in brackets: the last score of a
+    trial that did not complete)."""
+    values = [_trial_value(t) for t in trials]
+    texts = scores([value for value, _ in values])
+    return {t.id: f"({text})" if partial else text for t, (_, partial), text in zip(trials, values, texts,
+                                                                                   strict=True)}
 
 
 def _how_searched(settings: dict[str, Any]) -> str:
@@ -422,6 +435,7 @@ def lineage_tree(detail: Any, lineage: Any) -> str:
     continues (its own member's, or, marked ←, the winner it copied at that frame), with its score
     and the values it explored."""
     trials = {t.id: t for t in detail.trials}
+    scored = _trial_scores(detail.trials)
     children: dict[str | None, list[Any]] = {}
     for line in lineage:
         children.setdefault(line.parent_run_id, []).append(line)
@@ -434,7 +448,7 @@ def lineage_tree(detail: Any, lineage: Any) -> str:
         mark = f" ← m{line.parent_member} at {line.frame:,}" + (f": {explored}" if explored else "") if exploit else ""
         branch = "" if root else ("└─ " if last else "├─ ")
         lines.append(f"  {prefix}{branch}m{line.member} g{line.generation} run {trial.run_id or '-'}"
-                     f" {_trial_score(trial)}{mark}")
+                     f" {scored[trial.id]}{mark}")
         below = children.get(trial.run_id, []) if trial.run_id is not None else []
         deeper = prefix if root else prefix + ("   " if last else "│  ")
         for i, child in enumerate(below):
@@ -452,11 +466,12 @@ def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False)
     trials = list(detail.trials)
     if best_first:
         trials.sort(key=lambda t: (t.value is None, -(t.value or 0.0), t.number))
+    scored = _trial_scores(trials)
     rows: list[list[Cell | str]] = []
     for trial in trials:
         params = json.loads(trial.params_json)
         rows.append([str(trial.number), trial.run_id or "-", status_cell(trial.state),
-                     *[_param(params.get(p)) for p in paths], _trial_score(trial), trial.note or ""])
+                     *[_param(params.get(p)) for p in paths], scored[trial.id], trial.note or ""])
     settings = json.loads(detail.search.settings_json)
     headers = ("trial", "run", "state", *paths, settings["metric"], "note")
     return table(headers, rows, right=("trial", settings["metric"]), colour=colour)
@@ -464,10 +479,11 @@ def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False)
 
 def searches_table(searches: Sequence[tuple[Any, int, float | None]], *, colour: bool = False) -> str:
     rows: list[list[Cell | str]] = []
-    for search, ended, best in searches:
+    bests = scores([best for _, _, best in searches])
+    for (search, ended, _), best in zip(searches, bests, strict=True):
         settings = json.loads(search.settings_json)
         rows.append([search.id, search.name or "", search.spec_name, status_cell(search.status),
-                     f"{ended}/{settings['trials']}", settings["metric"], score(best), when(search.created_at)])
+                     f"{ended}/{settings['trials']}", settings["metric"], best, when(search.created_at)])
     headers = ("id", "name", "spec", "status", "trials", "metric", "best", "started")
     return table(headers, rows, right=("trials", "best"), colour=colour)
 
@@ -492,9 +508,10 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
                       key=lambda t: (-(t.value or 0.0), t.number))
     if complete:
         lines.append("best trials:")
-        for trial in complete[:3]:
+        best = complete[:3]
+        for trial, value in zip(best, scores([t.value for t in best]), strict=True):
             params = ", ".join(f"{k}={_param(v)}" for k, v in json.loads(trial.params_json).items())
-            lines.append(f"  trial {trial.number} (run {trial.run_id or '-'}): {score(trial.value)}  {params}")
+            lines.append(f"  trial {trial.number} (run {trial.run_id or '-'}): {value}  {params}")
     if search.importance_json:
         lines.append("parameter importance (fANOVA over the complete trials):")
         for path, share in sorted(json.loads(search.importance_json).items(), key=lambda kv: -kv[1]):

@@ -13,6 +13,7 @@ from pathlib import Path
 from signal import SIGTERM
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rlrun.catalog.scores import score as format_score
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable
 from rlrun.registry import Registry
 from rlrun.registry.records import TrialLink, TrialRecord
@@ -209,7 +210,7 @@ class Trial:
         note = error
         if state == "pruned" and self.pruned_at is not None:
             score = self.intermediate[-1][1]
-            note = (f"pruned at frame {self.pruned_at:,}: {self.settings.metric} {score:.1f} fell below the"
+            note = (f"pruned at frame {self.pruned_at:,}: {self.settings.metric} {format_score(score)} fell below the"
                     f" {self.settings.pruner} pruner's bar")
         self.registry.record_trial(self.row.id, intermediate_json=json.dumps(self.intermediate),
                                    system_attrs_json=json.dumps(self._system_attrs()), state=state, value=value,

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 
+from rlrun.catalog.scores import score
 from rlrun.cli.views import (
     SPARKS,
     Cell,
@@ -16,7 +17,6 @@ from rlrun.cli.views import (
     resolved,
     runs_csv,
     runs_table,
-    score,
     sparkline,
     status_cell,
     table,
@@ -36,8 +36,8 @@ def summary(row: int, run_id: str, status: str = "finished", **fields: object) -
     return RunSummary(**values)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("value", "text"), [(None, "-"), (float("nan"), "-"), (float("inf"), "-"), (12.345, "12.3"),
-                                             (-0.04, "-0.0")])
+@pytest.mark.parametrize(("value", "text"), [(None, "-"), (float("nan"), "-"), (float("inf"), "-"), (12.345, "12.35"),
+                                             (-0.04, "-0.04"), (500.0, "500.0"), (12345.6, "12345.6")])
 def test_score(value: float | None, text: str) -> None:
     assert score(value) == text
 
