@@ -153,10 +153,12 @@ class TrainingDisplay:
 
 
 # The live table's columns, left to right, and the order they give way in on a narrow terminal:
-# what a person glances at (which session, how far, how good, finished or not) goes last.
+# what a person glances at (which session, how far, how good, finished or not) goes last, and the
+# algorithm's headline diagnostic (PPO's approx_kl: the first thing anyone debugging it looks at)
+# outlasts the progress bar, so an 80-column terminal keeps it.
 _COLUMNS = ("session", "seed", "frames", "", "done", "frames/s", "episodes", "return", "headline", "last eval",
             "best eval", "eta", "status")
-_DROP_ORDER = ("seed", "episodes", "headline", "frames/s", "", "last eval", "eta", "return", "best eval")
+_DROP_ORDER = ("seed", "episodes", "frames/s", "", "last eval", "headline", "eta", "return", "best eval")
 _LEFT = {"session", "", "status"}
 _BAR = 20
 _GAP = 2  # Rich's default padding: one cell on each side of an inner column edge
@@ -233,6 +235,10 @@ def enjoy_table(result: Any) -> Table:
         table.add_row(str(i), shown, str(episode.length))
     table.add_section()
     table.add_row("mean ± std", spread(result.mean, result.std), "")
-    if result.video:
-        table.caption = f"video: {result.video} ({result.video_frames} frames)"
     return table
+
+
+def enjoy_video_line(result: Any) -> str | None:
+    """Where the replay's video went: a line of its own under the table (a caption would wrap inside
+    the table's narrow width and split the path)."""
+    return f"video: {result.video} ({result.video_frames} frames)" if result.video else None

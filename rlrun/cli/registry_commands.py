@@ -51,7 +51,7 @@ def list_runs(
         say(views.nothing_listed(listing))
     else:
         say(views.runs_table(listing.runs, total=listing.total, filters=filters.describe(),
-                             colour=views.colour_enabled()))
+                             colour=views.colour_enabled(), width=views.terminal_width()))
 
 
 def _list_searches(reference: str | None, home: str | None, as_json: bool, limit: int | None) -> None:
@@ -100,7 +100,7 @@ def show(
     if isinstance(found, catalog.SearchLookup):
         _show_search(found, as_json)
         return
-    say(views.resolved(found.run, reference_label(reference, filters)))
+    say(views.fit(views.resolved(found.run, reference_label(reference, filters)), views.terminal_width()))
     if found.checkpoint is not None:
         say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
@@ -110,7 +110,7 @@ def show(
     elif as_json:
         print_json(found.to_json())
     else:
-        say(views.run_detail(found.detail, colour=views.colour_enabled()))
+        say(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width()))
         for line in views.tracker_lines(found.run.id, found.trackers):
             say(line)
 

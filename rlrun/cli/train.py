@@ -187,7 +187,7 @@ def enjoy(
     as_json: AsJson = False,
 ) -> None:
     """Replay a checkpoint (the best by default) and score it, without touching the training records."""
-    from rlrun.cli.display import enjoy_table, enjoy_target
+    from rlrun.cli.display import enjoy_table, enjoy_target, enjoy_video_line
     from rlrun.enjoy import enjoy as enjoy_run
 
     label = reference_label(reference, filters)
@@ -199,6 +199,9 @@ def enjoy(
         print_json(result.to_json())
     else:
         console.print(enjoy_table(result))
+        video_line = enjoy_video_line(result)
+        if video_line:
+            console.print(video_line, highlight=False, markup=False, soft_wrap=True)
     for line in result.video_not_sent:  # a tracker never fails enjoy: said, exit 0
         console.print(f"warning: {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
 

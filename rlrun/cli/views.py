@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -43,26 +45,89 @@ def colour_enabled(stream: Any = None) -> bool:
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
+def terminal_width(stream: Any = None) -> int | None:
+    """The terminal's width in columns (COLUMNS first, as the shell sets it), or None off a terminal:
+    piped into a file or another program, lines are not cut, so ids and paths stay whole."""
+    stream = stream or sys.stderr
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def fit(text: str, width: int | None) -> str:
+    """Each line wider than `width` wrapped at its spaces, never inside a word, its continuation
+    indented two past the line's own indent (a terminal would split the word where the line ends)."""
+    if width is None:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        if len(_ANSI.sub("", line)) <= width:
+            lines.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        lines += textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "  ",
+                               break_long_words=False, break_on_hyphens=False, drop_whitespace=True)
+    return "\n".join(lines)
+
+
 def _paint(cell: Cell | str, colour: bool, width: int, right: bool) -> str:
     text, style = (cell.text, cell.style) if isinstance(cell, Cell) else (cell, "")
     padded = text.rjust(width) if right else text.ljust(width)
     return f"\x1b[{style}m{padded}\x1b[0m" if colour and style and text else padded
 
 
+def _text(cell: Cell | str) -> str:
+    return cell.text if isinstance(cell, Cell) else cell
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Cell | str]], *, right: Sequence[str] = (),
-          title: str | None = None, colour: bool = False, indent: str = "") -> str:  # fmt: skip
-    """Columns padded to their widest cell, two spaces apart; `right` names right-aligned ones."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell.text if isinstance(cell, Cell) else cell))
-    aligned = [h in right for h in headers]
-    head = "  ".join(_paint(Cell(h, "1"), colour, w, r) for h, w, r in zip(headers, widths, aligned, strict=True))
+          title: str | None = None, colour: bool = False, indent: str = "", width: int | None = None,
+          drop: Sequence[str] = ()) -> str:  # fmt: skip
+    """Columns padded to their widest cell, two spaces apart; `right` names right-aligned ones.
+
+    Within `width` columns (a terminal's), the columns named in `drop` give way in that order until
+    the table fits, as the live training table's do; a last column still too wide (free text: a
+    change, a reason) wraps at its spaces under itself, so no word is ever split."""
+    keep = list(range(len(headers)))
+
+    def widths_of(kept: list[int]) -> list[int]:
+        return [max([len(headers[i])] + [len(_text(row[i])) for row in rows]) for i in kept]
+
+    def total(kept: list[int]) -> int:
+        return len(indent) + sum(widths_of(kept)) + 2 * (len(kept) - 1)
+
+    for name in drop:
+        if width is None or total(keep) <= width:
+            break
+        keep = [i for i in keep if headers[i] != name]
+    widths = widths_of(keep)
+    aligned = [headers[i] in right for i in keep]
+    # The last column wraps within what is left of the line, if that leaves it room to read.
+    start = len(indent) + sum(widths[:-1]) + 2 * (len(keep) - 1)
+    if width is not None and total(keep) > width and width - start >= 16 and not aligned[-1]:
+        widths[-1] = max(len(headers[keep[-1]]), width - start)
+    head = "  ".join(_paint(Cell(headers[i], "1"), colour, w, r) for i, w, r in zip(keep, widths, aligned,
+                                                                                    strict=True))
     lines = [title] if title else []
     lines.append(indent + head.rstrip())
     for row in rows:
-        cells = (_paint(c, colour, w, r) for c, w, r in zip(row, widths, aligned, strict=True))
-        lines.append(indent + "  ".join(cells).rstrip())
+        last = _text(row[keep[-1]])
+        pieces = (textwrap.wrap(last, widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
+                  if len(last) > widths[-1] else [last])
+        cells = [_paint(row[i], colour, w, r) for i, w, r in zip(keep[:-1], widths, aligned, strict=False)]
+        final = row[keep[-1]]
+        first = Cell(pieces[0], final.style) if isinstance(final, Cell) else pieces[0]
+        lines.append(indent + "  ".join([*cells, _paint(first, colour, widths[-1], aligned[-1])]).rstrip())
+        lines += [" " * start + piece for piece in pieces[1:]]
     return "\n".join(lines)
 
 
@@ -117,7 +182,13 @@ def resolved(run: RunRecord, reference: str) -> str:
 # ls
 
 
-def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False) -> str:
+# The columns of `ls` in the order they give way on a narrow terminal: the name and id (what a
+# person refers to a run by), its status, progress and score stay longest.
+_LS_DROP = ("algorithm", "sessions", "training", "env", "started", "spec")
+
+
+def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False,
+               width: int | None = None) -> str:  # fmt: skip
     title = [f"{len(runs)} of {total} runs"] if total > len(runs) else []
     if filters:
         title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
@@ -133,8 +204,9 @@ def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", col
     # (idle time between a stop and a resume left out). See docs/how-to/find-runs.md.
     headers = ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best eval", "started",
                "training")  # fmt: skip
-    return table(headers, rows, right=("#", "sessions", "frames", "best eval", "training"),
-                 title=" ".join(title) or None, colour=colour)  # fmt: skip
+    shown = table(headers, rows, right=("#", "sessions", "frames", "best eval", "training"),
+                  title=" ".join(title) or None, colour=colour, width=width, drop=_LS_DROP)  # fmt: skip
+    return fit(shown, width)
 
 
 def runs_csv(runs: Sequence[RunSummary]) -> str:
@@ -166,18 +238,20 @@ def nothing_listed(listing: RunListing) -> str:
 # show
 
 
-def run_detail(detail: RunDetail, *, colour: bool = False) -> str:
-    """Everything `rlrun show` prints about a run, section by section."""
-    sections = [_header(detail, colour), _sessions(detail, colour)]
+def run_detail(detail: RunDetail, *, colour: bool = False, width: int | None = None) -> str:
+    """Everything `rlrun show` prints about a run, section by section; within `width` columns (a
+    terminal's) its tables give way column by column and its lines wrap between words."""
+    sections = [_header(detail, colour, width), _sessions(detail, colour, width)]
     trend = _trend(detail)
     if trend:
         sections.append(trend)
-    sections += [_checkpoints(detail), _evaluations(detail), _revisions(detail), _attempts(detail)]
+    sections += [_checkpoints(detail, width), _evaluations(detail, width), _revisions(detail, width),
+                 _attempts(detail, width)]
     if detail.spec_revisions:
         latest = detail.spec_revisions[-1]
         sections.append(f"spec: revision {latest.revision} (from frame {format_size(latest.frame)}); print it with"
                         f" `rlrun show {detail.run.id} --spec-json`")
-    return "\n\n".join(s for s in sections if s)
+    return fit("\n\n".join(s for s in sections if s), width)
 
 
 def spec_document(detail: RunDetail) -> str:
@@ -187,14 +261,26 @@ def spec_document(detail: RunDetail) -> str:
     return json.dumps(as_recorded_document(json.loads(detail.spec_revisions[-1].spec_json)), indent=2)
 
 
-def _header(detail: RunDetail, colour: bool) -> str:
+def _between_dots(parts: Sequence[str], width: int | None) -> list[str]:
+    """Parts joined by " · ", a new (indented) line where the next part would pass `width`."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if width is not None and len(lines[-1]) + 3 + len(part) > width:
+            lines.append("  " + part)
+        else:
+            lines[-1] += " · " + part
+    return lines
+
+
+def _header(detail: RunDetail, colour: bool, width: int | None) -> str:
     run = detail.run
     plural = "s" if run.num_sessions != 1 else ""
+    about = [f"spec {run.spec_name}", f"{run.algorithm} on {run.env_id}", f"{run.num_sessions} session{plural}",
+             f"seed {run.seed}", f"target {format_size(run.max_frame)} frames", f"started {when(run.created_at)}",
+             *([f"ended {when(run.finished_at)}"] if run.finished_at else [])]
     lines = [
         f"run {run.id}  {run.name or ''}  {_paint(status_cell(run.status), colour, 0, False)}".replace("    ", "  "),
-        f"spec {run.spec_name} · {run.algorithm} on {run.env_id} · {run.num_sessions} session{plural} · seed {run.seed}"
-        f" · target {format_size(run.max_frame)} frames · started {when(run.created_at)}"
-        + (f" · ended {when(run.finished_at)}" if run.finished_at else ""),
+        *_between_dots(about, width),
     ]
     if run.error:
         lines.append(f"error: {run.error}")
@@ -219,7 +305,7 @@ def _history(detail: RunDetail, index: int) -> list[float]:
     return [e.mean for e in detail.evaluations if e.session_index == index and e.kind == "train"]
 
 
-def _sessions(detail: RunDetail, colour: bool) -> str:
+def _sessions(detail: RunDetail, colour: bool, width: int | None) -> str:
     # On a cluster: the node of each session's newest attempt (where it runs, or ran last).
     nodes = {a.session_index: a.node for a in detail.attempts if a.node}
     attempts = {s.index: sum(a.session_index == s.index for a in detail.attempts) for s in detail.sessions}
@@ -234,7 +320,8 @@ def _sessions(detail: RunDetail, colour: bool) -> str:
     headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations",
                *(("node", "attempts") if nodes else ()))
     shown = table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
-                  title="sessions", colour=colour, indent="  ")  # fmt: skip
+                  title="sessions", colour=colour, indent="  ", width=width,
+                  drop=("opt steps", "episodes", "seed", "attempts", "node", "evaluations"))  # fmt: skip
     # Why a session failed, in its own words (the exception's line), under the table: a failure
     # with no reason shown leaves a person nothing to act on.
     reasons = [f"  s{s.index} {s.status}: {s.error}" for s in detail.sessions if s.error]
@@ -258,16 +345,16 @@ def _trend(detail: RunDetail) -> str:
             f" → {last} at {format_size(frames[-1])}, best {top} at {format_size(frames[best])}")
 
 
-def _checkpoints(detail: RunDetail) -> str:
+def _checkpoints(detail: RunDetail, width: int | None) -> str:
     if not detail.checkpoints:
         return "checkpoints: none yet"
     rows = [[f"s{c.session_index}", format_size(c.frame), c.kind, format_bytes(c.size_bytes), c.path, c.sha256[:16]]
             for c in detail.checkpoints]  # fmt: skip
     return table(("session", "frame", "kind", "size", "path", "sha256"), rows, right=("frame", "size"),
-                 title="checkpoints", indent="  ")  # fmt: skip
+                 title="checkpoints", indent="  ", width=width, drop=("sha256", "size"))  # fmt: skip
 
 
-def _evaluations(detail: RunDetail) -> str:
+def _evaluations(detail: RunDetail, width: int | None) -> str:
     if not detail.evaluations:
         return "evaluations: none yet"
     shown = []
@@ -283,7 +370,8 @@ def _evaluations(detail: RunDetail) -> str:
         for i, e in enumerate(shown)
     ]
     text = table(("session", "frame", "kind", "mean", "std", "min", "max", "episodes"), rows,
-                 right=("frame", "mean", "std", "min", "max", "episodes"), title="evaluations", indent="  ")
+                 right=("frame", "mean", "std", "min", "max", "episodes"), title="evaluations", indent="  ",
+                 width=width, drop=("episodes", "min", "max", "kind"))
     if hidden:
         text += f"\n  ({', '.join(hidden)} not shown; `rlrun show --json` lists them all)"
     return text
@@ -293,14 +381,15 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _revisions(detail: RunDetail) -> str:
+def _revisions(detail: RunDetail, width: int | None) -> str:
     rows = []
     for r in detail.spec_revisions:
         changes = json.loads(r.diff_json) if r.diff_json else []
         shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
         rows.append([str(r.revision), format_size(r.frame), when(r.created_at),
                      shown or ("initial" if r.revision == 0 else "none")])  # fmt: skip
-    return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ")
+    return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ",
+                 width=width, drop=("made",))
 
 
 def _exactness(approximate: bool, note: str | None) -> str:
@@ -310,7 +399,7 @@ def _exactness(approximate: bool, note: str | None) -> str:
     return f"yes ({note})" if note else "yes"
 
 
-def _attempts(detail: RunDetail) -> str:
+def _attempts(detail: RunDetail, width: int | None) -> str:
     if not detail.attempts:
         return "attempts: none yet"
     clustered = any(a.node for a in detail.attempts)
@@ -322,7 +411,8 @@ def _attempts(detail: RunDetail) -> str:
     ]  # fmt: skip
     headers = ("session", "kind", "from frame", "host", *(("node",) if clustered else ()), "pid", "started", "ended",
                "exact")
-    return table(headers, rows, title="attempts", indent="  ")
+    return table(headers, rows, title="attempts", indent="  ", width=width,
+                 drop=("pid", "host", "started", "node", "from frame"))
 
 
 def _kind(kind: str) -> str:
