@@ -15,7 +15,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from helpers import TINY, cli_env, fast, invoke, run_cli
+from helpers import TINY, cli_env, fast, invoke, run_cli, search_spec
 
 from rlrun.registry import Registry
 
@@ -112,3 +112,25 @@ def test_enjoys_video_line_is_never_wrapped_inside_the_table(tmp_path: Path) -> 
     video = "videos/cartpole-replay-of-the-best-checkpoint.mp4"
     drawn = on_a_terminal(home, 80, "enjoy", "--episodes", "2", "--video", video, cwd=tmp_path)
     assert re.fullmatch(rf"video: {video} \(\d+ frames\)", drawn[-1].strip()), "\n".join(drawn)
+
+
+# ---- trial runs ----------------------------------------------------------------------------------
+
+
+def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_path: Path) -> None:
+    home = tmp_path / "runs"
+    assert invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "mine").code == 0
+    searched = invoke(home, "search", str(search_spec(tmp_path)), "--trials", "2", "--pruner", "none")
+    assert searched.code == 0, searched.stderr
+    listed = invoke(home, "ls").stderr.splitlines()
+    # The trials' runs (rows 1 and 2) are counted, not listed; the run that is not a trial keeps its row.
+    assert listed[0].split()[:3] == ["#", "id", "name"]
+    assert [line.split()[:3] for line in listed[1:-1]] == [["3", invoke(home, "ls", "--json").json()[2]["id"],
+                                                           "mine"]]
+    assert listed[-1] == "and 2 trial runs: --trials"
+    everything = invoke(home, "ls", "--trials").stderr.splitlines()
+    assert [line.split()[0] for line in everything[1:]] == ["1", "2", "3"]
+    assert len(invoke(home, "ls", "--json").json()) == 3  # scripts read every run
+    assert "(mine)" in invoke(home, "show", "3").stderr.splitlines()[0]
+    only_trials = invoke(home, "ls", "--of", "reinforce_cartpole", "-n", "2").stderr
+    assert only_trials == "2 trial runs (of searches): --trials\n"

@@ -18,21 +18,28 @@ class RunListing(NamedTuple):
     everything: int  # runs in the home, filtered or not (counted apart only when none passed)
     filters: RunFilter
     home: Path
+    hidden_trials: int = 0  # trial runs of the page left out (`trials=False`)
 
 
 def list_runs(filters: RunFilter | None = None, *, home: Path | str | None = None,
-              limit: int | None = 20) -> RunListing:  # fmt: skip
+              limit: int | None = 20, trials: bool = True) -> RunListing:  # fmt: skip
     """The runs that pass `filters`, newest first unless `filters.sort` says otherwise; at most
-    `limit` of them (None: every one). Read-only; a home without a registry lists nothing."""
+    `limit` of them (None: every one). Read-only; a home without a registry lists nothing.
+
+    `trials=False` leaves out the runs that train a search's trials (a search of 30 trials would
+    fill the page) and counts them instead. The others keep their row numbers, so a row is the
+    same run with or without its neighbours: `rlrun show 12` names the run ls numbered 12."""
     chosen = filters or RunFilter()
     root = paths.resolve_home(home)
     with Registry.open(root, create=False) as registry:
         runs = registry.list_runs(filters=chosen, limit=limit)
+        hidden = set() if trials or not runs else registry.trial_runs([run.id for run in runs])
         # A count is a second query on a large registry: only when the page may not hold them all.
         total = registry.count_runs(chosen) if limit is not None and len(runs) == limit else len(runs)
         # "no runs match --algo x (12 runs in ...)" tells a filter that is wrong from an empty home.
         everything = registry.count_runs() if not runs and chosen.narrows else total
-    return RunListing(runs, total, everything, chosen, root)
+    shown = [run for run in runs if run.id not in hidden]
+    return RunListing(shown, total, everything, chosen, root, len(runs) - len(shown))
 
 
 def list_searches(*, home: Path | str | None = None,

@@ -32,6 +32,8 @@ def list_runs(
     search_ref: Annotated[str | None, typer.Option(
         "--search", metavar="SEARCH", help="List a search's trials instead: --search search:latest.")] = None,
     searches: Annotated[bool, typer.Option("--searches", help="List the searches instead.")] = False,
+    trials: Annotated[bool, typer.Option(
+        "--trials", help="List the runs of search trials too (--json and --csv always do).")] = False,
 ) -> None:
     """List runs, newest first (or --sort best | frames); filters narrow the list and the row numbers."""
     from rlrun import catalog
@@ -42,16 +44,23 @@ def list_runs(
     if search_ref is not None or searches:
         _list_searches(search_ref, home, as_json, None if show_all else limit)
         return
-    listing = catalog.list_runs(filters, home=home, limit=None if show_all else limit)
+    # Scripts read every run; a person's table keeps a search's trial runs out of the way.
+    listing = catalog.list_runs(filters, home=home, limit=None if show_all else limit,
+                                trials=trials or as_json or as_csv)
     if as_json:
         print_json([run.to_json() for run in listing.runs])
     elif as_csv:
         sys.stdout.write(views.runs_csv(listing.runs))
-    elif not listing.runs:
+    elif not listing.runs and not listing.hidden_trials:
         say(views.nothing_listed(listing))
     else:
-        say(views.runs_table(listing.runs, total=listing.total, filters=filters.describe(),
-                             colour=views.colour_enabled(), width=views.terminal_width()))
+        width = views.terminal_width()
+        if listing.runs:
+            # "1 of 3 runs" would count the trial runs the line under the table counts
+            say(views.runs_table(listing.runs, total=listing.total - listing.hidden_trials, filters=filters.describe(),
+                                 colour=views.colour_enabled(), width=width))
+        if listing.hidden_trials:
+            say(views.fit(views.hidden_trials(listing.hidden_trials, alone=not listing.runs), width))
 
 
 def _list_searches(reference: str | None, home: str | None, as_json: bool, limit: int | None) -> None:

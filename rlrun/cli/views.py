@@ -209,6 +209,12 @@ def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", col
     return fit(shown, width)
 
 
+def hidden_trials(count: int, *, alone: bool) -> str:
+    """The line under `ls` that says how many trial runs it left out, and the option that shows them."""
+    runs = f"{count} trial run{_s(count)}"
+    return f"{runs} (of searches): --trials" if alone else f"and {runs}: --trials"
+
+
 def runs_csv(runs: Sequence[RunSummary]) -> str:
     """`rlrun ls --csv`: the fields of `--json`, one run per line; times as local ISO 8601."""
     import csv

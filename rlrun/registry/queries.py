@@ -152,6 +152,15 @@ class Reads(Connected):
             found = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
         return found[0][0] if found else None
 
+    def trial_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of these runs train a search's trial (or a population member's segment)."""
+        found: set[str] = set()
+        with self._transaction(write=False) as tx:
+            for start in range(0, len(run_ids), records.IN_LIMIT):
+                listed, params = in_list("r", list(run_ids[start:start + records.IN_LIMIT]))
+                found |= {row[0] for row in tx.rows(f"SELECT run_id FROM trials WHERE run_id IN ({listed})", params)}
+        return found
+
     def count_runs(self, filters: RunFilter | str | None = None) -> int:
         """How many runs `list_runs(filters=filters, limit=None)` would list (a string is a status)."""
         chosen = as_filter(filters)
