@@ -1,5 +1,8 @@
 """Where CI's test time went, from pytest's JUnit XML (.ci/run writes it): each lane's total, each
-file's, and the 25 slowest tests (setup, call and teardown together, as JUnit counts them).
+file's, and the 25 slowest tests (setup, call and teardown together, as JUnit counts them), in wall
+seconds and in CPU seconds (tests/conftest.py records each test's: the process's and its awaited
+children's). Wall time is what a test waited, stretched by whatever shared the cores; CPU time is
+what it cost, the measure to cut: the suite's wall time is at least its CPU time over the cores.
 
 The lane of a test is the property tests/conftest.py records with it: `unit` (tests/unit, the core
 install), `fast` (the rest that do not train) or `slow` (trainings, servers, lint). Times are each
@@ -17,28 +20,33 @@ from collections import Counter, defaultdict
 
 def main(path: str) -> None:
     tests = ElementTree.parse(path).getroot().iter("testcase")
-    by_lane: Counter[str] = Counter()
-    by_file: Counter[str] = Counter()
+    wall: dict[str, Counter[str]] = {"lane": Counter(), "file": Counter()}
+    cpu: dict[str, Counter[str]] = {"lane": Counter(), "file": Counter()}
     count: defaultdict[str, int] = defaultdict(int)
-    slowest: list[tuple[float, str]] = []
+    slowest: list[tuple[float, float, str]] = []
     for test in tests:
-        seconds = float(test.get("time") or 0)
-        lane = next((p.get("value") for p in test.iter("property") if p.get("name") == "lane"), None) or "?"
+        properties = {p.get("name"): p.get("value") for p in test.iter("property")}
+        seconds, cpu_seconds = float(test.get("time") or 0), float(properties.get("cpu") or 0)
+        lane = properties.get("lane") or "?"
         module = (test.get("classname") or "").split(".")
-        file = "/".join(part for part in module if part[:1].islower() or part.startswith("test_"))
-        by_lane[lane] += seconds
+        file = "/".join(part for part in module if part[:1].islower() or part.startswith("test_")) + ".py"
+        for kind, key in (("lane", lane), ("file", file)):
+            wall[kind][key] += seconds
+            cpu[kind][key] += cpu_seconds
         count[lane] += 1
-        by_file[f"{file}.py"] += seconds
-        slowest.append((seconds, f"{test.get('classname')}::{test.get('name')}"))
-    print("\nlanes (each test's own seconds, summed):")
-    for lane, seconds in by_lane.most_common():
-        print(f"  {lane:6} {seconds:8.1f} s  {count[lane]:5} tests")
-    print("\nfiles, the 15 slowest:")
-    for file, seconds in by_file.most_common(15):
-        print(f"  {seconds:8.1f} s  {file}")
-    print("\ntests, the 25 slowest:")
-    for seconds, name in sorted(slowest, reverse=True)[:25]:
-        print(f"  {seconds:8.1f} s  {name}")
+        slowest.append((cpu_seconds, seconds, f"{test.get('classname')}::{test.get('name')}"))
+    print("\nlanes (each test's own seconds, summed; wall and CPU):")
+    for lane, seconds in wall["lane"].most_common():
+        print(f"  {lane:6} {seconds:8.1f} s  {cpu['lane'][lane]:8.1f} cpu-s  {count[lane]:5} tests")
+    print("\nfiles, the 15 costliest in CPU seconds:")
+    for file, cpu_seconds in cpu["file"].most_common(15):
+        print(f"  {cpu_seconds:8.1f} cpu-s  {wall['file'][file]:8.1f} s  {file}")
+    print("\ntests, the 25 costliest in CPU seconds:")
+    for cpu_seconds, seconds, name in sorted(slowest, reverse=True)[:25]:
+        print(f"  {cpu_seconds:8.1f} cpu-s  {seconds:8.1f} s  {name}")
+    print("\ntests, the 10 longest in wall seconds:")
+    for cpu_seconds, seconds, name in sorted(slowest, key=lambda test: -test[1])[:10]:
+        print(f"  {seconds:8.1f} s  {cpu_seconds:8.1f} cpu-s  {name}")
 
 
 if __name__ == "__main__":

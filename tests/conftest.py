@@ -5,6 +5,7 @@ run's final state), and the workers."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -68,6 +69,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Each test's lane in the JUnit report (.ci/timings.py sums them): unit, fast or slow."""
     unit = UNIT in Path(str(item.path)).parents
     item.user_properties.append(("lane", "unit" if unit else "slow" if item.get_closest_marker("slow") else "fast"))
+
+
+CPU_AT_START = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    item.stash[CPU_AT_START] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's CPU seconds in the JUnit report, beside its wall time: what it costs the machine,
+    whatever else shared the cores meanwhile (two workers on two cores stretch each other's wall time,
+    not their CPU time). This process's and the children it awaited: the commands and session
+    processes a test starts; a Ray cluster's workers count when its module's fixture reaps them."""
+    yield
+    item.user_properties.append(("cpu", f"{_cpu_seconds() - item.stash[CPU_AT_START]:.2f}"))
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
