@@ -323,7 +323,7 @@ CASES = [
     case("ls", "--since", "yesterday", hint="is not a time"),
     case("ls", "--json", "--csv", hint="choose --json or --csv"),
     case("rm", hint="name the runs to delete, e.g. `rlrun rm latest`"),
-    case("plot", "latest", hint="rlrun plot needs an image to write: -o FILE.png"),
+    case("plot", "latest", hint="start one with `rlrun train"),
     case("enjoy", "--episodes", "0", hint="'--episodes': 0 is not in the range x>=1"),
     case("enjoy", "--episodes", "99999999", hint="--episodes 99999999: play from 1 to 10,000 episodes at a time"),
     case("enjoy", "--render", "--video", "SCRATCH/v.gif", hint="choose --render (a window) or --video (a file)"),

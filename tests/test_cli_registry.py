@@ -233,7 +233,6 @@ def test_every_error_is_one_line_exit_2_and_writes_nothing(zoo: Path) -> None:
         (["resume", "latest", "--status", "running"], ["no runs match --status running"]),
         (["rm"], ["name the runs to delete"]),
         (["rm", "nosuchrun", "--yes"], ["no run matches 'nosuchrun'"]),
-        (["plot", "alpha"], ["rlrun plot needs an image to write: -o FILE.png"]),
         (["plot", "alpha", "-o", "plot.txt"], ["cannot write a .txt; use a .png, .svg, .pdf file"]),
         (["plot", "alpha", "-o", "nowhere/plot.png"], ["folder nowhere does not exist"]),
         (["plot", "nosuchrun", "-o", "plot.png"], ["no run matches 'nosuchrun'"]),

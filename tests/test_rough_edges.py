@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -134,3 +135,54 @@ def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_
     assert "(mine)" in invoke(home, "show", "3").stderr.splitlines()[0]
     only_trials = invoke(home, "ls", "--of", "reinforce_cartpole", "-n", "2").stderr
     assert only_trials == "2 trial runs (of searches): --trials\n"
+
+
+# ---- hints that name the command that does what they say --------------------------------------
+
+
+def test_stopping_a_detached_run_says_how_to_resume_it_detached(tmp_path: Path) -> None:
+    with Registry.open(tmp_path) as registry:
+        registry.create_run(run_id="d1", name="away", spec_name="reinforce_cartpole", algorithm="reinforce",
+                            env_id="CartPole-v1", max_frame=3000, seed=1, num_sessions=1,
+                            spec_json=json.dumps({"name": "reinforce_cartpole"}), host=socket.gethostname(),
+                            pid=os.getpid())
+        assert registry.supervise_run("d1", supervisor="actor rlrun/rlrun-d1 on node 8c1f", host=socket.gethostname(),
+                                      pid=os.getpid())
+    stopped = invoke(tmp_path, "stop", "away")
+    assert stopped.code == 0, stopped.stderr
+    assert stopped.stderr.rstrip().endswith("continue it with `rlrun resume d1 --ray --detach`"), stopped.stderr
+
+
+def test_spec_list_lists_the_search_specs_too_marked() -> None:
+    listed = invoke(None, "spec", "list").stdout.splitlines()
+    assert listed[0].split() == ["spec", "algorithm", "env", "for"]
+    rows = {line.split()[0]: line.split()[-1] for line in listed[1:]}
+    assert rows["ppo_lunarlander_pbt"] == "search" and rows["ppo_cartpole"] == "train"
+
+
+def test_plot_without_o_writes_a_file_named_after_the_run_and_says_where(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install 'rlrun[plot]')")
+    home = tmp_path / "runs"
+    assert invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "first").code == 0
+    monkeypatch.chdir(tmp_path)
+    drawn = invoke(home, "plot", "first")
+    assert drawn.code == 0, drawn.stderr
+    assert drawn.stderr.splitlines()[-1] == "wrote first.png"
+    assert (tmp_path / "first.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_mistyped_wrapper_gets_a_did_you_mean(tmp_path: Path) -> None:
+    refused = invoke(tmp_path, "train", "reinforce_cartpole", *TINY,
+                     "--set", 'env.wrappers=["gymnasium.wrappers:RecordEpisodeStatistcs"]')
+    assert refused.code == 2
+    assert refused.stderr.endswith('did you mean "RecordEpisodeStatistics"?\n'), refused.stderr
+
+
+def test_switching_the_algorithm_with_set_is_said_first_as_the_switch(tmp_path: Path) -> None:
+    refused = invoke(tmp_path, "train", "ppo_cartpole", "--set", "agent.algorithm=dqn")
+    assert refused.code == 2
+    lines = refused.stderr.splitlines()
+    assert lines[0].startswith('error: agent.algorithm = "dqn": switches ppo_cartpole from ppo to dqn'), lines
+    assert "n_steps" in lines[0] and "`rlrun spec show dqn_cartpole`" in lines[0]
+    assert len(lines) == 1, lines  # not a line per PPO setting DQN lacks

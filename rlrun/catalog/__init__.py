@@ -18,7 +18,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlrun.catalog.curves import Curve, PopulationCurves, RunCurves, curve, metric_curve, plot_data
+    from rlrun.catalog.curves import (
+        Curve,
+        PopulationCurves,
+        RunCurves,
+        curve,
+        default_image,
+        metric_curve,
+        plot_data,
+    )
     from rlrun.catalog.export import MetricsTable, export_metrics
     from rlrun.catalog.listing import RunListing, list_runs, list_searches
     from rlrun.catalog.targets import (
@@ -35,7 +43,7 @@ if TYPE_CHECKING:
 # Each name from its module, loaded on first use: `rlrun ls` loads the listing alone, not the
 # metrics log's CSV reader or the run-folder reader that `plot` and `show` need.
 _MODULES = {
-    "curves": ("Curve", "PopulationCurves", "RunCurves", "curve", "metric_curve", "plot_data"),
+    "curves": ("Curve", "PopulationCurves", "RunCurves", "curve", "default_image", "metric_curve", "plot_data"),
     "export": ("MetricsTable", "export_metrics"),
     "listing": ("RunListing", "list_runs", "list_searches"),
     "targets": ("FoundRun", "FoundRuns", "RunLookup", "SearchLookup", "TrackerReport", "find_runs", "lookup",
@@ -44,8 +52,8 @@ _MODULES = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = [
     "Curve", "FoundRun", "FoundRuns", "MetricsTable", "PopulationCurves", "RunCurves", "RunListing", "RunLookup",
-    "SearchLookup", "TrackerReport", "curve", "export_metrics", "find_runs", "list_runs", "list_searches", "lookup",
-    "lookup_search", "metric_curve", "plot_data",
+    "SearchLookup", "TrackerReport", "curve", "default_image", "export_metrics", "find_runs", "list_runs",
+    "list_searches", "lookup", "lookup_search", "metric_curve", "plot_data",
 ]  # fmt: skip
 
 

@@ -53,6 +53,20 @@ class RunCurves(NamedTuple):
     curves: list[Curve]  # one per run, in the order first named
 
 
+def default_image(drawn: RunCurves | SearchLookup | PopulationCurves, metric: str | None = None) -> Path:
+    """Where `rlrun plot` without `-o` writes: a PNG in the current folder named after what it
+    draws (`first.png`, `first-loss.png`, `bngx3k-and-2-more.png`, `search-sweep.png`). Run and
+    search names are plain ASCII letters, digits and `_ . -`, so every name is a file name."""
+    if isinstance(drawn, RunCurves):
+        runs = [run.name or run.id for _, run in drawn.named]
+        stem = runs[0] + (f"-and-{len(runs) - 1}-more" if len(runs) > 1 else "")
+        stem += f"-{metric}" if metric else ""
+    else:
+        search = drawn.search.search if isinstance(drawn, PopulationCurves) else drawn.detail.search
+        stem = f"search-{search.name or search.id}"
+    return Path(f"{stem}.png")
+
+
 def plot_data(references: Sequence[str] = ("latest",), filters: RunFilter | None = None, *,
               home: Path | str | None = None,
               metric: str | None = None) -> RunCurves | SearchLookup | PopulationCurves:  # fmt: skip

@@ -54,7 +54,8 @@ def track(
 def plot(
     references: Annotated[list[str] | None, references_argument("the runs to draw (default: latest).")] = None,
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="PATH", help="Image file to write: .png, .svg or .pdf.")] = None,
+        "-o", "--output", metavar="PATH",
+        help="Image file to write: .png, .svg or .pdf (default: NAME.png here, after the run or search).")] = None,
     title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
     metric: Annotated[str | None, typer.Option(
         metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return.")] = None,
@@ -67,10 +68,10 @@ def plot(
     from rlrun.cli import views
     from rlrun.cli.plot import check_output, draw, draw_population, draw_search
 
-    if output is None:
-        raise BadInput("rlrun plot needs an image to write: -o FILE.png")
-    check_output(output)
+    if output is not None:
+        check_output(output)
     drawn = catalog.plot_data(references or ["latest"], filters, home=home, metric=metric)
+    output = output or catalog.default_image(drawn, metric)
     if isinstance(drawn, catalog.PopulationCurves):  # each member's curve, its exploits marked
         say(views.resolved_search(drawn.search.search, drawn.reference))
         say(f"wrote {draw_population(drawn, output, title=title)}")

@@ -17,13 +17,14 @@ def spec(context: typer.Context) -> None:
 
 @spec_app.command("list")
 def spec_list() -> None:
-    """List the built-in specs."""
+    """List the built-in specs: those `rlrun train` takes, then the search specs `rlrun search` takes."""
     from rlrun.cli.views import table
-    from rlrun.spec import builtin_document, builtin_names
+    from rlrun.spec import builtin_document, builtin_names, builtin_search_names
 
-    rows = [[name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"]]
-            for name in builtin_names()]
-    sys.stdout.write(table(("spec", "algorithm", "env"), rows) + "\n")
+    rows = [[name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"], command]
+            for names, command in ((builtin_names(), "train"), (builtin_search_names(), "search"))
+            for name in names]
+    sys.stdout.write(table(("spec", "algorithm", "env", "for"), rows) + "\n")
 
 
 @spec_app.command("show", short_help="Print a built-in spec as JSON.")

@@ -229,6 +229,7 @@ def stop(
     with snapshots. Safe to repeat; a run or search that has ended has nothing to stop (exit 0)."""
     from rlrun.cli import views
     from rlrun.refs import SearchRef, parse_target
+    from rlrun.training.control import resume_command
     from rlrun.training.control import stop as stop_run
 
     target = parse_target(reference)
@@ -241,11 +242,11 @@ def stop(
         print_json(outcome.to_json())
     run = outcome.run
     if not outcome.stopping:
-        advice = f"; continue it with `rlrun resume {run.id}`" if run.status in ("crashed", "preempted") else ""
+        advice = f"; continue it with `{resume_command(run)}`" if run.status in ("crashed", "preempted") else ""
         say(f"run {run.id} is {run.status}: nothing to stop{advice}")
     elif outcome.repeated:
         say(f"run {run.id}: a stop was already requested {views.when(outcome.requested_at)}; its sessions stop at"
             " their next heartbeat with a snapshot (`rlrun ls` says preempted once they have)")
     else:
         say(f"run {run.id}: stop requested; its sessions stop at their next heartbeat with a snapshot"
-            f" (`rlrun ls` says preempted once they have); continue it with `rlrun resume {run.id}`")
+            f" (`rlrun ls` says preempted once they have); continue it with `{resume_command(run)}`")

@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlrun.errors import BadInput
-from rlrun.spec import WrapperSpec
+from rlrun.spec import WrapperSpec, did_you_mean
 
 
 def apply_wrappers(env: gym.Env[Any, Any], wrappers: list[WrapperSpec]) -> gym.Env[Any, Any]:
@@ -37,13 +37,21 @@ def wrapper_class(wrapper: WrapperSpec, where: str) -> type[gym.Wrapper[Any, Any
                        " on PYTHONPATH") from None
     for part in qualified.split("."):
         if not hasattr(found, part):
-            raise BadInput(f"{named}: module {module_name} has no {qualified}; check the name after the colon")
+            hint = did_you_mean(part, _names_in(found)) or " check the name after the colon"
+            raise BadInput(f"{named}: module {module_name} has no {qualified};{hint}")
         found = getattr(found, part)
     if not (inspect.isclass(found) and issubclass(found, gym.Wrapper)):
         what = found.__name__ if inspect.isclass(found) else type(found).__name__
         raise BadInput(f"{named}: {what} is not a gymnasium.Wrapper; name a subclass of gymnasium.Wrapper"
                        " (ObservationWrapper, ActionWrapper, RewardWrapper…)")
     return found
+
+
+def _names_in(namespace: Any) -> list[str]:
+    """The public names a module (or class) offers: what a mistyped wrapper name was meant to be.
+    A module's `__all__` first, and names only: Gymnasium loads its wrappers lazily, and loading
+    each would import its optional dependencies."""
+    return list(getattr(namespace, "__all__", None) or [n for n in vars(namespace) if not n.startswith("_")])
 
 
 def _wrap(env: gym.Env[Any, Any], wrapper: WrapperSpec, where: str) -> gym.Env[Any, Any]:

@@ -168,7 +168,39 @@ def apply_overrides(document: dict[str, Any], overrides: list[str]) -> dict[str,
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
     """Read, override and validate a spec; raises SpecError listing every problem."""
     document = source if isinstance(source, dict) else read_document(source)
-    return validate_spec(apply_overrides(document, overrides or []))
+    edited = apply_overrides(document, overrides or [])
+    try:
+        return validate_spec(edited)
+    except SpecError as error:
+        switched = _algorithm_switch(document, edited, error.problems)
+        if switched is None:
+            raise
+        raise SpecError(switched) from None
+
+
+def _algorithm_switch(document: dict[str, Any], edited: dict[str, Any], problems: list[str]) -> list[str] | None:
+    """An override that changed `agent.algorithm` leaves the old algorithm's settings behind, each
+    an unknown key to the new one: said first, as one line naming the switch and the spec to start
+    from, rather than as a list of keys that looks like the spec's fault. None: no switch."""
+    before, after = (d.get("agent", {}).get("algorithm") if isinstance(d.get("agent"), dict) else None
+                     for d in (document, edited))
+    if before == after or before not in algorithm_names() or after not in algorithm_names():
+        return None
+    prefix = "agent."
+    left = [p for p in problems if p.startswith(prefix) and ": unknown key;" in p and "." not in
+            p[len(prefix):p.index(":")]]
+    if not left:
+        return None
+    keys = [p[len(prefix):p.index(":")] for p in left]
+    env_id = edited.get("env", {}).get("id") if isinstance(edited.get("env"), dict) else None
+    same_env = [n for n in builtin_names() if (b := builtin_document(n))["agent"]["algorithm"] == after
+                and b["env"]["id"] == env_id]
+    same_env.sort(key=lambda n: not n.startswith(f"{after}_"))  # dqn_cartpole before ddqn_cartpole
+    start = f"`rlrun spec show {same_env[0]}`" if same_env else "`rlrun spec list`"
+    line = (f"agent.algorithm = {json.dumps(after)}: switches {document.get('name', 'the spec')} from {before} to"
+            f" {after}, which has none of {before}'s settings {', '.join(keys)}; start from a {after} spec"
+            f" ({start}) and edit that")
+    return [line, *(p for p in problems if p not in left)]
 
 
 def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spec:

@@ -43,6 +43,13 @@ class StopOutcome:
                 "repeated": self.repeated}
 
 
+def resume_command(run: RunRecord) -> str:
+    """The command that continues `run` the way it ran: a detached run (a cluster actor supervised
+    it) detached again, on the cluster `--ray` finds; a plain `rlrun resume` would bring it back to
+    this terminal, to end with it."""
+    return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
+
+
 def stop(ref: RunRef | str = "latest", filters: RunFilter | None = None, *,
          home: Path | str | None = None) -> StopOutcome:  # fmt: skip
     """Ask the run `ref` names to stop with snapshots; returns at once (its sessions stop at their
