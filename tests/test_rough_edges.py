@@ -186,3 +186,31 @@ def test_switching_the_algorithm_with_set_is_said_first_as_the_switch(tmp_path: 
     assert lines[0].startswith('error: agent.algorithm = "dqn": switches ppo_cartpole from ppo to dqn'), lines
     assert "n_steps" in lines[0] and "`rlrun spec show dqn_cartpole`" in lines[0]
     assert len(lines) == 1, lines  # not a line per PPO setting DQN lacks
+
+
+# ---- other libraries keep to themselves; no empty revision rows ---------------------------------
+
+
+def test_mlflow_does_not_talk_in_rlruns_output(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install 'rlrun[mlflow]')")
+    # A new store, so MLflow makes its tables; run from the test's folder, where MLflow puts mlruns/.
+    env = {**cli_env(tmp_path / "runs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("MLFLOW_LOGGING_LEVEL", None)
+    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY, "--track", "mlflow"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Creating initial MLflow database tables" not in done.stderr
+    assert not [line for line in done.stderr.splitlines() if " INFO mlflow" in line or "alembic" in line], done.stderr
+
+
+def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
+    stopped = run_cli(tmp_path, "train", "reinforce_cartpole", *TINY, "--name", "again",
+                      env={"RLRUN_TEST_SIGNAL_AT_FRAME": "1500"})
+    assert stopped.code == 128 + 15, stopped.stderr
+    assert invoke(tmp_path, "resume", "again").code == 0
+    shown = invoke(tmp_path, "show", "again").stderr
+    revisions = shown.split("spec revisions\n")[1].split("\n\n")[0].splitlines()
+    assert [row.split()[0] for row in revisions[1:]] == ["0"], shown
+    assert "none" not in revisions[-1].split()
+    assert "spec: revision 0 (from frame 0)" in shown
+    assert len(invoke(tmp_path, "show", "again", "--json").json()["spec_revisions"]) == 2  # still recorded

@@ -254,7 +254,7 @@ def run_detail(detail: RunDetail, *, colour: bool = False, width: int | None = N
     sections += [_checkpoints(detail, width), _evaluations(detail, width), _revisions(detail, width),
                  _attempts(detail, width)]
     if detail.spec_revisions:
-        latest = detail.spec_revisions[-1]
+        latest = _changed_revisions(detail)[-1]
         sections.append(f"spec: revision {latest.revision} (from frame {format_size(latest.frame)}); print it with"
                         f" `rlrun show {detail.run.id} --spec-json`")
     return fit("\n\n".join(s for s in sections if s), width)
@@ -387,13 +387,19 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _changed_revisions(detail: RunDetail) -> list[Any]:
+    """The first spec revision and those that changed something: a plain resume records a revision
+    too (the spec it continued with, at its frame), which has nothing to say here; the attempts
+    table shows the resume, `--json` every revision."""
+    return [r for r in detail.spec_revisions if r.revision == 0 or (r.diff_json and json.loads(r.diff_json))]
+
+
 def _revisions(detail: RunDetail, width: int | None) -> str:
     rows = []
-    for r in detail.spec_revisions:
+    for r in _changed_revisions(detail):
         changes = json.loads(r.diff_json) if r.diff_json else []
         shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
-        rows.append([str(r.revision), format_size(r.frame), when(r.created_at),
-                     shown or ("initial" if r.revision == 0 else "none")])  # fmt: skip
+        rows.append([str(r.revision), format_size(r.frame), when(r.created_at), shown or "initial"])
     return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ",
                  width=width, drop=("made",))
 
@@ -609,7 +615,9 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
             params = ", ".join(f"{k}={_param(v)}" for k, v in json.loads(trial.params_json).items())
             lines.append(f"  trial {trial.number} (run {trial.run_id or '-'}): {value}  {params}")
     if search.importance_json:
-        lines.append("parameter importance (fANOVA over the complete trials):")
+        # The method `rlrun.search.optuna_adapter.importance` uses (its IMPORTANCE_METHOD; not imported:
+        # this view loads neither Optuna nor the search package).
+        lines.append("parameter importance (PED-ANOVA over the complete trials):")
         for path, share in sorted(json.loads(search.importance_json).items(), key=lambda kv: -kv[1]):
             lines.append(f"  {path}: {share:.2f}")
     counts = {state: sum(t.state == state for t in detail.trials) for state in ("complete", "pruned", "failed",

@@ -5,6 +5,7 @@ each parameter's importance at the end (`importance`)."""
 from __future__ import annotations
 
 import json
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from rlrun import seeding
@@ -101,9 +102,15 @@ def decode_params(params: dict[str, Any], dimensions: list[Dimension]) -> dict[s
     return {d.path: json.loads(params[d.path]) if d.path in lists else params[d.path] for d in dimensions}
 
 
+IMPORTANCE_METHOD = "PED-ANOVA"
+"""How `importance` weighs parameters, as `rlrun show search:` names it: Optuna's PED-ANOVA, its
+default since Optuna 4 (fANOVA needs scikit-learn, which the search extra does not bring)."""
+
+
 def importance(detail: Any) -> dict[str, float] | None:
-    """Each parameter's share of the score's variance over the complete trials (Optuna's fANOVA),
-    or None when there are too few of them or Optuna is missing."""
+    """Each parameter's importance to reaching the best scores over the complete trials (Optuna's
+    PED-ANOVA), or None when there are too few of them, their scores cannot tell the parameters
+    apart, or Optuna is missing."""
     complete = [t for t in detail.trials if t.state == "complete" and t.value is not None]
     dimensions = search_space.load(detail.search.space_json)
     if len(complete) < 2 or len(dimensions) < 1:
@@ -117,7 +124,14 @@ def importance(detail: Any) -> dict[str, float] | None:
     for trial in complete:
         study.add_trial(optuna.trial.create_trial(value=trial.value, params=encode_params(trial.params, dimensions),
                                                   distributions=distributions))
-    try:
-        return dict(optuna.importance.get_param_importances(study))
-    except (RuntimeError, ValueError):
-        return None
+    # Optuna warns (a UserWarning, in the middle of rlrun's output) when the trials cannot tell the
+    # parameters apart (too few, or tied scores) and then gives them equal shares: no importance.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            found = dict(optuna.importance.get_param_importances(
+                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
+        except (RuntimeError, ValueError):
+            return None
+    equal = [w for w in said if "importances will be equal" in str(w.message)]
+    return None if equal else found

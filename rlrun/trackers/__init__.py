@@ -32,8 +32,8 @@ from rlrun.trackers.points import Identity, Point, flatten, history, metric_name
 KNOWN = ("mlflow", "wandb")
 """The trackers, each also the name of its package (and of rlrun's extra that installs it)."""
 
-__all__ = ["KNOWN", "Identity", "Point", "check_installed", "flatten", "history", "make_tracker", "metric_name",
-           "status"]
+__all__ = ["KNOWN", "Identity", "Point", "check_installed", "flatten", "history", "import_package", "make_tracker",
+           "metric_name", "status"]
 
 
 def check_installed(names: Sequence[str]) -> None:
@@ -42,6 +42,16 @@ def check_installed(names: Sequence[str]) -> None:
         if importlib.util.find_spec(name) is None:
             raise BadInput(f"tracking with {name} needs the {name} package, which is not installed;"
                            f" install it with `{install_hint(name)}` or track without {name}")
+
+
+def import_package(name: str) -> None:
+    """Import a tracker's package, rlrun's settings for it in place first (MLflow reads its own when
+    imported)."""
+    if name == "mlflow":
+        from rlrun.trackers.mlflow import set_defaults
+
+        set_defaults()
+    importlib.import_module(name)
 
 
 def make_tracker(name: str) -> object:

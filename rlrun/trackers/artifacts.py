@@ -53,9 +53,10 @@ def _attempt(name: str, identity: Identity, path: Path, outcome: list[str]) -> N
 
 
 def _to_mlflow(identity: Identity, path: Path) -> None:
-    from mlflow import MlflowClient
+    from rlrun.trackers.mlflow import experiment_id, find_run, set_defaults
 
-    from rlrun.trackers.mlflow import experiment_id, find_run
+    set_defaults()
+    from mlflow import MlflowClient
 
     client = MlflowClient()
     found = find_run(client, experiment_id(client), identity)

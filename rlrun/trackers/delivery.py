@@ -10,7 +10,6 @@ waits a bounded time for the queue to drain, then writes what was not delivered 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import queue
 import threading
@@ -19,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlrun.trackers import make_tracker, status
+from rlrun.trackers import import_package, make_tracker, status
 from rlrun.trackers.base import Tracker
 from rlrun.trackers.points import Identity, Point, evaluation_point, history, row_point
 
@@ -215,6 +214,6 @@ def open_relay(names: Sequence[str], identity: Identity, session_dir: Path, *, a
     if not names:
         return None
     for name in names:  # here, before training: imported on the thread, it would hold the loop up mid-run
-        importlib.import_module(name)
+        import_package(name)
     return Relay(names, identity, session_dir, rewind=attempt not in ("train", "fork"),
                  backlog=history(rows, evaluations), wall_time=float(rows[-1].get("wall_time") or 0.0) if rows else 0.0)

@@ -27,15 +27,26 @@ _PARAM_LENGTH = 500
 _STATUS = {"finished": "FINISHED", "preempted": "KILLED", "failed": "FAILED"}
 
 
+def set_defaults() -> None:
+    """MLflow's settings as rlrun wants them unless the user set them; called before mlflow is
+    imported (it reads its logging level then).
+
+    MLflow retries a request to a server that does not answer for minutes before it raises, longer
+    than a closing session waits: rlrun retries on its own (`Delivery`), so each call is tried
+    twice, 10 s each, and a dead server is told at once. And MLflow logs its own progress at INFO on
+    stderr ("Creating initial MLflow database tables..."), in the middle of rlrun's display:
+    warnings only (MLFLOW_LOGGING_LEVEL=INFO brings its lines back)."""
+    for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10"),
+                        ("MLFLOW_LOGGING_LEVEL", "WARNING")):
+        if not os.environ.get(name):  # set and empty is unset, to MLflow too
+            os.environ[name] = value
+
+
 class MlflowTracker:
     name = "mlflow"
 
     def __init__(self) -> None:
-        # MLflow retries a request to a server that does not answer for minutes before it raises,
-        # longer than a closing session waits: rlrun retries on its own (`Delivery`), so unless the
-        # user says otherwise each call is tried twice, 10 s each, and a dead server is told at once.
-        for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
-            os.environ.setdefault(name, value)
+        set_defaults()
         self.client: Any = None
         self.run_id = ""
         self.start_ms = 0
