@@ -265,6 +265,11 @@ def search_target(text: str) -> SearchRef:
     return SearchRef(parse_search_ref(named), named)
 
 
+NAME_RULE = ("a name uses only plain ASCII letters and digits and `_`, `.`, `-`, starts with a letter or"
+             " digit, is not all digits and is not `latest`")
+"""The run-name rule (`_TOKEN`, less what a reference reads otherwise), as messages and the docs say it."""
+
+
 def check_run_name(name: str) -> str:
     """A run name must read back as itself: not `latest`, not a row number, no `/` or `@`."""
     try:
@@ -272,11 +277,21 @@ def check_run_name(name: str) -> str:
     except RunReferenceError:
         ref = None
     if ref != RunRef("token", token=name):
-        raise BadInput(
-            f"run name {name!r} cannot be used: a name starts with a letter or digit, uses only "
-            "letters, digits, '.', '_' and '-', is not all digits and is not `latest`"
-        )
+        # The name as typed (a control character as ?), and each character the rule leaves out,
+        # named so it can be seen: repr() would print 'caf\xe9' for a name that is not ASCII.
+        shown = "".join(c if c.isprintable() else "?" for c in name)
+        outside = dict.fromkeys(c for c in name if not (c.isascii() and (c.isalnum() or c in "._-")))
+        named = [_character(c) for c in outside]
+        said = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+        why = f" ({said} {'is' if len(outside) == 1 else 'are'} not allowed)" if outside else ""
+        raise BadInput(f'run name "{shown}" cannot be used{why}: {NAME_RULE}')
     return name
+
+
+def _character(c: str) -> str:
+    if c == " ":
+        return "a space"
+    return f"`{c}`" if c.isprintable() else f"U+{ord(c):04X}"
 
 
 # ---------------------------------------------------------------------------------------------

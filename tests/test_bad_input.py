@@ -254,7 +254,7 @@ CASES = [
          hint="env.kwargs.bogus_kw: CartPole-v1 has no such keyword argument; it takes sutton_barto_reward"),
     # env.wrappers and env.normalize (issue 28): the wrapper named by its place and path
     case("train", RC, "--set", 'env.wrappers=["no_such_module_28:Wrap"]',
-         hint="env.wrappers[0].class = 'no_such_module_28:Wrap': module no_such_module_28 does not import"),
+         hint="env.wrappers[0].class = 'no_such_module_28:Wrap': cannot import no_such_module_28"),
     case("train", RC, "--set", 'env.wrappers=["gymnasium.wrappers:ClipAction"]',
          hint="env.wrappers[0].class = 'gymnasium.wrappers:ClipAction': it does not fit CartPole-v1 (ClipAction"),
     case("train", RC, "--set",
@@ -303,7 +303,7 @@ CASES = [
          hint="TextObs-v0 observes Text(1, 8, "),
     case("train", RC, "--set", "agent.network.kind=cnn", hint='not a network; use "mlp", "nature_cnn", or "module:'),
     case("train", RC, *TINY_TRAIN, "--set", "agent.network.kind=no_such_module_xyz:Net",
-         hint="module no_such_module_xyz does not import (ModuleNotFoundError"),
+         hint="cannot import no_such_module_xyz (ModuleNotFoundError"),
     case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:small_mpl",
          hint='has no small_mpl; did you mean "usernets.my_nets:small_mlp"'),
     case("train", RC, *TINY_TRAIN, "--set", f"{USER_NET}:NotANetwork",

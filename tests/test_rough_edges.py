@@ -214,3 +214,47 @@ def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
     assert "none" not in revisions[-1].split()
     assert "spec: revision 0 (from frame 0)" in shown
     assert len(invoke(tmp_path, "show", "again", "--json").json()["spec_revisions"]) == 2  # still recorded
+
+
+# ---- where user code is found; run names -------------------------------------------------------
+
+WRAPPER_BESIDE_THE_SPEC = '''
+import gymnasium as gym
+
+
+class HalfReward(gym.RewardWrapper):
+    def reward(self, reward):
+        return 0.5 * reward
+'''
+
+NETWORK_BESIDE_THE_SPEC = '''
+from torch import nn
+
+
+def tiny(observation_space, outputs):
+    return nn.Sequential(nn.Flatten(), nn.Linear(observation_space.shape[0], outputs))
+'''
+
+
+def test_wrappers_and_networks_beside_the_spec_are_found_as_env_modules_are(tmp_path: Path) -> None:
+    (tmp_path / "beside_wrappers.py").write_text(WRAPPER_BESIDE_THE_SPEC)
+    (tmp_path / "beside_nets.py").write_text(NETWORK_BESIDE_THE_SPEC)
+    env = cli_env(tmp_path / "runs")
+    env.pop("PYTHONPATH", None)  # found from the folder rlrun runs in, as an env module is
+    # The `rlrun` script, as a user starts it: `python -m` would put the current folder on sys.path itself.
+    script = Path(sys.executable).with_name("rlrun")
+    done = subprocess.run([str(script), "train", "reinforce_cartpole", *TINY,
+                           "--set", 'env.wrappers=["beside_wrappers:HalfReward"]',
+                           "--set", "agent.network.kind=beside_nets:tiny"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("name", "said"), [("café run", '"café run" cannot be used (`é` and a space are not allowed)'),
+                                           ("it's", '"it\'s" cannot be used (`\'` is not allowed)')])
+def test_a_run_name_outside_the_rule_is_said_as_typed_with_what_is_not_allowed(tmp_path: Path, name: str,
+                                                                               said: str) -> None:
+    refused = invoke(tmp_path, "train", "reinforce_cartpole", *TINY, "--name", name)
+    assert refused.code == 2
+    assert refused.stderr == f"error: run name {said}: a name uses only plain ASCII letters and digits and `_`, `.`," \
+                             " `-`, starts with a letter or digit, is not all digits and is not `latest`\n"

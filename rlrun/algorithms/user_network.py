@@ -21,7 +21,6 @@ restored with the run, never the module itself, so `enjoy` and `resume` import t
 from __future__ import annotations
 
 import difflib
-import importlib
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from torch import nn
 
 from rlrun.errors import BadInput
 from rlrun.spec import NetworkSpec
+from rlrun.spec.user_imports import import_user_module
 
 PROBE_BATCH = 2
 """Observations in the forward pass that checks a user network's output at build time."""
@@ -75,11 +75,7 @@ def load_factory(path: str) -> Any:
     """The object `module:name` names; BadInput when it cannot be imported."""
     module_name, _, name = path.partition(":")
     where = f"agent.network.kind = {path!r}"
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or anything the module raised while importing
-        raise BadInput(f"{where}: module {module_name} does not import ({type(error).__name__}: {error}); "
-                       "install it or put its folder on PYTHONPATH") from None
+    module = import_user_module(module_name, where)
     if not hasattr(module, name):
         candidates = [n for n in vars(module) if not n.startswith("_")]
         close = difflib.get_close_matches(name, candidates, n=1)

@@ -8,7 +8,6 @@ a run is recorded).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from typing import Any
@@ -17,6 +16,7 @@ import gymnasium as gym
 
 from rlrun.errors import BadInput
 from rlrun.spec import WrapperSpec, did_you_mean
+from rlrun.spec.user_imports import import_user_module
 
 
 def apply_wrappers(env: gym.Env[Any, Any], wrappers: list[WrapperSpec]) -> gym.Env[Any, Any]:
@@ -30,11 +30,7 @@ def wrapper_class(wrapper: WrapperSpec, where: str) -> type[gym.Wrapper[Any, Any
     """The class `module:Name` names; BadInput when it cannot be imported or is not a wrapper."""
     module_name, _, qualified = wrapper.class_.partition(":")
     named = f"{where}.class = {wrapper.class_!r}"
-    try:
-        found: Any = importlib.import_module(module_name)
-    except ImportError as error:
-        raise BadInput(f"{named}: module {module_name} does not import ({error}); install it or put its folder"
-                       " on PYTHONPATH") from None
+    found: Any = import_user_module(module_name, named)
     for part in qualified.split("."):
         if not hasattr(found, part):
             hint = did_you_mean(part, _names_in(found)) or " check the name after the colon"

@@ -8,21 +8,17 @@ The spec's validation asks here, and `rlrun.envs.make_env` calls `import_env_cod
 an env, so every process that makes one — a session, an async vector env's worker, `enjoy`, a
 search trial, a Ray worker — imports the same code the same way, from the spec recorded with the run.
 
-Where the user's code is found: where Python finds it (`sys.path`: PYTHONPATH, installed packages),
-and the current directory, appended last as `python -m` would put it first (so a module beside the
-spec is found when rlrun is started by its `rlrun` script too, and never shadows an installed one).
+Where the user's code is found is `rlrun.spec.user_imports`'s rule, the same for wrappers and networks.
 Gymnasium and the packages are imported only when an id is checked or an env made."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
-import traceback
 
 from rlrun.errors import BadInput, install_hint
 from rlrun.spec.sections import ALE_NAMESPACE
+from rlrun.spec.user_imports import cannot_import, first_line, try_import
 
 # Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it:
 # by the id's name (before its version), or by its namespace (the games ale-py registers).
@@ -32,10 +28,6 @@ EXTRAS = {
                      "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"], "mujoco"),
     ALE_NAMESPACE: "atari",
 }
-
-WHERE = "run rlrun from the folder that holds it, or add that folder to PYTHONPATH"
-"""Where a user's module must be for rlrun (and every process it starts) to import it."""
-
 
 def extra_for(env_id: str) -> str | None:
     """The rlrun extra an env id needs, if any."""
@@ -68,10 +60,10 @@ def import_env_code(env_id: str, packages: tuple[str, ...] | list[str] = ()) -> 
     """Import what registers `env_id`: `packages`, the id's module, or ale-py for an ALE id; BadInput
     (one line naming the module and the fix) when one does not import."""
     for index, package in enumerate(packages):
-        _import_user_module(package, f"env.packages[{index}] = {json.dumps(package)}")
+        _import_env_module(package, f"env.packages[{index}] = {json.dumps(package)}")
     module = split_env_id(env_id)[0]
     if module is not None:
-        _import_user_module(module, f"env.id = {json.dumps(env_id)}")
+        _import_env_module(module, f"env.id = {json.dumps(env_id)}")
     if env_id.startswith(ALE_NAMESPACE):
         _register_ale(env_id)
 
@@ -121,7 +113,7 @@ def _not_an_env(env_id: str, name: str) -> list[str]:
     try:
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
     except Exception as error:  # the user's code: any failure is theirs to fix
-        return [f"env.id = {json.dumps(env_id)}: its entry point {entry!r} does not load ({_first_line(error)});"
+        return [f"env.id = {json.dumps(env_id)}: its entry point {entry!r} does not load ({first_line(error)});"
                 " fix the entry point given to gymnasium.register"]
     if isinstance(creator, type) and not issubclass(creator, gymnasium.Env):
         return [not_an_env(env_id, f"{creator.__module__}.{creator.__qualname__}")]
@@ -137,28 +129,24 @@ def not_an_env(env_id: str, made: str) -> str:
 # -- importing ------------------------------------------------------------------------------------
 
 
-def _import_user_module(module: str, where: str) -> None:
+def _import_env_module(module: str, where: str) -> None:
     failure = import_failure(module)
     if failure is not None:
-        reason, not_found = failure
-        fix = f"install it, or {WHERE}" if not_found else "fix the module, or install what it imports"
-        raise BadInput(f"{where}: cannot import {module} ({reason}); {fix}")
+        raise cannot_import(module, where, failure)
 
 
 def import_failure(module: str) -> tuple[str, bool] | None:
-    """Import the user's `module` (once per process); None when it imports, else why not in one
-    line, and whether it is the module itself (or its package) that is not found."""
+    """Import the user's `module` (once per process), noting the envs it registers; None when it
+    imports, else why not in one line, and whether it is the module itself (or its package) that
+    is not found."""
     if module in _REGISTERED_BY:
         return None
     import gymnasium
 
-    _search_current_directory()
     before = set(gymnasium.envs.registry) if module not in sys.modules else None
-    try:
-        importlib.import_module(module)
-    except Exception as error:  # the user's code: any failure to import it is theirs to fix
-        not_found = isinstance(error, ModuleNotFoundError) and error.name is not None and module.startswith(error.name)
-        return _first_line(error), not_found
+    failure = try_import(module)
+    if isinstance(failure, tuple):
+        return failure
     _REGISTERED_BY[module] = ([i for i in gymnasium.envs.registry if i not in before] if before is not None
                               else _entry_points_in(module))
     return None
@@ -177,27 +165,6 @@ def _entry_points_in(module: str) -> list[str]:
         if where.split(".")[0].split(":")[0] == package:
             found.append(env_id)
     return found
-
-
-def _search_current_directory() -> None:
-    """Let the current directory hold the user's modules (see the module's note), in this process
-    and in the session processes it spawns (multiprocessing's spawn hands children `sys.path`)."""
-    here = os.getcwd()
-    if not any(os.path.abspath(entry or ".") == here for entry in sys.path):
-        sys.path.append(here)
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    if isinstance(error, SyntaxError | ModuleNotFoundError):
-        return text  # a syntax error names its file and line itself; a missing module is no one line's fault
-    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frames = traceback.extract_tb(error.__traceback__)
-    user = [f for f in frames if not f.filename.startswith(("<", ours))]
-    if user:
-        text += f", at {os.path.basename(user[-1].filename)}:{user[-1].lineno}"
-    return text
 
 
 def _register_ale(env_id: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from rlrun import storage
 from rlrun.errors import BadInput, ClusterUnreachable
 from rlrun.registry import sqlite_file
-from rlrun.spec.env_ids import WHERE
+from rlrun.spec.user_imports import WHERE
 
 PROBE_SECONDS = 60.0
 
