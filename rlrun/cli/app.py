@@ -24,8 +24,8 @@ app.add_typer(spec_app, name="spec")
 
 # `rlrun --help` lists the commands in this order (what a user reaches for first), whatever order
 # their modules register them in.
-HELP_ORDER = ("train", "resume", "enjoy", "search", "ls", "show", "track", "plot", "export", "stop", "rm", "gc",
-              "import")
+HELP_ORDER = ("train", "resume", "enjoy", "search", "ls", "show", "track", "plot", "compare", "export", "stop", "rm",
+              "gc", "import")
 
 
 def in_help_order(command: Any) -> int:

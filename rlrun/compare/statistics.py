@@ -1,0 +1,118 @@
+"""The statistics of a comparison, every number from rliable itself (Agarwal et al., NeurIPS 2021),
+called exactly as its documentation shows, never re-derived here: interquartile mean, median, mean
+and optimality gap of each group's score matrix (seeds x tasks) with stratified-bootstrap
+confidence intervals; the probability of improvement between groups with its interval; performance
+profiles and IQM-over-frames curves for the figure.
+
+Determinism. rliable's stratified bootstrap draws its resamples from NumPy's global generator
+(`np.random.choice`), not from the `random_state` it accepts (which arch deprecates), so each call
+below seeds that generator with the comparison's seed first, and NumPy's global state is put back
+afterwards: rlrun is a guest in the caller's process. The same
+scores, seed and repetitions give the same numbers, and a caller who makes the same calls to rliable
+after `np.random.seed(seed)` gets them too (tests/test_compare.py does).
+
+rliable is the optional extra `compare`, imported here only, when a comparison is computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlrun.errors import BadInput, install_hint
+
+AGGREGATES = ("median", "iqm", "mean", "optimality_gap")
+"""The order of the aggregate function's outputs: rliable's own examples' order."""
+FIGURE_REPS = 2000
+"""Bootstrap repetitions behind the figure's bands (rliable's default for performance profiles, and
+the RL Zoo's for both): the bands are drawn, not reported, and a curve costs a bootstrap per point."""
+CONFIDENCE = 0.95
+
+
+def rliable() -> tuple[Any, Any]:
+    """rliable's `library` and `metrics` modules, or bad input saying how to install them."""
+    try:
+        from rliable import library, metrics
+    except ImportError:
+        raise BadInput(f"rlrun compare needs rliable: {install_hint('compare')}") from None
+    return library, metrics
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """NumPy's global generator seeded with `seed` for the block, and put back after it."""
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
+def aggregate_function(metrics: Any) -> Any:
+    """The four aggregates of a score matrix, as rliable's README computes them."""
+    return lambda x: np.array([metrics.aggregate_median(x), metrics.aggregate_iqm(x), metrics.aggregate_mean(x),
+                               metrics.aggregate_optimality_gap(x)])  # fmt: skip
+
+
+class Estimate(NamedTuple):
+    point: float
+    low: float
+    high: float
+
+
+def aggregates(scores: Mapping[str, np.ndarray], *, reps: int, seed: int) -> dict[str, dict[str, Estimate]]:
+    """Each group's median, IQM, mean and optimality gap with their 95% stratified-bootstrap
+    intervals: one `rly.get_interval_estimates` call over every group, after `np.random.seed(seed)`."""
+    library, metrics = rliable()
+    with seeded(seed):
+        points, intervals = library.get_interval_estimates(
+            dict(scores), aggregate_function(metrics), reps=reps, confidence_interval_size=CONFIDENCE)
+    return {name: {metric: Estimate(_number(points[name][i]), _number(intervals[name][0][i]),
+                                    _number(intervals[name][1][i]))
+                   for i, metric in enumerate(AGGREGATES)} for name in scores}  # fmt: skip
+
+
+def improvements(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: int,
+                 seed: int) -> dict[str, Estimate]:  # fmt: skip
+    """P(X > Y) for each pair `(X, Y)`, with its interval: one `rly.get_interval_estimates` call
+    with `metrics.probability_of_improvement` over every pair, after `np.random.seed(seed)`."""
+    if not pairs:
+        return {}
+    library, metrics = rliable()
+    with seeded(seed):
+        points, intervals = library.get_interval_estimates(
+            dict(pairs), metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE)
+    return {key: Estimate(_number(points[key]), _number(intervals[key][0]), _number(intervals[key][1]))
+            for key in pairs}
+
+
+def _number(value: Any) -> float:
+    """A Python float from rliable's scalar or one-element array."""
+    return float(np.ravel(value)[0])
+
+
+def profiles(scores: Mapping[str, np.ndarray], taus: np.ndarray, *,
+             seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Each group's performance profile (the fraction of runs scoring above each tau) and its band."""
+    library, _ = rliable()
+    with seeded(seed):
+        points, intervals = library.create_performance_profile(dict(scores), taus, reps=FIGURE_REPS,
+                                                               confidence_interval_size=CONFIDENCE)
+    return {name: (np.asarray(points[name]), np.asarray(intervals[name])) for name in scores}
+
+
+def iqm_curves(curves: Mapping[str, np.ndarray], *, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each group's IQM at each evaluation point (scores: seeds x tasks x points) and its band."""
+    library, metrics = rliable()
+
+    def iqm(scores: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(scores[..., point]) for point in range(scores.shape[-1])])
+
+    with seeded(seed):
+        points, intervals = library.get_interval_estimates(dict(curves), iqm, reps=FIGURE_REPS,
+                                                           confidence_interval_size=CONFIDENCE)
+    return {name: (np.asarray(points[name]), np.asarray(intervals[name])) for name in curves}

@@ -1,0 +1,179 @@
+"""`rlrun compare` on real runs (issue 41): two specs x three seeds on CartPole, a twin of one of
+them (same spec, same seed), and the runs the bad-input rows need. The numbers are held to rliable
+called directly on the same score matrices and bootstrap seed; the gate to bit-identity."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import TINY, heavy_modules, invoke, run_cli
+
+from rlrun.registry import Registry
+from rlrun.testhooks import SIGNAL_AT_ENV
+
+pytestmark = pytest.mark.slow  # trains
+
+pytest.importorskip("rliable", reason="rlrun compare needs the compare extra")
+
+REPS = "2000"  # rliable's own default for profiles: enough to hold the numbers to rliable's, in seconds
+SHORT = ["--set", "meta.eval_frequency=500", "--set", "meta.checkpoint_frequency=500",
+         "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=500"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """a1 and its twin a2 (reinforce_cartpole, the same seed), b1 (a2c_cartpole): three sessions
+    each, three evaluations each; lone (one session), acro (Acrobot), stopped (no evaluation)."""
+    home = tmp_path_factory.mktemp("compare") / "runs"
+    trainings = [("a1", "reinforce_cartpole", ["--sessions", "3", *TINY]),
+                 ("a2", "reinforce_cartpole", ["--sessions", "3", *TINY]),
+                 ("b1", "a2c_cartpole", ["--sessions", "3", *TINY]),
+                 ("lone", "reinforce_cartpole", ["--frames", "1000", *SHORT]),
+                 ("acro", "reinforce_cartpole", ["--sessions", "2", "--frames", "1000", "--set", "env.id=Acrobot-v1",
+                                                 *SHORT])]  # fmt: skip
+    for name, spec, args in trainings:
+        done = invoke(home, "train", spec, "--name", name, *args)
+        assert done.code == 0, done.stderr
+    # Stopped by SIGTERM before its first evaluation: a run with no evaluation recorded.
+    stopped = run_cli(home, "train", "reinforce_cartpole", "--name", "stopped", "--frames", "3000",
+                      "--set", "meta.eval_frequency=2000", "--set", "meta.checkpoint_frequency=500",
+                      env={SIGNAL_AT_ENV: "600"})
+    assert stopped.code == 143, stopped.stderr
+    return home
+
+
+def compare(home: Path, *args: str) -> Any:
+    return invoke(home, "compare", *args)
+
+
+def final_scores(home: Path, name: str) -> list[float]:
+    """Each session's last training evaluation, read from the registry, session by session."""
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve(name).id)
+    return [max((e.frame, e.mean) for e in detail.evaluations if e.session_index == s.index and e.kind == "train")[1]
+            for s in sorted(detail.sessions, key=lambda s: s.index)]
+
+
+def rliable_numbers(scores: dict[str, np.ndarray], seed: int, reps: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """rliable called directly, as its README does, after `np.random.seed(seed)`."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    def aggregate(x: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_median(x), metrics.aggregate_iqm(x), metrics.aggregate_mean(x),
+                         metrics.aggregate_optimality_gap(x)])
+
+    np.random.seed(seed)
+    points, intervals = rly.get_interval_estimates(scores, aggregate, reps=reps)
+    names = list(scores)
+    np.random.seed(seed)
+    pairs = {f"{names[0]},{names[1]}": (scores[names[0]], scores[names[1]])}
+    probability, probability_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
+    groups = {name: {"median": points[name][0], "iqm": points[name][1], "mean": points[name][2],
+                     "optimality_gap": points[name][3],
+                     "median_ci": list(intervals[name][:, 0]), "iqm_ci": list(intervals[name][:, 1]),
+                     "mean_ci": list(intervals[name][:, 2]), "optimality_gap_ci": list(intervals[name][:, 3])}
+              for name in names}  # fmt: skip
+    key = next(iter(pairs))
+    return groups, {"probability": float(np.ravel(probability[key])[0]), "ci": list(np.ravel(probability_ci[key]))}
+
+
+@pytest.mark.parametrize(("normalize", "scale"), [("none", 1.0), ("minmax", 500.0)])
+def test_numbers_are_rliables_on_the_same_scores(runs: Path, normalize: str, scale: float) -> None:
+    done = compare(runs, "a1", "b1", "--json", "--reps", REPS, "--seed", "7", "--normalize", normalize)
+    assert done.code == 0, done.stderr
+    report = done.json()
+    matrices = {"reinforce_cartpole": np.array(final_scores(runs, "a1"))[:, None] / scale,
+                "a2c_cartpole": np.array(final_scores(runs, "b1"))[:, None] / scale}
+    groups, improvement = rliable_numbers(matrices, 7, int(REPS))
+    assert [g["name"] for g in report["groups"]] == list(matrices)
+    for group in report["groups"]:
+        assert group["seeds"] == 3 and group["runs"] == (["a1"] if group["name"] == "reinforce_cartpole" else ["b1"])
+        for key, value in groups[group["name"]].items():
+            assert group[key] == (list(map(float, value)) if isinstance(value, list) else float(value)), key
+    assert report["improvement"] == [{"a": "reinforce_cartpole", "b": "a2c_cartpole", **improvement}]
+    assert "verdict" not in report and report["tasks"] == ["CartPole-v1"] and report["notes"] == []
+
+
+def test_same_command_same_bytes_and_a_figure(runs: Path, tmp_path: Path) -> None:
+    outputs = []
+    for attempt in ("one", "two"):
+        image = tmp_path / f"{attempt}.png"
+        done = compare(runs, "a1", "b1", "--json", "--reps", REPS, "-o", str(image))
+        assert done.code == 0, done.stderr
+        assert f"wrote {image}" in done.stderr
+        outputs.append((done.stdout, hashlib.sha256(image.read_bytes()).hexdigest()))
+        assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and image.stat().st_size > 10_000
+    assert outputs[0] == outputs[1]
+    table = compare(runs, "a1", "b1", "--reps", REPS)
+    assert table.code == 0 and "IQM" in table.stderr and "P(reinforce_cartpole > a2c_cartpole)" in table.stderr
+
+
+def test_a_retrained_twin_is_identical(runs: Path) -> None:
+    done = compare(runs, "a2", "--baseline", "a1", "--gate", "--json")
+    assert done.code == 0, done.stderr
+    assert done.json()["verdict"] == "identical"
+    said = compare(runs, "a2", "--baseline", "a1", "--gate")
+    assert said.code == 0 and "verdict: identical" in said.stderr
+
+
+def test_the_gate_on_different_specs(runs: Path) -> None:
+    from rlrun.cli.compare import GATE_EXIT_CODES
+
+    done = compare(runs, "b1", "--baseline", "a1", "--gate", "--json", "--reps", REPS)
+    report = done.json()
+    low, high = report["improvement"][0]["ci"]
+    expected = "improved" if low > 0.5 else "regressed" if high < 0.5 else "inconclusive"
+    assert report["verdict"] == expected and done.code == GATE_EXIT_CODES[expected], done.stderr
+    assert [g["name"] for g in report["groups"]] == ["new", "baseline"]
+    without_gate = compare(runs, "b1", "--baseline", "a1", "--json", "--reps", REPS)
+    assert without_gate.code == 0 and without_gate.json()["verdict"] == expected
+
+
+def test_a_search_reference_is_resolved_as_every_command_does(runs: Path) -> None:
+    done = compare(runs, "search:latest", "a1")
+    assert done.code == 2 and done.stderr.count("error:") == 1 and "search" in done.stderr, done.stderr
+
+
+def test_an_env_without_a_reference_keeps_raw_scores_and_says_so(runs: Path) -> None:
+    done = compare(runs, "a1", "b1", "--json", "--reps", "200", "--normalize", "human")
+    assert done.code == 0, done.stderr
+    assert "no published human" in done.json()["notes"][0] and "note: CartPole-v1" in done.stderr
+    raw = compare(runs, "a1", "b1", "--json", "--reps", "200")
+    assert raw.json()["groups"] == done.json()["groups"]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["a1", "lone", "--by", "name"], "group lone has 1 seed on CartPole-v1"),
+    (["a1", "stopped", "--by", "name"], "session s0 has no evaluation recorded"),
+    (["a1", "acro", "b1", "--by", "algo"], "whose raw returns are on different scales"),
+    (["a1", "acro", "--by", "name", "--normalize", "minmax"], "group a1 has no runs on Acrobot-v1"),
+    (["a1", "a2"], "are one group (reinforce_cartpole)"),
+    (["a1", "b1", "--gate"], "add --baseline"),
+    (["a1", "b1", "--by", "colour"], "--by 'colour' is not one of spec, algo, name"),
+    (["a1", "b1", "-o", "report.gif"], "cannot write a .gif"),
+    (["a1", "--baseline", "a1"], "both compared and the baseline"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(runs: Path, args: list[str], says: str) -> None:
+    done = compare(runs, *args)
+    assert done.code == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0], done.stderr
+    assert done.stdout == ""
+
+
+def test_without_rliable_it_says_how_to_install_it(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "rliable", None)  # what an environment without the extra imports
+    done = compare(runs, "a1", "b1")
+    assert done.code == 2 and "rlrun compare needs rliable: pip install" in done.stderr and "[compare]" in done.stderr
+
+
+def test_compare_imports_neither_torch_nor_gymnasium(runs: Path, tmp_path: Path) -> None:
+    for args in (["a1", "b1", "--reps", "100", "-o", str(tmp_path / "r.png")], ["a2", "--baseline", "a1", "--gate"]):
+        loaded = heavy_modules(runs, "compare", *args)
+        assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)
