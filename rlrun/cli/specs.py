@@ -15,7 +15,7 @@ def spec(context: typer.Context) -> None:
     help_if_bare(context)
 
 
-@spec_app.command("list")
+@spec_app.command("list", short_help="List the built-in specs, search specs marked.")
 def spec_list() -> None:
     """List the built-in specs: those `rlrun train` takes, then the search specs `rlrun search` takes."""
     from rlrun.cli.views import table

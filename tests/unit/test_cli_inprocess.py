@@ -12,7 +12,7 @@ from helpers import Result
 
 from rlrun import __version__
 from rlrun.cli import main
-from rlrun.spec import builtin_document, builtin_names
+from rlrun.spec import builtin_document, builtin_names, builtin_search_names
 
 Cli = Callable[..., Result]
 
@@ -31,9 +31,10 @@ def test_version(cli: Cli) -> None:
 def test_spec_list_and_show(cli: Cli) -> None:
     listed = cli("spec", "list")
     lines = listed.stdout.splitlines()
-    assert listed.code == 0 and lines[0].split() == ["spec", "algorithm", "env"]
-    assert [line.split()[0] for line in lines[1:]] == list(builtin_names())
-    assert lines[1].split()[1:] == [builtin_document(lines[1].split()[0])["agent"]["algorithm"],
+    assert listed.code == 0 and lines[0].split() == ["spec", "algorithm", "env", "for"]
+    assert [line.split()[0] for line in lines[1:]] == [*builtin_names(), *builtin_search_names()]
+    assert {line.split()[-1] for line in lines[1:]} == {"train", "search"}
+    assert lines[1].split()[1:3] == [builtin_document(lines[1].split()[0])["agent"]["algorithm"],
                                     builtin_document(lines[1].split()[0])["env"]["id"]]
     shown = cli("spec", "show", "ppo_cartpole")
     assert shown.code == 0 and json.loads(shown.stdout) == builtin_document("ppo_cartpole")

@@ -228,7 +228,7 @@ def test_a_user_network_is_built_from_the_seed_and_saved_as_weights_only(my_nets
 
 
 @pytest.mark.parametrize(("kind", "problem"), [
-    ("no_such_module_xyz:Net", "module no_such_module_xyz does not import (ModuleNotFoundError"),
+    ("no_such_module_xyz:Net", "cannot import no_such_module_xyz (ModuleNotFoundError"),
     ("my_nets:small_mpl", 'module my_nets has no small_mpl; did you mean "my_nets:small_mlp"'),
     ("my_nets:NotANetwork", "made a NotANetwork, not a torch nn.Module"),
     ("my_nets:WIDTH", "WIDTH = 16 is not a torch nn.Module class or a function that returns one"),
