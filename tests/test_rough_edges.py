@@ -21,6 +21,7 @@ from helpers import TINY, cli_env, fast, invoke, run_cli, search_spec
 from rlrun.registry import Registry
 
 pytestmark = pytest.mark.slow
+pytest_plugins = ["postgres_server"]  # the `postgres_url` fixture: a registry on a real PostgreSQL server
 
 
 # ---- a crashed run's progress --------------------------------------------------------------------
@@ -38,8 +39,11 @@ def test_ls_counts_a_crashed_runs_progress_up_to_its_newest_snapshot(tmp_path: P
     assert " 2k/3k " in table, table
 
 
-def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(tmp_path: Path) -> None:
-    with Registry.open(tmp_path) as registry:
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(tmp_path: Path, database: str,
+                                                          request: pytest.FixtureRequest) -> None:
+    url = None if database == "sqlite" else request.getfixturevalue("postgres_url")
+    with Registry.open(tmp_path, url) as registry:
         run = registry.create_run(run_id="a1", name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
                                   env_id="CartPole-v1", max_frame=3000, seed=1, num_sessions=1,
                                   spec_json=json.dumps({"name": "reinforce_cartpole"}), host="box", pid=1)
