@@ -5,13 +5,14 @@ called directly on the same score matrices and bootstrap seed; the gate to bit-i
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import TINY, heavy_modules, invoke, run_cli
+from helpers import TINY, heavy_modules, invoke, run_cli, search_spec
 
 from rlrun.registry import Registry
 from rlrun.testhooks import SIGNAL_AT_ENV
@@ -28,7 +29,8 @@ SHORT = ["--set", "meta.eval_frequency=500", "--set", "meta.checkpoint_frequency
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """a1 and its twin a2 (reinforce_cartpole, the same seed), b1 (a2c_cartpole): three sessions
-    each, three evaluations each; lone (one session), acro (Acrobot), stopped (no evaluation)."""
+    each, three evaluations each; lone (one session), acro (Acrobot), the search sweep (two trials of
+    two sessions), stopped (no evaluation)."""
     home = tmp_path_factory.mktemp("compare") / "runs"
     trainings = [("a1", "reinforce_cartpole", ["--sessions", "3", *TINY]),
                  ("a2", "reinforce_cartpole", ["--sessions", "3", *TINY]),
@@ -39,6 +41,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, spec, args in trainings:
         done = invoke(home, "train", spec, "--name", name, *args)
         assert done.code == 0, done.stderr
+    # A search of two trials, two sessions each: its trials' runs are what `search:sweep` names.
+    document = json.loads(search_spec(home.parent).read_text())
+    document["meta"].update(sessions=2, max_frame=1000, eval_frequency=500)
+    (home.parent / "search.json").write_text(json.dumps(document))
+    searched = invoke(home, "search", str(home.parent / "search.json"), "--trials", "2", "--name", "sweep")
+    assert searched.code == 0, searched.stderr
     # Stopped by SIGTERM before its first evaluation: a run with no evaluation recorded.
     stopped = run_cli(home, "train", "reinforce_cartpole", "--name", "stopped", "--frames", "3000",
                       "--set", "meta.eval_frequency=2000", "--set", "meta.checkpoint_frequency=500",
@@ -118,8 +126,8 @@ def test_a_retrained_twin_is_identical(runs: Path) -> None:
     done = compare(runs, "a2", "--baseline", "a1", "--gate", "--json")
     assert done.code == 0, done.stderr
     assert done.json()["verdict"] == "identical"
-    said = compare(runs, "a2", "--baseline", "a1", "--gate")
-    assert said.code == 0 and "verdict: identical" in said.stderr
+    said = compare(runs, "a2", "--baseline", "a1", "--gate", "-o", str(runs.parent / "twins.png"))
+    assert said.code == 0 and "verdict: identical" in said.stderr and "nothing drawn" in said.stderr
 
 
 def test_the_gate_on_different_specs(runs: Path) -> None:
@@ -135,9 +143,18 @@ def test_the_gate_on_different_specs(runs: Path) -> None:
     assert without_gate.code == 0 and without_gate.json()["verdict"] == expected
 
 
-def test_a_search_reference_is_resolved_as_every_command_does(runs: Path) -> None:
-    done = compare(runs, "search:latest", "a1")
-    assert done.code == 2 and done.stderr.count("error:") == 1 and "search" in done.stderr, done.stderr
+def test_a_search_reference_compares_its_trials_runs(runs: Path) -> None:
+    from rlrun.catalog import lookup_search
+
+    trial_runs = [t.run_id for t in lookup_search("search:sweep", home=runs).detail.trials]
+    by_name = compare(runs, "search:sweep", "a1", "--by", "name", "--json", "--reps", "200")
+    assert by_name.code == 0, by_name.stderr
+    assert [(g["name"], g["seeds"]) for g in by_name.json()["groups"]] == [(r, 2) for r in trial_runs] + [("a1", 3)]
+    by_spec = compare(runs, "search:sweep", "b1", "--json", "--reps", "200")  # both trials: one spec, four seeds
+    assert [(g["name"], g["seeds"]) for g in by_spec.json()["groups"]] == [("reinforce_cartpole", 4),
+                                                                         ("a2c_cartpole", 3)]
+    missing = compare(runs, "search:nothing", "a1")
+    assert missing.code == 2 and missing.stderr.count("error:") == 1, missing.stderr
 
 
 def test_an_env_without_a_reference_keeps_raw_scores_and_says_so(runs: Path) -> None:

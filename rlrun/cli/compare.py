@@ -70,7 +70,9 @@ def compare(
         say(views.resolved(run, reference_label(reference, filters)))
     for note in result.notes:
         say(f"note: {note}")
-    if output is not None:
+    if output is not None and result.verdict == "identical":
+        say(f"nothing drawn to {output}: the runs are identical, bit for bit, so there are no statistics to draw")
+    elif output is not None:
         from rlrun.compare.figure import draw
 
         say(f"wrote {draw(result, output)}")

@@ -22,7 +22,8 @@ from pathlib import Path
 from rlrun import paths
 from rlrun.catalog.targets import FoundRun
 from rlrun.session import metrics_log
-from rlrun.snapshot.layout import META, json_bytes, verify
+from rlrun.snapshot import verify
+from rlrun.snapshot.layout import META, json_bytes
 
 IDENTITY_KEYS = ("run_id",)
 """meta.json's keys that say which run a snapshot belongs to, not what it holds."""
@@ -52,7 +53,9 @@ def session_fingerprint(found: FoundRun, index: int) -> str | None:
         return None
     newest = max(checkpoints, key=lambda c: c.frame)
     folder = found.home / newest.path
-    manifest = verify(folder, newest.sha256, deep=True)
+    # The registry's hash covers the manifest, the manifest every file's hash: the files themselves
+    # need not be read (a home in object storage brings the snapshot into its working copy first).
+    manifest = verify(folder, newest.sha256, deep=False)
     files = dict(manifest["files"])
     meta = json.loads((folder / META).read_text(encoding="utf-8"))
     files[META] = hashlib.sha256(json_bytes(_trained(meta))).hexdigest()
