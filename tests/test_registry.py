@@ -21,7 +21,7 @@ from rlrun.errors import BadInput, RegistryError, RunReferenceError
 from rlrun.ids import ALPHABET, ID_LENGTH, new_run_id
 from rlrun.paths import REGISTRY_FILE
 from rlrun.refs import RunFilter, parse_ref
-from rlrun.registry import STALE_AFTER_SECONDS, Registry, RestoredRun, RunRecord, SessionRecord, liveness, queries
+from rlrun.registry import Registry, RestoredRun, RunRecord, SessionRecord, liveness, queries, stale_after_seconds
 from rlrun.registry.database import LeaseLost
 
 pytest_plugins = ["postgres_server"]
@@ -847,12 +847,12 @@ def test_a_stale_heartbeat_is_crashed_even_with_a_live_pid(registry: Registry) -
     session = session_of(registry, run.id)
     registry.start_session(session.id, host=HERE, pid=os.getpid())
     set_columns(registry, "sessions", session.id,
-                heartbeat_at=time.time() - STALE_AFTER_SECONDS - 5)  # fmt: skip
+                heartbeat_at=time.time() - stale_after_seconds() - 5)  # fmt: skip
     assert statuses(registry, run.id) == ("crashed", ["crashed"])
     assert registry.live_session(run.id) is None
     assert [s.id for s in registry.list_runs(status="crashed")] == [run.id]
     set_columns(registry, "sessions", session.id,
-                heartbeat_at=time.time() - STALE_AFTER_SECONDS + 5)  # fmt: skip
+                heartbeat_at=time.time() - stale_after_seconds() + 5)  # fmt: skip
     assert statuses(registry, run.id) == ("running", ["running"])
     registry.heartbeat(session.id, frame=10, episode=1, opt_step=1)
     assert registry.count_runs("running") == 1
@@ -890,7 +890,7 @@ def test_pending_sessions_crash_with_their_launcher(registry: Registry) -> None:
     assert statuses(registry, gone.id) == ("crashed", ["crashed", "crashed"])
     waiting = make_run(registry, "ka00000002", host="elsewhere", pid=1)
     assert statuses(registry, waiting.id) == ("running", ["pending", "pending"])
-    set_columns(registry, "runs", waiting.id, created_at=time.time() - STALE_AFTER_SECONDS - 1)
+    set_columns(registry, "runs", waiting.id, created_at=time.time() - stale_after_seconds() - 1)
     assert statuses(registry, waiting.id) == ("crashed", ["crashed", "crashed"])
     # A heartbeat on a pending session is a sign of life in its own right.
     registry.heartbeat(session_of(registry, waiting.id, 1).id, frame=0, episode=0, opt_step=0)

@@ -14,6 +14,7 @@ import pytest
 
 from rlrun.errors import BadInput, RunReferenceError
 from rlrun.registry import Registry
+from rlrun.testhooks import HEARTBEAT_ENV
 
 pytest_plugins = ["postgres_server"]
 
@@ -82,7 +83,7 @@ def _set(registry: Registry, search_id: str, **values: object) -> None:
 def test_a_search_lives_by_its_heartbeat_on_the_database_clock_whatever_its_host(registry: Registry) -> None:
     """A driver on another host (its pid cannot be checked from here) is running while it heartbeats
     and crashed once silent past the limit; its own heartbeat says whether the search is still its."""
-    from rlrun.registry import STALE_AFTER_SECONDS
+    from rlrun.registry import stale_after_seconds
 
     registry.create_search(search_id="sd00000004", name=None, spec_name="x", spec_json="{}", space_json="{}",
                            settings_json="{}", host="another-host", pid=4242)
@@ -90,7 +91,7 @@ def test_a_search_lives_by_its_heartbeat_on_the_database_clock_whatever_its_host
     assert registry.heartbeat_search("sd00000004", host="another-host", pid=4242)
     stamped = registry.get_search("sd00000004").search.heartbeat_at
     assert stamped is not None and registry.list_searches()[0][0].status == "running"
-    _set(registry, "sd00000004", heartbeat_at=stamped - STALE_AFTER_SECONDS - 5)
+    _set(registry, "sd00000004", heartbeat_at=stamped - stale_after_seconds() - 5)
     assert registry.resolve_search("search:latest").status == "crashed"  # killed -9, host lost, frozen
     assert registry.get_search("sd00000004").search.status == "crashed"
     assert registry.list_searches()[0][0].status == "crashed"
@@ -107,7 +108,7 @@ def test_a_drivers_heartbeat_thread_beats_and_notices_a_takeover(tmp_path: Path,
 
     from rlrun.search import heartbeat
 
-    monkeypatch.setattr(heartbeat, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setenv(HEARTBEAT_ENV, "0.05")
     home = tmp_path / "home"
     with Registry.open(home) as registry:
         registry.create_search(search_id="se00000005", name=None, spec_name="x", spec_json="{}", space_json="{}",
@@ -165,7 +166,7 @@ def test_a_runs_trial_is_recorded_with_it_and_both_manifests_say_it(registry: Re
 def test_resume_refuses_a_search_whose_driver_beats_elsewhere_and_takes_one_gone_silent(tmp_path: Path) -> None:
     """`resume search:` judges the driver by its heartbeat, not by a pid on this host: one beating on
     another host is refused; once silent past the limit, the search is resumed (here: nothing left)."""
-    from rlrun.registry import STALE_AFTER_SECONDS
+    from rlrun.registry import stale_after_seconds
     from rlrun.search import Settings, resume_search
     from rlrun.spec import builtin_document, validate_spec
 
@@ -182,7 +183,7 @@ def test_resume_refuses_a_search_whose_driver_beats_elsewhere_and_takes_one_gone
         resume_search("search:latest", home=home)
     with Registry.open(home) as registry:
         _set(registry, search.id, heartbeat_at=registry.get_search(search.id).search.heartbeat_at
-             - STALE_AFTER_SECONDS - 5)
+             - stale_after_seconds() - 5)
     assert resume_search("search:latest", home=home).nothing_to_do
 
 

@@ -36,7 +36,7 @@ from rlrun.registry.database import (
     retry_seconds,
     sqlite_file,
 )
-from rlrun.registry.liveness import STALE_AFTER_SECONDS, run_status
+from rlrun.registry.liveness import run_status, stale_after_seconds
 from rlrun.registry.manifest import MANIFEST, MANIFEST_FORMAT, Manifest, read_manifest
 from rlrun.registry.records import (
     ATTEMPT_END_STATUSES,
@@ -71,10 +71,11 @@ from rlrun.registry.sqlite import SqliteDatabase, empty_database
 
 __all__ = [
     "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
-    "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "STALE_AFTER_SECONDS", "VERSION_TABLE", "AttemptRecord",
+    "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "VERSION_TABLE", "AttemptRecord",
     "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "LineageRecord", "Manifest", "Registry", "RestoredRun",
     "RunDetail", "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade",
-    "choose_checkpoint", "read_manifest", "run_status", "schema_state", "sqlite_file", "upgrade_registry",
+    "choose_checkpoint", "read_manifest", "run_status", "schema_state", "sqlite_file", "stale_after_seconds",
+    "upgrade_registry",
 ]  # fmt: skip
 
 

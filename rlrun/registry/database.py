@@ -168,7 +168,7 @@ T = TypeVar("T")
 # How long a retried write keeps trying through transient errors (see `Connected._write`): long
 # enough to ride out a PostgreSQL restart or a managed failover (seconds to about a minute) and
 # a burst of "too many clients", short enough that a registry that is really gone fails the
-# session within a minute instead of hanging it. A session silent past STALE_AFTER_SECONDS (30 s)
+# session within a minute instead of hanging it. A session silent past `liveness.stale_after_seconds()` (30 s)
 # may meanwhile be retried elsewhere; its lease then stops this attempt at its next write.
 RETRY_ENV = "RLRUN_DB_RETRY_SECONDS"
 RETRY_SECONDS = 60.0

@@ -3,7 +3,7 @@ status is.
 
 A process that is killed (SIGKILL, OOM, a lost node) records nothing, so "crashed" is computed on
 read, never written: a stored "running" session whose heartbeat is older than
-STALE_AFTER_SECONDS, or that ran on this host under a pid that no longer exists, is crashed; so is
+`stale_after_seconds()`, or that ran on this host under a pid that no longer exists, is crashed; so is
 a "pending" session whose launcher (runs.host/pid) is gone from this host, or that has shown no
 sign of life (its heartbeat, else the run's creation) for as long. Reads need no lock and no write.
 
@@ -31,10 +31,18 @@ from pathlib import Path
 from rlrun import testhooks
 from rlrun.registry.records import CRASHED, ENDED, RunRecord, SearchRecord, SessionRecord
 
-# Sessions and search drivers heartbeat this often (seconds) ...
-HEARTBEAT_SECONDS = testhooks.heartbeat_seconds(3.0)
-# ... and one silent for longer than this is reported crashed.
-STALE_AFTER_SECONDS = testhooks.stale_after_seconds(30.0)
+
+def heartbeat_seconds() -> float:
+    """How often sessions and search drivers heartbeat (seconds) ... (read when asked, not when
+    this module is imported: a test hook set later, in a process that imported rlrun long before,
+    still counts)."""
+    return testhooks.heartbeat_seconds(3.0)
+
+
+def stale_after_seconds() -> float:
+    """... and after how long without one a session or driver is reported crashed."""
+    return testhooks.stale_after_seconds(30.0)
+
 
 # A session's final snapshot: the snapshot kinds are joined with "+" and "final" comes last.
 FINAL_KIND_SQL = "(c.kind = 'final' OR c.kind LIKE '%+final')"
@@ -145,7 +153,7 @@ class Liveness:
 
     def __init__(self, now: float) -> None:
         self.now = now
-        self.cutoff = now - STALE_AFTER_SECONDS
+        self.cutoff = now - stale_after_seconds()
         self._here: str | None = None
         self._alive: dict[int, bool] = {}
 

@@ -15,11 +15,11 @@ from rlrun.registry.database import Connected, Transaction, clock_sql
 from rlrun.registry.liveness import (
     FINAL_REACHED_SQL,
     SETTLED_SQL,
-    STALE_AFTER_SECONDS,
     Liveness,
     maybe_alive_sql,
     page_status,
     reported_run_status,
+    stale_after_seconds,
 )
 from rlrun.registry.records import (
     ATTEMPT_SELECT,
@@ -265,7 +265,7 @@ class Reads(Connected):
         query = (
             f"SELECT s.run_id, s.status, s.host, s.pid, s.heartbeat_at, r.host, r.pid, r.created_at, {clock}"
             " FROM sessions s JOIN runs r ON s.run_id = r.id WHERE r.status = 'running'"
-            f" AND {maybe_alive_sql(f'({clock} - {STALE_AFTER_SECONDS})')}"
+            f" AND {maybe_alive_sql(f'({clock} - {stale_after_seconds()})')}"
         )
         params: dict[str, Any] = {}
         if among is not None:
@@ -293,7 +293,7 @@ class Reads(Connected):
             rows = tx.rows(
                 f"SELECT s.status, s.host, s.pid, s.heartbeat_at, r.host, r.pid, r.created_at, {clock}"
                 " FROM sessions s JOIN runs r ON s.run_id = r.id WHERE s.status = 'running'"
-                f" AND s.run_id <> :besides AND {maybe_alive_sql(f'({clock} - {STALE_AFTER_SECONDS})')}",
+                f" AND s.run_id <> :besides AND {maybe_alive_sql(f'({clock} - {stale_after_seconds()})')}",
                 {"besides": besides_run or ""},
             )
         if not rows:
@@ -359,7 +359,7 @@ class Reads(Connected):
     def silence(self, session_id: int) -> tuple[int, float | None]:
         """The session's lease token, and how long (seconds, by the database's clock) since its
         running attempt last heartbeat (None when it is not running): a cluster executor presumes
-        an attempt lost when it stays silent past STALE_AFTER_SECONDS (see `liveness`)."""
+        an attempt lost when it stays silent past `stale_after_seconds()` (see `liveness`)."""
         def look(tx: Transaction) -> tuple[list[Any], float]:
             query = "SELECT lease, status, heartbeat_at FROM sessions WHERE id = :id"
             return tx.rows(query, {"id": session_id}), tx.now()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rlrun import paths
 from rlrun.registry import Registry
-from rlrun.registry.liveness import HEARTBEAT_SECONDS
+from rlrun.registry.liveness import heartbeat_seconds
 from rlrun.spec import Spec, user_code
 from rlrun.training.ray.detached import DetachedActor, detached_name
 
@@ -103,4 +103,4 @@ def _taken_back(root: Path, url: str, search_id: str) -> bool:
                 return True
         if status not in ("running", "crashed"):
             return False
-        time.sleep(HEARTBEAT_SECONDS)
+        time.sleep(heartbeat_seconds())

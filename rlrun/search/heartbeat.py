@@ -1,5 +1,5 @@
 """A search driver's heartbeat: a thread that stamps the search's row with the database's clock
-every `HEARTBEAT_SECONDS`, whatever the driver is busy with (a trial training in this process, a
+every `heartbeat_seconds()`, whatever the driver is busy with (a trial training in this process, a
 pruner's decision, a slow registry), so that any host reads the search as running while its driver
 lives and as crashed once it has been silent for the liveness limit (`rlrun.registry.liveness`):
 the rule runs and sessions follow, not a pid that only the driver's own host could check.
@@ -21,7 +21,7 @@ from types import TracebackType
 
 from rlrun.errors import RlrunError
 from rlrun.registry import Registry
-from rlrun.registry.liveness import HEARTBEAT_SECONDS
+from rlrun.registry.liveness import heartbeat_seconds
 
 
 class DriverHeartbeat:
@@ -54,7 +54,7 @@ class DriverHeartbeat:
 
     def _beat(self) -> None:
         # Its own connection: a registry connection belongs to the thread that opened it.
-        while not self._stopped.wait(HEARTBEAT_SECONDS):
+        while not self._stopped.wait(heartbeat_seconds()):
             try:
                 with Registry.open(self.root, self.url) as registry:
                     while True:
@@ -63,7 +63,7 @@ class DriverHeartbeat:
                             return
                         if self.stop_asked(registry):
                             registry.request_search_stop(self.search_id)
-                        if self._stopped.wait(HEARTBEAT_SECONDS):
+                        if self._stopped.wait(heartbeat_seconds()):
                             return
             except RlrunError:  # the registry was out for longer than its retries: beat again later
                 continue

@@ -32,7 +32,7 @@ from rlrun.envs import make_vector_env, seed_spaces, true_next_obs
 from rlrun.envs.normalize import make_normalizer
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
-from rlrun.registry.liveness import HEARTBEAT_SECONDS
+from rlrun.registry.liveness import heartbeat_seconds
 from rlrun.session import events, metrics_log, state, tensorboard_log
 from rlrun.session.checkpoints import Checkpoints
 from rlrun.session.device import nondeterministic_ops, resolve_device, where
@@ -168,6 +168,7 @@ class Session:
 
     def _train(self, stop: StopRequest) -> str:
         started = last_beat = time.monotonic()
+        beat_every = heartbeat_seconds()
         start_frame, start_wall = self.clock.frame, self.clock.wall_time
         signal_at = testhooks.signal_at_frame()
         while self.clock.frame < self.meta.max_frame:
@@ -198,7 +199,7 @@ class Session:
                 kinds.append("final")
             if kinds or evaluated:
                 self.checkpoints.take(kinds, evaluated=evaluated)
-            if now - last_beat >= HEARTBEAT_SECONDS:
+            if now - last_beat >= beat_every:
                 asked = self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self.flush_logs)
                 if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
                     stop.request(signal.SIGTERM)

@@ -100,11 +100,12 @@ class Cadence:
 
 def real_cadence(fps: float) -> Cadence:
     """The cadences a session of the default spec has (read from rlrun, not copied)."""
-    from rlrun.session.loop import HEARTBEAT_SECONDS  # loads torch: only the parent process does
+    from rlrun.registry.liveness import heartbeat_seconds
     from rlrun.spec import MetaSpec
 
     defaults = MetaSpec.model_fields
-    return Cadence(heartbeat_seconds=HEARTBEAT_SECONDS, fps=fps, eval_frequency=int(defaults["eval_frequency"].default),
+    return Cadence(heartbeat_seconds=heartbeat_seconds(), fps=fps,
+                   eval_frequency=int(defaults["eval_frequency"].default),
                    checkpoint_frequency=int(defaults["checkpoint_frequency"].default),
                    keep_checkpoints=int(defaults["keep_checkpoints"].default))  # fmt: skip
 

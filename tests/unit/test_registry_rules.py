@@ -23,13 +23,13 @@ import pytest
 from rlrun import paths
 from rlrun.errors import RegistryError
 from rlrun.registry import (
-    STALE_AFTER_SECONDS,
     Registry,
     RunRecord,
     SessionRecord,
     read_manifest,
     records,
     run_status,
+    stale_after_seconds,
 )
 from rlrun.registry.liveness import reported_run_status
 
@@ -178,7 +178,7 @@ def test_killed_just_before_finish_session(registry: Registry) -> None:
     registry.start_session(session.id, host=HERE, pid=gone)
     registry.heartbeat(session.id, frame=960, episode=9, opt_step=9)
     _final_snapshot(registry, session, 1000)
-    set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - STALE_AFTER_SECONDS - 60)
+    set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - stale_after_seconds() - 60)
     assert reported(registry, run.id) == {"run": "finished", "sessions": ["finished"]}
     assert registry.get_session(run.id, 0).status == "finished"
     assert registry.live_session(run.id) is None
@@ -280,7 +280,7 @@ def test_liveness_uses_the_database_clock(registry: Registry, monkeypatch: pytes
     assert abs(registry.get_run(run.id).run.created_at - real()) < 5
     monkeypatch.setattr(time, "time", real)
     # And staleness is the database's judgement too: an old heartbeat is stale whatever the host says.
-    set_columns(registry, "sessions", session.id, heartbeat_at=real() - STALE_AFTER_SECONDS - 5)
+    set_columns(registry, "sessions", session.id, heartbeat_at=real() - stale_after_seconds() - 5)
     monkeypatch.setattr(time, "time", lambda: real() - 3600)
     assert reported(registry, run.id) == {"run": "crashed", "sessions": ["crashed"]}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rlrun import paths
 from rlrun.errors import ClusterLost, RegistryError
-from rlrun.registry import CRASHED, STALE_AFTER_SECONDS, Registry
+from rlrun.registry import CRASHED, Registry, stale_after_seconds
 from rlrun.session import events
 from rlrun.session.task import SessionTask
 from rlrun.training.ray.mailbox import POLL_SECONDS
@@ -54,7 +54,7 @@ class ClusterWatch:
 
     def _judged(self, now: float) -> str | None:
         silent = now - self.seen
-        return f"{self.why} for {silent:.0f} s" if silent >= STALE_AFTER_SECONDS else None
+        return f"{self.why} for {silent:.0f} s" if silent >= stale_after_seconds() else None
 
 
 def cluster_lost(address: str, why: str, open_tasks: list[SessionTask]) -> ClusterLost:
@@ -70,7 +70,7 @@ def cluster_lost(address: str, why: str, open_tasks: list[SessionTask]) -> Clust
 class AttemptWatch:
     """Presumes an attempt lost that Ray cannot see is: its worker alive to Ray (frozen, or on a
     node cut off from the registry) but silent in the registry for longer than the liveness rule
-    allows (`STALE_AFTER_SECONDS`, by the database's clock; `rlrun ls` says crashed by then too).
+    allows (`stale_after_seconds()`, by the database's clock; `rlrun ls` says crashed by then too).
     Ray sees dead workers and nodes itself, and its retry takes the lease long before that."""
 
     def __init__(self, task: SessionTask, supervising_as: str | None = None) -> None:
@@ -108,7 +108,7 @@ class AttemptWatch:
     def lost(self, pending: dict[Any, SessionTask]) -> list[Any]:
         import time
 
-        from rlrun.registry import STALE_AFTER_SECONDS
+        from rlrun.registry import stale_after_seconds
 
         if time.monotonic() - self.checked < 1.0:
             return []
@@ -120,7 +120,7 @@ class AttemptWatch:
             except RegistryError:
                 return found  # the registry is out for longer than its retries: look again next round
             started = task.lease_base is not None and lease > task.lease_base
-            if started and silent is not None and silent > STALE_AFTER_SECONDS and \
+            if started and silent is not None and silent > stale_after_seconds() and \
                     self.presumed.get(task.session_id) != lease:  # fmt: skip
                 self.presumed[task.session_id] = lease
                 found.append(ref)
