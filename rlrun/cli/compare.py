@@ -20,7 +20,7 @@ GATE_EXIT_CODES = {"identical": 0, "improved": 0, "regressed": 1, "inconclusive"
 """`--gate`: the exit code of each verdict (2 stays bad input, 3 a registry that does not answer)."""
 
 
-@app.command(short_help="Compare runs across seeds and envs with rliable; gate on a baseline.")
+@app.command(short_help="Compare runs across seeds with rliable.")
 @filtered()
 def compare(
     references: Annotated[list[str], typer.Argument(

@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rlrun"
 LAYERS: list[set[str]] = [
     {"__main__", "__init__"},              # the command line's entry; the package's lazy public API
     {"cli"},                               # parse, resolve, print; calls the library
-    {"search"},                            # trials are runs: through the training API
+    {"search", "compare"},                 # trials are runs: through the training API; comparisons of
+                                           # runs (reads the home through catalog, statistics by rliable)
     {"training", "enjoy", "catalog"},      # the train/resume API and executors; replaying a checkpoint;
                                            # the home read for people (reads home and session logs)
     {"session", "home"},                   # one seed's training loop; the runs home as folders
