@@ -30,7 +30,7 @@ SHORT = ["--set", "meta.eval_frequency=500", "--set", "meta.checkpoint_frequency
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """a1 and its twin a2 (reinforce_cartpole, the same seed), b1 (a2c_cartpole): three sessions
     each, three evaluations each; lone (one session), acro (Acrobot), the search sweep (two trials of
-    two sessions), stopped (no evaluation)."""
+    two sessions), a population (two members, two generations), stopped (no evaluation)."""
     home = tmp_path_factory.mktemp("compare") / "runs"
     trainings = [("a1", "reinforce_cartpole", ["--sessions", "3", *TINY]),
                  ("a2", "reinforce_cartpole", ["--sessions", "3", *TINY]),
@@ -47,6 +47,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home.parent / "search.json").write_text(json.dumps(document))
     searched = invoke(home, "search", str(home.parent / "search.json"), "--trials", "2", "--name", "sweep")
     assert searched.code == 0, searched.stderr
+    # A population of two members over two generations of 1,000 frames: four trial runs, two members.
+    document["meta"].update(max_frame=2000)
+    (home.parent / "pbt.json").write_text(json.dumps(document))
+    population = invoke(home, "search", str(home.parent / "pbt.json"), "--scheduler", "pbt", "--population", "2",
+                        "--interval", "1000", "--name", "population")  # fmt: skip
+    assert population.code == 0, population.stderr
     # Stopped by SIGTERM before its first evaluation: a run with no evaluation recorded.
     stopped = run_cli(home, "train", "reinforce_cartpole", "--name", "stopped", "--frames", "3000",
                       "--set", "meta.eval_frequency=2000", "--set", "meta.checkpoint_frequency=500",
@@ -143,7 +149,7 @@ def test_the_gate_on_different_specs(runs: Path) -> None:
     assert without_gate.code == 0 and without_gate.json()["verdict"] == expected
 
 
-def test_a_search_reference_compares_its_trials_runs(runs: Path) -> None:
+def test_a_search_compares_its_trials_and_a_population_its_members(runs: Path) -> None:
     from rlrun.catalog import lookup_search
 
     trial_runs = [t.run_id for t in lookup_search("search:sweep", home=runs).detail.trials]
@@ -153,6 +159,15 @@ def test_a_search_reference_compares_its_trials_runs(runs: Path) -> None:
     by_spec = compare(runs, "search:sweep", "b1", "--json", "--reps", "200")  # both trials: one spec, four seeds
     assert [(g["name"], g["seeds"]) for g in by_spec.json()["groups"]] == [("reinforce_cartpole", 4),
                                                                          ("a2c_cartpole", 3)]
+    # A population's members: each member's newest segment, not every segment.
+    found = lookup_search("search:population", home=runs)
+    trial_run = {t.id: t.run_id for t in found.detail.trials}
+    newest = {line.member: trial_run[line.trial_id] for line in sorted(found.lineage, key=lambda line: line.generation)}
+    assert len(found.detail.trials) == 4 and len(newest) == 2
+    members = compare(runs, "search:population", "a1", "--by", "name", "--json", "--reps", "200")
+    assert members.code == 0, members.stderr
+    expected = [run for run in trial_run.values() if run in newest.values()]  # in trial order
+    assert [g["name"] for g in members.json()["groups"]] == [*expected, "a1"]
     missing = compare(runs, "search:nothing", "a1")
     assert missing.code == 2 and missing.stderr.count("error:") == 1, missing.stderr
 
