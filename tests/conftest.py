@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import TINY, Result, home_settings, invoke, store_home
 
 UNIT = Path(__file__).resolve().parent / "unit"
@@ -85,14 +86,15 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Each test's CPU seconds in the JUnit report, beside its wall time: what it costs the machine,
     whatever else shared the cores meanwhile (two workers on two cores stretch each other's wall time,
     not their CPU time). This process's and the children it awaited: the commands and session
-    processes a test starts; a Ray cluster's workers count when its module's fixture reaps them."""
+    processes a test starts (those forked from tests/zygote.py through its own count); a Ray
+    cluster's workers count when its module's fixture reaps them."""
     yield
     item.user_properties.append(("cpu", f"{_cpu_seconds() - item.stash[CPU_AT_START]:.2f}"))
 
 
 def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + zygote.cpu_seconds()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zygote
+
 # ---- trainings the tests use --------------------------------------------------------------------
 
 # A tiny but real training: CartPole, 3k frames, evaluations and snapshots every 1k.
@@ -122,21 +124,20 @@ def store_home(url: str, folder: Path) -> Path:
 
 
 def rlrun(home: Path, *args: str, timeout: float = 300) -> Result:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env=cli_env(home), capture_output=True,
-                               text=True, timeout=timeout)
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+    """`rlrun ARGS` as a process of its own (forked from the zygote: tests/zygote.py)."""
+    done = zygote.run(list(args), cli_env(home), timeout=timeout)
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
 def run_cli(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
-    """`rlrun` as a subprocess with extra environment variables (test hooks: crash points, signals)."""
-    completed = subprocess.run([sys.executable, "-m", "rlrun", *args], env={**cli_env(home), **(env or {})},
-                               capture_output=True, text=True, timeout=300)
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+    """`rlrun` as a process of its own with extra environment variables (test hooks: crash points, signals)."""
+    done = zygote.run(list(args), {**cli_env(home), **(env or {})}, timeout=300)
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
-def popen(home: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "rlrun", *args], env=cli_env(home), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def popen(home: Path, *args: str) -> Any:
+    """`rlrun ARGS` started as a process of its own, its stdout and stderr piped: a `subprocess.Popen`'s interface."""
+    return zygote.start(list(args), cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @contextlib.contextmanager

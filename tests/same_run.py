@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import zygote
 from helpers import Result, builtin_for, cli_env, environment, fast, invoke, run_cli
 
 from rlrun import paths, snapshot, storage
@@ -160,9 +161,8 @@ def train(home: Path, spec: str, *args: str, env: dict[str, str] | None = None) 
     argv = [*CADENCE, *fast(spec), *args]
     if env is None and set(argv[::2]) <= {"--set", "--name", *OPTIONS}:
         return train_here(home, spec, argv)
-    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *argv],
-                               env={**cli_env(home), **(env or {})}, capture_output=True, text=True, timeout=600)
-    return Result(completed.returncode, completed.stdout, completed.stderr)
+    done = zygote.run(["train", spec, *argv], {**cli_env(home), **(env or {})}, timeout=600)
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
 OPTIONS = {"--frames": "meta.max_frame", "--sessions": "meta.sessions", "--seed": "meta.seed"}

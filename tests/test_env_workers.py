@@ -17,12 +17,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import zygote
 from helpers import cli_env, fast, invoke, rlrun, run_attempts
 from same_run import (
     CADENCE,
@@ -117,7 +117,7 @@ def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
 def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
     """A scheduler that signals every process of the job (SLURM's scancel) reaches the workers
     too: they leave the stopping to the session, which captures their copies into its snapshot."""
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *_args(*WORKERS)],
+    process = zygote.start(["train", SPEC, *CADENCE, *_args(*WORKERS)],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
@@ -217,7 +217,7 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
 
     if usable_cores() < 2:
         pytest.skip("one usable core: every share is 1, with or without another run")
-    other = subprocess.Popen([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *fast("reinforce_cartpole"),
+    other = zygote.start(["train", "reinforce_cartpole", *fast("reinforce_cartpole"),
                               "--frames", "1M"], env={**cli_env(home), HEARTBEAT_ENV: "0.2"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -279,7 +279,7 @@ def _frozen_at(home: Path, frame: int, cores: int, *args: str) -> tuple[subproce
     """`rlrun ARGS` on a machine of `cores` cores, its session frozen (SIGSTOP) at `frame`: the
     process and the session's pid."""
     flag = home.parent / f"frozen-at-{frame}"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", *args], stdout=subprocess.DEVNULL,
+    process = zygote.start([*args], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
                                env={**cli_env(home), CORES_ENV: str(cores), FREEZE_ENV: f"{frame}@{flag}"})
     wait_for(lambda: flag.exists() and flag.read_text() != "", process)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zygote
 from helpers import builtin_for, cli_env, fast, rlrun
 from same_run import ALGORITHMS, assert_same_run, final_state, newest_checkpoint_frame, wait_for
 
@@ -33,7 +34,7 @@ CADENCE = ["--set", f"meta.log_frequency={LOG}", "--set", "meta.eval_frequency=1
 
 def train(home: Path, algorithm: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     spec = builtin_for(algorithm)
-    return subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+    return zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
                             env={**cli_env(home), **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
 

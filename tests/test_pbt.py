@@ -13,12 +13,12 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import cli_env, invoke, rlrun, trials
 from same_run import assert_same_run, built_once, final_state, wait_for
 
@@ -161,7 +161,7 @@ def _killed_at_a_random_moment(home_a: Path, spec: Path, home: Path) -> Path:
     total = _snapshots(home_a)
     seed = random.SystemRandom().randrange(2**32)
     moment = random.Random(seed).randint(1, total - 2)  # kill once this many snapshots are recorded
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT], env=cli_env(home),
+    process = zygote.start(["search", str(spec), *PBT], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: _snapshots(home) >= moment, process)
     os.killpg(process.pid, signal.SIGKILL)
@@ -258,7 +258,7 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
     generation, delay = chance.randrange(3), chance.uniform(0, 2)
     # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
     slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5", HEARTBEAT_ENV: "0.2"}
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
+    process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
                                env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     wait_for(lambda: len({n for n in _in_flight(home) if n // 4 == generation}) >= 2, process, timeout=600)
@@ -288,7 +288,7 @@ def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(strai
     one never interrupted."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *PBT, "--parallel", "2"],
+    process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     wait_for(lambda: 0 in _in_flight(home, with_a_snapshot=True), process, timeout=600)

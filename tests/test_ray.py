@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import Result, cli_env, fast, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
@@ -95,14 +96,14 @@ def straight(tmp_path_factory: pytest.TempPathFactory, spec: str, *args: str) ->
 
 
 def command(home: Path, url: str, *args: str, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    return [sys.executable, "-m", "rlrun", *args], {**cli_env(home), "RLRUN_DB": url, **ISOLATED, **(env or {})}
+    return [*args], {**cli_env(home), "RLRUN_DB": url, **ISOLATED, **(env or {})}
 
 
 def train(home: Path, url: str, cluster: Any, spec: str, *args: str, env: dict[str, str] | None = None,
           wait: bool = True) -> Any:  # fmt: skip
     argv, environment = command(home, url, "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES, *args,
                                 "--ray", cluster.address, env=env)
-    process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    process = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     if not wait:
         return process
@@ -201,7 +202,7 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url:
     assert not list(home.glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
-    shown = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+    shown = zygote.run(argv, environment, timeout=60)
     assert "retry (automatic)" in shown.stderr and lost[1].node in shown.stderr
 
 
@@ -250,13 +251,13 @@ def test_a_killed_driver_then_resume_on_the_cluster(cluster: Any, registry_url: 
     argv, environment = command(home, registry_url, "ls", "--json")
 
     def listed_status() -> str | None:
-        status = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        status = zygote.run(argv, environment, timeout=60)
         found = status.stdout and json.loads(status.stdout)[0]["status"]
         return found if found == "crashed" else None
 
     assert wait_for(listed_status, timeout=60) == "crashed"
     argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address)
-    resumed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=240)
+    resumed = zygote.run(argv, environment, timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     run = detail(home, registry_url)
     assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
@@ -322,7 +323,7 @@ def finished_command(home: Path, url: str, *args: str, env: dict[str, str] | Non
                      timeout: float = 300) -> Result:  # fmt: skip
     """`rlrun ARGS` against `home` and the registry at `url`, run to its end."""
     argv, environment = command(home, url, *args, env=env)
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=timeout)
+    done = zygote.run(argv, environment, timeout=timeout)
     return Result(done.returncode, done.stdout, done.stderr)
 
 
@@ -390,7 +391,7 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
                                 cluster.address)
-    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
     driver.send_signal(signal.SIGTERM)
@@ -424,7 +425,7 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
     local = searched_locally(tmp_path_factory, registry_url, spec, *options)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
                                 "--ray", cluster.address)
-    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both trials train
     driver.send_signal(signal.SIGTERM)
@@ -498,7 +499,7 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
                                 cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
-    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     with losing_a_node(cluster):
         wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
@@ -531,7 +532,7 @@ def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(
     local = searched_locally(tmp_path_factory, registry_url, spec, *options)
     argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
                                 "--ray", cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
-    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     with losing_a_node(cluster):
         wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both train
@@ -561,7 +562,7 @@ def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str]
     returned as soon as it prints that the cluster supervises the run, with that line."""
     argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
                                 "--json", env=env)
-    process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    process = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     said = []
     for line in process.stderr or ():
@@ -623,7 +624,7 @@ def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
     assert all(old is not None and new == old + 1 for old, new in itertools.pairwise(leases)), "a new lease each"
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
-    shown = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+    shown = zygote.run(argv, environment, timeout=60)
     assert f"detached: was supervised by actor rlrun/rlrun-{run.run.id}-" in shown.stderr, shown.stderr
 
 
@@ -673,7 +674,7 @@ def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone
         # The held session does not beat: a watch that presumes it lost after 60 s leaves the test time.
         argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address,
                                     env={HOLD_ENV: f"2500@{held}", HEARTBEAT_ENV: "0.5", STALE_ENV: "60"})
-        resumed = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        resumed = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
         wait_for(held.exists, resumed)
         assert detail(home, registry_url).run.supervisor is None, "the resume took the run over"
@@ -724,7 +725,7 @@ def test_a_supervisor_resource_no_node_offers_is_bad_input(cluster: Any, registr
     exit 2, before anything is written (Ray would otherwise wait for such a node for ever)."""
     argv, environment = command(home, registry_url, "train", "reinforce_cartpole", "--ray", cluster.address,
                                 "--detach", "--supervisor-on", "on_demand")
-    done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=120)
+    done = zygote.run(argv, environment, timeout=120)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no live node of the Ray cluster offers the resource on_demand" in lines[0], lines
@@ -752,7 +753,7 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
 
     def stop() -> Result:
         argv, environment = command(home, registry_url, "stop", "latest")
-        done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        done = zygote.run(argv, environment, timeout=60)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         return Result(done.returncode, done.stdout, done.stderr)
 
@@ -859,7 +860,7 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(
     local = searched_locally(tmp_path_factory, registry_url, str(spec), *PBT)
     argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *PBT, "--json", "--ray",
                                 cluster.address)
-    driver = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 5, driver)  # in generation 1
     os.kill(driver.pid, signal.SIGKILL)
@@ -867,7 +868,7 @@ def test_a_pbt_population_on_the_cluster_killed_and_resumed(
     argv, environment = command(homes["cluster"], registry_url, "ls", "--json")
 
     def settled() -> bool:
-        listed = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        listed = zygote.run(argv, environment, timeout=60)
         return all(run["status"] != "running" for run in json.loads(listed.stdout or "[]"))
 
     wait_for(settled, timeout=90)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import builtin_for, cli_env, fast
 from same_run import BUDGET, CADENCE, assert_same_run, final_state, reference_state
 
@@ -196,7 +196,7 @@ def test_a_training_run_rides_out_killed_connections(postgres_url: str, tmp_path
 
     home = tmp_path / "killed"
     env = {**cli_env(home), "RLRUN_DB": postgres_url, HEARTBEAT_ENV: "0.05"}
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec),
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec),
                                 "--frames", str(BUDGET)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
     killed = kills = 0

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import zygote
 from helpers import cli_env, invoke, rlrun, snapshot_of
 
 pytestmark = pytest.mark.slow  # every test trains (tiny budgets, real processes and signals)
@@ -90,7 +91,7 @@ def test_a_finished_run_with_a_damaged_final_snapshot_is_still_done(home: Path) 
 
 def start(home: Path, *args: str) -> subprocess.Popen[str]:
     """`rlrun ARGS` as the leader of its own process group, so every process it starts can be found."""
-    return subprocess.Popen([sys.executable, "-m", "rlrun", *args], env=cli_env(home), stdout=subprocess.PIPE,
+    return zygote.start([*args], env=cli_env(home), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 

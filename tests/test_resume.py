@@ -13,13 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import zygote
 from helpers import builtin_for, cli_env, fast, invoke, rlrun
 from same_run import (
     ALGORITHMS,
@@ -92,7 +92,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 @pytest.mark.any_home(store_only={"straight": "a2c"})
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames",
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec), "--frames",
                                 str(BUDGET)],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
@@ -108,8 +108,7 @@ def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home:
 
 def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
         env={**cli_env(home), HANG_ENV: snapshot.snapshot_name(5000)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
@@ -130,7 +129,7 @@ def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path,
     each stop at a step boundary with a snapshot, and the resumed run equals the straight one."""
     spec, args = builtin_for(ALGORITHMS[0]), ["--frames", str(BUDGET), "--sessions", "2"]
     straight_home, home = reference(tmp_path_factory, spec, *args), tmp_path / "stopped"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
                                env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
@@ -211,7 +210,7 @@ def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_pat
     left to stop; `rlrun resume` continues the run bit for bit."""
     spec, args = "reinforce_cartpole", ("--frames", "3000", "--sessions", "2")
     home, flag = tmp_path / "b", tmp_path / "frozen"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
                                env={**cli_env(home), FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: flag.exists() and flag.read_text(), process)

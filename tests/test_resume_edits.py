@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import builtin_for, cli_env, invoke, rlrun, snapshot_of
 from same_run import (
     ALGORITHMS,
@@ -175,8 +175,7 @@ def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: t
 
 def test_a_live_run_is_refused_naming_host_and_pid(tmp_path: Path) -> None:
     home = tmp_path / "live"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rlrun", "train", builtin_for(ALGORITHMS[0]), *CADENCE, "--frames", "10M"],
+    process = zygote.start(["train", builtin_for(ALGORITHMS[0]), *CADENCE, "--frames", "10M"],
         env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import cli_env, fast, run_attempts
 from same_run import (
     assert_same_run,
@@ -76,8 +75,8 @@ def _assert_resumed_exactly(home: Path, case: str) -> None:
     resumed = run_attempts(home)[-1]
     assert not resumed.approximate, resumed.note
     assert resumed.note is not None and resumed.note.startswith(f"env: {CASES[case][2]}"), resumed.note
-    shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
-                           capture_output=True, text=True, timeout=60)
+    shown = zygote.run(["show", "latest"], env=cli_env(home),
+                           timeout=60)
     assert f"yes (env: {CASES[case][2]}" in " ".join(shown.stderr.split()), shown.stderr
 
 
@@ -141,13 +140,13 @@ def test_an_env_that_replay_cannot_reproduce_restarts_its_episodes_and_says_so(t
     settings = ["--set", "env.id=Flaky-v0", "--set", "env.num_envs=2", "--frames", "1500"]
     stopped = train(home, "ppo_cartpole", *fast("ppo_cartpole"), *settings, env={**env, SIGNAL_AT_ENV: "777"})
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
-    resumed = subprocess.run([sys.executable, "-m", "rlrun", "resume", "latest"], env={**cli_env(home), **env},
-                             capture_output=True, text=True, timeout=300)
+    resumed = zygote.run(["resume", "latest"], env={**cli_env(home), **env},
+                             timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     attempts = run_attempts(home)
     assert [a.approximate for a in attempts] == [False, True]
     note = attempts[1].note or ""
     assert "did not reproduce the observation" in note and "env: restarted" in note, note
-    shown = subprocess.run([sys.executable, "-m", "rlrun", "show", "latest"], env=cli_env(home),
-                           capture_output=True, text=True, timeout=60)
+    shown = zygote.run(["show", "latest"], env=cli_env(home),
+                           timeout=60)
     assert "env: restarted" in " ".join((shown.stdout + shown.stderr).split()), shown.stderr

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zygote
 from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
 from same_run import assert_same_run, assert_tensors_equal, built_once, final_state, wait_for
 
@@ -98,9 +99,8 @@ def test_search_views_import_neither_optuna_nor_torch(straight: tuple[Path, Path
 def test_sigterm_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, Path], tmp_path: Path) -> None:
     home_a, spec = straight
     home = tmp_path / "runs"
-    stopped = subprocess.run([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH],
-                               env={**cli_env(home), SIGNAL_AT_ENV: "2345"}, capture_output=True, text=True,
-                               timeout=300)
+    stopped = zygote.run(["search", str(spec), *SEARCH],
+                               env={**cli_env(home), SIGNAL_AT_ENV: "2345"}, timeout=300)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "stopped by signal 15" in stopped.stderr and "Traceback" not in stopped.stderr
     partial = trials(home)
@@ -125,7 +125,7 @@ def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight
                                                                          tmp_path: Path) -> None:
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH], env=cli_env(home),
+    process = zygote.start(["search", str(spec), *SEARCH], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
     os.killpg(process.pid, signal.SIGKILL)
@@ -152,7 +152,7 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(
     it reads from the store."""
     home_a, spec = straight
     monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file, read from here
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH], env=cli_env(home),
+    process = zygote.start(["search", str(spec), *SEARCH], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
     os.killpg(process.pid, signal.SIGKILL)
@@ -202,8 +202,8 @@ def test_a_kill_between_a_trials_run_and_its_trial_row_leaves_no_unlinked_run(st
     beside a new one) and is the search never interrupted."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    killed = subprocess.run([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH],
-                            env={**cli_env(home), CRASH_ENV: step}, capture_output=True, text=True, timeout=300)
+    killed = zygote.run(["search", str(spec), *SEARCH],
+                            env={**cli_env(home), CRASH_ENV: step}, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     with Registry.open(home, create=False) as registry:
         runs = {summary.id for summary in registry.list_runs(limit=None)}
@@ -243,7 +243,7 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     home_a, spec = straight
     home = tmp_path / "runs"
     search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *search], env=cli_env(home),
+    process = zygote.start(["search", str(spec), *search], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
     process.send_signal(signal.SIGTERM)
@@ -281,7 +281,7 @@ def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straigh
     second stop has nothing to stop; resumed, it is the search never stopped, bit for bit."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *SEARCH],
+    process = zygote.start(["search", str(spec), *SEARCH],
                                env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
@@ -314,7 +314,7 @@ def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Pa
     home_a, spec = straight
     home = tmp_path / "runs"
     search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), *search],
+    process = zygote.start(["search", str(spec), *search],
                                env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
@@ -339,7 +339,7 @@ def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_tri
     naming the trial, and `rlrun resume search:...` continues that trial from its snapshot, exactly."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "search", str(spec), "--trials", "3", "--parallel",
+    process = zygote.start(["search", str(spec), "--trials", "3", "--parallel",
                                 "2", "--pruner", "none"], env=cli_env(home), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     wait_for(lambda: 0 in _trials_with_a_snapshot(home), process)

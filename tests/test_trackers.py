@@ -12,10 +12,10 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import zygote
 from helpers import cli_env, fast, rlrun, run_cli, search_spec
 from same_run import (
     CADENCE,
@@ -102,7 +102,7 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     # the run is held at frame 6,000 (its trackers given every row up to there, the snapshot at
     # 4,000 in), so it cannot end however long their delivery, or W&B's writing, takes
     held = tmp_path / "held.json"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
+    process = zygote.start(["train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
                                 *SPARSE], env={**cli_env(killed_home), HOLD_ENV: f"6000@{held}"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(held.exists, process)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from helpers import cli_env, fast, rlrun
 from same_run import CADENCE, assert_same_run, final_state, train, wait_for
 
@@ -60,7 +60,7 @@ def interrupted(home: Path, spec: str, settings: list[str], how: str, tmp_path: 
         assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
         return
     flag = tmp_path / "frozen"
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *_cadence(spec), *settings,
+    process = zygote.start(["train", spec, *_cadence(spec), *settings,
                                 "--frames", BUDGET], env={**cli_env(home), FREEZE_ENV: f"2500@{flag}"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
