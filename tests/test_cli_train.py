@@ -135,7 +135,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         (["train", "reinforce_cartpole", "--set", "meta.max_fram=5"], 'did you mean "max_frame"'),
         (["train", "reinforce_cartpole", "--frames", "12q"], "--frames: '12q' is not a size"),
         (["train", "reinforce_cartpol"], 'did you mean "reinforce_cartpole"'),
-        (["train", "reinforce_cartpole", "--name", "latest"], "run name 'latest' cannot be used"),
+        (["train", "reinforce_cartpole", "--name", "latest"], 'run name "latest" cannot be used'),
         (["train", "reinforce_cartpole", "--set", "env.id=Pendulum-v1"], "reinforce cannot train on Pendulum-v1"),
         (["show", "latest"], "no runs"),
     ]
