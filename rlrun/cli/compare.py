@@ -61,7 +61,7 @@ def compare(
     if gate and not baseline:
         raise BadInput("--gate judges against a baseline; add --baseline REFERENCE")
     if output is not None:
-        from rlrun.compare.figure import check_output
+        from rlrun.catalog.figures import check_output
 
         check_output(output)
     result = comparing.compare(references, filters, by=by, metric=score, normalize_by=normalize, reps=reps,

@@ -14,22 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.catalog.curves import Curve, curve, metric_curve
+from rlrun.catalog.figures import FORMATS, check_output
 from rlrun.errors import BadInput, install_hint
 from rlrun.sizes import format_size
 
 # Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
 __all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_population", "draw_search", "metric_curve"]
-
-FORMATS = (".png", ".svg", ".pdf")
-
-
-def check_output(output: Path) -> None:
-    """Refuse, before any work, a file type matplotlib will not write here or a missing folder."""
-    if output.suffix.lower() not in FORMATS:
-        raise BadInput(f"-o {output}: cannot write a {output.suffix or 'file without an extension'};"
-                       f" use a {', '.join(FORMATS)} file")
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
 
 
 def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric: str | None = None) -> Path:

@@ -18,18 +18,8 @@ from rlrun.compare import statistics
 from rlrun.compare.comparison import Comparison
 from rlrun.errors import BadInput, install_hint
 
-FORMATS = (".png", ".svg", ".pdf")
 _AGGREGATES = (("iqm", "IQM"), ("median", "Median"), ("mean", "Mean"), ("optimality_gap", "Optimality gap"))
 _PROFILE_POINTS = 101
-
-
-def check_output(output: Path) -> None:
-    """Refuse, before any work, a file type this does not write or a missing folder."""
-    if output.suffix.lower() not in FORMATS:
-        raise BadInput(f"-o {output}: cannot write a {output.suffix or 'file without an extension'};"
-                       f" use a {', '.join(FORMATS)} file")
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
 
 
 def draw(comparison: Comparison, output: Path, *, title: str | None = None) -> Path:
