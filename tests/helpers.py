@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -176,6 +177,41 @@ def _stdin(text: str) -> Iterator[None]:
         yield
     finally:
         sys.stdin = saved
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""Escape sequences Rich writes on a terminal: colours, cursor moves, line erases, cursor hiding."""
+
+
+def on_a_terminal(home: Path, columns: int, *args: str, cwd: Path | None = None) -> str:
+    """What `rlrun ARGS` draws on stderr, a pseudo-terminal `columns` wide and 40 lines high, its
+    escape sequences removed; the command must exit 0. A fresh interpreter (as a user's shell starts
+    it), with no colour or terminal setting of the test's environment forced on it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {**cli_env(home), "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm-256color"}
+    for forced in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        env.pop(forced, None)
+    process = subprocess.Popen([sys.executable, "-m", "rlrun", *args], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=follower, env=env, cwd=cwd)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=300) == 0
+    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
 
 
 # A command line run in a fresh interpreter that reports which heavy packages it imported.

@@ -4,48 +4,19 @@ at 60, 80 and 120 columns. The table drops its least important columns to fit, s
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
 import re
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
-from helpers import TINY, cli_env
+from helpers import TINY, cli_env, on_a_terminal
 
 pytestmark = pytest.mark.slow
 
-# Escape sequences Rich's Live writes to redraw: colours, cursor moves, line erases, cursor hiding.
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
 def train_on_a_terminal(home: Path, columns: int) -> str:
     """What `rlrun train` draws on a terminal `columns` wide, escape sequences removed."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {**cli_env(home), "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm-256color"}
-    for forced in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        env.pop(forced, None)
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY,
-                                "--sessions", "2"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=follower, env=env)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert process.wait(timeout=300) == 0
-    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    return on_a_terminal(home, columns, "train", "reinforce_cartpole", *TINY, "--sessions", "2")
 
 
 @pytest.mark.parametrize("columns", [60, 80, 120])

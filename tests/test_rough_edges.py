@@ -3,20 +3,16 @@ progress in `ls`, scores told apart, tables that fit 80 columns, trial runs kept
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
 import socket
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
-from helpers import TINY, cli_env, fast, invoke, run_cli, search_spec
+from helpers import TINY, cli_env, fast, invoke, on_a_terminal, run_cli, search_spec
 
 from rlrun.registry import Registry
 
@@ -57,33 +53,9 @@ def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(tmp_path: Path, databa
 
 # ---- 80 columns ----------------------------------------------------------------------------------
 
-# Escape sequences Rich and the registry views write on a terminal: colours, cursor moves, erases.
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def on_a_terminal(home: Path, columns: int, *args: str, cwd: Path | None = None) -> list[str]:
-    """The lines `rlrun ARGS` writes to stderr on a pseudo-terminal `columns` wide, escape sequences
-    removed (as tests/test_live_display.py draws the live table)."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {**cli_env(home), "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm-256color"}
-    for forced in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        env.pop(forced, None)
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", *args], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=follower, env=env, cwd=cwd)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert process.wait(timeout=300) == 0
-    drawn = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+def terminal_lines(home: Path, columns: int, *args: str, cwd: Path | None = None) -> list[str]:
+    """The lines `rlrun ARGS` writes to stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
+    drawn = on_a_terminal(home, columns, *args, cwd=cwd)
     return [line for line in re.split(r"\r\n|\r|\n", drawn) if line.strip()]
 
 
@@ -91,18 +63,18 @@ def test_ls_and_show_fit_80_columns_without_splitting_a_word(tmp_path: Path) -> 
     assert invoke(tmp_path, "train", "reinforce_cartpole", *TINY, "--name", "baseline-run").code == 0
     assert invoke(tmp_path, "resume", "baseline-run", "--frames", "4000").code == 0
     for command in (["ls"], ["show", "baseline-run"]):
-        narrow = on_a_terminal(tmp_path, 80, *command)
+        narrow = terminal_lines(tmp_path, 80, *command)
         assert not [line for line in narrow if len(line) > 80], "\n".join(narrow)
         # Off a terminal nothing is cut: every word on the narrow terminal is a whole word there.
         whole = set(invoke(tmp_path, *command).stderr.split())
         assert {word for line in narrow for word in line.split()} <= whole, "\n".join(narrow)
         assert "baseline-run" in narrow[0 if command == ["ls"] else 1] or "baseline-run" in "\n".join(narrow)
-    listed = on_a_terminal(tmp_path, 80, "ls")
+    listed = terminal_lines(tmp_path, 80, "ls")
     assert listed[0].split()[:3] == ["#", "id", "name"] and "status" in listed[0] and "best" in listed[0]
 
 
 def test_the_live_table_keeps_ppos_approx_kl_at_80_columns(tmp_path: Path) -> None:
-    drawn = on_a_terminal(tmp_path, 80, "train", "ppo_cartpole", *TINY, *fast("ppo_cartpole"))
+    drawn = terminal_lines(tmp_path, 80, "train", "ppo_cartpole", *TINY, *fast("ppo_cartpole"))
     header = [line for line in drawn if line.lstrip().startswith("session")][-1]  # once PPO has reported it
     assert "approx_kl" in header.split(), "\n".join(drawn)
     assert not [line for line in drawn if len(line) > 80 or "…" in line], "\n".join(drawn)
@@ -115,7 +87,7 @@ def test_enjoys_video_line_is_never_wrapped_inside_the_table(tmp_path: Path) -> 
     (tmp_path / "videos").mkdir()
     # Wider than the table of returns, narrower than the terminal: one line, as a terminal shows it.
     video = "videos/cartpole-replay-of-the-best-checkpoint.mp4"
-    drawn = on_a_terminal(home, 80, "enjoy", "--episodes", "2", "--video", video, cwd=tmp_path)
+    drawn = terminal_lines(home, 80, "enjoy", "--episodes", "2", "--video", video, cwd=tmp_path)
     assert re.fullmatch(rf"video: {video} \(\d+ frames\)", drawn[-1].strip()), "\n".join(drawn)
 
 
