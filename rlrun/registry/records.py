@@ -67,6 +67,9 @@ class RunRecord(NamedTuple):
     command that started the run supervises it)."""
     stop_requested_at: float | None = None
     """When `rlrun stop` asked the run to stop (None: nobody has since it last started)."""
+    home: str | None = None
+    """Where the run's folder lives: its home's URL (`s3://bucket/prefix`) or absolute folder
+    (`paths.home_address`); None for a run recorded before rlrun kept it: the registry's own home."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -321,7 +324,7 @@ class RunDetail(NamedTuple):
 # a). Sessions call their index column session_index.
 RUN_COLUMNS = (
     "id", "name", "spec_name", "algorithm", "env_id", "status", "max_frame", "num_sessions", "seed",
-    "parent_id", "host", "pid", "error", "created_at", "finished_at", "supervisor", "stop_requested_at",
+    "parent_id", "host", "pid", "error", "created_at", "finished_at", "supervisor", "stop_requested_at", "home",
 )  # fmt: skip
 SESSION_COLUMNS = (
     "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",

@@ -66,6 +66,10 @@ class RunRow(Base):
     supervisor: Mapped[str | None] = mapped_column(String(255))
     # When `rlrun stop` asked the run to stop (the database's clock); its sessions read it.
     stop_requested_at: Mapped[float | None] = mapped_column(Float)
+    # Where the run's folder lives: its home's URL (`s3://bucket/prefix`) or absolute folder, as
+    # `paths.home_address` names it (NULL: recorded before 0009, the home the registry is opened
+    # with). A registry in $RLRUN_DB may list runs of several homes; commands find each in its own.
+    home: Mapped[str | None] = mapped_column(Text)
 
 
 class SessionRow(Base):
