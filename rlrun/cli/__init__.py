@@ -12,7 +12,7 @@ commands that need them.
 
 The commands, by group: `train` (train, resume, enjoy, stop), `search` (search, and resume and
 stop of a search), `registry_commands` (ls, show, rm), `exports` (track, plot, export), `home` (gc,
-import, db) and `specs` (spec); the app they register on (`app`), the options they share
+import, db), `travel` (push, pull, record) and `specs` (spec); the app they register on (`app`), the options they share
 (`options`) and how they speak (`output`). This module runs the app: `main` and `run`, and the one
 error handler.
 """
@@ -24,7 +24,7 @@ import typer
 from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
 # Importing the command modules registers their commands on the app.
-from rlrun.cli import compare, exports, home, registry_commands, search, specs, train  # noqa: F401
+from rlrun.cli import compare, exports, home, registry_commands, search, specs, train, travel  # noqa: F401
 from rlrun.cli.app import app, in_help_order
 from rlrun.cli.output import make_console, outlived
 from rlrun.errors import EditRefused, RlrunError, SpecError

@@ -25,7 +25,7 @@ app.add_typer(spec_app, name="spec")
 # `rlrun --help` lists the commands in this order (what a user reaches for first), whatever order
 # their modules register them in.
 HELP_ORDER = ("train", "resume", "enjoy", "search", "ls", "show", "track", "plot", "compare", "export", "stop", "rm",
-              "gc", "import")
+              "gc", "import", "push", "pull", "record")
 
 
 def in_help_order(command: Any) -> int:
