@@ -169,11 +169,11 @@ OPTIONS = {"--frames": "meta.max_frame", "--sessions": "meta.sessions", "--seed"
 """The command line's options that are spec edits, by the edit they make (as `rlrun train` makes them)."""
 
 
-def train_here(home: Path, spec: str, argv: list[str]) -> Result:
+def train_here(home: Path, spec: str, argv: list[str], **options: Any) -> Result:
     """`rlrun train SPEC ARGV` through the Python API, in this process: `rlrun.train(load_spec(...),
-    home=...)`, the call a notebook makes. Its exit code is the command line's for the same outcome
-    (0 finished, 1 failed); stdout is the result as JSON. No signal is under test here, so the
-    process's own handlers are left alone."""
+    home=..., **options)`, the call a notebook makes. Its exit code is the command line's for the
+    same outcome (0 finished, 1 failed, 143 preempted); stdout is the result as JSON. No signal is
+    under test here, so the process's own handlers are left alone."""
     import rlrun
     from rlrun.sizes import parse_size
 
@@ -187,8 +187,8 @@ def train_here(home: Path, spec: str, argv: list[str]) -> Result:
             edits.append(f"{OPTIONS[option]}={parse_size(value) if option == '--frames' else value}")
     with environment(home):
         result = rlrun.train(rlrun.load_spec(spec, edits), home=os.environ["RLRUN_HOME"], name=name,
-                             handle_signals=False)
-    code = {"finished": 0, "failed": 1}[result.outcome]
+                             handle_signals=False, **options)
+    code = {"finished": 0, "failed": 1, "preempted": 143}[result.outcome]
     return Result(code, json.dumps(result.to_json()), result.error or "")
 
 

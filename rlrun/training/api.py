@@ -26,7 +26,7 @@ from rlrun.ids import new_run_id
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
 from rlrun.registry.records import TrialLink
-from rlrun.session.device import check_device
+from rlrun.session.device import check_device, torch_state_kept
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.session.task import SessionTask
 from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
@@ -94,20 +94,21 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     if name is not None:
         check_run_name(name)
         _check_name_free(root, url, name)
-    check_compatible(spec)
-    check_installed(spec.meta.track)
-    runner = _executor(executor, handle_signals)
-    runner.prepare(root, url, modules=user_code(spec))
-    if handle_signals:
-        raise_if_stopped("before the run was recorded; nothing was written")
-    with Registry.open(root, url) as registry:
-        run = _create_run(registry, spec, name=name, trial=trial)
-        _write_manifest(root, registry, run.id)
-        testhooks.crash_point("manifest-written")
-        if on_start is not None:
-            on_start(run)
-        tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
-        return _launch(registry, root, run, tasks, on_event, runner)
+    with torch_state_kept():  # torch, NumPy and Python as the caller left them, whatever happens
+        check_compatible(spec)
+        check_installed(spec.meta.track)
+        runner = _executor(executor, handle_signals)
+        runner.prepare(root, url, modules=user_code(spec))
+        if handle_signals:
+            raise_if_stopped("before the run was recorded; nothing was written")
+        with Registry.open(root, url) as registry:
+            run = _create_run(registry, spec, name=name, trial=trial)
+            _write_manifest(root, registry, run.id)
+            testhooks.crash_point("manifest-written")
+            if on_start is not None:
+                on_start(run)
+            tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
+            return _launch(registry, root, run, tasks, on_event, runner)
 
 
 def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None,
@@ -309,16 +310,17 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
             on_plan(plan)
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
-    check_installed(plan.spec.meta.track)
-    runner = _executor(executor, handle_signals)
-    runner.prepare(root, url, modules=user_code(plan.spec))
-    if handle_signals:
-        raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
-    with Registry.open(root, url) as registry:
-        run, tasks = _start_fork(registry, root, url, plan, trial) if fork else _reopen(registry, root, url, plan)
-        if on_start is not None:
-            on_start(run)
-        return _launch(registry, root, run, tasks, on_event, runner)
+    with torch_state_kept():
+        check_installed(plan.spec.meta.track)
+        runner = _executor(executor, handle_signals)
+        runner.prepare(root, url, modules=user_code(plan.spec))
+        if handle_signals:
+            raise_if_stopped(f"before run {plan.run.id} was reopened; nothing was written")
+        with Registry.open(root, url) as registry:
+            run, tasks = _start_fork(registry, root, url, plan, trial) if fork else _reopen(registry, root, url, plan)
+            if on_start is not None:
+                on_start(run)
+            return _launch(registry, root, run, tasks, on_event, runner)
 
 
 def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainResult:
