@@ -30,6 +30,7 @@ Only JSON and file operations: neither torch nor Gymnasium is imported.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -270,6 +271,7 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
                 if run_id in registry.run_ids() or paths.run_dir(root, run_id).exists():
                     raise BadInput(f"run {run_id} is already in {paths.home_address(root)}; nothing pulled"
                                    f" (`rlrun show {run_id}`; to keep both, pull into another --home)")
+            made = [folder for folder in (root, *root.parents) if not folder.exists()]
             root.mkdir(parents=True, exist_ok=True)
             staging = root / f"{_STAGING}{uuid.uuid4().hex[:12]}"
             try:
@@ -283,8 +285,13 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
                         if run_id not in registry.run_ids():
                             shutil.rmtree(paths.run_dir(root, run_id), ignore_errors=True)
                         raise
-            finally:
+            except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
+                for folder in made:  # a home this pull made, empty again: nothing written
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
     return Pulled(run, source, digest)
 
 
@@ -402,7 +409,8 @@ def _extract(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest:
         done.add(member.name)
     missing = sorted(expected.keys() - done)
     if missing:
-        raise _damaged(source, f"{len(missing)} files its manifest lists are missing ({missing[0]}, …): cut short")
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise _damaged(source, f"it ends before {missing[0]}{more}, which its manifest lists: cut short")
     for name, original in manifest["links"]:
         if original not in done:
             raise _damaged(source, f"{name} links to {original!r}, which it does not hold")
