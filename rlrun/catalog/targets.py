@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlrun import paths
+from rlrun.errors import BadInput
 from rlrun.home.folders import open_registry
 from rlrun.refs import RunFilter, SearchRef, parse_target, search_target, whole_run
 from rlrun.registry import CheckpointChoice, Registry, RunDetail, RunRecord, choose_checkpoint
 from rlrun.registry.records import LineageRecord, SearchDetail
+from rlrun.registry.resolve import run_address
 from rlrun.trackers import status
 
 
@@ -31,9 +33,10 @@ class RunLookup(NamedTuple):
     reference: str  # as given
     run: RunRecord  # its status as reported
     detail: RunDetail
-    home: Path  # where its folder is read: the runs home, or the parent of a folder read in place
+    home: Path  # where its folder is read: the home it lives in, or the parent of a folder read in place
     checkpoint: CheckpointChoice | None  # the one an `@` suffix names; None without one
     trackers: tuple[TrackerReport, ...] = ()  # per session, per tracker: what it got (none: no trackers)
+    where: str | None = None  # its folder as messages name it, when it lives in another home than the one given
 
     def to_json(self) -> dict[str, Any]:
         """`rlrun show --json`: the run's records, and what its trackers got."""
@@ -54,11 +57,23 @@ def lookup(reference: str = "latest", filters: RunFilter | None = None, *,
     if isinstance(target, SearchRef):
         return _search(target, home)
     with open_registry(target, home) as registry:
-        run = registry.resolve(target, filters)
+        run = registry.resolve(target, filters, anywhere=True)
         detail = registry.get_run(run.id)
-        root = registry.home
+        root = _readable_home(registry, run)
+        elsewhere = registry.elsewhere(run)
     chosen = choose_checkpoint(detail, target) if target.checkpoint is not None else None
-    return RunLookup(reference, run, detail, root, chosen, _tracker_reports(root, detail))
+    where = None if elsewhere is None else run_address(elsewhere, run.id)
+    return RunLookup(reference, run, detail, root, chosen, _tracker_reports(root, detail), where)
+
+
+def _readable_home(registry: Registry, run: RunRecord) -> Path:
+    """Where `show` reads the run's files: the home it lives in (`Registry.home_of`); the registry's
+    own when that home cannot be opened here (its folders are on another machine, its store's
+    library is not installed): the registry's records are shown all the same."""
+    try:
+        return registry.home_of(run)
+    except BadInput:
+        return registry.home
 
 
 def _tracker_reports(home: Path, detail: RunDetail) -> tuple[TrackerReport, ...]:
@@ -81,7 +96,7 @@ def _search(target: SearchRef, home: Path | str | None) -> SearchLookup:
 
 class FoundRun(NamedTuple):
     detail: RunDetail  # its run's status as reported
-    home: Path  # where its folder is read, as in RunLookup
+    home: Path  # where its folder is read (the home it lives in), as in RunLookup
 
 
 class FoundRuns(NamedTuple):
@@ -98,8 +113,8 @@ def find_runs(references: Iterable[str], filters: RunFilter | None = None, *, ho
     for reference in references:
         ref = whole_run(reference, command)
         with open_registry(ref, home) as registry:
-            run = registry.resolve(ref, filters)
+            run = registry.resolve(ref, filters, anywhere=True)
             if run.id not in runs:
-                runs[run.id] = FoundRun(registry.get_run(run.id), registry.home)
+                runs[run.id] = FoundRun(registry.get_run(run.id), registry.home_of(run))
         named.append((reference, run))
     return FoundRuns(named, list(runs.values()))

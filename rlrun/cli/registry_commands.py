@@ -109,7 +109,7 @@ def show(
     if isinstance(found, catalog.SearchLookup):
         _show_search(found, as_json)
         return
-    say(views.fit(views.resolved(found.run, reference_label(reference, filters)), views.terminal_width()))
+    say(views.fit(views.resolved(found.run, reference_label(reference, filters), found.where), views.terminal_width()))
     if found.checkpoint is not None:
         say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
@@ -170,9 +170,11 @@ def rm(
     plan = plan_removal(references, filters, home=home)
     plan.check()
     for reference, run in plan.named:
-        say(views.resolved(run, reference_label(reference, filters)))
+        say(views.resolved(run, reference_label(reference, filters), plan.where(run)))
     count = len(plan.named)
     what = f"{count} run{'s' if count != 1 else ''} and {views.format_bytes(plan.bytes_freed)} of files"
+    if plan.copy_bytes:  # runs in object storage: their objects, and this machine's working copy of them
+        what += f" (and {views.format_bytes(plan.copy_bytes)} of their working copy on this machine)"
     if not yes and not _confirm(f"delete {what}? [y/N] "):
         say("nothing deleted")
         raise SystemExit(1)

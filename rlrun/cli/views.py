@@ -18,9 +18,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rlrun import paths, storage
 from rlrun.arithmetic import as_recorded_document
 from rlrun.catalog.scores import scores
 from rlrun.registry import RunDetail, RunRecord, RunSummary
+from rlrun.registry.resolve import run_address
 from rlrun.sizes import format_size
 
 if TYPE_CHECKING:
@@ -172,10 +174,14 @@ def sparkline(values: Sequence[float], width: int = 32) -> str:
     return "".join(SPARKS[round((v - low) / (high - low) * (len(SPARKS) - 1))] for v in values)
 
 
-def resolved(run: RunRecord, reference: str) -> str:
-    """What a reference named, as every command prints it."""
+def resolved(run: RunRecord, reference: str, where: str | None = None) -> str:
+    """What a reference named, as every command prints it; where the run's folder is (`where`,
+    else under its home's URL when it lives in object storage), never a working copy's path."""
     label = f" ({run.name})" if run.name else ""
-    return f"{reference} → run {run.id}{label}, {run.spec_name}, {run.status}"
+    if where is None and run.home is not None and storage.is_url(run.home):
+        where = run_address(run.home, run.id)
+    located = f", in {where}" if where else ""
+    return f"{reference} → run {run.id}{label}, {run.spec_name}, {run.status}{located}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +241,9 @@ def runs_csv(runs: Sequence[RunSummary]) -> str:
 def nothing_listed(listing: RunListing) -> str:
     """`rlrun ls` with no row to show: a filter that matches nothing, or an empty home."""
     if listing.filters.narrows and listing.everything:
-        return (f"no runs match {listing.filters.describe()} ({listing.everything} runs in {listing.home});"
-                " see `rlrun ls`")
-    return f"no runs in {listing.home} yet; start one with `rlrun train reinforce_cartpole`"
+        return (f"no runs match {listing.filters.describe()} ({listing.everything} runs in"
+                f" {paths.home_address(listing.home)}); see `rlrun ls`")
+    return f"no runs in {paths.home_address(listing.home)} yet; start one with `rlrun train reinforce_cartpole`"
 
 
 # ---------------------------------------------------------------------------------------------

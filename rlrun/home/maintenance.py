@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlrun import paths, snapshot, storage
-from rlrun.errors import BadInput, SpecError
+from rlrun.errors import BadInput, SpecError, StoreUnreachable, Unavailable
 from rlrun.fsutil import bytes_freed_by_removing
 from rlrun.home.folders import read_copied_run, read_run_folder
 from rlrun.refs import RunFilter, whole_run
@@ -31,6 +31,7 @@ from rlrun.registry import (
     RunRecord,
 )
 from rlrun.registry.manifest import read_search_manifest
+from rlrun.registry.resolve import run_address
 from rlrun.snapshot import layout, remote, retention
 from rlrun.spec import recorded_spec
 
@@ -40,16 +41,31 @@ from rlrun.spec import recorded_spec
 
 class RemovalPlan(NamedTuple):
     """What `rlrun rm` would delete, before anything is: the runs (each once), the bytes their
-    folders free, and the runs that refuse it (a running run's folder is in use)."""
+    folders free, and the runs that refuse it (a running run's folder is in use). Each run is
+    deleted in the home it lives in (`Registry.home_of`), which need not be the one the command was
+    given: a registry in $RLRUN_DB lists runs of several homes."""
 
-    home: Path
+    home: Path  # the registry's home (the command's)
     named: list[tuple[str, RunRecord]]  # each run once, with the first reference that named it
-    bytes_freed: int  # a file hard-linked from a run that stays is not counted
+    bytes_freed: int  # a file hard-linked from a run that stays is not counted; in a store, its objects
     refused: list[RunRecord]  # running: nothing is deleted while one of these is named
+    homes: dict[str, Path] | None = None  # run id -> the home its folder is in (None: all in `home`)
+    copy_bytes: int = 0  # what the working copies of runs in object storage hold on this machine
 
     @property
     def runs(self) -> list[RunRecord]:
         return [run for _, run in self.named]
+
+    def home_of(self, run: RunRecord) -> Path:
+        return (self.homes or {}).get(run.id, self.home)
+
+    def where(self, run: RunRecord) -> str | None:
+        """The run's folder as messages name it (under its home's URL), when it is not a local
+        folder of the command's home: in object storage, or in another home. None otherwise."""
+        home = self.home_of(run)
+        if home == self.home and storage.mirror_of(home) is None:
+            return None
+        return run_address(paths.home_address(home), run.id)
 
     def check(self) -> None:
         """Refuse the whole plan when a run in it is running (BadInput, exit 2)."""
@@ -61,34 +77,55 @@ class RemovalPlan(NamedTuple):
 def plan_removal(references: Iterable[str], filters: RunFilter | None = None, *,
                  home: Path | str | None = None) -> RemovalPlan:  # fmt: skip
     """The runs `references` name (whole runs: `latest@1k` is refused, not read as `latest`) and
-    what deleting them would free. Read-only: `remove(plan)` deletes."""
+    what deleting them would free, each in the home it lives in, its store contacted first (one that
+    cannot be reached is refused naming the run's home, nothing deleted). Read-only: `remove(plan)`
+    deletes."""
     root = paths.resolve_home(home)
     chosen: dict[str, tuple[str, RunRecord]] = {}
     with Registry.open(root, create=False) as registry:
         for reference in references:
-            run = registry.resolve(whole_run(reference, "rm"), filters)
+            run = registry.resolve(whole_run(reference, "rm"), filters, anywhere=True)
             chosen.setdefault(run.id, (reference, run))
+        homes = {run_id: registry.home_of(run) for run_id, (_, run) in chosen.items()}
+    for run_id, run_home in homes.items():
+        _reach(run_home, run_id)
     named = list(chosen.values())
-    size = sum(_bytes_of_run(root, run_id) for run_id in chosen)
-    return RemovalPlan(root, named, size, [run for _, run in named if run.status == "running"])
+    size = sum(_bytes_of_run(homes[run_id], run_id) for run_id in chosen)
+    copies = sum(bytes_freed_by_removing([paths.run_dir(homes[run_id], run_id)]) for run_id in chosen
+                 if storage.mirror_of(homes[run_id]) is not None)  # fmt: skip
+    return RemovalPlan(root, named, size, [run for _, run in named if run.status == "running"], homes, copies)
+
+
+def _reach(home: Path, run_id: str) -> None:
+    """Contact the store of the home a run to delete lives in (nothing for a local home): one that
+    cannot be reached is refused naming the run's folder, nothing deleted (exit 2, or 3: no answer)."""
+    try:
+        storage.reach(home)
+    except (BadInput, Unavailable) as error:
+        kind = StoreUnreachable if isinstance(error, Unavailable) else BadInput
+        raise kind(f"run {run_id} lives in {run_address(paths.home_address(home), run_id)}, which this"
+                          f" command cannot reach: {error}; nothing deleted") from None
 
 
 def remove(plan: RemovalPlan) -> int:
-    """Delete the plan's runs, rows then folders; returns the bytes freed. Statuses are read again
-    first: a person may take minutes to confirm, and a run resumed meanwhile keeps its folder."""
+    """Delete the plan's runs, rows then folders (and their objects, in object storage); returns the
+    bytes freed. Statuses are read again first: a person may take minutes to confirm, and a run
+    resumed meanwhile keeps its folder."""
     with Registry.open(plan.home, create=False) as registry:
-        now = [registry.resolve(run.id) for run in plan.runs]
+        now = [registry.resolve(run.id, anywhere=True) for run in plan.runs]
         plan._replace(refused=[run for run in now if run.status == "running"]).check()
-        return remove_runs(registry, now)
+        return remove_runs(registry, now, homes=plan.homes)
 
 
-def remove_runs(registry: Registry, runs: list[RunRecord]) -> int:
-    """Delete each run's rows, then its folder; returns the bytes freed. The caller has checked
-    that none is running."""
+def remove_runs(registry: Registry, runs: list[RunRecord], *, homes: dict[str, Path] | None = None) -> int:
+    """Delete each run's rows, then its folder, in the home it lives in (`homes`, else
+    `Registry.home_of`): its working copy on this machine and, in object storage, every object of
+    the run; returns the bytes freed. The caller has checked that none is running."""
     freed = 0
     for run in runs:
-        folder = paths.run_dir(registry.home, run.id)
-        size = _bytes_of_run(registry.home, run.id)
+        home = (homes or {}).get(run.id) or registry.home_of(run)
+        folder = paths.run_dir(home, run.id)
+        size = _bytes_of_run(home, run.id)
         registry.delete_run(run.id)
         shutil.rmtree(folder, ignore_errors=True)
         if (mirror := storage.mirror_of(folder)) is not None:

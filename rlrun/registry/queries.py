@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlrun import paths
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, like_pattern
 from rlrun.registry import records
@@ -183,13 +184,14 @@ class Reads(Connected):
         with self._transaction(write=False) as tx:
             rows = self._page(tx, chosen, limit, offset)
             alive = self._alive_on_page(tx, chosen, rows)
+        home = paths.home_address(self.home)  # of the runs recorded before rlrun kept each run's
         return [
             RunSummary(
                 row=offset + i + 1, id=run.id, name=run.name, spec_name=run.spec_name, algorithm=run.algorithm,
                 env_id=run.env_id, status=chosen.status or page_status(run.status, settled, run.id in alive),
                 num_sessions=run.num_sessions, frames_done=frames, frames_target=run.max_frame * run.num_sessions,
                 best_eval=best, created_at=run.created_at, finished_at=run.finished_at, session_frame=slowest,
-                training_seconds=busy,
+                training_seconds=busy, home=run.home or home,
             )
             for i, (run, frames, best, settled, slowest, busy) in enumerate(rows)
         ]  # fmt: skip

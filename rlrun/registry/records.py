@@ -294,6 +294,9 @@ class RunSummary(NamedTuple):
     training_seconds: float | None = None
     """Time spent training: its busiest session's attempts, start to end (an open one to now), so
     idle time between a stop and a resume does not count. None before any attempt."""
+    home: str | None = None
+    """The home the run lives in: its URL (`s3://bucket/prefix`) or folder (`RunRecord.home`; the
+    registry's own home for a run recorded before rlrun kept it)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from rlrun import paths, storage
 from rlrun.errors import RunReferenceError
 from rlrun.refs import RunFilter, RunRef, like_pattern, parse_ref
 from rlrun.registry.database import Transaction
@@ -33,10 +34,16 @@ _MAX_CANDIDATES = 10
 class Resolution(Reads):
     """Resolving references (mixed into `Registry`)."""
 
-    def resolve(self, ref: str | RunRef, filters: RunFilter | None = None) -> RunRecord:
+    def resolve(self, ref: str | RunRef, filters: RunFilter | None = None, *, anywhere: bool = False) -> RunRecord:
         """The run a reference names among the runs that pass `filters` (`latest` is the newest
         of them, a row number counts them in `filters.sort` order). The caller handles the
-        reference's /sK and @checkpoint parts."""
+        reference's /sK and @checkpoint parts.
+
+        A registry in $RLRUN_DB may list runs of other homes. A caller that reads or writes the
+        run's folder in this home (`enjoy`, `resume`, ...) gets a run of another home refused in one
+        line that says where it lives and how to name it (`RunElsewhere`, exit 2), never a run
+        whose snapshots it would then call missing; `anywhere=True` returns it, for a caller that
+        finds its folder with `home_of` (`show`, `rm`)."""
         parsed = parse_ref(ref) if isinstance(ref, str) else ref
         chosen = filters or RunFilter()
         with self._transaction(write=False) as tx:
@@ -45,7 +52,42 @@ class Resolution(Reads):
         run = run._replace(status=page_status(run.status, settled, alive))
         if parsed.session is not None and parsed.session >= run.num_sessions:
             raise RunReferenceError(_no_such_session(parsed, run))
+        if not anywhere and (where := self.elsewhere(run)) is not None:
+            raise RunElsewhere(f"run {run.id} lives in another home, {run_address(where, run.id)}, not in"
+                               f" {paths.home_address(self.home)}; name its home: --home {_quoted(where)}")
         return run
+
+    def elsewhere(self, run: RunRecord) -> str | None:
+        """The home `run` lives in (its address) when it is not this registry's home, else None.
+
+        A run lives where its home was recorded (`RunRecord.home`); one recorded before rlrun kept
+        it lives in the registry's home, as it always did. A run recorded in a local folder whose
+        folder is in this (local) home lives here too: a home moved or copied whole keeps its runs.
+        A run recorded in object storage lives only there (a working copy is a cache, not a home)."""
+        recorded = run.home
+        if recorded is None or recorded == paths.home_address(self.home):
+            return None
+        if not storage.is_url(recorded) and storage.mirror_of(self.home) is None \
+                and (paths.run_dir(self.home, run.id) / paths.RUN_MANIFEST).is_file():  # fmt: skip
+            return None
+        return recorded
+
+    def home_of(self, run: RunRecord) -> Path:
+        """The folder on this machine that holds `run`'s home: this registry's, or the home it lives
+        in (`elsewhere`): for a home in object storage its working copy (its store is not contacted
+        here: `storage.reach`), for a local one its folder. A local home elsewhere that this
+        machine does not hold is bad input naming it (`RunElsewhere`); a store whose library is
+        not installed, bad input naming what to install."""
+        where = self.elsewhere(run)
+        if where is None:
+            return self.home
+        if storage.is_url(where):
+            return storage.open_home(where)
+        folder = Path(where)
+        if not paths.run_dir(folder, run.id).is_dir():
+            raise RunElsewhere(f"run {run.id} lives in another home, {run_address(where, run.id)}, which this"
+                               f" machine does not hold; run the command where it does, with --home {_quoted(where)}")
+        return folder
 
     def resolve_search(self, ref: str | RunRef) -> SearchRecord:
         """The search a `search:...` reference names: the newest (`search:latest~N`), or one by
@@ -59,7 +101,8 @@ class Resolution(Reads):
     def _find_search(self, tx: Transaction, ref: RunRef) -> SearchRecord:
         newest = "q.created_at DESC, q.id DESC"
         if not tx.rows("SELECT 1 FROM searches LIMIT 1"):
-            raise RunReferenceError(f"no searches in {self.home} yet; start one with `rlrun search SPEC`")
+            raise RunReferenceError(f"no searches in {paths.home_address(self.home)} yet;"
+                                    " start one with `rlrun search SPEC`")
         if ref.kind == "latest":
             rows = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q ORDER BY {newest} LIMIT 1 OFFSET :offset",
                            {"offset": ref.offset})
@@ -103,8 +146,8 @@ class Resolution(Reads):
         folder = Path(ref.path)
         if not is_inside(folder, self.home):
             raise RunReferenceError(
-                f"{folder} is a run folder outside the runs home {self.home}; `rlrun enjoy` and `rlrun show` read"
-                f" it where it is, `rlrun import {folder}` adds it to the home")
+                f"{folder} is a run folder outside the runs home {paths.home_address(self.home)}; `rlrun enjoy` and"
+                f" `rlrun show` read it where it is, `rlrun import {folder}` adds it to the home")
         where, params = self._where(tx, filters)
         found = tx.rows(f"SELECT {RUN_SELECT}, {SETTLED_SQL} FROM runs r WHERE r.id = :id AND {where}",
                         {**params, "id": folder.name})
@@ -112,8 +155,8 @@ class Resolution(Reads):
             return RunRecord(*found[0][:-1]), found[0][-1]
         if filters.narrows and tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": folder.name}):
             return None
-        raise RunReferenceError(f"{folder} is a run folder the registry of {self.home} does not list;"
-                                " `rlrun db rebuild` adds it")
+        raise RunReferenceError(f"{folder} is a run folder the registry of {paths.home_address(self.home)} does not"
+                                " list; `rlrun db rebuild` adds it")
 
     def _find_token(self, tx: Transaction, token: str, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
         # Ids are lowercase; a name is matched exactly as typed; then id prefixes.
@@ -134,7 +177,7 @@ class Resolution(Reads):
 
     def _not_found(self, tx: Transaction, ref: RunRef, filters: RunFilter) -> str:
         if not tx.rows("SELECT 1 FROM runs LIMIT 1"):
-            return f"no runs in {self.home} yet; start one with `rlrun train reinforce_cartpole`"
+            return f"no runs in {paths.home_address(self.home)} yet; start one with `rlrun train reinforce_cartpole`"
         narrowed = filters.describe() if filters.narrows else ""
         listing = f"`rlrun ls {narrowed}`" if narrowed else "`rlrun ls`"
         if ref.kind == "path":
@@ -176,6 +219,21 @@ class Resolution(Reads):
             if value.lower() not in {v.lower() for v in known}:
                 return f" (no run has {flag} {value}; there are {', '.join(known[:_MAX_CANDIDATES])})"
         return ""
+
+
+class RunElsewhere(RunReferenceError):
+    """The run lives in another home than the one a command was given (bad input: exit 2)."""
+
+
+def run_address(home: str, run_id: str) -> str:
+    """How messages name a run's folder: under its home's URL (`s3://bucket/runs/k3ab9x2m`) or folder."""
+    return f"{home.rstrip('/')}/{run_id}"
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def is_inside(run_folder: Path, home: Path) -> bool:

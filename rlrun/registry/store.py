@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rlrun import testhooks
+from rlrun import paths, testhooks
 from rlrun.errors import BadInput, RegistryError
 from rlrun.registry import manifest
 from rlrun.registry.database import Conflict, Connected, Transaction
@@ -120,6 +120,7 @@ class Writes(Connected):
                     id=run_id, name=name, spec_name=spec_name, algorithm=algorithm, env_id=env_id,
                     status="running", max_frame=max_frame, num_sessions=num_sessions, seed=seed,
                     parent_id=parent_id, host=host, pid=pid, error=None, created_at=now, finished_at=None,
+                    home=paths.home_address(self.home),
                 )  # fmt: skip
                 tx.execute(insert_sql("runs", RUN_COLUMNS), run._asdict())
                 for i in range(num_sessions):
@@ -533,7 +534,9 @@ class Writes(Connected):
     def restore_run(self, restored: RestoredRun) -> None:
         """Insert a run read back from its folder (`rlrun db rebuild`) with all its rows, in one
         transaction. A parent that is not in the registry is dropped from the record."""
-        run = restored.run
+        # Its folder was read in this home (rebuilt, imported): the run lives here, whatever home its
+        # manifest names (a home moved or copied whole keeps its runs).
+        run = restored.run._replace(home=paths.home_address(self.home))
         with self._transaction(write=True) as tx:
             if run.parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.parent_id}):
                 run = run._replace(parent_id=None)
