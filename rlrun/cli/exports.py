@@ -85,22 +85,35 @@ def plot(
     say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
-@app.command(short_help="Export runs' records or metrics as CSV.")
+@app.command(short_help="Export runs' metrics as CSV, or a policy as ONNX.")
 def export(
-    references: Annotated[list[str] | None, references_argument("the runs to export (default: latest).")] = None,
+    references: Annotated[list[str] | None, references_argument(
+        "the runs to export (default: latest); with --onnx one run, /sK and @best, @latest or @5M allowed.")] = None,
     metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", metavar="PATH", help="CSV file to write (default: standard output).")] = None,
+    onnx: Annotated[Path | None, typer.Option(
+        "--onnx", metavar="PATH", help="Write the checkpoint's acting policy to this .onnx file (the onnx extra).")
+    ] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="With --onnx: best (default), latest or a frame count such as 5M.")] = None,
     home: Home = None,
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
-    session columns. Read-only."""
+    session columns. Or, with --onnx, a checkpoint's acting policy (the one `rlrun enjoy` plays, its
+    observation normalisation inside) as an ONNX graph for onnxruntime. Read-only."""
+    if onnx is not None:
+        _export_onnx(references or ["latest"], onnx, checkpoint, metrics=metrics, output=output, home=home)
+        return
     from rlrun import catalog
     from rlrun.cli import views
     from rlrun.session import metrics_log
 
+    if checkpoint is not None:
+        raise BadInput("--checkpoint picks the checkpoint --onnx exports; add --onnx policy.onnx")
     if not metrics:
-        raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv")
+        raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv, or"
+                       " rlrun export REFERENCE --onnx policy.onnx")
     if output is not None and not output.parent.is_dir():
         raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
     exported = catalog.export_metrics(references or ["latest"], home=home)
@@ -112,3 +125,21 @@ def export(
         return
     output.write_text(text, encoding="utf-8")
     say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
+
+
+def _export_onnx(references: list[str], path: Path, checkpoint: str | None, *, metrics: bool, output: Path | None,
+                 home: Path | str | None) -> None:
+    from rlrun.cli.display import enjoy_target
+
+    if metrics or output is not None:
+        raise BadInput("--onnx writes a policy file of its own; export --metrics -o FILE in another command")
+    if len(references) != 1:
+        raise BadInput(f"--onnx exports one checkpoint, and {len(references)} runs are named; give one reference")
+    from rlrun.policy.onnx import export_onnx
+    from rlrun.refs import parse_ref
+
+    reference = references[0]
+    done = export_onnx(parse_ref(reference), path, home=home, checkpoint=checkpoint,
+                       on_target=lambda chosen: say(str(enjoy_target(chosen, reference))))
+    say(f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
+        f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`")

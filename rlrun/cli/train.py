@@ -181,19 +181,23 @@ def enjoy(
         Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file (also sent to"
                                   " the run's trackers, its meta.track).")
     ] = None,
+    policy: Annotated[Path | None, typer.Option(
+        metavar="PATH", help="Play this policy file (`rlrun export --onnx`) in place of the checkpoint, through"
+                             " onnxruntime; nothing is recorded.")] = None,
     *,
     filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
-    """Replay a checkpoint (the best by default) and score it, without touching the training records."""
+    """Replay a checkpoint (the best by default) and score it, without touching the training records;
+    or, with --policy, the ONNX file exported from it, on the same env, seeds and episodes."""
     from rlrun.cli.display import enjoy_table, enjoy_target, enjoy_video_line
     from rlrun.enjoy import enjoy as enjoy_run
 
     label = reference_label(reference, filters)
     console = make_console()
     result = enjoy_run(_parse(reference), filters, home=home, episodes=episodes, seed=seed, stochastic=stochastic,
-                       render=render, video=video,
+                       render=render, video=video, policy=policy,
                        on_target=lambda chosen: console.print(enjoy_target(chosen, label)))
     if as_json:
         print_json(result.to_json())

@@ -13,15 +13,18 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlrun import paths
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, RunReferenceError
 from rlrun.refs import RunFilter, RunRef, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, choose_checkpoint
 from rlrun.spec.cores import torch_threads
+
+if TYPE_CHECKING:
+    from rlrun.policy.onnx import PolicyFile
 
 MAX_EPISODES = 10_000
 """The most episodes one `enjoy` plays: a score needs far fewer, and a slip of the finger
@@ -80,14 +83,19 @@ def choose(registry: Registry, reference: RunRef | str, filters: RunFilter | Non
     return EnjoyTarget(run, chosen.session, chosen.checkpoint, chosen.score, revision.spec_json)
 
 
-def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
-          episodes: int = 5, seed: int | None = None, stochastic: bool = False, render: bool = False,
-          video: Path | None = None, on_target: Any = None) -> EnjoyResult:
-    """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy"."""
-    if not 1 <= episodes <= MAX_EPISODES:
-        raise BadInput(f"--episodes {episodes}: play from 1 to {MAX_EPISODES:,} episodes at a time")
-    if render and video is not None:
-        raise BadInput("choose --render (a window) or --video (a file), not both")
+@dataclass(frozen=True)
+class Located:
+    """Where a reference's checkpoint is: the runs home (or the folder holding an outside run folder),
+    the outside run folder if it is one (read where it is, recorded nowhere), and the checkpoint."""
+
+    root: Path
+    outside: Path | None
+    target: EnjoyTarget
+
+
+def locate(reference: RunRef | str, filters: RunFilter | None = None, *, home: Path | str | None = None) -> Located:
+    """The checkpoint `reference` names (`choose`), in the home or in a run folder from elsewhere;
+    reads the registry, never writes it."""
     from rlrun.home.folders import open_registry, outside_folder
 
     ref = parse_ref(reference) if isinstance(reference, str) else reference
@@ -95,12 +103,53 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
     root = outside.parent if outside is not None else paths.resolve_home(home)
     with open_registry(ref, home) as registry:
         target = choose(registry, ref, filters)
+    return Located(root, outside, target)
+
+
+def with_checkpoint(reference: RunRef | str, checkpoint: str | int | None, option: str = "checkpoint") -> RunRef:
+    """`reference` with its checkpoint named apart (`--checkpoint best|latest|5M`, `checkpoint=`):
+    the same grammar as `@best`, `@latest`, `@5M`; naming two different ones is bad input."""
+    ref = parse_ref(reference) if isinstance(reference, str) else reference
+    if checkpoint is None:
+        return ref
+    text = str(checkpoint).strip()
+    try:
+        named = parse_ref(f"latest@{text}").checkpoint
+    except RunReferenceError:
+        raise BadInput(f"{option} {text!r} is not best, latest or a frame count like 5M") from None
+    if ref.checkpoint is not None and ref.checkpoint != named:
+        raise BadInput(f"{ref} names checkpoint @{ref.checkpoint} and {option} {text!r} another; give one of them")
+    return ref._replace(checkpoint=named)
+
+
+def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
+          episodes: int = 5, seed: int | None = None, stochastic: bool = False, render: bool = False,
+          video: Path | None = None, on_target: Any = None, policy: Path | None = None) -> EnjoyResult:
+    """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy".
+    `policy`: an ONNX file exported from that checkpoint (`rlrun export --onnx`) plays in its place,
+    through onnxruntime, and nothing is recorded."""
+    if not 1 <= episodes <= MAX_EPISODES:
+        raise BadInput(f"--episodes {episodes}: play from 1 to {MAX_EPISODES:,} episodes at a time")
+    if render and video is not None:
+        raise BadInput("choose --render (a window) or --video (a file), not both")
+    if policy is not None and stochastic:
+        raise BadInput("--policy plays the ONNX file's greedy action; drop --stochastic (the file's other outputs"
+                       " are there to sample from in your own runtime)")
+    policy_file = None
+    if policy is not None:
+        from rlrun.policy.onnx import check_policy_file
+
+        policy_file = check_policy_file(policy)  # the extra and the file, before the registry is read
+    located = locate(reference, filters, home=home)
+    root, outside, target = located.root, located.outside, located.target
+    if policy_file is not None:
+        policy_file.check_target(target)
     _check_output(render, video)
     if on_target is not None:
         on_target(target)
     result = _play(root, target, episodes=episodes, seed=target.session.seed if seed is None else seed,
-                   stochastic=stochastic, render=render, video=video)
-    if outside is not None:
+                   stochastic=stochastic, render=render, video=video, policy=policy_file)
+    if outside is not None or policy is not None:
         return result
     with Registry.open(root) as registry:
         returns = [e.episode_return for e in result.episodes]
@@ -137,29 +186,73 @@ def _check_output(render: bool, video: Path | None) -> None:
         check_video_path(video)
 
 
-def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochastic: bool, render: bool,
-          video: Path | None) -> EnjoyResult:
-    import torch
+@dataclass
+class Acting:
+    """A checkpoint ready to act as enjoy plays it: the spec it was trained with, the env that
+    evaluation builds (its observations are what the agent acts on), the agent with the
+    checkpoint's weights, and the frozen normalisation statistics (None: no `env.normalize`)."""
 
-    from rlrun import seeding, snapshot
-    from rlrun.algorithms import build_agent
-    from rlrun.enjoy.video import VideoWriter
+    spec: Any
+    env: Any
+    agent: Any
+    normalizer: Any
+
+
+def acting_env(target: EnjoyTarget, render_mode: str | None = None) -> tuple[Any, Any]:
+    """The spec the checkpoint was trained with, and the env evaluation and enjoy play it on."""
     from rlrun.envs import make_env
-    from rlrun.envs.normalize import make_normalizer
-    from rlrun.session.evaluation import acting_state, play
     from rlrun.spec import recorded_spec
 
-    saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
     spec = recorded_spec(json.loads(target.spec_json), check_env_id=True)
+    return spec, make_env(spec.env, render_mode=render_mode)
+
+
+def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = None) -> Acting:
+    """The checkpoint's agent, verified against the registry's sha256 before it is loaded."""
+    from rlrun import snapshot
+    from rlrun.algorithms import build_agent
+    from rlrun.envs.normalize import make_normalizer
+    from rlrun.session.evaluation import acting_state
+
+    saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
+    spec, env = acting_env(target, render_mode)
+    try:
+        agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
+        agent.load_state_dict(acting_state(saved.tensors["agent"]))
+        normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics
+    except BaseException:
+        env.close()
+        raise
+    return Acting(spec, env, agent, normalizer)
+
+
+def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochastic: bool, render: bool,
+          video: Path | None, policy: PolicyFile | None = None) -> EnjoyResult:
+    import torch
+
+    from rlrun import seeding
+    from rlrun.enjoy.video import VideoWriter
+    from rlrun.session.evaluation import play
+
+    render_mode = "human" if render else "rgb_array" if video else None
+    if policy is None:
+        acting = load_acting(root, target, render_mode=render_mode)
+    else:  # the file in place of the checkpoint: its graph normalises the observations itself
+        from rlrun.policy.onnx import OnnxAgent
+
+        spec, env = acting_env(target, render_mode)
+        try:
+            acting = Acting(spec, env, OnnxAgent.open(policy, env), None)
+        except BaseException:
+            env.close()
+            raise
+    spec, env = acting.spec, acting.env
     torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
-    env = make_env(spec.env, render_mode="human" if render else "rgb_array" if video else None)
-    agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
-    agent.load_state_dict(acting_state(saved.tensors["agent"]))
-    normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics, frozen
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
-        played = play(agent, env, seeds, deterministic=not stochastic, on_frame=writer, normalizer=normalizer)
+        played = play(acting.agent, env, seeds, deterministic=not stochastic, on_frame=writer,
+                      normalizer=acting.normalizer)
     finally:
         if writer is not None:
             writer.close()

@@ -1,0 +1,119 @@
+"""A trained checkpoint as a policy in the user's own Python, as Stable-Baselines3's
+`PPO.load(path).predict(obs)`:
+
+    policy = rlrun.load_policy("latest", home="runs")        # the best checkpoint, as `rlrun enjoy`
+    env = policy.make_env()                                  # the run's env, as enjoy builds it
+    obs, _ = env.reset(seed=0)
+    action = policy.act(obs)                                 # what enjoy would choose
+
+`act` takes what the run's env gives (`make_env`: `gym.make` of the spec's env with its
+wrappers, Atari preprocessing and frame stack, as evaluation and enjoy build it) and chooses
+what `rlrun enjoy` chooses there: the observation normalisation statistics of the snapshot are
+applied, frozen, and the agent's own `act` picks the action. Preprocessing that lives in the env
+(Atari's frame skip, max-pooling, resize, grey scale, frame stack) stays in the env: it needs
+the emulator, so a policy takes the frames that come out of it.
+
+Nothing is written (the registry is only read); loading imports torch and the algorithm's agent,
+not the training loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from rlrun.enjoy import EnjoyTarget
+    from rlrun.refs import RunFilter, RunRef
+
+
+@dataclass
+class Policy:
+    """A checkpoint's acting policy. `act(observation)` gives the action for one observation (or
+    a batch of them, with a leading axis) as the env takes it."""
+
+    target: EnjoyTarget
+    spec: Any
+    """The spec the checkpoint was trained with (`rlrun.spec.Spec`)."""
+    agent: Any
+    normalizer: Any
+    observation_space: Any
+    action_space: Any
+    seed: int = 0
+    """Seeds the generator stochastic actions are drawn from when `act` is given none."""
+
+    def __post_init__(self) -> None:
+        import torch
+
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    @property
+    def run_id(self) -> str:
+        return self.target.run.id
+
+    @property
+    def session(self) -> int:
+        return self.target.session.index
+
+    @property
+    def checkpoint_frame(self) -> int:
+        return self.target.checkpoint.frame
+
+    @property
+    def checkpoint_sha256(self) -> str:
+        return self.target.checkpoint.sha256
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether `act` takes and gives a recurrent state (no built-in algorithm's does yet)."""
+        return False
+
+    def act(self, observation: Any, state: Any = None, deterministic: bool = True, generator: Any = None) -> Any:
+        """The action for `observation` (as the run's env gives it), the greedy one unless
+        `deterministic` is false; then drawn from `generator` (a `torch.Generator`; default: the
+        policy's own, seeded from `seed`). A recurrent policy would take its `state` and return
+        `(action, next_state)`; none is recurrent yet, so `state` must be None and the action alone
+        comes back."""
+        if state is not None:
+            raise ValueError(f"run {self.run_id}'s policy is not recurrent: it takes no state (pass state=None)")
+        obs = np.asarray(observation)
+        shape = tuple(self.observation_space.shape or ())
+        single = obs.shape == shape
+        if not single and obs.shape[1:] != shape:
+            raise ValueError(f"observation of shape {obs.shape}: run {self.run_id}'s env gives {shape}"
+                             f" (or a batch of them, ({'N', *shape}))")
+        batch = obs[None] if single else obs
+        seen = batch if self.normalizer is None else self.normalizer.observation(batch)
+        actions = self.agent.act(seen, deterministic=deterministic,
+                                 generator=None if deterministic else generator or self.generator)
+        return actions[0] if single else actions
+
+    def make_env(self, render_mode: str | None = None) -> Any:
+        """A fresh copy of the env `act` takes observations from, as `rlrun enjoy` builds it."""
+        from rlrun.envs import make_env
+
+        return make_env(self.spec.env, render_mode=render_mode)
+
+
+def load_policy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *,
+                home: Path | str | None = None, checkpoint: str | int | None = None, seed: int = 0) -> Policy:
+    """The acting policy of the checkpoint `reference` names (`rlrun enjoy`'s choice: the best
+    session's best checkpoint by default), `checkpoint` as its `@` suffix says it: "best",
+    "latest" or a frame count ("5M", 5_000_000). The snapshot is verified against the registry's
+    sha256 first; nothing is written, and torch's global random generator is left as it was."""
+    import torch
+
+    from rlrun.enjoy import load_acting, locate, with_checkpoint
+
+    located = locate(with_checkpoint(reference, checkpoint), filters, home=home)
+    with torch.random.fork_rng(devices=[]):  # building an agent seeds torch's generator: the caller's is kept
+        acting = load_acting(located.root, located.target)
+    spaces = acting.env.observation_space, acting.env.action_space
+    acting.env.close()
+    return Policy(located.target, acting.spec, acting.agent, acting.normalizer, *spaces, seed=seed)
+
+
+__all__ = ["Policy", "load_policy"]

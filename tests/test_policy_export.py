@@ -1,0 +1,211 @@
+"""A trained checkpoint outside rlrun's own loop (issue 42): `rlrun.load_policy(...).act` chooses what
+`rlrun enjoy` chooses, and `rlrun export --onnx` writes a graph that `rlrun enjoy --policy` plays to
+the checkpoint's returns (DQN and PPO on CartPole, SAC on Pendulum, DQN on Pong); a file that is
+another checkpoint's, changed, or no model at all is refused in one line, exit 2, nothing recorded.
+
+One tiny in-process training per algorithm, in one home shared by the module; PPO and SAC
+normalise their observations (`env.normalize`), so the statistics in the graph are exercised."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FAST, invoke
+
+pytestmark = pytest.mark.slow  # real (tiny) trainings
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+TINY = ["meta.max_frame=3000", "meta.eval_frequency=1000", "meta.checkpoint_frequency=1000",
+        "meta.num_eval_episodes=2", "meta.log_frequency=1000"]
+NORMALIZED = ["env.normalize.observation=true", "env.normalize.reward=true"]
+RUNS = {  # run name: (built-in spec, settings)
+    "dqn": ("dqn_cartpole", [*TINY, *FAST["dqn"]]),
+    "ppo": ("ppo_cartpole", [*TINY, *FAST["ppo"], *NORMALIZED]),
+    "sac": ("sac_pendulum", [*TINY, *FAST["sac"], *NORMALIZED]),
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home holding a tiny run of each algorithm, named after it."""
+    import rlrun
+
+    home = tmp_path_factory.mktemp("policies") / "runs"
+    for name, (spec, settings) in RUNS.items():
+        done = rlrun.train(rlrun.load_spec(spec, settings), home=home, name=name, handle_signals=False)
+        assert done.status == "finished", done
+    return home
+
+
+@pytest.fixture(scope="module")
+def exported(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each run's best checkpoint, exported by the command line."""
+    folder = tmp_path_factory.mktemp("onnx")
+    files = {}
+    for name in RUNS:
+        files[name] = folder / f"{name}.onnx"
+        done = invoke(trained, "export", name, "--onnx", str(files[name]))
+        assert done.code == 0, done.stderr
+        assert f"wrote {files[name]}" in done.stderr
+    return files
+
+
+def enjoyed(home: Path, *args: str) -> list[tuple[float, int]]:
+    done = invoke(home, "enjoy", *args, "--episodes", "3", "--json")
+    assert done.code == 0, done.stderr
+    return [(e["return"], e["length"]) for e in done.json()["episodes"]]
+
+
+def enjoy_rows(home: Path) -> int:
+    with sqlite3.connect(home / "registry.sqlite") as db:
+        return int(db.execute("select count(*) from evaluations where kind = 'enjoy'").fetchone()[0])
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_load_policy_chooses_what_enjoy_chooses(trained: Path, name: str) -> None:
+    """Enjoy's episodes, replayed with the policy on the env it builds: the same actions at every
+    step, so the same returns and lengths; a batch of observations acts as its rows do."""
+    import rlrun
+    from rlrun import seeding
+    from rlrun.enjoy import enjoy
+
+    result = enjoy(name, home=trained, episodes=2)
+    policy = rlrun.load_policy(name, home=trained)
+    assert (policy.run_id, policy.checkpoint_frame) == (result.run_id, result.checkpoint_frame)
+    env = policy.make_env()
+    seen = []
+    for k, episode in enumerate(result.episodes):
+        obs, _ = env.reset(seed=seeding.derive(result.seed, seeding.ENJOY, k))
+        total, length, done = 0.0, 0, False
+        while not done:
+            seen.append(obs)
+            obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        assert (total, length) == (episode.episode_return, episode.length)
+    env.close()
+    batch = np.stack(seen)
+    # a batch's products may round otherwise than one row's (BLAS): continuous actions within float tolerance
+    np.testing.assert_allclose(policy.act(batch), np.stack([policy.act(o) for o in seen]), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="not recurrent"):
+        policy.act(seen[0], state=np.zeros(1))
+    # the checkpoint named apart, as its @ suffix would: the same choice
+    assert rlrun.load_policy(f"{name}@latest", home=trained).checkpoint_frame == \
+        rlrun.load_policy(name, home=trained, checkpoint="latest").checkpoint_frame
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_onnx_file_plays_the_checkpoints_returns(trained: Path, exported: dict[str, Path], name: str) -> None:
+    import onnx
+
+    checkpoint = enjoyed(trained, name)
+    before = enjoy_rows(trained)
+    played = enjoyed(trained, name, "--policy", str(exported[name]))
+    assert enjoy_rows(trained) == before  # the file is played, nothing recorded
+    if name == "sac":  # continuous actions: the same within float tolerance
+        assert [n for _, n in played] == [n for _, n in checkpoint]
+        np.testing.assert_allclose([r for r, _ in played], [r for r, _ in checkpoint], rtol=1e-4)
+    else:
+        assert played == checkpoint
+    metadata = {p.key: p.value for p in onnx.load(str(exported[name])).metadata_props}
+    assert metadata["rlrun.run_id"] == invoke(trained, "show", name, "--json").json()["run"]["id"]
+    assert len(metadata["rlrun.checkpoint_sha256"]) == 64
+
+
+def test_the_graph_holds_the_normalisation_and_the_stochastic_heads(trained: Path, exported: dict[str, Path]) -> None:
+    """The raw observation goes in: the graph's action is the policy's; the Gaussian's outputs are there."""
+    import onnxruntime
+
+    import rlrun
+
+    policy = rlrun.load_policy("ppo", home=trained)
+    env = policy.make_env()
+    obs = np.stack([env.reset(seed=k)[0] for k in range(8)])
+    session = onnxruntime.InferenceSession(str(exported["ppo"]))
+    action, logits = session.run(None, {"observation": obs})
+    np.testing.assert_array_equal(action, policy.act(obs))
+    assert logits.shape == (8, 2)
+    sac = onnxruntime.InferenceSession(str(exported["sac"]))
+    assert [o.name for o in sac.get_outputs()] == ["action", "mean", "log_std"]
+
+
+def one_line_refusal(home: Path, *args: str) -> str:
+    before = enjoy_rows(home)
+    done = invoke(home, *args)
+    assert done.code == 2, (done.code, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert enjoy_rows(home) == before
+    return lines[0]
+
+
+def test_a_file_of_another_checkpoint_a_changed_one_or_no_model_is_refused(
+        trained: Path, exported: dict[str, Path], tmp_path: Path) -> None:
+    other = one_line_refusal(trained, "enjoy", "ppo", "--policy", str(exported["dqn"]))
+    assert "reference names run" in other and "export" in other
+    # another checkpoint of the same run
+    latest = tmp_path / "latest.onnx"
+    assert invoke(trained, "export", "dqn@1k", "--onnx", str(latest)).code == 0
+    assert "@1000" in one_line_refusal(trained, "enjoy", "dqn@3k", "--policy", str(latest))
+    # a weight changed after export
+    import onnx
+
+    data = bytearray(exported["dqn"].read_bytes())
+    weights = max((t for t in onnx.load(str(exported["dqn"])).graph.initializer), key=lambda t: len(t.raw_data))
+    data[data.find(weights.raw_data) + 8] ^= 0x40  # one weight's exponent bit
+    changed = tmp_path / "changed.onnx"
+    changed.write_bytes(bytes(data))
+    line = one_line_refusal(trained, "enjoy", "dqn", "--policy", str(changed))
+    assert "changed after rlrun exported it" in line
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model at all")
+    assert "not an ONNX model" in one_line_refusal(trained, "enjoy", "dqn", "--policy", str(garbage))
+    missing = one_line_refusal(trained, "enjoy", "dqn", "--policy", str(tmp_path / "none.onnx"))
+    assert "no such file" in missing
+
+
+def test_export_refuses_bad_requests_and_writes_nothing(trained: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "p.onnx"
+    assert "checkpoint" in one_line_refusal(trained, "export", "dqn@best", "--onnx", str(out), "--checkpoint", "latest")
+    assert "not best, latest" in one_line_refusal(trained, "export", "dqn", "--onnx", str(out), "--checkpoint", "5Q")
+    assert ".onnx" in one_line_refusal(trained, "export", "dqn", "--onnx", str(tmp_path / "p.txt"))
+    assert "one" in one_line_refusal(trained, "export", "dqn", "ppo", "--onnx", str(out))
+    assert "--onnx" in one_line_refusal(trained, "export", "dqn", "--checkpoint", "latest")
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if the extra were not installed
+    line = one_line_refusal(trained, "export", "dqn", "--onnx", str(out))
+    assert "onnxscript" in line and "[onnx]" in line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("missing", ["onnxruntime"])
+def test_enjoy_policy_without_the_extra_names_it(trained: Path, exported: dict[str, Path], missing: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)
+    line = one_line_refusal(trained, "enjoy", "dqn", "--policy", str(exported["dqn"]))
+    assert missing in line and "[onnx]" in line
+
+
+def test_an_atari_policy_plays_the_checkpoints_returns(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """DQN's nature_cnn on Pong: uint8 frames in (the env's preprocessing and frame stack stay in
+    the env), the frames' scaling in the graph, the batch axis dynamic."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    import onnxruntime
+
+    import rlrun
+
+    home = tmp_path_factory.mktemp("atari") / "runs"
+    settings = ["env.max_episode_steps=400", "agent.network.hidden=[64]", "agent.learning_starts=100",
+                "agent.memory.capacity=1000", "meta.max_frame=200", "meta.eval_frequency=200",
+                "meta.checkpoint_frequency=200", "meta.num_eval_episodes=1", "meta.log_frequency=200"]
+    assert rlrun.train(rlrun.load_spec("dqn_pong", settings), home=home, handle_signals=False).status == "finished"
+    path = tmp_path_factory.mktemp("atari-onnx") / "pong.onnx"
+    assert invoke(home, "export", "latest", "--onnx", str(path)).code == 0
+    assert enjoyed(home, "latest", "--policy", str(path)) == enjoyed(home, "latest")
+    frames = np.zeros((3, 4, 84, 84), np.uint8)
+    assert onnxruntime.InferenceSession(str(path)).run(["action"], {"observation": frames})[0].shape == (3,)
