@@ -1,13 +1,16 @@
-"""push and pull: a run as one file that travels (a path or a store's URL) and still resumes
-(`rlrun.home.bundle`)."""
+"""push, pull and record: a run as one file that travels (a path or a store's URL) and still
+resumes (`rlrun.home.bundle`), and a checkpoint's episodes as a Minari dataset (`rlrun.datasets`)."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rlrun.cli.app import app
-from rlrun.cli.options import AsJson, Home, reference_argument
+from rlrun.cli.options import AsJson, Home, filtered, reference_argument
 from rlrun.cli.output import print_json, say
+
+if TYPE_CHECKING:
+    from rlrun.refs import RunFilter
 
 
 @app.command(short_help="Write a run as one file, to a path or a URL.")
@@ -54,3 +57,43 @@ def pull(
     run = pulled.run
     say(f"pulled run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}, from"
         f" {pulled.source}: see `rlrun show {run.id}`, or `rlrun resume {run.id}` to continue it")
+
+
+@app.command(short_help="Write a checkpoint's episodes as a Minari dataset.")
+@filtered()
+def record(
+    reference: Annotated[str, reference_argument(
+        "The run, as for enjoy; /sK picks a session, @best, @latest or @5M a checkpoint.")] = "latest",
+    minari: Annotated[str, typer.Option(
+        "--minari", metavar="NAME", show_default=False,
+        help="The Minari dataset id to write: (namespace/)name-v(version), e.g. cartpole/dqn-expert-v0.")] = "",
+    episodes: Annotated[int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE",
+                                          help="Episodes to record.")] = 10,
+    seed: Annotated[int | None, typer.Option(
+        min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's), as for enjoy.")] = None,
+    stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
+    checkpoint: Annotated[str | None, typer.Option(
+        metavar="best|latest|FRAMES", help="The checkpoint (default: the best), as @best, @latest or @5M.")] = None,
+    *,
+    filters: "RunFilter",
+    home: Home = None,
+    as_json: AsJson = False,
+) -> None:
+    """Play a checkpoint as `rlrun enjoy` does and write its episodes as a Minari dataset (under
+    $MINARI_DATASETS_PATH), whose metadata names the run, the checkpoint's sha256, the spec and the
+    seeds; the same checkpoint and seed give the same dataset. Needs the minari extra."""
+    from rlrun.datasets import record as record_episodes
+    from rlrun.errors import BadInput
+
+    if not minari:
+        raise BadInput("name the dataset to write: --minari NAME, e.g. --minari cartpole/dqn-expert-v0")
+    done = record_episodes(reference, filters, dataset_id=minari, episodes=episodes, home=home, seed=seed,
+                           stochastic=stochastic, checkpoint=checkpoint)  # fmt: skip
+    if as_json:
+        print_json(done.to_json())
+        return
+    source = done.metadata
+    mean = sum(done.returns) / len(done.returns)
+    say(f"recorded {done.episodes} episodes ({done.steps:,} steps, mean return {mean:.1f}) of run {source['run_id']}"
+        f" s{source['session']}, checkpoint at frame {source['checkpoint']['frame']:,}, into Minari dataset"
+        f" {done.dataset_id} ({done.path}): `minari.load_dataset({done.dataset_id!r})` reads it")
