@@ -453,6 +453,10 @@ def garbage_report(report: Any, home: Any) -> str:
              else f"gc in {home}: nothing to remove"]  # fmt: skip
     if report.skipped_running:
         lines.append(f"  left alone, still running: {', '.join(report.skipped_running)}")
+    if report.other_homes:
+        count = len(report.other_homes)
+        lines.append(f"  left alone, {count} run{_s(count)} of the registry in other homes (`rlrun show ID` says"
+                     " where; gc there with --home)")
     if report.missing:
         more = " ..." if len(report.missing) > 5 else ""
         lines.append(f"  {len(report.missing)} checkpoint row(s) point at a folder that is gone:"

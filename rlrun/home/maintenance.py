@@ -157,6 +157,7 @@ class GarbageReport:
     missing: list[str] = field(default_factory=list)  # checkpoint rows whose folder is gone
     unregistered: list[str] = field(default_factory=list)  # run folders the registry does not know
     skipped_running: list[str] = field(default_factory=list)  # runs left alone because they run
+    other_homes: list[str] = field(default_factory=list)  # runs of the registry that live in another home
     freed_bytes: int = 0
     dry_run: bool = False
 
@@ -169,13 +170,16 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     that were never finished, and the snapshots the retention rule (`rlrun.snapshot.retention`, with each
     run's current `meta.keep_checkpoints`) no longer keeps. Runs that are running are left alone
     (their newest snapshot may be on disk a moment before its row), and so are folders of runs the
-    registry does not know: they are what `rlrun db rebuild` restores."""
+    registry does not know: they are what `rlrun db rebuild` restores. A registry in $RLRUN_DB may
+    list runs of other homes: they are left to `rlrun gc` in their own (`other_homes`)."""
     home = registry.home
     report = GarbageReport(dry_run=dry_run)
-    live = registry.live_run_ids()
-    known = registry.run_ids()
-    checkpoints = [c for c in registry.all_checkpoints() if c.run_id not in live]
+    elsewhere = registry.runs_elsewhere()
+    live = registry.live_run_ids() - set(elsewhere)
+    known = registry.run_ids() - set(elsewhere)
+    checkpoints = [c for c in registry.all_checkpoints() if c.run_id in known and c.run_id not in live]
     report.skipped_running = sorted(live)
+    report.other_homes = sorted(elsewhere)
     mirror = storage.mirror_of(home)
     if mirror is None:
         gone = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
@@ -189,7 +193,7 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     listed = {c.path for c in checkpoints}
     for folder in sorted(p for p in home.iterdir() if p.is_dir()) if home.is_dir() else []:
         if folder.name not in known:
-            if (folder / MANIFEST).is_file():
+            if (folder / MANIFEST).is_file() and folder.name not in elsewhere:
                 report.unregistered.append(folder.name)
             continue
         if folder.name in live:

@@ -51,7 +51,9 @@ def document_from_rows(tx: Transaction, run_id: str) -> dict[str, Any] | None:
     where = {"run_id": run_id}
     return {
         "format": MANIFEST_FORMAT,
-        "run": RunRecord(*found[0]).to_json(),
+        # Not the run's home: a folder's home is wherever the folder is (one copied, moved or
+        # imported would carry a stale one); `restore_run` records the home it is read in.
+        "run": _drop(RunRecord(*found[0]).to_json(), "home"),
         "sessions": [_drop(SessionRecord(*row).to_json(), "id", "run_id") for row in tx.rows(
             f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id ORDER BY s.session_index", where)],
         "spec_revisions": [_drop(r.to_json(), "id", "run_id") for r in revisions_of(tx, run_id)],

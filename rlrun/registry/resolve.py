@@ -72,6 +72,16 @@ class Resolution(Reads):
             return None
         return recorded
 
+    def runs_elsewhere(self) -> dict[str, str]:
+        """The runs of this registry that live in another home (`elsewhere`), by id: their homes.
+        A home's upkeep (`rlrun gc`) leaves them to theirs."""
+        here = paths.home_address(self.home)
+        with self._transaction(write=False) as tx:
+            found = tx.rows(f"SELECT {RUN_SELECT} FROM runs r WHERE r.home IS NOT NULL AND r.home <> :here",
+                            {"here": here})
+        runs = [RunRecord(*row) for row in found]
+        return {run.id: where for run in runs if (where := self.elsewhere(run)) is not None}
+
     def home_of(self, run: RunRecord) -> Path:
         """The folder on this machine that holds `run`'s home: this registry's, or the home it lives
         in (`elsewhere`): for a home in object storage its working copy (its store is not contacted

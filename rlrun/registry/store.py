@@ -534,8 +534,8 @@ class Writes(Connected):
     def restore_run(self, restored: RestoredRun) -> None:
         """Insert a run read back from its folder (`rlrun db rebuild`) with all its rows, in one
         transaction. A parent that is not in the registry is dropped from the record."""
-        # Its folder was read in this home (rebuilt, imported): the run lives here, whatever home its
-        # manifest names (a home moved or copied whole keeps its runs).
+        # Its folder was read in this home (rebuilt, imported): the run lives here (a manifest never
+        # names its home: a folder copied or moved would carry a stale one).
         run = restored.run._replace(home=paths.home_address(self.home))
         with self._transaction(write=True) as tx:
             if run.parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.parent_id}):
