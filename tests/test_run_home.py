@@ -119,7 +119,8 @@ def test_rm_without_its_home_deletes_the_objects_and_the_working_copy(s3_run: di
 
 def test_local_homes_sharing_a_registry_and_a_home_moved_whole(home: Path, tmp_path: Path) -> None:
     """Two local homes, one registry: a run of the other home is refused by enjoy (naming its home),
-    shown and removed where it lives; a home moved whole (its registry file with it) keeps its runs."""
+    shown and removed where it lives, left alone by gc; a home moved whole (its registry file with it)
+    keeps its runs."""
     import shutil
 
     other = tmp_path / "other"
@@ -129,6 +130,10 @@ def test_local_homes_sharing_a_registry_and_a_home_moved_whole(home: Path, tmp_p
     assert refused.code == 2 and f"lives in another home, {other}/{run_id}, not in {home}" in refused.stderr
     shown = invoke(home, "show", "latest", env=env)
     assert shown.code == 0 and f", in {other}/{run_id}\n" in shown.stderr, shown.stderr
+    collected = invoke(home, "gc", "--json", env=env)  # the other home's snapshots are not this home's garbage
+    assert collected.code == 0, collected.stderr
+    assert (collected.json()["other_homes"], collected.json()["missing"], collected.json()["retired"]) == \
+        ([run_id], [], [])
     removed = invoke(home, "rm", run_id, "--yes", env=env)
     assert removed.code == 0 and f", in {other}/{run_id}\n" in removed.stderr, removed.stderr
     assert not (other / run_id).exists()
