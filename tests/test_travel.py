@@ -181,3 +181,35 @@ def test_push_and_pull_import_neither_torch_nor_gymnasium(pushed: Path, tmp_path
     assert heavy_modules(origin, "push", "latest", str(tmp_path / "x.rlrun")) in ("", "sqlalchemy")
     for heavy in ("torch", "gymnasium"):
         assert heavy not in heavy_modules(tmp_path / "fresh", "pull", str(pushed)).split(",")
+
+
+def _bundled(path: Path) -> dict[str, str]:
+    """Each file a bundle holds (links as the file they link to) and its sha256, run.json aside."""
+    with tarfile.open(path) as tar:
+        manifest = json.loads(tar.extractfile(bundle.MANIFEST).read())  # type: ignore[union-attr]
+    files = {entry["name"]: entry["sha256"] for entry in manifest["files"]}
+    files.update({name: files[original] for name, original in manifest["links"]})
+    return {name: digest for name, digest in files.items() if not name.endswith("/run.json")}
+
+
+def test_a_run_of_a_home_in_object_storage_pushes_whole(pushed: Path, s3_bucket: str, tmp_path: Path) -> None:
+    """Pushed from a working copy that holds none of it: every file comes down from the store, the
+    replay memory's segments (shared by reference there) into each snapshot's logs/."""
+    import shutil
+
+    from helpers import store_home
+
+    run_id = _bundled_run(pushed)
+    home = store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "store")
+    copied = tmp_path / "copied" / run_id
+    shutil.copytree(pushed.parent / "origin" / run_id, copied)
+    assert invoke(home, "import", str(copied)).code == 0
+    shutil.rmtree(home / run_id)  # the store holds the run now; this working copy, nothing of it
+    done = invoke(home, "push", run_id, str(tmp_path / "again.rlrun"))
+    assert done.code == 0, done.stderr
+    assert _bundled(tmp_path / "again.rlrun") == _bundled(pushed)
+
+
+def _bundled_run(path: Path) -> str:
+    with tarfile.open(path) as tar:
+        return str(json.loads(tar.extractfile(bundle.MANIFEST).read())["run"]["id"])  # type: ignore[union-attr]
