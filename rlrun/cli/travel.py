@@ -59,7 +59,7 @@ def pull(
         f" {pulled.source}: see `rlrun show {run.id}`, or `rlrun resume {run.id}` to continue it")
 
 
-@app.command(short_help="Write a checkpoint's episodes as a Minari dataset.")
+@app.command(short_help="Record episodes as a Minari dataset.")
 @filtered()
 def record(
     reference: Annotated[str, reference_argument(
