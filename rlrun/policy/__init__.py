@@ -99,16 +99,18 @@ class Policy:
 
 
 def load_policy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *,
-                home: Path | str | None = None, checkpoint: str | int | None = None, seed: int = 0) -> Policy:
+                home: Path | str | None = None, checkpoint: str | int | None = None, seed: int = 0,
+                option: str = "checkpoint") -> Policy:
     """The acting policy of the checkpoint `reference` names (`rlrun enjoy`'s choice: the best
     session's best checkpoint by default), `checkpoint` as its `@` suffix says it: "best",
     "latest" or a frame count ("5M", 5_000_000). The snapshot is verified against the registry's
-    sha256 first; nothing is written, and torch's global random generator is left as it was."""
+    sha256 first; nothing is written, and torch's global random generator is left as it was.
+    `option`: how messages name `checkpoint` (the command line's `--checkpoint`)."""
     import torch
 
     from rlrun.enjoy import load_acting, locate, with_checkpoint
 
-    located = locate(with_checkpoint(reference, checkpoint), filters, home=home)
+    located = locate(with_checkpoint(reference, checkpoint, option), filters, home=home)
     with torch.random.fork_rng(devices=[]):  # building an agent seeds torch's generator: the caller's is kept
         acting = load_acting(located.root, located.target)
     spaces = acting.env.observation_space, acting.env.action_space

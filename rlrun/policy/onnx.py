@@ -137,11 +137,11 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
             super().__init__()
             model = agent.model
             self.shared, self.actor, self.continuous = model.shared, model.actor, model.continuous
-            self.log_std: torch.Tensor
+            self.fixed_log_std: torch.Tensor  # not `log_std`: an initializer may not share an output's name
             self.low: torch.Tensor
             self.high: torch.Tensor
             if self.continuous:
-                self.register_buffer("log_std", model.log_std.detach().clone())
+                self.register_buffer("fixed_log_std", model.log_std.detach().clone())
                 self.register_buffer("low", torch.from_numpy(np.asarray(model.low)))
                 self.register_buffer("high", torch.from_numpy(np.asarray(model.high)))
             else:
@@ -153,7 +153,7 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
             if not self.continuous:
                 return self.greedy(out), out
             action = torch.maximum(torch.minimum(out, self.high), self.low)  # np.clip
-            return action, out, self.log_std.expand(out.shape[0], -1)
+            return action, out, self.fixed_log_std.expand(out.shape[0], -1)
 
     class Reinforce(Graph):
         def __init__(self) -> None:
@@ -215,7 +215,7 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
     """Write the acting policy of the checkpoint `reference` names (as `rlrun enjoy` chooses it;
     `checkpoint`: "best", "latest" or a frame count) to `path` as an ONNX graph, atomically.
     Reads the registry, never writes it."""
-    require("onnx", "onnxscript", doing="rlrun export --onnx")
+    require("onnx", "onnxscript", "onnxruntime", doing="rlrun export --onnx")
     path = Path(path)
     if path.suffix.lower() != ".onnx":
         raise BadInput(f"--onnx {path}: write a .onnx file")
@@ -223,24 +223,20 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
         raise BadInput(f"--onnx {path}: folder {path.parent} does not exist; create it or write elsewhere")
     import torch
 
-    from rlrun.enjoy import load_acting, locate, with_checkpoint
     from rlrun.fsutil import atomic_write
+    from rlrun.policy import load_policy
 
-    located = locate(with_checkpoint(reference, checkpoint, "--checkpoint"), filters, home=home)
-    target = located.target
+    policy = load_policy(reference, filters, home=home, checkpoint=checkpoint, option="--checkpoint")
+    target, obs_space, action_space = policy.target, policy.observation_space, policy.action_space
     if on_target is not None:
         on_target(target)
-    with torch.random.fork_rng(devices=[]):
-        acting = load_acting(located.root, target)
-    obs_space, action_space = acting.env.observation_space, acting.env.action_space
-    acting.env.close()
-    graph, outputs = _acting_graph(acting.spec.agent.algorithm, acting.agent, acting.normalizer)
+    graph, outputs = _acting_graph(policy.spec.agent.algorithm, policy.agent, policy.normalizer)
     example = torch.from_numpy(np.zeros((2, *obs_space.shape), dtype=obs_space.dtype))
     model = _traced(graph, example, outputs)
     metadata = {
         "run_id": target.run.id, "session": str(target.session.index),
         "checkpoint_frame": str(target.checkpoint.frame), "checkpoint_sha256": target.checkpoint.sha256,
-        "algorithm": acting.spec.agent.algorithm, "env_id": acting.spec.env.id,
+        "algorithm": policy.spec.agent.algorithm, "env_id": policy.spec.env.id,
         "observation_shape": json.dumps(list(obs_space.shape)), "observation_dtype": str(obs_space.dtype),
         "action_shape": json.dumps(list(action_space.shape or ())), "outputs": json.dumps(outputs),
         "recurrent": "false", "graph_sha256": graph_sha256(model),
@@ -250,6 +246,7 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
         entry.key, entry.value = PREFIX + key, value
     model.producer_name = "rlrun"
     data = model.SerializeToString()
+    _check_runs(data, example.numpy())
     atomic_write(path, data)
     return Exported(str(path), target.run.id, target.session.index, target.checkpoint.frame,
                     target.checkpoint.sha256, outputs, len(data))
@@ -285,6 +282,21 @@ def _traced(graph: Any, example: Any, outputs: list[str]) -> Any:
         quiet.setLevel(level)
     assert program is not None
     return program.model_proto
+
+
+def _check_runs(data: bytes, example: np.ndarray) -> None:
+    """The graph loads in onnxruntime and acts on the example batch (a file that would not is not written)."""
+    session = runtime(data)
+    session.run(None, {"observation": example[: 1 if session.get_inputs()[0].shape[0] == 1 else None]})
+
+
+def runtime(data: bytes) -> Any:
+    """An onnxruntime session of a serialized model, on the CPU, its warnings quiet."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
 def graph_sha256(model: Any) -> str:
@@ -348,8 +360,6 @@ class OnnxAgent:
     @classmethod
     def open(cls, file: PolicyFile, env: Any) -> OnnxAgent:
         """The file's graph in onnxruntime, once it is known to take `env`'s observations and give its actions."""
-        import onnxruntime
-
         path, meta = file.path, file.metadata
         obs_shape = list(env.observation_space.shape or ())
         action_shape = list(env.action_space.shape or ())
@@ -357,11 +367,8 @@ class OnnxAgent:
             raise BadInput(f"--policy {path}: made for observations {meta['observation_shape']} and actions"
                            f" {meta['action_shape']}, and the run's env has {obs_shape} and {action_shape};"
                            " export the policy again")
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
         try:
-            session = onnxruntime.InferenceSession(file.model.SerializeToString(), options,
-                                                   providers=["CPUExecutionProvider"])
+            session = runtime(file.model.SerializeToString())
         except Exception as error:  # onnxruntime's own failures: a graph it cannot run
             raise BadInput(f"--policy {path}: onnxruntime cannot load it ({type(error).__name__});"
                            " export it again") from None
