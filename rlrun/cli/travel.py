@@ -11,6 +11,7 @@ from rlrun.cli.output import print_json, say
 
 if TYPE_CHECKING:
     from rlrun.refs import RunFilter
+    from rlrun.registry import RunRecord
 
 
 @app.command(short_help="Write a run as one file, to a path or a URL.")
@@ -32,9 +33,8 @@ def push(
     if as_json:
         print_json(pushed.to_json())
         return
-    run = pushed.run
-    say(f"pushed run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}, to"
-        f" {pushed.destination} ({pushed.files} files, {format_bytes(pushed.size_bytes)}); sha256 {pushed.sha256}")
+    say(f"pushed {_described(pushed.run)}, to {pushed.destination} ({pushed.files} files,"
+        f" {format_bytes(pushed.size_bytes)}); sha256 {pushed.sha256}")
 
 
 @app.command(short_help="Add a run pushed as one file to the home.")
@@ -54,9 +54,14 @@ def pull(
     if as_json:
         print_json(pulled.to_json())
         return
-    run = pulled.run
-    say(f"pulled run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}, from"
-        f" {pulled.source}: see `rlrun show {run.id}`, or `rlrun resume {run.id}` to continue it")
+    run_id = pulled.run.id
+    say(f"pulled {_described(pulled.run)}, from {pulled.source}: see `rlrun show {run_id}`, or `rlrun resume"
+        f" {run_id}` to continue it")
+
+
+def _described(run: "RunRecord") -> str:
+    """`run ID (NAME), SPEC, STATUS`, as `rlrun import` names a run it added."""
+    return f"run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}"
 
 
 @app.command(short_help="Record episodes as a Minari dataset.")
