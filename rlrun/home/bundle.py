@@ -359,6 +359,8 @@ def _read_manifest(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], sou
     if manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
         raise BadInput(f"{source}: a bundle of format {manifest.get('format')!r}; this rlrun reads format {FORMAT}:"
                        " use a newer rlrun")
+    if len(set(names)) != len(names):
+        raise _damaged(source, "its manifest lists a file twice")
     for name in names:
         _check_name(name, source)
         if not isinstance(run_id, str) or name.split("/")[0] != run_id or name.count("/") < 1:
