@@ -6,21 +6,28 @@ evaluation that turns out the best. Evaluations run beside training, so a snapsh
 before the evaluations up to its frame are recorded: it is then held, written to its temporary
 folder, until they are (its meta, which holds them and says whether it is the best, is rewritten
 then), and dropped if it was due only because of an evaluation that was not the best. A complete
-snapshot is put in place and recorded in one fenced registry transaction; in object storage it
-uploads in the background while training goes on, one upload at a time. The retention rule
-(`rlrun.snapshot.retention`) runs after each one.
+snapshot is put in place and recorded in one fenced registry transaction. In object storage it is
+staged on local disk and uploaded by the session's background uploader (`rlrun.session.uploads`)
+while training goes on, up to `uploads.in_flight()` snapshots at once, each recorded once its upload
+is complete, in order; training waits for the store only when that many are still uploading. The
+metrics log and TensorBoard files go up the same way, as they stood at each snapshot, and so do
+the deletions of the retention rule (`rlrun.snapshot.retention`), which runs after each snapshot is
+recorded. A stop and the end of training wait for every upload: a session ends uploaded.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections import deque
+from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlrun import paths, snapshot
-from rlrun.session import events, state
-from rlrun.snapshot import retention
+from rlrun import paths, snapshot, storage
+from rlrun.session import events, metrics_log, state, uploads
+from rlrun.snapshot import layout, remote, retention
 
 if TYPE_CHECKING:
     from rlrun.session.loop import Session
@@ -46,7 +53,10 @@ class _Upload:
     prepared: snapshot.Prepared
     kind: str
     frame: int
-    done: Future[None] = field(default_factory=Future)
+    done: Future[object] = field(default_factory=Future)
+    recorded: threading.Event = field(default_factory=threading.Event)
+    """Set once it is recorded (or never will be): the next snapshot's upload starts only then, so
+    at most one snapshot is ever complete in the store and not yet in the registry."""
 
 
 class Checkpoints:
@@ -59,35 +69,50 @@ class Checkpoints:
         """The snapshot this process's state descends from (resumed from, then each one written):
         the next snapshot shares its replay memory's segments instead of writing them again."""
         self.last_frame = -1 if previous is None else session.clock.frame
-        """The frame of the newest snapshot this process's state is in (a resume's: its own)."""
+        """The frame of the newest snapshot this process's state is in (a resume's: its own), put
+        in place or staged for upload."""
         self.held: list[Held] = []
         """Snapshots written while an evaluation at or before their frame was still running, oldest
         first: each is put in place (or dropped) once that evaluation is recorded."""
-        self._upload_thread: ThreadPoolExecutor | None = None
-        self.uploading: _Upload | None = None
-        """A snapshot staged in the working copy whose upload to object storage runs in the
-        background while training goes on (`take`); recorded once it is complete."""
+        self.uploading: deque[_Upload] = deque()
+        """Snapshots staged in the working copy whose upload to object storage runs in the
+        background while training goes on (`take`), oldest first; each recorded once complete."""
+        self._newest: snapshot.Prepared | None = None
+        """The newest snapshot staged: the next one links its replay segments, not `previous`'s."""
+        self._closed = False
+        self.store: uploads.Uploads | None = None
+        """The session's calls to its object store (None in a local home, which has none)."""
+        if storage.mirror_of(session.home) is not None:
+            self.store = uploads.Uploads(lambda: session.registry.fenced(_nothing))
 
     def take(self, kinds: list[str], evaluated: bool = False) -> None:
         """Write a snapshot of this frame: at once when every evaluation up to it is recorded,
         else held until it is (its meta, which holds them and says whether it is the best, is
-        then rewritten); one due only because of an evaluation that was not the best is dropped."""
+        then rewritten); one due only because of an evaluation that was not the best is dropped.
+        The last snapshot of a process (its end, a stop) returns only once every snapshot is
+        uploaded and recorded."""
         session = self.session
         frame = session.clock.frame
-        self.record_upload()  # one upload in flight at most: the next snapshot links this one's segments
-        if frame == self.last_frame:
-            return  # a stop right after a scheduled snapshot: that one already holds this state
+        ending = bool({"final", "preempt"} & set(kinds))
+        self.poll()
+        if frame == self.last_frame:  # a stop right after a scheduled snapshot: that one already holds this state
+            if ending:
+                self.settle()
+            return
         known = session.evaluator.pending_frame() is None
         if known:
             kinds = self._best_at(frame, evaluated) + kinds
             if not kinds:
                 return
         session.registry.fenced(lambda: session.flush_logs(sync=True))  # the log always reaches the newest snapshot
+        self.upload_logs()  # ahead of the snapshot: the store's log too reaches it
         if known:
             self._publish(self._prepare(state.capture(session, "+".join(kinds))), frame, "+".join(kinds))
-            return
-        captured = state.capture(session, "+".join(kinds) or "pending")
-        self.held.append(Held(frame, kinds, evaluated, self._prepare(captured), captured.meta))
+        else:
+            captured = state.capture(session, "+".join(kinds) or "pending")
+            self.held.append(Held(frame, kinds, evaluated, self._prepare(captured), captured.meta))
+        if ending:
+            self.settle()
 
     def release(self, unknown_from: int | None) -> None:
         """Put in place (or drop) each held snapshot older than `unknown_from`, the first frame
@@ -96,15 +121,48 @@ class Checkpoints:
             self._release(self.held.pop(0))
 
     def poll(self) -> None:
-        """Record the snapshot uploading in the background if its upload is complete."""
-        if self.uploading is not None and self.uploading.done.done():
-            self.record_upload()
+        """Record the snapshots whose uploads are complete, oldest first, and raise the error of a
+        store job that failed."""
+        while self.uploading and self.uploading[0].done.done():
+            self._record_oldest()
+        if self.store is not None:
+            self.store.check()
+
+    def upload_logs(self) -> None:
+        """Hand the metrics log and the TensorBoard files, as they stand now (flushed), to the
+        uploader (a home in object storage)."""
+        if self.store is None:
+            return
+        session = self.session
+        jobs = [metrics_log.upload_job(session.metrics.path)]
+        if session.tensorboard is not None:
+            jobs += session.tensorboard.upload_jobs()
+        for job in jobs:
+            if job is not None:
+                self.store.submit(job)
+
+    def settle(self) -> None:
+        """Wait for every upload, recording each snapshot once complete, oldest first."""
+        while self.uploading:
+            self._record_oldest()
+        if self.store is not None:
+            self.store.drain()
+
+    def settle_quietly(self) -> None:
+        """A failed session's end: wait for the store jobs handed over (its log's last copy), but
+        record no snapshot and raise nothing (the session's own error is the one to say)."""
+        if self.store is not None:
+            with suppress(Exception):
+                self.store.drain()
 
     def close(self) -> None:
         for held in self.held:  # never put in place: a resume evaluates and writes them again
             held.prepared.discard()
-        if self._upload_thread is not None:  # idle unless an error cut a snapshot's upload short
-            self._upload_thread.shutdown(wait=False)
+        self._closed = True
+        for upload in self.uploading:  # never recorded: a resume sweeps what reached the store
+            upload.recorded.set()
+        if self.store is not None:  # idle unless an error cut the session short
+            self.store.close()
 
     def _best_at(self, frame: int, evaluated: bool) -> list[str]:
         """["best"] when the evaluation at `frame` (recorded) is the best so far."""
@@ -114,8 +172,10 @@ class Checkpoints:
     def _prepare(self, captured: snapshot.Snapshot) -> snapshot.Prepared:
         session = self.session
         directory = paths.checkpoints_dir(session.home, session.task.run_id, session.task.index)
-        return snapshot.prepare(directory / snapshot.snapshot_name(session.clock.frame), captured,
-                                previous=self.previous)
+        newest = self._newest
+        previous = self.previous if newest is None else \
+            newest.temporary if newest.temporary.exists() else newest.destination  # fmt: skip
+        return snapshot.prepare(directory / snapshot.snapshot_name(session.clock.frame), captured, previous=previous)
 
     def _release(self, held: Held) -> None:
         kinds = self._best_at(held.frame, held.evaluated) + held.kinds
@@ -130,33 +190,39 @@ class Checkpoints:
         self._publish(held.prepared.with_meta(meta), held.frame, kind)
 
     def _publish(self, prepared: snapshot.Prepared, frame: int, kind: str) -> None:
-        """Upload a complete snapshot (a home in object storage), then record it."""
-        self.record_upload()
+        """Record a complete snapshot: at once in a local home; in object storage once uploaded,
+        while training goes on (it waits here only when `uploads.in_flight()` are uploading)."""
         upload = _Upload(prepared, kind, frame)
-        if prepared.in_object_storage and not {"final", "preempt"} & set(kind.split("+")):
-            # Staged (consistent, on local disk): training goes on while it uploads. The last
-            # snapshot of a process (its end, a SIGTERM) is uploaded before the process ends.
-            upload.done = self._uploader().submit(prepared.upload)
-            self.uploading = upload
+        self.last_frame = frame
+        if self.store is None:
+            self._record_snapshot(upload)
             return
-        try:
-            prepared.upload()
-        except BaseException:
-            prepared.discard()
-            raise
-        self._record_snapshot(upload)
+        while len(self.uploading) >= uploads.in_flight():
+            self._record_oldest()
+        before = self.uploading[-1] if self.uploading else None
 
-    def record_upload(self) -> None:
-        """Wait for the snapshot uploading in the background, then record it."""
-        upload, self.uploading = self.uploading, None
-        if upload is None:
-            return
+        def upload_after_the_one_before() -> None:
+            if before is not None:
+                before.recorded.wait()
+            if not self._closed:
+                prepared.upload()
+
+        upload.done = self.store.submit(upload_after_the_one_before, watched=False)
+        self.uploading.append(upload)
+        self._newest = prepared
+
+    def _record_oldest(self) -> None:
+        """Wait for the oldest snapshot uploading, then record it."""
+        upload = self.uploading.popleft()
         try:
-            upload.done.result()
-        except BaseException:
-            upload.prepared.discard()
-            raise
-        self._record_snapshot(upload)
+            try:
+                upload.done.result()
+            except BaseException:
+                upload.prepared.discard()
+                raise
+            self._record_snapshot(upload)
+        finally:
+            upload.recorded.set()
 
     def _record_snapshot(self, upload: _Upload) -> None:
         """Put a complete snapshot in place and record it: the registry row is the commit."""
@@ -172,22 +238,23 @@ class Checkpoints:
             prepared.discard()
             raise
         self.previous = prepared.destination
-        self.last_frame = upload.frame
         session.emit(events.Checkpointed(session.task.index, upload.frame, upload.kind, str(prepared.destination)))
         self._retain()
 
-    def _uploader(self) -> ThreadPoolExecutor:
-        if self._upload_thread is None:
-            self._upload_thread = ThreadPoolExecutor(1, thread_name_prefix="rlrun-upload")
-        return self._upload_thread
-
     def _retain(self) -> None:
         """Apply the retention rule (`rlrun.snapshot.retention`). The row goes first, so the registry never
-        points at a deleted folder."""
+        points at a deleted folder; the store's objects go after the uploads handed over before."""
         session = self.session
         records = session.registry.checkpoints(session.task.session_id)
         keep = retention.to_keep(records, session.meta.keep_checkpoints)
         for record in records:
             if record.id not in keep:
                 session.registry.remove_checkpoint(record.id)
-                snapshot.remove(session.home / record.path)
+                path = session.home / record.path
+                layout.remove(path)
+                if self.store is not None:
+                    self.store.submit(lambda path=path: remote.remove(path))  # type: ignore[misc]
+
+
+def _nothing() -> None:
+    """The write of a fenced transaction that only checks the lease."""

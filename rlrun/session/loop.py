@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from rlrun import paths, seeding, snapshot, testhooks
+from rlrun import paths, seeding, snapshot, storage, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.clock import Clock, crossed
@@ -108,6 +108,8 @@ class Session:
         self.recent_lengths: deque[int] = deque(maxlen=RECENT_EPISODES)
         self.metrics_kept: list[metrics_log.Row] = []
         """The metrics rows a resume continues after (the snapshot's source log, cut back)."""
+        self.metrics: metrics_log.MetricsLog  # opened by `run` (`_open_metrics`)
+        self.tensorboard: tensorboard_log.Mirror | None = None
         self.evaluations: list[dict[str, Any]] = []
         self.best: snapshot.Best | None = None
         self.last_losses: Mapping[str, float] = {}
@@ -142,8 +144,10 @@ class Session:
                     status = self._train(stop)
             finally:
                 self.evaluator.close()
-                self.checkpoints.close()
-                self._close_metrics(status)
+                try:
+                    self._close_metrics(status)
+                finally:
+                    self.checkpoints.close()
         except BaseException as raised:
             error, lost = describe(raised), isinstance(raised, LeaseLost)
             raise
@@ -266,7 +270,8 @@ class Session:
 
     def flush_logs(self, sync: bool = False) -> None:
         """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`),
-        and the trackers get what the log got."""
+        and the trackers get what the log got. Local files only: the store's copies are put by the
+        session's uploader (`Checkpoints.upload_logs`), never inside a registry transaction."""
         self.metrics.flush(sync=sync)
         if self.tensorboard is not None:
             self.tensorboard.flush()
@@ -296,6 +301,11 @@ class Session:
                 folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
                 with suppress(LeaseLost):  # taken over meanwhile: the newer attempt's report is the one
                     self.registry.fenced(lambda: tracker_status.publish(folder))
+        self.checkpoints.upload_logs()  # the log and event files as the session ends them
+        if status == "failed":  # the error that failed it is the one to say
+            self.checkpoints.settle_quietly()
+        else:
+            self.checkpoints.settle()
 
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
@@ -374,12 +384,15 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
     registry = Registry.open(paths.task_home(task.home), task.db_url)
     session: Session | None = None
     try:
-        lease = registry.acquire_lease(task.session_id)
-        registry.fence(task.session_id, lease)
-        if on_lease is not None:
-            task = on_lease(registry, task, lease)
-        session = Session(task, registry, emit, lease)
-        return session.run(stop)  # records its own failures
+        # The registry's own files (run.json) go to a store from a background thread: no registry
+        # transaction of this session waits for the network. Every one is put before this returns.
+        with storage.publishing_in_background():
+            lease = registry.acquire_lease(task.session_id)
+            registry.fence(task.session_id, lease)
+            if on_lease is not None:
+                task = on_lease(registry, task, lease)
+            session = Session(task, registry, emit, lease)
+            return session.run(stop)  # records its own failures
     except LeaseLost as lost:
         # Said on stderr (a worker's log on a cluster): this attempt writes nothing anywhere else.
         sys.stderr.write(f"rlrun: session s{task.index} of run {task.run_id}: {lost}\n")

@@ -21,7 +21,8 @@ differ there and nowhere else (`TRAINING_COLUMNS` leaves them out).
 A resume cuts the log back to the snapshot's frame (`create` with the rows `rows_up_to` kept)
 before training continues, so an interrupted-and-resumed session's log equals the uninterrupted
 one's. Rows are flushed and fsync'd before each snapshot is written, so the log always reaches at
-least as far as the newest snapshot; a row torn by a kill (no line end yet) is never read.
+least as far as the newest snapshot; a row torn by a kill (no line end yet) is never read. In a
+home in object storage, the store's copy is put by the session's uploader (`upload_job`).
 
 Standard library only: `rlrun show --metrics` and `rlrun export` read it without torch.
 """
@@ -32,7 +33,7 @@ import csv
 import io
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -132,18 +133,22 @@ def latest(values: Sequence[Value]) -> float | None:
 # In object storage
 #
 # A home in object storage (`rlrun.storage`) keeps the log where a local home does, in the working
-# copy, and the store holds a copy uploaded with every snapshot (`MetricsLog.flush(sync=True)`, just
-# before the snapshot's objects) and when the session ends. So the store's log always reaches at
-# least as far as the newest snapshot, which is all a resume needs: it cuts the log back to its
-# snapshot's frame (`rows_up_to`) wherever it runs. Appending to an object is not possible; a whole
-# upload of a few hundred kilobytes per snapshot is cheap beside the snapshot itself.
+# copy, and the store holds a copy put with every snapshot (`upload_job`, handed to the session's
+# background uploader just before the snapshot's objects, `rlrun.session.uploads`) and when the
+# session ends. So the store's log always reaches at least as far as the newest snapshot, which is
+# all a resume needs: it cuts the log back to its snapshot's frame (`rows_up_to`) wherever it runs.
+# Appending to an object is not possible; a whole upload of a few hundred kilobytes per snapshot is
+# cheap beside the snapshot itself.
 
 
-def upload(file: Path) -> None:
-    """Copy the log to the store (nothing in a local home)."""
+def upload_job(file: Path) -> Callable[[], None] | None:
+    """A job that puts the log, as it is now (flushed), in the store: for the session's uploader
+    (the file keeps growing meanwhile). None in a local home."""
     mirror = storage.mirror_of(file)
-    if mirror is not None and file.exists():
-        mirror.put(file)
+    if mirror is None or not file.exists():
+        return None
+    data, key = file.read_bytes(), mirror.key(file)
+    return lambda: mirror.put_bytes(key, data)
 
 
 def download(file: Path) -> None:
@@ -195,7 +200,6 @@ class MetricsLog:
         self._file.flush()
         if sync:
             os.fsync(self._file.fileno())
-            upload(self.path)
 
     def discard(self) -> None:
         """Close without writing the rows not yet flushed."""
@@ -204,9 +208,8 @@ class MetricsLog:
 
     def close(self) -> None:
         if not self._file.closed:
-            self.flush()
+            self.flush(sync=True)
             self._file.close()
-            upload(self.path)
 
 
 # ---------------------------------------------------------------------------------------------

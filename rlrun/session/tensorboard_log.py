@@ -5,6 +5,10 @@ Only with the optional extra (`pip install 'rlrun[tensorboard]'`); without it, o
 RLRUN_TENSORBOARD=0, nothing here runs and nothing is imported. The metrics log stays the record
 (`rlrun.session.metrics_log`); these files mirror it, with each row's step its frame.
 
+In a home in object storage the event files follow the home: each snapshot and the session's end
+hand the files that grew to the session's uploader (`Mirror.upload_jobs`, `rlrun.session.uploads`),
+which puts them in the store beside the metrics log.
+
 After a resume, the events past the snapshot's frame (written by the process that was stopped)
 are purged, through SummaryWriter's `purge_step`: curves continue without duplicated or
 out-of-order points. A session folder without event files yet (a fork, a run from before the extra
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rlrun import storage
 from rlrun.session.metrics_log import CLOCK
 from rlrun.trackers import metric_name as tag
 
@@ -34,8 +39,9 @@ def enabled() -> bool:
 class Mirror:
     """Writes metrics rows and evaluations as TensorBoard scalars, stepped by frame."""
 
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
+    def __init__(self, writer: Any, folder: Path) -> None:
+        self.writer, self.folder = writer, folder
+        self._put: dict[str, int] = {}  # event file -> its size when last handed to the uploader
 
     def add(self, row: Mapping[str, Any]) -> None:
         frame = row["frame"]
@@ -52,6 +58,22 @@ class Mirror:
     def close(self) -> None:
         self.writer.close()
 
+    def upload_jobs(self) -> list[Callable[[], None]]:
+        """Jobs that put each event file that grew since the last call, as it is now (flushed), in
+        the store of a home in object storage (none in a local home)."""
+        mirror = storage.mirror_of(self.folder)
+        if mirror is None:
+            return []
+        jobs: list[Callable[[], None]] = []
+        for file in sorted(self.folder.glob("events.out.tfevents.*")):
+            size = file.stat().st_size
+            if self._put.get(file.name) == size:
+                continue
+            data, key = file.read_bytes(), mirror.key(file)
+            self._put[file.name] = len(data)
+            jobs.append(lambda data=data, key=key: mirror.put_bytes(key, data))  # type: ignore[misc]
+        return jobs
+
 
 def open_mirror(session_dir: Path, frame: int, kept: Iterable[Mapping[str, Any]]) -> Mirror | None:
     """The session's event writer, continuing after `frame` (None without tensorboard)."""
@@ -61,7 +83,7 @@ def open_mirror(session_dir: Path, frame: int, kept: Iterable[Mapping[str, Any]]
 
     folder = session_dir / DIR_NAME
     started = folder.is_dir() and any(folder.glob("events.out.tfevents.*"))
-    mirror = Mirror(SummaryWriter(str(folder), purge_step=frame + 1 if started else None))
+    mirror = Mirror(SummaryWriter(str(folder), purge_step=frame + 1 if started else None), folder)
     if not started:
         for row in kept:
             mirror.add(row)

@@ -12,6 +12,13 @@ What goes to the store, and when, is the owner's business: the snapshot format
 log (uploaded with each snapshot), the run manifest (with each registry change). This module only
 moves bytes and names objects.
 
+A store that does not answer is never waited on for long by a reader: each request gives up after
+`TIMEOUT_ENV` seconds (10 by default), and a read that cannot be answered is `StoreUnreachable`
+(exit 3) in one line. A training session's writes go through its background uploader
+(`rlrun.session.uploads`), which retries them (`patiently`) while training goes on; the small files
+the registry publishes while a session runs (run.json) are put by a background publisher there
+(`publishing_in_background`), so no registry transaction waits on the network.
+
 fsspec was chosen over obstore and boto3: against an S3 server on loopback all three upload at the
 server's speed (tests/benchmarks/object_store_snapshot.py), and fsspec finds credentials the cloud's
 own way (botocore's chain for S3 — environment, profiles, SSO, instance roles — and
@@ -24,9 +31,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rlrun.errors import BadInput, StoreUnreachable, install_hint
 
@@ -40,6 +50,13 @@ _ENDPOINTS = {"s3": "AWS_ENDPOINT_URL (an S3-compatible store other than AWS)",
 """Per extra, the setting of the store's own library that names where its server is, when it is not
 the cloud's (the endpoint rlrun never takes as an option: each library reads its own)."""
 _MIRRORS: dict[Path, Mirror] = {}
+TIMEOUT_ENV = "RLRUN_STORE_TIMEOUT"
+"""Seconds a request to a store may go unanswered before it is given up (default 10): a reader
+then says the store does not answer; a session's uploader tries again (`patiently`)."""
+PATIENCE_ENV = "RLRUN_STORE_PATIENCE"
+"""Seconds a session's uploader keeps retrying a store that does not answer before the session
+fails (default 3600): training goes on meanwhile, until its queue of snapshots is full."""
+T = TypeVar("T")
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -100,13 +117,121 @@ def publish(path: Path) -> None:
     one object: a PUT replaces an object whole, so a reader finds the old one or the new one, never
     a torn one. Nothing in a local home, where the atomic write was the whole job.
 
-    The store keeps whichever PUT came last, so writers of one file must take turns around the
-    write and the PUT together: the manifests are written inside the registry transaction that
-    holds their run or search locked, and a session's files inside its fenced transaction
-    (`Registry.fenced`), so a stale writer's PUT can never land after a newer one's."""
+    The store keeps whichever PUT came last, so the PUTs of one home's files take turns on this
+    machine (`_turn`, a lock on a file beside the working copy), and each PUT reads the file as it
+    is then: writers write the file inside the registry transaction that orders them (the run's or
+    the search's row locked, a session's lease), so the last PUT carries the newest file. Inside
+    `publishing_in_background` (a training session) the PUT is left to a background thread, so
+    the registry transaction that wrote the file never waits for the store."""
     mirror = mirror_of(path)
-    if mirror is not None:
+    if mirror is None:
+        return
+    publisher = _PUBLISHER
+    if publisher is not None:
+        publisher.add(mirror, path)
+        return
+    with _turn(mirror):
         mirror.put(path)
+
+
+@contextmanager
+def publishing_in_background() -> Iterator[None]:
+    """While inside, `publish` puts files from a background thread (the newest bytes of each file,
+    once); on the way out every file handed to it is put (`patiently`) before this returns."""
+    global _PUBLISHER
+    if _PUBLISHER is not None:  # nested (a session run in its launcher's process): the outer one drains
+        yield
+        return
+    publisher = _PUBLISHER = _Publisher()
+    try:
+        yield
+    finally:
+        _PUBLISHER = None
+        publisher.drain()
+
+
+class _Publisher:
+    """One thread that puts the files `publish` was given, each in its turn, oldest first."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Path, Mirror] = {}
+        self._ready = threading.Condition()
+        self._closing = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="rlrun-publish", daemon=True)
+        self._thread.start()
+
+    def add(self, mirror: Mirror, path: Path) -> None:
+        with self._ready:
+            self._pending[path] = mirror
+            self._ready.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every file handed over is put; raise what stopped one."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify_all()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _work(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._closing:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                path = next(iter(self._pending))
+                mirror = self._pending.pop(path)
+            try:
+                _put_in_turn(mirror, path)
+            except BaseException as error:  # said by `drain`, in the thread that ends the session
+                self._error = self._error or error
+
+
+_PUBLISHER: _Publisher | None = None
+
+
+def _put_in_turn(mirror: Mirror, path: Path) -> None:
+    def put() -> None:
+        with _turn(mirror):  # taken for one try at a time: a launcher's own `publish` waits one request at most
+            if path.exists():  # else a run removed meanwhile
+                mirror.put(path)
+
+    patiently(put)
+
+
+@contextmanager
+def _turn(mirror: Mirror) -> Iterator[None]:
+    """This machine's processes put a home's small files one at a time (a lock on a file beside
+    its working copy): each reads the file when its turn comes, so the newest bytes land last."""
+    import fcntl
+
+    lock = mirror.local.parent / f".{mirror.local.name}.publishing"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
+def patiently(call: Callable[[], T], *, patience: float | None = None) -> T:
+    """`call` (a write to a store), tried again while the store does not answer
+    (`StoreUnreachable`), for up to `PATIENCE_ENV` seconds; the last error is raised then. Any
+    other error (an answer that says no) is raised at once."""
+    limit = patience if patience is not None else float(os.environ.get(PATIENCE_ENV) or 3600)
+    started, pause = time.monotonic(), 0.5
+    while True:
+        try:
+            return call()
+        except StoreUnreachable:
+            if time.monotonic() - started >= limit:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 def published(path: Path) -> bytes | None:
@@ -159,7 +284,9 @@ def _filesystem(url: str) -> tuple[Any, str]:
 
         fsspec.get_filesystem_class(scheme)
         # No listings cache: another process (a resume, `rlrun gc`) may change the store at any time.
-        fs, root = url_to_fs(url, use_listings_cache=False, skip_instance_cache=True)
+        fs, root = url_to_fs(url, use_listings_cache=False, skip_instance_cache=True, **_timeouts(extra))
+        if extra == "s3":
+            fs.retries = 1  # s3fs's own retries on top of botocore's (5 by default): botocore's 2 are enough
     except ImportError:
         fix = f"install it: {install_hint(extra)}" if extra else "install the fsspec package that handles it"
         raise BadInput(f"--home {url}: the library for {scheme}:// is not installed; {fix}") from None
@@ -167,6 +294,33 @@ def _filesystem(url: str) -> tuple[Any, str]:
         raise BadInput(f"--home {url}: {scheme}:// is not a storage this rlrun knows ({error}); give s3://, gs://"
                        " or az://") from None
     return fs, root.rstrip("/")
+
+
+def _timeouts(extra: str | None) -> dict[str, Any]:
+    """How long a request to the store may go unanswered (`TIMEOUT_ENV`), each library's way; a
+    request that is not answered is tried twice in all, then given up (`Mirror` says so)."""
+    seconds = float(os.environ.get(TIMEOUT_ENV) or 10)
+    if extra == "s3":
+        return {"config_kwargs": {"connect_timeout": seconds, "read_timeout": seconds,
+                                  "retries": {"mode": "standard", "max_attempts": 2}}}
+    return {}
+
+
+def _answered(method: Callable[..., T]) -> Callable[..., T]:
+    """A `Mirror` method whose store did not answer raises `StoreUnreachable`, one line naming it."""
+    import functools
+
+    @functools.wraps(method)
+    def call(self: Mirror, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as error:
+            if not _no_answer(error):
+                raise
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise StoreUnreachable(f"the store of {self.url} does not answer ({first}); try again once it is up,"
+                                   f" and check {endpoint_setting(self.url)}") from None
+    return call
 
 
 class Mirror:
@@ -183,15 +337,18 @@ class Mirror:
     def path(self, key: str) -> Path:
         return self.local / key.removeprefix(self.root).lstrip("/")
 
+    @_answered
     def put(self, path: Path, key: str | None = None) -> None:
         """Upload one file (multipart for large ones)."""
         self.fs.put_file(str(path), key or self.key(path))
 
+    @_answered
     def put_many(self, pairs: list[tuple[Path, str]]) -> None:
         """Upload files at once (the library's own bulk upload: concurrent requests)."""
         if pairs:
             self.fs.put([str(path) for path, _ in pairs], [key for _, key in pairs])
 
+    @_answered
     def get_many(self, pairs: list[tuple[str, Path]]) -> None:
         """Download objects at once, each to its path (folders made)."""
         for _, path in pairs:
@@ -199,14 +356,17 @@ class Mirror:
         if pairs:
             self.fs.get([key for key, _ in pairs], [str(path) for _, path in pairs])
 
+    @_answered
     def put_bytes(self, key: str, data: bytes) -> None:
         self.fs.pipe_file(key, data)
 
+    @_answered
     def get(self, key: str, path: Path) -> None:
         """Download one object to `path` (its folder made)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fs.get_file(key, str(path))
 
+    @_answered
     def get_bytes(self, key: str) -> bytes | None:
         try:
             data: bytes = self.fs.cat_file(key)
@@ -214,17 +374,21 @@ class Mirror:
             return None
         return data
 
+    @_answered
     def modified(self, key: str) -> float:
         """When the object was last written (seconds since the epoch, the store's clock)."""
         return float(self.fs.modified(key).timestamp())
 
+    @_answered
     def matching(self, pattern: str) -> list[str]:
         """The objects whose keys match a glob under the home (`*/run.json`), sorted."""
         return sorted(self.fs.glob(f"{self.root}/{pattern}"))
 
+    @_answered
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(key))
 
+    @_answered
     def keys(self, prefix: str) -> list[str]:
         """Every object under `prefix` (a folder's key), sorted; none when there is none."""
         try:
@@ -232,6 +396,7 @@ class Mirror:
         except FileNotFoundError:
             return []
 
+    @_answered
     def sizes(self, prefix: str) -> dict[str, int]:
         try:
             found = self.fs.find(prefix, detail=True)
@@ -239,6 +404,7 @@ class Mirror:
             return {}
         return {key: int(info.get("size") or 0) for key, info in found.items()}
 
+    @_answered
     def delete(self, keys: Iterable[str]) -> None:
         keys = list(keys)
         if keys:
