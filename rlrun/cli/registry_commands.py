@@ -75,7 +75,7 @@ def _list_searches(reference: str | None, home: str | None, as_json: bool, limit
             print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
         else:
             say(views.searches_table(found, colour=views.colour_enabled()) if found
-                else f"no searches in {root} yet; start one with `rlrun search SPEC`")
+                else f"no searches in {paths.home_address(root)} yet; start one with `rlrun search SPEC`")
         return
     chosen = catalog.lookup_search(reference, home=home)
     say(views.resolved_search(chosen.detail.search, chosen.reference))

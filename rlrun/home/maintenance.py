@@ -394,11 +394,12 @@ def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, R
         run = restored.run
         if run.id in registry.run_ids() or paths.run_dir(registry.home, run.id).exists() or \
                 run.id in [r.run.id for r in runs]:  # fmt: skip
-            raise BadInput(f"run {run.id} is already in {registry.home}; nothing imported (`rlrun show {run.id}`)")
+            raise BadInput(f"run {run.id} is already in {paths.home_address(registry.home)}; nothing imported"
+                           f" (`rlrun show {run.id}`)")
         holder = registry.name_exists(run.name) if run.name else None
         if holder is not None or (run.name and run.name in [r.run.name for r in runs]):
             raise BadInput(f"run {run.id} is named {run.name!r}, a name run {holder} already has in"
-                           f" {registry.home}; nothing imported")
+                           f" {paths.home_address(registry.home)}; nothing imported")
         checked.append((folder, restored))
     return checked
 
