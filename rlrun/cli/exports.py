@@ -101,7 +101,7 @@ def export(
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
     session columns. Or, with --onnx, a checkpoint's acting policy (the one `rlrun enjoy` plays, its
-    observation normalisation inside) as an ONNX graph for onnxruntime. Read-only."""
+    observation normalisation inside) as an ONNX graph for onnxruntime. Never writes the registry or the runs."""
     if onnx is not None:
         _export_onnx(references or ["latest"], onnx, checkpoint, metrics=metrics, output=output, home=home)
         return
