@@ -63,6 +63,14 @@ def test_a_pulled_run_resumes_exactly_from_a_file(pushed: Path, straight: dict[s
     _one_line_refusal(again, f"run {run_id} is already in")
     resume_ok(home, run_id, "--frames", str(FULL))
     assert_same_run(straight, final_state(home))
+    # And enjoys as the original (pulled into a home of its own: enjoy records an evaluation; the
+    # original's folder read where it is, recorded nowhere).
+    enjoying = tmp_path / "enjoying"
+    assert invoke(enjoying, "pull", str(pushed)).code == 0
+    pulled_copy = invoke(enjoying, "enjoy", run_id, "--episodes", "2", "--json")
+    original = invoke(enjoying, "enjoy", str(pushed.parent / "origin" / run_id), "--episodes", "2", "--json")
+    assert pulled_copy.code == original.code == 0, pulled_copy.stderr + original.stderr
+    assert pulled_copy.json()["episodes"] == original.json()["episodes"]
 
 
 def test_push_to_s3_and_pull_into_a_fresh_home_resumes_exactly(
