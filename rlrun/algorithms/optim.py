@@ -20,22 +20,36 @@ from torch import nn
 from rlrun.spec import OptimizerSpec
 
 
-def _skip_dynamo_import() -> None:
+class _Undecorated(torch.optim.Optimizer):
     """torch.optim wraps `add_param_group`, `state_dict`, `load_state_dict` and `zero_grad` so that
     torch.compile leaves them alone; the wrapper imports torch._dynamo (and sympy) the first time
-    one runs: over a second of every command's start-up. rlrun never compiles, so each wrapper may
-    call its function directly, which it does when the function carries the cached attribute the
-    wrapper looks up before importing anything."""
-    for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad"):
-        wrapped = getattr(getattr(torch.optim.Optimizer, name), "__wrapped__", None)
-        if wrapped is not None and getattr(wrapped, "__dynamo_disable", None) is None:
-            setattr(wrapped, "__dynamo_disable", wrapped)
+    one runs: over a second of every command's start-up (1.2 s on the 2-core CI machine). rlrun's
+    own optimisers call the functions under the wrappers (`__wrapped__`) directly, which is what the
+    wrappers do when nothing is being compiled; torch's classes, and every other optimiser in the
+    process, keep their wrappers as they are."""
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        _UNWRAPPED["add_param_group"](self, param_group)
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = _UNWRAPPED["state_dict"](self)
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        _UNWRAPPED["load_state_dict"](self, state_dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        _UNWRAPPED["zero_grad"](self, set_to_none)
 
 
-_skip_dynamo_import()
+_UNWRAPPED: dict[str, Any] = {
+    name: getattr(getattr(torch.optim.Optimizer, name), "__wrapped__", getattr(torch.optim.Optimizer, name))
+    for name in ("add_param_group", "state_dict", "load_state_dict", "zero_grad")
+}
+"""torch.optim.Optimizer's methods as written, under their torch.compile wrappers."""
 
 
-class Adam(torch.optim.Adam):
+class Adam(_Undecorated, torch.optim.Adam):
     """torch's fused Adam, stepped by one call of its kernel."""
 
     def __init__(self, params: list[nn.Parameter], *, lr: float, eps: float) -> None:
@@ -61,7 +75,7 @@ class Adam(torch.optim.Adam):
             torch.autograd.graph.increment_version(params)
 
 
-class RMSprop(torch.optim.RMSprop):
+class RMSprop(_Undecorated, torch.optim.RMSprop):
     """torch's multi-tensor RMSprop (no momentum, not centred), as its foreach path computes it."""
 
     def __init__(self, params: list[nn.Parameter], *, lr: float, eps: float) -> None:
@@ -120,7 +134,11 @@ def make_optimizer(spec: OptimizerSpec, params: list[nn.Parameter], max_frame: i
         return Adam(params, lr=lr, eps=spec.eps)
     if spec.name == "rmsprop":
         return RMSprop(params, lr=lr, eps=spec.eps)
-    return torch.optim.SGD(params, lr=lr)
+    return SGD(params, lr=lr)
+
+
+class SGD(_Undecorated, torch.optim.SGD):
+    """torch's SGD, its step its own (which imports torch._dynamo when first taken)."""
 
 
 def optimise(

@@ -132,3 +132,82 @@ def nondeterministic_ops(found: Callable[[str], None]) -> Iterator[None]:
         warnings.showwarning = show
         warnings.filterwarnings("default", message=_NOT_DETERMINISTIC.pattern.removeprefix("^"))  # never ignored
         yield
+
+
+def flushing_now() -> bool:
+    """Whether this thread's CPU arithmetic flushes subnormal floats to zero (torch sets the mode,
+    `torch.set_flush_denormal`, and has no call that reads it): a subnormal float32 times one is
+    zero only then."""
+    import torch
+
+    return bool(torch.tensor(1e-39, dtype=torch.float32).mul(1.0).item() == 0.0)
+
+
+@contextmanager
+def torch_state_kept() -> Iterator[None]:
+    """Training from a notebook leaves the process as it found it: what a session sets of torch's
+    global state (the number of threads, CUDA's deterministic switches, the seeds of torch's, NumPy's
+    and Python's global generators) and what its learning sets for a while (oneDNN's float32
+    product precision, this thread's subnormal mode) is put back on the way out, with grad mode,
+    the default dtype and torch's float32 matmul precision. Inside, training starts from torch's
+    defaults, whatever the caller set (grad mode on, float32, IEEE float32 products on the CPU,
+    subnormals kept), so a run's bits do not depend on its caller. Each setting is written back
+    only when it changed (writing torch's precision settings moves others that derive from them)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    backends: Any = torch.backends
+    cpu_precisions = [backends, backends.mkldnn, backends.mkldnn.matmul, backends.mkldnn.conv, backends.mkldnn.rnn]
+    precisions = [*cpu_precisions, backends.cuda.matmul, backends.cudnn, backends.cudnn.conv, backends.cudnn.rnn]
+    settings: list[tuple[Callable[[], Any], Callable[[Any], Any]]] = [
+        (torch.get_num_threads, torch.set_num_threads),
+        (torch.is_grad_enabled, torch.set_grad_enabled),
+        (torch.get_default_dtype, torch.set_default_dtype),
+        # the float32 product precisions, torch.set_float32_matmul_precision's among them
+        *((lambda kind=kind: kind.fp32_precision, lambda value, kind=kind: setattr(kind, "fp32_precision", value))
+          for kind in precisions),
+        (lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+         lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1])),
+        (lambda: (backends.cudnn.deterministic, backends.cudnn.benchmark), lambda value: _set_cudnn(*value)),
+        (flushing_now, torch.set_flush_denormal),
+        (torch.get_rng_state, torch.set_rng_state),
+        (np.random.get_state, np.random.set_state),
+        (random.getstate, random.setstate),
+    ]
+    found = [read() for read, _ in settings]
+    torch.set_grad_enabled(True)
+    if torch.get_default_dtype() != torch.float32:
+        torch.set_default_dtype(torch.float32)
+    for kind in cpu_precisions:
+        if kind.fp32_precision not in ("none", "ieee"):
+            kind.fp32_precision = "none"
+    if flushing_now():
+        torch.set_flush_denormal(False)
+    try:
+        yield
+    finally:
+        for (read, write), value in zip(settings, found, strict=True):
+            if not _same(read(), value):
+                write(value)
+
+
+def _set_cudnn(deterministic: bool, benchmark: bool) -> None:
+    import torch
+
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = deterministic, benchmark
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two readings of a setting are equal (generator states: tensors, arrays, tuples of them)."""
+    import numpy as np
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, tuple | list):
+        return isinstance(b, tuple | list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return bool(a == b)
