@@ -30,6 +30,7 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     import torch
 
     from rlrun import seeding
+    from rlrun.arithmetic import revision
     from rlrun.spec.spaces import check_action_space
 
     check_action_space(spec.agent.algorithm, action_space, spec.env.id)
@@ -38,7 +39,8 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     stacking = {"frame_stack": spec.env.frame_stack} if getattr(spec.agent, "memory", None) is not None else {}
     agent: Agent = agent_class(spec.agent.algorithm)(
         spec.agent, obs_space, action_space, seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs,
-        max_frame=spec.meta.max_frame, device=torch.device(device), arithmetic=spec.meta.arithmetic, **stacking,
+        max_frame=spec.meta.max_frame, device=torch.device(device), arithmetic=revision(spec.meta.arithmetic),
+        **stacking,
     )
     return agent
 

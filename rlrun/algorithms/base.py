@@ -18,8 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import ARITHMETIC, NetworkSpec
+from rlrun.spec import NetworkSpec
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,10 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
 
 
 def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0,
-            arithmetic: int = ARITHMETIC) -> nn.Module:
+            arithmetic: Arithmetic = NEWEST) -> nn.Module:
     """The spec's network from observations to `outputs` values: an `mlp`, a `NatureCNN` and a
     linear head, or the user's own (`user_network`, which initialises its own output layer);
-    `arithmetic`: the run's revision (`MetaSpec.arithmetic`), which the `NatureCNN` computes with."""
+    `arithmetic`: the run's revision's flags (`rlrun.arithmetic`), which the `NatureCNN` computes with."""
     if spec.user:
         from rlrun.algorithms import user_network
 
@@ -142,17 +143,18 @@ class NatureCNN(nn.Module):
     by 1/255 here, so memories and rollouts keep them as bytes. Flattened rows (a replay memory's)
     are put back in shape first.
 
-    From arithmetic revision 2 (`arithmetic`, the run's `MetaSpec.arithmetic`) it computes the same
-    functions rounded differently, in less time: the 1/255 is folded into the first convolution's
-    weights (`ScalingConv2d`: no pass over every frame's floats), and acting's dense layers read
-    their weights transposed (`TransposedWeights`). Revision 1 keeps the bits it always had.
+    The run's arithmetic (`arithmetic`, flags of `MetaSpec.arithmetic`'s revision) may compute the
+    same functions rounded differently, in less time: the 1/255 folded into the first convolution's
+    weights (`cnn_scaling_in_weights`, `ScalingConv2d`: no pass over every frame's floats), and
+    acting's dense layers reading their weights transposed (`cnn_acts_transposed`,
+    `TransposedWeights`). Revision 1 keeps the bits it always had.
     """
 
-    def __init__(self, obs_space: Any, spec: NetworkSpec, *, arithmetic: int = ARITHMETIC) -> None:
+    def __init__(self, obs_space: Any, spec: NetworkSpec, *, arithmetic: Arithmetic = NEWEST) -> None:
         super().__init__()
         self.obs_shape, (channels, height, width) = tuple(obs_space.shape), _image_layout(obs_space)
         self.colour = len(self.obs_shape) >= 3 and self.obs_shape[-1] == 3
-        self.folded = arithmetic >= 2
+        self.folded = arithmetic.cnn_scaling_in_weights
         """The frames' 1/255 is the first convolution's (`ScalingConv2d`), not `scaled`'s."""
         gain = float(np.sqrt(2))
         first = ScalingConv2d if self.folded else nn.Conv2d
@@ -173,15 +175,15 @@ class NatureCNN(nn.Module):
         self.dense = nn.Sequential(*layers)
         self.width = width
         """Features out, what the heads take."""
-        self.acting_dense = TransposedWeights(self.dense) if arithmetic >= 2 else None
-        """How `act` runs the dense layers: with their weights transposed (revision 2), or as learning does."""
+        self.acting_dense = TransposedWeights(self.dense) if arithmetic.cnn_acts_transposed else None
+        """How `act` runs the dense layers: with their weights transposed, or as learning does."""
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.of_scaled(self.scaled(obs))
 
     def scaled(self, obs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Observations as the convolutions read them: floats scaled to [0, 1] (revision 1; from
-        revision 2 left in [0, 255], the first convolution scales its weights instead), channels
+        """Observations as the convolutions read them: floats scaled to [0, 1] (or left in [0, 255]
+        when the first convolution scales its weights instead: `folded`), channels
         first in shape and last in memory (oneDNN's layout). Into `out` if given (a float32 buffer of that
         shape and layout, which a learner keeps: the same values, without a fresh allocation's
         page faults each minibatch), else a new tensor."""
@@ -218,17 +220,17 @@ class NatureCNN(nn.Module):
 
 
 class ScalingConv2d(nn.Conv2d):
-    """The first convolution of a `NatureCNN` that takes frames in [0, 255] (arithmetic revision 2):
+    """The first convolution of a `NatureCNN` that takes frames in [0, 255] (`cnn_scaling_in_weights`):
     its weights times 1/255, so the frames' floats need no scaling pass of their own (a pass over
     a PPO minibatch's 29 MB of floats; the weights are 8k numbers). The same parameters, under the
-    same names, as the `nn.Conv2d` of revision 1, which scales the frames instead."""
+    same names, as the `nn.Conv2d` that scales the frames instead."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(x, self.weight * (1.0 / 255.0), self.bias)
 
 
 class TransposedWeights:
-    """Dense layers as acting runs them (arithmetic revision 2): each weight read from a transposed
+    """Dense layers as acting runs them (`cnn_acts_transposed`): each weight read from a transposed
     copy, which the matrix product takes in its faster order (on a handful of frames, 0.3 ms for a
     512-unit layer on Breakout's features against 0.7 ms: a fifth of acting). A copy is made again
     whenever its weight changed since (an optimiser's step or `load_state_dict`, in place: its

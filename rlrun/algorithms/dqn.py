@@ -31,8 +31,8 @@ from rlrun.algorithms.base import (
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace
 from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
+from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock, crossed
-from rlrun.spec import ARITHMETIC
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
@@ -54,10 +54,10 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: int = ARITHMETIC) -> None:
+                 arithmetic: Arithmetic = NEWEST) -> None:
         assert isinstance(action_space, spaces.Discrete)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
-        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
+        self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.actions = int(action_space.n)
         self.q = network(obs_space, self.actions, config.network, arithmetic=arithmetic).to(device)
         self.fast_q = Fast(self.q)

@@ -32,8 +32,9 @@ from rlrun.algorithms.base import network as make_network
 from rlrun.algorithms.distributions import Policy, policy_for
 from rlrun.algorithms.hand_actor_critic import HandActorCritic
 from rlrun.algorithms.optim import make_optimizer
+from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import ARITHMETIC, NetworkSpec
+from rlrun.spec import NetworkSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -41,7 +42,7 @@ _LOG_2PI = math.log(2 * math.pi)
 
 class ActorCritic(nn.Module):
     def __init__(self, obs_space: spaces.Space, action_space: spaces.Space, network: NetworkSpec,
-                 log_std_init: float, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
+                 log_std_init: float, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
         self.policy: Policy | None = None if self.continuous else policy_for(action_space)
@@ -218,9 +219,9 @@ class OnPolicyAgent:
     config: OnPolicyConfig
 
     def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
-        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
+        self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
         self.hand = HandActorCritic(self.model) if HandActorCritic.fits(self.model) else None
         """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd."""

@@ -16,8 +16,8 @@ from gymnasium import spaces
 from rlrun.algorithms.base import Fast, Step, explained_variance, mlp_or_user
 from rlrun.algorithms.distributions import policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import ARITHMETIC
 from rlrun.spec.agents.reinforce import Config
 
 
@@ -27,9 +27,9 @@ class Agent:
     HEADLINE = "entropy"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: int = ARITHMETIC) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
         self.config, self.max_frame, self.device = config, max_frame, device
-        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
+        self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces
         self.policy = mlp_or_user(obs_space, self.distribution.outputs, config.network, output_gain=0.01).to(device)
         self.fast_policy = Fast(self.policy)

@@ -35,8 +35,9 @@ from rlrun.algorithms.base import (
 from rlrun.algorithms.hand_mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
+from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import ARITHMETIC, NetworkSpec
+from rlrun.spec import NetworkSpec
 from rlrun.spec.agents.sac import Config
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -181,10 +182,10 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: int = ARITHMETIC) -> None:
+                 arithmetic: Arithmetic = NEWEST) -> None:
         assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
-        self.arithmetic = arithmetic  # the run's revision of the learning arithmetic (MetaSpec.arithmetic)
+        self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
@@ -249,9 +250,9 @@ class Agent:
         return Metrics(lambda: {**_step_stats(steps, self._learning_arithmetic), "lr": lr})
 
     def _learning_arithmetic(self) -> AbstractContextManager[None]:
-        """From arithmetic revision 2 (`MetaSpec.arithmetic`), SAC learns with subnormal floats
+        """With the run's arithmetic's `sac_flushes_subnormals`, SAC learns with subnormal floats
         flushed, as DQN always has: Adam's moments of dead ReLU units decay through them."""
-        return flushing_subnormals(self.device, flush=self.arithmetic >= 2)
+        return flushing_subnormals(self.device, flush=self.arithmetic.sac_flushes_subnormals)
 
     def _gradient_step(self, clock: Clock) -> StepTensors:
         """One gradient step of the critics, the actor and the temperature; returns the tensors its
@@ -346,11 +347,11 @@ class HandSAC:
     def fits(critic: Critic) -> bool:
         return HandMLP.fits(critic.q1) and HandMLP.fits(critic.q2)
 
-    def __init__(self, actor: Actor, critic: Critic, critic_target: Critic, *, arithmetic: int) -> None:
-        """From `arithmetic` revision 2 (`MetaSpec.arithmetic`), products with a narrow side are
-        formed the faster way round (`HandMLP`'s `narrow`): the same update, rounded differently.
-        From revision 3, the wide products take bfloat16 operands (`HandMLP`'s `bf16`)."""
-        kinds = {"narrow": arithmetic >= 2, "bf16": arithmetic >= 3}
+    def __init__(self, actor: Actor, critic: Critic, critic_target: Critic, *, arithmetic: Arithmetic) -> None:
+        """`arithmetic`'s `narrow_products_wide_first`: products with a narrow side are formed the
+        faster way round (`HandMLP`'s `narrow`), the same update rounded differently; its
+        `bf16_wide_products`: the wide products take bfloat16 operands (`HandMLP`'s `bf16`)."""
+        kinds = {"narrow": arithmetic.narrow_products_wide_first, "bf16": arithmetic.bf16_wide_products}
         self.actor = HandMLP(actor.body, **kinds)
         self.critics = (HandMLP(critic.q1, **kinds), HandMLP(critic.q2, **kinds))
         self.targets = (HandMLP(critic_target.q1, **kinds), HandMLP(critic_target.q2, **kinds))

@@ -336,18 +336,11 @@ class MetaSpec(Strict):
     """Which revision of rlrun's learning arithmetic the run trains with; structural, recorded with
     the run. A faster way of computing the same update that rounds differently is a new revision, so
     a run keeps the bits it started with on any later rlrun: a spec recorded before this setting
-    existed trained with 1, and resumes with 1. 1: the arithmetic of every run recorded before the setting existed.
-    2: SAC learns with subnormal floats flushed to zero, as DQN always has (Adam's
-    moments of a dead ReLU unit decay through the subnormal range, where x86 cores take a slow path
-    for each number; a moment of 1e-40 becomes 0), and forms its products with a narrow side (a
-    first layer's few inputs, a last layer's few outputs) the other way round, wide side first,
-    where the math library is several times faster; a `nature_cnn` network folds the frames' 1/255
-    into its first convolution's weights and acts through transposed copies of its dense weights.
-    3 (the default): SAC's products of its layers wide on both sides (more than 8 inputs and
-    outputs: the 256-to-256 layers, and a first layer of many inputs), forward and backward, take
-    bfloat16 operands and sum in float32 (through oneDNN on a CPU with AVX-512, fast with AMX or
-    AVX-512 BF16; a CPU without AVX-512 keeps float32 products there, and so does a GPU). `--fork`
-    may move a run to another revision."""
+    existed trained with 1, and resumes with 1. What each revision changes is the table of
+    `rlrun.arithmetic` (docs/explanation/arithmetic-revisions.md): 1, every run recorded before the
+    setting existed; 2, SAC learns with subnormals flushed and forms its narrow products the faster
+    way round, a `nature_cnn` folds its frames' 1/255 into its weights; 3 (the default), SAC's wide
+    products take bfloat16 operands on a CPU with AVX-512. `--fork` may move a run to another revision."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,

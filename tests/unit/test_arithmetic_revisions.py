@@ -62,3 +62,28 @@ def test_a_search_recorded_before_the_setting_keeps_revision_1_for_its_trials_ye
                           json.dumps(space), json.dumps(Settings(trials=3).to_json()), "crashed", None, None, None,
                           None, 0.0, None)
     assert recorded_plan(record).spec.meta.arithmetic == 1
+
+
+def test_the_documented_table_is_the_table_of_flags() -> None:
+    """docs/explanation/arithmetic-revisions.md shows `rlrun.arithmetic.REVISIONS` row by row."""
+    from pathlib import Path
+
+    from rlrun.arithmetic import REVISIONS, introduced
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "explanation" / "arithmetic-revisions.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+    assert rows == [f"| {n} | {', '.join(f'`{f}`' for f in introduced(n)) or '(none)'} | {a.changes} |"
+                    for n, a in REVISIONS.items()]
+    assert max(REVISIONS) == ARITHMETIC and all(introduced(n) for n in REVISIONS if n > 1)
+
+
+def test_code_reads_flags_never_revision_numbers() -> None:
+    """No module compares a revision number (`arithmetic >= 2`): each asks its flag."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "rlrun"
+    compared = re.compile(r"arithmetic\s*(>=|<=|==|!=|>|<)\s*\d|\d\s*(>=|<=|==|!=|>|<)\s*\S*arithmetic\b")
+    found = [f"{path.relative_to(root)}:{n}" for path in root.rglob("*.py")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if compared.search(line)]
+    assert found == []

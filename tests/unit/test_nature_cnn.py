@@ -22,6 +22,7 @@ from rlrun.algorithms.base import (
 )
 from rlrun.algorithms.onpolicy import OnPolicyAgent
 from rlrun.algorithms.optim import make_optimizer
+from rlrun.arithmetic import revision
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, OptimizerSpec, load_spec
 from rlrun.spec.schedules import Constant
@@ -99,7 +100,7 @@ def test_the_fast_layouts_change_no_bit() -> None:
     """In-place ReLUs, the last one after Flatten's row-major copy, give the outputs and gradients
     of the plain ReLU → Flatten order over the same convolutions, bit for bit (arithmetic revision 1)."""
     torch.manual_seed(0)
-    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]), arithmetic=1)
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn", hidden=[32]), arithmetic=revision(1))
     frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
     conv1, conv2, conv3 = (net.convolutions[i] for i in (0, 2, 4))
 
@@ -209,7 +210,7 @@ def test_acting_features_are_the_forward_pass_bit_for_bit() -> None:
     plain forward pass (autograd on, the frames converted and transposed in one pass), in
     arithmetic revision 1."""
     torch.manual_seed(0)
-    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn"), arithmetic=1)
+    net = NatureCNN(FRAMES, NetworkSpec(kind="nature_cnn"), arithmetic=revision(1))
     frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
     scaled = frames.to(dtype=torch.float32, memory_format=torch.channels_last) * (1.0 / 255.0)
     plain = net.dense(net.convolutions(scaled))
@@ -229,7 +230,7 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
     nets = []
     for arithmetic in (1, 2):
         torch.manual_seed(0)
-        nets.append(NatureCNN(FRAMES, spec, arithmetic=arithmetic))
+        nets.append(NatureCNN(FRAMES, spec, arithmetic=revision(arithmetic)))
     old, new = nets
     assert (type(old.convolutions[0]), type(new.convolutions[0])) == (nn.Conv2d, ScalingConv2d)
     assert old.acting_dense is None and isinstance(new.acting_dense, TransposedWeights)
@@ -257,10 +258,10 @@ def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> N
     spec, frames = NetworkSpec(kind="nature_cnn", hidden=[32, 16]), torch.randint(0, 256, (3, 4, 84, 84),
                                                                                     dtype=torch.uint8)
     torch.manual_seed(0)
-    net, other = NatureCNN(FRAMES, spec, arithmetic=2), NatureCNN(FRAMES, spec, arithmetic=2)
+    net, other = NatureCNN(FRAMES, spec, arithmetic=revision(2)), NatureCNN(FRAMES, spec, arithmetic=revision(2))
 
     def fresh_act() -> torch.Tensor:  # a network that never acted before: copies made now
-        again = NatureCNN(FRAMES, spec, arithmetic=2)
+        again = NatureCNN(FRAMES, spec, arithmetic=revision(2))
         again.load_state_dict(net.state_dict())
         return again.act(frames)
 

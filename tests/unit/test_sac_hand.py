@@ -16,6 +16,7 @@ from rlrun.algorithms import sac
 from rlrun.algorithms.base import Step, mlp
 from rlrun.algorithms.hand_mlp import FLOAT32_PRODUCTS, HandMLP, Workspace
 from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed, temperature_gradient
+from rlrun.arithmetic import revision
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
@@ -121,7 +122,7 @@ def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand:
     env = gym.make("Pendulum-v1")
     torch.manual_seed(0)  # the networks' initial weights
     agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
-                  device=torch.device("cpu"), arithmetic=arithmetic)
+                  device=torch.device("cpu"), arithmetic=revision(arithmetic))
     assert agent.hand is not None  # a built-in MLP takes the hand path
     if prepare is not None:
         prepare(agent)
