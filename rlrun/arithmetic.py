@@ -38,6 +38,12 @@ class Arithmetic:
     cnn_acts_transposed: bool = False
     """A `nature_cnn` network acts through transposed copies of its dense weights (`TransposedWeights`)."""
 
+    def kernel_is_autograd(self, algorithm: str) -> bool:
+        """Whether `algorithm`'s kernels (`rlrun.algorithms.kernels`) compute autograd's bits under
+        this revision, so that `meta.kernels` changes nothing: every one does but SAC's once its
+        products round another way (`narrow_products_wide_first`, `bf16_wide_products`)."""
+        return algorithm != "sac" or not (self.narrow_products_wide_first or self.bf16_wide_products)
+
 
 _ONE = Arithmetic(1, "the arithmetic of every run recorded before the setting existed")
 _TWO = Arithmetic(

@@ -40,7 +40,7 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     agent: Agent = agent_class(spec.agent.algorithm)(
         spec.agent, obs_space, action_space, seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs,
         max_frame=spec.meta.max_frame, device=torch.device(device), arithmetic=revision(spec.meta.arithmetic),
-        **stacking,
+        kernels=spec.meta.kernels, **stacking,
     )
     return agent
 

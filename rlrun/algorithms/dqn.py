@@ -54,7 +54,7 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: Arithmetic = NEWEST) -> None:
+                 arithmetic: Arithmetic = NEWEST, kernels: str = "auto") -> None:
         assert isinstance(action_space, spaces.Discrete)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
@@ -63,7 +63,8 @@ class Agent:
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)
-        hand = HandMLP.fits(self.q)  # a built-in MLP: the networks' passes by hand, else torch's
+        # a built-in MLP: the networks' passes by hand, else torch's (`kernels`: the spec's `meta.kernels`)
+        hand = kernels == "auto" and HandMLP.fits(self.q)
         self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
         self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
         self.one = torch.ones((), device=device)

@@ -219,12 +219,15 @@ class OnPolicyAgent:
     config: OnPolicyConfig
 
     def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST,
+                 kernels: str = "auto") -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
-        self.hand = HandActorCritic(self.model) if HandActorCritic.fits(self.model) else None
-        """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd."""
+        self.hand = HandActorCritic(self.model) if kernels == "auto" and HandActorCritic.fits(self.model) \
+            else None
+        """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd
+        (`kernels`: the spec's `meta.kernels`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.obs_layout = ObsLayout.of(obs_space, config.network)

@@ -27,7 +27,8 @@ class Agent:
     HEADLINE = "entropy"
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
+                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST,
+                 kernels: str = "auto") -> None:
         self.config, self.max_frame, self.device = config, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces

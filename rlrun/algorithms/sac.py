@@ -182,7 +182,7 @@ class Agent:
 
     def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: Arithmetic = NEWEST) -> None:
+                 arithmetic: Arithmetic = NEWEST, kernels: str = "auto") -> None:
         assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
@@ -196,7 +196,7 @@ class Agent:
         self.target_update = TargetUpdate(self.critic_target, self.critic)
         # built-in MLPs (always, unless a user's network is ever allowed here): passes by hand
         self.hand = (HandSAC(self.actor, self.critic, self.critic_target, arithmetic=arithmetic)
-                     if HandSAC.fits(self.critic) else None)
+                     if kernels == "auto" and HandSAC.fits(self.critic) else None)
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))

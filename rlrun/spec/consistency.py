@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from rlrun.arithmetic import revision
 from rlrun.errors import EditRefused
 from rlrun.spec import Spec
 from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
@@ -113,6 +114,8 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
         return Change(path, before, after, "record-only", True, "only changes what is recorded")
     if path in PLACEMENT:
         return Change(path, before, after, "placement", True, "where it learns; on another device it is not exact")
+    if path == "meta.kernels":
+        return _kernels_change(before, after, old, new)
     a, b = flatten(old).get(path), flatten(new).get(path)
     if isinstance(a, _ScheduleBase) and isinstance(b, _ScheduleBase):
         where = first_difference(a, old.meta.max_frame, b, new.meta.max_frame, frame)
@@ -124,6 +127,18 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
     if path in WHOLE:
         return Change(path, before, after, "structural", False, WHOLE[path])
     return Change(path, before, after, "structural", False, "structural: it shaped everything trained so far")
+
+
+def _kernels_change(before: Any, after: Any, old: Spec, new: Spec) -> Change:
+    """`meta.kernels` changes no bit where the run's kernels compute autograd's (record-only then),
+    and is structural where one rounds differently."""
+    algorithm = new.agent.algorithm
+    if all(revision(spec.meta.arithmetic).kernel_is_autograd(spec.agent.algorithm) for spec in (old, new)):
+        return Change("meta.kernels", before, after, "record-only", True,
+                      f"{algorithm}'s kernels compute autograd's bits: the same run either way")
+    return Change("meta.kernels", before, after, "structural", False,
+                  f"structural: {algorithm}'s kernel at arithmetic {new.meta.arithmetic} rounds differently"
+                  " from autograd (--fork may switch it)")
 
 
 def _budget_change(old: Spec, new: Spec, frame: int) -> Change:
