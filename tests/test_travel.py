@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Result, builtin_for, heavy_modules, invoke
+from helpers import Result, builtin_for, environment, heavy_modules, invoke
 from same_run import assert_same_run, final_state, reference_state, resume_ok, train
 
 from rlrun.home import bundle
@@ -221,3 +221,19 @@ def test_a_run_of_a_home_in_object_storage_pushes_whole(pushed: Path, s3_bucket:
 def _bundled_run(path: Path) -> str:
     with tarfile.open(path) as tar:
         return str(json.loads(tar.extractfile(bundle.MANIFEST).read())["run"]["id"])  # type: ignore[union-attr]
+
+
+def test_a_run_pulled_into_a_home_in_object_storage_is_in_the_store(pushed: Path, s3_bucket: str,
+                                                                    tmp_path: Path) -> None:  # fmt: skip
+    """Into a home in object storage: every snapshot and file goes to the store before the registry hears of it."""
+    import shutil
+
+    from helpers import store_home
+    from same_run import assert_snapshots_sound
+
+    home = store_home(f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/runs", tmp_path / "store")
+    done = invoke(home, "pull", str(pushed), "--json")
+    assert done.code == 0, done.stderr
+    shutil.rmtree(home / done.json()["run"]["id"])  # what follows reads the store
+    with environment(home):
+        assert_snapshots_sound(home)

@@ -19,11 +19,13 @@ a bundle is unpickled by `pull`: it reads JSON and copies bytes (a snapshot's st
 is read, by the snapshot module, as for any run).
 
 `pull` reads the tar as a stream, once: the manifest first (a run the home already has is refused
-before anything more is read), then each file, written into a folder of its own inside the home
-(`.pull-*`) and checked against the manifest as it arrives; then every snapshot against its own
-MANIFEST.json, as `rlrun import` checks a run folder (`rlrun.home.maintenance`), which then moves the
-folder into place (a rename) and registers the run, last. A bundle that is tampered with, truncated,
-or holds anything the manifest does not list is refused (BadInput, exit 2) and leaves nothing.
+before anything more is read), then each file, written into a folder of its own beside the home's
+run folders (`.pull-*`; beside the working copy of a home in object storage) and checked against the
+manifest as it arrives; then every snapshot against its own MANIFEST.json, as `rlrun import` checks
+a run folder (`rlrun.home.maintenance`), which then moves the folder into place (a rename), uploads
+it to the store where the home is one, and registers the run, last. A bundle that is tampered with,
+truncated, or holds anything the manifest does not list is refused (BadInput, exit 2) and leaves
+nothing.
 
 Only JSON and file operations: neither torch nor Gymnasium is imported.
 """
@@ -273,7 +275,9 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
                                    f" (`rlrun show {run_id}`; to keep both, pull into another --home)")
             made = [folder for folder in (root, *root.parents) if not folder.exists()]
             root.mkdir(parents=True, exist_ok=True)
-            staging = root / f"{_STAGING}{uuid.uuid4().hex[:12]}"
+            # Beside the run folders, so that moving the run in is a rename; outside a store's working
+            # copy, whose run folders are read from the store (the files are not there yet).
+            staging = (root if storage.mirror_of(root) is None else root.parent) / f"{_STAGING}{uuid.uuid4().hex[:12]}"
             try:
                 _extract(tar, members, manifest, staging, source)
                 with Registry.open(root, create=False) as registry:  # the checks `rlrun import` makes
