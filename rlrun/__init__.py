@@ -23,6 +23,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from rlrun.catalog import export_metrics, list_runs, list_searches, lookup, lookup_search, plot_data
+    from rlrun.datasets import record
+    from rlrun.home.bundle import pull, push
     from rlrun.home.maintenance import plan_removal, remove
     from rlrun.policy import load_policy
     from rlrun.refs import RunFilter
@@ -33,14 +35,15 @@ if TYPE_CHECKING:
 
 __all__ = ["RunFilter", "Spec", "TrainResult", "__version__", "export_metrics", "list_runs", "list_searches",
            "load_policy", "load_spec", "lookup", "lookup_search", "metrics", "plan_removal", "plan_search", "plot_data",
-           "remove", "resume", "resume_search", "run_search", "train"]
+           "pull", "push", "record", "remove", "resume", "resume_search", "run_search", "train"]
 
 _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
          "TrainResult": "rlrun.training", "metrics": "rlrun.session.metrics_log", "plan_search": "rlrun.search",
          "run_search": "rlrun.search", "resume_search": "rlrun.search", "RunFilter": "rlrun.refs",
          **dict.fromkeys(("list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data"),
                          "rlrun.catalog"),
-         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance", "load_policy": "rlrun.policy"}
+         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance", "load_policy": "rlrun.policy",
+         "push": "rlrun.home.bundle", "pull": "rlrun.home.bundle", "record": "rlrun.datasets"}
 
 
 def __getattr__(name: str) -> Any:

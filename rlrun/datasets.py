@@ -26,7 +26,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from rlrun import __version__
+from rlrun import __version__, seeding
 from rlrun.errors import BadInput, install_hint
 from rlrun.refs import RunFilter, RunRef
 
@@ -71,8 +71,9 @@ def record(reference: RunRef | str = "latest", filters: RunFilter | None = None,
         "session": target.session.index,
         "checkpoint": {"frame": target.checkpoint.frame, "kind": target.checkpoint.kind,
                        "sha256": target.checkpoint.sha256},
-        "spec": json.loads(target.spec_json), "seed": chosen, "episode_seeds": _episode_seeds(chosen, episodes),
-        "stochastic": stochastic, "rlrun_version": __version__,
+        "spec": json.loads(target.spec_json), "seed": chosen,
+        "episode_seeds": seeding.enjoy_episode_seeds(chosen, episodes), "stochastic": stochastic,
+        "rlrun_version": __version__,
     }  # fmt: skip
     returns, steps, path = _collect(minari, located.root, target, dataset_id, metadata)
     return Recorded(dataset_id, path, episodes, steps, returns, metadata)
@@ -99,13 +100,6 @@ def _check_dataset_id(dataset_id: str) -> None:
     if where.exists():
         raise BadInput(f"--minari {dataset_id}: a dataset with this id already exists ({where}); choose another"
                        " name or version (-v1), or delete it (`minari delete`)")  # fmt: skip
-
-
-def _episode_seeds(seed: int, episodes: int) -> list[int]:
-    """The episodes' seeds, as `rlrun enjoy --seed` derives them."""
-    from rlrun import seeding
-
-    return [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
 
 
 def _collect(minari: Any, root: Path, target: Any, dataset_id: str,

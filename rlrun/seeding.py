@@ -30,3 +30,8 @@ def derive(seed: int, stream: int, *path: int) -> int:
     """A 31-bit seed for `stream` (and an optional path below it) of the session seeded `seed`."""
     entropy = [seed, stream, *path]
     return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint32)[0] >> 1)
+
+
+def enjoy_episode_seeds(seed: int, episodes: int) -> list[int]:
+    """The seeds of the episodes `rlrun enjoy --seed SEED` plays (and `rlrun record` records)."""
+    return [derive(seed, ENJOY, k) for k in range(episodes)]

@@ -250,7 +250,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
-        seeds = [seeding.derive(seed, seeding.ENJOY, k) for k in range(episodes)]
+        seeds = seeding.enjoy_episode_seeds(seed, episodes)
         played = play(acting.agent, env, seeds, deterministic=not stochastic, on_frame=writer,
                       normalizer=acting.normalizer)
     finally:
