@@ -85,7 +85,7 @@ def plot(
     say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
-@app.command(short_help="Export runs' metrics as CSV, or a policy as ONNX.")
+@app.command(short_help="Write runs' metrics as CSV, a policy as ONNX.")
 def export(
     references: Annotated[list[str] | None, references_argument(
         "the runs to export (default: latest); with --onnx one run, /sK and @best, @latest or @5M allowed.")] = None,
