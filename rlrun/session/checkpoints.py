@@ -134,12 +134,12 @@ class Checkpoints:
         if self.store is None:
             return
         session = self.session
-        jobs = [metrics_log.upload_job(session.metrics.path)]
+        jobs = [(session.metrics.path.name, metrics_log.upload_job(session.metrics.path))]
         if session.tensorboard is not None:
             jobs += session.tensorboard.upload_jobs()
-        for job in jobs:
+        for name, job in jobs:
             if job is not None:
-                self.store.submit(job)
+                self.store.submit_newest(name, job)
 
     def settle(self) -> None:
         """Wait for every upload, recording each snapshot once complete, oldest first."""
@@ -191,25 +191,38 @@ class Checkpoints:
 
     def _publish(self, prepared: snapshot.Prepared, frame: int, kind: str) -> None:
         """Record a complete snapshot: at once in a local home; in object storage once uploaded,
-        while training goes on (it waits here only when `uploads.in_flight()` are uploading)."""
+        while training goes on. With `uploads.in_flight()` already uploading (a slow or hung
+        store), the oldest periodic one whose upload has not started is dropped (a newer one holds
+        more of the run); training waits only when none can be (every one a best snapshot)."""
         upload = _Upload(prepared, kind, frame)
         self.last_frame = frame
         if self.store is None:
             self._record_snapshot(upload)
             return
-        while len(self.uploading) >= uploads.in_flight():
+        while len(self.uploading) >= uploads.in_flight() and not self._drop_one():
             self._record_oldest()
-        before = self.uploading[-1] if self.uploading else None
+        earlier = [u.recorded for u in self.uploading]
 
-        def upload_after_the_one_before() -> None:
-            if before is not None:
-                before.recorded.wait()
+        def upload_in_turn() -> None:
+            for event in earlier:  # each one before recorded (or dropped): at most one is complete and unrecorded
+                event.wait()
             if not self._closed:
                 prepared.upload()
 
-        upload.done = self.store.submit(upload_after_the_one_before, watched=False)
+        upload.done = self.store.submit(upload_in_turn, watched=False)
         self.uploading.append(upload)
         self._newest = prepared
+
+    def _drop_one(self) -> bool:
+        """Drop the oldest snapshot uploading that is only periodic and whose upload has not
+        started; False when there is none."""
+        for upload in self.uploading:
+            if upload.kind == "periodic" and upload.done.cancel():
+                self.uploading.remove(upload)
+                upload.prepared.discard()
+                upload.recorded.set()
+                return True
+        return False
 
     def _record_oldest(self) -> None:
         """Wait for the oldest snapshot uploading, then record it."""

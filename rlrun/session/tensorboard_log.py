@@ -58,20 +58,20 @@ class Mirror:
     def close(self) -> None:
         self.writer.close()
 
-    def upload_jobs(self) -> list[Callable[[], None]]:
+    def upload_jobs(self) -> list[tuple[str, Callable[[], None]]]:
         """Jobs that put each event file that grew since the last call, as it is now (flushed), in
-        the store of a home in object storage (none in a local home)."""
+        the store of a home in object storage (none in a local home), each with its file's name."""
         mirror = storage.mirror_of(self.folder)
         if mirror is None:
             return []
-        jobs: list[Callable[[], None]] = []
+        jobs: list[tuple[str, Callable[[], None]]] = []
         for file in sorted(self.folder.glob("events.out.tfevents.*")):
             size = file.stat().st_size
             if self._put.get(file.name) == size:
                 continue
             data, key = file.read_bytes(), mirror.key(file)
             self._put[file.name] = len(data)
-            jobs.append(lambda data=data, key=key: mirror.put_bytes(key, data))  # type: ignore[misc]
+            jobs.append((f"{DIR_NAME}/{file.name}", lambda data=data, key=key: mirror.put_bytes(key, data)))  # type: ignore[misc]
         return jobs
 
 

@@ -49,6 +49,7 @@ class Uploads:
         self._queue: queue.SimpleQueue[tuple[Job, Future[object]] | None] = queue.SimpleQueue()
         self._jobs: deque[Future[object]] = deque()
         self._closed = False
+        self._newest: dict[str, Job] = {}
         self._thread = threading.Thread(target=self._work, name="rlrun-upload", daemon=True)
         self._thread.start()
 
@@ -60,6 +61,24 @@ class Uploads:
         if watched:
             self._jobs.append(done)
         return done
+
+    def submit_newest(self, name: str, job: Job) -> None:
+        """Hand over `job`, the newest copy of the file `name` (a log as it stands now): run in
+        its turn, it puts the newest copy handed over by then, and a copy already superseded is
+        never put (a store that does not answer holds one copy of each file here, not one per
+        snapshot)."""
+        self._newest[name] = job
+        taken: list[Job] = []  # kept across the tries of a store that does not answer
+
+        def put_newest() -> object:
+            if not taken:
+                newest = self._newest.pop(name, None)
+                if newest is None:
+                    return None
+                taken.append(newest)
+            return taken[0]()
+
+        self.submit(put_newest)
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
