@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import zygote
-from helpers import cli_env, fast, rlrun
+from helpers import cli_env, fast, invoke, rlrun
 from same_run import CADENCE, assert_same_run, final_state, train, wait_for
 
 from rlrun.registry import Registry
@@ -41,14 +41,15 @@ CASES: dict[str, tuple[str, list[str], str]] = {
 }
 
 
-IN_A_PROCESS: dict[str, str] = {}
-"""Every command here runs as a process of its own: the user's envs register in its start-up
-(tests/usernets/sitecustomize.py, found through PYTHONPATH), which this process never ran."""
-
-
 @pytest.fixture(autouse=True)
 def _user_code_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's code importable in every process a test starts (PYTHONPATH: its `sitecustomize`
+    registers the envs as the process starts) and in this one, where the uninterrupted runs train
+    through the Python API (`same_run.train`: no signal is under test there), as a notebook that
+    imported its envs would."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(USERNETS), os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(USERNETS))
+    import my_envs  # noqa: F401  # registers the envs here (once: it skips ids already registered)
 
 
 def interrupted(home: Path, spec: str, settings: list[str], how: str, tmp_path: Path) -> None:
@@ -78,7 +79,8 @@ def _cadence(spec: str) -> list[str]:
 def test_interrupted_then_resumed_is_the_uninterrupted_run(case: str, tmp_path: Path) -> None:
     spec, settings, how = CASES[case]
     straight = tmp_path / "straight"
-    done = train(straight, spec, *settings, "--frames", BUDGET, env=IN_A_PROCESS)
+    # In this process (the Python API): only the interruption and the resume need processes of their own.
+    done = train(straight, spec, *settings, "--frames", BUDGET)
     assert done.code == 0, done.stderr
     home = tmp_path / "interrupted"
     interrupted(home, spec, settings, how, tmp_path)
@@ -93,7 +95,7 @@ def test_interrupted_then_resumed_is_the_uninterrupted_run(case: str, tmp_path: 
 def test_a_user_network_run_is_enjoyed_and_keeps_its_network(tmp_path: Path) -> None:
     spec, settings, _ = CASES["ppo-user-network"]
     home = tmp_path / "runs"
-    done = train(home, spec, *settings, "--frames", "1000", env=IN_A_PROCESS)
+    done = train(home, spec, *settings, "--frames", "1000")
     assert done.code == 0, done.stderr
     saved = _newest_snapshot(home)
     policy = saved.tensors["agent"]["model"]
@@ -104,7 +106,7 @@ def test_a_user_network_run_is_enjoyed_and_keeps_its_network(tmp_path: Path) -> 
     assert played.code == 0, played.stderr
     assert len(played.json()["episodes"]) == 2
 
-    refused = rlrun(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
+    refused = invoke(home, "resume", "latest", "--more", "1k", "--set", "agent.network.kwargs.width=8")
     assert refused.code == 2 and "agent.network.kwargs" in refused.stderr, refused.stderr
 
 
