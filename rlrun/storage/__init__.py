@@ -287,6 +287,7 @@ def _filesystem(url: str) -> tuple[Any, str]:
         fs, root = url_to_fs(url, use_listings_cache=False, skip_instance_cache=True, **_timeouts(extra))
         if extra == "s3":
             fs.retries = 1  # s3fs's own retries on top of botocore's (5 by default): botocore's 2 are enough
+        _own_random_stream()
     except ImportError:
         fix = f"install it: {install_hint(extra)}" if extra else "install the fsspec package that handles it"
         raise BadInput(f"--home {url}: the library for {scheme}:// is not installed; {fix}") from None
@@ -296,13 +297,37 @@ def _filesystem(url: str) -> tuple[Any, str]:
     return fs, root.rstrip("/")
 
 
+_LIBRARIES_DRAWING_RANDOM = ("botocore.retryhandler", "botocore.utils", "aiohttp.connector")
+"""Modules of the stores' libraries that draw from Python's global `random` stream when called (retry
+jitter, the order waiting connections are served in). botocore's "standard" retry mode binds the
+global stream when it is imported, so S3 homes use its "legacy" mode (`_timeouts`)."""
+
+
+def _own_random_stream() -> None:
+    """Give the stores' libraries a `random` stream of their own. A training's snapshots record
+    Python's global stream, and these libraries draw from it on background threads (the session's
+    uploader) at moments the network decides: a retry during a store's outage would change what a
+    snapshot holds, and a resumed run would no longer be the uninterrupted one bit for bit."""
+    import importlib
+    import random
+
+    own = random.Random()
+    for name in _LIBRARIES_DRAWING_RANDOM:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if getattr(module, "random", None) is random:
+            module.random = own  # type: ignore[attr-defined]
+
+
 def _timeouts(extra: str | None) -> dict[str, Any]:
     """How long a request to the store may go unanswered (`TIMEOUT_ENV`), each library's way; a
     request that is not answered is tried twice in all, then given up (`Mirror` says so)."""
     seconds = float(os.environ.get(TIMEOUT_ENV) or 10)
     if extra == "s3":
         return {"config_kwargs": {"connect_timeout": seconds, "read_timeout": seconds,
-                                  "retries": {"mode": "standard", "max_attempts": 2}}}
+                                  "retries": {"mode": "legacy", "max_attempts": 2}}}
     return {}
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from object_store_snapshot import start_moto  # this folder is the script's: on sys.path
 
 from rlrun.session import metrics_log
+from rlrun.sizes import parse_size
 
 
 def rows(log: Path | None) -> list[dict[str, Any]]:
@@ -63,7 +64,7 @@ def one_outage(outage: float, args: argparse.Namespace, folder: Path, settings: 
     logs = {"s3": lambda: next(cache.glob("homes/s3/*/*/runs/*/s0/metrics.csv"), None),
             "local": lambda: next(local_home.glob("*/s0/metrics.csv"), None)}
     deadline = time.monotonic() + 600
-    while snapshots(database) < 2:
+    while min(reached(find()) for find in logs.values()) < parse_size(args.checkpoint_every):  # a snapshot each
         assert all(p.poll() is None for p in runs.values()), {n: p.stderr.read() for n, p in runs.items()}  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "no snapshot in 600 s"
         time.sleep(0.1)
@@ -92,14 +93,6 @@ def one_outage(outage: float, args: argparse.Namespace, folder: Path, settings: 
                         "frames_during_outage": during[name] - before[name], **ended[name],
                         "newest_snapshot": newest_kind(database, name == "local", local_home)}
     return report
-
-
-def snapshots(database: Path) -> int:
-    try:
-        with sqlite3.connect(database) as db:
-            return int(db.execute("SELECT COUNT(DISTINCT session_id) FROM checkpoints").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
 
 
 def newest_kind(database: Path, local: bool, local_home: Path) -> str:
