@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import zygote
-from helpers import cli_env, fast, run_attempts
+from helpers import cli_env, fast, invoke, run_attempts
 from same_run import (
     assert_same_run,
     final_state,
@@ -75,8 +75,7 @@ def _assert_resumed_exactly(home: Path, case: str) -> None:
     resumed = run_attempts(home)[-1]
     assert not resumed.approximate, resumed.note
     assert resumed.note is not None and resumed.note.startswith(f"env: {CASES[case][2]}"), resumed.note
-    shown = zygote.run(["show", "latest"], env=cli_env(home),
-                           timeout=60)
+    shown = invoke(home, "show", "latest")  # in this process: the command line's own handler
     assert f"yes (env: {CASES[case][2]}" in " ".join(shown.stderr.split()), shown.stderr
 
 
