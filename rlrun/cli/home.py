@@ -44,6 +44,7 @@ def import_(
 ) -> None:
     """Add runs copied from elsewhere (a cluster, a colleague) to the home: each folder is checked
     (every snapshot against its MANIFEST.json), copied (or moved) in and registered."""
+    from rlrun.cli.views import described
     from rlrun.home.maintenance import check_imports, import_runs
     from rlrun.registry import Registry
 
@@ -55,8 +56,7 @@ def import_(
     with Registry.open(root) as registry:
         imported = import_runs(registry, checked, move=move)
     for run in imported:
-        say(f"imported run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}:"
-            f" see `rlrun show {run.id}`")
+        say(f"imported {described(run)}: see `rlrun show {run.id}`")
 
 
 @db_app.callback(invoke_without_command=True)

@@ -11,7 +11,6 @@ from rlrun.cli.output import print_json, say
 
 if TYPE_CHECKING:
     from rlrun.refs import RunFilter
-    from rlrun.registry import RunRecord
 
 
 @app.command(short_help="Write a run as one file, to a path or a URL.")
@@ -26,14 +25,14 @@ def push(
     """Write a run (spec, registry rows, every listed snapshot with its replay memory, metrics
     logs, evaluations) as one bundle file that `rlrun pull` adds to another home, where it resumes
     exactly. A bundle already at URL is replaced."""
-    from rlrun.cli.views import format_bytes
+    from rlrun.cli.views import described, format_bytes
     from rlrun.home.bundle import push as push_run
 
     pushed = push_run(reference, destination, home=home)
     if as_json:
         print_json(pushed.to_json())
         return
-    say(f"pushed {_described(pushed.run)}, to {pushed.destination} ({pushed.files} files,"
+    say(f"pushed {described(pushed.run)}, to {pushed.destination} ({pushed.files} files,"
         f" {format_bytes(pushed.size_bytes)}); sha256 {pushed.sha256}")
 
 
@@ -48,6 +47,7 @@ def pull(
 ) -> None:
     """Add the run in a bundle to the home, every file checked against the bundle's hashes first; a
     damaged or altered bundle, or a run the home already has, is refused and nothing is written."""
+    from rlrun.cli.views import described
     from rlrun.home.bundle import pull as pull_run
 
     pulled = pull_run(source, home=home, expected_sha256=sha256)
@@ -55,13 +55,8 @@ def pull(
         print_json(pulled.to_json())
         return
     run_id = pulled.run.id
-    say(f"pulled {_described(pulled.run)}, from {pulled.source}: see `rlrun show {run_id}`, or `rlrun resume"
+    say(f"pulled {described(pulled.run)}, from {pulled.source}: see `rlrun show {run_id}`, or `rlrun resume"
         f" {run_id}` to continue it")
-
-
-def _described(run: "RunRecord") -> str:
-    """`run ID (NAME), SPEC, STATUS`, as `rlrun import` names a run it added."""
-    return f"run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}"
 
 
 @app.command(short_help="Record episodes as a Minari dataset.")

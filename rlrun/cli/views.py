@@ -174,6 +174,11 @@ def sparkline(values: Sequence[float], width: int = 32) -> str:
     return "".join(SPARKS[round((v - low) / (high - low) * (len(SPARKS) - 1))] for v in values)
 
 
+def described(run: RunRecord) -> str:
+    """`run ID (NAME), SPEC, STATUS`: a run this command added to the home (import, pull)."""
+    return f"run {run.id}{f' ({run.name})' if run.name else ''}, {run.spec_name}, {run.status}"
+
+
 def resolved(run: RunRecord, reference: str, where: str | None = None) -> str:
     """What a reference named, as every command prints it; where the run's folder is (`where`,
     else under its home's URL when it lives in object storage), never a working copy's path."""
