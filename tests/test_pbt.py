@@ -2,8 +2,9 @@
 budget, with several exploits, killed with kill -9 of the driver at a random moment and resumed, ends
 member for member, segment for segment, in the same snapshots bit for bit as the population never
 interrupted; a DQN member's fork shares its parent's replay segments (hard links, not copies). Two
-members at a time (`--parallel 2`, issue pbtpar): the same population bit for bit, straight, stopped
-mid-generation (kill -9, SIGTERM) and resumed, or with a worker lost."""
+members at a time (`--parallel 2`, issue pbtpar; a population of two generations): the same population
+bit for bit, straight, stopped mid-generation (kill -9, SIGTERM, `rlrun stop`) and resumed, or with a
+worker lost."""
 
 from __future__ import annotations
 
@@ -34,15 +35,15 @@ PBT = ["--scheduler", "pbt", "--population", "4", "--interval", "1000"]
 SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}, "agent.entropy_coef": {"uniform": [0.0, 0.05]}}
 
 
-def pbt_spec(folder: Path) -> Path:
-    """ppo_cartpole, tiny: 3 generations of 1,000 frames, a snapshot and an evaluation every 500."""
+def pbt_spec(folder: Path, generations: int = 3) -> Path:
+    """ppo_cartpole, tiny: `generations` generations of 1,000 frames, a snapshot and an evaluation every 500."""
     document = builtin_document("ppo_cartpole")
     document["agent"].update(n_steps=16, n_epochs=2, batch_size=64)
     document["env"]["num_envs"] = 4
-    document["meta"].update(max_frame=3000, eval_frequency=500, checkpoint_frequency=500, num_eval_episodes=2,
-                            log_frequency=250)
+    document["meta"].update(max_frame=1000 * generations, eval_frequency=500, checkpoint_frequency=500,
+                            num_eval_episodes=2, log_frequency=250)
     document["search"] = SPACE
-    path = folder / "pbt.json"
+    path = folder / f"pbt-{generations}.json"
     path.write_text(json.dumps(document))
     return path
 
@@ -56,7 +57,7 @@ def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
     folder = built_once(tmp_path_factory, ["pbt", pbt_spec(tmp_path_factory.mktemp("spec")).read_text(), *PBT],
                         searched)
-    return folder / "runs", folder / "pbt.json"
+    return folder / "runs", folder / "pbt-3.json"
 
 
 def lineage(home: Path) -> list[dict[str, Any]]:
@@ -73,9 +74,9 @@ def lineage(home: Path) -> list[dict[str, Any]]:
              "mutated": line.mutated} for line in sorted(lines, key=lambda line: numbers[line.trial_id])]
 
 
-def assert_same_population(home_a: Path, home_b: Path) -> None:
+def assert_same_population(home_a: Path, home_b: Path, generations: int = 3) -> None:
     a, b = trials(home_a), trials(home_b)
-    assert [t.number for t in a] == [t.number for t in b] == list(range(12))
+    assert [t.number for t in a] == [t.number for t in b] == list(range(4 * generations))
     assert lineage(home_a) == lineage(home_b)
     for x, y in zip(a, b, strict=True):
         assert (x.params, x.state, x.value, x.intermediate) == (y.params, y.state, y.value, y.intermediate), x.number
@@ -214,22 +215,45 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # --parallel K: up to K members of a generation at once, each in a worker process
+#
+# On a population of two generations (TWO): each generation starts its two worker processes
+# (a fresh interpreter each, most of what these tests cost), and two generations hold what a
+# stop and a resume can meet: members' first segments, forked ones (after an exploit), and an
+# exploit made after the resume. The exploits themselves are the three-generation population's
+# (the tests above).
+
+TWO = 2
 
 
 @pytest.fixture(scope="module")
-def parallel(tmp_path_factory: pytest.TempPathFactory, straight: tuple[Path, Path]) -> Path:
+def straight_two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The population of TWO generations, one member at a time, never interrupted: its home and its
+    spec file (trained in this process: no signal is under test)."""
+    def searched(folder: Path) -> None:
+        done = invoke(folder / "runs", "search", str(pbt_spec(folder, TWO)), *PBT)
+        assert done.code == 0, done.stderr
+
+    spec = pbt_spec(tmp_path_factory.mktemp("spec"), TWO).read_text()
+    folder = built_once(tmp_path_factory, ["pbt", spec, *PBT], searched)
+    return folder / "runs", folder / f"pbt-{TWO}.json"
+
+
+@pytest.fixture(scope="module")
+def parallel(tmp_path_factory: pytest.TempPathFactory, straight_two: tuple[Path, Path]) -> Path:
     """The same population, two members at a time (two worker processes a generation), never
     interrupted: its home."""
     def searched(folder: Path) -> None:
-        done = invoke(folder / "runs", "search", str(straight[1]), *PBT, "--parallel", "2")
+        done = invoke(folder / "runs", "search", str(straight_two[1]), *PBT, "--parallel", "2")
         assert done.code == 0, done.stderr
 
-    return built_once(tmp_path_factory, ["pbt", straight[1].read_text(), *PBT, "--parallel", "2"], searched) / "runs"
+    return built_once(tmp_path_factory, ["pbt", straight_two[1].read_text(), *PBT, "--parallel", "2"],
+                      searched) / "runs"
 
 
 def test_a_population_trained_two_members_at_a_time_is_the_population_trained_one_at_a_time(
-        straight: tuple[Path, Path], parallel: Path) -> None:  # fmt: skip
-    assert_same_population(straight[0], parallel)
+        straight_two: tuple[Path, Path], parallel: Path) -> None:  # fmt: skip
+    assert_same_population(straight_two[0], parallel, TWO)
+    assert [line["parent_member"] for line in lineage(parallel)[4:]] != [0, 1, 2, 3], "no exploit to compare"
     with Registry.open(parallel, create=False) as registry:
         search = registry.list_searches(1)[0][0]
         runs = [registry.get_run(t.run_id) for t in registry.get_search(search.id).trials]
@@ -237,7 +261,7 @@ def test_a_population_trained_two_members_at_a_time_is_the_population_trained_on
     # Each generation in two worker processes, each training every other member's segment (its one
     # session in the worker itself).
     pids = [run.sessions[0].pid for run in runs]
-    for generation in range(3):
+    for generation in range(TWO):
         lanes = pids[4 * generation : 4 * generation + 4]
         assert lanes[0] == lanes[2] != lanes[1] == lanes[3]
 
@@ -245,17 +269,17 @@ def test_a_population_trained_two_members_at_a_time_is_the_population_trained_on
 @pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver",
                                  "rlrun stop search:latest"])
 def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_population(
-        straight: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # fmt: skip
+        straight_two: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # fmt: skip
     """Stopped while both members of a random generation train (each with a snapshot), and resumed
     (two at a time again: recorded with the search), member for member the population never
     interrupted. The whole group killed: each segment continues from its last snapshot; the driver
     alone killed: its orphaned workers stop their segments with a snapshot; SIGTERM: the driver
     stops them so, then ends 128 + 15; `rlrun stop search:` from another process: the same, the
     request reaching the driver and the segments through the registry (their heartbeats)."""
-    home_a, spec = straight
+    home_a, spec = straight_two
     home = tmp_path / "runs"
     chance = random.SystemRandom()
-    generation, delay = chance.randrange(3), chance.uniform(0, 2)
+    generation, delay = chance.randrange(TWO), chance.uniform(0, 2)
     # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
     slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5", HEARTBEAT_ENV: "0.2"}
     process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
@@ -278,15 +302,15 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
     print(f"stopped in generation {generation}, {delay:.2f} s after both its segments started")  # on a failure
     resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
-    assert_same_population(home_a, home)
+    assert_same_population(home_a, home, TWO)
 
 
-def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(straight: tuple[Path, Path],
+def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(straight_two: tuple[Path, Path],
                                                                           tmp_path: Path) -> None:  # fmt: skip
     """A worker killed outright (kill -9) mid-segment: as a parallel trial's, its segment stays
     running, the search ends failed (exit 1) naming the member, and the resumed population is the
     one never interrupted."""
-    home_a, spec = straight
+    home_a, spec = straight_two
     home = tmp_path / "runs"
     process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
                                env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -302,7 +326,7 @@ def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(strai
     assert trials(home)[0].state == "running"
     resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
-    assert_same_population(home_a, home)
+    assert_same_population(home_a, home, TWO)
 
 
 def _in_flight(home: Path, *, with_a_snapshot: bool = False) -> set[int]:
