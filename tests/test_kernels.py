@@ -1,7 +1,8 @@
-"""`meta.kernels`: every kernel (`"auto"`) is held to autograd's bits (`"autograd"`) over whole tiny
-trainings, in this process: PPO's and A2C's actor-critic kernel, DQN's MLP kernel, and SAC's at
-arithmetic revision 1 (from revision 2 SAC's kernel rounds its products another way, by design:
-tests/unit/test_sac_hand.py holds it to autograd up to that rounding). The comparison can fail: one
+"""`meta.kernels`: every registered kernel (`rlrun.algorithms.kernels.KERNELS`, `"auto"`) is held to
+autograd's bits (`"autograd"`) over whole tiny trainings of its examples, in this process: PPO's and
+A2C's actor-critic kernel, DQN's Q-network kernel, and SAC's at arithmetic revision 1 (from
+revision 2 SAC's kernel rounds its products another way, by design: tests/unit/test_sac_hand.py
+holds it to autograd up to that rounding). The comparison can fail: one
 gradient one ulp off is caught. And the switch is record-only where the kernels are exact,
 structural where one is not."""
 
@@ -16,23 +17,26 @@ from same_run import assert_same_training, final_state
 
 from rlrun import load_spec, train
 from rlrun.algorithms import build_agent
+from rlrun.algorithms.kernels import KERNELS
+from rlrun.arithmetic import REVISIONS
 from rlrun.envs import make_env
 from rlrun.spec import Spec
 from rlrun.spec.consistency import check_edit
 
 SHORT = ["meta.eval_frequency=10k", "meta.num_eval_episodes=1", "meta.seed=4", "meta.torch_threads=1"]
-CASES = {  # built-in: tiny settings that still take several gradient steps
-    "ppo_cartpole": ["meta.max_frame=512", "meta.log_frequency=256", "agent.n_epochs=2", "agent.batch_size=64"],
-    "a2c_cartpole": ["meta.max_frame=400", "meta.log_frequency=200"],
-    "dqn_cartpole": ["meta.max_frame=400", "meta.log_frequency=200", "agent.learning_starts=100",
-                     "agent.train_frequency=16", "agent.gradient_steps=4", "agent.batch_size=32"],
-    "sac_pendulum": ["meta.max_frame=300", "meta.log_frequency=100", "agent.learning_starts=100",
-                     "agent.batch_size=32", "agent.network.hidden=[32, 32]", "meta.arithmetic=1"],
-}
 
 
-def spec_of(name: str, kernels: str) -> Spec:
-    return load_spec(name, [*SHORT, *CASES[name], f"meta.kernels={kernels}"])
+def frames(edits: tuple[str, ...]) -> int:
+    return next(int(edit.split("=")[1]) for edit in edits if edit.startswith("meta.max_frame="))
+
+
+EXAMPLES = {f"{kernel.name}-{spec}": (spec, [*edits, f"meta.log_frequency={frames(edits) // 2}"])
+            for kernel in KERNELS for spec, edits in kernel.examples}
+
+
+def spec_of(example: str, kernels: str) -> Spec:
+    spec, edits = EXAMPLES[example]
+    return load_spec(spec, [*SHORT, *edits, f"meta.kernels={kernels}"])
 
 
 def trained(home: Path, spec: Spec) -> dict:
@@ -46,30 +50,42 @@ def kernel_of(spec: Spec) -> object:
         agent = build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     finally:
         env.close()
-    return getattr(agent, "hand", None) or getattr(agent, "hand_q", None)
+    learner = agent.learner  # type: ignore[attr-defined]
+    return learner if type(learner).__module__.startswith("rlrun.algorithms.kernels.") else None
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_each_kernel_learns_autograds_bits(tmp_path: Path, name: str) -> None:
-    assert kernel_of(spec_of(name, "auto")) is not None, "the kernel serves this built-in"
-    assert kernel_of(spec_of(name, "autograd")) is None
-    assert_same_training(trained(tmp_path / "auto", spec_of(name, "auto")),
-                         trained(tmp_path / "autograd", spec_of(name, "autograd")))
+@pytest.mark.parametrize("example", list(EXAMPLES))
+def test_each_kernel_learns_autograds_bits(tmp_path: Path, example: str) -> None:
+    assert kernel_of(spec_of(example, "auto")) is not None, "the kernel serves its example"
+    assert kernel_of(spec_of(example, "autograd")) is None
+    assert_same_training(trained(tmp_path / "auto", spec_of(example, "auto")),
+                         trained(tmp_path / "autograd", spec_of(example, "autograd")))
+
+
+def test_the_declared_flags_are_the_exactness_rule() -> None:
+    """A kernel that reads an arithmetic flag rounds differently where a revision sets it: what
+    `Arithmetic.kernel_is_autograd` says, and so what the consistency rule reads."""
+    for arithmetic in REVISIONS.values():
+        for kernel in KERNELS:
+            for algorithm in kernel.algorithms:
+                assert arithmetic.kernel_is_autograd(algorithm) == \
+                    (not any(getattr(arithmetic, flag) for flag in kernel.flags))
 
 
 def test_the_comparison_catches_one_gradient_one_ulp_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlrun.algorithms import dqn
+    from rlrun.algorithms.kernels import q_network
 
-    reference = trained(tmp_path / "autograd", spec_of("dqn_cartpole", "autograd"))
-    stepped = dqn.apply_gradients
+    example = next(name for name in EXAMPLES if name.startswith("q_network-"))
+    reference = trained(tmp_path / "autograd", spec_of(example, "autograd"))
+    stepped = q_network.apply_gradients
 
-    def one_ulp_off(optimizer, grads, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def one_ulp_off(optimizer, grads, *args, **kwargs):
         flat = grads[0].view(-1)
         flat[0] = torch.from_numpy(np.nextafter(flat[0:1].numpy(), np.float32(np.inf)))[0]
         return stepped(optimizer, grads, *args, **kwargs)
 
-    monkeypatch.setattr(dqn, "apply_gradients", one_ulp_off)
-    perturbed = trained(tmp_path / "auto", spec_of("dqn_cartpole", "auto"))
+    monkeypatch.setattr(q_network, "apply_gradients", one_ulp_off)
+    perturbed = trained(tmp_path / "auto", spec_of(example, "auto"))
     with pytest.raises(AssertionError):
         assert_same_training(reference, perturbed)
 

@@ -6,18 +6,49 @@ an entropy bonus keeps the policy exploring. The rollout collection lives in `on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 from torch.nn import functional
 
-from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
-from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
 from rlrun.spec.agents.a2c import Config
 
 
+@dataclass(frozen=True)
+class AdvantageLoss:
+    """A2C's loss on a rollout (`advantage_loss`) and the terms it is made of."""
+
+    NAME: ClassVar[str] = "a2c"
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropies: torch.Tensor
+    advantages: torch.Tensor
+    values: torch.Tensor
+    returns: torch.Tensor
+    value_coef: float
+    entropy_coef: float
+
+    def total(self) -> torch.Tensor:
+        loss = self.policy_loss + self.value_coef * self.value_loss
+        if self.entropy_coef != 0:
+            loss = loss - self.entropy_coef * self.entropies.mean()
+        return loss
+
+
+def advantage_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
+                   returns: torch.Tensor, value_coef: float, entropy_coef: float) -> AdvantageLoss:
+    """The policy gradient's surrogate, the critic's regression to the returns, the entropy bonus."""
+    policy_loss = -(advantages * log_probs).mean()
+    value_loss = functional.mse_loss(values, returns)
+    return AdvantageLoss(policy_loss, value_loss, entropies, advantages, values, returns, value_coef, entropy_coef)
+
+
 class Agent(OnPolicyAgent):
     config: Config
+    LOSS = AdvantageLoss.NAME
     METRICS = ("policy_loss", "value_loss", "entropy", "explained_variance", "grad_norm", "lr")
     """No approximate KL: measuring the one step's move needs a second forward pass, which costs
     a tenth of A2C's small update."""
@@ -28,22 +59,12 @@ class Agent(OnPolicyAgent):
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         config, entropy_coef = self.config, self.entropy_term(clock)
-        log_probs, entropy, values = self.evaluate(batch["obs"], batch["actions"], entropy=True)
+        log_probs, entropy, values = self.learner.evaluate(batch["obs"], batch["actions"], entropy=True)
         assert entropy is not None
-        advantages = self.normalized(batch["advantages"])
-        policy_loss = -(advantages * log_probs).mean()
-        value_loss = functional.mse_loss(values, batch["returns"])
-        if self.hand is None:
-            loss = policy_loss + config.value_coef * value_loss
-            if entropy_coef != 0:
-                loss = loss - entropy_coef * entropy.mean()
-            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
-        else:  # that loss's gradients, by hand: autograd's formulas backwards from the loss (a 1)
-            one, n = torch.ones_like(policy_loss), len(values)
-            grad_log_probs = (-one).expand(n) / n * advantages  # neg's, mean's, the product's
-            grad_values = torch.ops.aten.mse_loss_backward.default(one * config.value_coef, values, batch["returns"], 1)
-            grads = self.hand.backward(grad_log_probs, entropy_bonus_gradient(one, entropy_coef, n), grad_values)
-            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
+        loss = advantage_loss(log_probs, entropy, values, self.normalized(batch["advantages"]), batch["returns"],
+                              config.value_coef, entropy_coef)
+        grad_norm = self.learner.step(loss, self.optimizer, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        stats = torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach().mean(), grad_norm]).tolist()
+        stats = torch.stack([loss.policy_loss.detach(), loss.value_loss.detach(), entropy.detach().mean(),
+                             grad_norm]).tolist()
         return dict(zip(("policy_loss", "value_loss", "entropy", "grad_norm"), stats, strict=True))

@@ -8,13 +8,15 @@ after each gradient step). Exploration is epsilon-greedy or Boltzmann, each with
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import nn
 
+from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import (
     Fast,
     Metrics,
@@ -28,23 +30,45 @@ from rlrun.algorithms.base import (
     step_means,
     to_device,
 )
-from rlrun.algorithms.hand_mlp import HandMLP, Workspace
-from rlrun.algorithms.optim import apply_gradients, flushing_subnormals, make_optimizer, optimise
+from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock, crossed
+from rlrun.spec import OptimizerSpec
 from rlrun.spec.agents.dqn import Config
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
-_LOSSES = {  # each loss (functional's kernel, mean-reduced: 1), and its d loss / d taken given d loss /
-    # d loss (a 1), by autograd's kernels (`.default`: the overload itself; the packet
-    # `torch.ops.aten.x` looks it up on every call); taken and target have the same shape, so
-    # functional's broadcasting checks have nothing to do
-    "huber": (lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 1, 1.0),
-              lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward.default(grad, taken, target, 1, 1.0)),
-    "mse": (mse_loss,
-            lambda grad, taken, target: torch.ops.aten.mse_loss_backward.default(grad, taken, target, 1)),
+_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    # each loss, functional's kernel mean-reduced (1; `.default`: the overload itself, which the
+    # packet `torch.ops.aten.x` would look up on every call); taken and target have the same
+    # shape, so functional's broadcasting checks have nothing to do
+    "huber": lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 1, 1.0),
+    "mse": mse_loss,
 }
+
+
+class Autograd:
+    """Autograd's learner, for every network: the Q-networks' forward passes, and one gradient
+    step down the TD loss."""
+
+    def __init__(self, q: nn.Module, target: nn.Module) -> None:
+        self.q, self.target = q, target
+
+    def values(self, obs: torch.Tensor, *, target: bool) -> torch.Tensor:
+        """The target network's Q-values of `obs` (`target`), or the online network's."""
+        out: torch.Tensor = (self.target if target else self.q)(obs)
+        return out
+
+    def step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, loss: str,
+             optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
+             ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """One gradient step on a replayed batch (its observations, the actions taken as a column,
+        their TD targets); returns the loss, the Q-values of the actions taken and the gradient norm."""
+        with torch.enable_grad():
+            taken = self.q(obs).gather(1, chosen).squeeze(1)
+            value = _LOSSES[loss](taken, target)
+            grad_norm = optimise(optimizer, value, spec, frame, max_frame)
+        return value.detach(), taken.detach(), grad_norm
 
 
 class Agent:
@@ -63,16 +87,10 @@ class Agent:
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)
-        # a built-in MLP: the networks' passes by hand, else torch's (`kernels`: the spec's `meta.kernels`)
-        hand = kernels == "auto" and HandMLP.fits(self.q)
-        self.hand_q: HandMLP | None = HandMLP(self.q) if hand else None
-        self.hand_target: HandMLP | None = HandMLP(self.target) if hand else None
-        self.one = torch.ones((), device=device)
-        """d loss / d loss, where the backward chain starts (read only)."""
-        self.scratch: Workspace = {}
-        """The gradient step's hidden layers, forward and backward (`hand_mlp.Workspace`)."""
-        self.targets_scratch: Workspace = {}
-        """The TD targets' passes' hidden layers (an update's batches at once: other shapes)."""
+        self.learner: Autograd | kernel_for.QKernel = \
+            kernel_for.find_q_network(self.q, self.target, kernels) or Autograd(self.q, self.target)
+        """Runs the networks and steps the loss: autograd, or a kernel that computes the same
+        (`rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
                                    np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
@@ -130,7 +148,7 @@ class Agent:
                     ) -> dict[str, float]:
         """The `_STEP_STATS`, each the mean over the update's gradient steps (`steps`: each one's
         loss, None where the step did not need it, replayed Q-values, TD targets and gradient norm)."""
-        loss_function = _LOSSES[self.config.loss][0]
+        loss_function = _LOSSES[self.config.loss]
         with flushing_subnormals(self.device):  # where the steps formed them, before the stats were deferred
             rows = [torch.stack([loss_function(taken, target) if loss is None else loss, taken.mean(),
                                  (taken - target).abs().mean(), grad_norm])
@@ -153,10 +171,9 @@ class Agent:
         double DQN; no bootstrap past a terminal state."""
         config = self.config
         next_obs = network_input(batch["next_obs"], config.network)
-        scratch = self.targets_scratch  # only each pass's output is kept: their hidden layers may share it
-        next_q = self.target(next_obs) if self.hand_target is None else self.hand_target.run(next_obs, scratch)[0]
+        next_q = self.learner.values(next_obs, target=True)
         if config.double:
-            online_q = self.q(next_obs) if self.hand_q is None else self.hand_q.run(next_obs, scratch)[0]
+            online_q = self.learner.values(next_obs, target=False)
             chosen = online_q.argmax(dim=-1, keepdim=True)
             next_value = next_q.gather(1, chosen).squeeze(1)
         else:
@@ -167,27 +184,11 @@ class Agent:
     def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock
                        ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step on a replayed batch: its observations, actions taken (a column) and TD
-        targets; returns what `_step_stats` reads: its loss (None by hand: not needed to step),
-        Q-values of the actions taken, targets and gradient norm. Runs with no autograd graph
-        unless the network is not a `HandMLP`."""
+        targets; returns what `_step_stats` reads: its loss (None where the learner did not need
+        it to step), Q-values of the actions taken, targets and gradient norm."""
         config = self.config
-        loss_function, loss_backward = _LOSSES[config.loss]
-        if self.hand_q is None:
-            with torch.enable_grad():
-                taken = self.q(obs).gather(1, chosen).squeeze(1)
-                loss = loss_function(taken, target)
-                grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
-            taken, loss = taken.detach(), loss.detach()
-        else:
-            q, saved = self.hand_q.run(obs, self.scratch)
-            taken = q.gather(1, chosen).squeeze(1)
-            loss = None  # its gradient needs only `taken` and `target`: the loss is a diagnostic, formed if read
-            # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
-            grad_taken = loss_backward(self.one, taken, target)
-            grad_q = torch.zeros_like(q).scatter_add_(1, chosen, grad_taken[:, None])
-            self.hand_q.backward_from(saved, grad_q, workspace=self.scratch)
-            grad_norm = apply_gradients(self.optimizer, self.hand_q.gradients(), config.optimizer, clock.frame,
-                                        self.max_frame)
+        loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
+                                                   config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
         if config.target_update == "polyak":
             self.target_update.polyak(config.tau)

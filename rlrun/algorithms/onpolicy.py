@@ -10,13 +10,14 @@ these sizes.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
 
+from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import (
     Fast,
     NatureCNN,
@@ -30,11 +31,10 @@ from rlrun.algorithms.base import (
 )
 from rlrun.algorithms.base import network as make_network
 from rlrun.algorithms.distributions import Policy, policy_for
-from rlrun.algorithms.hand_actor_critic import HandActorCritic
-from rlrun.algorithms.optim import make_optimizer
+from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec
+from rlrun.spec import NetworkSpec, OptimizerSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -215,8 +215,37 @@ class ObsLayout(NamedTuple):
 # The collect half of an on-policy agent; A2C and PPO add how they learn from a full rollout.
 
 
+class Loss(Protocol):
+    """An on-policy loss made of what the learner's `evaluate` returned: its `total`, in autograd's
+    form, and the terms it is made of (which a kernel's gradient of it reads, by its `NAME`)."""
+
+    NAME: ClassVar[str]
+
+    def total(self) -> torch.Tensor: ...
+
+
+class Autograd:
+    """Autograd's learner, for every model: `ActorCritic.evaluate` with its graph, and one
+    gradient step down a loss's `total`."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        self.model = model
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        return self.model.evaluate(obs, actions, entropy=entropy, scaled=scaled)
+
+    @staticmethod
+    def step(loss: Loss, optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
+             ) -> torch.Tensor:
+        """One gradient step down `loss`; the gradient norm before clipping."""
+        return optimise(optimizer, loss.total(), spec, frame, max_frame)
+
+
 class OnPolicyAgent:
     config: OnPolicyConfig
+    LOSS: ClassVar[str]
+    """The `NAME` of the algorithm's loss (a kernel learns down the losses it knows)."""
 
     def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
                  num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST,
@@ -224,10 +253,10 @@ class OnPolicyAgent:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
-        self.hand = HandActorCritic(self.model) if kernels == "auto" and HandActorCritic.fits(self.model) \
-            else None
-        """Built-in MLP heads: the learning passes by hand (autograd's bits), else autograd
-        (`kernels`: the spec's `meta.kernels`)."""
+        self.learner: Autograd | kernel_for.ActorCriticKernel = \
+            kernel_for.find_actor_critic(self.model, self.LOSS, kernels) or Autograd(self.model)
+        """Evaluates the model on a minibatch and steps a loss made of what it returned: autograd,
+        or a kernel that computes the same (`rlrun.algorithms.kernels`; `kernels`: `meta.kernels`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.obs_layout = ObsLayout.of(obs_space, config.network)
@@ -278,14 +307,6 @@ class OnPolicyAgent:
 
     def advantage_lambda(self) -> float:
         return self.config.gae_lambda
-
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """`ActorCritic.evaluate`: with autograd's graph, or by hand (no graph: `hand.backward` follows;
-        never on frames, so never `scaled`)."""
-        if self.hand is None:
-            return self.model.evaluate(obs, actions, entropy=entropy, scaled=scaled)
-        return self.hand.evaluate(obs, actions, entropy=entropy)
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         """Optimise on a full rollout; return the losses and diagnostics."""

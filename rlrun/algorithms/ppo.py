@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 
 from rlrun.algorithms.base import KeptFrames, step_means, take_rows
-from rlrun.algorithms.hand_actor_critic import entropy_bonus_gradient
 from rlrun.algorithms.onpolicy import OnPolicyAgent
-from rlrun.algorithms.optim import apply_gradients, optimise
 from rlrun.clock import Clock
 from rlrun.spec.agents.ppo import Config
 
@@ -33,8 +32,55 @@ class Stepped(NamedTuple):
     entropy: torch.Tensor | None
 
 
+@dataclass(frozen=True)
+class ClippedSurrogate:
+    """PPO's loss on a minibatch (`clipped_surrogate`) and the terms it is made of."""
+
+    NAME: ClassVar[str] = "ppo"
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropies: torch.Tensor | None
+    advantages: torch.Tensor
+    ratio: torch.Tensor
+    unclipped: torch.Tensor
+    clipped: torch.Tensor
+    error: torch.Tensor
+    """The returns less the (clipped) values."""
+    moved: torch.Tensor | None
+    """The values less the collected ones, when the value update is clipped."""
+    clip: float
+    value_clip: float | None
+    value_coef: float
+    entropy_coef: float
+
+    def total(self) -> torch.Tensor:
+        loss = self.policy_loss + self.value_coef * self.value_loss
+        if self.entropy_coef != 0 and self.entropies is not None:
+            loss = loss - self.entropy_coef * self.entropies.mean()
+        return loss
+
+
+def clipped_surrogate(log_probs: torch.Tensor, entropies: torch.Tensor | None, values: torch.Tensor,
+                      part: dict[str, torch.Tensor], clip: float, entropy_coef: float, config: Config
+                      ) -> ClippedSurrogate:
+    """The clipped surrogate objective, the (optionally clipped) value regression and the entropy
+    bonus, for the minibatch `part` (advantages normalised) evaluated under the current policy."""
+    advantages = part["advantages"]
+    ratio = torch.exp(log_probs - part["log_probs"])
+    unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
+    policy_loss = -torch.min(unclipped, clipped).mean()
+    value_clip, moved = config.clip_range_vf, None
+    if value_clip is not None:
+        moved = values - part["values"]
+        values = part["values"] + torch.clamp(moved, -value_clip, value_clip)
+    error = part["returns"] - values
+    return ClippedSurrogate(policy_loss, error.pow(2).mean(), entropies, advantages, ratio, unclipped, clipped,
+                            error, moved, clip, value_clip, config.value_coef, entropy_coef)
+
+
 class Agent(OnPolicyAgent):
     config: Config
+    LOSS = ClippedSurrogate.NAME
     METRICS = ("policy_loss", "value_loss", "grad_norm", "entropy", "approx_kl", "clip_fraction",
                "explained_variance", "lr", "clip_range")
     HEADLINE = "approx_kl"
@@ -90,37 +136,10 @@ class Agent(OnPolicyAgent):
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
         need it; `scaled`: the frames are floats `KeptFrames` made)."""
         config = self.config
-        log_probs, entropies, values = self.evaluate(part["obs"], part["actions"], entropy=entropy, scaled=scaled)
-        advantages = part["advantages"]
-        ratio = torch.exp(log_probs - part["log_probs"])
-        unclipped, clipped = advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
-        policy_loss = -torch.min(unclipped, clipped).mean()
-        value_clip = config.clip_range_vf
-        if value_clip is not None:
-            moved = values - part["values"]
-            values = part["values"] + torch.clamp(moved, -value_clip, value_clip)
-        error = part["returns"] - values
-        value_loss = error.pow(2).mean()
-        if self.hand is None:
-            loss = policy_loss + config.value_coef * value_loss
-            if entropy_coef != 0 and entropies is not None:
-                loss = loss - entropy_coef * entropies.mean()
-            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
-        else:  # that loss's gradients, by hand: autograd's formulas backwards from the loss (a 1)
-            one, n = torch.ones_like(policy_loss), len(values)
-            grad_min = (-one).expand(n) / n  # neg's, mean's; then minimum's (a tie halves it), the products'
-            tie = unclipped == clipped
-            grad_unclipped = torch.where(tie, grad_min / 2, grad_min).masked_fill_(unclipped > clipped, 0) * advantages
-            grad_clipped = torch.where(tie, grad_min / 2, grad_min).masked_fill_(unclipped < clipped, 0) * advantages
-            inside = (ratio >= 1 - clip).logical_and_(ratio <= 1 + clip)  # clamp's: none outside [lo, hi]
-            zero = grad_clipped.new_zeros(())
-            grad_log_probs = (grad_unclipped + torch.where(inside, grad_clipped, zero)) * ratio  # exp's; sub passes it
-            grad_values = -((one * config.value_coef).expand(n) / n * (2.0 * error.pow(1.0)))  # mul, mean, pow, sub
-            if value_clip is not None:  # the sum passes it on to the clamp, the clamp to the subtraction
-                grad_values = torch.where((moved >= -value_clip).logical_and_(moved <= value_clip), grad_values, zero)
-            grad_entropies = entropy_bonus_gradient(one, entropy_coef, n)  # (a bonus always computes entropies)
-            grads = self.hand.backward(grad_log_probs, grad_entropies, grad_values)
-            grad_norm = apply_gradients(self.optimizer, grads, config.optimizer, clock.frame, self.max_frame)
+        log_probs, entropies, values = self.learner.evaluate(part["obs"], part["actions"], entropy=entropy,
+                                                             scaled=scaled)
+        loss = clipped_surrogate(log_probs, entropies, values, part, clip, entropy_coef, config)
+        grad_norm = self.learner.step(loss, self.optimizer, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return Stepped((policy_loss.detach(), value_loss.detach(), grad_norm), log_probs.detach(), part["log_probs"],
-                       None if entropies is None else entropies.detach())
+        return Stepped((loss.policy_loss.detach(), loss.value_loss.detach(), grad_norm), log_probs.detach(),
+                       part["log_probs"], None if entropies is None else entropies.detach())

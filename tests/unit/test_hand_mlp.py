@@ -14,7 +14,8 @@ from torch import nn
 
 from rlrun.algorithms.base import Metrics, NatureCNN, Step, mlp
 from rlrun.algorithms.dqn import Agent, Config
-from rlrun.algorithms.hand_mlp import HandMLP
+from rlrun.algorithms.kernels.mlp import HandMLP
+from rlrun.algorithms.kernels.q_network import QKernel
 from rlrun.algorithms.user_network import UserNetwork
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -62,9 +63,8 @@ def _learned(edits: list[str], *, hand: bool, read_at_once: bool = False
     env = gym.make("CartPole-v1")
     torch.manual_seed(0)  # the networks' initial weights
     agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
-                  device=torch.device("cpu"))
-    if not hand:
-        agent.hand_q = agent.hand_target = None
+                  device=torch.device("cpu"), kernels="auto" if hand else "autograd")
+    assert isinstance(agent.learner, QKernel) == hand
     rng = np.random.default_rng(0)
     metrics = []
     for frame in range(1, 161):

@@ -15,9 +15,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from rlrun.algorithms import a2c, hand_actor_critic, ppo
+from rlrun.algorithms import a2c, ppo
 from rlrun.algorithms.base import Step, float_variance
-from rlrun.algorithms.hand_actor_critic import HandActorCritic
+from rlrun.algorithms.kernels import actor_critic
+from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
 from rlrun.algorithms.onpolicy import ActorCritic
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -43,10 +44,8 @@ def _learned(spec: str, edits: list[str], *, hand: bool, updates: int = 12) -> t
     torch.manual_seed(0)  # the networks' initial weights
     agent_class = a2c.Agent if config.algorithm == "a2c" else ppo.Agent
     agent = agent_class(config, env.observation_space, env.action_space, seed=3, num_envs=4,  # type: ignore[arg-type]
-                        max_frame=4 * 8 * updates, device=torch.device("cpu"))
-    assert agent.hand is not None  # built-in MLP heads take the hand path
-    if not hand:
-        agent.hand = None
+                        max_frame=4 * 8 * updates, device=torch.device("cpu"), kernels="auto" if hand else "autograd")
+    assert isinstance(agent.learner, ActorCriticKernel) == hand  # built-in MLP heads take the kernel
     rng = np.random.default_rng(0)
     size = int(np.prod(env.observation_space.shape))
     clock, metrics = Clock(), []
@@ -118,7 +117,7 @@ def test_the_comparison_catches_a_gradient_summed_in_another_order(monkeypatch: 
     """The same sums in another order differ only in the last bits, now and then: enough to fail."""
     edits = ["agent.entropy_coef=0.5", "agent.normalize_advantages=true"]
     right, _ = _learned("a2c_cartpole", edits, hand=True)
-    monkeypatch.setattr(hand_actor_critic, "_categorical_backward", _misordered)
+    monkeypatch.setattr(actor_critic, "_categorical_backward", _misordered)
     wrong, _ = _learned("a2c_cartpole", edits, hand=True)
     autograd, _ = _learned("a2c_cartpole", edits, hand=False)
     assert _same(right, autograd) and not _same(wrong, autograd)
@@ -130,14 +129,14 @@ def test_which_models_learn_by_hand() -> None:
     def model(action_space: spaces.Space, **network: Any) -> ActorCritic:
         return ActorCritic(box, action_space, NetworkSpec(**network), 0.0, torch.device("cpu"))
 
-    assert HandActorCritic.fits(model(spaces.Discrete(3), hidden=[8]))
-    assert HandActorCritic.fits(model(spaces.Box(-1, 1, (2,)), hidden=[8, 8], activation="relu"))
-    assert not HandActorCritic.fits(model(spaces.Discrete(3), hidden=[8], activation="elu"))  # no hand backward
-    assert not HandActorCritic.fits(model(spaces.MultiDiscrete([2, 3]), hidden=[8]))  # autograd's policies
-    assert not HandActorCritic.fits(model(spaces.MultiBinary(2), hidden=[8]))
+    assert ActorCriticKernel.fits(model(spaces.Discrete(3), hidden=[8]), "a2c")
+    assert ActorCriticKernel.fits(model(spaces.Box(-1, 1, (2,)), hidden=[8, 8], activation="relu"), "ppo")
+    assert not ActorCriticKernel.fits(model(spaces.Discrete(3), hidden=[8], activation="elu"), "a2c")  # no backward
+    assert not ActorCriticKernel.fits(model(spaces.MultiDiscrete([2, 3]), hidden=[8]), "a2c")  # autograd's policies
+    assert not ActorCriticKernel.fits(model(spaces.MultiBinary(2), hidden=[8]), "a2c")
     frames = spaces.Box(0, 255, (4, 84, 84), np.uint8)
     cnn = ActorCritic(frames, spaces.Discrete(3), NetworkSpec(kind="nature_cnn"), 0.0, torch.device("cpu"))
-    assert not HandActorCritic.fits(cnn)  # convolutions shared by both heads
+    assert not ActorCriticKernel.fits(cnn, "ppo")  # convolutions shared by both heads
 
 
 def test_the_lean_variance_is_numpys() -> None:

@@ -1,4 +1,4 @@
-"""SAC's hand-written passes (rlrun.algorithms.sac.HandSAC, Squashed.backward, HandMLP's input
+"""SAC's kernel (rlrun.algorithms.kernels.soft_actor_critic: its steps, squashed_backward, HandMLP's input
 gradient and workspaces) compute exactly what autograd computes: the agent learns the same bits
 either way."""
 
@@ -14,8 +14,10 @@ import torch
 
 from rlrun.algorithms import sac
 from rlrun.algorithms.base import Step, mlp
-from rlrun.algorithms.hand_mlp import FLOAT32_PRODUCTS, HandMLP, Workspace
-from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed, temperature_gradient
+from rlrun.algorithms.kernels import soft_actor_critic as kernel
+from rlrun.algorithms.kernels.mlp import FLOAT32_PRODUCTS, HandMLP, Workspace
+from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel, squashed_backward, temperature_gradient
+from rlrun.algorithms.sac import LOG_STD_MAX, Agent, Config, sample_squashed
 from rlrun.arithmetic import revision
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
@@ -82,7 +84,7 @@ def test_the_squashed_gaussians_gradient_is_autograds_bit_for_bit() -> None:
     torch.autograd.backward([sample.log_prob, sample.action], [grad_log_prob, grad_action])
     mine = sample_squashed(out, torch.Generator().manual_seed(1))
     assert torch.equal(mine.action, sample.action.detach()) and torch.equal(mine.log_prob, sample.log_prob.detach())
-    assert leaf.grad is not None and torch.equal(mine.backward(grad_log_prob, grad_action), leaf.grad)
+    assert leaf.grad is not None and torch.equal(squashed_backward(mine, grad_log_prob, grad_action), leaf.grad)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 100, 256, 1000])
@@ -122,12 +124,10 @@ def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand:
     env = gym.make("Pendulum-v1")
     torch.manual_seed(0)  # the networks' initial weights
     agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
-                  device=torch.device("cpu"), arithmetic=revision(arithmetic))
-    assert agent.hand is not None  # a built-in MLP takes the hand path
+                  device=torch.device("cpu"), arithmetic=revision(arithmetic), kernels="auto" if hand else "autograd")
+    assert isinstance(agent.learner, SoftActorCriticKernel) == hand  # a built-in MLP takes the kernel
     if prepare is not None:
         prepare(agent)
-    if not hand:
-        agent.hand = None
     rng = np.random.default_rng(0)
     metrics: list[Mapping[str, float]] = []
     for frame in range(1, 121):
@@ -198,8 +198,8 @@ def test_revision_2_learns_what_autograd_learns_up_to_rounding(edits: list[str],
 def test_one_ulp_off_in_the_temperatures_gradient_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole-agent comparison above can fail: the hand path's temperature gradient one float
     step away from autograd's is told apart."""
-    exact = sac.temperature_gradient
-    monkeypatch.setattr(sac, "temperature_gradient", lambda log_prob, target_entropy: torch.nextafter(
+    exact = kernel.temperature_gradient
+    monkeypatch.setattr(kernel, "temperature_gradient", lambda log_prob, target_entropy: torch.nextafter(
         exact(log_prob, target_entropy), torch.tensor(math.inf)))
     by_hand, _ = _learned([], None, hand=True)
     by_autograd, _ = _learned([], None, hand=False)
@@ -218,15 +218,15 @@ def test_diagnostics_read_late_are_those_read_at_once() -> None:
 def test_diagnostics_from_a_tensor_written_later_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison above can fail: critics' values handed over in a buffer the next gradient
     step writes over are told apart."""
-    exact = sac.HandSAC.critic_step
+    exact = SoftActorCriticKernel.critic_gradients
     kept: dict[str, torch.Tensor] = {}
 
-    def reused(self: sac.HandSAC, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> tuple:
+    def reused(self: SoftActorCriticKernel, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> tuple:
         q1, q2, loss, grads = exact(self, obs, action, target)
         buffer = kept.setdefault("q1", torch.empty_like(q1))
         return buffer.copy_(q1), q2, loss, grads
 
-    monkeypatch.setattr(sac.HandSAC, "critic_step", reused)
+    monkeypatch.setattr(SoftActorCriticKernel, "critic_gradients", reused)
     _, late = _learned([], None, hand=True)
     kept.clear()
     _, at_once = _learned([], None, hand=True, read_at_once=True)
@@ -240,7 +240,7 @@ def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
     env = gym.make("Pendulum-v1")
     agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=1, max_frame=100,
                   device=torch.device("cpu"))
-    assert agent.hand is None
+    assert isinstance(agent.learner, sac.Autograd)
     obs = np.zeros((1, 3), np.float32)
     for frame in range(1, 11):
         agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([False]), np.array([False]), obs))

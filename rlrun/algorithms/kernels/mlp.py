@@ -1,4 +1,5 @@
-"""The gradient of a built-in multi-layer perceptron, derived by hand.
+"""The forward and backward passes of a built-in multi-layer perceptron, by hand (what the other
+kernels are built from).
 
 For a network of a few small layers (DQN's Q-network on classic control), autograd's bookkeeping
 (recording a graph on the forward pass, then walking it node by node) costs as much as the
