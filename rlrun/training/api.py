@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import check_installed
+from rlrun.training import control
+from rlrun.training.callbacks import Delivery
+from rlrun.training.callbacks import check as check_callbacks
 from rlrun.training.executor import Execution, Executor, OnEvent
 
 
@@ -62,6 +65,8 @@ class TrainResult:
     detached: str | None = None
     """Who supervises the run on the cluster (`--detach`: an actor, as `rlrun show` names it); the
     call returned once it took over, so `sessions` is empty and `status` is "running"."""
+    stopped_by: str | None = None
+    """The callback that stopped the run (it returned False, or raised: its line), if one did."""
 
     @property
     def error(self) -> str | None:
@@ -83,10 +88,13 @@ class TrainResult:
 
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
           on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
-          executor: Executor | None = None, trial: TrialLink | None = None) -> TrainResult:
+          executor: Executor | None = None, trial: TrialLink | None = None,
+          callbacks: Sequence[object] = ()) -> TrainResult:
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
-    search trial the run trains, recorded with the run in one transaction."""
+    search trial the run trains, recorded with the run in one transaction. `callbacks` hear what
+    the sessions report and may stop the run (`rlrun.training.callbacks`)."""
+    check_callbacks(callbacks)
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
@@ -108,7 +116,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
             if on_start is not None:
                 on_start(run)
             tasks = [_task(root, url, run.id, s, spec, "train", None) for s in registry.get_run(run.id).sessions]
-            return _launch(registry, root, run, tasks, on_event, runner)
+            return _launch(registry, root, run, tasks, on_event, runner, callbacks)
 
 
 def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None,
@@ -294,12 +302,14 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
            overrides: list[str] | None = None, fork: bool = False, on_event: OnEvent | None = None,
            on_plan: Callable[[ResumePlan], None] | None = None, handle_signals: bool = True,
            executor: Executor | None = None, on_start: Callable[[RunRecord], None] | None = None,
-           trial: TrialLink | None = None) -> TrainResult:
+           trial: TrialLink | None = None, callbacks: Sequence[object] = ()) -> TrainResult:
     """Continue a run (or, with `fork`, branch a new one) from each session's newest intact
     snapshot, optionally with a spec edit that must be consistent with what was already trained.
     `ref` names the run among those `filters` let through. When every session has already reached
     its target, nothing is written and the result says `nothing_to_do` (safe to requeue).
-    `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains."""
+    `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains;
+    `callbacks` as for `train`."""
+    check_callbacks(callbacks)
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
@@ -320,7 +330,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
             run, tasks = _start_fork(registry, root, url, plan, trial) if fork else _reopen(registry, root, url, plan)
             if on_start is not None:
                 on_start(run)
-            return _launch(registry, root, run, tasks, on_event, runner)
+            return _launch(registry, root, run, tasks, on_event, runner, callbacks)
 
 
 def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainResult:
@@ -383,15 +393,21 @@ def _executor(executor: Executor | None, handle_signals: bool) -> Executor:
 
 
 def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[SessionTask], on_event: OnEvent | None,
-            executor: Executor) -> TrainResult:
-    execution = executor.run(tasks, on_event or (lambda event: None))
+            executor: Executor, callbacks: Sequence[object] = ()) -> TrainResult:
+    delivery = Delivery(run.id, callbacks, on_event or (lambda event: None),
+                        request_stop=lambda: control.stop(run.id, home=root))
+    try:
+        execution = executor.run(tasks, delivery)
+    finally:
+        delivery.close()
     if execution.supervisor is not None:
         return TrainResult(run.id, run.name, str(root), "running", [], max_frame=run.max_frame,
-                           detached=execution.supervisor)
+                           detached=execution.supervisor, stopped_by=delivery.stopped_by)
     status = settle_run(registry, run.id, execution)
     outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
                 for t, e in zip(tasks, execution.ended, strict=True)]
-    return TrainResult(run.id, run.name, str(root), status, outcomes, execution.signal, max_frame=run.max_frame)
+    return TrainResult(run.id, run.name, str(root), status, outcomes, execution.signal, max_frame=run.max_frame,
+                       stopped_by=delivery.stopped_by)
 
 
 def settle_run(registry: Registry, run_id: str, execution: Execution) -> str:
