@@ -38,11 +38,13 @@ pytestmark = pytest.mark.slow
 
 SPEC = "reinforce_cartpole"
 TRACK = ["--track", "mlflow", "--track", "wandb"]
-FRAMES = 20_000
+FRAMES = 12_000
 SPARSE = ["--set", "meta.checkpoint_frequency=4000", "--set", "meta.eval_frequency=4000", "--frames", str(FRAMES)]
 """Seven log rows between snapshots (an evaluation only where there is a snapshot, so none for a
 new best between them): a run held between two snapshots has trackers past the newest one, W&B's
-file too (it writes a step once the next one comes)."""
+file too (it writes a step once the next one comes). Three snapshot intervals: the run is held in
+the second (at 6,000) and killed there, and its resume makes a snapshot of its own (8,000) before
+the end."""
 
 
 @pytest.fixture
