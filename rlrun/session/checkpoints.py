@@ -191,16 +191,22 @@ class Checkpoints:
 
     def _publish(self, prepared: snapshot.Prepared, frame: int, kind: str) -> None:
         """Record a complete snapshot: at once in a local home; in object storage once uploaded,
-        while training goes on. With `uploads.in_flight()` already uploading (a slow or hung
-        store), the oldest periodic one whose upload has not started is dropped (a newer one holds
-        more of the run); training waits only when none can be (every one a best snapshot)."""
+        while training goes on. With `uploads.in_flight()` already in flight (a slow or hung
+        store), a snapshot whose upload has not started and that a newer one supersedes (`_superseded`)
+        is dropped, never recorded: the oldest such in flight, else this one. Training waits for the
+        store only when neither can be (this one is the best so far, and every one waiting is
+        needed), and at a stop or the end (`settle`)."""
         upload = _Upload(prepared, kind, frame)
-        self.last_frame = frame
         if self.store is None:
+            self.last_frame = frame
             self._record_snapshot(upload)
             return
-        while len(self.uploading) >= uploads.in_flight() and not self._drop_one():
+        while len(self.uploading) >= uploads.in_flight() and not self._drop_one(kind):
+            if _superseded(kind, later=[]):
+                prepared.discard()  # the snapshots in flight hold the run as well: training goes on
+                return
             self._record_oldest()
+        self.last_frame = frame
         earlier = [u.recorded for u in self.uploading]
 
         def upload_in_turn() -> None:
@@ -213,11 +219,13 @@ class Checkpoints:
         self.uploading.append(upload)
         self._newest = prepared
 
-    def _drop_one(self) -> bool:
-        """Drop the oldest snapshot uploading that is only periodic and whose upload has not
-        started; False when there is none."""
-        for upload in self.uploading:
-            if upload.kind == "periodic" and upload.done.cancel():
+    def _drop_one(self, arriving: str) -> bool:
+        """Drop the oldest snapshot in flight whose upload has not started and that a newer one
+        (in flight, or `arriving`, of that kind) supersedes; False when there is none."""
+        waiting = list(self.uploading)
+        for i, upload in enumerate(waiting):
+            if _superseded(upload.kind, later=[u.kind for u in waiting[i + 1:]] + [arriving]) and \
+                    upload.done.cancel():  # fmt: skip
                 self.uploading.remove(upload)
                 upload.prepared.discard()
                 upload.recorded.set()
@@ -267,6 +275,16 @@ class Checkpoints:
                 layout.remove(path)
                 if self.store is not None:
                     self.store.submit(lambda path=path: remote.remove(path))  # type: ignore[misc]
+
+
+def _superseded(kind: str, later: list[str]) -> bool:
+    """Whether a snapshot of `kind` may be dropped when snapshots of the `later` kinds follow it: the
+    retention rule (`rlrun.snapshot.retention`) would keep it only as the newest, or as the best while
+    no later one is. The last snapshot of a process (its end, a stop) is never dropped."""
+    kinds = set(kind.split("+"))
+    if kinds & {"final", "preempt"}:
+        return False
+    return "best" not in kinds or any("best" in k.split("+") for k in later)
 
 
 def _nothing() -> None:
