@@ -4,6 +4,7 @@ ones are refused with a table, exit 2 and nothing changed; --fork branches a new
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -67,13 +68,24 @@ def overlapped_from_start(factory: pytest.TempPathFactory, spec: str) -> dict[st
     return reference_state(factory, spec, "--frames", str(BUDGET), *OVERLAPPED)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_new_evaluation_cadence(algorithm: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    spec = builtin_for(algorithm)
+def test_a_new_evaluation_cadence(half_trained: tuple[str, Path], tmp_path: Path,
+                                  tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The half-trained run "plain" (EVALUATION every 1,000 frames), copied, resumed evaluating
+    OVERLAPPED: from there on, the evaluations of the run evaluated so from frame 0."""
+    spec, trained = half_trained
     resumed = tmp_path / "resumed"
-    assert train(resumed, spec, "--frames", str(HALF), *EVALUATION).code == 0
-    resume_ok(resumed, "--more", str(BUDGET - HALF), *OVERLAPPED[4:])
-    assert_same_run(overlapped_from_start(tmp_path_factory, spec), final_state(resumed), evaluated_after=HALF)
+    shutil.copytree(trained, resumed)  # the fixture's home stays as it was (the tests below check it)
+    plain = _plain_run(resumed)
+    resume_ok(resumed, plain, "--more", str(BUDGET - HALF), *OVERLAPPED[4:])
+    assert_same_run(overlapped_from_start(tmp_path_factory, spec), final_state(resumed, plain), evaluated_after=HALF)
+
+
+def _plain_run(home: Path) -> str:
+    """The id of the run "plain" (not of a fork of it: `--fork` names its run after its parent's)."""
+    with Registry.open(home, create=False) as registry:
+        (run,) = [r.id for r in registry.list_runs(limit=None)
+                  if r.name == "plain" and registry.get_run(r.id).run.parent_id is None]
+    return run
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -94,11 +106,14 @@ def test_evaluations_never_change_training(algorithm: str, tmp_path: Path,
 
 @pytest.fixture(scope="module", params=ALGORITHMS)
 def half_trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """Two runs trained to HALF: "tied" (its learning rate a schedule tied to max_frame) and "plain"
+    (evaluating EVALUATION, which the refusals below never touch, and the start of
+    test_a_new_evaluation_cadence's run)."""
     spec = builtin_for(request.param)
     home = tmp_path_factory.mktemp(f"half-{request.param}") / "runs"
     tied = "agent.optimizer.lr=" + json.dumps({"kind": "linear", "start": initial_lr(spec), "end": 0})
     assert train(home, spec, "--frames", str(HALF), "--name", "tied", "--set", tied).code == 0
-    assert train(home, spec, "--frames", str(HALF), "--name", "plain").code == 0
+    assert train(home, spec, "--frames", str(HALF), "--name", "plain", *EVALUATION).code == 0
     return spec, home
 
 
