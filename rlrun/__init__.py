@@ -23,10 +23,10 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from rlrun.catalog import export_metrics, list_runs, list_searches, lookup, lookup_search, plot_data
-    from rlrun.datasets import record
+    from rlrun.enjoy.dataset import record
+    from rlrun.enjoy.policy import load_policy
     from rlrun.home.bundle import pull, push
     from rlrun.home.maintenance import plan_removal, remove
-    from rlrun.policy import load_policy
     from rlrun.refs import RunFilter
     from rlrun.search import plan_search, resume_search, run_search
     from rlrun.session.metrics_log import metrics
@@ -42,8 +42,9 @@ _LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.traini
          "run_search": "rlrun.search", "resume_search": "rlrun.search", "RunFilter": "rlrun.refs",
          **dict.fromkeys(("list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data"),
                          "rlrun.catalog"),
-         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance", "load_policy": "rlrun.policy",
-         "push": "rlrun.home.bundle", "pull": "rlrun.home.bundle", "record": "rlrun.datasets"}
+         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance",
+         "load_policy": "rlrun.enjoy.policy", "record": "rlrun.enjoy.dataset",
+         "push": "rlrun.home.bundle", "pull": "rlrun.home.bundle"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""Trajectory datasets (`rlrun record --minari`, rlrun.datasets): the agent's episodes, played as
+"""Trajectory datasets (`rlrun record --minari`, rlrun.enjoy.dataset): the agent's episodes, played as
 `rlrun enjoy` plays them, written as a Minari dataset that `minari.load_dataset` reads back, whose
 metadata names the run, the checkpoint's sha256, the spec and the seeds; the same checkpoint and
 seed give the same data."""

@@ -135,7 +135,7 @@ def _export_onnx(references: list[str], path: Path, checkpoint: str | None, *, m
         raise BadInput("--onnx writes a policy file of its own; export --metrics -o FILE in another command")
     if len(references) != 1:
         raise BadInput(f"--onnx exports one checkpoint, and {len(references)} runs are named; give one reference")
-    from rlrun.policy.onnx import export_onnx
+    from rlrun.enjoy.onnx import export_onnx
     from rlrun.refs import parse_ref
 
     reference = references[0]

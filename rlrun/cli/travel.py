@@ -1,5 +1,5 @@
 """push, pull and record: a run as one file that travels (a path or a store's URL) and still
-resumes (`rlrun.home.bundle`), and a checkpoint's episodes as a Minari dataset (`rlrun.datasets`)."""
+resumes (`rlrun.home.bundle`), and a checkpoint's episodes as a Minari dataset (`rlrun.enjoy.dataset`)."""
 
 from typing import TYPE_CHECKING, Annotated
 
@@ -82,7 +82,7 @@ def record(
     """Play a checkpoint as `rlrun enjoy` does and write its episodes as a Minari dataset (under
     $MINARI_DATASETS_PATH), whose metadata names the run, the checkpoint's sha256, the spec and the
     seeds; the same checkpoint and seed give the same dataset. Needs the minari extra."""
-    from rlrun.datasets import record as record_episodes
+    from rlrun.enjoy.dataset import record as record_episodes
     from rlrun.errors import BadInput
 
     if not minari:

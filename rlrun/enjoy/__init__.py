@@ -24,7 +24,7 @@ from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord,
 from rlrun.spec.cores import torch_threads
 
 if TYPE_CHECKING:
-    from rlrun.policy.onnx import PolicyFile
+    from rlrun.enjoy.onnx import PolicyFile
 
 MAX_EPISODES = 10_000
 """The most episodes one `enjoy` plays: a score needs far fewer, and a slip of the finger
@@ -137,7 +137,7 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
                        " are there to sample from in your own runtime)")
     policy_file = None
     if policy is not None:
-        from rlrun.policy.onnx import check_policy_file
+        from rlrun.enjoy.onnx import check_policy_file
 
         policy_file = check_policy_file(policy)  # the extra and the file, before the registry is read
     located = locate(reference, filters, home=home)
@@ -238,7 +238,7 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     if policy is None:
         acting = load_acting(root, target, render_mode=render_mode)
     else:  # the file in place of the checkpoint: its graph normalises the observations itself
-        from rlrun.policy.onnx import OnnxAgent
+        from rlrun.enjoy.onnx import OnnxAgent
 
         spec, env = acting_env(target, render_mode)
         try:

@@ -2,7 +2,7 @@
 file played in place of its checkpoint (`rlrun enjoy REF --policy policy.onnx`, onnxruntime).
 
 The graph's one input, `observation`, is a batch of observations as the run's env gives them
-(`rlrun.policy.Policy.make_env`: Atari's frames already skipped, pooled, resized and stacked by
+(`rlrun.enjoy.policy.Policy.make_env`: Atari's frames already skipped, pooled, resized and stacked by
 the env, as uint8), in the env's dtype, the batch axis dynamic. Inside the graph: the snapshot's
 observation normalisation (`env.normalize`: its float64 statistics, as constants), the
 conversions the agent makes (flattened float32 rows, or frames scaled by the CNN), the network's
@@ -223,8 +223,8 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
         raise BadInput(f"--onnx {path}: folder {path.parent} does not exist; create it or write elsewhere")
     import torch
 
+    from rlrun.enjoy.policy import load_policy
     from rlrun.fsutil import atomic_write
-    from rlrun.policy import load_policy
 
     policy = load_policy(reference, filters, home=home, checkpoint=checkpoint, option="--checkpoint")
     target, obs_space, action_space = policy.target, policy.observation_space, policy.action_space
