@@ -25,8 +25,10 @@ UNIT = Path(__file__).resolve().parent / "unit"
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns "auto" into a number
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """With pytest-xdist installed, the suite runs on one worker per core, at most four (every test
-    that trains starts its own processes), unless `-n` says otherwise; each file's tests on one
+    """With pytest-xdist installed, the suite runs on one worker more than the cores, at most four
+    (every test that trains starts its own processes), unless `-n` says otherwise: the spare worker
+    fills the time the others wait (tests/test_ray.py holds one for ten minutes at a quarter of a
+    core, waiting on its cluster: a node declared dead, a detached actor); each file's tests on one
     worker (loadfile), so a module's fixtures are made once: tests/test_ray.py's Ray cluster (two
     at once would share two cores between a dozen raylets), a file's reference runs. (Not
     loadgroup: pytest-xdist 3.8 marks a group on the test's id in a way pytest 9 ignores.) The unit
@@ -36,8 +38,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     option = config.option
     if option.numprocesses is None and not _unit_lane_only(config):
-        option.numprocesses = "auto"
-        option.maxprocesses = option.maxprocesses or 4
+        option.numprocesses = min(len(os.sched_getaffinity(0)) + 1, 4)
     if option.numprocesses and option.dist == "no" and not option.distload:
         option.dist = "loadfile"
 
