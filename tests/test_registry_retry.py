@@ -31,8 +31,11 @@ from rlrun.testhooks import HEARTBEAT_ENV
 
 pytest_plugins = ["postgres_server"]
 
+# The test's own clients only: the server's autovacuum worker visits the test's database now and then,
+# as the superuser, whom the test's role may not terminate.
 KILL_OTHERS = ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-               " WHERE datname = current_database() AND pid <> pg_backend_pid()")  # fmt: skip
+               " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+               " AND backend_type = 'client backend' AND usename = current_user")  # fmt: skip
 
 
 def new_session(registry: Registry, run_id: str = "ka00000001") -> SessionRecord:
