@@ -235,6 +235,11 @@ def _trials_with_a_snapshot(home: Path) -> set[int]:
     return {number for (number,) in found}
 
 
+PARALLEL = ["--trials", "3", "--parallel", "2", "--pruner", "none"]
+"""Two trials at a time, each in a worker process (a fresh interpreter), three in all: a stop meets
+the first two in flight, and the resume continues them and starts the third."""
+
+
 def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tuple[Path, Path],
                                                                    tmp_path: Path) -> None:
     """Two trials at a time, each in a worker process: SIGTERM to the driver alone stops both with a
@@ -242,8 +247,7 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     suggestion sees depends on timing, so the guarantee is per trial)."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
-    process = zygote.start(["search", str(spec), *search], env=cli_env(home),
+    process = zygote.start(["search", str(spec), *PARALLEL], env=cli_env(home),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
     process.send_signal(signal.SIGTERM)
@@ -254,7 +258,7 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
     resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     done = trials(home)
-    assert [t.state for t in done] == ["complete"] * 4
+    assert [t.state for t in done] == ["complete"] * 3
     straight_first = trials(home_a)[0]  # the first suggestion sees no ended trial, in any search
     assert done[0].params == straight_first.params and done[0].value == straight_first.value
     assert_same_run(final_state(home_a, straight_first.run_id), final_state(home, done[0].run_id))
@@ -313,8 +317,7 @@ def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Pa
     values no history shapes) bit for bit the straight search's."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    search = ["--trials", "4", "--parallel", "2", "--pruner", "none"]
-    process = zygote.start(["search", str(spec), *search],
+    process = zygote.start(["search", str(spec), *PARALLEL],
                                env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
@@ -327,7 +330,7 @@ def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Pa
     resumed = invoke(home, "resume", "search:latest")
     assert resumed.code == 0, resumed.stderr
     done = trials(home)
-    assert [t.state for t in done] == ["complete"] * 4
+    assert [t.state for t in done] == ["complete"] * 3
     straight_first = trials(home_a)[0]
     assert done[0].params == straight_first.params and done[0].value == straight_first.value
     assert_same_run(final_state(home_a, straight_first.run_id), final_state(home, done[0].run_id))
@@ -339,8 +342,7 @@ def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_tri
     naming the trial, and `rlrun resume search:...` continues that trial from its snapshot, exactly."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), "--trials", "3", "--parallel",
-                                "2", "--pruner", "none"], env=cli_env(home), stdout=subprocess.DEVNULL,
+    process = zygote.start(["search", str(spec), *PARALLEL], env=cli_env(home), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     wait_for(lambda: 0 in _trials_with_a_snapshot(home), process)
     with Registry.open(home, create=False) as registry:
