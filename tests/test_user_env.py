@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from same_run import assert_same_run, final_state, wait_for
+from same_run import assert_same_run, final_state, train_here, wait_for
 
 from rlrun import snapshot
 from rlrun.registry import Registry
@@ -80,11 +80,24 @@ def spec_file(env_name: str) -> str:
 
 @pytest.fixture(scope="module", params=list(HOW))
 def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    """The uninterrupted run of each env, trained from its own project folder."""
+    """The uninterrupted run of each env, trained from its own project folder, in this process
+    through the Python API (no signal is under test here: the runs compared with it are the
+    commands a user runs, each a process of its own), as a notebook in that folder would."""
     folder = project(tmp_path_factory.mktemp("straight"))
-    done = run(folder, folder / "runs", "train", spec_file(request.param))
-    assert done.returncode == 0, done.stderr
+    trained_here(folder, folder / "runs", spec_file(request.param))
     return request.param, final_state(folder / "runs")
+
+
+def trained_here(folder: Path, home: Path, spec: str, *edits: str) -> None:
+    """`rlrun train SPEC --set EDIT...` from the project `folder`, in this process through the Python
+    API (`same_run.train_here`), its `sys.path`, current folder and environment put back after."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.syspath_prepend(str(folder))  # sys.path put back after (rlrun's search of the folder adds to it)
+        for name, value in ISOLATED.items():
+            patch.setenv(name, value)
+        done = train_here(home, spec, [arg for edit in edits for arg in ("--set", edit)])
+    assert done.code == 0, done.stderr
 
 
 def _resumed_exactly(home: Path, env_name: str) -> None:
@@ -129,7 +142,7 @@ def test_kill_9_then_resume(straight: tuple[str, dict[str, Any]], tmp_path: Path
 def test_enjoy_here_and_from_a_copied_run_folder(tmp_path: Path) -> None:
     folder = project(tmp_path / "project")
     home = folder / "runs"
-    assert run(folder, home, "train", spec_file("Reach-v0"), "--frames", "1000").returncode == 0
+    trained_here(folder, home, spec_file("Reach-v0"), "meta.max_frame=1000")  # the enjoys are the user's commands
     watched = run(folder, home, "enjoy", "latest", "--episodes", "2", "--json")
     assert watched.returncode == 0, watched.stderr
     played = json.loads(watched.stdout)
