@@ -149,8 +149,10 @@ class Checkpoints:
             self.store.drain()
 
     def settle_quietly(self) -> None:
-        """A failed session's end: wait for the store jobs handed over (its log's last copy), but
-        record no snapshot and raise nothing (the session's own error is the one to say)."""
+        """A failed session's end: upload no more snapshots, record none, wait for the other store
+        jobs handed over (its log's last copy) and raise nothing (the session's own error is the
+        one to say)."""
+        self._stop_uploading()
         if self.store is not None:
             with suppress(Exception):
                 self.store.drain()
@@ -158,11 +160,16 @@ class Checkpoints:
     def close(self) -> None:
         for held in self.held:  # never put in place: a resume evaluates and writes them again
             held.prepared.discard()
-        self._closed = True
-        for upload in self.uploading:  # never recorded: a resume sweeps what reached the store
-            upload.recorded.set()
+        self._stop_uploading()
         if self.store is not None:  # idle unless an error cut the session short
             self.store.close()
+
+    def _stop_uploading(self) -> None:
+        """Start no snapshot's upload any more: those in flight are never recorded (a resume
+        sweeps what reached the store), and no job waits for them to be."""
+        self._closed = True
+        for upload in self.uploading:
+            upload.recorded.set()
 
     def _best_at(self, frame: int, evaluated: bool) -> list[str]:
         """["best"] when the evaluation at `frame` (recorded) is the best so far."""
