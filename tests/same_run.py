@@ -13,7 +13,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -253,9 +252,8 @@ def preempted_mid_episode(home: Path, spec: str, *args: str) -> Result:
 def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000) -> None:
     """Train `spec` (with CADENCE and its fast settings) and kill -9 its whole process group once a
     snapshot at `frame` or later is in the registry."""
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", "train", spec, *CADENCE, *fast(spec), *args],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args], cli_env(home),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: newest_checkpoint_frame(home) >= frame, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
