@@ -102,7 +102,9 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     if name is not None:
         check_run_name(name)
         _check_name_free(root, url, name)
-    with torch_state_kept():  # torch, NumPy and Python as the caller left them, whatever happens
+    # torch, NumPy and Python as the caller left them, whatever happens; the run's files reach a store
+    # home from a background thread, so no registry transaction here waits on the network.
+    with torch_state_kept(), storage.publishing_in_background():
         check_compatible(spec)
         check_installed(spec.meta.track)
         runner = _executor(executor, handle_signals)
@@ -320,7 +322,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
             on_plan(plan)
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
-    with torch_state_kept():
+    with torch_state_kept(), storage.publishing_in_background():
         check_installed(plan.spec.meta.track)
         runner = _executor(executor, handle_signals)
         runner.prepare(root, url, modules=user_code(plan.spec))
