@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from rlrun.envs.partial import HideVelocities
+from rlrun.envs.pomdp import HideVelocities
 from rlrun.errors import BadInput
 
 

@@ -1,10 +1,10 @@
-"""Partially observed versions of the classic tasks: `HideVelocities` zeroes the velocity terms of an
+"""Partially observed versions (POMDPs) of the classic tasks: `HideVelocities` zeroes the velocity terms of an
 observation, so an agent must infer motion from what it remembers (a recurrent core) or from a
 stack of frames. As the RL Zoo's `MaskVelocityWrapper` (its `CartPoleNoVel-v1`, `PendulumNoVel-v1`,
 `LunarLanderNoVel-v3`): the terms are zeroed, not dropped, so the observation keeps its shape and
 a result compares with sb3-contrib's recurrent benchmarks.
 
-    "env": {"id": "CartPole-v1", "wrappers": [{"class": "rlrun.envs.partial:HideVelocities"}]}
+    "env": {"id": "CartPole-v1", "wrappers": [{"class": "rlrun.envs.pomdp:HideVelocities"}]}
 
 Any env with a flat Box observation takes it with `"kwargs": {"indices": [...]}`, the positions to
 hide; the classic tasks below know theirs. The wrapper keeps no state: a snapshot needs nothing
