@@ -175,7 +175,7 @@ class Session:
         beat_every = heartbeat_seconds()
         start_frame, start_wall = self.clock.frame, self.clock.wall_time
         signal_at = testhooks.signal_at_frame()
-        while self.clock.frame < self.meta.max_frame:
+        while not self.meta.reached(self.clock.frame, self.best.mean if self.best else None):
             if stop.signal:
                 self._record_evaluations(wait=True)
                 self.checkpoints.take(["preempt"])
@@ -195,7 +195,10 @@ class Session:
             evaluated = crossed(before, self.clock.frame, self.meta.eval_frequency) or finished
             if evaluated:
                 self.evaluator.submit(self.clock.frame, self.agent, self.normalizer)
-            self._record_evaluations(wait=finished)
+            # A return target is known reached at the evaluation's own frame, never a few steps later
+            # when an overlapped evaluation happens to end: the same stop on every resume.
+            self._record_evaluations(wait=finished or (evaluated and self.meta.stop_at_return is not None))
+            finished = self.meta.reached(self.clock.frame, self.best.mean if self.best else None)
             kinds = []
             if crossed(before, self.clock.frame, self.meta.checkpoint_frequency):
                 kinds.append("periodic")

@@ -116,6 +116,9 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
         return Change(path, before, after, "placement", True, "where it learns; on another device it is not exact")
     if path == "meta.kernels":
         return _kernels_change(before, after, old, new)
+    if path == "meta.stop_at_return":
+        return Change(path, before, after, "budget", True, "a target, as max_frame: each session stops at the first"
+                      " evaluation that reaches it (one that already has: nothing left to train)")
     a, b = flatten(old).get(path), flatten(new).get(path)
     if isinstance(a, _ScheduleBase) and isinstance(b, _ScheduleBase):
         where = first_difference(a, old.meta.max_frame, b, new.meta.max_frame, frame)

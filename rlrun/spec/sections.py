@@ -317,6 +317,13 @@ class MetaSpec(Strict):
     the evaluation's frame. The results, the best snapshot and every snapshot's content are the
     same as without it, bit for bit; a snapshot due while an earlier evaluation is still running
     is written at once and put in place when that evaluation ends."""
+    stop_at_return: float | None = None
+    """End each session at the first evaluation whose mean return reaches this, as SB3's
+    `StopTrainingOnRewardThreshold` does: the session stops there, before `max_frame`, with its
+    final snapshot, and is `finished`. Each evaluation is then awaited at its frame (`eval_overlap`
+    gives up its overlap), so the session stops at the same frame however often it was stopped and
+    resumed. A target, as `max_frame` is: a resume may change it, and a session whose best evaluation
+    already reaches it has nothing left to train. null: train to `max_frame`."""
     checkpoint_frequency: Frames = 50_000
     """Write a periodic snapshot every this many frames."""
     keep_checkpoints: int = Field(default=3, gt=0)
@@ -355,6 +362,12 @@ class MetaSpec(Strict):
     host memory whatever the device. On CUDA a resume is exact on the same GPU model where torch has
     deterministic kernels; the registry records a session that used one without, or that resumed on
     another device, as approximate."""
+
+    def reached(self, frame: int, best_return: float | None) -> bool:
+        """Whether a session at `frame` whose best evaluation's mean is `best_return` (None: none
+        yet) has reached its targets: the frame budget, or `stop_at_return`."""
+        return frame >= self.max_frame or (self.stop_at_return is not None and best_return is not None
+                                           and best_return >= self.stop_at_return)
 
     @field_validator("device")
     @classmethod

@@ -29,7 +29,7 @@ from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device, torch_state_kept
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.session.task import SessionTask
-from rlrun.spec import Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
+from rlrun.spec import MetaSpec, Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import check_installed
@@ -254,16 +254,22 @@ def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", fi
     if refused:
         raise EditRefused(run.id, frame, refused, fork=fork)
     if not fork:
-        starts = [(s, c) for s, c in starts if not _at_target(s, c, edited.meta.max_frame)]
+        starts = [(s, c) for s, c in starts if not _at_target(root, s, c, edited.meta)]
     if starts:
         check_device(edited.meta.device)
     return ResumePlan(run, edited, previous, frame, starts, changes, fork, skipped)
 
 
-def _at_target(session: SessionRecord, start: CheckpointRecord | None, target: int) -> bool:
-    """Whether a session has nothing left to train: it finished at the target, or its snapshot is
-    there already. (A finished session whose newest snapshot is damaged still counts as done.)"""
-    return (session.status == "finished" and session.frame >= target) or (start is not None and start.frame >= target)
+def _at_target(root: Path, session: SessionRecord, start: CheckpointRecord | None, meta: MetaSpec) -> bool:
+    """Whether a session has nothing left to train: it finished at its targets (`meta.reached`: the
+    frame budget, or a return), or its snapshot is there already. (A finished session whose newest
+    snapshot is damaged still counts as done.)"""
+    if session.status == "finished" and meta.reached(session.frame, session.best_eval):
+        return True
+    if start is None:
+        return False
+    best = snapshot.read_meta(root / start.path).best if meta.stop_at_return is not None else None
+    return meta.reached(start.frame, best.mean if best else None)
 
 
 def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None,
