@@ -32,6 +32,7 @@ from helpers import Result, cli_env, fast, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import AttemptRecord, Registry, RunDetail
+from rlrun.registry.liveness import pid_alive
 from rlrun.testhooks import (
     CRASH_ENV,
     FREEZE_ENV,
@@ -677,6 +678,9 @@ def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone
             cluster.remove_node(node, allow_graceful=False)
         with contextlib.suppress(ProcessLookupError):
             os.kill(frozen, signal.SIGKILL)  # the lost attempt's worker, if Ray left it: its session is crashed now
+        # Gone, not dying: a process still tearing itself down is alive to the resume's liveness check,
+        # which then (rightly) refuses a run still running; on a busy machine that takes a while.
+        wait_for(lambda: not pid_alive(frozen))
         # The held session does not beat: a watch that presumes it lost after 60 s leaves the test time.
         argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address,
                                     env={HOLD_ENV: f"2500@{held}", HEARTBEAT_ENV: "0.5", STALE_ENV: "60"})
