@@ -71,6 +71,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Each test's lane in the JUnit report (.ci/timings.py sums them): unit, fast or slow."""
     unit = UNIT in Path(str(item.path)).parents
     item.user_properties.append(("lane", "unit" if unit else "slow" if item.get_closest_marker("slow") else "fast"))
+    _yield_to_the_longest(item)
+
+
+YIELDING_NICENESS = 10
+
+
+def _yield_to_the_longest(item: pytest.Item) -> None:
+    """Under pytest-xdist, a worker running any file but the longest ones (LONGEST_FIRST, started
+    first) runs it, and every process it starts, at a lower priority: the longest file is the suite's
+    critical path, and tests/test_ray.py's Ray cluster mostly waits, then needs a core at once (a
+    node declared dead, an actor restarted); the other workers fill every core and took the cluster's
+    turn, stretching that file from ~600 s to ~940 s. Niceness only ever goes up (no privilege
+    needed), so a worker that has run another file runs a later longest one at the same level as
+    the rest, as before."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or Path(str(item.path)).name in LONGEST_FIRST:
+        return
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if current < YIELDING_NICENESS:
+        os.setpriority(os.PRIO_PROCESS, 0, YIELDING_NICENESS)
 
 
 CPU_AT_START = pytest.StashKey[float]()
