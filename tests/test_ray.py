@@ -434,7 +434,7 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
                                 "--ray", cluster.address)
     driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
-    wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both trials train
+    wait_for(lambda: runs_snapshotted(homes["cluster"]) >= 2, driver)  # both trials train
     driver.send_signal(signal.SIGTERM)
     stopped = finished(driver)
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
@@ -451,6 +451,12 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
         assert_same_run(state, final_state(homes["cluster"], y.run_id))
     assert firsts[0].started_at < firsts[1].ended_at and firsts[1].started_at < firsts[0].ended_at, \
         "trials 0 and 1 trained at the same time"
+
+
+def runs_snapshotted(home: Path) -> int:
+    """How many runs of `home` have a snapshot: trials in flight together (two snapshots of one
+    trial would not say both train)."""
+    return len({snapshot.parents[2] for snapshot in home.glob("*/s0/checkpoints/f*")})
 
 
 # A population of two, two generations of 1,000 frames: what the PBT tests on the cluster train.
@@ -542,7 +548,7 @@ def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(
     driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     with losing_a_node(cluster):
-        wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 2, driver)  # both train
+        wait_for(lambda: runs_snapshotted(homes["cluster"]) >= 2, driver)  # both train
         for node in [n for n in cluster.list_all_nodes() if n is not cluster.head_node]:
             cluster.remove_node(node, allow_graceful=False)
         lost = finished(driver)
