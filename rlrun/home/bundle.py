@@ -441,10 +441,10 @@ def _filesystem(url: str, command: str) -> tuple[Any, str]:
     """The fsspec file system and key of a bundle's URL, as a home's (`rlrun.storage`: the same
     libraries, extras and settings); `hf://` is huggingface_hub's, where it is installed."""
     try:
-        return storage._filesystem(url)
+        return storage.filesystem(url, named=f"rlrun {command}: {url}")
     except BadInput as error:
         hint = "; install huggingface_hub for hf://" if url.lower().startswith("hf://") else ""
-        raise BadInput(f"rlrun {command}: {str(error).removeprefix('--home ')}{hint}") from None
+        raise BadInput(f"{error}{hint}") from None
 
 
 @contextmanager
@@ -456,7 +456,7 @@ def _talking_to(url: str, command: str, *, answers: bool = True) -> Iterator[Non
     except (BadInput, StoreUnreachable):
         raise
     except Exception as error:
-        silent = storage._no_answer(error)
+        silent = storage.no_answer(error)
         if not silent and not (answers and isinstance(error, OSError)):
             raise
         first = str(error).splitlines()[0] if str(error) else type(error).__name__

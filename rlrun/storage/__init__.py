@@ -83,7 +83,7 @@ def open_home(url: str, local: Path | None = None) -> Path:
         return known
     local = local or working_copy(url)
     if local not in _MIRRORS:
-        _MIRRORS[local] = Mirror(url, local, _filesystem(url))
+        _MIRRORS[local] = Mirror(url, local, filesystem(url))
     return local
 
 
@@ -263,7 +263,7 @@ def pull(path: Path) -> bool:
 
 def read_url(url: str) -> bytes:
     """One object's bytes, named by its full URL (a probe on a cluster node)."""
-    fs, key = _filesystem(url)
+    fs, key = filesystem(url)
     data: bytes = fs.cat_file(key)
     return data
 
@@ -275,7 +275,11 @@ def endpoint_setting(url: str) -> str:
     return _ENDPOINTS.get(_EXTRAS.get(scheme, ""), f"the settings of fsspec's library for {scheme}://")
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str, named: str | None = None) -> tuple[Any, str]:
+    """The fsspec file system of `url` and its key, with a home's libraries, extras and settings
+    (timeouts, retries, their own random stream); a missing library or an unknown scheme is
+    BadInput naming `named` (default: `--home URL`)."""
+    named = named or f"--home {url}"
     scheme = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
     extra = _EXTRAS.get(scheme)
     try:
@@ -290,9 +294,9 @@ def _filesystem(url: str) -> tuple[Any, str]:
         _own_random_stream()
     except ImportError:
         fix = f"install it: {install_hint(extra)}" if extra else "install the fsspec package that handles it"
-        raise BadInput(f"--home {url}: the library for {scheme}:// is not installed; {fix}") from None
+        raise BadInput(f"{named}: the library for {scheme}:// is not installed; {fix}") from None
     except ValueError as error:
-        raise BadInput(f"--home {url}: {scheme}:// is not a storage this rlrun knows ({error}); give s3://, gs://"
+        raise BadInput(f"{named}: {scheme}:// is not a storage this rlrun knows ({error}); give s3://, gs://"
                        " or az://") from None
     return fs, root.rstrip("/")
 
@@ -340,7 +344,7 @@ def _answered(method: Callable[..., T]) -> Callable[..., T]:
         try:
             return method(self, *args, **kwargs)
         except Exception as error:
-            if not _no_answer(error):
+            if not no_answer(error):
                 raise
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise StoreUnreachable(f"the store of {self.url} does not answer ({first}); try again once it is up,"
@@ -445,12 +449,12 @@ class Mirror:
             self.fs.ls(self.root.split("/")[0])
         except Exception as error:  # any library's failure: one line, exit 3 (no answer) or 2 (an answer: no)
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            kind = StoreUnreachable if _no_answer(error) else BadInput
+            kind = StoreUnreachable if no_answer(error) else BadInput
             raise kind(f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
                        f" {endpoint_setting(self.url)}") from None
 
 
-def _no_answer(error: BaseException) -> bool:
+def no_answer(error: BaseException) -> bool:
     """Whether the store did not answer at all (refused, timed out, unknown host), through the
     chain of causes, whichever library raised it (botocore, aiohttp, google-auth, azure-core): as
     opposed to an answer that says no (no such bucket, access denied)."""
