@@ -51,7 +51,8 @@ def test_a_session_ends_finished_at_the_first_evaluation_that_reaches_the_target
     [session] = result["sessions"]
     assert (result["status"], session["status"], session["frame"]) == ("finished", "finished", frame)
     assert session["best_eval"] == goal
-    assert (newest(tmp_path).frame, newest(tmp_path).kind.endswith("final")) == (frame, True)
+    last = newest(tmp_path)
+    assert (last.frame, last.kind.endswith("final")) == (frame, True)
     again = resume_ok(tmp_path)
     assert "nothing to do" in again.stderr
 
