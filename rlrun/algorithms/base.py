@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar
 
 import numpy as np
 import torch
@@ -64,6 +64,25 @@ class Agent(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Remembering(Protocol):
+    """An agent with a memory (`agent.network.recurrent`). Training's memory of each env copy is
+    the agent's own, kept in its state (so in every snapshot) and cleared where an episode ends.
+    Evaluation, `enjoy` and `load_policy` act from a memory the caller holds instead:
+    `initial_memory(n)` for n fresh episodes, and `act_remembering`, which gives the actions and the
+    memory after reading `obs` (the one passed in is never changed), so playing never touches
+    training's memory or random generators."""
+
+    def initial_memory(self, batch: int) -> Any: ...
+
+    def act_remembering(self, obs: np.ndarray, memory: Any, *, deterministic: bool = False,
+                        generator: torch.Generator | None = None) -> tuple[np.ndarray, Any]: ...
+
+
+def remembers(agent: object) -> TypeGuard[Remembering]:
+    """Whether `agent` acts from a memory (`Remembering`)."""
+    return callable(getattr(agent, "act_remembering", None))
 
 
 class Metrics(Mapping[str, float]):

@@ -22,7 +22,7 @@ import torch
 
 from rlrun import seeding, testhooks
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import Agent
+from rlrun.algorithms.base import Agent, remembers
 from rlrun.envs import make_env
 from rlrun.envs.normalize import Normalizer, make_normalizer
 from rlrun.envs.state import generator_state, make_generator, restore_wrappers_state, wrappers_state
@@ -96,18 +96,24 @@ def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministi
     running after `max_steps` steps is cut there."""
     returns, lengths, cut = [], [], []
     random_actions = copy.deepcopy(env.action_space)  # the env's own space's generator stays untouched
+    remembering = agent if remembers(agent) else None
     for episode_seed in seeds:
         generator = None if deterministic else torch.Generator().manual_seed(episode_seed)
         explore = np.random.default_rng(seeding.derive(episode_seed, seeding.EVAL_EXPLORATION))
         random_actions.seed(seeding.derive(episode_seed, seeding.EVAL_EXPLORATION, 1))
         obs, _ = env.reset(seed=episode_seed)
+        memory = None if remembering is None else remembering.initial_memory(1)  # each episode from a fresh memory
         total, length, done, truncated = 0.0, 0, False, False
         while not done:
+            if remembering is not None:  # the memory reads every observation, whichever action is taken
+                remembered, memory = remembering.act_remembering(
+                    _seen(obs, normalizer), memory, deterministic=deterministic, generator=generator)
             if epsilon > 0 and explore.random() < epsilon:
                 action = random_actions.sample()
+            elif remembering is not None:
+                action = remembered[0]
             else:
-                seen = np.asarray(obs)[None] if normalizer is None else normalizer.observation(np.asarray(obs)[None])
-                action = agent.act(seen, deterministic=deterministic, generator=generator)[0]
+                action = agent.act(_seen(obs, normalizer), deterministic=deterministic, generator=generator)[0]
             obs, reward, terminated, ended_by_limit, _ = env.step(action)
             if on_frame is not None:
                 on_frame(env.render())
@@ -119,6 +125,12 @@ def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministi
         lengths.append(length)
         cut.append(truncated)
     return Played(returns, lengths, cut)
+
+
+def _seen(obs: Any, normalizer: Normalizer | None) -> np.ndarray:
+    """One observation as the agent reads it: a batch of one, normalised (frozen) if the run is."""
+    batch = np.asarray(obs)[None]
+    return batch if normalizer is None else normalizer.observation(batch)
 
 
 def acting_state(agent_state: dict[str, Any]) -> dict[str, Any]:
