@@ -33,15 +33,18 @@ from rlrun.spec.sections import (
     NetworkSpec,
     NormalizeSpec,
     OptimizerSpec,
+    PrioritizedSpec,
+    RecurrentSpec,
     Spec,
     Strict,
     WrapperSpec,
 )
 
 __all__ = ["ALE_NAMESPACE", "ARITHMETIC", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec",
-           "NetworkSpec", "NormalizeSpec", "OptimizerSpec", "Spec", "Strict", "WrapperSpec", "apply_overrides",
-           "builtin_document", "builtin_names", "builtin_search_names", "did_you_mean", "json_schema", "load_spec",
-           "read_document", "recorded_spec", "user_code", "validate_spec"]
+           "NetworkSpec", "NormalizeSpec", "OptimizerSpec", "PrioritizedSpec", "RecurrentSpec", "Spec", "Strict",
+           "WrapperSpec", "apply_overrides", "builtin_document", "builtin_names", "builtin_search_names",
+           "did_you_mean", "json_schema", "load_spec", "read_document", "recorded_spec", "user_code",
+           "validate_spec"]
 
 
 # ---------------------------------------------------------------------------------------------

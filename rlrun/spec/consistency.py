@@ -24,7 +24,7 @@ from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anch
 
 RECORD_ONLY = {
     "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.eval_epsilon",
-    "meta.eval_max_steps", "meta.eval_overlap", "meta.checkpoint_frequency",
+    "meta.eval_max_steps", "meta.eval_overlap", "meta.eval_video", "meta.checkpoint_frequency",
     "meta.keep_checkpoints", "meta.log_frequency", "meta.track",
     # which processes step the copies: the same bits in the session's process, in blocks
     # (`rlrun.envs.workers`) or one process each ("async"): `rlrun.envs.make_vector_env`

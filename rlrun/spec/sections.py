@@ -63,6 +63,15 @@ BUILT_IN_NETWORKS = ("mlp", "nature_cnn")
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
+class RecurrentSpec(Strict):
+    """A memory between a network's torso and its heads (`agent.network.recurrent`)."""
+
+    cell: Literal["lstm", "gru"] = "lstm"
+    """The recurrent cell: "lstm" (Hochreiter and Schmidhuber, 1997) or "gru" (Cho et al., 2014)."""
+    size: int = Field(default=64, gt=0, le=65536)
+    """Units of its hidden state."""
+
+
 class NetworkSpec(Strict):
     kind: str = "mlp"
     """"mlp": fully connected layers on the flattened observation. "nature_cnn": the Nature-DQN
@@ -79,6 +88,13 @@ class NetworkSpec(Strict):
     """Non-linearity between hidden layers (built-in kinds only)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for a "module:factory" network (JSON values)."""
+    recurrent: RecurrentSpec | None = None
+    """A memory, for partially observed tasks: `{"cell": "lstm" | "gru", "size": N}` puts a recurrent
+    cell between the network (its hidden layers, its convolutions, or the user's network) and its
+    heads, whose hidden state carries what the agent has seen this episode; it starts from zeros at
+    each episode's start. PPO and A2C learn through whole rollouts of each env copy, DQN from
+    sequences of its replay memory (R2D2's stored states and burn-in). Every env copy's state is in
+    every snapshot. Structural: a resume may not add, remove or resize a memory. null: no memory."""
 
     @property
     def user(self) -> bool:
@@ -127,11 +143,27 @@ class OptimizerSpec(Strict):
         return lr
 
 
+class PrioritizedSpec(Strict):
+    """Prioritised replay (Schaul et al., 2016), proportional form (`agent.memory.prioritized`)."""
+
+    alpha: float = Field(default=0.6, ge=0, le=1)
+    """How much the priorities count: transitions are drawn with probability p^alpha / Σ p^alpha,
+    p = |TD error| + `epsilon`; 0: uniformly."""
+    beta: float = Field(default=0.4, ge=0, le=1)
+    """The importance-sampling correction's exponent at frame 0, annealed linearly to 1 at
+    `meta.max_frame`."""
+    epsilon: float = Field(default=1e-6, gt=0)
+    """Added to every |TD error|, so no transition's chance is 0."""
+
+
 class MemorySpec(Strict):
     capacity: int = Field(default=100_000, gt=0, le=100_000_000)
     """Transitions kept; the oldest are overwritten first."""
     snapshot: bool = True
     """Save the whole memory in every snapshot (exact resume), or refill it after a resume."""
+    prioritized: PrioritizedSpec | None = None
+    """Draw transitions by priority (DQN): `{"alpha": 0.6, "beta": 0.4}`; the priorities are in every
+    snapshot with the rest of the memory. null: uniformly."""
 
 
 class AgentConfig(Strict):
@@ -141,6 +173,20 @@ class AgentConfig(Strict):
     """Algorithm name, e.g. "reinforce"."""
     ACTION_SPACES: ClassVar[tuple[str, ...]] = ()
     """The Gymnasium action spaces the algorithm acts in, by class name (`rlrun.spec.spaces`)."""
+    REMEMBERS: ClassVar[bool] = False
+    """Whether the algorithm takes a memory (`network.recurrent`)."""
+    PRIORITIZES: ClassVar[bool] = False
+    """Whether its replay memory may draw by priority (`memory.prioritized`)."""
+
+    @model_validator(mode="after")
+    def _what_the_algorithm_takes(self) -> AgentConfig:
+        network, memory = getattr(self, "network", None), getattr(self, "memory", None)
+        if isinstance(network, NetworkSpec) and network.recurrent is not None and not self.REMEMBERS:
+            raise ValueError(f"{self.algorithm} takes no memory: remove network.recurrent, or use an algorithm "
+                             "that does (ppo, a2c)")
+        if isinstance(memory, MemorySpec) and memory.prioritized is not None and not self.PRIORITIZES:
+            raise ValueError(f"{self.algorithm}'s replay memory draws uniformly: remove memory.prioritized")
+        return self
 
 
 class AtariSpec(Strict):
@@ -324,6 +370,11 @@ class MetaSpec(Strict):
     gives up its overlap), so the session stops at the same frame however often it was stopped and
     resumed. A target, as `max_frame` is: a resume may change it, and a session whose best evaluation
     already reaches it has nothing left to train. null: train to `max_frame`."""
+    eval_video: int | None = Field(default=None, gt=0)
+    """Record a video of the first episode of every this many evaluations (the first evaluation's
+    too) into the run (`videos/eval-<frame>.mp4`) and to the trackers, as the zoo's
+    `--record-video`; the `video` extra. The episode is the evaluation's own, played again with
+    rendering, so training's bits are the same with or without it. Record-only. null: no videos."""
     checkpoint_frequency: Frames = 50_000
     """Write a periodic snapshot every this many frames."""
     keep_checkpoints: int = Field(default=3, gt=0)
