@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from rlrun import paths
+from rlrun import paths, storage
 from rlrun.errors import BadInput, RegistryError, RegistryUnavailable
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
@@ -237,7 +237,8 @@ class Connected:
         if write and self._missing:
             raise RegistryError(f"no registry at {label(self.url)}; it is created by `rlrun train`")
         try:
-            with self._db.transaction(write) as tx:
+            # a manifest the transaction rewrites reaches a URL home's store after the commit
+            with storage.held_until_committed(), self._db.transaction(write) as tx:
                 if write:
                     self._check_fence(tx)
                 yield tx

@@ -126,12 +126,46 @@ def publish(path: Path) -> None:
     mirror = mirror_of(path)
     if mirror is None:
         return
+    held: dict[Path, Mirror] | None = getattr(_HELD, "files", None)
+    if held is not None:
+        held[path] = mirror
+        return
+    _put_now(mirror, path)
+
+
+def _put_now(mirror: Mirror, path: Path) -> None:
+    """`publish`'s PUT, once no transaction holds it back: handed to the background publisher if
+    one is running, else made here, in this machine's turn."""
     publisher = _PUBLISHER
     if publisher is not None:
         publisher.add(mirror, path)
         return
     with _turn(mirror):
         mirror.put(path)
+
+
+_HELD = threading.local()
+"""The files `publish` was given inside this thread's `held_until_committed` block."""
+
+
+@contextmanager
+def held_until_committed() -> Iterator[None]:
+    """`publish` inside holds its files back and puts them once the block ends without an error:
+    the registry's write transactions run in one, so a transaction that rewrites a manifest commits
+    (and frees the registry's lock) before its PUT, and no transaction waits on a store (`rlrun
+    stop` asked while the store hangs holds no session up). A block that fails puts nothing. The
+    outermost of nested blocks puts."""
+    if getattr(_HELD, "files", None) is not None:
+        yield
+        return
+    held: dict[Path, Mirror] = {}
+    _HELD.files = held
+    try:
+        yield
+    finally:
+        _HELD.files = None
+    for path, mirror in held.items():
+        _put_now(mirror, path)
 
 
 @contextmanager

@@ -268,3 +268,29 @@ def test_a_store_that_answers_no_is_bad_input() -> None:
     with pytest.raises(BadInput, match="cannot be reached \\(Access Denied\\)") as refused:
         mirror.check()
     assert refused.value.exit_code == 2
+
+
+def test_a_manifest_reaches_the_store_after_its_transaction_commits(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rlrun stop` (and every registry write) commits before its PUT: a store that hangs holds no
+    registry lock, so the sessions it would stop keep their heartbeats. Before, the PUT ran inside
+    the transaction, and another connection saw no stop request while it waited."""
+    from rlrun.training import control
+
+    writer, _, mirror = _writer_and_reader(tmp_path)
+    with Registry.open(writer) as registry:
+        _run_with_a_trial(registry)
+    seen_at_put: list[float | None] = []
+    put = storage.Mirror.put
+
+    def observed_put(self: storage.Mirror, path: Path) -> None:
+        if path.name == paths.RUN_MANIFEST:
+            with Registry.open(writer) as other:  # another process's view: committed rows only
+                seen_at_put.append(other.resolve("ra00000001").stop_requested_at)
+        put(self, path)
+
+    monkeypatch.setattr(storage.Mirror, "put", observed_put)
+    outcome = control.stop("ra00000001", home=writer)
+    assert outcome.stopping and seen_at_put and all(asked is not None for asked in seen_at_put), seen_at_put
+    stored = json.loads(mirror.get_bytes(mirror.key(paths.run_dir(writer, "ra00000001") / paths.RUN_MANIFEST)) or b"{}")
+    assert stored["run"]["stop_requested_at"] == outcome.requested_at
