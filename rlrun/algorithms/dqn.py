@@ -1,8 +1,14 @@
-"""DQN (Mnih et al., 2015), with Double DQN (van Hasselt et al., 2016) as an option.
+"""DQN (Mnih et al., 2015), with its family as options: Double DQN (van Hasselt et al., 2016),
+dueling heads (Wang et al., 2016), prioritised replay (Schaul et al., 2016) and n-step returns
+(Sutton, 1988; as in Rainbow, Hessel et al., 2018).
 
-A Q-network learns from transitions replayed uniformly from memory, towards targets computed by a
-slowly moving copy of itself (copied every `target_update_frequency` frames, or Polyak-averaged
-after each gradient step). Exploration is epsilon-greedy or Boltzmann, each with its schedule.
+A Q-network learns from transitions replayed from memory (uniformly, or by priority), towards
+targets computed by a slowly moving copy of itself (copied every `target_update_frequency` frames,
+or Polyak-averaged after each gradient step). Exploration is epsilon-greedy or Boltzmann, each with
+its schedule. n-step targets are formed by the memory when it draws a batch (`replay`), so the
+agent holds no queue of recent steps; prioritised replay draws each gradient step's batch after the
+previous step has set the priorities of the rows it learnt from, and weighs each sample's loss by
+its importance-sampling weight.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock, crossed
+from rlrun.errors import BadInput
 from rlrun.spec import OptimizerSpec
-from rlrun.spec.agents.dqn import Config
+from rlrun.spec.agents.dqn import Config, importance_exponent
 
 _STEP_STATS = ("loss", "q_mean", "td_error", "grad_norm")
 _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
@@ -45,6 +52,39 @@ _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "huber": lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 1, 1.0),
     "mse": mse_loss,
 }
+_SAMPLE_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    # each loss per sample (reduction 0: none), for prioritised replay's weighted mean
+    "huber": lambda taken, target: torch.ops.aten.smooth_l1_loss.default(taken, target, 0, 1.0),
+    "mse": lambda taken, target: torch.ops.aten.mse_loss.default(taken, target, 0),
+}
+
+
+class Dueling(nn.Module):
+    """Dueling heads (Wang et al., 2016, eq. 9) over a network with one output more than there are
+    actions: the first is the state's value V, the others the advantages A, and
+    Q = V + (A − mean(A)). The torso and both heads are the network's own (for the built-ins, one
+    linear layer whose first row is V's head)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(obs)
+        value, advantage = out[:, :1], out[:, 1:]
+        return value + (advantage - advantage.mean(dim=-1, keepdim=True))
+
+
+def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic: Arithmetic) -> nn.Module:
+    """The spec's Q-network: one output per action, or `Dueling` heads over the network built for
+    one more; a user's network that cannot give that many is refused (BadInput, one line)."""
+    if not config.dueling:
+        return network(obs_space, actions, config.network, arithmetic=arithmetic)
+    try:
+        return Dueling(network(obs_space, actions + 1, config.network, arithmetic=arithmetic))
+    except BadInput as error:
+        raise BadInput(f"{error} (agent.dueling asks it for {actions + 1} outputs: the state's value, then one "
+                       "advantage per action; or set agent.dueling = false)") from None
 
 
 class Autograd:
@@ -60,13 +100,17 @@ class Autograd:
         return out
 
     def step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, loss: str,
-             optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-             ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+             optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int,
+             weights: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """One gradient step on a replayed batch (its observations, the actions taken as a column,
-        their TD targets); returns the loss, the Q-values of the actions taken and the gradient norm."""
+        their TD targets, and with prioritised replay each sample's importance-sampling weight);
+        returns the loss, the Q-values of the actions taken and the gradient norm."""
         with torch.enable_grad():
             taken = self.q(obs).gather(1, chosen).squeeze(1)
-            value = _LOSSES[loss](taken, target)
+            if weights is None:
+                value = _LOSSES[loss](taken, target)
+            else:
+                value = (weights * _SAMPLE_LOSSES[loss](taken, target)).mean()
             grad_norm = optimise(optimizer, value, spec, frame, max_frame)
         return value.detach(), taken.detach(), grad_norm
 
@@ -83,17 +127,20 @@ class Agent:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.actions = int(action_space.n)
-        self.q = network(obs_space, self.actions, config.network, arithmetic=arithmetic).to(device)
+        self.q = q_network(obs_space, self.actions, config, arithmetic).to(device)
         self.fast_q = Fast(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)
-        self.learner: Autograd | kernel_for.QKernel = \
-            kernel_for.find_q_network(self.q, self.target, kernels) or Autograd(self.q, self.target)
+        self.prioritized = config.memory.prioritized
+        kernel = kernel_for.find_q_network(self.q, self.target, kernels) if self.prioritized is None else None
+        self.learner: Autograd | kernel_for.QKernel = kernel or Autograd(self.q, self.target)
         """Runs the networks and steps the loss: autograd, or a kernel that computes the same
-        (`rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
+        (`rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`). The kernel takes no
+        weighted loss (prioritised replay's) and no dueling network (`QKernel.fits`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
-                                   np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack)
+                                   np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack,
+                                   n_step=config.n_step, gamma=config.gamma)
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: exploration schedules are read at it."""
@@ -132,6 +179,10 @@ class Agent:
         count = rounds * config.gradient_steps
         if count == 0:
             return {}
+        if self.prioritized is not None:
+            with torch.no_grad(), flushing_subnormals(self.device):
+                steps = [self._prioritized_step(clock) for _ in range(count)]
+            return self._metrics(steps, before)
         batches = to_device(self.memory.sample_batches(count, config.batch_size, self.generator), self.device)
         with torch.no_grad(), flushing_subnormals(self.device):
             targets = self._fixed_targets(batches)
@@ -140,9 +191,29 @@ class Agent:
             steps = [self._gradient_step(obs[i], chosen[i], targets[i] if targets is not None else
                                          self._td_target({name: value[i] for name, value in batches.items()}), clock)
                      for i in range(count)]
+        return self._metrics(steps, before)
+
+    def _metrics(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]],
+                 frame: int) -> Metrics:
         # read when the session reports or snapshots (every few thousand frames), not every update
-        epsilon, lr = config.epsilon.value(before, self.max_frame), self.optimizer.param_groups[0]["lr"]
+        epsilon, lr = self.config.epsilon.value(frame, self.max_frame), self.optimizer.param_groups[0]["lr"]
         return Metrics(lambda: {**self._step_stats(steps), "epsilon": epsilon, "lr": lr})
+
+    def _prioritized_step(self, clock: Clock
+                          ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step of prioritised replay: a batch drawn by the priorities the previous
+        step left, its loss weighed by importance (beta annealed to 1 at max_frame), and the rows'
+        priorities set from their TD errors."""
+        config = self.config
+        assert self.prioritized is not None
+        beta = importance_exponent(self.prioritized).value(clock.frame, self.max_frame)
+        slots, batch = self.memory.draw_prioritized(config.batch_size, self.generator, beta)
+        batch = to_device(batch, self.device)
+        target = self._td_target(batch)
+        obs = network_input(batch["obs"], config.network)
+        step = self._gradient_step(obs, batch["actions"].unsqueeze(-1), target, clock, batch["weights"])
+        self.memory.set_priorities(slots, (step[1] - target).cpu().numpy())
+        return step
 
     def _step_stats(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
                     ) -> dict[str, float]:
@@ -168,7 +239,9 @@ class Agent:
 
     def _td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """r + gamma * max_a' Q_target(s', a'), the next action chosen by the online network for
-        double DQN; no bootstrap past a terminal state."""
+        double DQN; no bootstrap past a terminal state. With n-step returns r is the window's
+        discounted rewards, s' its last next observation and gamma the batch's "discounts" (gamma^n,
+        or less where the window was cut)."""
         config = self.config
         next_obs = network_input(batch["next_obs"], config.network)
         next_q = self.learner.values(next_obs, target=True)
@@ -178,17 +251,25 @@ class Agent:
             next_value = next_q.gather(1, chosen).squeeze(1)
         else:
             next_value = next_q.max(dim=-1).values
-        target: torch.Tensor = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * next_value
+        discount = batch.get("discounts", config.gamma)  # n_step 1: the number, as it always was
+        target: torch.Tensor = batch["rewards"] + discount * (1.0 - batch["terminated"]) * next_value
         return target
 
-    def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock
+    def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock,
+                       weights: torch.Tensor | None = None
                        ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One gradient step on a replayed batch: its observations, actions taken (a column) and TD
-        targets; returns what `_step_stats` reads: its loss (None where the learner did not need
-        it to step), Q-values of the actions taken, targets and gradient norm."""
+        """One gradient step on a replayed batch: its observations, actions taken (a column), TD
+        targets and importance weights (prioritised replay); returns what `_step_stats` reads: its
+        loss (None where the learner did not need it to step), Q-values of the actions taken,
+        targets and gradient norm."""
         config = self.config
-        loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
-                                                   config.optimizer, clock.frame, self.max_frame)
+        if weights is None:
+            loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
+                                                       config.optimizer, clock.frame, self.max_frame)
+        else:
+            assert isinstance(self.learner, Autograd)
+            loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
+                                                       config.optimizer, clock.frame, self.max_frame, weights)
         clock.opt_step += 1
         if config.target_update == "polyak":
             self.target_update.polyak(config.tau)

@@ -23,9 +23,22 @@ a few of the oldest rows are excluded. `sample` draws slots uniformly with the a
 and redraws, with the same generator, the ones that are excluded, so a batch is uniform over the
 rows that can be sampled and depends only on the generator's state and the memory's contents.
 
+n-step returns (`n_step` > 1) are formed when a batch is drawn, from the rows that follow each
+drawn one for its copy (row r + k·num_envs): the window stops after n rows, at an episode's end
+(where the next row's observation is not this one's next: a termination or a truncation), or at
+the newest row added (a window still open is cut there and bootstraps from the newest row's next
+observation, as Stable-Baselines3's n-step buffer does). Nothing n-step is stored: the rows and
+their snapshots are the one-step memory's, and a batch is a function of the memory's contents.
+
+Prioritised replay (`spec.prioritized`, Schaul et al., 2016, proportional) keeps p^alpha for each
+slot in a `SumTree`; a new row gets the largest priority seen so far, and the agent sets the
+priorities of the rows it learnt from (`set_priorities`). A batch is drawn stratified: one number
+from the agent's generator in each of batch_size equal parts of the total.
+
 A snapshot holds the rings as two logs, written incrementally (`rlrun.snapshot.logs`), and the
-counters. Snapshots of format 1 held `obs`, `next_obs` (float32, flattened), `actions`, `rewards`,
-`terminated` as whole arrays; `load_state_dict` still reads them (`_load_format_1`).
+counters; with prioritised replay, the priorities too, whole (capacity × 8 bytes: old rows'
+priorities change, so they are no log). Snapshots of format 1 held `obs`, `next_obs` (float32,
+flattened), `actions`, `rewards`, `terminated` as whole arrays; `load_state_dict` still reads them (`_load_format_1`).
 """
 
 from __future__ import annotations
@@ -42,11 +55,70 @@ BATCH_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
 LOGS = ("rows", "frames")
 
 
+class SumTree:
+    """Non-negative priorities of `capacity` slots, each inner node the sum of its two children,
+    for drawing a slot with probability proportional to its priority (Schaul et al., 2016).
+
+    Every inner node is always recomputed as left + right (never adjusted by a difference), so the
+    tree is a function of its leaves alone: rebuilt from the leaves a snapshot holds, it has the
+    same bits. float64 throughout."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.base = 1 << max(capacity - 1, 0).bit_length()
+        """Leaves' offset: slot i is node base + i (node 1 the root)."""
+        self.nodes = np.zeros(2 * self.base, dtype=np.float64)
+
+    @property
+    def total(self) -> float:
+        return float(self.nodes[1])
+
+    @property
+    def leaves(self) -> np.ndarray:
+        return self.nodes[self.base : self.base + self.capacity]
+
+    def set(self, slots: np.ndarray, priorities: np.ndarray) -> None:
+        """Set `slots`' priorities (a slot given twice takes its last), and their ancestors' sums."""
+        slots = np.asarray(slots, dtype=np.int64)
+        last = len(slots) - 1 - np.unique(slots[::-1], return_index=True)[1]
+        nodes = slots[last] + self.base
+        self.nodes[nodes] = np.asarray(priorities, dtype=np.float64)[last]
+        while nodes[0] > 1:
+            nodes = np.unique(nodes // 2)
+            self.nodes[nodes] = self.nodes[2 * nodes] + self.nodes[2 * nodes + 1]
+
+    def load(self, leaves: np.ndarray) -> None:
+        """All priorities at once (a snapshot's), every sum recomputed as `set` forms it."""
+        self.nodes[:] = 0.0
+        self.leaves[:] = leaves
+        level = self.base
+        while level > 1:
+            parents = np.arange(level // 2, level)
+            self.nodes[parents] = self.nodes[2 * parents] + self.nodes[2 * parents + 1]
+            level //= 2
+
+    def find(self, mass: np.ndarray) -> np.ndarray:
+        """For each number in [0, total), the slot where the running sum of priorities passes it.
+        A number rounding lands past the last non-zero leaf is given the last slot below
+        `capacity` whose sum it reached (`np.minimum` with the caller's size does the rest)."""
+        mass = np.array(mass, dtype=np.float64)
+        nodes = np.ones(len(mass), dtype=np.int64)
+        while nodes[0] < self.base:
+            left = 2 * nodes
+            left_sum = self.nodes[left]
+            right = mass >= left_sum
+            mass = np.where(right, mass - left_sum, mass)
+            nodes = np.where(right, left + 1, left)
+        return nodes - self.base
+
+
 class ReplayMemory:
     def __init__(self, spec: MemorySpec, obs_shape: tuple[int, ...], obs_dtype: np.dtype[Any],
                  action_shape: tuple[int, ...], action_dtype: np.dtype[Any], *, num_envs: int = 1,
-                 frame_stack: int = 1) -> None:
+                 frame_stack: int = 1, n_step: int = 1, gamma: float = 1.0) -> None:
         self.spec, self.num_envs, self.stack = spec, num_envs, frame_stack
+        self.n_step, self.gamma = n_step, gamma
+        """Rewards each drawn transition sums (and their discount): a batch's n-step returns."""
         self.obs_shape = tuple(obs_shape)
         self.frame_shape = self.obs_shape[1:] if frame_stack > 1 else self.obs_shape
         if frame_stack > 1 and self.obs_shape[:1] != (frame_stack,):
@@ -68,6 +140,10 @@ class ReplayMemory:
         self.view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
         """What the learner sees of a batch, set by whoever owns the env's normalisation
         (`rlrun.envs.normalize`): the memory keeps the env's own observations and rewards."""
+        self.priorities = SumTree(self.capacity) if spec.prioritized is not None else None
+        """p^alpha of each slot, for prioritised replay; None: uniform."""
+        self.max_priority = 1.0
+        """The largest p^alpha set so far: a new row's (Schaul et al.: 1 before any)."""
 
     @property
     def size(self) -> int:
@@ -87,6 +163,8 @@ class ReplayMemory:
         rows = self.rows
         rows["obs"][slots], rows["next"][slots], rows["action"][slots] = self.stacks, next_frames, actions
         rows["reward"][slots], rows["terminated"][slots] = rewards, terminated
+        if self.priorities is not None:
+            self.priorities.set(slots, np.full(count, self.max_priority))
         self.rows_end += count
         self.stacks[:, :-1] = self.stacks[:, 1:]
         self.stacks[:, -1] = next_frames
@@ -140,23 +218,102 @@ class ReplayMemory:
             slots[redraw] = torch.randint(self.size, (len(redraw),), generator=generator).numpy()
         return slots
 
+    def draw_prioritized(self, batch_size: int, generator: torch.Generator, beta: float
+                         ) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
+        """A prioritised batch and the slots it holds: slot i drawn with probability P(i) = p_i^alpha /
+        Σ p^alpha, stratified (one uniform number from the agent's generator in each of batch_size
+        equal parts of the total); excluded slots are drawn again, each from the whole total. The
+        batch's "weights" are the importance-sampling weights (N·P(i))^−beta over their largest."""
+        assert self.priorities is not None
+        total = self.priorities.total
+        uniform = torch.rand(batch_size, generator=generator, dtype=torch.float64).numpy()
+        slots = self._proportional((np.arange(batch_size) + uniform) * (total / batch_size))
+        if self.frames_end > self.frame_capacity:
+            while not (ok := self.sampleable(slots)).all():
+                redraw = np.flatnonzero(~ok)
+                again = torch.rand(len(redraw), generator=generator, dtype=torch.float64).numpy()
+                slots[redraw] = self._proportional(again * total)
+        weights = (self.size * (self.priorities.leaves[slots] / total)) ** -beta
+        batch = self.batch(slots)
+        batch["weights"] = torch.from_numpy((weights / weights.max()).astype(np.float32))
+        return slots, batch
+
+    def _proportional(self, mass: np.ndarray) -> np.ndarray:
+        """The slots where the priorities' running sum passes each of `mass` (one rounded past the
+        last row filled gets that row)."""
+        assert self.priorities is not None
+        return np.minimum(self.priorities.find(mass), self.size - 1)
+
+    def set_priorities(self, slots: np.ndarray, td_errors: np.ndarray) -> None:
+        """The rows in `slots` were learnt from with these TD errors: their priorities become
+        (|δ| + epsilon)^alpha."""
+        assert self.priorities is not None and self.spec.prioritized is not None
+        spec = self.spec.prioritized
+        priorities = (np.abs(np.asarray(td_errors, dtype=np.float64)) + spec.epsilon) ** spec.alpha
+        self.priorities.set(slots, priorities)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+
     def batch(self, slots: np.ndarray) -> dict[str, torch.Tensor]:
         """The transitions in `slots` (which must be sampleable), observations in the env's dtype
-        and shape."""
+        and shape; with `n_step` > 1, "rewards" are each window's discounted sum, "next_obs" and
+        "terminated" its last row's, and "discounts" gamma^(rows in the window)."""
         rows = self.rows[slots]
+        if self.n_step == 1:
+            last, rewards, steps = rows, rows["reward"], None
+        else:
+            ends, rewards, steps = self._windows(slots)
+            last = self.rows[ends]
         frames = rows["obs"]
-        following = np.concatenate([frames[:, 1:], rows["next"][:, None]], axis=1)
+        following = np.concatenate([last["obs"][:, 1:], last["next"][:, None]], axis=1)
         shape = (len(slots), *self.obs_shape)
         batch = {
             "obs": self.frames[frames % self.frame_capacity].reshape(shape),
             "actions": np.ascontiguousarray(rows["action"]),
-            "rewards": np.ascontiguousarray(rows["reward"]),
+            "rewards": np.ascontiguousarray(rewards),
             "next_obs": self.frames[following % self.frame_capacity].reshape(shape),
-            "terminated": np.ascontiguousarray(rows["terminated"]),
+            "terminated": np.ascontiguousarray(last["terminated"]),
         }
         if self.view is not None:
-            batch = self.view(batch)
+            batch = self.view(batch)  # elementwise on rewards: each of a window's, before the sum
+        if steps is not None:
+            batch = {**batch, **self._returns(batch["rewards"], steps)}
         return {name: torch.from_numpy(array) for name, array in batch.items()}
+
+    def _windows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each drawn row's n-step window: the slot of its last row, its rewards (batch × n_step,
+        0 past the window's end) and its length. A row's copy continues it in row r + num_envs when
+        that row's observation ends with this one's next frame: a copy whose episode ended
+        (terminated or truncated) starts its next row from a new observation."""
+        capacity, rows = self.capacity, self.rows
+        current = self._row_numbers(slots)
+        going = np.ones(len(slots), dtype=bool)
+        steps = np.ones(len(slots), dtype=np.int64)
+        rewards = np.zeros((len(slots), self.n_step), dtype=np.float32)
+        rewards[:, 0] = rows["reward"][slots]
+        for k in range(1, self.n_step):
+            following = current + self.num_envs
+            going &= following < self.rows_end
+            there = np.where(going, following, current) % capacity
+            going &= rows["obs"][there, -1] == rows["next"][current % capacity]
+            current = np.where(going, following, current)
+            rewards[:, k] = np.where(going, rows["reward"][current % capacity], 0.0)
+            steps += going
+        return current % capacity, rewards, steps
+
+    def _row_numbers(self, slots: np.ndarray) -> np.ndarray:
+        """The number (counted from the first ever added) of the row each slot holds."""
+        if self.rows_end <= self.capacity:
+            return np.asarray(slots, dtype=np.int64)
+        return self.rows_end - self.capacity + (np.asarray(slots, dtype=np.int64) - self.rows_end) % self.capacity
+
+    def _returns(self, rewards: np.ndarray, steps: np.ndarray) -> dict[str, np.ndarray]:
+        """A window's rewards summed, discounted (float64 sums, float32 results), and the
+        discount of its bootstrap, gamma^length."""
+        window = np.arange(self.n_step) < steps[:, None]
+        powers = self.gamma ** np.arange(self.n_step, dtype=np.float64)
+        returns = (np.where(window, rewards, 0.0).astype(np.float64) * powers).sum(axis=1)
+        return {"rewards": returns.astype(np.float32), "discounts": (self.gamma ** steps.astype(np.float64)
+                                                                     ).astype(np.float32)}
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -168,8 +325,11 @@ class ReplayMemory:
 
         if not self.spec.snapshot:
             return {"memory": {"included": False}, "logs": {}}
-        counters = {"included": True, "rows_end": self.rows_end, "frames_end": self.frames_end,
-                    "stacks": self.stacks.tolist(), "known": self.known.tolist()}
+        counters: dict[str, Any] = {"included": True, "rows_end": self.rows_end, "frames_end": self.frames_end,
+                                    "stacks": self.stacks.tolist(), "known": self.known.tolist()}
+        if self.priorities is not None:
+            counters["priorities"] = torch.from_numpy(self.priorities.leaves.copy())
+            counters["max_priority"] = self.max_priority
         return {"memory": counters, "logs": {"rows": Log(self.rows, self.rows_end),
                                              "frames": Log(self.frames, self.frames_end)}}
 
@@ -188,6 +348,9 @@ class ReplayMemory:
         self.rows_end, self.frames_end = counters["rows_end"], counters["frames_end"]
         self.stacks[:] = counters["stacks"]
         self.known[:] = counters["known"]
+        if self.priorities is not None:
+            self.priorities.load(counters["priorities"].numpy())
+            self.max_priority = counters["max_priority"]
 
     def _load_format_1(self, counters: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Rebuild frames and rows from a format-1 memory (each row's obs and next_obs in full),

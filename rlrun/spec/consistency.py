@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from rlrun.arithmetic import revision
 from rlrun.errors import EditRefused
 from rlrun.spec import Spec
+from rlrun.spec.agents.dqn import importance_exponent
 from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
 
 RECORD_ONLY = {
@@ -150,8 +151,9 @@ def _budget_change(old: Spec, new: Spec, frame: int) -> Change:
         reason = f"below the {frame:,} frames already trained"
         return Change("meta.max_frame", before, after, "budget", False, reason)
     tied = []
-    for path, schedule in flatten(old).items():
-        replacement = flatten(new).get(path)
+    replacements = _schedules(new)
+    for path, schedule in _schedules(old).items():
+        replacement = replacements.get(path)
         if isinstance(schedule, _ScheduleBase) and isinstance(replacement, _ScheduleBase) and schedule == replacement:
             where = first_difference(schedule, before, replacement, after, frame)
             if where is not None:
@@ -160,6 +162,17 @@ def _budget_change(old: Spec, new: Spec, frame: int) -> Change:
     if tied:
         return Change("meta.max_frame", before, after, "budget", False, "; ".join(tied))
     return Change("meta.max_frame", before, after, "budget", True, "no schedule depends on it before this frame")
+
+
+def _schedules(spec: Spec) -> dict[str, _ScheduleBase]:
+    """Every schedule of `spec` by path, with those a setting implies: prioritised replay's
+    importance-sampling exponent, annealed from `beta` to 1 at max_frame (so a longer budget would
+    have weighed every sample learnt from so far differently)."""
+    out = {path: value for path, value in flatten(spec).items() if isinstance(value, _ScheduleBase)}
+    prioritized = getattr(getattr(spec.agent, "memory", None), "prioritized", None)
+    if prioritized is not None:
+        out["agent.memory.prioritized.beta"] = importance_exponent(prioritized)
+    return out
 
 
 def first_difference(a: _ScheduleBase, a_max: int, b: _ScheduleBase, b_max: int, frame: int

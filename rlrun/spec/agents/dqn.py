@@ -6,17 +6,26 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec
+from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec, PrioritizedSpec
 from rlrun.spec.schedules import Constant, Linear, Schedule
 
 
 class Config(AgentConfig):
     algorithm: Literal["dqn"] = "dqn"
     ACTION_SPACES = ("Discrete",)
+    PRIORITIZES = True
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     double: bool = False
     """Double DQN: the online network picks the next action, the target network values it."""
+    dueling: bool = False
+    """Dueling heads (Wang et al., 2016): the network's torso feeds a state value V and an advantage
+    A per action, and Q = V + A − mean(A). A user's network is asked for one output more than
+    there are actions: the first is V, the rest A."""
+    n_step: int = Field(default=1, gt=0, le=100)
+    """Rewards summed into each TD target (n-step returns): r_t + γ·r_t+1 + … + γ^(n−1)·r_t+n−1 +
+    γ^n·max Q_target(s_t+n), cut where an episode ends (no bootstrap past a termination; past a
+    truncation, from its final observation). 1: DQN's one-step target."""
     batch_size: int = Field(default=64, gt=0)
     """Transitions per gradient step."""
     learning_starts: int = Field(default=1000, ge=0)
@@ -42,3 +51,10 @@ class Config(AgentConfig):
     network: NetworkSpec = NetworkSpec(activation="relu")
     optimizer: OptimizerSpec = OptimizerSpec()
     memory: MemorySpec = MemorySpec()
+
+
+def importance_exponent(prioritized: PrioritizedSpec) -> Linear:
+    """Prioritised replay's importance-sampling exponent β over frames: `beta` at frame 0, 1 at
+    `meta.max_frame` (Schaul et al., 2016), a schedule like any other, so that the consistency rules
+    see it is tied to the budget."""
+    return Linear(kind="linear", start=prioritized.beta, end=1.0, to_frame="max_frame")
