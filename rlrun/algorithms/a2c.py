@@ -59,7 +59,7 @@ class Agent(OnPolicyAgent):
 
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         config, entropy_coef = self.config, self.entropy_term(clock)
-        log_probs, entropy, values = self.learner.evaluate(batch["obs"], batch["actions"], entropy=True)
+        log_probs, entropy, values = self.evaluate(batch, entropy=True)  # with a memory: the whole sequences
         assert entropy is not None
         loss = advantage_loss(log_probs, entropy, values, self.normalized(batch["advantages"]), batch["returns"],
                               config.value_coef, entropy_coef)

@@ -4,7 +4,8 @@ The actor outputs logits (Discrete, MultiDiscrete and MultiBinary actions: `dist
 Gaussian mean with a learned, state-independent log standard deviation (continuous actions); the
 critic is a separate network of the same shape, as in Stable-Baselines3's default. Probabilities
 are computed directly, without `torch.distributions`, which costs more than the network itself at
-these sizes.
+these sizes. With a memory (`agent.network.recurrent`, `rlrun.algorithms.recurrent`) each head reads
+its own recurrent cell; the agent keeps every env copy's state and learns from whole sequences.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rlrun.algorithms.base import (
 from rlrun.algorithms.base import network as make_network
 from rlrun.algorithms.distributions import Policy, policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
+from rlrun.algorithms.recurrent import Recurrent
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, OptimizerSpec
@@ -52,10 +54,17 @@ class ActorCritic(nn.Module):
         """One action as the rollout keeps it."""
         self.shared: NatureCNN | None = None
         """Convolutions both heads read (a nature_cnn network), or None: two separate MLPs."""
+        self.recurrent: Recurrent | None = None
+        """The memory (`agent.network.recurrent`): a torso and a cell before each linear head; None: none."""
         if network.kind == "nature_cnn":
             self.shared = NatureCNN(obs_space, network, arithmetic=arithmetic)
-            self.actor: nn.Module = _linear_head(self.shared.width, outputs, gain=0.01)
-            self.critic: nn.Module = _linear_head(self.shared.width, 1, gain=1.0)
+        if network.recurrent is not None:
+            self.recurrent = Recurrent(obs_space, network, self.shared)
+            self.actor: nn.Module = _linear_head(network.recurrent.size, outputs, gain=0.01)
+            self.critic: nn.Module = _linear_head(network.recurrent.size, 1, gain=1.0)
+        elif self.shared is not None:
+            self.actor = _linear_head(self.shared.width, outputs, gain=0.01)
+            self.critic = _linear_head(self.shared.width, 1, gain=1.0)
         else:
             self.actor = make_network(obs_space, outputs, network, output_gain=0.01)
             self.critic = make_network(obs_space, 1, network)
@@ -63,6 +72,8 @@ class ActorCritic(nn.Module):
         """The Gaussian policy's log standard deviation (unused for discrete actions)."""
         self.to(device)  # before the acting copies, which hold the weights where they are
         self.fast_actor, self.fast_critic = Fast(self.actor), Fast(self.critic)
+        if self.recurrent is not None:
+            self.recurrent.ready()
         if self.continuous:
             assert isinstance(action_space, spaces.Box)
             self.low, self.high = action_space.low, action_space.high  # the env's bounds: spec, not state
@@ -78,7 +89,10 @@ class ActorCritic(nn.Module):
 
     def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
-        out = self.fast_actor(features)
+        return self.draw(self.fast_actor(features), generator)
+
+    def draw(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """`sample` from the actor's output `out`."""
         if self.policy is not None:
             return self.policy.sample(out, generator)
         log_std = self.log_std.detach().cpu().numpy()
@@ -86,11 +100,27 @@ class ActorCritic(nn.Module):
         return out + np.exp(log_std) * noise, (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
 
     def greedy(self, features: np.ndarray) -> np.ndarray:
-        out = self.fast_actor(features)
+        return self.pick(self.fast_actor(features))
+
+    def pick(self, out: np.ndarray) -> np.ndarray:
+        """The greedy actions for the actor's output `out`."""
         return out if self.policy is None else self.policy.greedy(out)
 
-    def values(self, obs: np.ndarray) -> np.ndarray:
-        return self.fast_critic(self.features(obs))[:, 0]
+    def values(self, obs: np.ndarray, memory: np.ndarray | None = None) -> np.ndarray:
+        """The critic's values of `obs`; with a memory, read from `memory` (which stays as it is)."""
+        if self.recurrent is None:
+            return self.fast_critic(self.features(obs))[:, 0]
+        assert memory is not None
+        return self.fast_critic(self.recurrent.critic_output(self.features(obs), memory))[:, 0]
+
+    def remember(self, obs: np.ndarray, memory: np.ndarray, *, critic: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """With a memory: the actor's output on `obs`, the memory after reading it, and the
+        critic's values (None when `critic` is false: its part of the memory is left as it was)."""
+        assert self.recurrent is not None
+        after, critic_out = self.recurrent.step(self.features(obs), memory, critic=critic)
+        out = self.fast_actor(after[0])
+        return out, after, self.fast_critic(critic_out)[:, 0] if critic else None
 
     # -- learning, in torch ---------------------------------------------------------------------
 
@@ -105,6 +135,19 @@ class ActorCritic(nn.Module):
         out = self.actor(features)
         values = self.critic(features).squeeze(-1)
         return *self.heads(out, actions, entropy=entropy), values
+
+    def evaluate_sequences(self, obs: torch.Tensor, actions: torch.Tensor, memory: torch.Tensor,
+                           starts: torch.Tensor, *, entropy: bool, scaled: bool = False
+                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """`evaluate` with a memory, over whole sequences: `obs` and `actions` are steps × envs rows
+        (step-major), read from each env copy's `memory` at the first step (parts, envs, size),
+        the state zeroed before each step where `starts` (steps, envs) is 1."""
+        assert self.recurrent is not None
+        features = obs
+        if self.shared is not None:
+            features = self.shared.of_scaled(obs) if scaled else self.shared(obs)
+        actor, critic = self.recurrent.unroll(features, memory, starts)
+        return *self.heads(self.actor(actor), actions, entropy=entropy), self.critic(critic).squeeze(-1)
 
     def heads(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
               ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -152,6 +195,13 @@ class Rollout:
             copy_into(getattr(self, name)[self.filled], value)
         self.filled += 1
 
+    def starts(self) -> np.ndarray:
+        """1 where a step's observation is an episode's first (the step before ended one); the
+        first step's memory was already zeroed where one starts."""
+        starts = np.zeros_like(self.done)
+        starts[1:] = self.done[:-1]
+        return starts
+
     def advantages(self, last_values: np.ndarray, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
         """Generalised advantage estimation (Schulman et al., 2016); lam = 1 gives n-step returns.
         An episode's end cuts the bootstrap; a truncated one had its value folded into the reward."""
@@ -178,14 +228,16 @@ class Rollout:
 
 
 def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: np.ndarray, next_obs: np.ndarray,
-                        critic: ActorCritic, gamma: float) -> np.ndarray:
+                        critic: ActorCritic, gamma: float, memory: np.ndarray | None = None) -> np.ndarray:
     """An episode cut by a time limit did not end: add the discounted value of where it stopped
-    (as Stable-Baselines3 does), so the time limit is not learned as a terminal state."""
+    (as Stable-Baselines3 does), so the time limit is not learned as a terminal state. With a
+    memory, the critic reads the final observation from `memory`, its state after the step's
+    observation (sb3-contrib's RecurrentPPO does the same)."""
     cut = truncated & ~terminated
     if not cut.any():
         return rewards
     rewards = rewards.astype(np.float32, copy=True)
-    rewards[cut] += gamma * critic.values(next_obs[cut])
+    rewards[cut] += gamma * critic.values(next_obs[cut], None if memory is None else memory[:, cut])
     return rewards
 
 
@@ -264,36 +316,81 @@ class OnPolicyAgent:
                                self.model.continuous)
         self.next_obs = np.zeros((num_envs, *self.obs_layout.shape), dtype=self.obs_layout.dtype)
         """Where the last collected step led: its value bootstraps the rollout's tail."""
-        self._acted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._acted: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
+        self.hidden: np.ndarray | None = None
+        """With a memory: each env copy's (`Recurrent`'s layout), as training's last step left it,
+        zeroed where an episode ended. State: in every snapshot."""
+        self.rollout_hidden: np.ndarray | None = None
+        """... and as it was before the rollout's first step: where learning re-reads the rollout from."""
+        if self.model.recurrent is not None:
+            self.hidden = self.model.recurrent.initial(num_envs)
+            self.rollout_hidden = self.hidden.copy()
+            # the Remembering interface (`base.remembers`), only on agents with a memory
+            self.initial_memory = self._initial_memory
+            self.act_remembering = self._act_remembering
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
+        if self.hidden is not None:
+            if deterministic or generator is not None:
+                raise RuntimeError("an agent with a memory plays through act_remembering: training's memory is "
+                                   "for training's steps")
+            out, after, values = self.model.remember(obs, self.hidden)
+            assert values is not None
+            actions, log_probs = self.model.draw(out, self.generator)
+            self._acted = (actions, log_probs, values, after)
+            return self.model.to_env(actions)
         features = self.model.features(obs)
         if deterministic:
             return self.model.to_env(self.model.greedy(features))
         actions, log_probs = self.model.sample(features, generator or self.generator)
         if generator is None:  # a training step: remember what the rollout needs about it
-            self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0])
+            self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0], None)
         return self.model.to_env(actions)
+
+    def _initial_memory(self, batch: int) -> np.ndarray:
+        """A memory for `batch` fresh episodes (`base.Remembering`)."""
+        assert self.model.recurrent is not None
+        return self.model.recurrent.initial(batch)
+
+    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = False,
+                         generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
+        agent's own memory and generator are not touched, and the critic's part is left as it was."""
+        out, after, _ = self.model.remember(obs, memory, critic=False)
+        if deterministic:
+            return self.model.to_env(self.model.pick(out)), after
+        if generator is None:
+            raise ValueError("acting from a memory draws its actions from the caller's generator: pass one")
+        return self.model.to_env(self.model.draw(out, generator)[0]), after
 
     def observe(self, step: Step) -> None:
         assert self._acted is not None, "observe() follows a training act()"
-        actions, log_probs, values = self._acted
+        actions, log_probs, values, after = self._acted
+        done = step.terminated | step.truncated
         rewards = bootstrap_truncated(step.reward, step.truncated, step.terminated, step.next_obs, self.model,
-                                      self.config.gamma)
+                                      self.config.gamma, after)
+        if self.hidden is not None and self.rollout.filled == 0:  # the memory this rollout starts from
+            self.rollout_hidden = self.hidden.copy()
         self.rollout.add(obs=self.obs_layout.rows(step.obs), actions=actions, log_probs=log_probs,
-                         values=values, rewards=rewards, done=step.terminated | step.truncated)
+                         values=values, rewards=rewards, done=done)
         self.next_obs = self.obs_layout.rows(step.next_obs).copy()
+        if after is not None:
+            after[:, done] = 0.0  # an episode that ended: the next one starts from zeros
+            self.hidden = after
 
     def update(self, clock: Clock) -> dict[str, float]:
         if not self.rollout.full:
             return {}
-        last_values = self.model.values(self.next_obs)
+        last_values = self.model.values(self.next_obs, self.hidden)
         advantages, returns = self.rollout.advantages(last_values, self.config.gamma, self.advantage_lambda())
         batch = {name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
                  for name in ("obs", "actions", "log_probs", "values")}
         batch["advantages"] = torch.from_numpy(advantages).flatten()
         batch["returns"] = torch.from_numpy(returns).flatten()
+        if self.rollout_hidden is not None:  # whole sequences: where each starts, where episodes start
+            batch["memory"] = torch.from_numpy(self.rollout_hidden)
+            batch["starts"] = torch.from_numpy(self.rollout.starts())
         metrics = self.learn(to_device(batch, self.device), clock)
         self.rollout.filled = 0
         return {**metrics, "explained_variance": explained_variance(self.rollout.values, returns),
@@ -304,6 +401,8 @@ class OnPolicyAgent:
         rollout's last step is where those episodes ended."""
         if self.rollout.filled:
             self.rollout.done[self.rollout.filled - 1] = 1.0
+        if self.hidden is not None:
+            self.hidden[...] = 0.0
 
     def advantage_lambda(self) -> float:
         return self.config.gae_lambda
@@ -311,6 +410,15 @@ class OnPolicyAgent:
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         """Optimise on a full rollout; return the losses and diagnostics."""
         raise NotImplementedError
+
+    def evaluate(self, part: dict[str, torch.Tensor], *, entropy: bool, scaled: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """The learner's `evaluate` of a (mini)batch; with a memory, of its whole sequences
+        (`memory` and `starts` in `part`), by autograd (no kernel learns through a cell)."""
+        if "memory" in part:
+            return self.model.evaluate_sequences(part["obs"], part["actions"], part["memory"], part["starts"],
+                                                 entropy=entropy, scaled=scaled)
+        return self.learner.evaluate(part["obs"], part["actions"], entropy=entropy, scaled=scaled)
 
     def entropy_term(self, clock: Clock) -> float:
         """The entropy bonus's weight now; when it is 0 the loss skips computing entropy at all."""
@@ -322,13 +430,17 @@ class OnPolicyAgent:
         return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "generator": self.generator.get_state(),
             "rollout": self.rollout.state_dict(),
             "next_obs": torch.from_numpy(self.next_obs.copy()),
         }
+        if self.hidden is not None and self.rollout_hidden is not None:
+            state["hidden"] = torch.from_numpy(self.hidden.copy())
+            state["rollout_hidden"] = torch.from_numpy(self.rollout_hidden.copy())
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
@@ -336,3 +448,6 @@ class OnPolicyAgent:
         self.generator.set_state(state["generator"])
         self.rollout.load_state_dict(state["rollout"])
         self.next_obs = state["next_obs"].numpy()
+        if self.hidden is not None:
+            self.hidden = state["hidden"].numpy().copy()
+            self.rollout_hidden = state["rollout_hidden"].numpy().copy()

@@ -118,6 +118,9 @@ class Agent(OnPolicyAgent):
         within each minibatch; and whether their frames are already scaled floats (split ones,
         gathered into `KeptFrames`; each is overwritten by the next, after its gradient step)."""
         config, size = self.config, len(batch["obs"])
+        if "memory" in batch:
+            yield from self._sequences(batch)
+            return
         if size <= config.batch_size:  # one minibatch holds the rollout: the same one every epoch
             whole = {**batch, "advantages": self.normalized(batch["advantages"])}
             yield from [(whole, False)] * config.n_epochs
@@ -131,13 +134,36 @@ class Agent(OnPolicyAgent):
                 part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
                 yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
 
+    def _sequences(self, batch: dict[str, torch.Tensor]) -> Iterator[tuple[dict[str, torch.Tensor], bool]]:
+        """`_minibatches` with a memory: each minibatch is whole env copies' sequences (n_steps
+        each, `batch_size // n_steps` of them), read from their memory at the rollout's start."""
+        config = self.config
+        steps, envs = batch["starts"].shape
+        per = config.batch_size // steps  # the config holds batch_size to a multiple of n_steps
+        if per >= envs:  # one minibatch holds the rollout: the same one every epoch
+            whole = {**batch, "advantages": self.normalized(batch["advantages"])}
+            yield from [(whole, False)] * config.n_epochs
+            return
+        device = batch["obs"].device
+        at = torch.arange(steps, device=device)[:, None] * envs
+        for _ in range(config.n_epochs):
+            order = torch.randperm(envs, generator=self.generator).to(device)  # drawn on the host
+            for start in range(0, envs, per):
+                chosen = order[start:start + per]
+                index = (at + chosen[None]).flatten()  # step-major, as the cells read them
+                part = {name: take_rows(value, index) for name, value in batch.items()
+                        if name not in ("obs", "memory", "starts")}
+                frames = self.frames
+                part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
+                part["memory"], part["starts"] = batch["memory"][:, chosen], batch["starts"][:, chosen]
+                yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
+
     def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float, clock: Clock, *,
                    entropy: bool, scaled: bool) -> Stepped:
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
         need it; `scaled`: the frames are floats `KeptFrames` made)."""
         config = self.config
-        log_probs, entropies, values = self.learner.evaluate(part["obs"], part["actions"], entropy=entropy,
-                                                             scaled=scaled)
+        log_probs, entropies, values = self.evaluate(part, entropy=entropy, scaled=scaled)
         loss = clipped_surrogate(log_probs, entropies, values, part, clip, entropy_coef, config)
         grad_norm = self.learner.step(loss, self.optimizer, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1

@@ -228,6 +228,10 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
 
     policy = load_policy(reference, filters, home=home, checkpoint=checkpoint, option="--checkpoint")
     target, obs_space, action_space = policy.target, policy.observation_space, policy.action_space
+    if policy.recurrent:  # its memory would be inputs and outputs of the graph: not written yet
+        raise BadInput(f"rlrun export --onnx cannot export run {target.run.id}'s policy: it has a memory "
+                       "(agent.network.recurrent), which ONNX export does not take yet; play it with rlrun enjoy "
+                       "or rlrun.load_policy")
     if on_target is not None:
         on_target(target)
     graph, outputs = _acting_graph(policy.spec.agent.algorithm, policy.agent, policy.normalizer)

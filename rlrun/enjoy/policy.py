@@ -6,6 +6,10 @@
     obs, _ = env.reset(seed=0)
     action = policy.act(obs)                                 # what enjoy would choose
 
+A policy with a memory (`agent.network.recurrent`: `policy.recurrent`) takes the state its last
+step gave and gives the next one: `action, state = policy.act(obs, state)`, from `state=None` at
+each episode's start, as enjoy plays each episode from a fresh memory.
+
 `act` takes what the run's env gives (`make_env`: `gym.make` of the spec's env with its
 wrappers, Atari preprocessing and frame stack, as evaluation and enjoy build it) and chooses
 what `rlrun enjoy` chooses there: the observation normalisation statistics of the snapshot are
@@ -68,16 +72,19 @@ class Policy:
 
     @property
     def recurrent(self) -> bool:
-        """Whether `act` takes and gives a recurrent state (no built-in algorithm's does yet)."""
-        return False
+        """Whether `act` takes and gives a recurrent state (a run with `agent.network.recurrent`)."""
+        from rlrun.algorithms.base import remembers
+
+        return remembers(self.agent)
 
     def act(self, observation: Any, state: Any = None, deterministic: bool = True, generator: Any = None) -> Any:
         """The action for `observation` (as the run's env gives it), the greedy one unless
         `deterministic` is false; then drawn from `generator` (a `torch.Generator`; default: the
-        policy's own, seeded from `seed`). A recurrent policy would take its `state` and return
-        `(action, next_state)`; none is recurrent yet, so `state` must be None and the action alone
-        comes back."""
-        if state is not None:
+        policy's own, seeded from `seed`). A recurrent policy takes its `state` (None: a fresh
+        episode's; else what its previous step returned, for the same batch of episodes) and
+        returns `(action, next_state)`; the state given is never changed. Others take no state and
+        return the action alone."""
+        if state is not None and not self.recurrent:
             raise ValueError(f"run {self.run_id}'s policy is not recurrent: it takes no state (pass state=None)")
         obs = np.asarray(observation)
         shape = tuple(self.observation_space.shape or ())
@@ -87,8 +94,12 @@ class Policy:
                              f" (or a batch of them, ({'N', *shape}))")
         batch = obs[None] if single else obs
         seen = batch if self.normalizer is None else self.normalizer.observation(batch)
-        actions = self.agent.act(seen, deterministic=deterministic,
-                                 generator=None if deterministic else generator or self.generator)
+        drawn_from = None if deterministic else generator or self.generator
+        if self.recurrent:
+            memory = self.agent.initial_memory(len(batch)) if state is None else state
+            actions, after = self.agent.act_remembering(seen, memory, deterministic=deterministic, generator=drawn_from)
+            return (actions[0] if single else actions), after
+        actions = self.agent.act(seen, deterministic=deterministic, generator=drawn_from)
         return actions[0] if single else actions
 
     def make_env(self, render_mode: str | None = None) -> Any:

@@ -67,8 +67,9 @@ KERNELS: tuple[Kernel, ...] = (
 
 
 def find_actor_critic(model: ActorCritic, loss: str, kernels: str) -> ActorCriticKernel | None:
-    """The kernel that learns `model` (an on-policy `ActorCritic`) down the loss named `loss`, or None."""
-    if kernels != "auto":
+    """The kernel that learns `model` (an on-policy `ActorCritic`) down the loss named `loss`, or None
+    (always for a model with a memory: no kernel learns through a recurrent cell)."""
+    if kernels != "auto" or model.recurrent is not None:  # a memory's cells: autograd's
         return None
     from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
 

@@ -44,7 +44,7 @@ class ActorCriticKernel:
 
     @staticmethod
     def fits(model: ActorCritic, loss: str) -> bool:
-        return (loss in GRADIENTS and model.shared is None and HandMLP.fits(model.actor)
+        return (loss in GRADIENTS and model.shared is None and model.recurrent is None and HandMLP.fits(model.actor)
                 and HandMLP.fits(model.critic) and (model.continuous or type(model.policy) is Categorical))
 
     def __init__(self, model: ActorCritic, loss: str) -> None:

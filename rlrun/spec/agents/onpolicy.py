@@ -10,6 +10,7 @@ from rlrun.spec.schedules import Constant, Schedule
 
 class OnPolicyConfig(AgentConfig):
     ACTION_SPACES = ("Discrete", "Box", "MultiDiscrete", "MultiBinary")
+    REMEMBERS = True
     n_steps: int = Field(default=5, gt=0)
     """Steps collected from each env copy before every update (a rollout of n_steps × num_envs)."""
     gamma: float = Field(default=0.99, ge=0, le=1)
@@ -25,5 +26,5 @@ class OnPolicyConfig(AgentConfig):
     log_std_init: float = 0.0
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
     network: NetworkSpec = NetworkSpec()
-    """Actor and critic networks (separate, same shape)."""
+    """Actor and critic networks (separate, same shape); with `recurrent`, each its own cell."""
     optimizer: OptimizerSpec = OptimizerSpec()

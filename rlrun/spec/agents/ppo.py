@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlrun.spec import OptimizerSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig
@@ -20,10 +20,21 @@ class Config(OnPolicyConfig):
     n_epochs: int = Field(default=10, gt=0)
     """Passes over each rollout."""
     batch_size: int = Field(default=64, gt=0)
-    """Minibatch size (the rollout is split into rollout / batch_size minibatches per epoch)."""
+    """Minibatch size in transitions (the rollout is split into rollout / batch_size minibatches per
+    epoch). With a memory (`network.recurrent`) minibatches are whole env copies' sequences, so it
+    must be a multiple of n_steps: batch_size / n_steps env copies per minibatch."""
     clip_range: Schedule = Constant(value=0.2)
     """Ratio clipping of the surrogate objective: a number or a schedule over frames."""
     clip_range_vf: float | None = Field(default=None, gt=0)
     """Clip each value update to this distance from the value at collection (none when null)."""
     normalize_advantages: bool = True
     optimizer: OptimizerSpec = OptimizerSpec(lr=Constant(value=3e-4), grad_clip=0.5)
+
+    @model_validator(mode="after")
+    def _whole_sequences(self) -> Config:
+        if self.network.recurrent is not None and self.batch_size % self.n_steps:
+            fits = max(1, self.batch_size // self.n_steps) * self.n_steps
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of n_steps {self.n_steps}: with a "
+                             "memory each minibatch is whole sequences of n_steps; use batch_size "
+                             f"{fits} ({fits // self.n_steps} env copies per minibatch)")
+        return self

@@ -1,0 +1,112 @@
+"""PPO's and A2C's memory (`agent.network.recurrent`, rlrun/algorithms/recurrent.py), in process: the
+state is in `state_dict` and comes back from it, an episode's end clears it, learning re-reads a
+rollout as acting read it, no kernel takes a model with a memory, and the spec holds minibatches to
+whole sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import rlrun
+from rlrun.algorithms import build_agent
+from rlrun.algorithms import kernels as kernel_for
+from rlrun.algorithms.base import Step, remembers
+from rlrun.envs import make_env
+from rlrun.errors import BadInput
+
+HIDE = 'env.wrappers=[{"class": "rlrun.envs.pomdp:HideVelocities"}]'
+
+
+def agent_and_env(algorithm: str, cell: str, *edits: str) -> tuple[Any, Any, Any]:
+    spec = rlrun.load_spec(f"{algorithm}_cartpole", [HIDE, f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}',
+                                                    "env.num_envs=3", "agent.n_steps=16", *edits])
+    env = make_env(spec.env)
+    agent = build_agent(spec, env.observation_space, env.action_space, seed=3)
+    return spec, agent, env
+
+
+def collect(agent: Any, env: Any, steps: int, seed: int = 0) -> np.ndarray:
+    """`steps` training steps of 3 env copies (each its own copy of `env`, reset on its own)."""
+    rng = np.random.default_rng(seed)
+    obs = np.stack([env.reset(seed=seed + i)[0] for i in range(3)]).astype(np.float32)
+    for _ in range(steps):
+        actions = agent.act(obs)
+        next_obs = obs + rng.normal(0, 0.1, obs.shape).astype(np.float32)
+        terminated = rng.random(3) < 0.15
+        truncated = ~terminated & (rng.random(3) < 0.05)
+        agent.observe(Step(obs, actions, np.ones(3, np.float32), terminated, truncated, next_obs))
+        obs = np.where((terminated | truncated)[:, None], rng.normal(0, 0.05, obs.shape), next_obs).astype(np.float32)
+    return obs
+
+
+@pytest.mark.parametrize(("algorithm", "cell"), [("ppo", "lstm"), ("a2c", "gru")])
+def test_learning_rereads_the_rollout_as_acting_read_it(algorithm: str, cell: str) -> None:
+    """The rollout's log-probabilities and values, taken while acting step by step in NumPy, are
+    what the torch cells give re-reading each env copy's sequence from its stored start memory,
+    reset where episodes started (wrong resets would be far off, not a rounding away)."""
+    _, agent, env = agent_and_env(algorithm, cell)
+    collect(agent, env, 5)  # the rollout starts mid-episode, from a memory that is not zeros
+    agent.rollout.filled = 0
+    collect(agent, env, 16, seed=1)
+    assert agent.rollout.full and np.abs(agent.rollout_hidden).max() > 0 and agent.rollout.done.any()
+    rollout = agent.rollout
+    obs = torch.from_numpy(rollout.obs).flatten(0, 1)
+    with torch.no_grad():
+        log_probs, _, values = agent.model.evaluate_sequences(
+            obs, torch.from_numpy(rollout.actions).flatten(0, 1), torch.from_numpy(agent.rollout_hidden),
+            torch.from_numpy(rollout.starts()), entropy=False)
+    np.testing.assert_allclose(log_probs.numpy(), rollout.log_probs.ravel(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(values.numpy(), rollout.values.ravel(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_memory_is_state_and_an_episodes_end_clears_it() -> None:
+    spec, agent, env = agent_and_env("ppo", "lstm")
+    obs = collect(agent, env, 7)
+    state = agent.state_dict()
+    assert state["hidden"].shape == (4, 3, 8) and state["hidden"].abs().max() > 0  # actor's h, c; critic's h, c
+    again: Any = build_agent(spec, env.observation_space, env.action_space, seed=4)
+    again.load_state_dict(state)
+    np.testing.assert_array_equal(again.hidden, agent.hidden)
+    np.testing.assert_array_equal(again.rollout_hidden, agent.rollout_hidden)
+    np.testing.assert_array_equal(again.act(obs), agent.act(obs))  # the same memory and generator: the same draw
+
+    # an episode that ends clears its env copy's memory: the next step acts from a fresh one
+    step = Step(obs, agent.act(obs), np.ones(3, np.float32), np.array([False, True, False]),
+                np.zeros(3, bool), obs)
+    agent.observe(step)
+    assert not agent.hidden[:, 1].any() and agent.hidden[:, 0].any()
+    out, _, values = agent.model.remember(obs, agent.hidden)
+    fresh, _, fresh_values = agent.model.remember(obs[1:2], agent.initial_memory(1))
+    np.testing.assert_allclose(out[1:2], fresh, rtol=1e-6)
+    np.testing.assert_allclose(values[1:2], fresh_values, rtol=1e-6)
+
+    # playing from a memory of the caller's never touches training's, nor the memory passed in
+    before, memory = agent.hidden.copy(), agent.initial_memory(3)
+    actions, after = agent.act_remembering(obs, memory, deterministic=True)
+    assert not memory.any() and after.shape == memory.shape and actions.shape == (3,)
+    np.testing.assert_array_equal(agent.hidden, before)
+
+    agent.restart_episodes()  # a resume that could not restore the env mid-episode
+    assert not agent.hidden.any()
+
+
+def test_no_kernel_learns_through_a_memory() -> None:
+    _, agent, _ = agent_and_env("ppo", "lstm")
+    assert kernel_for.find_actor_critic(agent.model, "ppo", "auto") is None
+    assert remembers(agent)
+    _, plain, _ = agent_and_env("ppo", "lstm", "agent.network.recurrent=null")
+    assert not remembers(plain) and "hidden" not in plain.state_dict()
+
+
+def test_minibatches_are_whole_sequences_and_only_ppo_and_a2c_remember() -> None:
+    with pytest.raises(BadInput) as refused:
+        rlrun.load_spec("ppo_cartpole", ['agent.network.recurrent={"cell": "gru", "size": 16}', "agent.batch_size=48"])
+    assert "multiple of n_steps 32" in str(refused.value) and "use batch_size 32" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(BadInput) as refused:
+        rlrun.load_spec("reinforce_cartpole", ['agent.network.recurrent={"cell": "lstm", "size": 16}'])
+    assert "takes no memory" in str(refused.value)
