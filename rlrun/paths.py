@@ -96,3 +96,8 @@ def session_dir(home: Path, run_id: str, session_index: int) -> Path:
 
 def checkpoints_dir(home: Path, run_id: str, session_index: int) -> Path:
     return session_dir(home, run_id, session_index) / "checkpoints"
+
+
+def eval_video(home: Path, run_id: str, session_index: int, frame: int) -> Path:
+    """The video of the session's evaluation at `frame` (`meta.eval_video`)."""
+    return session_dir(home, run_id, session_index) / "videos" / f"eval-{frame}.mp4"

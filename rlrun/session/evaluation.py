@@ -4,7 +4,8 @@ An evaluation at frame F is a function of the policy's weights at F, the normali
 at F, the session seed, F, and (for wrappers of the user's that keep state) the evaluations before
 it. `Evaluator` runs them in that order, either at once in the training loop or on one background
 thread on a copy of the agent taken at F; either way the results are the same, bit for bit, and
-the loop records them in frame order (`rlrun.session.loop`).
+the loop records them in frame order (`rlrun.session.loop`). An evaluation due a video plays its
+first episode again for it, in the same place, after it (`rlrun.session.eval_video`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -26,6 +28,7 @@ from rlrun.algorithms.base import Agent, remembers
 from rlrun.envs import make_env
 from rlrun.envs.normalize import Normalizer, make_normalizer
 from rlrun.envs.state import generator_state, make_generator, restore_wrappers_state, wrappers_state
+from rlrun.session import eval_video
 from rlrun.spec import Spec
 
 
@@ -73,6 +76,8 @@ class Outcome:
     evaluation: Evaluation
     env_after: EvalEnvState
     """The evaluation env's state once this evaluation ended: what a snapshot at its frame holds."""
+    video: eval_video.Video | None = None
+    """Its video (`meta.eval_video`), when it was due one: the file, or why there is none."""
 
 
 def evaluate(agent: Agent, env: gym.Env[Any, Any], *, seed: int, frame: int, episodes: int,
@@ -81,10 +86,15 @@ def evaluate(agent: Agent, env: gym.Env[Any, Any], *, seed: int, frame: int, epi
     """Run `episodes` episodes. Episode k at frame f is seeded from (seed, f, k) alone, so an
     evaluation neither depends on nor disturbs any other random stream (nor the training env's
     normalisation statistics, which it reads frozen)."""
-    seeds = [seeding.derive(seed, seeding.EVAL, frame, k) for k in range(episodes)]
+    seeds = episode_seeds(seed, frame, episodes)
     played = play(agent, env, seeds, deterministic=deterministic, epsilon=epsilon, max_steps=max_steps,
                   normalizer=normalizer)
     return Evaluation(frame=frame, returns=played.returns, lengths=played.lengths, truncated=played.truncated)
+
+
+def episode_seeds(seed: int, frame: int, episodes: int) -> list[int]:
+    """The seeds of the evaluation at `frame`'s episodes, from (seed, frame, k) alone."""
+    return [seeding.derive(seed, seeding.EVAL, frame, k) for k in range(episodes)]
 
 
 def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministic: bool, epsilon: float = 0.0,
@@ -147,11 +157,13 @@ class Evaluator:
     The copy is an agent of the same spec loaded with the training agent's state (its replay
     memory aside), built once; so a second evaluation waits for the first before it takes the
     copy's place. Nothing here touches the training agent, env or random generators after
-    `submit` returns."""
+    `submit` returns. `videos`: where the video of the evaluation at a frame goes (None: no videos)."""
 
-    def __init__(self, spec: Spec, obs_space: Any, action_space: Any, seed: int, device: str) -> None:
+    def __init__(self, spec: Spec, obs_space: Any, action_space: Any, seed: int, device: str,
+                 videos: Callable[[int], Path] | None = None) -> None:
         self.spec, self.seed = spec, seed
         self.env = make_env(spec.env)
+        self.recorder = eval_video.Recorder(spec, videos) if videos is not None and spec.meta.eval_video else None
         self.overlap = spec.meta.eval_overlap
         self.done: deque[Outcome] = deque()
         self.running: Future[Outcome] | None = None
@@ -181,13 +193,15 @@ class Evaluator:
 
     # -- running --------------------------------------------------------------------------------
 
-    def submit(self, frame: int, agent: Agent, normalizer: Normalizer | None) -> None:
-        """Evaluate the policy as it is at `frame`."""
+    def submit(self, frame: int, agent: Agent, normalizer: Normalizer | None, *, number: int) -> None:
+        """Evaluate the policy as it is at `frame`; `number`: the evaluation's place among the
+        session's (0: its first), which says whether it gets a video."""
         import time
 
+        video = self.recorder is not None and eval_video.due(number, self.spec.meta.eval_video)
         if self.thread is None:
             started = time.monotonic()
-            self.done.append(self._run(frame, agent, normalizer))
+            self.done.append(self._run(frame, agent, normalizer, video))
             self.waited += time.monotonic() - started
             return
         self._finish_running()
@@ -200,14 +214,25 @@ class Evaluator:
         self.waited += time.monotonic() - started
         self.running_frame = frame
         self.running = self.thread.submit(self._run, frame, self.copy,
-                                          self.copy_normalizer if normalizer is not None else None)
+                                          self.copy_normalizer if normalizer is not None else None, video)
 
-    def _run(self, frame: int, agent: Agent, normalizer: Normalizer | None) -> Outcome:
+    def unrecorded(self) -> int:
+        """Evaluations submitted that the loop has not taken yet (`finished`)."""
+        return len(self.done) + (self.running is not None)
+
+    def _run(self, frame: int, agent: Agent, normalizer: Normalizer | None, video: bool = False) -> Outcome:
         testhooks.slow_evaluation()
+        # the first episode starts from the wrappers' state as it is now: its replay must too
+        wrappers = wrappers_state(self.env) if video and self.spec.env.wrappers else None
         evaluation = evaluate(agent, self.env, seed=self.seed, frame=frame, episodes=self.spec.meta.num_eval_episodes,
                               deterministic=self.spec.meta.eval_deterministic, epsilon=self.spec.eval_epsilon,
                               max_steps=self.spec.eval_max_steps, normalizer=normalizer)
-        return Outcome(evaluation, self.env_state())
+        after = self.env_state()
+        recorded = None
+        if video and self.recorder is not None:
+            recorded = self.recorder.record(play, frame, episode_seeds(self.seed, frame, 1)[0], agent, normalizer,
+                                            wrappers, evaluation.returns[0])
+        return Outcome(evaluation, after, recorded)
 
     def _finish_running(self) -> None:
         if self.running is None:
@@ -236,3 +261,5 @@ class Evaluator:
         if self.thread is not None:
             self.thread.shutdown(wait=True, cancel_futures=True)
         self.env.close()
+        if self.recorder is not None:
+            self.recorder.close()

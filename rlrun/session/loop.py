@@ -33,7 +33,7 @@ from rlrun.envs.normalize import make_normalizer
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.registry.liveness import heartbeat_seconds
-from rlrun.session import events, metrics_log, state, tensorboard_log
+from rlrun.session import eval_video, events, metrics_log, state, tensorboard_log
 from rlrun.session.checkpoints import Checkpoints
 from rlrun.session.device import nondeterministic_ops, resolve_device, where
 from rlrun.session.evaluation import Evaluation, Evaluator, Outcome
@@ -85,7 +85,8 @@ class Session:
         self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
                                  str(self.device))
         self.evaluator = Evaluator(self.spec, self.env.single_observation_space, self.env.single_action_space,
-                                   task.seed, str(self.device))
+                                   task.seed, str(self.device),
+                                   videos=lambda frame: paths.eval_video(self.home, task.run_id, task.index, frame))
         self.eval_env_state = self.evaluator.env_state()
         """The evaluation env's state after the newest evaluation recorded (what a snapshot holds)."""
         self.clock = Clock()
@@ -194,7 +195,9 @@ class Session:
                              record=crossed(before, self.clock.frame, self.meta.log_frequency))
             evaluated = crossed(before, self.clock.frame, self.meta.eval_frequency) or finished
             if evaluated:
-                self.evaluator.submit(self.clock.frame, self.agent, self.normalizer)
+                # numbered over the session's evaluations, those its snapshot carries included
+                self.evaluator.submit(self.clock.frame, self.agent, self.normalizer,
+                                      number=len(self.evaluations) + self.evaluator.unrecorded())
             # A return target is known reached at the evaluation's own frame, never a few steps later
             # when an overlapped evaluation happens to end: the same stop on every resume.
             self._record_evaluations(wait=finished or (evaluated and self.meta.stop_at_return is not None))
@@ -358,6 +361,21 @@ class Session:
         if is_best:
             self.best = snapshot.Best(frame=result.frame, mean=result.mean)
         self.emit(events.Evaluated(self.task.index, result.frame, result.mean, result.std, is_best))
+        if outcome.video is not None:
+            self._deliver_video(outcome.video)
+
+    def _deliver_video(self, video: eval_video.Video) -> None:
+        """An evaluation's video, to the home's store and the trackers (in the background, as the
+        logs go); a video that could not be made, or is not the evaluated episode, said once."""
+        if video.problem is not None:
+            self.emit(events.Warned(self.task.index, video.problem))
+        if video.path is None:
+            return
+        job = eval_video.upload_job(video.path)
+        if job is not None and self.checkpoints.store is not None:
+            self.checkpoints.store.submit(job)
+        if self.trackers is not None:
+            self.trackers.add_file(video.frame, video.path, eval_video.FOLDER)
 
     def progress(self) -> ProgressCounts:
         return {"frame": self.clock.frame, "episode": self.clock.episode, "opt_step": self.clock.opt_step}

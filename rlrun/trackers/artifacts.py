@@ -68,7 +68,7 @@ def _to_mlflow(identity: Identity, path: Path) -> None:
 def _to_wandb(identity: Identity, path: Path) -> None:
     import wandb
 
-    from rlrun.trackers.wandb import PROJECT_DEFAULT, run_id
+    from rlrun.trackers.wandb import PROJECT_DEFAULT, log_video, run_id
 
     # resumed, not rewound: the run's history stays as it is; an artifact has no step
     run: Any = wandb.init(
@@ -77,8 +77,6 @@ def _to_wandb(identity: Identity, path: Path) -> None:
         settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
     )
     try:
-        artifact = wandb.Artifact(f"{ARTIFACT_FOLDER}-{run_id(identity)}", type="video")
-        artifact.add_file(str(path))
-        run.log_artifact(artifact)
+        log_video(run, identity, path, ARTIFACT_FOLDER)
     finally:
         run.finish()

@@ -4,6 +4,7 @@ raise on any failure (the thread retries)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from rlrun.trackers.points import Identity, Point
@@ -22,6 +23,10 @@ class Tracker(Protocol):
 
     def send(self, points: Sequence[Point]) -> None:
         """Log these points, in order."""
+        ...
+
+    def send_file(self, path: Path, folder: str) -> None:
+        """Attach the file to the run under `folder` (`rlrun.trackers.points.Attachment`)."""
         ...
 
     def finish(self, status: str, best: float | None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from rlrun.trackers import import_package, make_tracker, status
 from rlrun.trackers.base import Tracker
-from rlrun.trackers.points import Identity, Point, evaluation_point, history, row_point
+from rlrun.trackers.points import Attachment, Identity, Point, evaluation_point, history, row_point
 
 CAPACITY = 10_000
 """Points queued per tracker at most; more are dropped (and counted) while it is unreachable."""
@@ -53,6 +53,8 @@ class Delivery:
         self.backlog = list(backlog)
         self.queue: queue.Queue[Any] = queue.Queue(CAPACITY)
         self.given, self.arrived, self.dropped = len(self.backlog), 0, 0
+        self.files_given, self.files_sent = 0, 0
+        """Attachments: not points (`rlrun track` re-sends the history, not the files)."""
         self.last_frame: int | None = None  # of the newest point the tracker took
         self.run: str | None = None
         self.error: str | None = None
@@ -64,12 +66,16 @@ class Delivery:
         self.thread = threading.Thread(target=self._work, name=f"rlrun-{tracker.name}", daemon=True)
         self.thread.start()
 
-    def put(self, point: Point) -> None:
-        self.given += 1
+    def put(self, item: Point | Attachment) -> None:
+        if isinstance(item, Attachment):
+            self.files_given += 1
+        else:
+            self.given += 1
         try:
-            self.queue.put_nowait(point)
+            self.queue.put_nowait(item)
         except queue.Full:
-            self.dropped += 1
+            if not isinstance(item, Attachment):
+                self.dropped += 1
 
     def abandon(self) -> None:
         """Send nothing more (what is queued is dropped): the session's lease went to a newer attempt."""
@@ -107,20 +113,30 @@ class Delivery:
         except _GaveUp:
             return
 
-    def _send(self, points: list[Point]) -> None:
+    def _send(self, items: Sequence[Point | Attachment]) -> None:
+        """Points, in one call; an attachment (the batch's last item, `_next_batch`) after them."""
+        points = [item for item in items if isinstance(item, Point)]
+        if points:
+            self._send_points(points)
+        for item in items:
+            if isinstance(item, Attachment):
+                self._retrying(self.tracker.send_file, item.path, item.folder)
+                self.files_sent += 1
+
+    def _send_points(self, points: list[Point]) -> None:
         self._retrying(self.tracker.send, points)
         self.arrived += len(points)
         newest = max(point.frame for point in points)
         self.last_frame = newest if self.last_frame is None else max(self.last_frame, newest)
 
-    def _next_batch(self) -> tuple[list[Point], tuple[str, float | None] | None]:
-        batch: list[Point] = []
+    def _next_batch(self) -> tuple[list[Point | Attachment], tuple[str, float | None] | None]:
+        batch: list[Point | Attachment] = []
         item = self.queue.get()
         while True:
             if isinstance(item, tuple) and item[0] is _FINISH:
                 return batch, (item[1], item[2])
             batch.append(item)
-            if len(batch) >= BATCH:
+            if len(batch) >= BATCH or isinstance(item, Attachment):  # a file ends a batch: sent in its order
                 return batch, None
             try:
                 item = self.queue.get_nowait()
@@ -161,7 +177,7 @@ class Relay:
         self.wall_time = wall_time
         """The wall time of the latest metrics row, which the next evaluation takes as its own."""
         self.deliveries = [Delivery(make(name), identity, rewind, backlog) for name in names]
-        self.pending: list[Point] = []
+        self.pending: list[Point | Attachment] = []
 
     def add(self, row: dict[str, Any]) -> None:
         point = row_point(row)
@@ -170,6 +186,10 @@ class Relay:
 
     def add_evaluation(self, frame: int, mean: float, std: float) -> None:
         self.pending.append(evaluation_point(frame, mean, std, self.wall_time))
+
+    def add_file(self, frame: int, path: Path, folder: str) -> None:
+        """A file for each tracker run, beside its history (an evaluation's video)."""
+        self.pending.append(Attachment(frame, path, folder))
 
     def release(self) -> None:
         for point in self.pending:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rlrun.trackers.points import BEST_EVAL, Identity, Point, flatten
@@ -78,6 +79,9 @@ class MlflowTracker:
                    for point in points for key, value in point.values.items()]
         for first in range(0, len(metrics), _METRICS_PER_CALL):
             self.client.log_batch(self.run_id, metrics=metrics[first:first + _METRICS_PER_CALL])
+
+    def send_file(self, path: Path, folder: str) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path=folder)
 
     def finish(self, status: str, best: float | None) -> None:
         if best is not None:

@@ -1,11 +1,12 @@
 """What trackers are sent, as plain data: who a session is (`Identity`), its spec as flat parameters,
-and its points (`Point`: the values logged at one frame), built the same way live and when a history
-is re-sent, so a re-sent history is the live one."""
+its points (`Point`: the values logged at one frame), built the same way live and when a history
+is re-sent, so a re-sent history is the live one, and files beside the history (`Attachment`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 CLOCK = ("frame", "episode", "opt_step", "wall_time")
@@ -52,6 +53,18 @@ class Point:
     frame: int
     values: dict[str, float]
     wall_time: float
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file for the session's tracker run (an evaluation's video), beside its history, never in
+    it: no metric and no step, so a rewound history stays the run's, and sending it twice puts the
+    same file twice."""
+
+    frame: int
+    path: Path
+    folder: str
+    """Where it goes: an MLflow artifact folder; the name of a W&B artifact (with the run's id)."""
 
 
 def flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -29,10 +29,12 @@ class WandbTracker:
 
     def __init__(self) -> None:
         self.run: Any = None
+        self.identity: Identity | None = None
 
     def start(self, identity: Identity, rewind: bool) -> str:
         import wandb
 
+        self.identity = identity
         where: dict[str, Any] = {"resume_from": f"{run_id(identity)}?_step=0"} if rewind else \
             {"id": run_id(identity), "resume": "allow"}
         self.run = wandb.init(
@@ -53,8 +55,22 @@ class WandbTracker:
         for point in points:
             self.run.log(point.values, step=point.frame)
 
+    def send_file(self, path: Path, folder: str) -> None:
+        assert self.identity is not None, "started first"
+        log_video(self.run, self.identity, path, folder)
+
     def finish(self, status: str, best: float | None) -> None:
         if best is not None:
             self.run.summary[BEST_EVAL] = best
         self.run.summary["rlrun/status"] = status
         self.run.finish(exit_code=0 if status in ("finished", "preempted") else 1)
+
+
+def log_video(run: Any, identity: Identity, path: Path, folder: str) -> None:
+    """A video for the session's W&B run, beside its history (an artifact has no step): a version of
+    the run's artifact `<folder>-<run>-s<N>`, the same file sent twice being the same version."""
+    import wandb
+
+    artifact = wandb.Artifact(f"{folder}-{run_id(identity)}", type="video")
+    artifact.add_file(str(path))
+    run.log_artifact(artifact)
