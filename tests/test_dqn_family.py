@@ -9,11 +9,14 @@ test_prioritized_replay.py holds the pieces: the sum tree, the weights, the n-st
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import builtin_for, fast, invoke, run_attempts
+from helpers import builtin_for, environment, fast, invoke, run_attempts
 from same_run import (
     assert_same_run,
     final_state,
@@ -21,7 +24,9 @@ from same_run import (
     preempted_mid_episode,
     reference_state,
     resume_ok,
+    train_here,
 )
+from test_old_bits import ROOT, _train
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -99,3 +104,33 @@ def test_a_longer_budget_is_refused_once_beta_has_annealed(tmp_path: Path) -> No
     (at_one,) = check_edit(load_spec(SPEC, [*beta_one, "meta.max_frame=4000"]),
                            load_spec(SPEC, [*beta_one, "meta.max_frame=8000"]), 2000)
     assert at_one.allowed
+
+
+BEFORE_THE_FAMILY = "29ddb8f58a2854906fb04a20db0e43892c7b6c42"
+"""The last rlrun without DQN's family (tests/test_old_bits.py holds the arithmetic revisions, not DQN)."""
+
+
+def test_a_dqn_without_the_family_trains_as_before_it(tmp_path: Path) -> None:
+    """A spec without the new keys (uniform replay, one-step targets, the kernel's learner) keeps
+    its bits: trained by the rlrun before the family and by today's, the same run."""
+    git = shutil.which("git")
+    present = git and subprocess.run([git, "cat-file", "-e", f"{BEFORE_THE_FAMILY}^{{commit}}"], cwd=ROOT,
+                                     capture_output=True).returncode == 0
+    if not present:
+        pytest.skip(f"needs git and commit {BEFORE_THE_FAMILY[:7]} of this repository's history")
+    assert git is not None
+    source, archive = tmp_path / "before", tmp_path / "before.tar"
+    subprocess.run([git, "archive", "--output", str(archive), BEFORE_THE_FAMILY, "rlrun", "migrations"], cwd=ROOT,
+                   check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(source, filter="data")
+    frames, edits = 2000, [*fast(SPEC)[1::2], "agent.double=true"]
+    _train(tmp_path / "old" / "runs", SPEC, frames, *edits, source=source)
+    settings = [f"meta.max_frame={frames}", "meta.seed=3", f"meta.eval_frequency={frames // 2}",
+                "meta.num_eval_episodes=2", f"meta.log_frequency={frames // 4}", *edits]  # _train's
+    new = tmp_path / "new" / "runs"
+    assert train_here(new, SPEC, [arg for edit in settings for arg in ("--set", edit)]).code == 0
+    with environment(tmp_path / "old" / "runs"):
+        before = final_state(tmp_path / "old" / "runs")
+    with environment(new):
+        assert_same_run(before, final_state(new))
