@@ -1,0 +1,146 @@
+"""Agents with a memory (issue 40): recurrent PPO (an LSTM) and A2C (a GRU) on CartPole with its
+velocities hidden (`rlrun.envs.pomdp:HideVelocities`), SIGTERMed mid-episode or kill -9'd after a
+snapshot and resumed, end bit for bit where the uninterrupted run ends, recorded exact: every env
+copy's hidden state is in the snapshot. The resumed run's checkpoint plays in `rlrun enjoy` and
+`load_policy` (its state passed along), its evaluation replays from the checkpoint alone, and a
+resume that would add, remove or resize the memory is refused in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import invoke
+from same_run import (
+    assert_same_run,
+    final_state,
+    killed_after_a_snapshot,
+    preempted_mid_episode,
+    reference_state,
+    resume_ok,
+)
+
+from rlrun.registry import Registry
+
+pytestmark = pytest.mark.slow  # real trainings, some in processes of their own
+
+FRAMES = 3000
+HIDE = 'env.wrappers=[{"class": "rlrun.envs.pomdp:HideVelocities"}]'
+VARIANTS = {  # built-in spec, its memory; PPO with its fast settings: minibatches of one env copy's sequence
+    "ppo-lstm": ("ppo_cartpole", '{"cell": "lstm", "size": 16}'),
+    "a2c-gru": ("a2c_cartpole", '{"cell": "gru", "size": 16}'),
+}
+
+
+def settings(variant: str) -> tuple[str, list[str]]:
+    spec, memory = VARIANTS[variant]
+    return spec, ["--frames", str(FRAMES), "--set", HIDE, "--set", f"agent.network.recurrent={memory}"]
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def variant(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def straight(variant: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    spec, args = settings(variant)
+    return reference_state(tmp_path_factory, spec, *args)
+
+
+@pytest.fixture(scope="module")
+def resumed(variant: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run SIGTERMed at frame 2345, mid-episode, then resumed to the end."""
+    spec, args = settings(variant)
+    home = tmp_path_factory.mktemp(f"preempted-{variant}") / "runs"
+    preempted_mid_episode(home, spec, *args)
+    resume_ok(home)
+    return home
+
+
+def test_sigterm_mid_episode_then_resume_is_the_same_run(straight: dict[str, Any], resumed: Path) -> None:
+    assert_same_run(straight, final_state(resumed))
+    with Registry.open(resumed, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert [t.approximate for t in detail.attempts] == [False, False]  # recorded exact
+
+
+@pytest.mark.parametrize("variant", ["ppo-lstm"], indirect=True)  # one is enough: the SIGTERM test holds both
+def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(straight: dict[str, Any], variant: str,
+                                                              tmp_path: Path) -> None:
+    spec, args = settings(variant)
+    home = tmp_path / "runs"
+    killed_after_a_snapshot(home, spec, *args, frame=2000)
+    resume_ok(home, "latest")
+    assert_same_run(straight, final_state(home))
+
+
+def one_line_refusal(home: Path, *args: str) -> str:
+    done = invoke(home, *args)
+    assert done.code == 2, (done.code, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(("edit", "setting"), [
+    ("agent.network.recurrent.size=32", "agent.network.recurrent.size"),
+    ("agent.network.recurrent=null", "agent.network.recurrent"),
+])
+def test_a_resume_may_not_add_remove_or_resize_the_memory(resumed: Path, variant: str, edit: str,
+                                                          setting: str) -> None:
+    """Refused as every structural edit is (tests/test_resume_edits.py): the table of what would
+    change, then one line, exit 2, nothing written."""
+    refused = invoke(resumed, "resume", "latest", "--frames", str(FRAMES + 1000), "--set", edit)
+    assert refused.code == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith(f"error: edit refused: {setting}")
+    with Registry.open(resumed, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    assert len(detail.attempts) == 2 and max(c.frame for c in detail.checkpoints) == FRAMES  # nothing written
+
+
+@pytest.mark.parametrize("variant", ["ppo-lstm"], indirect=True)  # acting from a memory: the same code for both
+def test_the_checkpoint_plays_with_its_memory(resumed: Path, variant: str, tmp_path: Path) -> None:
+    """The run's own evaluation at its final checkpoint, replayed from the checkpoint alone (each
+    episode from a fresh memory); enjoy's episodes, replayed step by step by `load_policy`, the
+    state passed from one step to the next; the ONNX export refused (a memory is not exported yet)."""
+    import rlrun
+    from rlrun import seeding
+    from rlrun.enjoy import enjoy
+    from rlrun.session.evaluation import evaluate
+
+    with Registry.open(resumed, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    recorded = {e.frame: (e.mean, e.min, e.max) for e in detail.evaluations if e.kind == "train"}
+    policy = rlrun.load_policy("latest", home=resumed, checkpoint="latest")
+    assert policy.recurrent and policy.checkpoint_frame == FRAMES
+    env = policy.make_env()
+    again = evaluate(policy.agent, env, seed=detail.sessions[0].seed, frame=FRAMES, episodes=2,
+                     normalizer=policy.normalizer)
+    assert (again.mean, min(again.returns), max(again.returns)) == recorded[FRAMES]
+
+    result = enjoy("latest", home=resumed, episodes=2)
+    policy = rlrun.load_policy("latest", home=resumed)
+    assert policy.checkpoint_frame == result.checkpoint_frame
+    for k, episode in enumerate(result.episodes):
+        obs, _ = env.reset(seed=seeding.derive(result.seed, seeding.ENJOY, k))
+        total, length, done, state = 0.0, 0, False, None
+        while not done:
+            action, state = policy.act(obs, state)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        assert (total, length) == (episode.episode_return, episode.length)
+    env.close()
+
+    if "onnxscript" in sys.modules or _importable("onnxscript", "onnxruntime", "onnx"):
+        out = tmp_path / "p.onnx"
+        assert "memory" in one_line_refusal(resumed, "export", "latest", "--onnx", str(out))
+        assert not out.exists()
+
+
+def _importable(*modules: str) -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in modules)
