@@ -173,3 +173,38 @@ def test_a_video_goes_to_each_tracker_after_the_points_before_it(tmp_path: Path)
     for tracker in made:
         assert tracker.got == [("point", 1000), ("point", 1000), ("file", "eval-1000.mp4", "videos"),
                                ("point", 1500), ("finished", "finished")]
+
+
+@pytest.mark.slow
+def test_in_a_home_in_object_storage_the_videos_go_to_the_store(tmp_path: Path, s3_bucket: str) -> None:
+    from helpers import store_home
+
+    from rlrun import storage
+
+    home = store_home(f"s3://{s3_bucket}/{tmp_path.name}/runs", tmp_path / "runs")
+    argv = [*CADENCE, *fast(SPEC), "--frames", "2000", "--set", "meta.eval_video=1"]
+    run_id = train_here(home, SPEC, argv).json()["run_id"]
+    mirror = storage.mirror_of(home)
+    assert mirror is not None
+    stored = mirror.keys(mirror.key(paths.session_dir(home, run_id, 0) / "videos"))
+    assert [key.rsplit("/", 1)[1] for key in stored] == ["eval-1000.mp4", "eval-2000.mp4"]
+
+
+@pytest.mark.slow
+def test_the_videos_go_to_the_mlflow_run_beside_its_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's SQLite store, for real (W&B's `send_file` is the artifact that `enjoy --video` sends,
+    tests/test_trackers.py; the order of delivery is the fake trackers' test above)."""
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+    from tracker_readback import mlflow_history
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # MLflow's artifacts go to ./mlruns
+    argv = [*CADENCE, *fast(SPEC), "--frames", "2000", "--set", "meta.eval_video=2", "--set", 'meta.track=["mlflow"]']
+    run = train_here(tmp_path / "runs", SPEC, argv).json()["run_id"]
+
+    history, tracked = mlflow_history(uri, run)
+    videos = [a.path for a in MlflowClient(uri).list_artifacts(tracked.info.run_id, "videos")]
+    assert videos == ["videos/eval-1000.mp4"]
+    assert history and not [key for values in history.values() for key in values if "video" in key]
