@@ -53,8 +53,6 @@ class Delivery:
         self.backlog = list(backlog)
         self.queue: queue.Queue[Any] = queue.Queue(CAPACITY)
         self.given, self.arrived, self.dropped = len(self.backlog), 0, 0
-        self.files_given, self.files_sent = 0, 0
-        """Attachments: not points (`rlrun track` re-sends the history, not the files)."""
         self.last_frame: int | None = None  # of the newest point the tracker took
         self.run: str | None = None
         self.error: str | None = None
@@ -67,15 +65,13 @@ class Delivery:
         self.thread.start()
 
     def put(self, item: Point | Attachment) -> None:
-        if isinstance(item, Attachment):
-            self.files_given += 1
-        else:
-            self.given += 1
+        """Queue a point (counted: what `rlrun track` can re-send) or a file (not: it is no point)."""
+        point = not isinstance(item, Attachment)
+        self.given += point
         try:
             self.queue.put_nowait(item)
         except queue.Full:
-            if not isinstance(item, Attachment):
-                self.dropped += 1
+            self.dropped += point
 
     def abandon(self) -> None:
         """Send nothing more (what is queued is dropped): the session's lease went to a newer attempt."""
@@ -121,7 +117,6 @@ class Delivery:
         for item in items:
             if isinstance(item, Attachment):
                 self._retrying(self.tracker.send_file, item.path, item.folder)
-                self.files_sent += 1
 
     def _send_points(self, points: list[Point]) -> None:
         self._retrying(self.tracker.send, points)
@@ -166,9 +161,9 @@ class Delivery:
 
 class Relay:
     """A session's trackers, as the training loop sees them: `add` a metrics row, `add_evaluation`,
-    `release` what was added once the metrics log has it (the loop's fenced flush: an attempt that
-    lost its lease sends nothing the log did not get), `abandon` (lease lost) or `close` (bounded
-    wait, then the account written in the session folder)."""
+    `add_file` (a video, beside the history), `release` what was added once the metrics log has it
+    (the loop's fenced flush: an attempt that lost its lease sends nothing the log did not get),
+    `abandon` (lease lost) or `close` (bounded wait, then the account written in the session folder)."""
 
     def __init__(self, names: Sequence[str], identity: Identity, session_dir: Path, *, rewind: bool,
                  backlog: Sequence[Point], wall_time: float,
