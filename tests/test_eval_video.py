@@ -208,3 +208,16 @@ def test_the_videos_go_to_the_mlflow_run_beside_its_history(tmp_path: Path, monk
     videos = [a.path for a in MlflowClient(uri).list_artifacts(tracked.info.run_id, "videos")]
     assert videos == ["videos/eval-1000.mp4"]
     assert history and not [key for values in history.values() for key in values if "video" in key]
+
+
+@pytest.mark.slow
+def test_without_the_video_extra_the_run_says_so_in_one_line_and_trains_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers import invoke
+
+    monkeypatch.setitem(sys.modules, "imageio", None)  # an import of it fails, as where it is not installed
+    done = invoke(tmp_path, "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "2000", "--set", "meta.eval_video=1")
+    assert done.code == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "meta.eval_video" in line]
+    assert len(said) == 1 and "warning" in said[0] and "pip install" in said[0], done.stderr
+    assert not list(tmp_path.rglob("*.mp4"))
