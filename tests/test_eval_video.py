@@ -93,6 +93,7 @@ def test_the_video_is_the_evaluated_episode(tmp_path: Path, overlap: bool) -> No
     evaluator = Evaluator(spec, *spaces(spec), seed=3, device="cpu",
                           videos=lambda frame: tmp_path / f"eval-{frame}.mp4")
     agent = build_agent(spec, *spaces(spec), seed=3)
+    (tmp_path / ".eval-100.tmp-0123abcd.mp4").write_bytes(b"half a video")  # left by a killed attempt
     torch.manual_seed(0)
     try:
         evaluator.submit(500, agent, None, number=0)
@@ -103,7 +104,7 @@ def test_the_video_is_the_evaluated_episode(tmp_path: Path, overlap: bool) -> No
     assert video is not None and video.problem is None and video.path == tmp_path / "eval-500.mp4"
     assert video.episode_return == outcome.evaluation.returns[0]
     assert frames_in(video.path) == outcome.evaluation.lengths[0] == 60
-    assert [p.name for p in tmp_path.iterdir()] == ["eval-500.mp4"]  # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == ["eval-500.mp4"]  # no temporary file left, nor a killed one's
 
 
 def spaces(spec: Any) -> tuple[Any, Any]:

@@ -24,7 +24,7 @@ from rlrun.envs import make_env
 from rlrun.envs.normalize import Normalizer
 from rlrun.envs.state import restore_wrappers_state
 from rlrun.errors import BadInput
-from rlrun.session.video import VideoWriter, check_encoders, check_render_support
+from rlrun.session.video import TEMPORARY, VideoWriter, check_encoders, check_render_support
 from rlrun.spec import Spec
 from rlrun.trackers.delivery import describe
 
@@ -87,10 +87,14 @@ class Recorder:
     def _write(self, play: Play, path: Path, seed: int, agent: Agent, normalizer: Normalizer | None,
                wrappers: list[Any] | None) -> float:
         """Play the episode into `path`, atomically; returns its return."""
+        made = self.env is None
         env = self._env()
         if wrappers is not None:
             restore_wrappers_state(env, wrappers)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if made:  # what an attempt killed while recording left behind
+            for stale in path.parent.glob(TEMPORARY):
+                stale.unlink(missing_ok=True)
         writer = VideoWriter(path, fps=env.metadata.get("render_fps", 30), atomic=True)
         try:
             played = play(agent, env, [seed], deterministic=self.spec.meta.eval_deterministic,

@@ -19,6 +19,8 @@ from rlrun.errors import BadInput, install_hint
 from rlrun.fsutil import fsync_path
 
 FORMATS = (".gif", ".mp4")
+TEMPORARY = ".*.tmp-*"
+"""The names an atomic `VideoWriter` writes under before the rename: what a killed writer leaves."""
 
 
 def check_encoders(wanted_by: str) -> None:
