@@ -75,6 +75,21 @@ class Dueling(nn.Module):
         return value + (advantage - advantage.mean(dim=-1, keepdim=True))
 
 
+def fast_values(q: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """Acting's Q-values, by NumPy where `Fast` can (a few observations a step: torch's dispatch
+    would cost more than the arithmetic); dueling heads aggregated as `Dueling` does."""
+    if not isinstance(q, Dueling):
+        return Fast(q)
+    heads = Fast(q.net)
+
+    def values(obs: np.ndarray) -> np.ndarray:
+        out = heads(obs)
+        value, advantage = out[:, :1], out[:, 1:]
+        return value + (advantage - advantage.mean(axis=-1, keepdims=True))
+
+    return values
+
+
 def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic: Arithmetic) -> nn.Module:
     """The spec's Q-network: one output per action, or `Dueling` heads over the network built for
     one more; a user's network that cannot give that many is refused (BadInput, one line)."""
@@ -128,7 +143,7 @@ class Agent:
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.actions = int(action_space.n)
         self.q = q_network(obs_space, self.actions, config, arithmetic).to(device)
-        self.fast_q = Fast(self.q)
+        self.fast_q = fast_values(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)
         self.prioritized = config.memory.prioritized
