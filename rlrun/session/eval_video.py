@@ -76,8 +76,8 @@ class Recorder:
             episode_return = self._write(play, path, seed, agent, normalizer, wrappers)
         except Exception as error:  # output never stops training: said once, and no more videos
             self.given_up = True
-            reason = str(error) if isinstance(error, BadInput) else describe(error)
-            return Video(frame, None, None, f"no evaluation videos (meta.eval_video): {reason}; training goes on")
+            reason = str(error) if isinstance(error, BadInput) else f"meta.eval_video failed: {describe(error)}"
+            return Video(frame, None, None, f"no evaluation videos: {reason}; training goes on without them")
         problem = None if episode_return == evaluated_return else (
             f"the video of the evaluation at frame {frame} ({path.name}) played another episode than the one "
             f"evaluated (return {episode_return:g}, not {evaluated_return:g}): the env plays differently when it"
@@ -114,8 +114,9 @@ class Recorder:
             env = make_env(self.spec.env, render_mode=RENDER_MODE)
             if RENDER_MODE not in env.metadata.get("render_modes", []):
                 env.close()
-                raise BadInput(f"{self.spec.env.id} cannot render {RENDER_MODE} frames (it renders"
-                               f" {', '.join(env.metadata.get('render_modes', [])) or 'nothing'})")
+                renders = ", ".join(env.metadata.get("render_modes", [])) or "nothing"
+                raise BadInput(f"meta.eval_video needs {RENDER_MODE} frames, and {self.spec.env.id} renders {renders}"
+                               f" (give it a {RENDER_MODE} render mode, or set meta.eval_video to null)")
             self.env = env
         return self.env
 
