@@ -5,6 +5,7 @@ resumed bit for bit: tests/test_dqn_family.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -12,10 +13,12 @@ import numpy as np
 import pytest
 import torch
 
+from rlrun.algorithms.base import Step
 from rlrun.algorithms.dqn import Agent, Autograd, Dueling
 from rlrun.algorithms.kernels.q_network import QKernel
 from rlrun.algorithms.replay import ReplayMemory, SumTree
-from rlrun.spec import MemorySpec, PrioritizedSpec
+from rlrun.clock import Clock
+from rlrun.spec import MemorySpec, NetworkSpec, PrioritizedSpec
 from rlrun.spec.agents.dqn import Config
 
 
@@ -178,11 +181,35 @@ def test_dueling_adds_the_value_to_the_advantages_less_their_mean() -> None:
     ({}, QKernel),
     ({"dueling": True}, Autograd),  # the kernel declines what it cannot compute by hand
     ({"memory": {"prioritized": {}}}, Autograd),  # a weighted loss
-    ({"n_step": 3}, QKernel),  # only the targets change
+    ({"n_step": 3}, QKernel),  # only the targets change (an update's all at once: a hard target, not double)
+    ({"n_step": 3, "dueling": True, "double": True, "memory": {"prioritized": {}}}, Autograd),
 ])  # fmt: skip
 def test_the_kernel_serves_only_what_it_computes_exactly(settings: dict[str, Any], learner: type) -> None:
     env = gym.make("CartPole-v1")
-    agent = Agent(Config(**settings), env.observation_space, env.action_space, seed=0, num_envs=1,
-                  max_frame=1000, device=torch.device("cpu"))
+    config = Config(**settings, learning_starts=0, batch_size=8, train_frequency=4, gradient_steps=2)
+    agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=2, max_frame=1000,
+                  device=torch.device("cpu"))
     assert type(agent.learner) is learner
-    assert agent.act(np.zeros((3, 4), dtype=np.float32), deterministic=True).shape == (3,)
+    rng = np.random.default_rng(0)
+    clock = Clock()
+    for _ in range(10):
+        obs = rng.normal(size=(2, 4)).astype(np.float32)
+        action = agent.act(obs)
+        agent.observe(Step(obs, action, np.ones(2, np.float32), rng.random(2) < 0.2, np.zeros(2, bool),
+                           obs + 0.1))
+        clock.frame += 2
+        stats = agent.update(clock)
+    assert clock.opt_step == 4 * 2 and np.isfinite(stats["loss"])  # rounds at frames 8, 12, 16, 20 (8 rows in)
+
+
+def test_dueling_over_each_kind_of_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "usernets"))
+    frames = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    for space, network in ((frames, NetworkSpec(kind="nature_cnn", hidden=[16])),
+                           (gym.spaces.Box(-1, 1, (4,), np.float32), NetworkSpec(kind="my_nets:small_mlp"))):
+        agent = Agent(Config(dueling=True, network=network), space, gym.spaces.Discrete(3), seed=0, num_envs=1,
+                      max_frame=1000, device=torch.device("cpu"))
+        obs = np.stack([space.sample() for _ in range(5)])
+        q = agent.q(torch.as_tensor(obs))
+        assert isinstance(agent.q, Dueling) and q.shape == (5, 3)
+        assert np.allclose(agent.fast_q(obs), q.detach().numpy(), atol=1e-5)  # acting reads the same values
