@@ -5,6 +5,7 @@ resumed bit for bit: tests/test_dqn_family.py."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,23 @@ def test_n_step_windows_follow_each_copy_of_a_vector_env() -> None:
     assert batch["rewards"].tolist() == [1 + 1, 10 + 10, 2 + 2, 20, 4, 40]
     assert batch["next_obs"][:, 0].tolist() == [2, 102, 3, 102, 3, 201]
     assert batch["terminated"].tolist() == [0, 1, 0, 1, 0, 0]
+
+
+def test_n_step_windows_over_frame_stacks() -> None:
+    """The next observation of a window is its last row's (stacks rebuilt from frame numbers)."""
+    mem = ReplayMemory(MemorySpec(capacity=10), (2, 1), np.dtype(np.float32), (), np.dtype(np.int64),
+                       frame_stack=2, n_step=2, gamma=0.5)
+    stacks = [[1, 1], [1, 2], [2, 3], [3, 4], [5, 5], [5, 6], [6, 7]]  # an episode of 3 steps, then 2
+    for i, (obs, next_obs) in enumerate(pairwise(stacks)):
+        if i == 3:
+            continue  # [3, 4] ended the first episode: [5, 5] is the next one's first observation
+        mem.add(np.array(obs, np.float32).reshape(1, 2, 1), np.zeros(1, np.int64), np.array([2.0 ** i], np.float32),
+                np.array(next_obs, np.float32).reshape(1, 2, 1), np.array([i == 2]), np.array([False]))
+    batch = mem.batch(np.arange(5))
+    assert batch["obs"][:, :, 0].tolist() == [[1, 1], [1, 2], [2, 3], [5, 5], [5, 6]]
+    assert batch["next_obs"][:, :, 0].tolist() == [[2, 3], [3, 4], [3, 4], [6, 7], [6, 7]]
+    assert batch["rewards"].tolist() == [1 + 1, 2 + 2, 4, 16 + 16, 32]
+    assert batch["terminated"].tolist() == [0, 1, 1, 0, 0]
 
 
 def test_one_step_batches_are_the_one_step_memorys() -> None:
