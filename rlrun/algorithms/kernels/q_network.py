@@ -23,6 +23,9 @@ LOSS_BACKWARD = {  # d loss / d taken given d loss / d loss (a 1), by autograd's
 class QKernel:
     @staticmethod
     def fits(q: nn.Module) -> bool:
+        """A built-in MLP alone. A dueling network (`dqn.Dueling`, an MLP under V + A − mean(A))
+        is declined: its aggregation's backward is not written here, so autograd serves it.
+        (Prioritised replay's weighted loss is declined by the agent, which never asks.)"""
         return HandMLP.fits(q)
 
     def __init__(self, q: nn.Module, target: nn.Module) -> None:
