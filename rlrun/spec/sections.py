@@ -182,8 +182,11 @@ class AgentConfig(Strict):
     def _what_the_algorithm_takes(self) -> AgentConfig:
         network, memory = getattr(self, "network", None), getattr(self, "memory", None)
         if isinstance(network, NetworkSpec) and network.recurrent is not None and not self.REMEMBERS:
+            from rlrun.spec.agents import ALGORITHMS, config_class  # the table of algorithms, read when needed
+
+            takers = ", ".join(name for name in ALGORITHMS if config_class(name).REMEMBERS)
             raise ValueError(f"{self.algorithm} takes no memory: remove network.recurrent, or use an algorithm "
-                             "that does (ppo, a2c)")
+                             f"that does ({takers})")
         if isinstance(memory, MemorySpec) and memory.prioritized is not None and not self.PRIORITIZES:
             raise ValueError(f"{self.algorithm}'s replay memory draws uniformly: remove memory.prioritized")
         return self
