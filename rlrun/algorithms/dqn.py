@@ -147,6 +147,8 @@ class Agent:
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.target_update = TargetUpdate(self.target, self.q)
         self.prioritized = config.memory.prioritized
+        self.importance = None if self.prioritized is None else importance_exponent(self.prioritized)
+        """Prioritised replay's importance-sampling exponent β over frames (to 1 at max_frame)."""
         kernel = kernel_for.find_q_network(self.q, self.target, kernels) if self.prioritized is None else None
         self.learner: Autograd | kernel_for.QKernel = kernel or Autograd(self.q, self.target)
         """Runs the networks and steps the loss: autograd, or a kernel that computes the same
@@ -220,8 +222,8 @@ class Agent:
         step left, its loss weighed by importance (beta annealed to 1 at max_frame), and the rows'
         priorities set from their TD errors."""
         config = self.config
-        assert self.prioritized is not None
-        beta = importance_exponent(self.prioritized).value(clock.frame, self.max_frame)
+        assert self.importance is not None
+        beta = self.importance.value(clock.frame, self.max_frame)
         slots, batch = self.memory.draw_prioritized(config.batch_size, self.generator, beta)
         batch = to_device(batch, self.device)
         target = self._td_target(batch)
