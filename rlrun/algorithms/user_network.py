@@ -13,6 +13,11 @@ space, as tensors: Box and MultiBinary values as float32 of shape (batch, *space
 unscaled, 0-255), Discrete and MultiDiscrete ones as int64 indices (batch,) and (batch, *nvec.shape),
 a Dict as a dict and a Tuple as a tuple of those; it returns a float tensor of shape (batch, outputs).
 
+With a memory (`agent.network.recurrent`, PPO and A2C) the user's network is the torso: it is
+called with `outputs` = the memory's `size`, once for the actor and once for the critic, and each
+one's output is what its recurrent cell reads (rlrun's LSTM or GRU, then rlrun's linear heads), so
+the module itself keeps no state between steps.
+
 It is built on the CPU right after the built-ins would be, from the same seeded torch generator, so
 its initial weights are a function of the session seed; its weights (`state_dict`) are saved and
 restored with the run, never the module itself, so `enjoy` and `resume` import the module again.

@@ -43,12 +43,22 @@ def collect(agent: Any, env: Any, steps: int, seed: int = 0) -> np.ndarray:
     return obs
 
 
-@pytest.mark.parametrize(("algorithm", "cell"), [("ppo", "lstm"), ("a2c", "gru")])
-def test_learning_rereads_the_rollout_as_acting_read_it(algorithm: str, cell: str) -> None:
+USER_TORSO = "agent.network.kind=usernets.my_nets:small_mlp"
+
+
+@pytest.mark.parametrize(("algorithm", "cell", "edits"), [("ppo", "lstm", []), ("a2c", "gru", []),
+                                                          ("ppo", "gru", [USER_TORSO])])
+def test_learning_rereads_the_rollout_as_acting_read_it(algorithm: str, cell: str, edits: list[str]) -> None:
     """The rollout's log-probabilities and values, taken while acting step by step in NumPy, are
     what the torch cells give re-reading each env copy's sequence from its stored start memory,
-    reset where episodes started (wrong resets would be far off, not a rounding away)."""
-    _, agent, env = agent_and_env(algorithm, cell)
+    reset where episodes started (wrong resets would be far off, not a rounding away). A user's
+    network is the torso: called for `size` outputs, which the cell reads."""
+    _, agent, env = agent_and_env(algorithm, cell, *edits)
+    if edits:
+        from rlrun.algorithms.user_network import UserNetwork
+
+        torso = agent.model.recurrent.actor_torso
+        assert isinstance(torso, UserNetwork) and torso(torch.zeros(2, 4)).shape == (2, 8)
     collect(agent, env, 5)  # the rollout starts mid-episode, from a memory that is not zeros
     agent.rollout.filled = 0
     collect(agent, env, 16, seed=1)
