@@ -348,9 +348,11 @@ class ReplayMemory:
         self.rows_end, self.frames_end = counters["rows_end"], counters["frames_end"]
         self.stacks[:] = counters["stacks"]
         self.known[:] = counters["known"]
-        if self.priorities is not None:
+        if self.priorities is not None and "priorities" in counters:
             self.priorities.load(counters["priorities"].numpy())
             self.max_priority = counters["max_priority"]
+        elif self.priorities is not None:  # a fork that turns prioritised replay on: as if each row were new
+            self.priorities.set(np.arange(self.size), np.full(self.size, self.max_priority))
 
     def _load_format_1(self, counters: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Rebuild frames and rows from a format-1 memory (each row's obs and next_obs in full),

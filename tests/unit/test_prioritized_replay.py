@@ -104,14 +104,17 @@ def test_alpha_flattens_the_priorities() -> None:
     assert np.allclose(mem.priorities.leaves[:2], [2.0, 4.0]) and mem.max_priority == mem.priorities.leaves[1]
 
 
+class Held:
+    """A log as a snapshot gives it back: its items, copied into the ring."""
+
+    def __init__(self, log: Any) -> None:
+        self.ring = log.ring.copy()
+
+    def fill(self, ring: np.ndarray) -> None:
+        ring[...] = self.ring
+
+
 def test_a_prioritised_memory_restored_from_its_state_draws_the_same() -> None:
-    class Held:  # a log as a snapshot gives it back: its items, copied into the ring
-        def __init__(self, log: Any) -> None:
-            self.ring = log.ring.copy()
-
-        def fill(self, ring: np.ndarray) -> None:
-            ring[...] = self.ring
-
     settings = {"capacity": 50, "num_envs": 2, "n_step": 3, "gamma": 0.9, "prioritized": {"alpha": 0.6, "beta": 0.4}}
     a, b = memory(**settings), memory(**settings)  # type: ignore[arg-type]
     rng = np.random.default_rng(1)
@@ -129,6 +132,16 @@ def test_a_prioritised_memory_restored_from_its_state_draws_the_same() -> None:
     assert draws[0][0].tolist() == draws[1][0].tolist()
     for name, value in draws[0][1].items():
         assert torch.equal(value, draws[1][1][name]), name
+
+
+def test_a_fork_that_turns_prioritised_replay_on_starts_every_row_at_priority_one() -> None:
+    uniform, prioritized = memory(capacity=8), memory(capacity=8, prioritized={"alpha": 0.6, "beta": 0.4})
+    for i in range(5):
+        add(uniform, [i], [0.0], [i + 1])
+    state = uniform.state_dict()
+    prioritized.load_state_dict({**state, "logs": {name: Held(log) for name, log in state["logs"].items()}})
+    assert prioritized.priorities is not None
+    assert prioritized.priorities.leaves.tolist() == [1.0] * 5 + [0.0] * 3 and prioritized.priorities.total == 5.0
 
 
 # -- n-step returns -------------------------------------------------------------------------------
