@@ -120,3 +120,18 @@ def test_minibatches_are_whole_sequences_and_only_ppo_and_a2c_remember() -> None
     with pytest.raises(BadInput) as refused:
         rlrun.load_spec("reinforce_cartpole", ['agent.network.recurrent={"cell": "lstm", "size": 16}'])
     assert "takes no memory" in str(refused.value)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_acting_in_numpy_steps_the_cell_as_torch_does(cell: str) -> None:
+    """`Cell.step`'s NumPy gates (acting on the CPU) against torch's own layer (acting on a GPU)."""
+    from rlrun.algorithms.recurrent import Cell
+    from rlrun.spec import RecurrentSpec
+
+    layer = Cell(5, RecurrentSpec(cell=cell, size=6))  # type: ignore[arg-type]
+    with torch.no_grad():
+        for param in layer.parameters():  # biases too: the initialisation zeroes them
+            param.uniform_(-0.5, 0.5)
+    rng = np.random.default_rng(0)
+    x, state = rng.normal(size=(3, 5)).astype(np.float32), rng.normal(size=(layer.parts, 3, 6)).astype(np.float32)
+    np.testing.assert_allclose(layer.step(x, state), layer._step_torch(x, state), rtol=1e-5, atol=1e-6)
