@@ -18,7 +18,10 @@ Outputs, by algorithm:
   high)`); SAC: `mean` and `log_std`, clamped to [-20, 2] (a sample is
   `low + (tanh(mean + exp(log_std) * noise) + 1) / 2 * (high - low)`).
 
-No built-in policy is recurrent, so no state goes in or out. The file's `metadata_props` name
+A policy with a memory (A2C and PPO with `agent.network.recurrent`) takes a second input, `state`,
+and gives a last output, `next_state`: its actor's cell state, float32 of shape (parts, batch,
+size) (an LSTM's h and c, a GRU's h: `rlrun.state_shape` in the metadata), zeros at each episode's
+start, the `next_state` of the step before after it. The file's `metadata_props` name
 the run, session, checkpoint frame and the checkpoint's sha256, the env and its spaces, the
 outputs, and the sha256 of the graph itself (`rlrun.graph_sha256`), which `enjoy --policy`
 checks, so a file changed since it was written is refused.
@@ -149,11 +152,39 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
 
         def head(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
             features = x if self.shared is None else self.shared(x)  # the CNN takes the frames as they are
-            out: torch.Tensor = self.actor(flat(features))
+            return self.act_on(self.actor(flat(features)))
+
+        def act_on(self, out: torch.Tensor) -> tuple[torch.Tensor, ...]:
             if not self.continuous:
                 return self.greedy(out), out
             action = torch.maximum(torch.minimum(out, self.high), self.low)  # np.clip
             return action, out, self.fixed_log_std.expand(out.shape[0], -1)
+
+    class RememberingActorCritic(ActorCritic):  # A2C, PPO with a memory: the actor's torso, cell and head
+        def __init__(self) -> None:
+            super().__init__()
+            recurrent = agent.model.recurrent
+            self.torso, self.lstm = recurrent.actor_torso, recurrent.actor_cell.lstm
+            self.w_ih, self.w_hh, self.b_ih, self.b_hh = recurrent.actor_cell.weights
+
+        def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+            x = observation if self.normalize is None else self.normalize(observation)
+            features = x if self.shared is None else self.shared(x)
+            read = self.torso(flat(features)) @ self.w_ih.t() + self.b_ih
+            kept = state[0] @ self.w_hh.t() + self.b_hh
+            if self.lstm:  # torch's LSTM gates (i, f, g, o), as `recurrent.Cell.step` computes them
+                i, f, g, o = (read + kept).chunk(4, dim=-1)
+                c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                after = torch.stack([h, c])
+            else:  # the GRU's (r, z, n)
+                r_i, z_i, n_i = read.chunk(3, dim=-1)
+                r_h, z_h, n_h = kept.chunk(3, dim=-1)
+                z = torch.sigmoid(z_i + z_h)
+                n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
+                h = n + z * (state[0] - n)
+                after = h[None]
+            return *self.act_on(self.actor(h)), after
 
     class Reinforce(Graph):
         def __init__(self) -> None:
@@ -192,6 +223,8 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
     kind, outputs = graphs[algorithm]
     if kind is ActorCritic:
         outputs = ["action", "mean", "log_std"] if agent.model.continuous else ["action", "logits"]
+        if agent.model.recurrent is not None:
+            return RememberingActorCritic().eval(), [*outputs, "next_state"]
     return kind().eval(), outputs
 
 
@@ -228,35 +261,44 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
 
     policy = load_policy(reference, filters, home=home, checkpoint=checkpoint, option="--checkpoint")
     target, obs_space, action_space = policy.target, policy.observation_space, policy.action_space
-    if policy.recurrent:  # its memory would be inputs and outputs of the graph: not written yet
-        raise BadInput(f"rlrun export --onnx cannot export run {target.run.id}'s policy: it has a memory "
-                       "(agent.network.recurrent), which ONNX export does not take yet; play it with rlrun enjoy "
-                       "or rlrun.load_policy")
     if on_target is not None:
         on_target(target)
     graph, outputs = _acting_graph(policy.spec.agent.algorithm, policy.agent, policy.normalizer)
     example = torch.from_numpy(np.zeros((2, *obs_space.shape), dtype=obs_space.dtype))
-    model = _traced(graph, example, outputs)
+    state = _actor_state(policy.agent, 2)
+    model = _traced(graph, example, outputs, state)
     metadata = {
         "run_id": target.run.id, "session": str(target.session.index),
         "checkpoint_frame": str(target.checkpoint.frame), "checkpoint_sha256": target.checkpoint.sha256,
         "algorithm": policy.spec.agent.algorithm, "env_id": policy.spec.env.id,
         "observation_shape": json.dumps(list(obs_space.shape)), "observation_dtype": str(obs_space.dtype),
         "action_shape": json.dumps(list(action_space.shape or ())), "outputs": json.dumps(outputs),
-        "recurrent": "false", "graph_sha256": graph_sha256(model),
+        "recurrent": json.dumps(state is not None), "graph_sha256": graph_sha256(model),
     }
+    if state is not None:
+        metadata["state_shape"] = json.dumps([state.shape[0], "batch", state.shape[2]])
     for key, value in metadata.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = PREFIX + key, value
     model.producer_name = "rlrun"
     data = model.SerializeToString()
-    _check_runs(data, example.numpy())
+    _check_runs(data, example.numpy(), None if state is None else state.numpy())
     atomic_write(path, data)
     return Exported(str(path), target.run.id, target.session.index, target.checkpoint.frame,
                     target.checkpoint.sha256, outputs, len(data))
 
 
-def _traced(graph: Any, example: Any, outputs: list[str]) -> Any:
+def _actor_state(agent: Any, batch: int) -> Any:
+    """Zeros shaped as the graph's `state` input for `batch` observations, or None (no memory)."""
+    import torch
+
+    recurrent = getattr(getattr(agent, "model", None), "recurrent", None)
+    if recurrent is None:
+        return None
+    return torch.zeros((recurrent.parts, batch, recurrent.size))
+
+
+def _traced(graph: Any, example: Any, outputs: list[str], state: Any = None) -> Any:
     """The module's plain forward, captured by torch.export and written by torch's ONNX exporter
     (onnxscript), its chatter silenced. The batch axis stays dynamic where the capture allows it
     (torch.export's strict mode keeps `len(obs)` symbolic, its non-strict mode makes it a number);
@@ -266,21 +308,25 @@ def _traced(graph: Any, example: Any, outputs: list[str]) -> Any:
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
-    batch = ({0: torch.export.Dim("batch")},)
+    dim = torch.export.Dim("batch")
+    batch: Any = ({0: dim},) if state is None else ({0: dim}, {1: dim})
+    names = ["observation"] if state is None else ["observation", "state"]
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
             warnings.simplefilter("ignore")
             captured: Any = None
-            for strict, shapes, inputs in ((True, batch, example), (False, batch, example), (False, None, example[:1])):
+            whole = (example,) if state is None else (example, state)
+            one = (example[:1],) if state is None else (example[:1], state[:, :1])
+            for strict, shapes, inputs in ((True, batch, whole), (False, batch, whole), (False, None, one)):
                 try:
-                    captured = torch.export.export(graph, (inputs,), dynamic_shapes=shapes, strict=strict)
+                    captured = torch.export.export(graph, inputs, dynamic_shapes=shapes, strict=strict)
                     break
                 except Exception as error:  # torch.export's many kinds: the next way, or its message
                     failure = error
             if captured is None:
                 raise BadInput(f"torch.export cannot capture this policy's network ({type(failure).__name__}:"
                                f" {str(failure).splitlines()[0] if str(failure) else ''})")
-            program = torch.onnx.export(captured, dynamo=True, opset_version=OPSET, input_names=["observation"],
+            program = torch.onnx.export(captured, dynamo=True, opset_version=OPSET, input_names=names,
                                         output_names=outputs, verbose=False)
     finally:
         quiet.setLevel(level)
@@ -288,10 +334,14 @@ def _traced(graph: Any, example: Any, outputs: list[str]) -> Any:
     return program.model_proto
 
 
-def _check_runs(data: bytes, example: np.ndarray) -> None:
+def _check_runs(data: bytes, example: np.ndarray, state: np.ndarray | None = None) -> None:
     """The graph loads in onnxruntime and acts on the example batch (a file that would not is not written)."""
     session = runtime(data)
-    session.run(None, {"observation": example[: 1 if session.get_inputs()[0].shape[0] == 1 else None]})
+    n = 1 if session.get_inputs()[0].shape[0] == 1 else None
+    feeds = {"observation": example[:n]}
+    if state is not None:
+        feeds["state"] = state[:, :n]
+    session.run(None, feeds)
 
 
 def runtime(data: bytes) -> Any:
@@ -356,10 +406,22 @@ class PolicyFile:
 
 class OnnxAgent:
     """An exported policy acting through onnxruntime where enjoy's agent would: `act` gives the
-    graph's greedy `action` for a batch of raw observations (the graph normalises them itself)."""
+    graph's greedy `action` for a batch of raw observations (the graph normalises them itself). A
+    policy with a memory acts through `act_remembering` instead (`rlrun.algorithms.base.Remembering`),
+    which evaluation's `play` calls, the state carried from one step to the next."""
 
-    def __init__(self, session: Any, dtype: np.dtype[Any]) -> None:
+    def __init__(self, session: Any, dtype: np.dtype[Any], state_shape: list[Any] | None = None) -> None:
         self.session, self.dtype = session, dtype
+        if state_shape is not None:  # the Remembering interface, only for a graph with a state
+            parts, _, size = state_shape
+            self.initial_memory = lambda batch: np.zeros((parts, batch, size), np.float32)
+            self.act_remembering = self._act_remembering
+
+    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = True,
+                         generator: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        action, after = self.session.run(["action", "next_state"], {"observation": np.asarray(obs, self.dtype),
+                                                                      "state": memory})
+        return action, after
 
     @classmethod
     def open(cls, file: PolicyFile, env: Any) -> OnnxAgent:
@@ -377,10 +439,11 @@ class OnnxAgent:
             raise BadInput(f"--policy {path}: onnxruntime cannot load it ({type(error).__name__});"
                            " export it again") from None
         inputs = session.get_inputs()
-        if len(inputs) != 1 or list(inputs[0].shape[1:]) != obs_shape:
+        state_shape = json.loads(meta["state_shape"]) if "state_shape" in meta else None
+        if len(inputs) != (1 if state_shape is None else 2) or list(inputs[0].shape[1:]) != obs_shape:
             raise BadInput(f"--policy {path}: its graph does not take the run's observations {obs_shape};"
                            " export it again")
-        return cls(session, np.dtype(env.observation_space.dtype))
+        return cls(session, np.dtype(env.observation_space.dtype), state_shape)
 
     def act(self, obs: np.ndarray, *, deterministic: bool = True, generator: Any = None) -> np.ndarray:
         action: np.ndarray = self.session.run(["action"], {"observation": np.asarray(obs, self.dtype)})[0]
