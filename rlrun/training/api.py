@@ -86,6 +86,16 @@ class TrainResult:
 # train
 
 
+
+def check_outputs_installed(spec: Spec) -> None:
+    """The extras the spec's outputs need (its trackers, `meta.eval_video`'s encoders), before
+    anything is written: a missing one is one line naming the install, exit 2."""
+    check_installed(spec.meta.track)
+    if spec.meta.eval_video is not None:
+        from rlrun.session.video import check_encoders
+
+        check_encoders("meta.eval_video")
+
 def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
           on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
           executor: Executor | None = None, trial: TrialLink | None = None,
@@ -106,7 +116,7 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
     # home from a background thread, so no registry transaction here waits on the network.
     with torch_state_kept(), storage.publishing_in_background():
         check_compatible(spec)
-        check_installed(spec.meta.track)
+        check_outputs_installed(spec)
         runner = _executor(executor, handle_signals)
         runner.prepare(root, url, modules=user_code(spec))
         if handle_signals:
@@ -329,7 +339,7 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
         if not plan.starts:
             return _nothing_to_do(registry, root, plan)
     with torch_state_kept(), storage.publishing_in_background():
-        check_installed(plan.spec.meta.track)
+        check_outputs_installed(plan.spec)
         runner = _executor(executor, handle_signals)
         runner.prepare(root, url, modules=user_code(plan.spec))
         if handle_signals:
