@@ -9,14 +9,16 @@ test_prioritized_replay.py holds the pieces: the sum tree, the weights, the n-st
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import builtin_for, environment, fast, invoke, run_attempts
+from helpers import builtin_for, cli_env, environment, fast, invoke, run_attempts
 from same_run import (
     assert_same_run,
     final_state,
@@ -26,7 +28,6 @@ from same_run import (
     resume_ok,
     train_here,
 )
-from test_old_bits import ROOT, _train
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
@@ -106,6 +107,7 @@ def test_a_longer_budget_is_refused_once_beta_has_annealed(tmp_path: Path) -> No
     assert at_one.allowed
 
 
+ROOT = Path(__file__).resolve().parents[1]
 BEFORE_THE_FAMILY = "29ddb8f58a2854906fb04a20db0e43892c7b6c42"
 """The last rlrun without DQN's family (tests/test_old_bits.py holds the arithmetic revisions, not DQN)."""
 
@@ -124,13 +126,19 @@ def test_a_dqn_without_the_family_trains_as_before_it(tmp_path: Path) -> None:
                    check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(source, filter="data")
-    frames, edits = 2000, [*fast(SPEC)[1::2], "agent.double=true"]
-    _train(tmp_path / "old" / "runs", SPEC, frames, *edits, source=source)
-    settings = [f"meta.max_frame={frames}", "meta.seed=3", f"meta.eval_frequency={frames // 2}",
-                "meta.num_eval_episodes=2", f"meta.log_frequency={frames // 4}", *edits]  # _train's
-    new = tmp_path / "new" / "runs"
-    assert train_here(new, SPEC, [arg for edit in settings for arg in ("--set", edit)]).code == 0
-    with environment(tmp_path / "old" / "runs"):
-        before = final_state(tmp_path / "old" / "runs")
+    settings = ["meta.max_frame=2000", "meta.seed=3", "meta.eval_frequency=1000", "meta.num_eval_episodes=2",
+                "meta.log_frequency=500", *fast(SPEC)[1::2], "agent.double=true"]
+    argv = [arg for edit in settings for arg in ("--set", edit)]
+    old, new = tmp_path / "old" / "runs", tmp_path / "new" / "runs"
+    env = {**cli_env(old), "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
+    imported = subprocess.run([sys.executable, "-c", "import rlrun; print(rlrun.__file__)"], env=env, cwd=source,
+                              capture_output=True, text=True, check=True)
+    assert Path(imported.stdout.strip()).is_relative_to(source)  # the old code, not the installed one
+    done = subprocess.run([sys.executable, "-m", "rlrun", "train", SPEC, *argv], env=env, cwd=source,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert train_here(new, SPEC, argv).code == 0
+    with environment(old):
+        before = final_state(old)
     with environment(new):
         assert_same_run(before, final_state(new))
