@@ -28,7 +28,8 @@ drawn one for its copy (row r + k·num_envs): the window stops after n rows, at 
 (where the next row's observation is not this one's next: a termination or a truncation), or at
 the newest row added (a window still open is cut there and bootstraps from the newest row's next
 observation, as Stable-Baselines3's n-step buffer does). Nothing n-step is stored: the rows and
-their snapshots are the one-step memory's, and a batch is a function of the memory's contents.
+their snapshots are the one-step memory's (so they stay append-only and incremental, and the agent
+holds no queue of pending steps to snapshot), and a batch is a function of the memory's contents.
 
 Prioritised replay (`spec.prioritized`, Schaul et al., 2016, proportional) keeps p^alpha for each
 slot in a `SumTree`; a new row gets the largest priority seen so far, and the agent sets the
@@ -99,8 +100,8 @@ class SumTree:
 
     def find(self, mass: np.ndarray) -> np.ndarray:
         """For each number in [0, total), the slot where the running sum of priorities passes it.
-        A number rounding lands past the last non-zero leaf is given the last slot below
-        `capacity` whose sum it reached (`np.minimum` with the caller's size does the rest)."""
+        One that rounding carries past the last non-zero leaf lands on an empty slot (the caller
+        moves it to the last one filled: `ReplayMemory._proportional`)."""
         mass = np.array(mass, dtype=np.float64)
         nodes = np.ones(len(mass), dtype=np.int64)
         while nodes[0] < self.base:
