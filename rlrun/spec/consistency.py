@@ -35,8 +35,8 @@ RECORD_ONLY = {
 # another GPU); the registry records that resume as approximate when the device differs.
 PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
-FORK_FIXED = ("agent.algorithm", "agent.network", "env.id", "env.num_envs", "env.kwargs", "env.frame_stack",
-              "env.atari", "env.wrappers", "env.normalize", "meta.sessions", "meta.seed")
+FORK_FIXED = ("agent.algorithm", "agent.network", "agent.dueling", "env.id", "env.num_envs", "env.kwargs",
+              "env.frame_stack", "env.atari", "env.wrappers", "env.normalize", "meta.sessions", "meta.seed")
 # Settings compared whole, with why they may not change: nothing about them is record-only, and
 # no edit of them could have been there from the start (every step trained so far went through them).
 WHOLE = {
@@ -89,11 +89,28 @@ def _shown(value: Any) -> Any:
 
 
 def diff(old: Spec, new: Spec) -> list[tuple[str, Any, Any]]:
-    """(path, old, new) for every setting that differs, in path order."""
+    """(path, old, new) for every setting that differs, in path order. A section one side sets and
+    the other leaves null (`agent.network.recurrent`, `env.atari`) is one difference, the section whole."""
     a, b = flatten(old), flatten(new)
+    _whole_where_null(a, b, new)
+    _whole_where_null(b, a, old)
     missing = object()
     return [(path, _shown(a.get(path)), _shown(b.get(path))) for path in sorted(a.keys() | b.keys())
             if a.get(path, missing) != b.get(path, missing)]
+
+
+def _whole_where_null(flat: dict[str, Any], other: dict[str, Any], other_spec: Spec) -> None:
+    """Where `flat` has a null section that `other` sets, `other`'s settings in it become the section."""
+    for path in [path for path, value in flat.items() if value is None]:
+        inside = [key for key in other if key.startswith(path + ".")]
+        if not inside:
+            continue
+        for key in inside:
+            del other[key]
+        section: Any = other_spec
+        for name in path.split("."):
+            section = getattr(section, name)
+        other[path] = section
 
 
 def check_edit(old: Spec, new: Spec, frame: int) -> list[Change]:

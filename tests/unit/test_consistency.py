@@ -97,6 +97,15 @@ def test_a_fork_refuses_only_what_a_snapshot_cannot_hold() -> None:
     assert conflicts[0].old == 8 and conflicts[0].new == 2
 
 
+@pytest.mark.parametrize("edit", ["agent.dueling=true", "agent.network.recurrent={\"size\": 32}"])
+def test_a_fork_refuses_heads_and_memories_the_parents_weights_do_not_fit(edit: str) -> None:
+    """A dueling network has one output more than a plain one, a memory has weights a plain network
+    lacks: the parent's snapshot cannot be loaded into either."""
+    algorithm = "dqn_cartpole" if "dueling" in edit else "ppo_cartpole"
+    [conflict] = fork_conflicts(spec(algorithm), spec(algorithm, edit))
+    assert conflict.path.startswith(edit.split("=", 1)[0].rsplit(".", 1)[0])
+
+
 def test_the_device_may_change_on_resume_and_says_it_is_not_exact() -> None:
     [change] = check_edit(spec(), spec("ppo_cartpole", "meta.device=cuda"), 50_000)
     assert (change.path, change.kind, change.allowed) == ("meta.device", "placement", True)
