@@ -376,8 +376,11 @@ class MetaSpec(Strict):
     eval_video: int | None = Field(default=None, gt=0)
     """Record a video of the first episode of every this many evaluations (the first evaluation's
     too) into the run (`videos/eval-<frame>.mp4`) and to the trackers, as the zoo's
-    `--record-video`; the `video` extra. The episode is the evaluation's own, played again with
-    rendering, so training's bits are the same with or without it. Record-only. null: no videos."""
+    `--record-video`; the `video` extra (without it the run is refused before anything is written).
+    The episode is the evaluation's own, played again with rendering, so training's bits are the same
+    with or without it. Counted over the session's evaluations, across resumes; an env that cannot
+    render rgb_array frames gets one warning line and trains on without videos. Record-only. null: no
+    videos."""
     checkpoint_frequency: Frames = 50_000
     """Write a periodic snapshot every this many frames."""
     keep_checkpoints: int = Field(default=3, gt=0)

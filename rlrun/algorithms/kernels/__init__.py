@@ -56,7 +56,8 @@ KERNELS: tuple[Kernel, ...] = (
            "separate built-in MLP heads (ReLU or tanh) with a categorical (Discrete) or Gaussian (Box) policy", (),
            (("ppo_cartpole", ("meta.max_frame=512", "agent.n_epochs=2", "agent.batch_size=64")),
             ("a2c_cartpole", ("meta.max_frame=400",)))),
-    Kernel("q_network", ("dqn",), "a built-in MLP (ReLU or tanh)", (),
+    Kernel("q_network", ("dqn",), "a built-in MLP (ReLU or tanh); not dueling heads, prioritised replay's "
+           "weighted loss or a memory", (),
            (("dqn_cartpole", ("meta.max_frame=400", "agent.learning_starts=100", "agent.train_frequency=16",
                               "agent.gradient_steps=4", "agent.batch_size=32")),)),
     Kernel("soft_actor_critic", ("sac",), "built-in MLPs (ReLU or tanh)",
