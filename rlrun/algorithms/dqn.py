@@ -9,6 +9,13 @@ its schedule. n-step targets are formed by the memory when it draws a batch (`re
 agent holds no queue of recent steps; prioritised replay draws each gradient step's batch after the
 previous step has set the priorities of the rows it learnt from, and weighs each sample's loss by
 its importance-sampling weight.
+
+With a memory (`agent.network.recurrent`), it is R2D2 (Kapturowski et al., 2019) without its
+distributed actors: the Q-network reads a recurrent cell (`RecurrentQ`), each env copy's state is
+the agent's (zeroed where an episode ends, in every snapshot), every row of the replay memory keeps
+the state the agent acted from, and a gradient step learns from `batch_size` sequences of
+`burn_in` + `sequence_length` consecutive rows of one env copy, each unrolled from its first row's
+stored state, the burn-in without gradient (`_sequence_step`).
 """
 
 from __future__ import annotations
@@ -32,11 +39,14 @@ from rlrun.algorithms.base import (
     mse_loss,
     network,
     network_input,
+    obs_size,
+    orthogonal,
     sample_categorical,
     step_means,
     to_device,
 )
 from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise
+from rlrun.algorithms.recurrent import Cell, torso
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock, crossed
@@ -70,9 +80,19 @@ class Dueling(nn.Module):
         self.net = net
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.net(obs)
-        value, advantage = out[:, :1], out[:, 1:]
+        return self.aggregate(self.net(obs))
+
+    @staticmethod
+    def aggregate(out: torch.Tensor) -> torch.Tensor:
+        """V + (A − mean(A)) from heads `out` (V, then A, along the last axis)."""
+        value, advantage = out[..., :1], out[..., 1:]
         return value + (advantage - advantage.mean(dim=-1, keepdim=True))
+
+
+def _aggregate(out: np.ndarray) -> np.ndarray:
+    """`Dueling.aggregate` in NumPy, for acting."""
+    value, advantage = out[:, :1], out[:, 1:]
+    return value + (advantage - advantage.mean(axis=-1, keepdims=True))
 
 
 def fast_values(q: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
@@ -81,18 +101,65 @@ def fast_values(q: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
     if not isinstance(q, Dueling):
         return Fast(q)
     heads = Fast(q.net)
+    return lambda obs: _aggregate(heads(obs))
 
-    def values(obs: np.ndarray) -> np.ndarray:
-        out = heads(obs)
-        value, advantage = out[:, :1], out[:, 1:]
-        return value + (advantage - advantage.mean(axis=-1, keepdims=True))
 
-    return values
+class RecurrentQ(nn.Module):
+    """R2D2's Q-network: the torso (`recurrent.torso`: an MLP's hidden layers, or the user's
+    network), a recurrent cell (`recurrent.Cell`) and a linear head over its output, one Q-value
+    per action or dueling heads (V, then A, aggregated as `Dueling` does). Its state is the cell's,
+    (parts, batch, size): an LSTM's h and c, a GRU's h."""
+
+    def __init__(self, obs_space: spaces.Space, actions: int, config: Config) -> None:
+        super().__init__()
+        network = config.network
+        assert network.recurrent is not None
+        if network.kind == "nature_cnn":
+            raise BadInput("agent.network.recurrent: DQN's memory reads an MLP's or a user's network, not "
+                           "nature_cnn yet; set agent.network.kind to mlp or remove agent.network.recurrent")
+        self.torso, width = torso(obs_space, network, obs_size(obs_space))
+        self.cell = Cell(width, network.recurrent)
+        self.dueling = config.dueling
+        self.head = nn.Sequential(orthogonal(nn.Linear(network.recurrent.size, actions + self.dueling), gain=1.0))
+        self.fast: tuple[Fast, Fast] | None = None
+
+    def ready(self) -> None:
+        """Acting's NumPy copies, once the module is where it learns."""
+        self.fast = Fast(self.torso), Fast(self.head)
+
+    def initial(self, batch: int) -> np.ndarray:
+        """The state of `batch` fresh episodes: zeros."""
+        return np.zeros((self.cell.parts, batch, self.cell.size), dtype=np.float32)
+
+    def step(self, obs: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Acting's Q-values of `obs` read from `state`, and the state after (a new array), in NumPy."""
+        assert self.fast is not None
+        torso_, head = self.fast
+        after = self.cell.step(torso_(obs), state)
+        out = head(after[0])
+        return (_aggregate(out) if self.dueling else out), after
+
+    def unroll(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, burn_in: int = 0
+               ) -> torch.Tensor:
+        """The Q-values (steps − burn_in, batch, actions) of sequences `obs` (steps, batch, inputs:
+        float rows) read from `state` (parts, batch, size), zeroed before each step where `starts`
+        (steps, batch) is 1; the first `burn_in` steps only advance the state, without gradient."""
+        if burn_in:
+            with torch.no_grad():
+                _, state = self.cell.unroll_to(self.torso(obs[:burn_in].flatten(0, 1)).unflatten(0, (burn_in, -1)),
+                                               state, starts[:burn_in])
+            state = state * (1.0 - starts[burn_in]).view(1, -1, 1)  # an episode starting right after it
+            obs, starts = obs[burn_in:], starts[burn_in:]
+        x = self.torso(obs.flatten(0, 1)).unflatten(0, (len(obs), -1))
+        out: torch.Tensor = self.head(self.cell.unroll(x, state, starts))
+        return Dueling.aggregate(out) if self.dueling else out
 
 
 def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic: Arithmetic) -> nn.Module:
     """The spec's Q-network: one output per action, or `Dueling` heads over the network built for
     one more; a user's network that cannot give that many is refused (BadInput, one line)."""
+    if config.network.recurrent is not None:
+        return RecurrentQ(obs_space, actions, config)
     if not config.dueling:
         return network(obs_space, actions, config.network, arithmetic=arithmetic)
     try:
@@ -143,21 +210,35 @@ class Agent:
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.actions = int(action_space.n)
         self.q = q_network(obs_space, self.actions, config, arithmetic).to(device)
-        self.fast_q = fast_values(self.q)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.hidden: np.ndarray | None = None
+        """With a memory (`RecurrentQ`): each env copy's state, as training's last step left it,
+        zeroed where an episode ended. State: in every snapshot."""
+        self._acted: tuple[np.ndarray, np.ndarray] | None = None
+        """With a memory: the state the last training step acted from, and the state after it."""
+        if isinstance(self.q, RecurrentQ):
+            self.q.ready()
+            self.hidden = self.q.initial(num_envs)
+            # the Remembering interface (`base.remembers`), only on agents with a memory
+            self.initial_memory = self.q.initial
+            self.act_remembering = self._act_remembering
+        else:
+            self.fast_q = fast_values(self.q)
         self.target_update = TargetUpdate(self.target, self.q)
         self.prioritized = config.memory.prioritized
         self.importance = None if self.prioritized is None else importance_exponent(self.prioritized)
         """Prioritised replay's importance-sampling exponent β over frames (to 1 at max_frame)."""
-        kernel = kernel_for.find_q_network(self.q, self.target, kernels) if self.prioritized is None else None
+        kernel = kernel_for.find_q_network(self.q, self.target, kernels) \
+            if self.prioritized is None and self.hidden is None else None
         self.learner: Autograd | kernel_for.QKernel = kernel or Autograd(self.q, self.target)
         """Runs the networks and steps the loss: autograd, or a kernel that computes the same
         (`rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`). The kernel takes no
-        weighted loss (prioritised replay's) and no dueling network (`QKernel.fits`)."""
+        weighted loss (prioritised replay's), no recurrent network and no dueling network (`QKernel.fits`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
         self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
                                    np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack,
-                                   n_step=config.n_step, gamma=config.gamma)
+                                   n_step=config.n_step, gamma=config.gamma,
+                                   state_shape=None if self.hidden is None else self.hidden[:, 0].shape)
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: exploration schedules are read at it."""
@@ -166,21 +247,60 @@ class Agent:
 
     def act(self, obs: np.ndarray, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> np.ndarray:
+        if self.hidden is not None:
+            if deterministic or generator is not None:
+                raise RuntimeError("an agent with a memory plays through act_remembering: training's memory is "
+                                   "for training's steps")
+            assert isinstance(self.q, RecurrentQ)
+            q, after = self.q.step(obs, self.hidden)  # explored or not, every step advances the memory
+            self._acted = (self.hidden, after)
+            return self._choose(len(obs), lambda: q, self.generator)
         if deterministic:
             return self.fast_q(obs).argmax(axis=-1)
-        g = generator or self.generator
+        return self._choose(len(obs), lambda: self.fast_q(obs), generator or self.generator)
+
+    def _choose(self, count: int, values: Callable[[], np.ndarray], g: torch.Generator) -> np.ndarray:
+        """Exploring actions for `count` observations whose Q-values `values` gives, drawn from `g`."""
         if self.config.exploration == "boltzmann":
             temperature = self.config.temperature.value(self.frame, self.max_frame)
-            return sample_categorical(log_softmax(self.fast_q(obs) / temperature), g)
+            return sample_categorical(log_softmax(values() / temperature), g)
         epsilon = self.config.epsilon.value(self.frame, self.max_frame)
-        explore = torch.rand(len(obs), generator=g).numpy() < epsilon
-        random_actions = torch.randint(self.actions, (len(obs),), generator=g).numpy()
+        explore = torch.rand(count, generator=g).numpy() < epsilon
+        random_actions = torch.randint(self.actions, (count,), generator=g).numpy()
         if explore.all():  # no copy reads its Q-values: skip the forward pass (the draws are the same)
             return random_actions
-        return np.where(explore, random_actions, self.fast_q(obs).argmax(axis=-1))
+        return np.where(explore, random_actions, values().argmax(axis=-1))
+
+    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = False,
+                         generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
+        agent's own memory and generator are not touched."""
+        assert isinstance(self.q, RecurrentQ)
+        q, after = self.q.step(obs, memory)
+        if deterministic:
+            return q.argmax(axis=-1), after
+        if generator is None:
+            raise ValueError("acting from a memory draws its actions from the caller's generator: pass one")
+        return self._choose(len(obs), lambda: q, generator), after
 
     def observe(self, step: Step) -> None:
-        self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated)
+        if self.hidden is None:
+            self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated)
+            return
+        assert self._acted is not None, "observe() follows a training act()"
+        acted_from, after = self._acted
+        self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated,
+                        acted_from)
+        after[:, step.terminated | step.truncated] = 0.0  # an episode that ended: the next one starts from zeros
+        self.hidden, self._acted = after, None
+
+    def restart_episodes(self) -> None:
+        """The env restarted every episode (a resume that could not restore it mid-episode): each
+        copy's next observation is a new episode's first, for the memory, and its state starts
+        from zeros."""
+        self.memory.known[:] = False
+        if self.hidden is not None:
+            self.hidden[...] = 0.0
 
     # -- learning -------------------------------------------------------------------------------
 
@@ -196,6 +316,10 @@ class Agent:
         count = rounds * config.gradient_steps
         if count == 0:
             return {}
+        if self.hidden is not None:
+            with torch.no_grad(), flushing_subnormals(self.device):
+                steps = [self._sequence_step(clock) for _ in range(count)]
+            return self._metrics(steps, before)
         if self.prioritized is not None:
             with torch.no_grad(), flushing_subnormals(self.device):
                 steps = [self._prioritized_step(clock) for _ in range(count)]
@@ -231,6 +355,76 @@ class Agent:
         step = self._gradient_step(obs, batch["actions"].unsqueeze(-1), target, clock, batch["weights"])
         self.memory.set_priorities(slots, (step[1] - target).cpu().numpy())
         return step
+
+    def _sequence_step(self, clock: Clock
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step of R2D2: `batch_size` sequences drawn (uniformly, or by their first
+        row's priority), each unrolled by the online and the target network from the state stored
+        with its first row, the burn-in without gradient; the TD loss is the mean over the steps
+        after it (those `ReplayMemory.sequences` marks valid and not cut), weighed by importance
+        with prioritised replay, and a sequence's priority becomes R2D2's mix of its TD errors,
+        0.9·max + 0.1·mean."""
+        config, memory = self.config, self.memory
+        assert isinstance(self.q, RecurrentQ) and isinstance(self.target, RecurrentQ)
+        weights = None
+        if self.importance is not None:
+            beta = self.importance.value(clock.frame, self.max_frame)
+            slots, drawn = memory.draw_prioritized_slots(config.batch_size, self.generator, beta)
+            weights = torch.from_numpy(drawn).to(self.device)
+        else:
+            slots = memory.draw(config.batch_size, self.generator)
+        batch = to_device(memory.sequences(slots, config.burn_in + config.sequence_length), self.device)
+        burn_in = config.burn_in
+        obs = network_input(batch["obs"].flatten(0, 1), config.network).unflatten(0, batch["obs"].shape[:2])
+        state, starts = batch["states"], batch["starts"]
+        next_q = self.target.unroll(obs, state, starts, burn_in)[1:]
+        with torch.enable_grad():
+            q = self.q.unroll(obs, state, starts, burn_in)
+            taken = q[:-1].gather(2, batch["actions"][burn_in:].unsqueeze(-1)).squeeze(-1)
+            if config.double:
+                next_value = next_q.gather(2, q[1:].detach().argmax(dim=-1, keepdim=True)).squeeze(-1)
+            else:
+                next_value = next_q.max(dim=-1).values
+            target, learnt = self._sequence_targets(batch, next_value)
+            losses = _SAMPLE_LOSSES[config.loss](taken, target) * learnt
+            if weights is not None:
+                losses = losses * weights
+            loss = losses.sum() / learnt.sum().clamp(min=1)
+            grad_norm = optimise(self.optimizer, loss, config.optimizer, clock.frame, self.max_frame)
+        clock.opt_step += 1
+        if config.target_update == "polyak":
+            self.target_update.polyak(config.tau)
+        if self.importance is not None:
+            errors = (taken.detach() - target).abs() * learnt
+            mixed = 0.9 * errors.max(dim=0).values + 0.1 * errors.sum(dim=0) / learnt.sum(dim=0).clamp(min=1)
+            memory.set_priorities(slots, mixed.cpu().numpy())
+        return loss.detach(), taken.detach()[learnt], target[learnt], grad_norm
+
+    def _sequence_targets(self, batch: dict[str, torch.Tensor], next_value: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The TD targets of a batch of sequences' learning steps (steps, batch), from the target
+        network's values of what each step led to (`next_value`), and which steps are learnt
+        from: valid ones whose bootstrap is known (not a truncation the sequence runs past). With
+        n-step returns, each step's window runs over the following steps of the sequence while its
+        episode goes on (cut at the episode's end or the sequence's last valid step) and
+        bootstraps where it stops."""
+        config, burn_in = self.config, self.config.burn_in
+        rewards, terminated = batch["rewards"][burn_in:], batch["terminated"][burn_in:]
+        valid, stop = batch["valid"][burn_in:], batch["starts"][burn_in + 1:] == 1
+        bootstrap = (1.0 - terminated) * next_value
+        steps = len(rewards)
+        index = torch.arange(steps, device=rewards.device).unsqueeze(1).expand_as(rewards)
+        total, discount, last = rewards.clone(), torch.full_like(rewards, config.gamma), index
+        going = ~stop & ~terminated.bool()
+        for k in range(1, config.n_step):
+            ahead = (index + k).clamp(max=steps - 1)
+            going = going & (index + k < steps) & valid.gather(0, ahead)
+            total = torch.where(going, total + discount * rewards.gather(0, ahead), total)
+            discount = torch.where(going, discount * config.gamma, discount)
+            last = torch.where(going, ahead, last)
+            going = going & ~stop.gather(0, ahead) & ~terminated.gather(0, ahead).bool()
+        learnt = valid & ~batch["cut"][burn_in:].gather(0, last)
+        return total + discount * bootstrap.gather(0, last), learnt
 
     def _step_stats(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
                     ) -> dict[str, float]:
@@ -302,6 +496,7 @@ class Agent:
             "generator": self.generator.get_state(),
             "frame": self.frame,
             **self.memory.state_dict(),
+            **({} if self.hidden is None else {"hidden": torch.from_numpy(self.hidden.copy())}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -311,3 +506,5 @@ class Agent:
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
         self.memory.load_state_dict(state)
+        if self.hidden is not None:
+            self.hidden = state["hidden"].numpy().copy()

@@ -95,6 +95,12 @@ class Cell(nn.Module):
         """The outputs (steps, batch, size) of reading `x` (steps, batch, inputs) from `state`
         (parts, batch, size), the state zeroed before each step where `starts` (steps, batch) is 1:
         torch's loop over each span between steps where some episode starts."""
+        return self.unroll_to(x, state, starts)[0]
+
+    def unroll_to(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`unroll`'s outputs and the state after the last step (parts, batch, size): where a
+        recurrent DQN's burn-in leaves its learning steps to start from."""
         steps = len(x)
         cuts = [0, *(torch.nonzero(starts[1:].any(dim=1)).flatten() + 1).tolist(), steps]
         held = (state[0:1], state[1:2]) if self.lstm else state[0:1]
@@ -105,7 +111,8 @@ class Cell(nn.Module):
                 held = (held[0] * kept, held[1] * kept) if isinstance(held, tuple) else held * kept
             out, held = self.rnn(x[begin:end], held)
             outs.append(out)
-        return torch.cat(outs) if len(outs) > 1 else outs[0]
+        final = torch.cat(held) if isinstance(held, tuple) else held
+        return (torch.cat(outs) if len(outs) > 1 else outs[0]), final
 
 
 def torso(obs_space: spaces.Space, network: NetworkSpec, width: int) -> tuple[nn.Module, int]:

@@ -116,7 +116,8 @@ class SumTree:
 class ReplayMemory:
     def __init__(self, spec: MemorySpec, obs_shape: tuple[int, ...], obs_dtype: np.dtype[Any],
                  action_shape: tuple[int, ...], action_dtype: np.dtype[Any], *, num_envs: int = 1,
-                 frame_stack: int = 1, n_step: int = 1, gamma: float = 1.0) -> None:
+                 frame_stack: int = 1, n_step: int = 1, gamma: float = 1.0,
+                 state_shape: tuple[int, ...] | None = None) -> None:
         self.spec, self.num_envs, self.stack = spec, num_envs, frame_stack
         self.n_step, self.gamma = n_step, gamma
         """Rewards each drawn transition sums (and their discount): a batch's n-step returns."""
@@ -131,6 +132,9 @@ class ReplayMemory:
         self.rows = np.zeros(self.capacity, dtype=np.dtype([
             ("obs", np.int64, (frame_stack,)), ("next", np.int64), ("action", action_dtype, action_shape),
             ("reward", np.float32), ("terminated", np.float32)]))
+        self.states = None if state_shape is None else np.zeros((self.capacity, *state_shape), dtype=np.float32)
+        """A recurrent agent's: the hidden state it acted from at each row (a third log, row for row
+        with `rows`); None for an agent without a memory."""
         self.rows_end = 0
         """Rows ever added; the next goes to slot rows_end % capacity."""
         self.frames_end = 0
@@ -153,9 +157,10 @@ class ReplayMemory:
     # -- adding ---------------------------------------------------------------------------------
 
     def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray,
-            terminated: np.ndarray, truncated: np.ndarray) -> None:
+            terminated: np.ndarray, truncated: np.ndarray, states: np.ndarray | None = None) -> None:
         """Add one transition per vector-env copy (a batch along the first axis); `next_obs` is
-        the true next observation (the final one where an episode ended)."""
+        the true next observation (the final one where an episode ended); `states`, a recurrent
+        agent's memory it acted from (parts, copies, size)."""
         for copy in np.flatnonzero(~self.known):
             self.stacks[copy] = self._add_observation(obs[copy])
         count = len(rewards)
@@ -164,6 +169,9 @@ class ReplayMemory:
         rows = self.rows
         rows["obs"][slots], rows["next"][slots], rows["action"][slots] = self.stacks, next_frames, actions
         rows["reward"][slots], rows["terminated"][slots] = rewards, terminated
+        if self.states is not None:
+            assert states is not None
+            self.states[slots] = np.swapaxes(states, 0, 1)
         if self.priorities is not None:
             self.priorities.set(slots, np.full(count, self.max_priority))
         self.rows_end += count
@@ -210,6 +218,10 @@ class ReplayMemory:
         return {name: value.reshape(count, batch_size, *value.shape[1:])
                 for name, value in self.batch(slots).items()}
 
+    def draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
+        """`sample`'s slots alone."""
+        return self._draw(batch_size, generator)
+
     def _draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
         slots = torch.randint(self.size, (batch_size,), generator=generator).numpy()
         if self.frames_end <= self.frame_capacity:  # no frame overwritten yet: every row can be sampled
@@ -225,6 +237,14 @@ class ReplayMemory:
         Σ p^alpha, stratified (one uniform number from the agent's generator in each of batch_size
         equal parts of the total); excluded slots are drawn again, each from the whole total. The
         batch's "weights" are the importance-sampling weights (N·P(i))^−beta over their largest."""
+        slots, weights = self.draw_prioritized_slots(batch_size, generator, beta)
+        batch = self.batch(slots)
+        batch["weights"] = torch.from_numpy(weights)
+        return slots, batch
+
+    def draw_prioritized_slots(self, batch_size: int, generator: torch.Generator, beta: float
+                               ) -> tuple[np.ndarray, np.ndarray]:
+        """`draw_prioritized`'s slots and importance-sampling weights (float32) alone."""
         assert self.priorities is not None
         total = self.priorities.total
         uniform = torch.rand(batch_size, generator=generator, dtype=torch.float64).numpy()
@@ -235,9 +255,7 @@ class ReplayMemory:
                 again = torch.rand(len(redraw), generator=generator, dtype=torch.float64).numpy()
                 slots[redraw] = self._proportional(again * total)
         weights = (self.size * (self.priorities.leaves[slots] / total)) ** -beta
-        batch = self.batch(slots)
-        batch["weights"] = torch.from_numpy((weights / weights.max()).astype(np.float32))
-        return slots, batch
+        return slots, (weights / weights.max()).astype(np.float32)
 
     def _proportional(self, mass: np.ndarray) -> np.ndarray:
         """The slots where the priorities' running sum passes each of `mass` (one rounded past the
@@ -280,6 +298,40 @@ class ReplayMemory:
             batch = {**batch, **self._returns(batch["rewards"], steps)}
         return {name: torch.from_numpy(array) for name, array in batch.items()}
 
+    def sequences(self, slots: np.ndarray, length: int) -> dict[str, torch.Tensor]:
+        """A recurrent agent's batch (R2D2's): from each of `slots` (which must be sampleable),
+        `length` consecutive rows of its env copy (rows r, r + num_envs, …), step-major (length,
+        batch), and "states", the memory the agent acted from at each first row (parts, batch,
+        size). A sequence runs on across an episode's end ("starts": 1 where a row's observation is
+        a new episode's first, where the learner zeroes its state, as the agent did) and stops at
+        its copy's newest row ("valid": 0 past it, the last valid row repeated). "obs" has one
+        position more (length + 1): position k + 1 is what row k led to, the next row's observation
+        or, after the last valid row, that row's next observation (the final one where its episode
+        ended). "cut": 1 where row k's episode was truncated and the sequence goes on into the
+        next: its final observation is in no position, so the learner does not learn that step."""
+        rows, n = self.rows, self.num_envs
+        first = self._row_numbers(slots)
+        numbers = first[None] + n * np.arange(length)[:, None]
+        valid = numbers < self.rows_end
+        numbers = np.minimum(numbers, first + n * (valid.sum(axis=0) - 1))  # valid rows are a prefix
+        seq = rows[numbers % self.capacity]
+        following = np.concatenate([seq["obs"][..., 1:], seq["next"][..., None]], axis=-1)
+        frames = np.empty((length + 1, len(slots), self.stack), dtype=np.int64)
+        frames[0], frames[-1] = seq["obs"][0], following[-1]
+        frames[1:-1] = np.where(valid[1:, :, None], seq["obs"][1:], following[:-1])
+        starts = np.zeros((length + 1, len(slots)), dtype=np.float32)
+        starts[1:-1] = valid[1:] & (seq["obs"][1:, :, -1] != seq["next"][:-1])
+        obs = self.frames[frames % self.frame_capacity].reshape(-1, *self.obs_shape)
+        batch = {"obs": obs, "next_obs": obs[:0], "rewards": np.ascontiguousarray(seq["reward"])}
+        if self.view is not None:
+            batch = self.view(batch)
+        assert self.states is not None
+        return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in {
+            "obs": batch["obs"].reshape(length + 1, len(slots), *self.obs_shape),
+            "actions": seq["action"], "rewards": batch["rewards"], "terminated": seq["terminated"],
+            "starts": starts, "valid": valid, "cut": (starts[1:] == 1) & (seq["terminated"] == 0),
+            "states": np.swapaxes(self.states[slots], 0, 1)}.items()}
+
     def _windows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each drawn row's n-step window: the slot of its last row, its rewards (batch × n_step,
         0 past the window's end) and its length. A row's copy continues it in row r + num_envs when
@@ -320,8 +372,9 @@ class ReplayMemory:
 
     def state_dict(self) -> dict[str, Any]:
         """Two entries to merge into the agent's state: "memory", the counters as plain values,
-        and "logs", the two rings as `rlrun.snapshot.Log`s, which the snapshot writes (only what
-        the previous snapshot lacks). Without `snapshot`, the counters only say it was left out."""
+        and "logs", the two rings (three with a recurrent agent's states) as `rlrun.snapshot.Log`s,
+        which the snapshot writes (only what the previous snapshot lacks). Without `snapshot`, the
+        counters only say it was left out."""
         from rlrun.snapshot import Log
 
         if not self.spec.snapshot:
@@ -331,8 +384,10 @@ class ReplayMemory:
         if self.priorities is not None:
             counters["priorities"] = torch.from_numpy(self.priorities.leaves.copy())
             counters["max_priority"] = self.max_priority
-        return {"memory": counters, "logs": {"rows": Log(self.rows, self.rows_end),
-                                             "frames": Log(self.frames, self.frames_end)}}
+        logs = {"rows": Log(self.rows, self.rows_end), "frames": Log(self.frames, self.frames_end)}
+        if self.states is not None:
+            logs["states"] = Log(self.states, self.rows_end)
+        return {"memory": counters, "logs": logs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore from the agent's state, which holds the "memory" entry above and the snapshot's
@@ -344,7 +399,7 @@ class ReplayMemory:
             self._load_format_1(counters, state["arrays"])
             return
         logs = state["logs"]
-        for name in LOGS:
+        for name in (*LOGS, "states") if self.states is not None else LOGS:
             logs[name].fill(getattr(self, name))
         self.rows_end, self.frames_end = counters["rows_end"], counters["frames_end"]
         self.stacks[:] = counters["stacks"]

@@ -220,6 +220,9 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
     }
     if algorithm not in graphs:
         raise BadInput(f"rlrun export --onnx knows {', '.join(sorted(graphs))}, not {algorithm}")
+    if algorithm == "dqn" and getattr(agent, "hidden", None) is not None:
+        raise BadInput("rlrun export --onnx does not write a DQN with a memory (agent.network.recurrent) yet; "
+                       "play its checkpoint with `rlrun enjoy` or rlrun.load_policy(...).act(obs, state)")
     kind, outputs = graphs[algorithm]
     if kind is ActorCritic:
         outputs = ["action", "mean", "log_std"] if agent.model.continuous else ["action", "logits"]

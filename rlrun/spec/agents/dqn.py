@@ -14,6 +14,7 @@ class Config(AgentConfig):
     algorithm: Literal["dqn"] = "dqn"
     ACTION_SPACES = ("Discrete",)
     PRIORITIZES = True
+    REMEMBERS = True
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     double: bool = False
@@ -27,7 +28,14 @@ class Config(AgentConfig):
     γ^n·max Q_target(s_t+n), cut where an episode ends (no bootstrap past a termination; past a
     truncation, from its final observation). 1: DQN's one-step target."""
     batch_size: int = Field(default=64, gt=0)
-    """Transitions per gradient step."""
+    """Transitions per gradient step; with a memory (`network.recurrent`), sequences of
+    `burn_in` + `sequence_length` transitions."""
+    sequence_length: int = Field(default=8, gt=0, le=1000)
+    """With a memory (R2D2, Kapturowski et al., 2019): the steps of each replayed sequence that
+    are learnt from (R2D2's 80 minus its burn-in, on Atari); structural. Unused without one."""
+    burn_in: int = Field(default=4, ge=0, le=1000)
+    """With a memory: the steps before them that only warm the networks' state up, unrolled
+    without gradient from the state the agent acted from (R2D2's 40, on Atari); structural."""
     learning_starts: int = Field(default=1000, ge=0)
     """Frames of experience gathered before the first gradient step."""
     train_frequency: int = Field(default=4, gt=0)

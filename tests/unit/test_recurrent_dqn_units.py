@@ -1,0 +1,153 @@
+"""Recurrent DQN's pieces (R2D2's, issue 40), by hand: each replay row keeps the state the agent
+acted from; a replayed sequence, unrolled from its first row's stored state and reset where an
+episode starts within it, gives the Q-values acting computed; the burn-in only warms the state up;
+n-step targets within a sequence stop at an episode's end; the memory is in the agent's state and
+its snapshot's logs. Whole trainings resumed bit for bit: tests/test_recurrent_dqn.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import rlrun
+from rlrun.algorithms import build_agent
+from rlrun.algorithms.base import Step, remembers
+from rlrun.algorithms.dqn import Autograd, RecurrentQ
+from rlrun.algorithms.kernels.q_network import QKernel
+from rlrun.envs import make_env
+from rlrun.errors import BadInput
+
+SPEC = "dqn_lstm_cartpole_novel"
+
+
+def agent_and_env(cell: str = "lstm", *edits: str) -> tuple[Any, Any, Any]:
+    spec = rlrun.load_spec(SPEC, [f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}', "env.num_envs=3",
+                                  "agent.network.hidden=[16]", *edits])
+    env = make_env(spec.env)
+    agent = build_agent(spec, env.observation_space, env.action_space, seed=3)
+    return spec, agent, env
+
+
+def collect(agent: Any, env: Any, steps: int) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """`steps` training steps of 3 env copies with made-up dynamics (episodes ending by termination
+    and by truncation); each step's observations, the memory acted from, and its done flags."""
+    rng = np.random.default_rng(0)
+    obs = np.stack([env.reset(seed=i)[0] for i in range(3)]).astype(np.float32)
+    seen, states, dones = [], [], []
+    for _ in range(steps):
+        seen.append(obs)
+        states.append(agent.hidden.copy())
+        actions = agent.act(obs)
+        next_obs = obs + rng.normal(0, 0.1, obs.shape).astype(np.float32)
+        terminated = rng.random(3) < 0.15
+        truncated = ~terminated & (rng.random(3) < 0.05)
+        agent.observe(Step(obs, actions, np.ones(3, np.float32), terminated, truncated, next_obs))
+        dones.append(terminated | truncated)
+        obs = np.where((terminated | truncated)[:, None], rng.normal(0, 0.05, obs.shape), next_obs).astype(np.float32)
+    return seen, states, dones
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_each_row_keeps_the_state_acted_from_and_an_episodes_end_clears_it(cell: str) -> None:
+    _, agent, env = agent_and_env(cell)
+    _, states, dones = collect(agent, env, 30)
+    stored = agent.memory.states
+    for k, state in enumerate(states):
+        np.testing.assert_array_equal(stored[3 * k : 3 * k + 3], np.swapaxes(state, 0, 1))
+        if k:
+            assert not state[:, dones[k - 1]].any()  # a copy whose episode ended acts from zeros
+    assert np.abs(states[-1]).max() > 0 and any(d.any() for d in dones)
+
+
+def test_a_replayed_sequence_gives_the_q_values_acting_computed() -> None:
+    """Unrolled in torch from its first row's stored state, reset where an episode starts within
+    it, a sequence's Q-values are acting's (NumPy's, step by step), a rounding away; the burn-in
+    only moves the state: the steps after it are the same. A wrong state or reset would be far off."""
+    _, agent, env = agent_and_env()
+    seen, states, dones = collect(agent, env, 40)
+    length, first_step, copy = 20, 7, 1
+    batch = agent.memory.sequences(np.array([3 * first_step + copy]), length)
+    starts = batch["starts"][:length, 0].numpy()
+    assert starts.any() and batch["valid"].all()
+    assert starts[1:].tolist() == [float(dones[first_step + k][copy]) for k in range(length - 1)]
+    obs = batch["obs"].float()
+    with torch.no_grad():
+        q = agent.q.unroll(obs, batch["states"], batch["starts"])
+        warmed = agent.q.unroll(obs, batch["states"], batch["starts"], burn_in=5)
+    acted = np.concatenate([agent.q.step(seen[first_step + k][copy : copy + 1],
+                                         states[first_step + k][:, copy : copy + 1])[0] for k in range(length)])
+    np.testing.assert_allclose(q[:length, 0].numpy(), acted, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(warmed[:, 0].numpy(), q[5:, 0].numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(obs[:length, 0].numpy(), np.stack([seen[first_step + k][copy]
+                                                                      for k in range(length)]))
+
+
+def test_a_sequence_stops_at_its_copys_newest_row() -> None:
+    _, agent, env = agent_and_env()
+    collect(agent, env, 10)
+    batch = agent.memory.sequences(np.array([3 * 6 + 2]), 8)  # rows of steps 6..9 exist, not 10..13
+    assert batch["valid"][:, 0].tolist() == [True] * 4 + [False] * 4
+    assert not batch["starts"][5:, 0].any()
+
+
+def test_n_step_targets_within_a_sequence_stop_at_an_episodes_end() -> None:
+    """Rewards 1, γ = 0.5, three steps: a window sums what its episode has left of them, and
+    bootstraps where it stops (nothing after a termination; past a truncation the sequence runs
+    on into, the step is not learnt from)."""
+    _, agent, _ = agent_and_env("lstm", "agent.n_step=3", "agent.gamma=0.5", "agent.burn_in=0")
+    steps = 6
+    starts = torch.tensor([0, 0, 0, 1, 0, 1, 0], dtype=torch.float32)[:, None]  # episodes start at rows 3 and 5
+    batch = {"rewards": torch.ones(steps, 1), "terminated": torch.tensor([0, 0, 1, 0, 0, 0.0])[:, None],
+             "valid": torch.ones(steps, 1, dtype=torch.bool), "starts": starts,
+             "cut": torch.tensor([0, 0, 0, 0, 1, 0], dtype=torch.bool)[:, None]}  # row 4 truncated
+    targets, learnt = agent._sequence_targets(batch, torch.full((steps, 1), 10.0))
+    assert targets[:, 0].tolist() == [1.75, 1.5, 1.0, 1.5 + 0.25 * 10, 1.0 + 0.5 * 10, 1.0 + 0.5 * 10]
+    assert learnt[:, 0].tolist() == [True, True, True, False, False, True]
+
+
+def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() -> None:
+    spec, agent, env = agent_and_env("gru")
+    seen, _, _ = collect(agent, env, 12)
+    assert isinstance(agent.q, RecurrentQ) and isinstance(agent.learner, Autograd) and not QKernel.fits(agent.q)
+    playing = remembers(agent)  # (not narrowed: the agent's own attributes are read below)
+    assert playing
+    state = agent.state_dict()
+    assert state["hidden"].shape == (1, 3, 8) and set(state["logs"]) == {"rows", "frames", "states"}
+    again: Any = build_agent(spec, env.observation_space, env.action_space, seed=4)
+    again.load_state_dict({**state, "logs": {name: Filled(log.ring) for name, log in state["logs"].items()}})
+    np.testing.assert_array_equal(again.hidden, agent.hidden)
+    np.testing.assert_array_equal(again.memory.states, agent.memory.states)
+    np.testing.assert_array_equal(again.act(seen[-1]), agent.act(seen[-1]))
+
+    before, memory = agent.hidden.copy(), agent.initial_memory(3)
+    actions, after = agent.act_remembering(seen[-1], memory, deterministic=True)
+    assert not memory.any() and after.shape == memory.shape and actions.shape == (3,)
+    np.testing.assert_array_equal(agent.hidden, before)  # playing never touches training's memory
+    agent.restart_episodes()
+    assert not agent.hidden.any() and not agent.memory.known.any()
+
+    _, plain, _ = agent_and_env("lstm", "agent.network.recurrent=null")
+    assert not remembers(plain) and "hidden" not in plain.state_dict()
+    with pytest.raises(BadInput) as refused:
+        build_agent(rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),
+                    *_atari_spaces(), seed=0)
+    assert "nature_cnn" in str(refused.value) and "\n" not in str(refused.value)
+
+
+class Filled:
+    """A snapshot's log, as `rlrun.snapshot.StoredLog` hands it over: it fills a ring."""
+
+    def __init__(self, ring: np.ndarray) -> None:
+        self.ring = ring.copy()
+
+    def fill(self, into: np.ndarray) -> None:
+        into[...] = self.ring
+
+
+def _atari_spaces() -> tuple[Any, Any]:
+    import gymnasium as gym
+
+    return gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)
