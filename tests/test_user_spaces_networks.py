@@ -38,6 +38,9 @@ CASES: dict[str, tuple[str, list[str], str]] = {
     "reinforce-multidiscrete": ("reinforce_cartpole", ["--set", "env.id=MultiDiscreteActions-v0"], "sigterm"),
     "dqn-flattened-dict-obs": ("dqn_cartpole", ["--set", "env.id=DictObs-v0"], "sigterm"),
     "ppo-user-network": ("ppo_cartpole", ["--set", "env.id=DictObs-v0", *GOAL_NET], "kill-9"),
+    # a user's network as a memory's torso (the cell reads its outputs), on a user's env
+    "ppo-user-network-memory": ("ppo_cartpole", ["--set", "env.id=DictObs-v0", *GOAL_NET, "--set",
+                                                 'agent.network.recurrent={"cell": "lstm", "size": 16}'], "sigterm"),
 }
 
 
