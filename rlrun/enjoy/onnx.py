@@ -18,10 +18,10 @@ Outputs, by algorithm:
   high)`); SAC: `mean` and `log_std`, clamped to [-20, 2] (a sample is
   `low + (tanh(mean + exp(log_std) * noise) + 1) / 2 * (high - low)`).
 
-A policy with a memory (A2C and PPO with `agent.network.recurrent`) takes a second input, `state`,
-and gives a last output, `next_state`: its actor's cell state, float32 of shape (parts, batch,
-size) (an LSTM's h and c, a GRU's h: `rlrun.state_shape` in the metadata), zeros at each episode's
-start, the `next_state` of the step before after it. The file's `metadata_props` name
+A policy with a memory (A2C, PPO and DQN with `agent.network.recurrent`) takes a second input,
+`state`, and gives a last output, `next_state`: its actor's (DQN's: its Q-network's) cell state,
+float32 of shape (parts, batch, size) (an LSTM's h and c, a GRU's h: `rlrun.state_shape` in the
+metadata), zeros at each episode's start, the `next_state` of the step before after it. The file's `metadata_props` name
 the run, session, checkpoint frame and the checkpoint's sha256, the env and its spaces, the
 outputs, and the sha256 of the graph itself (`rlrun.graph_sha256`), which `enjoy --policy`
 checks, so a file changed since it was written is refused.
@@ -160,31 +160,54 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
             action = torch.maximum(torch.minimum(out, self.high), self.low)  # np.clip
             return action, out, self.fixed_log_std.expand(out.shape[0], -1)
 
-    class RememberingActorCritic(ActorCritic):  # A2C, PPO with a memory: the actor's torso, cell and head
-        def __init__(self) -> None:
-            super().__init__()
-            recurrent = agent.model.recurrent
-            self.torso, self.lstm = recurrent.actor_torso, recurrent.actor_cell.lstm
-            self.w_ih, self.w_hh, self.b_ih, self.b_hh = recurrent.actor_cell.weights
+    class CellStep(nn.Module):
+        """One step of a `recurrent.Cell` from `state` on its torso's output `x`, as `Cell.step`
+        computes it: the state after (its h first)."""
 
-        def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
-            x = observation if self.normalize is None else self.normalize(observation)
-            features = x if self.shared is None else self.shared(x)
-            read = self.torso(flat(features)) @ self.w_ih.t() + self.b_ih
+        def __init__(self, cell: Any) -> None:
+            super().__init__()
+            self.lstm = cell.lstm
+            self.w_ih, self.w_hh, self.b_ih, self.b_hh = cell.weights
+
+        def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+            read = x @ self.w_ih.t() + self.b_ih
             kept = state[0] @ self.w_hh.t() + self.b_hh
             if self.lstm:  # torch's LSTM gates (i, f, g, o), as `recurrent.Cell.step` computes them
                 i, f, g, o = (read + kept).chunk(4, dim=-1)
                 c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
-                after = torch.stack([h, c])
-            else:  # the GRU's (r, z, n)
-                r_i, z_i, n_i = read.chunk(3, dim=-1)
-                r_h, z_h, n_h = kept.chunk(3, dim=-1)
-                z = torch.sigmoid(z_i + z_h)
-                n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
-                h = n + z * (state[0] - n)
-                after = h[None]
-            return *self.act_on(self.actor(h)), after
+                return torch.stack([torch.sigmoid(o) * torch.tanh(c), c])
+            r_i, z_i, n_i = read.chunk(3, dim=-1)  # the GRU's (r, z, n)
+            r_h, z_h, n_h = kept.chunk(3, dim=-1)
+            z = torch.sigmoid(z_i + z_h)
+            n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
+            return (n + z * (state[0] - n))[None]
+
+    class RememberingActorCritic(ActorCritic):  # A2C, PPO with a memory: the actor's torso, cell and head
+        def __init__(self) -> None:
+            super().__init__()
+            recurrent = agent.model.recurrent
+            self.torso, self.cell = recurrent.actor_torso, CellStep(recurrent.actor_cell)
+
+        def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+            x = observation if self.normalize is None else self.normalize(observation)
+            features = x if self.shared is None else self.shared(x)
+            after = self.cell(self.torso(flat(features)), state)
+            return *self.act_on(self.actor(after[0])), after
+
+    class RememberingDQN(Graph):  # DQN with a memory (`dqn.RecurrentQ`): its torso, cell and (dueling) head
+        def __init__(self) -> None:
+            super().__init__()
+            q = agent.q
+            self.torso, self.cell, self.q_head, self.dueling = q.torso, CellStep(q.cell), q.head, q.dueling
+
+        def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+            from rlrun.algorithms.dqn import Dueling
+
+            x = observation if self.normalize is None else self.normalize(observation)
+            after = self.cell(self.torso(flat(x)), state)
+            out: torch.Tensor = self.q_head(after[0])
+            q = Dueling.aggregate(out) if self.dueling else out
+            return q.argmax(dim=-1), q, after
 
     class Reinforce(Graph):
         def __init__(self) -> None:
@@ -220,10 +243,9 @@ def _acting_graph(algorithm: str, agent: Any, normalizer: Any) -> tuple[Any, lis
     }
     if algorithm not in graphs:
         raise BadInput(f"rlrun export --onnx knows {', '.join(sorted(graphs))}, not {algorithm}")
-    if algorithm == "dqn" and getattr(agent, "hidden", None) is not None:
-        raise BadInput("rlrun export --onnx does not write a DQN with a memory (agent.network.recurrent) yet; "
-                       "play its checkpoint with `rlrun enjoy` or rlrun.load_policy(...).act(obs, state)")
     kind, outputs = graphs[algorithm]
+    if kind is DQN and getattr(agent, "hidden", None) is not None:
+        return RememberingDQN().eval(), [*outputs, "next_state"]
     if kind is ActorCritic:
         outputs = ["action", "mean", "log_std"] if agent.model.continuous else ["action", "logits"]
         if agent.model.recurrent is not None:
@@ -295,6 +317,9 @@ def _actor_state(agent: Any, batch: int) -> Any:
     """Zeros shaped as the graph's `state` input for `batch` observations, or None (no memory)."""
     import torch
 
+    cell = getattr(getattr(agent, "q", None), "cell", None)
+    if cell is not None:  # DQN with a memory (`dqn.RecurrentQ`): its one cell's
+        return torch.zeros((cell.parts, batch, cell.size))
     recurrent = getattr(getattr(agent, "model", None), "recurrent", None)
     if recurrent is None:
         return None
