@@ -1,5 +1,7 @@
-"""A memory for PPO and A2C (`agent.network.recurrent`): a recurrent cell between the network's
-torso and its heads, whose hidden state carries what the agent has seen this episode.
+"""A memory for PPO, A2C and DQN (`agent.network.recurrent`): a recurrent cell between the
+network's torso and its heads, whose hidden state carries what the agent has seen this episode.
+DQN's Q-network (`dqn.RecurrentQ`, R2D2's) reads one `Cell` after one `torso`; the rest of this
+module is the on-policy actor-critic's.
 
 As sb3-contrib's `RecurrentPPO` does by default (`enable_critic_lstm=True`), the actor and the
 critic each have their own cell (a NatureCNN's convolutions stay shared, as without a memory);
