@@ -2,7 +2,8 @@
 mid-episode or kill -9'd after a snapshot and resumed, it ends bit for bit where the uninterrupted
 run ends, recorded exact: every env copy's hidden state is in the snapshot, and so is the replay
 memory with the state stored at each row (it wraps within the run). One variant is an LSTM with
-prioritised replay, dueling heads, double DQN and n-step returns on; the other a GRU, uniform. The
+prioritised replay, dueling heads, double DQN and n-step returns on; the other a GRU, uniform,
+with hard target copies. The
 resumed run's checkpoint plays in `rlrun enjoy` and `load_policy` (its state passed along) and
 replays its own evaluation, and so does its ONNX export (the state a second input); a resume that
 removes the memory is refused.
@@ -31,11 +32,12 @@ pytestmark = pytest.mark.slow  # real trainings, some in processes of their own
 SPEC = "dqn_lstm_cartpole_novel"
 FRAMES = 3000
 SMALL = ["agent.sequence_length=4", "agent.burn_in=2", "agent.batch_size=8", "agent.network.hidden=[16]",
-         "agent.memory.capacity=1500", "agent.learning_starts=500", "agent.target_update_frequency=500"]
-VARIANTS = {  # the memory, and what else is on (the built-in's n_step 3 and double DQN in both)
+         "agent.memory.capacity=1500", "agent.learning_starts=500"]
+VARIANTS = {  # the memory, and what else is on (the built-in's n_step 3, double DQN and polyak targets)
     "lstm-family": ['agent.network.recurrent={"cell": "lstm", "size": 16}', "agent.dueling=true",
                     'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}'],
-    "gru": ['agent.network.recurrent={"cell": "gru", "size": 16}'],
+    "gru": ['agent.network.recurrent={"cell": "gru", "size": 16}', "agent.target_update=hard",
+            "agent.target_update_frequency=500"],
 }
 
 
