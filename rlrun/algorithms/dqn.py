@@ -363,7 +363,7 @@ class Agent:
         with its first row, the burn-in without gradient; the TD loss is the mean over the steps
         after it (those `ReplayMemory.sequences` marks valid and not cut), weighed by importance
         with prioritised replay, and a sequence's priority becomes R2D2's mix of its TD errors,
-        0.9·max + 0.1·mean."""
+        0.9·max + 0.1·mean (its first row's: the priority it is drawn by)."""
         config, memory = self.config, self.memory
         assert isinstance(self.q, RecurrentQ) and isinstance(self.target, RecurrentQ)
         weights = None
@@ -394,10 +394,12 @@ class Agent:
         clock.opt_step += 1
         if config.target_update == "polyak":
             self.target_update.polyak(config.tau)
-        if self.importance is not None:
+        if self.importance is not None:  # a sequence with no step learnt from (at its copy's newest rows) keeps its own
             errors = (taken.detach() - target).abs() * learnt
             mixed = 0.9 * errors.max(dim=0).values + 0.1 * errors.sum(dim=0) / learnt.sum(dim=0).clamp(min=1)
-            memory.set_priorities(slots, mixed.cpu().numpy())
+            seen = learnt.any(dim=0).cpu().numpy()
+            if seen.any():
+                memory.set_priorities(slots[seen], mixed.cpu().numpy()[seen])
         return loss.detach(), taken.detach()[learnt], target[learnt], grad_norm
 
     def _sequence_targets(self, batch: dict[str, torch.Tensor], next_value: torch.Tensor
