@@ -36,7 +36,12 @@ slot in a `SumTree`; a new row gets the largest priority seen so far, and the ag
 priorities of the rows it learnt from (`set_priorities`). A batch is drawn stratified: one number
 from the agent's generator in each of batch_size equal parts of the total.
 
-A snapshot holds the rings as two logs, written incrementally (`rlrun.snapshot.logs`), and the
+A recurrent agent's memory (`state_shape`) keeps a third ring, `states`, row for row with `rows`:
+the hidden state the agent acted from at each row, float32, itself an append-only log. `sequences`
+draws R2D2's batches from it: consecutive rows of one env copy (row r + k·num_envs, the windows of
+n-step returns made longer) with the state stored at the first.
+
+A snapshot holds the rings as two logs (three with `states`), written incrementally (`rlrun.snapshot.logs`), and the
 counters; with prioritised replay, the priorities too, whole (capacity × 8 bytes: old rows'
 priorities change, so they are no log). Snapshots of format 1 held `obs`, `next_obs` (float32,
 flattened), `actions`, `rewards`, `terminated` as whole arrays; `load_state_dict` still reads them (`_load_format_1`).
