@@ -69,6 +69,7 @@ ZOO: dict[str, dict[str, Any]] = {
     },
 }
 ENV_IDS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
+NAMES = {"cartpole": "CartPoleNoVel", "pendulum": "PendulumNoVel"}
 BUILTINS = {"cartpole": "ppo_lstm_cartpole_novel", "pendulum": "ppo_lstm_pendulum_novel"}
 MEMORYLESS = {"cartpole": "ppo_cartpole", "pendulum": "ppo_pendulum"}
 HIDE = {"class": "rlrun.envs.pomdp:HideVelocities"}
@@ -213,9 +214,7 @@ def report(results: list[dict[str, Any]]) -> None:
         seeds = sorted({r["seed"] for r in rows})
         speed = {side: statistics.median(r["cpu_fps"] for r in rows if r["side"] == side)
                  for side in LABELS if any(r["side"] == side for r in rows)}
-        print(f"\n{task.capitalize()}NoVel, {budget:,} frames: final return (10 deterministic episodes) per seed")
-        print(f"{'side':<32}" + "".join(f"{'seed ' + str(s):>10}" for s in seeds)
-              + f"{'mean':>10}{'f/cpu-s':>10}{'vs sb3':>8}")
+        lines = []
         for side, label in LABELS.items():
             mine = {r["seed"]: r for r in rows if r["side"] == side}
             if not mine:
@@ -225,7 +224,13 @@ def report(results: list[dict[str, Any]]) -> None:
             cells = "".join(f"{mine[s]['mean']:>10.1f}" if s in mine else f"{'-':>10}" for s in seeds)
             mean = statistics.fmean(r["mean"] for r in mine.values())
             ratio = f"{speed[side] / speed['sb3']:>7.2f}x" if "sb3" in speed else f"{'-':>8}"
-            print(f"{label:<32}{cells}{mean:>10.1f}{speed[side]:>10.0f}{ratio}")
+            lines.append((label, f"{cells}{mean:>10.1f}{speed[side]:>10.0f}{ratio}"))
+        width = max(len(label) for label, _ in lines) + 2
+        print(f"\n{NAMES[task]}, {budget:,} frames: final return (10 deterministic episodes) per seed")
+        print(f"{'side':<{width}}" + "".join(f"{'seed ' + str(s):>10}" for s in seeds)
+              + f"{'mean':>10}{'f/cpu-s':>10}{'vs sb3':>8}")
+        for label, rest in lines:
+            print(f"{label:<{width}}{rest}")
 
 
 def main() -> None:
