@@ -27,6 +27,7 @@ VELOCITIES: dict[str, tuple[int, ...]] = {
     "MountainCarContinuous": (1,),
     "Acrobot": (4, 5),  # the two joints' angular velocities
     "LunarLander": (2, 3, 5),  # horizontal and vertical speed, angular speed
+    "LunarLanderContinuous": (2, 3, 5),  # as LunarLander's (the RL Zoo hides the same three)
 }
 """Where each classic task keeps its velocities, by Gymnasium's name for it (any version)."""
 
