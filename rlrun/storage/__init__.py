@@ -372,10 +372,8 @@ def _timeouts(extra: str | None) -> dict[str, Any]:
     if extra == "s3":
         return {"config_kwargs": {"connect_timeout": seconds, "read_timeout": seconds,
                                   "retries": {"mode": "legacy", "max_attempts": 2}}}
-    if extra == "gcs":  # gcsfs's retries are its own (six, a class's setting): each request's time is ours
-        return {"requests_timeout": seconds}
-    if extra == "azure":  # per operation; the Azure SDK's retry policy stays its own
-        return {"connection_timeout": max(1, round(seconds)), "read_timeout": max(1, round(seconds))}
+    # GCS and Azure keep their libraries' own timeouts: with gcsfs's `requests_timeout` a snapshot's
+    # upload on a loaded machine once waited forever on a request its timeout had cut (tests/test_object_store.py)
     return {}
 
 
