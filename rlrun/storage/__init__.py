@@ -335,7 +335,7 @@ def filesystem(url: str, named: str | None = None) -> tuple[Any, str]:
     return fs, root.rstrip("/")
 
 
-_LIBRARIES_DRAWING_RANDOM = ("botocore.retryhandler", "botocore.utils", "aiohttp.connector", "gcsfs.retry")
+_LIBRARIES_DRAWING_RANDOM = ("botocore.retryhandler", "botocore.utils", "aiohttp.connector")
 """Modules of the stores' libraries that draw from Python's global `random` stream when called (retry
 jitter, the order waiting connections are served in). botocore's "standard" retry mode binds the
 global stream when it is imported, so S3 homes use its "legacy" mode (`_timeouts`)."""
@@ -359,12 +359,6 @@ def _own_random_stream() -> None:
             module.random = own  # type: ignore[attr-defined]
 
 
-def _protocols(fs: Any) -> tuple[str, ...]:
-    """The schemes an fsspec file system answers to."""
-    protocol = fs.protocol
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
-
-
 def _timeouts(extra: str | None) -> dict[str, Any]:
     """How long a request to the store may go unanswered (`TIMEOUT_ENV`), each library's way; a
     request that is not answered is tried twice in all, then given up (`Mirror` says so)."""
@@ -372,8 +366,6 @@ def _timeouts(extra: str | None) -> dict[str, Any]:
     if extra == "s3":
         return {"config_kwargs": {"connect_timeout": seconds, "read_timeout": seconds,
                                   "retries": {"mode": "legacy", "max_attempts": 2}}}
-    # GCS and Azure keep their libraries' own timeouts: with gcsfs's `requests_timeout` a snapshot's
-    # upload on a loaded machine once waited forever on a request its timeout had cut (tests/test_object_store.py)
     return {}
 
 
@@ -478,13 +470,8 @@ class Mirror:
     @_answered
     def delete(self, keys: Iterable[str]) -> None:
         keys = list(keys)
-        if not keys:
-            return
-        if "gs" in _protocols(self.fs):  # gcsfs's batch delete retries with jitter from Python's global
-            for key in keys:  # `random` (a training's snapshots record it); one request per object does not
-                self.fs.rm_file(key)
-            return
-        self.fs.rm(keys)
+        if keys:
+            self.fs.rm(keys)
 
     def delete_tree(self, path: Path) -> None:
         """Delete every object under the folder `path` names."""
