@@ -307,3 +307,38 @@ def assert_store_sound(home: Path, checkpoints: list[Any]) -> None:
         mirror.key(path / snapshot.layout.MANIFEST)) or b"{}")).values()}  # fmt: skip
     segments = {key for key in mirror.keys(mirror.root) if f"/{remote.SEGMENTS}/" in key}
     assert segments == {key for key in named if f"/{remote.SEGMENTS}/" in key}, "segments no snapshot names"
+
+
+def assert_plays_with_its_memory(home: Path, frames: int) -> None:
+    """A run whose agent has a memory, trained to `frames`: its own evaluation at its final
+    checkpoint, replayed from the checkpoint alone (each episode from a fresh memory), gives the
+    recorded returns; enjoy's episodes, replayed step by step by `load_policy`, the state passed
+    from one step to the next, give enjoy's."""
+    import rlrun
+    from rlrun import seeding
+    from rlrun.enjoy import enjoy
+    from rlrun.registry import Registry
+    from rlrun.session.evaluation import evaluate
+
+    with Registry.open(home, create=False) as registry:
+        detail = registry.get_run(registry.resolve("latest").id)
+    recorded = {e.frame: (e.mean, e.min, e.max) for e in detail.evaluations if e.kind == "train"}
+    policy = rlrun.load_policy("latest", home=home, checkpoint="latest")
+    assert policy.recurrent and policy.checkpoint_frame == frames
+    env = policy.make_env()
+    again = evaluate(policy.agent, env, seed=detail.sessions[0].seed, frame=frames, episodes=2,
+                     normalizer=policy.normalizer)
+    assert (again.mean, min(again.returns), max(again.returns)) == recorded[frames]
+
+    result = enjoy("latest", home=home, episodes=2)
+    policy = rlrun.load_policy("latest", home=home)
+    assert policy.checkpoint_frame == result.checkpoint_frame
+    for k, episode in enumerate(result.episodes):
+        obs, _ = env.reset(seed=seeding.derive(result.seed, seeding.ENJOY, k))
+        total, length, done, state = 0.0, 0, False, None
+        while not done:
+            action, state = policy.act(obs, state)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        assert (total, length) == (episode.episode_return, episode.length)
+    env.close()

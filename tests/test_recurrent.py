@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers import invoke
 from same_run import (
+    assert_plays_with_its_memory,
     assert_same_run,
     final_state,
     killed_after_a_snapshot,
@@ -94,36 +95,8 @@ def test_a_resume_may_not_add_remove_or_resize_the_memory(resumed: Path, variant
 
 @pytest.mark.parametrize("variant", ["ppo-lstm"], indirect=True)  # acting from a memory: the same code for both
 def test_the_checkpoint_plays_with_its_memory(resumed: Path, variant: str) -> None:
-    """The run's own evaluation at its final checkpoint, replayed from the checkpoint alone (each
-    episode from a fresh memory); enjoy's episodes, replayed step by step by `load_policy`, the
-    state passed from one step to the next."""
-    import rlrun
-    from rlrun import seeding
-    from rlrun.enjoy import enjoy
-    from rlrun.session.evaluation import evaluate
-
-    with Registry.open(resumed, create=False) as registry:
-        detail = registry.get_run(registry.resolve("latest").id)
-    recorded = {e.frame: (e.mean, e.min, e.max) for e in detail.evaluations if e.kind == "train"}
-    policy = rlrun.load_policy("latest", home=resumed, checkpoint="latest")
-    assert policy.recurrent and policy.checkpoint_frame == FRAMES
-    env = policy.make_env()
-    again = evaluate(policy.agent, env, seed=detail.sessions[0].seed, frame=FRAMES, episodes=2,
-                     normalizer=policy.normalizer)
-    assert (again.mean, min(again.returns), max(again.returns)) == recorded[FRAMES]
-
-    result = enjoy("latest", home=resumed, episodes=2)
-    policy = rlrun.load_policy("latest", home=resumed)
-    assert policy.checkpoint_frame == result.checkpoint_frame
-    for k, episode in enumerate(result.episodes):
-        obs, _ = env.reset(seed=seeding.derive(result.seed, seeding.ENJOY, k))
-        total, length, done, state = 0.0, 0, False, None
-        while not done:
-            action, state = policy.act(obs, state)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total, length, done = total + float(reward), length + 1, terminated or truncated
-        assert (total, length) == (episode.episode_return, episode.length)
-    env.close()
+    """The checkpoint plays with its memory (`same_run.assert_plays_with_its_memory`)."""
+    assert_plays_with_its_memory(resumed, FRAMES)
 
 
 
