@@ -48,7 +48,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# run as a script: its folder is on the path
+from speed_vs_sb3 import SB3_LEARN_TIMED, SINGLE_THREAD, frames
 
 ZOO: dict[str, dict[str, Any]] = {
     # rl-baselines3-zoo hyperparams/ppo_lstm.yml, "CartPoleNoVel-v1" (marked "Tuned")
@@ -110,17 +111,7 @@ model = RecurrentPPO("MlpLstmPolicy", env, learning_rate=schedule(zoo["learning_
                      **settings)
 
 
-class Stopwatch(BaseCallback):
-    def _on_step(self):
-        if self.num_timesteps >= budget // 10 and not hasattr(self, "started"):
-            self.started = (self.num_timesteps, time.perf_counter(), time.process_time())
-        return True
-
-
-watch = Stopwatch()
-model.learn(budget, callback=watch)
-frames = model.num_timesteps - watch.started[0]
-wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
+''' + SB3_LEARN_TIMED + r'''
 evaluation_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000, wrapper_class=HideVelocities)
 if zoo.get("normalize"):
     evaluation_env = VecNormalize(evaluation_env, training=False, norm_reward=False, gamma=zoo["gamma"])
@@ -156,13 +147,6 @@ with tempfile.TemporaryDirectory() as home:
 print(json.dumps({"frames": f1, "fps": (f1 - f0) / (w1 - w0), "cpu_fps": (f1 - f0) / (c1 - c0),
                   "mean": evaluation.mean, "std": evaluation.std, "episodes": evaluation.episodes}))
 '''
-
-
-def frames(text: str) -> int:
-    """A frame count as specs write it: 30000, 30k, 1.5M."""
-    from rlrun.spec import load_spec
-
-    return int(load_spec("ppo_cartpole", [f"meta.max_frame={text}"]).meta.max_frame)
 
 
 def rlrun_document(name: str, budget: int, seed: int, *, hide: bool, edits: list[str] | None = None

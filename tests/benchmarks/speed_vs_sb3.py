@@ -51,6 +51,20 @@ SPECS = ("ppo_cartpole", "a2c_cartpole", "dqn_cartpole", "ddqn_cartpole", "ppo_a
          "ppo_pendulum", "sac_pendulum")
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
+SB3_LEARN_TIMED = r'''class Stopwatch(BaseCallback):
+    def _on_step(self):
+        if self.num_timesteps >= budget // 10 and not hasattr(self, "started"):
+            self.started = (self.num_timesteps, time.perf_counter(), time.process_time())
+        return True
+
+
+watch = Stopwatch()
+model.learn(budget, callback=watch)
+frames = model.num_timesteps - watch.started[0]
+wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]'''
+"""An SB3 worker's training of `model` for `budget` frames, timed from the first tenth of the
+budget to its end (wall and CPU), as each SB3-side worker script measures it."""
+
 SB3_WORKER = r'''
 import json, math, sys, time
 import torch
@@ -138,17 +152,7 @@ else:
                 seed=seed, device="cpu")
 
 
-class Stopwatch(BaseCallback):
-    def _on_step(self):
-        if self.num_timesteps >= budget // 10 and not hasattr(self, "started"):
-            self.started = (self.num_timesteps, time.perf_counter(), time.process_time())
-        return True
-
-
-watch = Stopwatch()
-model.learn(budget, callback=watch)
-frames = model.num_timesteps - watch.started[0]
-wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]
+''' + SB3_LEARN_TIMED + r'''
 evaluation_env = normalized(make_vec_env(env_id, n_envs=1, seed=seed + 1000), training=False)
 if normalize:
     evaluation_env.obs_rms = env.obs_rms
