@@ -51,9 +51,24 @@ def cli_reference() -> str:
         usage = command.get_usage(context).removeprefix("Usage:").strip()
         records = [param.get_help_record(context) for param in command.get_params(context)]
         rows = [f"| `{cell(name)}` | {cell(help_text)} |" for name, help_text in filter(None, records)]
-        sections.append("\n".join([
-            f"### {path}", "", cell(command.help or command.short_help or ""), "",
-            "```text", usage, "```", "", "| argument or option | meaning |", "|---|---|", *rows, ""]))
+        sections.append(
+            "\n".join(
+                [
+                    f"### {path}",
+                    "",
+                    cell(command.help or command.short_help or ""),
+                    "",
+                    "```text",
+                    usage,
+                    "```",
+                    "",
+                    "| argument or option | meaning |",
+                    "|---|---|",
+                    *rows,
+                    "",
+                ]
+            )
+        )
         for name in getattr(command, "commands", {}) and command.list_commands(context):
             sub = command.get_command(context, name)
             describe(sub, Context(sub, info_name=name, parent=context))
@@ -72,14 +87,21 @@ def spec_reference() -> str:
     schema = json_schema()
     definitions = schema["$defs"]
     header = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    common = [row for name, node in schema["properties"].items() if name != "agent"
-              for row in _rows(name, node, definitions, schema.get("required", []))]
+    common = [
+        row
+        for name, node in schema["properties"].items()
+        if name != "agent"
+        for row in _rows(name, node, definitions, schema.get("required", []))
+    ]
     parts = ["### Every spec", "", *header, *common, ""]
     for choice in schema["properties"]["agent"]["oneOf"]:
         agent = _resolve(choice, definitions)
         algorithm = agent["properties"]["algorithm"].get("const") or agent["properties"]["algorithm"].get("default")
-        rows = [row for name, node in agent["properties"].items()
-                for row in _rows(f"agent.{name}", node, definitions, agent.get("required", []))]
+        rows = [
+            row
+            for name, node in agent["properties"].items()
+            for row in _rows(f"agent.{name}", node, definitions, agent.get("required", []))
+        ]
         parts += [f"### agent: {algorithm}", "", *header, *rows, ""]
     return "\n".join(parts)
 
@@ -134,6 +156,8 @@ def builtins_reference() -> str:
         document = builtin_document(name)
         meta = document.get("meta", {})
         kind = " (search: `rlrun search`)" if name in builtin_search_names() else ""
-        rows.append(f"| `{name}`{kind} | {document['agent']['algorithm']} | `{document['env']['id']}` "
-                    f"| {cell(meta.get('max_frame', ''))} | {cell(meta.get('sessions', 1))} |")
+        rows.append(
+            f"| `{name}`{kind} | {document['agent']['algorithm']} | `{document['env']['id']}` "
+            f"| {cell(meta.get('max_frame', ''))} | {cell(meta.get('sessions', 1))} |"
+        )
     return "\n".join(rows) + "\n\n`rlrun spec show NAME` prints one, ready to save and edit.\n"

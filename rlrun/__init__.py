@@ -33,18 +33,53 @@ if TYPE_CHECKING:
     from rlrun.spec import Spec, load_spec
     from rlrun.training import TrainResult, resume, train
 
-__all__ = ["RunFilter", "Spec", "TrainResult", "__version__", "export_metrics", "list_runs", "list_searches",
-           "load_policy", "load_spec", "lookup", "lookup_search", "metrics", "plan_removal", "plan_search", "plot_data",
-           "pull", "push", "record", "remove", "resume", "resume_search", "run_search", "train"]
+__all__ = [
+    "RunFilter",
+    "Spec",
+    "TrainResult",
+    "__version__",
+    "export_metrics",
+    "list_runs",
+    "list_searches",
+    "load_policy",
+    "load_spec",
+    "lookup",
+    "lookup_search",
+    "metrics",
+    "plan_removal",
+    "plan_search",
+    "plot_data",
+    "pull",
+    "push",
+    "record",
+    "remove",
+    "resume",
+    "resume_search",
+    "run_search",
+    "train",
+]
 
-_LAZY = {"Spec": "rlrun.spec", "load_spec": "rlrun.spec", "train": "rlrun.training", "resume": "rlrun.training",
-         "TrainResult": "rlrun.training", "metrics": "rlrun.session.metrics_log", "plan_search": "rlrun.search",
-         "run_search": "rlrun.search", "resume_search": "rlrun.search", "RunFilter": "rlrun.refs",
-         **dict.fromkeys(("list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data"),
-                         "rlrun.catalog"),
-         "plan_removal": "rlrun.home.maintenance", "remove": "rlrun.home.maintenance",
-         "load_policy": "rlrun.enjoy.policy", "record": "rlrun.enjoy.dataset",
-         "push": "rlrun.home.bundle", "pull": "rlrun.home.bundle"}
+_LAZY = {
+    "Spec": "rlrun.spec",
+    "load_spec": "rlrun.spec",
+    "train": "rlrun.training",
+    "resume": "rlrun.training",
+    "TrainResult": "rlrun.training",
+    "metrics": "rlrun.session.metrics_log",
+    "plan_search": "rlrun.search",
+    "run_search": "rlrun.search",
+    "resume_search": "rlrun.search",
+    "RunFilter": "rlrun.refs",
+    **dict.fromkeys(
+        ("list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data"), "rlrun.catalog"
+    ),
+    "plan_removal": "rlrun.home.maintenance",
+    "remove": "rlrun.home.maintenance",
+    "load_policy": "rlrun.enjoy.policy",
+    "record": "rlrun.enjoy.dataset",
+    "push": "rlrun.home.bundle",
+    "pull": "rlrun.home.bundle",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -82,7 +117,7 @@ MOVED = {
 def _new_name(old: str) -> str | None:
     for before, after in MOVED.items():
         if old == before or old.startswith(before + "."):
-            return after + old[len(before):]
+            return after + old[len(before) :]
     return None
 
 

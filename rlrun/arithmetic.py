@@ -47,17 +47,21 @@ class Arithmetic:
 
 _ONE = Arithmetic(1, "the arithmetic of every run recorded before the setting existed")
 _TWO = Arithmetic(
-    2, "SAC learns with subnormal floats flushed to zero, as DQN always has, and forms its products with a"
-       " narrow side wide side first; a `nature_cnn` network folds the frames' 1/255 into its first"
-       " convolution's weights and acts through transposed copies of its dense weights",
-    sac_flushes_subnormals=True, narrow_products_wide_first=True, cnn_scaling_in_weights=True,
+    2,
+    "SAC learns with subnormal floats flushed to zero, as DQN always has, and forms its products with a"
+    " narrow side wide side first; a `nature_cnn` network folds the frames' 1/255 into its first"
+    " convolution's weights and acts through transposed copies of its dense weights",
+    sac_flushes_subnormals=True,
+    narrow_products_wide_first=True,
+    cnn_scaling_in_weights=True,
     cnn_acts_transposed=True,
 )
 _THREE = replace(
-    _TWO, revision=3,
+    _TWO,
+    revision=3,
     changes="SAC's products of its layers wide on both sides (more than 8 inputs and outputs), forward and"
-            " backward, take bfloat16 operands and sum in float32 (on a CPU with AVX-512; float32 products"
-            " elsewhere)",
+    " backward, take bfloat16 operands and sum in float32 (on a CPU with AVX-512; float32 products"
+    " elsewhere)",
     bf16_wide_products=True,
 )
 REVISIONS: dict[int, Arithmetic] = {a.revision: a for a in (_ONE, _TWO, _THREE)}
@@ -85,8 +89,11 @@ def as_recorded_document(document: dict[str, Any]) -> dict[str, Any]:
 def introduced(number: int) -> list[str]:
     """The flags revision `number` sets that the revision before it did not, in the table's order."""
     now, before = REVISIONS[number], REVISIONS.get(number - 1)
-    return [f.name for f in fields(Arithmetic) if f.type in ("bool", bool) and getattr(now, f.name)
-            and not (before is not None and getattr(before, f.name))]
+    return [
+        f.name
+        for f in fields(Arithmetic)
+        if f.type in ("bool", bool) and getattr(now, f.name) and not (before is not None and getattr(before, f.name))
+    ]
 
 
 def revision(number: int) -> Arithmetic:

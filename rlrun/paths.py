@@ -35,8 +35,10 @@ def resolve_home(home: Path | str | None = None) -> Path:
         given, source = DEFAULT_HOME, "the runs home"
     if storage.is_url(given):
         if not os.environ.get(DB_ENV):
-            raise BadInput(f"{source} {given} is in object storage, where no registry file can live; set {DB_ENV}"
-                           " (sqlite:////path/registry.sqlite on one machine, postgresql+psycopg://… for a cluster)")
+            raise BadInput(
+                f"{source} {given} is in object storage, where no registry file can live; set {DB_ENV}"
+                " (sqlite:////path/registry.sqlite on one machine, postgresql+psycopg://… for a cluster)"
+            )
         return storage.open_home(str(given))
     resolved = Path(given).expanduser().absolute()
     check_folder(resolved, source)

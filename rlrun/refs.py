@@ -125,9 +125,7 @@ def _parse_checkpoint(text: str, value: str) -> str:
     try:
         return str(parse_size(value, what="checkpoint frame"))
     except SizeError:
-        raise _error(
-            text, f"checkpoint '@{value}' is not @best, @latest or a frame count like @5M"
-        ) from None
+        raise _error(text, f"checkpoint '@{value}' is not @best, @latest or a frame count like @5M") from None
 
 
 def _parse_suffixes(text: str, suffixes: str) -> tuple[int | None, str | None]:
@@ -160,14 +158,16 @@ def parse_ref(text: str) -> RunRef:
             raise
         if _exists(cleaned):
             return _parse_path(text, cleaned)
-        raise _error(text, f"no file or folder {cleaned!r} exists, and as a run reference:"
-                           f" {getattr(error, 'problem', error)}") from None
+        raise _error(
+            text, f"no file or folder {cleaned!r} exists, and as a run reference: {getattr(error, 'problem', error)}"
+        ) from None
 
 
 def _exists(cleaned: str) -> bool:
     """Whether a path names something on disk, with or without an @CKPT suffix."""
-    return any(Path(candidate).expanduser().exists()
-               for candidate in (cleaned, cleaned.rpartition("@")[0]) if candidate)
+    return any(
+        Path(candidate).expanduser().exists() for candidate in (cleaned, cleaned.rpartition("@")[0]) if candidate
+    )
 
 
 def _parse_reference(text: str, cleaned: str) -> RunRef:
@@ -200,8 +200,9 @@ def _parse_path(text: str, cleaned: str) -> RunRef:
     if (match := _SESSION.fullmatch(folder.name)) is not None and not (folder / RUN_MANIFEST).is_file():
         session, folder = int(match["index"]), folder.parent
     if not (folder / RUN_MANIFEST).is_file():
-        raise _error(text, f"{str(folder)!r} is not a run folder, nor a session or checkpoint folder in one"
-                           f" (no {RUN_MANIFEST})")
+        raise _error(
+            text, f"{str(folder)!r} is not a run folder, nor a session or checkpoint folder in one (no {RUN_MANIFEST})"
+        )
     return RunRef("path", path=str(folder), session=session, checkpoint=checkpoint)
 
 
@@ -210,8 +211,10 @@ def whole_run(text: str, command: str) -> RunRef:
     not ignored (`rlrun rm latest@1k` must not delete the run)."""
     ref = parse_ref(text)
     if ref.session is not None or ref.checkpoint is not None:
-        raise RunReferenceError(f"{text!r}: `rlrun {command}` takes whole runs, not a session or a checkpoint;"
-                                f" name the run alone ({ref.base})")
+        raise RunReferenceError(
+            f"{text!r}: `rlrun {command}` takes whole runs, not a session or a checkpoint;"
+            f" name the run alone ({ref.base})"
+        )
     return ref
 
 
@@ -240,14 +243,15 @@ def parse_search_ref(text: str) -> RunRef:
     cleaned = text.strip()
     if not cleaned.startswith(SEARCH_PREFIX):
         raise RunReferenceError(f"{text!r} is not a search reference; {SEARCH_FORMS}")
-    base = cleaned[len(SEARCH_PREFIX):]
+    base = cleaned[len(SEARCH_PREFIX) :]
     if not base:
         raise RunReferenceError(f"bad search reference {text!r}: no search named after 'search:'; {SEARCH_FORMS}")
     try:
         ref = _parse_base(text, base)
     except RunReferenceError as error:
-        raise RunReferenceError(f"bad search reference {text!r}: {getattr(error, 'problem', error)};"
-                                f" {SEARCH_FORMS}") from None
+        raise RunReferenceError(
+            f"bad search reference {text!r}: {getattr(error, 'problem', error)}; {SEARCH_FORMS}"
+        ) from None
     if ref.kind == "row":
         raise RunReferenceError(f"bad search reference {text!r}: searches have no row numbers; {SEARCH_FORMS}")
     return ref
@@ -265,8 +269,10 @@ def search_target(text: str) -> SearchRef:
     return SearchRef(parse_search_ref(named), named)
 
 
-NAME_RULE = ("a name uses only plain ASCII letters and digits and `_`, `.`, `-`, starts with a letter or"
-             " digit, is not all digits and is not `latest`")
+NAME_RULE = (
+    "a name uses only plain ASCII letters and digits and `_`, `.`, `-`, starts with a letter or"
+    " digit, is not all digits and is not `latest`"
+)
 """The run-name rule (`_TOKEN`, less what a reference reads otherwise), as messages and the docs say it."""
 
 
@@ -328,9 +334,19 @@ class RunFilter(NamedTuple):
     spec_option: str = "--spec"  # the option that gave `spec`, for messages: --spec or --of (resume has only --of)
 
     @classmethod
-    def of(cls, *, status: str | None = None, algorithm: str | None = None, env: str | None = None,
-           spec: str | None = None, name: str | None = None, since: str | None = None,
-           sort: str | None = None, now: float | None = None, of: str | None = None) -> RunFilter:
+    def of(
+        cls,
+        *,
+        status: str | None = None,
+        algorithm: str | None = None,
+        env: str | None = None,
+        spec: str | None = None,
+        name: str | None = None,
+        since: str | None = None,
+        sort: str | None = None,
+        now: float | None = None,
+        of: str | None = None,
+    ) -> RunFilter:
         """A filter from command-line values; a bad value raises BadInput naming the option.
         `of` is `--of SPEC`, the spec-name filter every command that takes a reference accepts
         (`resume`'s `--spec` is an edited spec file, so `--of` is the name that never collides);
@@ -338,13 +354,22 @@ class RunFilter(NamedTuple):
         if of is not None and spec is not None and of.lower() != spec.lower():
             raise BadInput(f"--of {of} and --spec {spec} name different specs; give one of them")
         if status is not None and status not in STATUSES:
-            raise BadInput(f"--status {status!r} is not a run status{_suggest(status, STATUSES)};"
-                           f" use one of {', '.join(STATUSES)}")
+            raise BadInput(
+                f"--status {status!r} is not a run status{_suggest(status, STATUSES)}; use one of {', '.join(STATUSES)}"
+            )
         if sort is not None and sort not in SORTS:
             raise BadInput(f"--sort {sort!r} is not a sort order{_suggest(sort, SORTS)}; use one of {', '.join(SORTS)}")
-        return cls(status=status, algorithm=algorithm, env=env, spec=of or spec, name=name,
-                   since=None if since is None else parse_since(since, now), since_text=since,
-                   sort=sort or "started", spec_option="--of" if of is not None else "--spec")
+        return cls(
+            status=status,
+            algorithm=algorithm,
+            env=env,
+            spec=of or spec,
+            name=name,
+            since=None if since is None else parse_since(since, now),
+            since_text=since,
+            sort=sort or "started",
+            spec_option="--of" if of is not None else "--spec",
+        )
 
     @property
     def narrows(self) -> bool:
@@ -353,8 +378,14 @@ class RunFilter(NamedTuple):
 
     def describe(self) -> str:
         """The options as typed, for messages: `--status finished --algo ppo`."""
-        options = [("--status", self.status), ("--algo", self.algorithm), ("--env", self.env),
-                   (self.spec_option, self.spec), ("--name", self.name), ("--since", self.since_text)]
+        options = [
+            ("--status", self.status),
+            ("--algo", self.algorithm),
+            ("--env", self.env),
+            (self.spec_option, self.spec),
+            ("--name", self.name),
+            ("--since", self.since_text),
+        ]
         if self.sort != "started":
             options.append(("--sort", self.sort))
         return " ".join(f"{flag} {value}" for flag, value in options if value is not None)

@@ -33,12 +33,15 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
         if match is None or match["number"].startswith("_") or "__" in match["number"]:
             raise SizeError(f"{what}: {shown} is not a size; use a count like {EXAMPLES}")
         if match["suffix"] == "m":  # lowercase m is minutes wherever rlrun takes a duration (--since 90m)
-            raise SizeError(f"{what}: {shown} has a lowercase m, which rlrun reads as minutes elsewhere;"
-                            f" write {match['number']}M for millions of frames")
+            raise SizeError(
+                f"{what}: {shown} has a lowercase m, which rlrun reads as minutes elsewhere;"
+                f" write {match['number']}M for millions of frames"
+            )
         value = float(match["number"].replace("_", "")) * _SUFFIXES[match["suffix"].lower()]
     if value > MAX_SIZE:
-        raise SizeError(f"{what}: {shown} is more than {MAX_SIZE_TEXT}, the largest count rlrun takes;"
-                        f" use a count like {EXAMPLES}")
+        raise SizeError(
+            f"{what}: {shown} is more than {MAX_SIZE_TEXT}, the largest count rlrun takes; use a count like {EXAMPLES}"
+        )
     if not math.isfinite(value) or value != int(value):
         raise SizeError(f"{what}: {shown} is not a whole number of frames; use a count like {EXAMPLES}")
     if value < 0:

@@ -167,8 +167,12 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = probe.getsockname()[1]
     server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    settings = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
-                "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    settings = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
     import boto3
@@ -207,9 +211,24 @@ def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = tmp_path_factory.mktemp("gcs-emulator") / "server.log"
     with log.open("wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-                                   "--port", str(port), "--in-memory", "--default-bucket", "rlrun-tests", "--quiet"],
-                                  stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--default-bucket",
+                "rlrun-tests",
+                "--quiet",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     settings = {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
@@ -226,8 +245,10 @@ def gcs_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-AZURITE_ACCOUNT = ("devstoreaccount1",
-                   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")
+AZURITE_ACCOUNT = (
+    "devstoreaccount1",
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+)
 """The account every Azurite server has, with its published development key (Azurite's README)."""
 
 
@@ -245,12 +266,28 @@ def azure_container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("azurite")
     with (folder / "server.log").open("wb") as out:
         # --skipApiVersionCheck: azure-storage-blob may speak a newer API version than this Azurite knows
-        server = subprocess.Popen([azurite, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                                   "--disableTelemetry", "--skipApiVersionCheck", "--loose", "--silent"],
-                                  cwd=folder, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [
+                azurite,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(port),
+                "--inMemoryPersistence",
+                "--disableTelemetry",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--silent",
+            ],
+            cwd=folder,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     name, secret = AZURITE_ACCOUNT
-    settings = {"AZURE_STORAGE_CONNECTION_STRING": f"DefaultEndpointsProtocol=http;AccountName={name};"
-                f"AccountKey={secret};BlobEndpoint=http://127.0.0.1:{port}/{name};"}  # fmt: skip
+    settings = {
+        "AZURE_STORAGE_CONNECTION_STRING": f"DefaultEndpointsProtocol=http;AccountName={name};"
+        f"AccountKey={secret};BlobEndpoint=http://127.0.0.1:{port}/{name};"
+    }
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
     try:

@@ -26,17 +26,38 @@ import zygote
 # ---- trainings the tests use --------------------------------------------------------------------
 
 # A tiny but real training: CartPole, 3k frames, evaluations and snapshots every 1k.
-TINY = ["--frames", "3000", "--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
-        "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=1000"]
+TINY = [
+    "--frames",
+    "3000",
+    "--set",
+    "meta.eval_frequency=1000",
+    "--set",
+    "meta.checkpoint_frequency=1000",
+    "--set",
+    "meta.num_eval_episodes=2",
+    "--set",
+    "meta.log_frequency=1000",
+]
 
 
 # Smaller networks, batches and memories for the algorithms whose built-in specs are expensive
 # per frame: the code paths (and what a snapshot must hold) are the same, the tests much faster.
 FAST = {
-    "dqn": ["agent.learning_starts=500", "agent.train_frequency=16", "agent.gradient_steps=2", "agent.batch_size=32",
-            "agent.network.hidden=[64, 64]", "agent.memory.capacity=20000"],
-    "sac": ["agent.learning_starts=200", "agent.train_frequency=8", "agent.batch_size=32",
-            "agent.network.hidden=[32, 32]", "agent.memory.capacity=20000"],
+    "dqn": [
+        "agent.learning_starts=500",
+        "agent.train_frequency=16",
+        "agent.gradient_steps=2",
+        "agent.batch_size=32",
+        "agent.network.hidden=[64, 64]",
+        "agent.memory.capacity=20000",
+    ],
+    "sac": [
+        "agent.learning_starts=200",
+        "agent.train_frequency=8",
+        "agent.batch_size=32",
+        "agent.network.hidden=[32, 32]",
+        "agent.memory.capacity=20000",
+    ],
     "ppo": ["agent.n_steps=64", "agent.batch_size=64", "agent.n_epochs=2"],
 }
 
@@ -69,8 +90,9 @@ def search_spec(folder: Path) -> Path:
     from rlrun.spec import builtin_document
 
     document = builtin_document("reinforce_cartpole")
-    document["meta"].update(max_frame=3000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2,
-                            log_frequency=1000)
+    document["meta"].update(
+        max_frame=3000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2, log_frequency=1000
+    )
     document["search"] = SPACE
     path = folder / "search.json"
     path.write_text(json.dumps(document))
@@ -110,8 +132,11 @@ def home_settings(home: Path) -> dict[str, str]:
 
     caches = home.parent / "working-copies"
     caches.mkdir(parents=True, exist_ok=True)
-    return {"RLRUN_HOME": mirror.url, "RLRUN_DB": f"sqlite:///{home / 'registry.sqlite'}",
-            storage.CACHE_ENV: tempfile.mkdtemp(dir=caches)}
+    return {
+        "RLRUN_HOME": mirror.url,
+        "RLRUN_DB": f"sqlite:///{home / 'registry.sqlite'}",
+        storage.CACHE_ENV: tempfile.mkdtemp(dir=caches),
+    }
 
 
 def store_home(url: str, folder: Path) -> Path:
@@ -163,8 +188,7 @@ def invoke(home: Path | None, *args: str, env: dict[str, str] | None = None, std
     from rlrun.cli import run
 
     out, err = io.StringIO(), io.StringIO()
-    with (environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
-          _stdin(stdin)):
+    with environment(home, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _stdin(stdin):
         code = run(list(args))
     return Result(code, out.getvalue(), err.getvalue())
 
@@ -197,8 +221,14 @@ def on_a_terminal(home: Path, columns: int, *args: str, cwd: Path | None = None)
     env = {**cli_env(home), "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm-256color"}
     for forced in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         env.pop(forced, None)
-    process = subprocess.Popen([sys.executable, "-m", "rlrun", *args], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=follower, env=env, cwd=cwd)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlrun", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+        cwd=cwd,
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -253,6 +283,9 @@ def snapshot_of(home: Path) -> tuple[dict[str, list[Any]], list[tuple[str, int, 
     with sqlite3.connect(home / "registry.sqlite") as db:
         tables = [name for (name,) in db.execute("select name from sqlite_master where type = 'table'")]
         rows = {table: db.execute(f"select * from {table} order by 1").fetchall() for table in tables}
-    files = sorted((str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime) for p in home.rglob("*")
-                   if p.is_file() and not p.name.startswith("registry.sqlite"))
+    files = sorted(
+        (str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime)
+        for p in home.rglob("*")
+        if p.is_file() and not p.name.startswith("registry.sqlite")
+    )
     return rows, files

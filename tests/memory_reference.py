@@ -23,16 +23,22 @@ class NaiveMemory:
         self.rewards = np.zeros(capacity, np.float32)
         self.terminated = np.zeros(capacity, np.float32)
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray,
-            terminated: np.ndarray) -> None:
+    def add(
+        self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray
+    ) -> None:
         slots = np.arange(self.end, self.end + len(obs)) % self.capacity
         self.obs[slots], self.next_obs[slots], self.actions[slots] = obs, next_obs, actions
         self.rewards[slots], self.terminated[slots] = rewards, terminated
         self.end += len(obs)
 
     def batch(self, slots: np.ndarray) -> dict[str, np.ndarray]:
-        return {"obs": self.obs[slots], "actions": self.actions[slots], "rewards": self.rewards[slots],
-                "next_obs": self.next_obs[slots], "terminated": self.terminated[slots]}
+        return {
+            "obs": self.obs[slots],
+            "actions": self.actions[slots],
+            "rewards": self.rewards[slots],
+            "next_obs": self.next_obs[slots],
+            "terminated": self.terminated[slots],
+        }
 
 
 class StackedEnvs:

@@ -33,8 +33,16 @@ from rlrun.snapshot.layout import is_temporary
 from rlrun.testhooks import SIGNAL_AT_ENV
 
 BUDGET = 12_000
-CADENCE = ["--set", "meta.eval_frequency=1000", "--set", "meta.checkpoint_frequency=1000",
-           "--set", "meta.log_frequency=500", "--set", "meta.num_eval_episodes=2"]
+CADENCE = [
+    "--set",
+    "meta.eval_frequency=1000",
+    "--set",
+    "meta.checkpoint_frequency=1000",
+    "--set",
+    "meta.log_frequency=500",
+    "--set",
+    "meta.num_eval_episodes=2",
+]
 
 
 ALGORITHMS = algorithm_names()
@@ -43,9 +51,15 @@ ALGORITHMS = algorithm_names()
 # frames (each writing only the rows added since the one before), retention keeping 2: the replay-
 # memory snapshot tests, on a disk (test_replay_snapshots.py) and in object storage (test_object_store.py).
 WRAPPING_DQN = builtin_for("dqn")
-WRAPPING_SETTINGS = ["agent.learning_starts=500", "agent.train_frequency=32", "agent.gradient_steps=2",
-                     "agent.batch_size=32", "agent.network.hidden=[32, 32]", "agent.memory.capacity=1800",
-                     "meta.keep_checkpoints=2"]  # fmt: skip
+WRAPPING_SETTINGS = [
+    "agent.learning_starts=500",
+    "agent.train_frequency=32",
+    "agent.gradient_steps=2",
+    "agent.batch_size=32",
+    "agent.network.hidden=[32, 32]",
+    "agent.memory.capacity=1800",
+    "meta.keep_checkpoints=2",
+]
 WRAPPING_TARGET = 6000
 
 
@@ -67,12 +81,14 @@ def final_state(home: Path, reference: str = "latest") -> dict[str, Any]:
     for session in detail.sessions:
         newest = max((c for c in detail.checkpoints if c.session_index == session.index), key=lambda c: c.frame)
         saved = snapshot.read(home / newest.path, newest.sha256)
-        evaluations = [(e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations
-                       if e.session_index == session.index]
+        evaluations = [
+            (e.frame, e.mean, e.std, e.min, e.max) for e in detail.evaluations if e.session_index == session.index
+        ]
         log = metrics_log.path(paths.session_dir(home, detail.run.id, session.index))
         metrics_log.download(log)  # a home in object storage: the log the store holds
-        sessions.append({"saved": saved, "recorded": evaluations, "status": session.status,
-                         "metrics": training_cells(log)})
+        sessions.append(
+            {"saved": saved, "recorded": evaluations, "status": session.status, "metrics": training_cells(log)}
+        )
     return {"run": detail.run, "sessions": sessions}
 
 
@@ -116,8 +132,9 @@ def assert_same_run(straight: dict[str, Any], interrupted: dict[str, Any], *, ev
         meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
         scheduled = {e["frame"] for e in meta_a["evaluations"] if e["frame"] > evaluated_after}
         assert scheduled, "no evaluation to compare"
-        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == \
-               [e for e in meta_b["evaluations"] if e["frame"] in scheduled]
+        assert [e for e in meta_a["evaluations"] if e["frame"] in scheduled] == [
+            e for e in meta_b["evaluations"] if e["frame"] in scheduled
+        ]
         assert [e for e in a["recorded"] if e[0] in scheduled] == [e for e in b["recorded"] if e[0] in scheduled]
 
 
@@ -128,8 +145,9 @@ def assert_same_training(a_run: dict[str, Any], b_run: dict[str, Any]) -> None:
     for a, b in zip(a_run["sessions"], b_run["sessions"], strict=True):
         assert a["status"] == b["status"] == "finished"
         meta_a, meta_b = a["saved"].meta.to_json(), b["saved"].meta.to_json()
-        assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == \
-               {k: v for k, v in meta_b["clock"].items() if k != "wall_time"}
+        assert {k: v for k, v in meta_a["clock"].items() if k != "wall_time"} == {
+            k: v for k, v in meta_b["clock"].items() if k != "wall_time"
+        }
         assert_tensors_equal(a["saved"].tensors, b["saved"].tensors)
         assert "metrics" not in meta_a and "metrics" not in meta_b, "snapshots no longer carry the history"
         assert len(a["metrics"]) > 1, "nothing logged"
@@ -144,7 +162,7 @@ def assert_same_training(a_run: dict[str, Any], b_run: dict[str, Any]) -> None:
 def log_items(log: snapshot.StoredLog) -> np.ndarray:
     """The items a snapshot's log holds in its window, oldest first."""
     start = max(0, log.end - log.capacity)
-    parts = [np.load(s.path, allow_pickle=False)[max(start - s.start, 0):] for s in log.segments]
+    parts = [np.load(s.path, allow_pickle=False)[max(start - s.start, 0) :] for s in log.segments]
     return np.concatenate(parts) if parts else np.empty(0)
 
 
@@ -185,8 +203,9 @@ def train_here(home: Path, spec: str, argv: list[str], **options: Any) -> Result
         else:
             edits.append(f"{OPTIONS[option]}={parse_size(value) if option == '--frames' else value}")
     with environment(home):
-        result = rlrun.train(rlrun.load_spec(spec, edits), home=os.environ["RLRUN_HOME"], name=name,
-                             handle_signals=False, **options)
+        result = rlrun.train(
+            rlrun.load_spec(spec, edits), home=os.environ["RLRUN_HOME"], name=name, handle_signals=False, **options
+        )
     code = {"finished": 0, "failed": 1, "preempted": 143}[result.outcome]
     return Result(code, json.dumps(result.to_json()), result.error or "")
 
@@ -252,8 +271,13 @@ def preempted_mid_episode(home: Path, spec: str, *args: str) -> Result:
 def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000) -> None:
     """Train `spec` (with CADENCE and its fast settings) and kill -9 its whole process group once a
     snapshot at `frame` or later is in the registry."""
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args], cli_env(home),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), *args],
+        cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: newest_checkpoint_frame(home) >= frame, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -303,8 +327,13 @@ def assert_store_sound(home: Path, checkpoints: list[Any]) -> None:
     for run_id in {c.run_id for c in checkpoints}:
         stored.update(remote.run_snapshots(home / run_id))
     assert stored.keys() == listed and all(stored.values()), "the store holds other snapshots than the listed"
-    named = {key for path in listed for key in remote.object_keys(mirror, path, json.loads(mirror.get_bytes(
-        mirror.key(path / snapshot.layout.MANIFEST)) or b"{}")).values()}  # fmt: skip
+    named = {
+        key
+        for path in listed
+        for key in remote.object_keys(
+            mirror, path, json.loads(mirror.get_bytes(mirror.key(path / snapshot.layout.MANIFEST)) or b"{}")
+        ).values()
+    }
     segments = {key for key in mirror.keys(mirror.root) if f"/{remote.SEGMENTS}/" in key}
     assert segments == {key for key in named if f"/{remote.SEGMENTS}/" in key}, "segments no snapshot names"
 
@@ -326,8 +355,9 @@ def assert_plays_with_its_memory(home: Path, frames: int) -> None:
     policy = rlrun.load_policy("latest", home=home, checkpoint="latest")
     assert policy.recurrent and policy.checkpoint_frame == frames
     env = policy.make_env()
-    again = evaluate(policy.agent, env, seed=detail.sessions[0].seed, frame=frames, episodes=2,
-                     normalizer=policy.normalizer)
+    again = evaluate(
+        policy.agent, env, seed=detail.sessions[0].seed, frame=frames, episodes=2, normalizer=policy.normalizer
+    )
     assert (again.mean, min(again.returns), max(again.returns)) == recorded[frames]
 
     result = enjoy("latest", home=home, episodes=2)

@@ -38,7 +38,8 @@ def straight_revision_1(tmp_path_factory: pytest.TempPathFactory) -> dict[str, o
 
 
 def test_a_run_recorded_before_the_setting_resumes_exactly_with_revision_1(
-        straight_revision_1: dict[str, object], tmp_path: Path) -> None:
+    straight_revision_1: dict[str, object], tmp_path: Path
+) -> None:
     assert train(tmp_path, SAC, "--frames", str(BUDGET // 2), "--set", "meta.arithmetic=1").code == 0
     forget_arithmetic(tmp_path)
     resume_ok(tmp_path, "latest", "--frames", str(BUDGET))
@@ -52,12 +53,14 @@ def test_moving_a_run_to_another_revision_is_refused_at_resume_and_a_fork_may(tm
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     refused = invoke(tmp_path, "resume", "latest", "--frames", "2000", "--set", f"meta.arithmetic={ARITHMETIC}")
     assert refused.code == 2, refused.stderr
-    assert refused.stderr.splitlines()[-1].startswith("error: edit refused: meta.arithmetic would change run"), \
+    assert refused.stderr.splitlines()[-1].startswith("error: edit refused: meta.arithmetic would change run"), (
         refused.stderr
+    )
     assert "--fork" in refused.stderr.splitlines()[-1]
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
-    forked = invoke(tmp_path, "resume", "latest", "--fork", "--frames", "2000", "--set",
-                    f"meta.arithmetic={ARITHMETIC}", "--json")
+    forked = invoke(
+        tmp_path, "resume", "latest", "--fork", "--frames", "2000", "--set", f"meta.arithmetic={ARITHMETIC}", "--json"
+    )
     assert forked.code == 0, forked.stderr
     fork = rlrun(tmp_path, "show", "latest", "--json").json()
     assert fork["run"]["status"] == "finished" and fork["run"]["parent_id"] is not None

@@ -53,8 +53,7 @@ class Recorder:
         return [info for info in self.heard if isinstance(info, kind)]
 
 
-def test_callbacks_hear_what_the_registry_records_and_change_no_bit(tmp_path: Path,
-                                                                     straight: dict[str, Any]) -> None:
+def test_callbacks_hear_what_the_registry_records_and_change_no_bit(tmp_path: Path, straight: dict[str, Any]) -> None:
     recorder = Recorder()
     result = train_with(tmp_path, recorder)
     assert result["stopped_by"] is None
@@ -92,13 +91,17 @@ class Raising:
             raise RuntimeError("the user's bug\nsecond line")
 
 
-@pytest.mark.parametrize("callback, reason", [
-    (StopAtEvaluation(2000), "StopAtEvaluation.on_evaluation returned False"),
-    (Raising(), "Raising.on_evaluation raised RuntimeError: the user's bug"),
-], ids=["returns False", "raises"])
+@pytest.mark.parametrize(
+    "callback, reason",
+    [
+        (StopAtEvaluation(2000), "StopAtEvaluation.on_evaluation returned False"),
+        (Raising(), "Raising.on_evaluation raised RuntimeError: the user's bug"),
+    ],
+    ids=["returns False", "raises"],
+)
 def test_a_callback_stops_the_run_as_rlrun_stop_does_and_resume_is_exact(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, straight: dict[str, Any], callback: object,
-        reason: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, straight: dict[str, Any], callback: object, reason: str
+) -> None:
     monkeypatch.setenv(HEARTBEAT_ENV, "0.05")  # the stop request is read at the next heartbeat
     result = train_with(tmp_path, callback)
     assert (result["status"], result["stopped_by"]) == ("preempted", reason)
@@ -118,6 +121,7 @@ def test_a_callback_without_hooks_is_refused_before_anything_is_written(tmp_path
     with pytest.raises(BadInput, match="has none of on_start, on_log"):
         rlrun.train(rlrun.load_spec(SPEC), home=tmp_path, callbacks=[object()], handle_signals=False)
     with pytest.raises(BadInput, match="on_log is not callable"):
-        rlrun.train(rlrun.load_spec(SPEC), home=tmp_path, callbacks=[type("C", (), {"on_log": 3})()],
-                    handle_signals=False)
+        rlrun.train(
+            rlrun.load_spec(SPEC), home=tmp_path, callbacks=[type("C", (), {"on_log": 3})()], handle_signals=False
+        )
     assert not list(tmp_path.iterdir())

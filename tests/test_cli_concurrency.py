@@ -32,9 +32,18 @@ cadences are dense so that these seconds make the writes of the half-minute at a
 this test once ran (several thousand registry writes and reads)."""
 EVAL_EVERY = 200
 HEARTBEAT = "0.5"  # seconds (3 by default)
-CADENCE = ["--set", f"meta.eval_frequency={EVAL_EVERY}", "--set", "meta.num_eval_episodes=1", "--set",
-           f"meta.checkpoint_frequency={2 * EVAL_EVERY}", "--set", "meta.keep_checkpoints=2", "--set",
-           "meta.log_frequency=1000"]  # fmt: skip
+CADENCE = [
+    "--set",
+    f"meta.eval_frequency={EVAL_EVERY}",
+    "--set",
+    "meta.num_eval_episodes=1",
+    "--set",
+    f"meta.checkpoint_frequency={2 * EVAL_EVERY}",
+    "--set",
+    "meta.keep_checkpoints=2",
+    "--set",
+    "meta.log_frequency=1000",
+]
 
 LISTING = """
 import json, sys, time
@@ -77,11 +86,20 @@ def _sessions_evaluated(home: Path) -> int:
 @pytest.mark.slow
 def test_eight_processes_at_full_load_lose_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home, done = tmp_path / "runs", tmp_path / "training-ended"
-    training = zygote.start(["train", "reinforce_cartpole", "--frames", "100M", "--sessions", str(SESSIONS), *CADENCE],
-                            {**cli_env(home), HEARTBEAT_ENV: HEARTBEAT}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    listing = subprocess.Popen([sys.executable, "-c", LISTING, str(home), str(done)], env=cli_env(home),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    training = zygote.start(
+        ["train", "reinforce_cartpole", "--frames", "100M", "--sessions", str(SESSIONS), *CADENCE],
+        {**cli_env(home), HEARTBEAT_ENV: HEARTBEAT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    listing = subprocess.Popen(
+        [sys.executable, "-c", LISTING, str(home), str(done)],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(lambda: _sessions_evaluated(home) == SESSIONS, training, timeout=300)
     time.sleep(SECONDS)
     training.send_signal(signal.SIGTERM)  # a graceful stop: every session saves a snapshot
@@ -111,11 +129,14 @@ def test_eight_processes_at_full_load_lose_nothing(tmp_path: Path, capsys: pytes
         # Every snapshot the retention rule kept has its row, and every row its folder.
         folders = sorted(p.name for p in (home / saved[0].path).parent.iterdir() if p.name.startswith("f"))
         assert folders == sorted(Path(c.path).name for c in saved)
-        assert session.frame == newest["clock"]["frame"] and [a.end_status for a in detail.attempts
-                                                             if a.session_index == session.index] == ["preempted"]
+        assert session.frame == newest["clock"]["frame"] and [
+            a.end_status for a in detail.attempts if a.session_index == session.index
+        ] == ["preempted"]
         evaluations += len(rows)
         checkpoints += len(saved)
     with capsys.disabled():
-        print(f"\n  8 processes, {SECONDS:.0f} s of full load: {SESSIONS} sessions trained {run.frames_done:,} frames"
-              f" and recorded {evaluations} evaluations and {checkpoints} kept snapshots; the listing loop listed"
-              f" {counts['listings']} times and showed {counts['shows']} runs; 0 lock errors, 0 rows lost")
+        print(
+            f"\n  8 processes, {SECONDS:.0f} s of full load: {SESSIONS} sessions trained {run.frames_done:,} frames"
+            f" and recorded {evaluations} evaluations and {checkpoints} kept snapshots; the listing loop listed"
+            f" {counts['listings']} times and showed {counts['shows']} runs; 0 lock errors, 0 rows lost"
+        )

@@ -31,8 +31,11 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Oldest first: alpha (reinforce, 1 session), beta (reinforce, 2 sessions), gamma (ppo), and a
     fork of alpha with an edited evaluation cadence."""
     home = tmp_path_factory.mktemp("zoo") / "runs"
-    for args in (["reinforce_cartpole", "--name", "alpha"], ["reinforce_cartpole", "--sessions", "2", "--name", "beta"],
-                 ["ppo_cartpole", "--name", "gamma"]):  # fmt: skip
+    for args in (
+        ["reinforce_cartpole", "--name", "alpha"],
+        ["reinforce_cartpole", "--sessions", "2", "--name", "beta"],
+        ["ppo_cartpole", "--name", "gamma"],
+    ):
         done = invoke(home, "train", *args, *TINY)
         assert done.code == 0, done.stderr
     forked = invoke(home, "resume", "alpha", "--fork", "--set", "meta.eval_frequency=1500", "--frames", "4000")
@@ -69,8 +72,11 @@ def registry_rows(home: Path) -> dict[str, list[Any]]:
 
 
 def home_files(home: Path) -> list[tuple[str, int, int]]:
-    return sorted((str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime_ns) for p in home.rglob("*")
-                  if p.is_file() and not p.name.startswith("registry.sqlite"))  # fmt: skip
+    return sorted(
+        (str(p.relative_to(home)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in home.rglob("*")
+        if p.is_file() and not p.name.startswith("registry.sqlite")
+    )
 
 
 def assert_bad_input(result: Result, *fragments: str, code: int = 2) -> None:
@@ -90,8 +96,12 @@ def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
     names = [r["name"] for r in rows]
     assert names == [None, "gamma", "beta", "alpha"] and [r["row"] for r in rows] == [1, 2, 3, 4]
     beta = rows[2]
-    assert (beta["num_sessions"], beta["frames_done"], beta["frames_target"], beta["status"]) == (2, 6000, 6000,
-                                                                                                 "finished")
+    assert (beta["num_sessions"], beta["frames_done"], beta["frames_target"], beta["status"]) == (
+        2,
+        6000,
+        6000,
+        "finished",
+    )
     assert rows[0]["frames_done"] == 4000 and rows[0]["algorithm"] == "reinforce"
     human = ok(invoke(zoo, "ls"))
     assert human.stdout == ""
@@ -173,11 +183,21 @@ def test_every_reference_form(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     newest_first = [r["id"] for r in listed(zoo)]
     forms = {
-        "latest": newest_first[0], "latest~1": newest_first[1], "latest~": newest_first[1],
-        "latest~3": newest_first[3], "1": newest_first[0], "3": newest_first[2], "4": newest_first[3],
-        ids["beta"]: ids["beta"], ids["beta"].upper(): ids["beta"], "alpha": ids["alpha"],
-        "beta/s1": ids["beta"], "beta@best": ids["beta"], "alpha@latest/s0": ids["alpha"], "gamma@2k": ids["gamma"],
-    }  # fmt: skip
+        "latest": newest_first[0],
+        "latest~1": newest_first[1],
+        "latest~": newest_first[1],
+        "latest~3": newest_first[3],
+        "1": newest_first[0],
+        "3": newest_first[2],
+        "4": newest_first[3],
+        ids["beta"]: ids["beta"],
+        ids["beta"].upper(): ids["beta"],
+        "alpha": ids["alpha"],
+        "beta/s1": ids["beta"],
+        "beta@best": ids["beta"],
+        "alpha@latest/s0": ids["alpha"],
+        "gamma@2k": ids["gamma"],
+    }
     # The shortest prefix that names one run only.
     gamma = ids["gamma"]
     prefix = next(gamma[:n] for n in range(1, 11) if sum(i.startswith(gamma[:n]) for i in ids.values()) == 1)
@@ -246,13 +266,19 @@ def test_every_error_is_one_line_exit_2_and_writes_nothing(zoo: Path) -> None:
 
 def test_a_fresh_home_stays_untouched(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
-    for args in (["show", "latest"], ["rm", "latest", "--yes"], ["plot", "-o", str(tmp_path / "p.png")],
-                 ["enjoy", "latest", "--algo", "ppo"]):  # fmt: skip
+    for args in (
+        ["show", "latest"],
+        ["rm", "latest", "--yes"],
+        ["plot", "-o", str(tmp_path / "p.png")],
+        ["enjoy", "latest", "--algo", "ppo"],
+    ):
         assert_bad_input(invoke(home, *args), f"no runs in {home} yet")
     assert ok(invoke(home, "ls")).stderr == f"no runs in {home} yet; start one with `rlrun train reinforce_cartpole`\n"
     assert ok(invoke(home, "gc")).stderr.startswith(f"gc in {home}: nothing to remove")
-    assert ok(invoke(home, "db", "current")).stdout == f"{home / 'registry.sqlite'}: no registry yet (created by" \
-                                                      " `rlrun train`)\n"
+    assert (
+        ok(invoke(home, "db", "current")).stdout == f"{home / 'registry.sqlite'}: no registry yet (created by"
+        " `rlrun train`)\n"
+    )
     assert not home.exists() and not (tmp_path / "p.png").exists()
 
 
@@ -263,9 +289,15 @@ def test_a_fresh_home_stays_untouched(tmp_path: Path) -> None:
 def test_show_tells_the_whole_story(zoo: Path) -> None:
     ids = ids_by_name(zoo)
     beta = ok(invoke(zoo, "show", "beta")).stderr
-    for part in ("sessions", "evaluation return (mean of sessions): ", "checkpoints", "evaluations",
-                 "spec revisions", "attempts", f"spec: revision 0 (from frame 0); print it with"
-                 f" `rlrun show {ids['beta']} --spec-json`"):  # fmt: skip
+    for part in (
+        "sessions",
+        "evaluation return (mean of sessions): ",
+        "checkpoints",
+        "evaluations",
+        "spec revisions",
+        "attempts",
+        f"spec: revision 0 (from frame 0); print it with `rlrun show {ids['beta']} --spec-json`",
+    ):
         assert part in beta, part
     assert beta.rstrip().endswith("--spec-json`") and '"max_frame"' not in beta  # the summary stays on screen
     spec = ok(invoke(zoo, "show", "beta", "--spec-json"))
@@ -330,15 +362,22 @@ def test_rm_asks_then_removes_rows_then_files(two_runs: Path) -> None:
     home = two_runs
     ids = ids_by_name(home)
     before = (registry_rows(home), home_files(home))
-    declined = subprocess.run([sys.executable, "-m", "rlrun", "rm", "keep"], input="n\n", env=cli_env(home),
-                              capture_output=True, text=True)  # fmt: skip
+    declined = subprocess.run(
+        [sys.executable, "-m", "rlrun", "rm", "keep"], input="n\n", env=cli_env(home), capture_output=True, text=True
+    )
     assert declined.returncode == 1 and "delete 1 run and" in declined.stderr and "nothing deleted" in declined.stderr
-    silent = subprocess.run([sys.executable, "-m", "rlrun", "rm", "keep"], stdin=subprocess.DEVNULL, env=cli_env(home),
-                            capture_output=True, text=True)  # fmt: skip
+    silent = subprocess.run(
+        [sys.executable, "-m", "rlrun", "rm", "keep"],
+        stdin=subprocess.DEVNULL,
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+    )
     assert silent.returncode == 1 and "pass --yes" in silent.stderr
     assert (registry_rows(home), home_files(home)) == before
-    agreed = subprocess.run([sys.executable, "-m", "rlrun", "rm", "keep"], input="y\n", env=cli_env(home),
-                            capture_output=True, text=True)  # fmt: skip
+    agreed = subprocess.run(
+        [sys.executable, "-m", "rlrun", "rm", "keep"], input="y\n", env=cli_env(home), capture_output=True, text=True
+    )
     assert agreed.returncode == 0 and "deleted 1 run and" in agreed.stderr
     assert not (home / ids["keep"]).exists()
     rows = listed(home)
@@ -417,8 +456,10 @@ def test_gc_sweeps_orphans_torn_writes_and_retired_snapshots(two_runs: Path) -> 
     assert (checkpoints / "f000000009000").exists() and torn.exists()
 
     done = ok(invoke(home, "gc"))
-    assert done.stderr.startswith(f"gc in {home}: removed 1 snapshot folder no registry row points at, 1 unfinished"
-                                  f" snapshot write, {len(retired)} snapshot")  # fmt: skip
+    assert done.stderr.startswith(
+        f"gc in {home}: removed 1 snapshot folder no registry row points at, 1 unfinished"
+        f" snapshot write, {len(retired)} snapshot"
+    )
     assert "1 checkpoint row(s) point at a folder that is gone" in done.stderr, done.stderr
     assert "`rlrun db rebuild`" in done.stderr
     assert not (checkpoints / "f000000009000").exists() and not torn.exists()
@@ -444,8 +485,10 @@ def old_home(tmp_path: Path) -> Path:
 def test_db_current_and_upgrade(tmp_path: Path) -> None:
     home = old_home(tmp_path)
     current = ok(invoke(home, "db", "current"))
-    assert current.stdout == f"{home / 'registry.sqlite'}: schema 0001, this rlrun needs {SCHEMA_HEAD}; run" \
-                             " `rlrun db upgrade`\n"
+    assert (
+        current.stdout == f"{home / 'registry.sqlite'}: schema 0001, this rlrun needs {SCHEMA_HEAD}; run"
+        " `rlrun db upgrade`\n"
+    )
     assert ok(invoke(home, "db", "current", "--json")).json()["up_to_date"] is False
     upgraded = ok(invoke(home, "db", "upgrade"))
     backups = list(home.glob("registry.sqlite.0001.*.bak"))
@@ -478,13 +521,13 @@ def test_a_registry_newer_than_the_code_is_refused(tmp_path: Path) -> None:
     before = (home / "registry.sqlite").read_bytes()
     for args in (["ls"], ["show", "latest"], ["db", "upgrade"], ["gc"], ["db", "rebuild"]):
         assert_bad_input(invoke(home, *args), "is at schema revision 9999, newer than this rlrun", "upgrade rlrun")
-    assert ok(invoke(home, "db", "current")).stdout.endswith("schema 9999, this rlrun needs"
-                                                            f" {SCHEMA_HEAD}; run `rlrun db upgrade`\n")
+    assert ok(invoke(home, "db", "current")).stdout.endswith(
+        f"schema 9999, this rlrun needs {SCHEMA_HEAD}; run `rlrun db upgrade`\n"
+    )
     assert (home / "registry.sqlite").read_bytes() == before and not list(home.glob("*.bak"))
 
 
 # ---- imports -------------------------------------------------------------------------------------
-
 
 
 def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -502,12 +545,25 @@ def test_ls_on_a_new_or_empty_home_imports_nothing_heavy(tmp_path: Path) -> None
 def test_registry_commands_never_import_torch_or_gymnasium(two_runs: Path, tmp_path: Path) -> None:
     home = two_runs
     # ls and show do not even load SQLAlchemy or Rich: they must answer at once.
-    for args in (["ls"], ["ls", "--json"], ["ls", "--csv", "--sort", "best"], ["show", "latest"], ["show", "1"],
-                 ["show", "latest", "--spec-json"]):  # fmt: skip
+    for args in (
+        ["ls"],
+        ["ls", "--json"],
+        ["ls", "--csv", "--sort", "best"],
+        ["show", "latest"],
+        ["show", "1"],
+        ["show", "latest", "--spec-json"],
+    ):
         assert heavy_modules(home, *args) == "", args
-    for args in (["gc", "--dry-run"], ["db", "current"], ["db", "upgrade"], ["db", "rebuild"], ["spec", "list"],
-                 ["stop", "latest"],
-                 ["plot", "latest", "-o", str(tmp_path / "p.png")], ["rm", "latest", "--yes"]):  # fmt: skip
+    for args in (
+        ["gc", "--dry-run"],
+        ["db", "current"],
+        ["db", "upgrade"],
+        ["db", "rebuild"],
+        ["spec", "list"],
+        ["stop", "latest"],
+        ["plot", "latest", "-o", str(tmp_path / "p.png")],
+        ["rm", "latest", "--yes"],
+    ):
         loaded = heavy_modules(home, *args)
         assert "torch" not in loaded and "gymnasium" not in loaded, (args, loaded)
     assert (tmp_path / "p.png").exists() and len(listed(home)) == 1  # they did their work
@@ -522,8 +578,9 @@ def test_a_training_and_the_registry_commands_on_postgresql(postgres_url: str, t
     env = {**cli_env(home), "RLRUN_DB": postgres_url}
 
     def run(*args: str) -> Result:
-        done = subprocess.run([sys.executable, "-m", "rlrun", *args], env=env, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "rlrun", *args], env=env, capture_output=True, text=True, timeout=300
+        )
         return Result(done.returncode, done.stdout, done.stderr)
 
     trained = ok(run("train", "reinforce_cartpole", *TINY, "--sessions", "2", "--name", "served", "--json")).json()
@@ -544,8 +601,9 @@ def test_a_damaged_registry_or_an_unreachable_server_is_one_line(tmp_path: Path)
     home.mkdir()
     (home / "registry.sqlite").write_bytes(b"not a database, " * 100)
     for args in (["ls"], ["show", "latest"], ["db", "current"], ["gc"]):
-        assert_bad_input(invoke(home, *args), "registry at", "cannot be used: file is not a database",
-                         "`rlrun db rebuild`")  # fmt: skip
+        assert_bad_input(
+            invoke(home, *args), "registry at", "cannot be used: file is not a database", "`rlrun db rebuild`"
+        )
     env = {**cli_env(home), "RLRUN_DB": "postgresql+psycopg://someone:secret@127.0.0.1:9/nowhere"}
     done = subprocess.run([sys.executable, "-m", "rlrun", "ls"], env=env, capture_output=True, text=True, timeout=120)
     unreachable = Result(done.returncode, done.stdout, done.stderr)

@@ -149,21 +149,30 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     assert listed.code == 0 and "no runs" in listed.stderr and not home.exists()
 
 
-@pytest.mark.parametrize(("module", "spec", "env_id", "extra"), [
-    ("Box2D", "ppo_lunarlander", "LunarLander-v3", "box2d"),
-    ("mujoco", "sac_halfcheetah", "HalfCheetah-v5", "mujoco"),
-    ("ale_py", "dqn_pong", "ALE/Pong-v5", "atari"),
-])  # fmt: skip
-def test_an_env_whose_package_is_missing_names_the_extra(tmp_path: Path, module: str, spec: str, env_id: str,
-                                                         extra: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "spec", "env_id", "extra"),
+    [
+        ("Box2D", "ppo_lunarlander", "LunarLander-v3", "box2d"),
+        ("mujoco", "sac_halfcheetah", "HalfCheetah-v5", "mujoco"),
+        ("ale_py", "dqn_pong", "ALE/Pong-v5", "atari"),
+    ],
+)
+def test_an_env_whose_package_is_missing_names_the_extra(
+    tmp_path: Path, module: str, spec: str, env_id: str, extra: str
+) -> None:
     """The physics package shadowed by a module that fails to import, as on a machine without the extra."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / f"{module}.py").write_text(f"raise ImportError('No module named {module}')\n")
     home = tmp_path / "fresh"
     path = os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, "--frames", "1k"],
-                          env={**cli_env(home), "PYTHONPATH": path}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlrun", "train", spec, "--frames", "1k"],
+        env={**cli_env(home), "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert f"{env_id} needs a package that is not installed" in done.stderr, done.stderr
     assert install_hint(extra) in done.stderr and done.stderr.count("\n") == 1, done.stderr
@@ -196,8 +205,10 @@ def test_sessions_train_in_parallel_processes_with_their_own_seeds(tmp_path: Pat
     result = invoke(home, "train", "reinforce_cartpole", *TINY, "--sessions", "2", "--seed", "10", "--json")
     assert result.code == 0, result.stderr
     document = result.json()
-    assert [(s["index"], s["seed"], s["status"]) for s in document["sessions"]] == [(0, 10, "finished"),
-                                                                                     (1, 11, "finished")]
+    assert [(s["index"], s["seed"], s["status"]) for s in document["sessions"]] == [
+        (0, 10, "finished"),
+        (1, 11, "finished"),
+    ]
     with Registry.open(home, create=False) as registry:
         detail = registry.get_run(document["run_id"])
     finals = [c for c in detail.checkpoints if "final" in c.kind]

@@ -24,8 +24,16 @@ pytest.importorskip("rliable", reason="rlrun compare needs the compare extra")
 # Any count holds the numbers to rliable's; few keep the probability of improvement (a Mann-Whitney U
 # per repetition) quick.
 REPS = "500"
-SHORT = ["--set", "meta.eval_frequency=500", "--set", "meta.checkpoint_frequency=500",
-         "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=500"]
+SHORT = [
+    "--set",
+    "meta.eval_frequency=500",
+    "--set",
+    "meta.checkpoint_frequency=500",
+    "--set",
+    "meta.num_eval_episodes=2",
+    "--set",
+    "meta.log_frequency=500",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +42,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     each, three evaluations each; lone (one session), acro (Acrobot), the search sweep (two trials of
     two sessions), a population (two members, two generations), stopped (no evaluation)."""
     home = tmp_path_factory.mktemp("compare") / "runs"
-    trainings = [("a1", "reinforce_cartpole", ["--sessions", "3", *TINY]),
-                 ("a2", "reinforce_cartpole", ["--sessions", "3", *TINY]),
-                 ("b1", "a2c_cartpole", ["--sessions", "3", *TINY]),
-                 ("lone", "reinforce_cartpole", ["--frames", "1000", *SHORT]),
-                 ("acro", "reinforce_cartpole", ["--sessions", "2", "--frames", "1000", "--set", "env.id=Acrobot-v1",
-                                                 *SHORT])]  # fmt: skip
+    trainings = [
+        ("a1", "reinforce_cartpole", ["--sessions", "3", *TINY]),
+        ("a2", "reinforce_cartpole", ["--sessions", "3", *TINY]),
+        ("b1", "a2c_cartpole", ["--sessions", "3", *TINY]),
+        ("lone", "reinforce_cartpole", ["--frames", "1000", *SHORT]),
+        ("acro", "reinforce_cartpole", ["--sessions", "2", "--frames", "1000", "--set", "env.id=Acrobot-v1", *SHORT]),
+    ]
     for name, spec, args in trainings:
         done = invoke(home, "train", spec, "--name", name, *args)
         assert done.code == 0, done.stderr
@@ -52,13 +61,35 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A population of two members over two generations of 1,000 frames: four trial runs, two members.
     document["meta"].update(max_frame=2000)
     (home.parent / "pbt.json").write_text(json.dumps(document))
-    population = invoke(home, "search", str(home.parent / "pbt.json"), "--scheduler", "pbt", "--population", "2",
-                        "--interval", "1000", "--name", "population")  # fmt: skip
+    population = invoke(
+        home,
+        "search",
+        str(home.parent / "pbt.json"),
+        "--scheduler",
+        "pbt",
+        "--population",
+        "2",
+        "--interval",
+        "1000",
+        "--name",
+        "population",
+    )
     assert population.code == 0, population.stderr
     # Stopped by SIGTERM before its first evaluation: a run with no evaluation recorded.
-    stopped = run_cli(home, "train", "reinforce_cartpole", "--name", "stopped", "--frames", "3000",
-                      "--set", "meta.eval_frequency=2000", "--set", "meta.checkpoint_frequency=500",
-                      env={SIGNAL_AT_ENV: "600"})
+    stopped = run_cli(
+        home,
+        "train",
+        "reinforce_cartpole",
+        "--name",
+        "stopped",
+        "--frames",
+        "3000",
+        "--set",
+        "meta.eval_frequency=2000",
+        "--set",
+        "meta.checkpoint_frequency=500",
+        env={SIGNAL_AT_ENV: "600"},
+    )
     assert stopped.code == 143, stopped.stderr
     return home
 
@@ -71,8 +102,10 @@ def final_scores(home: Path, name: str) -> list[float]:
     """Each session's last training evaluation, read from the registry, session by session."""
     with Registry.open(home, create=False) as registry:
         detail = registry.get_run(registry.resolve(name).id)
-    return [max((e.frame, e.mean) for e in detail.evaluations if e.session_index == s.index and e.kind == "train")[1]
-            for s in sorted(detail.sessions, key=lambda s: s.index)]
+    return [
+        max((e.frame, e.mean) for e in detail.evaluations if e.session_index == s.index and e.kind == "train")[1]
+        for s in sorted(detail.sessions, key=lambda s: s.index)
+    ]
 
 
 def rliable_numbers(scores: dict[str, np.ndarray], seed: int, reps: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -81,8 +114,14 @@ def rliable_numbers(scores: dict[str, np.ndarray], seed: int, reps: int) -> tupl
     from rliable import metrics
 
     def aggregate(x: np.ndarray) -> np.ndarray:
-        return np.array([metrics.aggregate_median(x), metrics.aggregate_iqm(x), metrics.aggregate_mean(x),
-                         metrics.aggregate_optimality_gap(x)])
+        return np.array(
+            [
+                metrics.aggregate_median(x),
+                metrics.aggregate_iqm(x),
+                metrics.aggregate_mean(x),
+                metrics.aggregate_optimality_gap(x),
+            ]
+        )
 
     np.random.seed(seed)
     points, intervals = rly.get_interval_estimates(scores, aggregate, reps=reps)
@@ -90,11 +129,19 @@ def rliable_numbers(scores: dict[str, np.ndarray], seed: int, reps: int) -> tupl
     np.random.seed(seed)
     pairs = {f"{names[0]},{names[1]}": (scores[names[0]], scores[names[1]])}
     probability, probability_ci = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
-    groups = {name: {"median": points[name][0], "iqm": points[name][1], "mean": points[name][2],
-                     "optimality_gap": points[name][3],
-                     "median_ci": list(intervals[name][:, 0]), "iqm_ci": list(intervals[name][:, 1]),
-                     "mean_ci": list(intervals[name][:, 2]), "optimality_gap_ci": list(intervals[name][:, 3])}
-              for name in names}  # fmt: skip
+    groups = {
+        name: {
+            "median": points[name][0],
+            "iqm": points[name][1],
+            "mean": points[name][2],
+            "optimality_gap": points[name][3],
+            "median_ci": list(intervals[name][:, 0]),
+            "iqm_ci": list(intervals[name][:, 1]),
+            "mean_ci": list(intervals[name][:, 2]),
+            "optimality_gap_ci": list(intervals[name][:, 3]),
+        }
+        for name in names
+    }
     key = next(iter(pairs))
     return groups, {"probability": float(np.ravel(probability[key])[0]), "ci": list(np.ravel(probability_ci[key]))}
 
@@ -104,8 +151,10 @@ def test_numbers_are_rliables_on_the_same_scores(runs: Path, normalize: str, sca
     done = compare(runs, "a1", "b1", "--json", "--reps", REPS, "--seed", "7", "--normalize", normalize)
     assert done.code == 0, done.stderr
     report = done.json()
-    matrices = {"reinforce_cartpole": np.array(final_scores(runs, "a1"))[:, None] / scale,
-                "a2c_cartpole": np.array(final_scores(runs, "b1"))[:, None] / scale}
+    matrices = {
+        "reinforce_cartpole": np.array(final_scores(runs, "a1"))[:, None] / scale,
+        "a2c_cartpole": np.array(final_scores(runs, "b1"))[:, None] / scale,
+    }
     groups, improvement = rliable_numbers(matrices, 7, int(REPS))
     assert [g["name"] for g in report["groups"]] == list(matrices)
     for group in report["groups"]:
@@ -159,8 +208,10 @@ def test_a_search_compares_its_trials_and_a_population_its_members(runs: Path) -
     assert by_name.code == 0, by_name.stderr
     assert [(g["name"], g["seeds"]) for g in by_name.json()["groups"]] == [(r, 2) for r in trial_runs] + [("a1", 3)]
     by_spec = compare(runs, "search:sweep", "b1", "--json", "--reps", "200")  # both trials: one spec, four seeds
-    assert [(g["name"], g["seeds"]) for g in by_spec.json()["groups"]] == [("reinforce_cartpole", 4),
-                                                                         ("a2c_cartpole", 3)]
+    assert [(g["name"], g["seeds"]) for g in by_spec.json()["groups"]] == [
+        ("reinforce_cartpole", 4),
+        ("a2c_cartpole", 3),
+    ]
     # A population's members: each member's newest segment, not every segment.
     found = lookup_search("search:population", home=runs)
     trial_run = {t.id: t.run_id for t in found.detail.trials}
@@ -182,17 +233,20 @@ def test_an_env_without_a_reference_keeps_raw_scores_and_says_so(runs: Path) -> 
     assert raw.json()["groups"] == done.json()["groups"]
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["a1", "lone", "--by", "name"], "group lone has 1 seed on CartPole-v1"),
-    (["a1", "stopped", "--by", "name"], "session s0 has no evaluation recorded"),
-    (["a1", "acro", "b1", "--by", "algo"], "whose raw returns are on different scales"),
-    (["a1", "acro", "--by", "name", "--normalize", "minmax"], "group a1 has no runs on Acrobot-v1"),
-    (["a1", "a2"], "are one group (reinforce_cartpole)"),
-    (["a1", "b1", "--gate"], "add --baseline"),
-    (["a1", "b1", "--by", "colour"], "--by 'colour' is not one of spec, algo, name"),
-    (["a1", "b1", "-o", "report.gif"], "cannot write a .gif"),
-    (["a1", "--baseline", "a1"], "both compared and the baseline"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["a1", "lone", "--by", "name"], "group lone has 1 seed on CartPole-v1"),
+        (["a1", "stopped", "--by", "name"], "session s0 has no evaluation recorded"),
+        (["a1", "acro", "b1", "--by", "algo"], "whose raw returns are on different scales"),
+        (["a1", "acro", "--by", "name", "--normalize", "minmax"], "group a1 has no runs on Acrobot-v1"),
+        (["a1", "a2"], "are one group (reinforce_cartpole)"),
+        (["a1", "b1", "--gate"], "add --baseline"),
+        (["a1", "b1", "--by", "colour"], "--by 'colour' is not one of spec, algo, name"),
+        (["a1", "b1", "-o", "report.gif"], "cannot write a .gif"),
+        (["a1", "--baseline", "a1"], "both compared and the baseline"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(runs: Path, args: list[str], says: str) -> None:
     done = compare(runs, *args)
     assert done.code == 2, done.stderr

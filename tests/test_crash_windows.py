@@ -45,8 +45,9 @@ IN_OBJECT_STORAGE = ("snapshot-half-uploaded",)  # reached only where the home i
 # The first time each step is reached, and the last snapshot's steps again (`STEP#N`): a final
 # snapshot on disk or in the registry is what decides "finished" and "nothing to do".
 FINAL_SNAPSHOT = ("snapshot-half-written", "snapshot-half-uploaded", "snapshot-renamed", "checkpoint-recorded")
-TRAIN_STEPS = [s for s in STEPS if s not in (*ONLY_AT_RESUME, *WITH_REPLAY_MEMORY)] + \
-    [f"{s}#{BUDGET // 1000}" for s in FINAL_SNAPSHOT]  # fmt: skip
+TRAIN_STEPS = [s for s in STEPS if s not in (*ONLY_AT_RESUME, *WITH_REPLAY_MEMORY)] + [
+    f"{s}#{BUDGET // 1000}" for s in FINAL_SNAPSHOT
+]
 RESUME_STEPS = [s for s in STEPS if s not in (*ONLY_AT_TRAIN, *WITH_REPLAY_MEMORY, *IN_OBJECT_STORAGE)]
 
 TABLE: list[list[str]] = []
@@ -62,8 +63,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def preempted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home whose run was stopped by SIGTERM mid-episode, with a snapshot, before its budget."""
     home = tmp_path_factory.mktemp("preempted") / "runs"
-    stopped = run_cli(home, "train", SPEC, "--frames", str(PREEMPT_BUDGET), *CADENCE,
-                      env={SIGNAL_AT_ENV: str(PREEMPT_AT)})
+    stopped = run_cli(
+        home, "train", SPEC, "--frames", str(PREEMPT_BUDGET), *CADENCE, env={SIGNAL_AT_ENV: str(PREEMPT_AT)}
+    )
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
     return home
 
@@ -90,11 +92,11 @@ def test_a_crash_while_training_is_recovered(step: str, reference: dict[str, Any
 
 
 @pytest.mark.parametrize("step", RESUME_STEPS)
-def test_a_crash_while_resuming_is_recovered(step: str, reference: dict[str, Any], preempted: Path,
-                                             home: Path) -> None:
+def test_a_crash_while_resuming_is_recovered(step: str, reference: dict[str, Any], preempted: Path, home: Path) -> None:
     shutil.copytree(preempted, home)
-    crashed = run_cli(home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET),
-                      env={CRASH_ENV: step, **HEARTBEAT})
+    crashed = run_cli(
+        home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET), env={CRASH_ENV: step, **HEARTBEAT}
+    )
     assert crashed.code == -signal.SIGKILL, f"{step} was not reached: {crashed.stderr}"
     check_recovered(home, reference, step, "resume")
 
@@ -109,8 +111,9 @@ def test_a_resume_fences_the_older_attempts_before_it_rewinds(preempted: Path, h
         older.fence(session.id, session.lease)
         progress = {"frame": session.frame, "episode": session.episode, "opt_step": session.opt_step}
         older.heartbeat(session.id, **progress)  # its lease still holds before the resume
-        crashed = run_cli(home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET),
-                          env={CRASH_ENV: "resume-rewound"})
+        crashed = run_cli(
+            home, "resume", "latest", "--more", str(BUDGET - PREEMPT_BUDGET), env={CRASH_ENV: "resume-rewound"}
+        )
         assert crashed.code == -signal.SIGKILL, crashed.stderr
         with pytest.raises(LeaseLost):
             older.heartbeat(session.id, **progress)
@@ -132,4 +135,3 @@ def check_recovered(home: Path, reference: dict[str, Any], step: str, path: str)
     assert_same_run(reference, final_state(home))
     row[-1] = "yes"
     assert_snapshots_sound(home)
-

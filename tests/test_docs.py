@@ -81,8 +81,12 @@ def _shell_commands(line: str) -> list[list[str]]:
 
 def spec_blocks() -> list[tuple[str, str]]:
     """Every ```json block of the docs: each is a whole spec (fragments are written inline)."""
-    return [(f"{page.relative_to(ROOT)}: block {n}", block)
-            for page in PAGES for n, (language, block) in enumerate(code_blocks(page)) if language == "json"]
+    return [
+        (f"{page.relative_to(ROOT)}: block {n}", block)
+        for page in PAGES
+        for n, (language, block) in enumerate(code_blocks(page))
+        if language == "json"
+    ]
 
 
 def parse_command_line(args: list[str]) -> None:
@@ -117,8 +121,13 @@ def validate_spec_block(text: str) -> None:
 def test_site_builds_strictly(tmp_path: Path) -> None:
     """Every page, link, anchor and generated table; a warning is a failure (mkdocs.yml: strict)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
     import typer.main

@@ -33,9 +33,14 @@ pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
 BUDGET = 4000
 SPEC = builtin_for("dqn")
-FAMILY = ["agent.dueling=true", "agent.n_step=3", "agent.double=true",
-          'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}', "agent.memory.capacity=1500",
-          "agent.network.hidden=[32, 32]"]  # fmt: skip
+FAMILY = [
+    "agent.dueling=true",
+    "agent.n_step=3",
+    "agent.double=true",
+    'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}',
+    "agent.memory.capacity=1500",
+    "agent.network.hidden=[32, 32]",
+]
 ARGS = [*fast(SPEC), *(arg for edit in FAMILY for arg in ("--set", edit)), "--frames", str(BUDGET)]
 USERNETS = Path(__file__).parent / "usernets"
 
@@ -70,13 +75,17 @@ def test_kill_9_after_a_snapshot_resumes_the_family_bit_for_bit(straight: dict[s
     assert_same_run(straight, final_state(home))
 
 
-@pytest.mark.parametrize(("edits", "hint"), [
-    (["agent.n_step=0"], "agent.n_step"),
-    (['agent.memory.prioritized={"alpha": 0.6}'], "remove memory.prioritized"),
-    (["agent.dueling=true", "agent.network.kind=my_nets:one_too_many"], "agent.dueling asks it for 3 outputs"),
-])  # fmt: skip
-def test_what_the_family_refuses_is_one_line(edits: list[str], hint: str, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("edits", "hint"),
+    [
+        (["agent.n_step=0"], "agent.n_step"),
+        (['agent.memory.prioritized={"alpha": 0.6}'], "remove memory.prioritized"),
+        (["agent.dueling=true", "agent.network.kind=my_nets:one_too_many"], "agent.dueling asks it for 3 outputs"),
+    ],
+)
+def test_what_the_family_refuses_is_one_line(
+    edits: list[str], hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.syspath_prepend(str(USERNETS))
     home = tmp_path / "runs"
     spec = builtin_for("sac") if "prioritized" in edits[0] else SPEC
@@ -97,13 +106,16 @@ def test_a_longer_budget_is_refused_once_beta_has_annealed(tmp_path: Path) -> No
     old = load_spec(SPEC, [*FAMILY, "meta.max_frame=4000"])
     (change,) = check_edit(old, load_spec(SPEC, [*FAMILY, "meta.max_frame=8000"]), 2000)
     assert not change.allowed
-    assert change.reason == "agent.memory.prioritized.beta is tied to max_frame: it would differ at frame 2,000 " \
-                            "(0.7 → 0.55)"
+    assert (
+        change.reason == "agent.memory.prioritized.beta is tied to max_frame: it would differ at frame 2,000 "
+        "(0.7 → 0.55)"
+    )
     (unchanged,) = check_edit(old, load_spec(SPEC, [*FAMILY, "meta.max_frame=8000"]), 0)
     assert unchanged.allowed
     beta_one = [*FAMILY, 'agent.memory.prioritized={"beta": 1.0}']
-    (at_one,) = check_edit(load_spec(SPEC, [*beta_one, "meta.max_frame=4000"]),
-                           load_spec(SPEC, [*beta_one, "meta.max_frame=8000"]), 2000)
+    (at_one,) = check_edit(
+        load_spec(SPEC, [*beta_one, "meta.max_frame=4000"]), load_spec(SPEC, [*beta_one, "meta.max_frame=8000"]), 2000
+    )
     assert at_one.allowed
 
 
@@ -116,26 +128,51 @@ def test_a_dqn_without_the_family_trains_as_before_it(tmp_path: Path) -> None:
     """A spec without the new keys (uniform replay, one-step targets, the kernel's learner) keeps
     its bits: trained by the rlrun before the family and by today's, the same run."""
     git = shutil.which("git")
-    present = git and subprocess.run([git, "cat-file", "-e", f"{BEFORE_THE_FAMILY}^{{commit}}"], cwd=ROOT,
-                                     capture_output=True).returncode == 0
+    present = (
+        git
+        and subprocess.run(
+            [git, "cat-file", "-e", f"{BEFORE_THE_FAMILY}^{{commit}}"], cwd=ROOT, capture_output=True
+        ).returncode
+        == 0
+    )
     if not present:
         pytest.skip(f"needs git and commit {BEFORE_THE_FAMILY[:7]} of this repository's history")
     assert git is not None
     source, archive = tmp_path / "before", tmp_path / "before.tar"
-    subprocess.run([git, "archive", "--output", str(archive), BEFORE_THE_FAMILY, "rlrun", "migrations"], cwd=ROOT,
-                   check=True)
+    subprocess.run(
+        [git, "archive", "--output", str(archive), BEFORE_THE_FAMILY, "rlrun", "migrations"], cwd=ROOT, check=True
+    )
     with tarfile.open(archive) as tar:
         tar.extractall(source, filter="data")
-    settings = ["meta.max_frame=2000", "meta.seed=3", "meta.eval_frequency=1000", "meta.num_eval_episodes=2",
-                "meta.log_frequency=500", *fast(SPEC)[1::2], "agent.double=true"]
+    settings = [
+        "meta.max_frame=2000",
+        "meta.seed=3",
+        "meta.eval_frequency=1000",
+        "meta.num_eval_episodes=2",
+        "meta.log_frequency=500",
+        *fast(SPEC)[1::2],
+        "agent.double=true",
+    ]
     argv = [arg for edit in settings for arg in ("--set", edit)]
     old, new = tmp_path / "old" / "runs", tmp_path / "new" / "runs"
     env = {**cli_env(old), "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
-    imported = subprocess.run([sys.executable, "-c", "import rlrun; print(rlrun.__file__)"], env=env, cwd=source,
-                              capture_output=True, text=True, check=True)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import rlrun; print(rlrun.__file__)"],
+        env=env,
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert Path(imported.stdout.strip()).is_relative_to(source)  # the old code, not the installed one
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", SPEC, *argv], env=env, cwd=source,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlrun", "train", SPEC, *argv],
+        env=env,
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert train_here(new, SPEC, argv).code == 0
     with environment(old):

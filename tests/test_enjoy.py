@@ -24,8 +24,9 @@ def training_records(home: Path) -> dict[str, Any]:
             "runs": db.execute("select * from runs").fetchall(),
             "sessions": db.execute("select * from sessions").fetchall(),
         }
-    records["files"] = sorted((str(p.relative_to(home)), p.stat().st_mtime, p.stat().st_size)
-                              for p in home.glob("*/s*/**/*") if p.is_file())
+    records["files"] = sorted(
+        (str(p.relative_to(home)), p.stat().st_mtime, p.stat().st_size) for p in home.glob("*/s*/**/*") if p.is_file()
+    )
     return records
 
 
@@ -49,8 +50,7 @@ def test_enjoy_scores_the_best_checkpoint_and_changes_no_training_record(trained
     before = training_records(trained)
     shown = rlrun(trained, "show", "latest", "--json").json()
     scores = {e["frame"]: e["mean"] for e in shown["evaluations"] if e["kind"] == "train"}
-    best_frame = max((c["frame"] for c in shown["checkpoints"] if c["frame"] in scores),
-                     key=lambda f: (scores[f], f))
+    best_frame = max((c["frame"] for c in shown["checkpoints"] if c["frame"] in scores), key=lambda f: (scores[f], f))
     done = invoke(trained, "enjoy", "--json")
     assert done.code == 0, done.stderr
     result = done.json()

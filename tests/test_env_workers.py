@@ -89,8 +89,9 @@ def _assert_replayed_exactly(home: Path) -> None:
     assert resumed.note is not None and resumed.note.startswith("env: replayed"), resumed.note
 
 
-def test_workers_step_the_same_bits_as_the_session_process(sync_run: dict[str, Any],
-                                                           workers_run: dict[str, Any]) -> None:
+def test_workers_step_the_same_bits_as_the_session_process(
+    sync_run: dict[str, Any], workers_run: dict[str, Any]
+) -> None:
     assert_same_as_sync(sync_run, workers_run)
 
 
@@ -117,9 +118,14 @@ def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
 def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
     """A scheduler that signals every process of the job (SLURM's scancel) reaches the workers
     too: they leave the stopping to the session, which captures their copies into its snapshot."""
-    process = zygote.start(["train", SPEC, *CADENCE, *_args(*WORKERS)],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = zygote.start(
+        ["train", SPEC, *CADENCE, *_args(*WORKERS)],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
     os.killpg(process.pid, signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
@@ -136,32 +142,50 @@ def test_async_copies_train_the_same_bits(sync_run: dict[str, Any], home: Path) 
     assert_same_as_sync(sync_run, final_state(home))
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    (WORKERS, ["env.workers=1"]), ([], ["env.workers=3"]),
-    (ASYNC, ["env.vectorization=sync", "env.workers=2"]), ([], ["env.vectorization=async"]),
-], ids=["workers-to-in-process", "in-process-to-workers", "async-to-workers", "in-process-to-async"])
-def test_a_resume_may_change_how_the_copies_are_stepped(sync_run: dict[str, Any], home: Path, before: list[str],
-                                                        after: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (WORKERS, ["env.workers=1"]),
+        ([], ["env.workers=3"]),
+        (ASYNC, ["env.vectorization=sync", "env.workers=2"]),
+        ([], ["env.vectorization=async"]),
+    ],
+    ids=["workers-to-in-process", "in-process-to-workers", "async-to-workers", "in-process-to-async"],
+)
+def test_a_resume_may_change_how_the_copies_are_stepped(
+    sync_run: dict[str, Any], home: Path, before: list[str], after: list[str]
+) -> None:
     preempted_mid_episode(home, SPEC, *_args(*before))
     resume_ok(home, "latest", *(arg for edit in after for arg in ("--set", edit)))
     _assert_replayed_exactly(home)
     assert_same_as_sync(sync_run, final_state(home))
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    (ASYNC, ["env.vectorization=sync"]), (WORKERS, ["env.vectorization=async", "env.workers=1"]),
-], ids=["async-to-in-process", "workers-to-async"])
-def test_kill_9_then_resume_stepping_the_copies_another_way(sync_run: dict[str, Any], home: Path,
-                                                            before: list[str], after: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (ASYNC, ["env.vectorization=sync"]),
+        (WORKERS, ["env.vectorization=async", "env.workers=1"]),
+    ],
+    ids=["async-to-in-process", "workers-to-async"],
+)
+def test_kill_9_then_resume_stepping_the_copies_another_way(
+    sync_run: dict[str, Any], home: Path, before: list[str], after: list[str]
+) -> None:
     killed_after_a_snapshot(home, SPEC, *_args(*before))
     resume_ok(home, "latest", *(arg for edit in after for arg in ("--set", edit)))
     _assert_replayed_exactly(home)
     assert_same_as_sync(sync_run, final_state(home))
 
 
-@pytest.mark.parametrize(("other", "resumed_in"), [
-    ({"workers": 3}, {"workers": 2}), ({"vectorization": "async"}, {"vectorization": "async"}),
-], ids=["blocks", "async"])
+@pytest.mark.parametrize(
+    ("other", "resumed_in"),
+    [
+        ({"workers": 3}, {"workers": 2}),
+        ({"vectorization": "async"}, {"vectorization": "async"}),
+    ],
+    ids=["blocks", "async"],
+)
 def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any], resumed_in: dict[str, Any]) -> None:
     """Observations, rewards, flags and infos (the final observations of ended episodes
     included) of every step, and each copy's captured state (its spaces' generators included),
@@ -198,8 +222,18 @@ def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
     """Beside the session's own process (`env.workers` 1), "auto" threads are the run's share of the cores."""
-    done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
-                  "--set", "meta.torch_threads=auto", "--set", "meta.sessions=2")
+    done = invoke(
+        home,
+        "train",
+        "reinforce_cartpole",
+        *fast("reinforce_cartpole"),
+        "--frames",
+        "600",
+        "--set",
+        "meta.torch_threads=auto",
+        "--set",
+        "meta.sessions=2",
+    )
     assert done.code == 0, done.stderr
     shown = invoke(home, "show", "latest", "--spec-json")
     assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 2)
@@ -217,10 +251,15 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
 
     if usable_cores() < 2:
         pytest.skip("one usable core: every share is 1, with or without another run")
-    other = zygote.start(["train", "reinforce_cartpole", *fast("reinforce_cartpole"),
-                              "--frames", "1M"], env={**cli_env(home), HEARTBEAT_ENV: "0.2"},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    other = zygote.start(
+        ["train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "1M"],
+        env={**cli_env(home), HEARTBEAT_ENV: "0.2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
+
         def sharing(besides: str | None = None) -> int:
             with Registry.open(home, create=False) as registry:
                 return registry.sessions_sharing_this_host(1, besides_run=besides)
@@ -229,8 +268,16 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
         with Registry.open(home, create=False) as registry:
             other_id = registry.resolve("latest").id
         assert sharing(besides=other_id) == 1  # a run's own sessions are counted by meta.sessions
-        done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
-                      "--set", "meta.torch_threads=auto")
+        done = invoke(
+            home,
+            "train",
+            "reinforce_cartpole",
+            *fast("reinforce_cartpole"),
+            "--frames",
+            "600",
+            "--set",
+            "meta.torch_threads=auto",
+        )
         assert done.code == 0, done.stderr
         shown = invoke(home, "show", "latest", "--spec-json")
         assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 2)
@@ -239,8 +286,16 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
         other.wait(timeout=30)
     # once it is gone (its pid dead on this host), it no longer counts
     assert sharing() == 1
-    done = invoke(home, "train", "reinforce_cartpole", *fast("reinforce_cartpole"), "--frames", "600",
-                  "--set", "meta.torch_threads=auto")
+    done = invoke(
+        home,
+        "train",
+        "reinforce_cartpole",
+        *fast("reinforce_cartpole"),
+        "--frames",
+        "600",
+        "--set",
+        "meta.torch_threads=auto",
+    )
     assert done.code == 0, done.stderr
     shown = invoke(home, "show", "latest", "--spec-json")
     assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 1)
@@ -279,9 +334,14 @@ def _frozen_at(home: Path, frame: int, cores: int, *args: str) -> tuple[subproce
     """`rlrun ARGS` on a machine of `cores` cores, its session frozen (SIGSTOP) at `frame`: the
     process and the session's pid."""
     flag = home.parent / f"frozen-at-{frame}"
-    process = zygote.start([*args], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               env={**cli_env(home), CORES_ENV: str(cores), FREEZE_ENV: f"{frame}@{flag}"})
+    process = zygote.start(
+        [*args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**cli_env(home), CORES_ENV: str(cores), FREEZE_ENV: f"{frame}@{flag}"},
+    )
     wait_for(lambda: flag.exists() and flag.read_text() != "", process)
     return process, int(flag.read_text())
 

@@ -67,8 +67,9 @@ def inline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.mark.any_home(store_only={"inline": "dqn_cartpole"})  # the store's paths: one spec
-def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple[str, Path], home: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlapped_evaluation_records_what_inline_evaluation_does(
+    inline: tuple[str, Path], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec, inline_home = inline
     monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file (an S3 home's too)
     done = train(home, spec, "--frames", str(BUDGET), *OVERLAP, env=SLOW)
@@ -84,9 +85,9 @@ def test_overlapped_evaluation_records_what_inline_evaluation_does(inline: tuple
 
 @pytest.mark.any_home(store_only={"inline": "dqn_cartpole"})
 @pytest.mark.parametrize("interruption", ["kill-9", "sigterm"])
-def test_an_interrupted_overlapped_run_is_the_uninterrupted_one(inline: tuple[str, Path], home: Path,
-                                                                interruption: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_overlapped_run_is_the_uninterrupted_one(
+    inline: tuple[str, Path], home: Path, interruption: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec, inline_home = inline
     monkeypatch.delenv("RLRUN_DB", raising=False)
     monkeypatch.setenv(SLOW_EVALUATION_ENV, SLOW[SLOW_EVALUATION_ENV])  # for the killed run and the resume
@@ -105,9 +106,17 @@ def test_training_goes_on_while_an_evaluation_runs(home: Path, monkeypatch: pyte
     from rlrun.training.api import train as train_here
 
     monkeypatch.setenv(SLOW_EVALUATION_ENV, "1")
-    spec = load_spec("ppo_cartpole", ["meta.max_frame=6000", "meta.eval_frequency=2000", "meta.log_frequency=256",
-                                      "meta.checkpoint_frequency=3000", "meta.eval_overlap=true",
-                                      *fast("ppo_cartpole")[1::2]])
+    spec = load_spec(
+        "ppo_cartpole",
+        [
+            "meta.max_frame=6000",
+            "meta.eval_frequency=2000",
+            "meta.log_frequency=256",
+            "meta.checkpoint_frequency=3000",
+            "meta.eval_overlap=true",
+            *fast("ppo_cartpole")[1::2],
+        ],
+    )
     seen: list[events.Event] = []
     assert train_here(spec, home=home, on_event=seen.append, handle_signals=False).status == "finished"
     evaluated = [i for i, e in enumerate(seen) if isinstance(e, events.Evaluated) and e.frame == 2000]

@@ -46,7 +46,8 @@ def videos(home: Path) -> dict[int, Path]:
 
 @pytest.mark.slow
 def test_videos_change_no_bit_and_a_resumed_run_records_the_uninterrupted_ones(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     argv = [*CADENCE, *fast(SPEC), "--frames", str(FRAMES)]
     assert train_here(tmp_path / "plain", SPEC, argv).code == 0
 
@@ -57,8 +58,9 @@ def test_videos_change_no_bit_and_a_resumed_run_records_the_uninterrupted_ones(
     monkeypatch.setenv(HEARTBEAT_ENV, "0.05")  # a callback's stop reaches the session at its next heartbeat
     said: list[events.Event] = []
     recorded = [*argv, "--set", "meta.eval_video=3", "--set", "meta.eval_overlap=true"]
-    stopped = train_here(tmp_path / "videos", SPEC, recorded, callbacks=[StopAtTheSecondEvaluation()],
-                         on_event=said.append)
+    stopped = train_here(
+        tmp_path / "videos", SPEC, recorded, callbacks=[StopAtTheSecondEvaluation()], on_event=said.append
+    )
     assert stopped.code == 143 and stopped.json()["sessions"][0]["frame"] < 3000
     import rlrun
 
@@ -87,11 +89,20 @@ def test_the_video_is_the_evaluated_episode(tmp_path: Path, overlap: bool) -> No
     from rlrun.algorithms import build_agent
     from rlrun.session.evaluation import Evaluator
 
-    spec = load_spec("sac_pendulum", ["meta.eval_video=1", "meta.eval_epsilon=0.3", "meta.eval_max_steps=60",
-                                      "meta.num_eval_episodes=2", f"meta.eval_overlap={str(overlap).lower()}",
-                                      "agent.network.hidden=[16, 16]"])
-    evaluator = Evaluator(spec, *spaces(spec), seed=3, device="cpu",
-                          videos=lambda frame: tmp_path / f"eval-{frame}.mp4")
+    spec = load_spec(
+        "sac_pendulum",
+        [
+            "meta.eval_video=1",
+            "meta.eval_epsilon=0.3",
+            "meta.eval_max_steps=60",
+            "meta.num_eval_episodes=2",
+            f"meta.eval_overlap={str(overlap).lower()}",
+            "agent.network.hidden=[16, 16]",
+        ],
+    )
+    evaluator = Evaluator(
+        spec, *spaces(spec), seed=3, device="cpu", videos=lambda frame: tmp_path / f"eval-{frame}.mp4"
+    )
     agent = build_agent(spec, *spaces(spec), seed=3)
     (tmp_path / ".eval-100.tmp-0123abcd.mp4").write_bytes(b"half a video")  # left by a killed attempt
     torch.manual_seed(0)
@@ -120,20 +131,38 @@ def test_which_evaluations_get_a_video(number: int, every: int | None, recorded:
     assert eval_video.due(number, every) is recorded
 
 
-def test_without_the_video_extra_it_says_so_once_and_records_nothing(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_video_extra_it_says_so_once_and_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rlrun.session.evaluation import play
 
     monkeypatch.setitem(sys.modules, "imageio", None)  # an import of it fails, as where it is not installed
     spec = load_spec(SPEC, ["meta.eval_video=1"])
     recorder = eval_video.Recorder(spec, lambda frame: tmp_path / f"eval-{frame}.mp4")
-    first = recorder.record(play, 100, 7, agent=None, normalizer=None, wrappers=None,  # type: ignore[arg-type]
-                            evaluated_return=0.0)
+    first = recorder.record(
+        play,
+        100,
+        7,
+        agent=None,
+        normalizer=None,
+        wrappers=None,  # type: ignore[arg-type]
+        evaluated_return=0.0,
+    )
     assert first is not None and first.path is None and first.problem is not None
     assert "meta.eval_video needs imageio" in first.problem and "pip install" in first.problem
     assert "training goes on" in first.problem and "\n" not in first.problem
-    assert recorder.record(play, 200, 7, agent=None, normalizer=None, wrappers=None,  # type: ignore[arg-type]
-                           evaluated_return=0.0) is None
+    assert (
+        recorder.record(
+            play,
+            200,
+            7,
+            agent=None,
+            normalizer=None,
+            wrappers=None,  # type: ignore[arg-type]
+            evaluated_return=0.0,
+        )
+        is None
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -163,8 +192,15 @@ def test_a_video_goes_to_each_tracker_after_the_points_before_it(tmp_path: Path)
         made.append(Tracker(name))
         return made[-1]
 
-    relay = Relay(["mlflow", "wandb"], Identity("r1", 0, 0, {"agent": {"algorithm": "ppo"}, "env": {"id": "x"}}),
-                  tmp_path, rewind=False, backlog=[], wall_time=0.0, make=make)
+    relay = Relay(
+        ["mlflow", "wandb"],
+        Identity("r1", 0, 0, {"agent": {"algorithm": "ppo"}, "env": {"id": "x"}}),
+        tmp_path,
+        rewind=False,
+        backlog=[],
+        wall_time=0.0,
+        make=make,
+    )
     relay.add({"frame": 1000, "wall_time": 1.0, "return_mean": 9.0})
     relay.add_evaluation(1000, 10.0, 1.0)
     relay.add_file(1000, tmp_path / "eval-1000.mp4", eval_video.FOLDER)
@@ -172,8 +208,13 @@ def test_a_video_goes_to_each_tracker_after_the_points_before_it(tmp_path: Path)
     relay.release()
     relay.close("finished", 10.0)
     for tracker in made:
-        assert tracker.got == [("point", 1000), ("point", 1000), ("file", "eval-1000.mp4", "videos"),
-                               ("point", 1500), ("finished", "finished")]
+        assert tracker.got == [
+            ("point", 1000),
+            ("point", 1000),
+            ("file", "eval-1000.mp4", "videos"),
+            ("point", 1500),
+            ("finished", "finished"),
+        ]
 
 
 @pytest.mark.slow
@@ -212,15 +253,17 @@ def test_the_videos_go_to_the_mlflow_run_beside_its_history(tmp_path: Path, monk
 
 
 def test_without_the_video_extra_the_run_is_refused_in_one_line_and_nothing_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A missing extra is bad input, as `--track` without its tracker's: said before anything is
     written, exit 2 (an env that cannot render is found only once the session runs: a warning then)."""
     from helpers import invoke
 
     monkeypatch.setitem(sys.modules, "imageio", None)  # an import of it fails, as where it is not installed
     monkeypatch.chdir(tmp_path)
-    done = invoke(tmp_path / "runs", "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "2000", "--set",
-                  "meta.eval_video=1")
+    done = invoke(
+        tmp_path / "runs", "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "2000", "--set", "meta.eval_video=1"
+    )
     assert done.code == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "meta.eval_video" in done.stderr and "pip install" in done.stderr
     assert not any(tmp_path.rglob("*")), "something was written"

@@ -30,8 +30,11 @@ def frames(edits: tuple[str, ...]) -> int:
     return next(int(edit.split("=")[1]) for edit in edits if edit.startswith("meta.max_frame="))
 
 
-EXAMPLES = {f"{kernel.name}-{spec}": (spec, [*edits, f"meta.log_frequency={frames(edits) // 2}"])
-            for kernel in KERNELS for spec, edits in kernel.examples}
+EXAMPLES = {
+    f"{kernel.name}-{spec}": (spec, [*edits, f"meta.log_frequency={frames(edits) // 2}"])
+    for kernel in KERNELS
+    for spec, edits in kernel.examples
+}
 
 
 def spec_of(example: str, kernels: str) -> Spec:
@@ -58,8 +61,10 @@ def kernel_of(spec: Spec) -> object:
 def test_each_kernel_learns_autograds_bits(tmp_path: Path, example: str) -> None:
     assert kernel_of(spec_of(example, "auto")) is not None, "the kernel serves its example"
     assert kernel_of(spec_of(example, "autograd")) is None
-    assert_same_training(trained(tmp_path / "auto", spec_of(example, "auto")),
-                         trained(tmp_path / "autograd", spec_of(example, "autograd")))
+    assert_same_training(
+        trained(tmp_path / "auto", spec_of(example, "auto")),
+        trained(tmp_path / "autograd", spec_of(example, "autograd")),
+    )
 
 
 def test_the_declared_flags_are_the_exactness_rule() -> None:
@@ -68,8 +73,9 @@ def test_the_declared_flags_are_the_exactness_rule() -> None:
     for arithmetic in REVISIONS.values():
         for kernel in KERNELS:
             for algorithm in kernel.algorithms:
-                assert arithmetic.kernel_is_autograd(algorithm) == \
-                    (not any(getattr(arithmetic, flag) for flag in kernel.flags))
+                assert arithmetic.kernel_is_autograd(algorithm) == (
+                    not any(getattr(arithmetic, flag) for flag in kernel.flags)
+                )
 
 
 def test_the_comparison_catches_one_gradient_one_ulp_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,12 +96,22 @@ def test_the_comparison_catches_one_gradient_one_ulp_off(tmp_path: Path, monkeyp
         assert_same_training(reference, perturbed)
 
 
-@pytest.mark.parametrize(("name", "arithmetic", "allowed"),
-                         [("ppo_cartpole", 3, True), ("dqn_cartpole", 3, True), ("sac_pendulum", 1, True),
-                          ("sac_pendulum", 2, False), ("sac_pendulum", 3, False)])
+@pytest.mark.parametrize(
+    ("name", "arithmetic", "allowed"),
+    [
+        ("ppo_cartpole", 3, True),
+        ("dqn_cartpole", 3, True),
+        ("sac_pendulum", 1, True),
+        ("sac_pendulum", 2, False),
+        ("sac_pendulum", 3, False),
+    ],
+)
 def test_switching_is_record_only_where_every_kernel_is_exact(name: str, arithmetic: int, allowed: bool) -> None:
     old = load_spec(name, [f"meta.arithmetic={arithmetic}"])
     new = load_spec(name, [f"meta.arithmetic={arithmetic}", "meta.kernels=autograd"])
     (change,) = check_edit(old, new, frame=1000)
-    assert (change.path, change.allowed, change.kind) == \
-        ("meta.kernels", allowed, "record-only" if allowed else "structural")
+    assert (change.path, change.allowed, change.kind) == (
+        "meta.kernels",
+        allowed,
+        "record-only" if allowed else "structural",
+    )

@@ -14,6 +14,7 @@ from helpers import TINY, cli_env, on_a_terminal
 
 pytestmark = pytest.mark.slow
 
+
 def train_on_a_terminal(home: Path, columns: int) -> str:
     """What `rlrun train` draws on a terminal `columns` wide, escape sequences removed."""
     return on_a_terminal(home, columns, "train", "reinforce_cartpole", *TINY, "--sessions", "2")
@@ -38,9 +39,13 @@ def test_the_live_table_fits_the_terminal_without_cutting_a_word(tmp_path: Path,
 
 
 def test_off_a_terminal_each_report_is_a_plain_line(tmp_path: Path) -> None:
-    completed = subprocess.run([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY],
-                               env={**cli_env(tmp_path), "COLUMNS": "60"}, capture_output=True, text=True,
-                               timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY],
+        env={**cli_env(tmp_path), "COLUMNS": "60"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     assert "\x1b[" not in completed.stderr and "…" not in completed.stderr
     assert re.search(r"^s0 frame 1k/3k .* f/s  episodes \d+  return ", completed.stderr, re.M), completed.stderr

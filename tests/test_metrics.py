@@ -28,15 +28,28 @@ pytestmark = pytest.mark.slow  # real trainings in subprocesses
 
 FRAMES = 3000
 LOG = 250
-CADENCE = ["--set", f"meta.log_frequency={LOG}", "--set", "meta.eval_frequency=1000",
-           "--set", "meta.checkpoint_frequency=1000", "--set", "meta.num_eval_episodes=2"]
+CADENCE = [
+    "--set",
+    f"meta.log_frequency={LOG}",
+    "--set",
+    "meta.eval_frequency=1000",
+    "--set",
+    "meta.checkpoint_frequency=1000",
+    "--set",
+    "meta.num_eval_episodes=2",
+]
 
 
 def train(home: Path, algorithm: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     spec = builtin_for(algorithm)
-    return zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
-                            env={**cli_env(home), **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    return zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), *args],
+        env={**cli_env(home), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def trained(home: Path, algorithm: str, *args: str) -> Path:
@@ -90,8 +103,13 @@ def _checkpoint_paths(home: Path, reference: str) -> list[str]:
 
 def test_show_metrics_is_torch_free_and_shows_the_headline_scalars(homes: dict[str, Path]) -> None:
     home = homes["ppo"]
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "rlrun", "show", "ppo", "--metrics"],
-                          env=cli_env(home), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rlrun", "show", "ppo", "--metrics"],
+        env=cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
     assert not imported & {"torch", "gymnasium", "sqlalchemy", "tensorboard"}
@@ -124,7 +142,8 @@ def test_export_every_session_with_run_and_session_columns(homes: dict[str, Path
     with open(out, newline="") as file:
         rows = list(csv.DictReader(file))
     assert len(rows) == 2 * FRAMES // LOG and {r["run"] for r in rows} == {
-        session_log(home, name).parent.parent.name for name in ("dqn", "sac")}
+        session_log(home, name).parent.parent.name for name in ("dqn", "sac")
+    }
     assert {r["session"] for r in rows} == {"0"} and {"q_mean", "alpha", "td_error"} <= set(rows[0])
     assert rlrun(home, "export", "dqn", "-o", str(tmp_path / "x.csv")).code == 2  # what to export?
     piped = rlrun(home, "export", "dqn", "--metrics")
@@ -142,13 +161,15 @@ def test_the_python_api_gives_columns(homes: dict[str, Path]) -> None:
 # A kill after the log ran ahead of the newest snapshot
 
 
-def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resume_after_a_kill_cuts_back_the_log_and_the_tensorboard_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The process hangs writing its snapshot at frame 5000, after flushing rows (and events) up
     to there, and is killed: the newest complete snapshot is at 4000. The resume must drop what
     was logged after it, in the log and in TensorBoard, and go on exactly."""
     event_accumulator = pytest.importorskip(
-        "tensorboard.backend.event_processing.event_accumulator", reason="the tensorboard extra is not installed")
+        "tensorboard.backend.event_processing.event_accumulator", reason="the tensorboard extra is not installed"
+    )
     monkeypatch.setenv(tensorboard_log.ENABLE_ENV, "1")  # the suite's default is off (tests/conftest.py)
     frames = ["--frames", "6000"]
     straight = tmp_path / "straight"

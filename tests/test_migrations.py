@@ -33,8 +33,17 @@ from rlrun.registry.tables import Base
 
 pytest_plugins = ["postgres_server"]
 
-TABLES = {"runs", "sessions", "checkpoints", "evaluations", "spec_revisions", "attempts", "searches", "trials",
-          "lineage"}
+TABLES = {
+    "runs",
+    "sessions",
+    "checkpoints",
+    "evaluations",
+    "spec_revisions",
+    "attempts",
+    "searches",
+    "trials",
+    "lineage",
+}
 
 
 @pytest.fixture
@@ -140,9 +149,18 @@ def test_batch_migrations_keep_child_rows(tmp_path: Path, engine: Engine) -> Non
 
     with Registry.open(tmp_path) as registry:
         registry.create_run(
-            run_id="aaaaaaaaaa", name=None, spec_name="s", algorithm="a", env_id="e",
-            max_frame=10, seed=0, num_sessions=2, spec_json="{}", host=None, pid=None,
-        )  # fmt: skip
+            run_id="aaaaaaaaaa",
+            name=None,
+            spec_name="s",
+            algorithm="a",
+            env_id="e",
+            max_frame=10,
+            seed=0,
+            num_sessions=2,
+            spec_json="{}",
+            host=None,
+            pid=None,
+        )
     with migration_connection(engine) as conn:
         operations = Operations(MigrationContext.configure(conn))
         with operations.batch_alter_table("runs", recreate="always") as batch:
@@ -180,9 +198,10 @@ def _dump(db_file: Path) -> dict[str, list[dict[str, Any]]]:
     db.row_factory = sqlite3.Row
     try:
         tables = [
-            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            name
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if name != VERSION_TABLE and not name.startswith("sqlite_")
-        ]  # fmt: skip
+        ]
         return {t: [dict(r) for r in db.execute(f"SELECT * FROM {t} ORDER BY {_key(db, t)}")] for t in tables}
     finally:
         db.close()
@@ -235,8 +254,9 @@ def test_fixture_upgrade_keeps_every_row(tmp_path: Path, revision: str) -> None:
         reported = {"fa00000001": "finished", "fb00000002": "crashed"}  # fb's process is gone
         listed = registry.list_runs(limit=None)
         assert [(s.row, s.id, s.status) for s in listed] == [
-            (1, "fb00000002", "crashed"), (2, "fa00000001", "finished"),
-        ]  # fmt: skip
+            (1, "fb00000002", "crashed"),
+            (2, "fa00000001", "finished"),
+        ]
         by_id = {s.id: s for s in listed}
         assert (by_id["fa00000001"].frames_done, by_id["fa00000001"].best_eval) == (4200, 187.5)
         assert (by_id["fb00000002"].frames_done, by_id["fb00000002"].best_eval) == (4000, 200.0)
@@ -256,14 +276,15 @@ def test_fixture_upgrade_keeps_every_row(tmp_path: Path, revision: str) -> None:
             ] == [{**s, "status": silent.get(s["status"], s["status"])} for s in sessions]
             ids = {s["id"] for s in sessions}
             for table, records in [
-                ("checkpoints", detail.checkpoints), ("evaluations", detail.evaluations),
-                ("spec_revisions", detail.spec_revisions), ("attempts", detail.attempts),
-            ]:  # fmt: skip
+                ("checkpoints", detail.checkpoints),
+                ("evaluations", detail.evaluations),
+                ("spec_revisions", detail.spec_revisions),
+                ("attempts", detail.attempts),
+            ]:
                 rows = sorted(
-                    (r for r in expected.get(table, []) if r.get("session_id") in ids
-                     or r.get("run_id") == run_id),
+                    (r for r in expected.get(table, []) if r.get("session_id") in ids or r.get("run_id") == run_id),
                     key=lambda r: (r.get("session_id", 0), r.get("frame", 0), r["id"]),
-                )  # fmt: skip
+                )
                 assert len(records) == len(rows), table
                 got = [_fields(rec, r) for rec, r in zip(records, rows, strict=True)]
                 if table == "attempts":
@@ -377,8 +398,9 @@ def _insert_rows(engine: Engine, revision: str) -> None:
         for table, rows in fixtures.rows_at(revision).items():
             for row in rows:
                 row = {**row, "approximate": bool(row["approximate"])} if "approximate" in row else row
-                conn.execute(text(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(':' + c for c in row)})"),
-                             row)  # fmt: skip
+                conn.execute(
+                    text(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(':' + c for c in row)})"), row
+                )
         for table in ("sessions", "checkpoints", "evaluations", "spec_revisions", "attempts"):
             if table in fixtures.rows_at(revision):  # explicit ids were given: move the sequences past them
                 sequence = f"pg_get_serial_sequence('{table}', 'id')"
@@ -404,12 +426,24 @@ def test_postgres_old_schema_is_upgraded_only_on_request_and_keeps_every_row(
     with Registry.open(tmp_path, postgres_url) as registry:
         listed = registry.list_runs(limit=None)
         assert [(s.id, s.status, s.frames_done, s.best_eval) for s in listed] == [
-            ("fb00000002", "crashed", 4000, 200.0), ("fa00000001", "finished", 4200, 187.5),
-        ]  # fmt: skip
+            ("fb00000002", "crashed", 4000, 200.0),
+            ("fa00000001", "finished", 4200, 187.5),
+        ]
         assert registry.get_run("fa00000001").forks == ["fb00000002"]
         assert registry.resolve("fixture-alpha").id == "fa00000001"
-        run = registry.create_run(run_id="fc00000003", name=None, spec_name="s", algorithm="a", env_id="e",
-                                  max_frame=1, seed=0, num_sessions=1, spec_json="{}", host=None, pid=None)  # fmt: skip
+        run = registry.create_run(
+            run_id="fc00000003",
+            name=None,
+            spec_name="s",
+            algorithm="a",
+            env_id="e",
+            max_frame=1,
+            seed=0,
+            num_sessions=1,
+            spec_json="{}",
+            host=None,
+            pid=None,
+        )
         assert registry.get_run(run.id).sessions[0].id > 3  # new rows after the old ones
     assert _drift(pg_engine) == []
 
@@ -452,10 +486,16 @@ def test_processes_opening_an_old_file_together_upgrade_it_once(tmp_path: Path) 
     home = tmp_path / "home"
     db_file = _copy_fixture(OLD_REVISIONS[0], home)
     before = _dump(db_file)
-    code = ("import sys; from rlrun.registry import Registry\n"
-            "with Registry.open(sys.argv[1]) as r: print(r.count_runs(), r.upgrade is not None)")  # fmt: skip
-    processes = [subprocess.Popen([sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    code = (
+        "import sys; from rlrun.registry import Registry\n"
+        "with Registry.open(sys.argv[1]) as r: print(r.count_runs(), r.upgrade is not None)"
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     outputs = [p.communicate(timeout=120) for p in processes]
     assert [p.returncode for p in processes] == [0] * 4, [err for _, err in outputs]
     assert sorted(out.strip() for out, _ in outputs) == ["2 False"] * 3 + ["2 True"]  # one upgraded, all read

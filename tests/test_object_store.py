@@ -49,7 +49,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_removed(
-        wrapping_dqn_reference: dict[str, Any], store: Path) -> None:
+    wrapping_dqn_reference: dict[str, Any], store: Path
+) -> None:
     home = store
     mirror = storage.mirror_of(home)
     assert mirror is not None
@@ -76,8 +77,10 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
     with Registry.open(home, create=False) as registry:
         kept = sorted(registry.all_checkpoints(), key=lambda c: c.frame)[-2:]  # the newest two: 5k and 6k
     manifests = [json.loads(mirror.get_bytes(mirror.key(home / c.path / layout.MANIFEST)) or b"") for c in kept]
-    segments = [{k for k in remote.object_keys(mirror, home / c.path, m).values() if f"/{remote.SEGMENTS}/" in k}
-                for c, m in zip(kept, manifests, strict=True)]
+    segments = [
+        {k for k in remote.object_keys(mirror, home / c.path, m).values() if f"/{remote.SEGMENTS}/" in k}
+        for c, m in zip(kept, manifests, strict=True)
+    ]
     assert segments[0] & segments[1], "no segment object shared by reference"
 
     enjoyed = rlrun(home, "enjoy", "latest", "--episodes", "1", "--json")
@@ -91,7 +94,8 @@ def test_killed_mid_upload_swept_resumed_exactly_then_enjoyed_collected_and_remo
 
 
 def test_a_lost_registry_is_rebuilt_from_the_store_and_the_run_resumes_exactly(
-        wrapping_dqn_reference: dict[str, Any], store: Path) -> None:  # fmt: skip
+    wrapping_dqn_reference: dict[str, Any], store: Path
+) -> None:
     """Killed -9 mid-upload, then the registry file lost with the machine: `rlrun db rebuild` on
     another (a fresh working copy) reads run.json and every snapshot's manifest and meta.json from the
     store: the same checkpoints (hashes and sizes, shared segments counted), evaluations and spec
@@ -119,8 +123,13 @@ def _restorable(shown: dict[str, Any]) -> dict[str, Any]:
     times instead; of a crashed session, those up to its newest snapshot) and spec revisions."""
     dropped = ("id", "session_id", "created_at")
     newest = max(c["frame"] for c in shown["checkpoints"])
-    return {"run": {k: shown["run"][k] for k in ("id", "status", "spec_name", "max_frame", "seed")},
-            "evaluations": [{k: v for k, v in row.items() if k not in dropped} for row in shown["evaluations"]
-                            if row["frame"] <= newest],
-            **{key: [{k: v for k, v in row.items() if k not in dropped} for row in shown[key]]
-               for key in ("checkpoints", "spec_revisions")}}  # fmt: skip
+    return {
+        "run": {k: shown["run"][k] for k in ("id", "status", "spec_name", "max_frame", "seed")},
+        "evaluations": [
+            {k: v for k, v in row.items() if k not in dropped} for row in shown["evaluations"] if row["frame"] <= newest
+        ],
+        **{
+            key: [{k: v for k, v in row.items() if k not in dropped} for row in shown[key]]
+            for key in ("checkpoints", "spec_revisions")
+        },
+    }

@@ -52,8 +52,7 @@ def old_rlrun(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
             pytest.skip(f"commit {commit[:7]} is not in this clone (a shallow clone?)")
         folder = tmp_path_factory.mktemp(f"rlrun-{commit[:7]}")
         archive = folder / "source.tar"
-        subprocess.run([git, "archive", "--output", str(archive), commit, "rlrun", "migrations"], cwd=ROOT,
-                       check=True)
+        subprocess.run([git, "archive", "--output", str(archive), commit, "rlrun", "migrations"], cwd=ROOT, check=True)
         with tarfile.open(archive) as tar:
             tar.extractall(folder, filter="data")
         unpacked[revision] = folder
@@ -65,20 +64,38 @@ def _train(home: Path, spec: str, frames: int, *edits: str, source: Path | None 
     env = cli_env(home)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
-        imported = subprocess.run([sys.executable, "-c", "import rlrun; print(rlrun.__file__)"], env=env,
-                                  cwd=source, capture_output=True, text=True, check=True)
+        imported = subprocess.run(
+            [sys.executable, "-c", "import rlrun; print(rlrun.__file__)"],
+            env=env,
+            cwd=source,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert Path(imported.stdout.strip()).is_relative_to(source)  # the old code, not the installed one
-    settings = [f"meta.max_frame={frames}", "meta.seed=3", f"meta.eval_frequency={frames // 2}",
-                "meta.num_eval_episodes=2", f"meta.log_frequency={frames // 4}", *edits]
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", spec, *(a for s in settings for a in ("--set", s))],
-                          env=env, cwd=source or home.parent, capture_output=True, text=True, timeout=600)
+    settings = [
+        f"meta.max_frame={frames}",
+        "meta.seed=3",
+        f"meta.eval_frequency={frames // 2}",
+        "meta.num_eval_episodes=2",
+        f"meta.log_frequency={frames // 4}",
+        *edits,
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "rlrun", "train", spec, *(a for s in settings for a in ("--set", s))],
+        env=env,
+        cwd=source or home.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("revision", "spec", "frames", "edits"), CASES, ids=[f"{r}-{s}" for r, s, _, _ in CASES])
 def test_an_earlier_revision_trains_the_bits_its_last_rlrun_trained(
-        old_rlrun: dict[int, Path], tmp_path: Path, revision: int, spec: str, frames: int,
-        edits: list[str]) -> None:  # fmt: skip
+    old_rlrun: dict[int, Path], tmp_path: Path, revision: int, spec: str, frames: int, edits: list[str]
+) -> None:
     old_home, new_home = tmp_path / "old", tmp_path / "new"
     _train(old_home, spec, frames, *edits, source=old_rlrun[revision])
     _train(new_home, spec, frames, *edits, f"meta.arithmetic={revision}")

@@ -25,9 +25,14 @@ FRAMES = ["--frames", "3000"]  # the Ray tests' reference too: one training serv
 
 def _started(home: Path, *args: str) -> subprocess.Popen[str]:
     """`rlrun train SPEC` as the reference was trained, in a process group of its own, its output piped."""
-    return subprocess.Popen([sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *args],
-                            env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlrun", "train", SPEC, *CADENCE, *fast(SPEC), *args],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _status(home: Path) -> str:
@@ -36,7 +41,8 @@ def _status(home: Path) -> str:
 
 
 def test_a_training_whose_output_is_closed_mid_run_ends_as_if_it_were_read(
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     home = tmp_path / "runs"
     process = _started(home, *FRAMES)
     assert process.stderr is not None and process.stdout is not None
@@ -48,8 +54,9 @@ def test_a_training_whose_output_is_closed_mid_run_ends_as_if_it_were_read(
     assert_same_run(reference_state(tmp_path_factory, SPEC, *FRAMES), final_state(home))
 
 
-def test_a_hung_up_terminal_leaves_every_session_training(tmp_path: Path,
-                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_hung_up_terminal_leaves_every_session_training(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Two sessions, each in a spawned process of its own (with the command, the whole group the
     terminal's SIGHUP reaches): the hang-up stops none of them."""
     home = tmp_path / "runs"

@@ -40,8 +40,13 @@ def pbt_spec(folder: Path, generations: int = 3) -> Path:
     document = builtin_document("ppo_cartpole")
     document["agent"].update(n_steps=16, n_epochs=2, batch_size=64)
     document["env"]["num_envs"] = 4
-    document["meta"].update(max_frame=1000 * generations, eval_frequency=500, checkpoint_frequency=500,
-                            num_eval_episodes=2, log_frequency=250)
+    document["meta"].update(
+        max_frame=1000 * generations,
+        eval_frequency=500,
+        checkpoint_frequency=500,
+        num_eval_episodes=2,
+        log_frequency=250,
+    )
     document["search"] = SPACE
     path = folder / f"pbt-{generations}.json"
     path.write_text(json.dumps(document))
@@ -51,12 +56,14 @@ def pbt_spec(folder: Path, generations: int = 3) -> Path:
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The population never interrupted: its home and its spec file."""
+
     def searched(folder: Path) -> None:
         done = rlrun(folder / "runs", "search", str(pbt_spec(folder)), *PBT)
         assert done.code == 0, done.stderr
 
-    folder = built_once(tmp_path_factory, ["pbt", pbt_spec(tmp_path_factory.mktemp("spec")).read_text(), *PBT],
-                        searched)
+    folder = built_once(
+        tmp_path_factory, ["pbt", pbt_spec(tmp_path_factory.mktemp("spec")).read_text(), *PBT], searched
+    )
     return folder / "runs", folder / "pbt-3.json"
 
 
@@ -69,9 +76,18 @@ def lineage(home: Path) -> list[dict[str, Any]]:
         lines = registry.get_lineage(search.id)
     numbers = {t.id: t.number for t in detail.trials}
     by_run = {t.run_id: t.number for t in detail.trials}
-    return [{"number": numbers[line.trial_id], "member": line.member, "generation": line.generation,
-             "parent_member": line.parent_member, "parent": by_run.get(line.parent_run_id), "frame": line.frame,
-             "mutated": line.mutated} for line in sorted(lines, key=lambda line: numbers[line.trial_id])]
+    return [
+        {
+            "number": numbers[line.trial_id],
+            "member": line.member,
+            "generation": line.generation,
+            "parent_member": line.parent_member,
+            "parent": by_run.get(line.parent_run_id),
+            "frame": line.frame,
+            "mutated": line.mutated,
+        }
+        for line in sorted(lines, key=lambda line: numbers[line.trial_id])
+    ]
 
 
 def assert_same_population(home_a: Path, home_b: Path, generations: int = 3) -> None:
@@ -117,7 +133,7 @@ def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
     assert len(listed) == 12
     shown = rlrun(home, "show", "search:latest")
     assert shown.code == 0, shown.stderr
-    tree = shown.stderr[shown.stderr.index("lineage ("):]
+    tree = shown.stderr[shown.stderr.index("lineage (") :]
     exploits = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
     assert tree.count("← m") == len(exploits) and tree.count(" g2 run ") == 4
     as_json = rlrun(home, "show", "search:latest", "--json").json()
@@ -129,7 +145,8 @@ def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
 
 @pytest.mark.parametrize("attempt", range(2))
 def test_kill_9_of_the_driver_at_a_random_moment_then_resume_is_the_same_population(
-        straight: tuple[Path, Path], tmp_path: Path, attempt: int) -> None:  # fmt: skip
+    straight: tuple[Path, Path], tmp_path: Path, attempt: int
+) -> None:
     home_a, spec = straight
     home = _killed_at_a_random_moment(home_a, spec, tmp_path / "runs")
     resumed = invoke(home, "resume", "search:latest")
@@ -139,7 +156,8 @@ def test_kill_9_of_the_driver_at_a_random_moment_then_resume_is_the_same_populat
 
 @pytest.mark.any_home
 def test_a_lost_registry_rebuilt_after_a_kill_9_resumes_the_same_population(
-        straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The driver killed -9, then the registry file lost: `rlrun db rebuild` restores the search, its
     segments and their lineage (from searches/<id>.json), and the resumed population is the one never
     interrupted. In object storage the rebuild reads all of it from the store."""
@@ -162,8 +180,13 @@ def _killed_at_a_random_moment(home_a: Path, spec: Path, home: Path) -> Path:
     total = _snapshots(home_a)
     seed = random.SystemRandom().randrange(2**32)
     moment = random.Random(seed).randint(1, total - 2)  # kill once this many snapshots are recorded
-    process = zygote.start(["search", str(spec), *PBT], env=cli_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PBT],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: _snapshots(home) >= moment, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -187,14 +210,16 @@ def test_a_dqn_fork_shares_its_parents_replay_segments(tmp_path: Path) -> None:
     document = builtin_document("dqn_cartpole")
     document["agent"].update(learning_starts=200, train_frequency=16, gradient_steps=1, batch_size=32)
     document["agent"]["memory"]["capacity"] = 5000
-    document["meta"].update(max_frame=2000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2,
-                            log_frequency=500)
+    document["meta"].update(
+        max_frame=2000, eval_frequency=1000, checkpoint_frequency=1000, num_eval_episodes=2, log_frequency=500
+    )
     document["search"] = {"agent.optimizer.lr": {"loguniform": [1e-4, 1e-3]}}
     spec = tmp_path / "dqn.json"
     spec.write_text(json.dumps(document))
     home = tmp_path / "runs"
-    done = invoke(home, "search", str(spec), "--scheduler", "pbt", "--population", "2", "--interval", "1000",
-                 "--quantile", "0.5")
+    done = invoke(
+        home, "search", str(spec), "--scheduler", "pbt", "--population", "2", "--interval", "1000", "--quantile", "0.5"
+    )
     assert done.code == 0, done.stderr
     (fork,) = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
     segments = trials(home)
@@ -229,6 +254,7 @@ TWO = 2
 def straight_two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The population of TWO generations, one member at a time, never interrupted: its home and its
     spec file (trained in this process: no signal is under test)."""
+
     def searched(folder: Path) -> None:
         done = invoke(folder / "runs", "search", str(pbt_spec(folder, TWO)), *PBT)
         assert done.code == 0, done.stderr
@@ -242,16 +268,19 @@ def straight_two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def parallel(tmp_path_factory: pytest.TempPathFactory, straight_two: tuple[Path, Path]) -> Path:
     """The same population, two members at a time (two worker processes a generation), never
     interrupted: its home."""
+
     def searched(folder: Path) -> None:
         done = invoke(folder / "runs", "search", str(straight_two[1]), *PBT, "--parallel", "2")
         assert done.code == 0, done.stderr
 
-    return built_once(tmp_path_factory, ["pbt", straight_two[1].read_text(), *PBT, "--parallel", "2"],
-                      searched) / "runs"
+    return (
+        built_once(tmp_path_factory, ["pbt", straight_two[1].read_text(), *PBT, "--parallel", "2"], searched) / "runs"
+    )
 
 
 def test_a_population_trained_two_members_at_a_time_is_the_population_trained_one_at_a_time(
-        straight_two: tuple[Path, Path], parallel: Path) -> None:  # fmt: skip
+    straight_two: tuple[Path, Path], parallel: Path
+) -> None:
     assert_same_population(straight_two[0], parallel, TWO)
     assert [line["parent_member"] for line in lineage(parallel)[4:]] != [0, 1, 2, 3], "no exploit to compare"
     with Registry.open(parallel, create=False) as registry:
@@ -266,10 +295,13 @@ def test_a_population_trained_two_members_at_a_time_is_the_population_trained_on
         assert lanes[0] == lanes[2] != lanes[1] == lanes[3]
 
 
-@pytest.mark.parametrize("how", ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver",
-                                 "rlrun stop search:latest"])
+@pytest.mark.parametrize(
+    "how",
+    ["kill -9 of the process group", "kill -9 of the driver", "SIGTERM to the driver", "rlrun stop search:latest"],
+)
 def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_population(
-        straight_two: tuple[Path, Path], tmp_path: Path, how: str) -> None:  # fmt: skip
+    straight_two: tuple[Path, Path], tmp_path: Path, how: str
+) -> None:
     """Stopped while both members of a random generation train (each with a snapshot), and resumed
     (two at a time again: recorded with the search), member for member the population never
     interrupted. The whole group killed: each segment continues from its last snapshot; the driver
@@ -282,9 +314,14 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
     generation, delay = chance.randrange(TWO), chance.uniform(0, 2)
     # Slow evaluations (a sleep: the same bits) hold both members' segments in flight for seconds.
     slow = {**cli_env(home), SLOW_EVALUATION_ENV: "1.5", HEARTBEAT_ENV: "0.2"}
-    process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
-                               env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PBT, "--parallel", "2"],
+        env=slow,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: len({n for n in _in_flight(home) if n // 4 == generation}) >= 2, process, timeout=600)
     time.sleep(delay)  # both segments just started, or one (or both) past its first snapshot
     if how in ("SIGTERM to the driver", "rlrun stop search:latest"):
@@ -305,16 +342,22 @@ def test_a_parallel_population_stopped_mid_generation_then_resumed_is_the_same_p
     assert_same_population(home_a, home, TWO)
 
 
-def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(straight_two: tuple[Path, Path],
-                                                                          tmp_path: Path) -> None:  # fmt: skip
+def test_a_lost_member_worker_fails_the_population_and_resume_continues_it(
+    straight_two: tuple[Path, Path], tmp_path: Path
+) -> None:
     """A worker killed outright (kill -9) mid-segment: as a parallel trial's, its segment stays
     running, the search ends failed (exit 1) naming the member, and the resumed population is the
     one never interrupted."""
     home_a, spec = straight_two
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *PBT, "--parallel", "2"],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PBT, "--parallel", "2"],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: 0 in _in_flight(home, with_a_snapshot=True), process, timeout=600)
     with Registry.open(home, create=False) as registry:
         run_id = trials(home)[0].run_id
@@ -337,8 +380,10 @@ def _in_flight(home: Path, *, with_a_snapshot: bool = False) -> set[int]:
     snapshot = " JOIN sessions s ON s.run_id = t.run_id JOIN checkpoints c ON c.session_id = s.id"
     try:
         with sqlite3.connect(database) as db:
-            found = db.execute(f"SELECT DISTINCT t.number FROM trials t{snapshot if with_a_snapshot else ''}"
-                               " WHERE t.state = 'running' AND t.run_id IS NOT NULL").fetchall()
+            found = db.execute(
+                f"SELECT DISTINCT t.number FROM trials t{snapshot if with_a_snapshot else ''}"
+                " WHERE t.state = 'running' AND t.run_id IS NOT NULL"
+            ).fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
         return set()
     return {number for (number,) in found}
@@ -356,17 +401,21 @@ def _wait_for_the_group_to_end(group: int, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize(("edit", "args", "expected"), [
-    ({"agent.n_epochs": {"choice": [2, 4]}}, PBT, "search.agent.n_epochs: PBT changes values mid-run"),
-    ({}, ["--population", "4"], "--population set up population-based training: add --scheduler pbt"),
-    ({}, [*PBT[:4], "--interval", "5k"], "--interval 5,000 must be above 0 and below the budget"),
-    ({}, PBT[:4], "--scheduler pbt needs --population N and --interval FRAMES"),
-    ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
-    ({}, [*PBT, "--parallel", "0"], "Invalid value for '--parallel': 0 is not in the range x>=1"),
-    ({}, [*PBT, "--parallel", "-2"], "Invalid value for '--parallel': -2 is not in the range x>=1"),
-])  # fmt: skip
-def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, edit: dict[str, Any],
-                                                              args: list[str], expected: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("edit", "args", "expected"),
+    [
+        ({"agent.n_epochs": {"choice": [2, 4]}}, PBT, "search.agent.n_epochs: PBT changes values mid-run"),
+        ({}, ["--population", "4"], "--population set up population-based training: add --scheduler pbt"),
+        ({}, [*PBT[:4], "--interval", "5k"], "--interval 5,000 must be above 0 and below the budget"),
+        ({}, PBT[:4], "--scheduler pbt needs --population N and --interval FRAMES"),
+        ({}, [*PBT, "--trials", "3"], "--trials belong to a search of trials"),
+        ({}, [*PBT, "--parallel", "0"], "Invalid value for '--parallel': 0 is not in the range x>=1"),
+        ({}, [*PBT, "--parallel", "-2"], "Invalid value for '--parallel': -2 is not in the range x>=1"),
+    ],
+)
+def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, edit: dict[str, Any], args: list[str], expected: str
+) -> None:
     spec = pbt_spec(tmp_path)
     document = json.loads(spec.read_text())
     document["search"].update(edit)
@@ -380,6 +429,8 @@ def test_bad_pbt_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, ed
 def test_a_population_on_a_cluster_that_does_not_answer_is_one_line_exit_3_and_nothing_written(tmp_path: Path) -> None:
     done = rlrun(tmp_path / "runs", "search", str(pbt_spec(tmp_path)), *PBT, "--parallel", "2", "--ray", "127.0.0.1:1")
     assert done.code == 3 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip().splitlines() == ["error: no Ray cluster at --ray 127.0.0.1:1: Connection refused; start"
-                                                " one with `ray start --head` or give its address (--ray HOST:PORT)"]
+    assert done.stderr.strip().splitlines() == [
+        "error: no Ray cluster at --ray 127.0.0.1:1: Connection refused; start"
+        " one with `ray start --head` or give its address (--ray HOST:PORT)"
+    ]
     assert not (tmp_path / "runs").exists()

@@ -20,8 +20,13 @@ pytestmark = pytest.mark.slow  # real (tiny) trainings
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-TINY = ["meta.max_frame=3000", "meta.eval_frequency=1000", "meta.checkpoint_frequency=1000",
-        "meta.num_eval_episodes=2", "meta.log_frequency=1000"]
+TINY = [
+    "meta.max_frame=3000",
+    "meta.eval_frequency=1000",
+    "meta.checkpoint_frequency=1000",
+    "meta.num_eval_episodes=2",
+    "meta.log_frequency=1000",
+]
 NORMALIZED = ["env.normalize.observation=true", "env.normalize.reward=true"]
 RUNS = {  # run name: (built-in spec, settings)
     "dqn": ("dqn_cartpole", [*TINY, *FAST["dqn"]]),
@@ -94,8 +99,10 @@ def test_load_policy_chooses_what_enjoy_chooses(trained: Path, name: str) -> Non
     with pytest.raises(ValueError, match="not recurrent"):
         policy.act(seen[0], state=np.zeros(1))
     # the checkpoint named apart, as its @ suffix would: the same choice
-    assert rlrun.load_policy(f"{name}@latest", home=trained).checkpoint_frame == \
-        rlrun.load_policy(name, home=trained, checkpoint="latest").checkpoint_frame
+    assert (
+        rlrun.load_policy(f"{name}@latest", home=trained).checkpoint_frame
+        == rlrun.load_policy(name, home=trained, checkpoint="latest").checkpoint_frame
+    )
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -144,7 +151,8 @@ def one_line_refusal(home: Path, *args: str) -> str:
 
 
 def test_a_file_of_another_checkpoint_a_changed_one_or_no_model_is_refused(
-        trained: Path, exported: dict[str, Path], tmp_path: Path) -> None:
+    trained: Path, exported: dict[str, Path], tmp_path: Path
+) -> None:
     other = one_line_refusal(trained, "enjoy", "ppo", "--policy", str(exported["dqn"]))
     assert "reference names run" in other and "export" in other
     # another checkpoint of the same run
@@ -168,8 +176,9 @@ def test_a_file_of_another_checkpoint_a_changed_one_or_no_model_is_refused(
     assert "no such file" in missing
 
 
-def test_export_refuses_bad_requests_and_writes_nothing(trained: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_refuses_bad_requests_and_writes_nothing(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "p.onnx"
     assert "checkpoint" in one_line_refusal(trained, "export", "dqn@best", "--onnx", str(out), "--checkpoint", "latest")
     assert "not best, latest" in one_line_refusal(trained, "export", "dqn", "--onnx", str(out), "--checkpoint", "5Q")
@@ -183,8 +192,9 @@ def test_export_refuses_bad_requests_and_writes_nothing(trained: Path, tmp_path:
 
 
 @pytest.mark.parametrize("missing", ["onnxruntime"])
-def test_enjoy_policy_without_the_extra_names_it(trained: Path, exported: dict[str, Path], missing: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_enjoy_policy_without_the_extra_names_it(
+    trained: Path, exported: dict[str, Path], missing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, missing, None)
     line = one_line_refusal(trained, "enjoy", "dqn", "--policy", str(exported["dqn"]))
     assert missing in line and "[onnx]" in line
@@ -200,9 +210,17 @@ def test_an_atari_policy_plays_the_checkpoints_returns(tmp_path_factory: pytest.
     import rlrun
 
     home = tmp_path_factory.mktemp("atari") / "runs"
-    settings = ["env.max_episode_steps=400", "agent.network.hidden=[64]", "agent.learning_starts=100",
-                "agent.memory.capacity=1000", "meta.max_frame=200", "meta.eval_frequency=200",
-                "meta.checkpoint_frequency=200", "meta.num_eval_episodes=1", "meta.log_frequency=200"]
+    settings = [
+        "env.max_episode_steps=400",
+        "agent.network.hidden=[64]",
+        "agent.learning_starts=100",
+        "agent.memory.capacity=1000",
+        "meta.max_frame=200",
+        "meta.eval_frequency=200",
+        "meta.checkpoint_frequency=200",
+        "meta.num_eval_episodes=1",
+        "meta.log_frequency=200",
+    ]
     assert rlrun.train(rlrun.load_spec("dqn_pong", settings), home=home, handle_signals=False).status == "finished"
     path = tmp_path_factory.mktemp("atari-onnx") / "pong.onnx"
     assert invoke(home, "export", "latest", "--onnx", str(path)).code == 0

@@ -20,6 +20,14 @@ def test_ruff_is_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_ruff_format_is_clean() -> None:
+    """One formatter: `ruff format` owns the layout (a handful of `# fmt: skip` tables say why)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_mypy_is_clean() -> None:
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

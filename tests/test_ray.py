@@ -56,8 +56,12 @@ FRAMES = "3000"
 SEARCH = ["--trials", "2", "--prune-after", "1", "--set", "meta.max_frame=10000"]
 """A search whose second trial the median pruner stops at its first evaluation (frame 1,000),
 long enough for the stop to reach the session on its node well before its end."""
-HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_timeout_ms": 3000,
-                 "health_check_failure_threshold": 3}
+HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 3000,
+    "health_check_failure_threshold": 3,
+}
 """How soon the cluster's control store calls a removed node dead: 2.6 s here, not Ray's 16.6 s
 (5 checks 3 s apart), which every test that removes a node waited out; three missed checks in a
 row, each allowed 3 s, still tell a killed node from a busy one."""
@@ -77,8 +81,10 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     os.environ["RLRUN_CACHE"] = str(tmp_path_factory.mktemp("nodes-working-copies"))
     from ray.cluster_utils import Cluster
 
-    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                         "_system_config": HEALTH_CHECKS})
+    made = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
+    )
     try:
         for _ in range(WORKERS):
             made.add_node(num_cpus=1)
@@ -106,12 +112,15 @@ def command(home: Path, url: str, *args: str, env: dict[str, str] | None = None)
     return [*args], {**cli_env(home), "RLRUN_DB": url, **ISOLATED, **(env or {})}
 
 
-def train(home: Path, url: str, cluster: Any, spec: str, *args: str, env: dict[str, str] | None = None,
-          wait: bool = True) -> Any:  # fmt: skip
-    argv, environment = command(home, url, "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES, *args,
-                                "--ray", cluster.address, env=env)
-    process = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+def train(
+    home: Path, url: str, cluster: Any, spec: str, *args: str, env: dict[str, str] | None = None, wait: bool = True
+) -> Any:
+    argv, environment = command(
+        home, url, "train", spec, *CADENCE, *fast(spec), "--frames", FRAMES, *args, "--ray", cluster.address, env=env
+    )
+    process = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     if not wait:
         return process
     return finished(process)
@@ -179,16 +188,25 @@ def _node_kind(node: Any) -> tuple[Any, tuple[tuple[str, float], ...]]:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_removed_node_two_sessions_ppo_mid_rollout(
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Two sessions spread over the nodes; the node of the one hung mid-snapshot is removed
     (ungracefully): Ray runs it again on another node, where it continues from its newest complete
     snapshot (PPO, mid-rollout) and ends as the uninterrupted run does."""
     a = straight(tmp_path_factory, "ppo_cartpole", "--sessions", "2")
     flag = tmp_path / "hung"
     with losing_a_node(cluster):
-        driver = train(home, registry_url, cluster, "ppo_cartpole", "--sessions", "2", wait=False,
-                       env={HANG_ENV: f"f000000002000@{flag}"})
+        driver = train(
+            home,
+            registry_url,
+            cluster,
+            "ppo_cartpole",
+            "--sessions",
+            "2",
+            wait=False,
+            env={HANG_ENV: f"f000000002000@{flag}"},
+        )
         hung = wait_for(hanging_snapshot(home, 2000), driver)[0]
         index = int(hung.parent.parent.parent.name.removeprefix("s"))
         first = attempts_of(detail(home, registry_url), index)[-1]
@@ -214,8 +232,9 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(cluster: Any, registry_url:
 
 
 @pytest.mark.any_home
-def test_a_killed_worker_dqn_replay_memory(cluster: Any, registry_url: str, home: Path,
-                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_killed_worker_dqn_replay_memory(
+    cluster: Any, registry_url: str, home: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """kill -9 of the worker (it kills itself right after recording its second snapshot): the
     retry continues from that snapshot with the replay memory it holds. On a home in S3 the nodes
     share no folder with the driver or with one another's working copies: everything goes through
@@ -225,12 +244,15 @@ def test_a_killed_worker_dqn_replay_memory(cluster: Any, registry_url: str, home
     assert done.code == 0, done.stderr
     run = detail(home, registry_url)
     assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
-        ("train", 0, "crashed"), ("retry", 2000, "finished")]
+        ("train", 0, "crashed"),
+        ("retry", 2000, "finished"),
+    ]
     assert_same_run(a, final_state(home))
 
 
-def test_sigterm_to_a_worker_preempts_then_retries(cluster: Any, registry_url: str, home: Path,
-                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_sigterm_to_a_worker_preempts_then_retries(
+    cluster: Any, registry_url: str, home: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A spot notice: SIGTERM to the session's worker writes a snapshot, ends the attempt
     preempted, and its retry resumes it exactly; the run ends finished (exit 0)."""
     a = straight(tmp_path_factory, "ppo_cartpole")
@@ -243,15 +265,17 @@ def test_sigterm_to_a_worker_preempts_then_retries(cluster: Any, registry_url: s
     assert_same_run(a, final_state(home))
 
 
-def test_a_killed_driver_then_resume_on_the_cluster(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_killed_driver_then_resume_on_the_cluster(
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """kill -9 of the driver: its sessions end with it (Ray ends a dead driver's tasks), `rlrun ls`
     says crashed, and `rlrun resume --ray` continues from the newest snapshot: nothing lost, and
     the frames after it trained once in the final account."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     flag = tmp_path / "hung"
-    driver = train(home, registry_url, cluster, "reinforce_cartpole", wait=False,
-                   env={HANG_ENV: f"f000000002000@{flag}"})
+    driver = train(
+        home, registry_url, cluster, "reinforce_cartpole", wait=False, env={HANG_ENV: f"f000000002000@{flag}"}
+    )
     wait_for(hanging_snapshot(home, 2000), driver)
     os.kill(driver.pid, signal.SIGKILL)
     finished(driver)
@@ -268,20 +292,29 @@ def test_a_killed_driver_then_resume_on_the_cluster(cluster: Any, registry_url: 
     assert resumed.returncode == 0, resumed.stderr
     run = detail(home, registry_url)
     assert [(t.kind, t.start_frame, t.end_status) for t in run.attempts] == [
-        ("train", 0, "crashed"), ("resume", 1000, "finished")]
+        ("train", 0, "crashed"),
+        ("resume", 1000, "finished"),
+    ]
     assert_same_run(a, final_state(home))
 
 
-def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_stale_attempt_that_wakes_writes_nothing(
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A frozen worker (SIGSTOP) is alive to Ray but silent in the registry: the driver presumes it
     lost and starts a retry on another node, which takes the lease. Woken (SIGCONT) while the retry
     trains, the old attempt finds its lease taken at its next write and stops: no checkpoint, no
     evaluation, no metrics row, no status of its own; the run ends as the uninterrupted one."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     flag = tmp_path / "frozen"
-    driver = train(home, registry_url, cluster, "reinforce_cartpole", wait=False,
-                   env={FREEZE_ENV: f"1500@{flag}", STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
+    driver = train(
+        home,
+        registry_url,
+        cluster,
+        "reinforce_cartpole",
+        wait=False,
+        env={FREEZE_ENV: f"1500@{flag}", STALE_ENV: "3", HEARTBEAT_ENV: "0.2"},
+    )
     stale = int(wait_for(lambda: flag.exists() and flag.read_text(), driver))
     with Registry.open(home, registry_url, create=False) as registry:
         session = registry.get_session(registry.resolve("latest").id, 0)
@@ -292,7 +325,9 @@ def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: s
     assert done.code == 0, done.stderr
     run = detail(home, registry_url)
     assert [(t.kind, t.pid, t.end_status) for t in run.attempts] == [
-        ("train", stale, "crashed"), ("retry", run.attempts[1].pid, "finished")]
+        ("train", stale, "crashed"),
+        ("retry", run.attempts[1].pid, "finished"),
+    ]
     assert run.attempts[1].start_frame == 1000 and run.attempts[1].node != run.attempts[0].node
     assert_same_run(a, final_state(home))  # its metrics log, evaluations and snapshots: the retry's alone
     logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
@@ -301,12 +336,10 @@ def test_a_stale_attempt_that_wakes_writes_nothing(cluster: Any, registry_url: s
     assert "stops without writing" in refused[0].read_text()
 
 
-
 def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any, registry_url: str, home: Path) -> None:
     """A SIGTERM to `rlrun` itself stops every session at its next step with a snapshot, as on one
     machine: the run is preempted, exit 143, and no session is retried."""
-    driver = train(home, registry_url, cluster, "reinforce_cartpole", "--sessions", "2", "--frames", "1M",
-                   wait=False)
+    driver = train(home, registry_url, cluster, "reinforce_cartpole", "--sessions", "2", "--frames", "1M", wait=False)
 
     def both_training() -> bool:
         with Registry.open(home, registry_url, create=False) as registry:
@@ -326,8 +359,9 @@ def test_sigterm_to_the_driver_stops_every_session_with_a_snapshot(cluster: Any,
         assert newest.frame == session.frame and (newest.kind == "preempt" or newest.frame % 1000 == 0)
 
 
-def finished_command(home: Path, url: str, *args: str, env: dict[str, str] | None = None,
-                     timeout: float = 300) -> Result:  # fmt: skip
+def finished_command(
+    home: Path, url: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> Result:
     """`rlrun ARGS` against `home` and the registry at `url`, run to its end."""
     argv, environment = command(home, url, *args, env=env)
     done = zygote.run(argv, environment, timeout=timeout)
@@ -338,6 +372,7 @@ def finished_command(home: Path, url: str, *args: str, env: dict[str, str] | Non
 class LocalSearch:
     """A search run on this machine: what the cluster's must equal. `trials` as the search left
     them; `states`, each trial's run at its end (a pruned trial's resumed to its budget)."""
+
     trials: list[Any]
     states: list[dict[str, Any]]
 
@@ -375,8 +410,9 @@ def assert_same_search(home: Path, url: str, local: LocalSearch, remote: list[An
     the pruner saw, its note), each trial's run bit for bit. The pruner's stop reaches a session on
     its node a moment later than a local one, so a pruned trial's run may stop a little later: each
     is resumed to its end first, as the local one was (which is why this comes last in a test)."""
-    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == \
-        [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local.trials]
+    assert [(t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in remote] == [
+        (t.number, t.params, t.state, t.value, t.intermediate, t.note) for t in local.trials
+    ]
     for trial in remote:
         if trial.state == "pruned":
             resumed = finished_command(home, url, "resume", trial.run_id, timeout=120)
@@ -385,8 +421,9 @@ def assert_same_search(home: Path, url: str, local: LocalSearch, remote: list[An
         assert_same_run(state, final_state(home, trial.run_id))
 
 
-def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str, tmp_path: Path,
-                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_search_runs_its_trials_on_the_cluster(
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun search --ray`, stopped by SIGTERM mid-trial and continued by `rlrun resume search:REF
     --ray`: each trial's session runs on a worker node, and the search is the same search run
     locally: the same parameters, scores and pruning, each complete trial's run bit for bit. The
@@ -396,10 +433,12 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     spec = str(search_spec(tmp_path))
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
-    argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
-                                cluster.address)
-    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    argv, environment = command(
+        homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray", cluster.address
+    )
+    driver = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
     driver.send_signal(signal.SIGTERM)
     stopped = finished(driver)
@@ -418,8 +457,9 @@ def test_a_search_runs_its_trials_on_the_cluster(cluster: Any, registry_url: str
     assert_same_search(homes["cluster"], registry_url, local, remote)
 
 
-def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, registry_url: str, tmp_path: Path,
-                                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_parallel_trials_on_the_cluster_stopped_then_resumed(
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun search --ray --parallel 2`: two trials at a time, each driven from a worker process of
     this machine (a driver of the cluster) and its sessions placed on worker nodes; SIGTERM to the
     command while both train stops both with snapshots (exit 143); `rlrun resume search:REF --ray`
@@ -430,18 +470,21 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
     options = ["--trials", "3", "--pruner", "none", "--set", "meta.max_frame=6000"]
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *options)
-    argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
-                                "--ray", cluster.address)
-    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    argv, environment = command(
+        homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json", "--ray", cluster.address
+    )
+    driver = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     wait_for(lambda: runs_snapshotted(homes["cluster"]) >= 2, driver)  # both trials train
     driver.send_signal(signal.SIGTERM)
     stopped = finished(driver)
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
     search = f"search:{stopped.json()['search_id']}"
     remote = resumed_on(cluster, homes["cluster"], registry_url, search)
-    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
-        [(t.number, t.params, t.state, t.value) for t in local.trials]
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == [
+        (t.number, t.params, t.state, t.value) for t in local.trials
+    ]
     workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
     firsts = []
     for state, y in zip(local.states, remote, strict=True):
@@ -449,8 +492,9 @@ def test_parallel_trials_on_the_cluster_stopped_then_resumed(cluster: Any, regis
         assert attempts and all(a.node in workers for a in attempts), "the trial's session ran on a worker node"
         firsts.append(attempts[0])
         assert_same_run(state, final_state(homes["cluster"], y.run_id))
-    assert firsts[0].started_at < firsts[1].ended_at and firsts[1].started_at < firsts[0].ended_at, \
+    assert firsts[0].started_at < firsts[1].ended_at and firsts[1].started_at < firsts[0].ended_at, (
         "trials 0 and 1 trained at the same time"
+    )
 
 
 def runs_snapshotted(home: Path) -> int:
@@ -471,12 +515,14 @@ def pbt_spec(folder: Path) -> Path:
     return spec
 
 
-def assert_same_population_on_workers(cluster: Any, homes: dict[str, Path], url: str, local: LocalSearch,
-                                      remote: list[Any]) -> None:
+def assert_same_population_on_workers(
+    cluster: Any, homes: dict[str, Path], url: str, local: LocalSearch, remote: list[Any]
+) -> None:
     """The cluster's population is the local one, segment for segment (values, state, score), each
     segment's session run on a worker node and its run bit for bit the local one."""
-    assert [(t.number, t.params, t.state, t.value) for t in remote] == \
-        [(t.number, t.params, t.state, t.value) for t in local.trials]
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == [
+        (t.number, t.params, t.state, t.value) for t in local.trials
+    ]
     workers = {n.node_id[:16] for n in cluster.list_all_nodes() if n is not cluster.head_node}
     for state, y in zip(local.states, remote, strict=True):
         attempts = detail_of(homes["cluster"], url, y.run_id).attempts
@@ -485,24 +531,25 @@ def assert_same_population_on_workers(cluster: Any, homes: dict[str, Path], url:
 
 
 def test_a_parallel_population_on_the_cluster_is_the_population_trained_locally(
-        cluster: Any, registry_url: str, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun search --scheduler pbt --ray --parallel 2`: both members' segments of a generation at
     once, each from a worker process of this machine, their sessions on worker nodes: the population
     trained locally one member at a time, segment for segment, each run bit for bit."""
     spec = pbt_spec(tmp_path)
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, str(spec), *PBT)
-    done = finished_command(homes["cluster"], registry_url, "search", str(spec), *PBT, "--parallel", "2", "--json",
-                            "--ray", cluster.address)
+    done = finished_command(
+        homes["cluster"], registry_url, "search", str(spec), *PBT, "--parallel", "2", "--json", "--ray", cluster.address
+    )
     assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
     remote = trials(homes["cluster"], f"search:{done.json()['search_id']}")
     assert_same_population_on_workers(cluster, homes, registry_url, local, remote)
 
 
 def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it(
-        cluster: Any, registry_url: str, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Every worker node lost while trial 0 trains: no node can run its session again, so after the
     liveness limit the search records itself interrupted (not failed), the trial stays running and
     its run preempted with its snapshots; with nodes back, `rlrun resume search:REF --ray` is the
@@ -510,10 +557,20 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
     spec = str(search_spec(tmp_path))
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
-    argv, environment = command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
-                                cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
-    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    argv, environment = command(
+        homes["cluster"],
+        registry_url,
+        "search",
+        spec,
+        *SEARCH,
+        "--json",
+        "--ray",
+        cluster.address,
+        env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"},
+    )
+    driver = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     with losing_a_node(cluster):
         wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")), driver)  # trial 0 is training
         for node in [n for n in cluster.list_all_nodes() if n is not cluster.head_node]:
@@ -533,8 +590,8 @@ def test_a_cluster_lost_mid_search_leaves_it_interrupted_and_resume_continues_it
 
 
 def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(
-        cluster: Any, registry_url: str, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Every worker node lost while two trials train at once (`--parallel 2`): each trial's worker
     reports its trial interrupted, not failed; the search ends interrupted (exit 1) with its trials
     running and their runs preempted; with nodes back, `rlrun resume search:REF --ray` ends each
@@ -543,10 +600,22 @@ def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(
     options = ["--trials", "2", "--pruner", "none", "--set", "meta.max_frame=10000"]
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *options)
-    argv, environment = command(homes["cluster"], registry_url, "search", spec, *options, "--parallel", "2", "--json",
-                                "--ray", cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"})
-    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    argv, environment = command(
+        homes["cluster"],
+        registry_url,
+        "search",
+        spec,
+        *options,
+        "--parallel",
+        "2",
+        "--json",
+        "--ray",
+        cluster.address,
+        env={STALE_ENV: "3", HEARTBEAT_ENV: "0.2"},
+    )
+    driver = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     with losing_a_node(cluster):
         wait_for(lambda: runs_snapshotted(homes["cluster"]) >= 2, driver)  # both train
         for node in [n for n in cluster.list_all_nodes() if n is not cluster.head_node]:
@@ -573,10 +642,12 @@ def test_a_cluster_lost_under_parallel_trials_leaves_the_search_interrupted(
 def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
     """`rlrun train --ray --detach` (or `resume`, as `args` say), its supervisor on a SUPERVISOR node;
     returned as soon as it prints that the cluster supervises the run, with that line."""
-    argv, environment = command(home, url, *args, "--ray", cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
-                                "--json", env=env)
-    process = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    argv, environment = command(
+        home, url, *args, "--ray", cluster.address, "--detach", "--supervisor-on", SUPERVISOR, "--json", env=env
+    )
+    process = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     said = []
     for line in process.stderr or ():
         if " detached: supervised by actor " in line:
@@ -588,6 +659,7 @@ def detached(home: Path, url: str, cluster: Any, *args: str, env: dict[str, str]
 def run_status_of(home: Path, url: str, wanted: str, timeout: float = 240) -> RunDetail:
     """The run once it has ended `wanted`, its end and every attempt's recorded (a run is reported
     finished as soon as its sessions' final snapshots are registered, before their rows close)."""
+
     def settled() -> RunDetail | None:
         run = detail(home, url)
         recorded = run.run.finished_at is not None and all(a.end_status for a in run.attempts)
@@ -604,8 +676,8 @@ def supervisor_node(run: RunDetail) -> str:
 
 
 def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
-        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun train --ray --detach` is killed (kill -9) right after it says the cluster supervises
     the run; then, while the session is frozen mid-run, the node of its supervisor (a detached
     actor) is removed. Ray starts the supervisor again on another node; it finds the unfinished
@@ -614,8 +686,18 @@ def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
     nothing."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     flag = tmp_path / "frozen"
-    driver, said = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
-                            *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{flag}"})
+    driver, said = detached(
+        home,
+        registry_url,
+        cluster,
+        "train",
+        "reinforce_cartpole",
+        *CADENCE,
+        *fast("reinforce_cartpole"),
+        "--frames",
+        FRAMES,
+        env={FREEZE_ENV: f"1500@{flag}"},
+    )
     os.kill(driver.pid, signal.SIGKILL)
     finished(driver)
     run = detail(home, registry_url)
@@ -646,24 +728,31 @@ def actor_ended(cluster: Any, label: str, timeout: float = 120) -> bool:
     within `timeout`: Ray forgets the name of an actor ended without restarts, not of one restarting."""
     name = re.search(r"actor rlrun/(\S+) on node", label)
     assert name, label
-    probe = ("import sys, time, ray\n"
-             "ray.init(address=sys.argv[1], namespace='rlrun', logging_level='ERROR', log_to_driver=False)\n"
-             "deadline = time.monotonic() + float(sys.argv[3])\n"
-             "while time.monotonic() < deadline:\n"
-             "    try:\n"
-             "        ray.get_actor(sys.argv[2])\n"
-             "    except ValueError:\n"
-             "        sys.exit(0)\n"
-             "    time.sleep(0.5)\n"
-             "sys.exit(1)\n")
-    done = subprocess.run([sys.executable, "-c", probe, cluster.address, name[1], str(timeout)],
-                          env={**os.environ, **ISOLATED}, capture_output=True, text=True, timeout=timeout + 60)
+    probe = (
+        "import sys, time, ray\n"
+        "ray.init(address=sys.argv[1], namespace='rlrun', logging_level='ERROR', log_to_driver=False)\n"
+        "deadline = time.monotonic() + float(sys.argv[3])\n"
+        "while time.monotonic() < deadline:\n"
+        "    try:\n"
+        "        ray.get_actor(sys.argv[2])\n"
+        "    except ValueError:\n"
+        "        sys.exit(0)\n"
+        "    time.sleep(0.5)\n"
+        "sys.exit(1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, cluster.address, name[1], str(timeout)],
+        env={**os.environ, **ISOLATED},
+        capture_output=True,
+        text=True,
+        timeout=timeout + 60,
+    )
     return done.returncode == 0
 
 
 def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone(
-        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A detached run loses its supervisor's node, and Ray can place the supervisor nowhere else
     for a while (every node that may host it is gone). Meanwhile `rlrun resume --ray` continues the
     run in the foreground. When a node comes back and Ray starts the supervisor again, it finds the
@@ -672,8 +761,18 @@ def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone
     and the run ends bit for bit as the uninterrupted one."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     frozen_flag, held = tmp_path / "frozen", tmp_path / "held"
-    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
-                         *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{frozen_flag}"})
+    driver, _ = detached(
+        home,
+        registry_url,
+        cluster,
+        "train",
+        "reinforce_cartpole",
+        *CADENCE,
+        *fast("reinforce_cartpole"),
+        "--frames",
+        FRAMES,
+        env={FREEZE_ENV: f"1500@{frozen_flag}"},
+    )
     assert finished(driver).code == 0
     frozen = int(wait_for(lambda: frozen_flag.exists() and frozen_flag.read_text()))
     label = detail(home, registry_url).run.supervisor
@@ -688,10 +787,18 @@ def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone
         # which then (rightly) refuses a run still running; on a busy machine that takes a while.
         wait_for(lambda: not pid_alive(frozen))
         # The held session does not beat: a watch that presumes it lost after 60 s leaves the test time.
-        argv, environment = command(home, registry_url, "resume", "latest", "--ray", cluster.address,
-                                    env={HOLD_ENV: f"2500@{held}", HEARTBEAT_ENV: "0.5", STALE_ENV: "60"})
-        resumed = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
+        argv, environment = command(
+            home,
+            registry_url,
+            "resume",
+            "latest",
+            "--ray",
+            cluster.address,
+            env={HOLD_ENV: f"2500@{held}", HEARTBEAT_ENV: "0.5", STALE_ENV: "60"},
+        )
+        resumed = zygote.start(
+            argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         wait_for(held.exists, resumed)
         assert detail(home, registry_url).run.supervisor is None, "the resume took the run over"
         cluster.add_node(num_cpus=0, resources={SUPERVISOR: 1})
@@ -708,8 +815,8 @@ def test_a_supervisor_restarted_after_a_resume_took_its_run_over_leaves_it_alone
 
 
 def test_a_live_supervisor_leaves_the_run_a_resume_took_over(
-        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A detached run's session freezes mid-run; before its supervisor presumes the attempt lost
     (after half a minute), `rlrun resume --ray` sees the session silent (after 3 s, as told) and
     continues the run in the foreground. The supervisor, still alive, sees within a second that
@@ -717,15 +824,26 @@ def test_a_live_supervisor_leaves_the_run_a_resume_took_over(
     the run ends bit for bit as the uninterrupted one under the resume alone."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     flag = tmp_path / "frozen"
-    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
-                         *fast("reinforce_cartpole"), "--frames", FRAMES, env={FREEZE_ENV: f"1500@{flag}"})
+    driver, _ = detached(
+        home,
+        registry_url,
+        cluster,
+        "train",
+        "reinforce_cartpole",
+        *CADENCE,
+        *fast("reinforce_cartpole"),
+        "--frames",
+        FRAMES,
+        env={FREEZE_ENV: f"1500@{flag}"},
+    )
     assert finished(driver).code == 0
     frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
     label = detail(home, registry_url).run.supervisor
     assert label
     time.sleep(3.5)
-    done = finished_command(home, registry_url, "resume", "latest", "--ray", cluster.address,
-                            env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5"})
+    done = finished_command(
+        home, registry_url, "resume", "latest", "--ray", cluster.address, env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5"}
+    )
     assert done.code == 0, done.stderr
     assert actor_ended(cluster, label, timeout=30), "the supervisor left the run to the resume"
     with contextlib.suppress(ProcessLookupError):
@@ -739,8 +857,17 @@ def test_a_live_supervisor_leaves_the_run_a_resume_took_over(
 def test_a_supervisor_resource_no_node_offers_is_bad_input(cluster: Any, registry_url: str, home: Path) -> None:
     """`--supervisor-on RESOURCE` that no live node offers: one line naming it and how to offer it,
     exit 2, before anything is written (Ray would otherwise wait for such a node for ever)."""
-    argv, environment = command(home, registry_url, "train", "reinforce_cartpole", "--ray", cluster.address,
-                                "--detach", "--supervisor-on", "on_demand")
+    argv, environment = command(
+        home,
+        registry_url,
+        "train",
+        "reinforce_cartpole",
+        "--ray",
+        cluster.address,
+        "--detach",
+        "--supervisor-on",
+        "on_demand",
+    )
     done = zygote.run(argv, environment, timeout=120)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -751,17 +878,26 @@ def test_a_supervisor_resource_no_node_offers_is_bad_input(cluster: Any, registr
 
 
 def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
-        cluster: Any, registry_url: str, home: Path, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, home: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun stop` on a detached run (its session frozen mid-run meanwhile, so the stop comes
     before its end): the session stops at its next heartbeat with a snapshot and is not retried,
     the run is preempted; a second stop changes nothing, a third one (the run ended) says so; all
     exit 0. `rlrun resume --ray --detach` continues it bit for bit."""
     a = straight(tmp_path_factory, "reinforce_cartpole")
     flag = tmp_path / "frozen"
-    driver, _ = detached(home, registry_url, cluster, "train", "reinforce_cartpole", *CADENCE,
-                         *fast("reinforce_cartpole"), "--frames", FRAMES,
-                         env={FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"})
+    driver, _ = detached(
+        home,
+        registry_url,
+        cluster,
+        "train",
+        "reinforce_cartpole",
+        *CADENCE,
+        *fast("reinforce_cartpole"),
+        "--frames",
+        FRAMES,
+        env={FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
+    )
     assert finished(driver).code == 0
     frozen = int(wait_for(lambda: flag.exists() and flag.read_text()))
     environment = Path(f"/proc/{frozen}/environ").read_bytes().split(b"\0")
@@ -780,8 +916,9 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
     assert [(t.kind, t.end_status) for t in run.attempts] == [("train", "preempted")], "stopped, not retried"
     newest = max(run.checkpoints, key=lambda c: c.frame)
     # At the stop frame: a "preempt" snapshot, or the scheduled one the stop came right after.
-    assert 1500 <= newest.frame == run.sessions[0].frame < 3000 and (newest.kind == "preempt" or
-                                                                     newest.frame % 1000 == 0)
+    assert 1500 <= newest.frame == run.sessions[0].frame < 3000 and (
+        newest.kind == "preempt" or newest.frame % 1000 == 0
+    )
     assert "is preempted: nothing to stop" in stop().stderr
     resumed, _ = detached(home, registry_url, cluster, "resume", "latest")
     assert finished(resumed).code == 0
@@ -792,8 +929,8 @@ def test_rlrun_stop_ends_a_detached_run_with_snapshots_and_resume_continues_it(
 
 
 def test_a_detached_search_outlives_its_command_and_its_drivers_node(
-        cluster: Any, registry_url: str, tmp_path: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun search --ray --detach` returns at once: an actor on the cluster drives the search.
     While trial 0's session is frozen mid-run, the actor's node is removed (the session ends with it). Ray starts
     the driver again on another node; it waits until the search reads crashed, takes it over and
@@ -802,9 +939,20 @@ def test_a_detached_search_outlives_its_command_and_its_drivers_node(
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
     flag = tmp_path / "frozen"
-    done = finished_command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
-                            cluster.address, "--detach", "--supervisor-on", SUPERVISOR,
-                            env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5", FREEZE_ENV: f"1500@{flag}"})
+    done = finished_command(
+        homes["cluster"],
+        registry_url,
+        "search",
+        spec,
+        *SEARCH,
+        "--json",
+        "--ray",
+        cluster.address,
+        "--detach",
+        "--supervisor-on",
+        SUPERVISOR,
+        env={STALE_ENV: "3", HEARTBEAT_ENV: "0.5", FREEZE_ENV: f"1500@{flag}"},
+    )
     assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
     search_id = done.json()["search_id"]
     assert done.json()["detached"] and done.json()["status"] == "running"
@@ -830,9 +978,9 @@ def test_a_detached_search_outlives_its_command_and_its_drivers_node(
 
 
 @pytest.mark.parametrize("stopping", ["its trial's run", "the search"])
-def test_a_detached_search_stopped_then_resumed_detached(cluster: Any, registry_url: str, tmp_path: Path,
-                                                         stopping: str,
-                                                         tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+def test_a_detached_search_stopped_then_resumed_detached(
+    cluster: Any, registry_url: str, tmp_path: Path, stopping: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun stop` of a detached search's trial in flight, or of the search (`rlrun stop
     search:REF`, which its driver on the cluster reads with its heartbeat), ends the search
     preempted (its driver ends for good); `rlrun resume search:REF --ray --detach` hands it to a
@@ -841,14 +989,27 @@ def test_a_detached_search_stopped_then_resumed_detached(cluster: Any, registry_
     spec = str(search_spec(tmp_path))
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, spec, *SEARCH)
-    done = finished_command(homes["cluster"], registry_url, "search", spec, *SEARCH, "--json", "--ray",
-                            cluster.address, "--detach", "--supervisor-on", SUPERVISOR, env={HEARTBEAT_ENV: "0.5"})
+    done = finished_command(
+        homes["cluster"],
+        registry_url,
+        "search",
+        spec,
+        *SEARCH,
+        "--json",
+        "--ray",
+        cluster.address,
+        "--detach",
+        "--supervisor-on",
+        SUPERVISOR,
+        env={HEARTBEAT_ENV: "0.5"},
+    )
     assert done.code == 0, done.stderr
     search = f"search:{done.json()['search_id']}"
     wait_for(lambda: list(homes["cluster"].glob("*/s0/checkpoints/f*")))  # trial 0 is training
     (trial,) = trials(homes["cluster"], search)
-    stopped = finished_command(homes["cluster"], registry_url, "stop",
-                               search if stopping == "the search" else trial.run_id)
+    stopped = finished_command(
+        homes["cluster"], registry_url, "stop", search if stopping == "the search" else trial.run_id
+    )
     assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
 
     def status() -> str:
@@ -856,8 +1017,18 @@ def test_a_detached_search_stopped_then_resumed_detached(cluster: Any, registry_
             return registry.resolve_search(search).status
 
     wait_for(lambda: status() == "preempted")
-    resumed = finished_command(homes["cluster"], registry_url, "resume", search, "--ray", cluster.address,
-                               "--detach", "--supervisor-on", SUPERVISOR, "--json")
+    resumed = finished_command(
+        homes["cluster"],
+        registry_url,
+        "resume",
+        search,
+        "--ray",
+        cluster.address,
+        "--detach",
+        "--supervisor-on",
+        SUPERVISOR,
+        "--json",
+    )
     assert resumed.code == 0 and resumed.json()["detached"], resumed.stderr
     wait_for(lambda: status() == "finished", timeout=300)
     remote = trials(homes["cluster"], search)
@@ -867,17 +1038,20 @@ def test_a_detached_search_stopped_then_resumed_detached(cluster: Any, registry_
 
 
 def test_a_pbt_population_on_the_cluster_killed_and_resumed(
-        cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    cluster: Any, registry_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun search --scheduler pbt --ray`: every member's segment runs its session on a worker node;
     kill -9 of the driver mid-population (Ray ends its tasks), then `rlrun resume search:REF --ray`:
     the same population as run locally, segment for segment, each run bit for bit."""
     spec = pbt_spec(tmp_path)
     homes = {"cluster": tmp_path / "cluster"}
     local = searched_locally(tmp_path_factory, registry_url, str(spec), *PBT)
-    argv, environment = command(homes["cluster"], registry_url, "search", str(spec), *PBT, "--json", "--ray",
-                                cluster.address)
-    driver = zygote.start(argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    argv, environment = command(
+        homes["cluster"], registry_url, "search", str(spec), *PBT, "--json", "--ray", cluster.address
+    )
+    driver = zygote.start(
+        argv, environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     wait_for(lambda: len(list(homes["cluster"].glob("*/s0/checkpoints/f*"))) >= 5, driver)  # in generation 1
     os.kill(driver.pid, signal.SIGKILL)
     finished(driver)

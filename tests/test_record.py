@@ -35,9 +35,17 @@ def _record(home: Path, name: str, *args: str) -> dict[str, Any]:
 
 def _episodes(name: str) -> list[dict[str, Any]]:
     dataset = minari.load_dataset(name)
-    return [{"id": e.id, "observations": e.observations, "actions": e.actions, "rewards": e.rewards,
-             "terminations": e.terminations, "truncations": e.truncations}
-            for e in dataset.iterate_episodes()]  # fmt: skip
+    return [
+        {
+            "id": e.id,
+            "observations": e.observations,
+            "actions": e.actions,
+            "rewards": e.rewards,
+            "terminations": e.terminations,
+            "truncations": e.truncations,
+        }
+        for e in dataset.iterate_episodes()
+    ]
 
 
 def _same_data(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
@@ -87,8 +95,9 @@ def _one_line(done: Result, *words: str) -> None:
         assert word in done.stderr, done.stderr
 
 
-def test_bad_input_is_one_line_and_writes_nothing(trained_home: Path, _datasets: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_bad_input_is_one_line_and_writes_nothing(
+    trained_home: Path, _datasets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _one_line(invoke(trained_home, "record", "tiny", "--minari", "no_version"), "not a Minari dataset id")
     _one_line(invoke(trained_home, "record", "tiny"), "--minari NAME")
     _one_line(invoke(trained_home, "record", "tiny", "--minari", "cp/y-v0", "--checkpoint", "soon"), "soon")

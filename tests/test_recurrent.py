@@ -68,8 +68,9 @@ def test_sigterm_mid_episode_then_resume_is_the_same_run(straight: dict[str, Any
 
 
 @pytest.mark.parametrize("variant", ["ppo-lstm"], indirect=True)  # one is enough: the SIGTERM test holds both
-def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(straight: dict[str, Any], variant: str,
-                                                              tmp_path: Path) -> None:
+def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(
+    straight: dict[str, Any], variant: str, tmp_path: Path
+) -> None:
     spec, args = settings(variant)
     home = tmp_path / "runs"
     killed_after_a_snapshot(home, spec, *args, frame=2000)
@@ -77,12 +78,14 @@ def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(straight: dict[str,
     assert_same_run(straight, final_state(home))
 
 
-@pytest.mark.parametrize(("edit", "setting"), [
-    ("agent.network.recurrent.size=32", "agent.network.recurrent.size"),
-    ("agent.network.recurrent=null", "agent.network.recurrent"),
-])
-def test_a_resume_may_not_add_remove_or_resize_the_memory(resumed: Path, variant: str, edit: str,
-                                                          setting: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "setting"),
+    [
+        ("agent.network.recurrent.size=32", "agent.network.recurrent.size"),
+        ("agent.network.recurrent=null", "agent.network.recurrent"),
+    ],
+)
+def test_a_resume_may_not_add_remove_or_resize_the_memory(resumed: Path, variant: str, edit: str, setting: str) -> None:
     """Refused as every structural edit is (tests/test_resume_edits.py): the table of what would
     change, then one line, exit 2, nothing written."""
     refused = invoke(resumed, "resume", "latest", "--frames", str(FRAMES + 1000), "--set", edit)
@@ -99,10 +102,10 @@ def test_the_checkpoint_plays_with_its_memory(resumed: Path, variant: str) -> No
     assert_plays_with_its_memory(resumed, FRAMES)
 
 
-
 @pytest.mark.parametrize("variant", list(VARIANTS), indirect=True)
-def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(resumed: Path, variant: str,
-                                                                            tmp_path: Path) -> None:
+def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(
+    resumed: Path, variant: str, tmp_path: Path
+) -> None:
     """`rlrun export --onnx` of a policy with a memory: its actor's state in (`state`) and out
     (`next_state`); `enjoy --policy` carries it through each episode and scores what the checkpoint
     scores."""
@@ -117,8 +120,11 @@ def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(resu
     assert [i.name for i in model.graph.input] == ["observation", "state"]
     assert model.graph.output[-1].name == "next_state"
     metadata = {p.key: p.value for p in model.metadata_props}
-    assert metadata["rlrun.recurrent"] == "true" and metadata["rlrun.state_shape"] == \
-        ('[2, "batch", 16]' if variant == "ppo-lstm" else '[1, "batch", 16]')
-    played = [invoke(resumed, "enjoy", "latest", "--episodes", "3", "--json", *policy).json()["episodes"]
-              for policy in ([], ["--policy", str(out)])]
+    assert metadata["rlrun.recurrent"] == "true" and metadata["rlrun.state_shape"] == (
+        '[2, "batch", 16]' if variant == "ppo-lstm" else '[1, "batch", 16]'
+    )
+    played = [
+        invoke(resumed, "enjoy", "latest", "--episodes", "3", "--json", *policy).json()["episodes"]
+        for policy in ([], ["--policy", str(out)])
+    ]
     assert [(e["return"], e["length"]) for e in played[1]] == [(e["return"], e["length"]) for e in played[0]]

@@ -32,13 +32,25 @@ pytestmark = pytest.mark.slow  # real trainings, some in processes of their own
 
 SPEC = "dqn_lstm_cartpole_novel"
 FRAMES = 3000
-SMALL = ["agent.sequence_length=4", "agent.burn_in=2", "agent.batch_size=8", "agent.network.hidden=[16]",
-         "agent.memory.capacity=1500", "agent.learning_starts=500"]
+SMALL = [
+    "agent.sequence_length=4",
+    "agent.burn_in=2",
+    "agent.batch_size=8",
+    "agent.network.hidden=[16]",
+    "agent.memory.capacity=1500",
+    "agent.learning_starts=500",
+]
 VARIANTS = {  # the memory, and what else is on (the built-in's n_step 3, double DQN and polyak targets)
-    "lstm-family": ['agent.network.recurrent={"cell": "lstm", "size": 16}', "agent.dueling=true",
-                    'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}'],
-    "gru": ['agent.network.recurrent={"cell": "gru", "size": 16}', "agent.target_update=hard",
-            "agent.target_update_frequency=500"],
+    "lstm-family": [
+        'agent.network.recurrent={"cell": "lstm", "size": 16}',
+        "agent.dueling=true",
+        'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}',
+    ],
+    "gru": [
+        'agent.network.recurrent={"cell": "gru", "size": 16}',
+        "agent.target_update=hard",
+        "agent.target_update_frequency=500",
+    ],
 }
 
 
@@ -80,8 +92,9 @@ def test_sigterm_mid_episode_then_resume_is_the_same_run(straight: dict[str, Any
 
 
 @pytest.mark.parametrize("variant", ["lstm-family"], indirect=True)
-def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(straight: dict[str, Any], variant: str,
-                                                              tmp_path: Path) -> None:
+def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(
+    straight: dict[str, Any], variant: str, tmp_path: Path
+) -> None:
     home = tmp_path / "runs"
     killed_after_a_snapshot(home, SPEC, *settings(variant), frame=2000)
     resume_ok(home, "latest")
@@ -91,8 +104,9 @@ def test_kill_9_after_a_snapshot_then_resume_is_the_same_run(straight: dict[str,
 
 @pytest.mark.parametrize("variant", ["gru"], indirect=True)
 def test_a_resume_may_not_remove_the_memory(resumed: Path, variant: str) -> None:
-    refused = invoke(resumed, "resume", "latest", "--frames", str(FRAMES + 1000), "--set",
-                     "agent.network.recurrent=null")
+    refused = invoke(
+        resumed, "resume", "latest", "--frames", str(FRAMES + 1000), "--set", "agent.network.recurrent=null"
+    )
     assert refused.code == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert refused.stderr.strip().splitlines()[-1].startswith("error: edit refused: agent.network.recurrent")
     with Registry.open(resumed, create=False) as registry:
@@ -100,8 +114,9 @@ def test_a_resume_may_not_remove_the_memory(resumed: Path, variant: str) -> None
     assert len(detail.attempts) == 2 and max(c.frame for c in detail.checkpoints) == FRAMES  # nothing written
 
 
-def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(resumed: Path, variant: str,
-                                                                            tmp_path: Path) -> None:
+def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(
+    resumed: Path, variant: str, tmp_path: Path
+) -> None:
     """`rlrun export --onnx` of a recurrent DQN (dueling heads in one variant): its Q-network's
     state in (`state`) and out (`next_state`); `enjoy --policy` carries it through each episode and
     scores what the checkpoint scores."""
@@ -117,8 +132,10 @@ def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(resu
     assert [o.name for o in model.graph.output] == ["action", "q_values", "next_state"]
     metadata = {p.key: p.value for p in model.metadata_props}
     assert metadata["rlrun.state_shape"] == ('[2, "batch", 16]' if variant == "lstm-family" else '[1, "batch", 16]')
-    played = [invoke(resumed, "enjoy", "latest", "--episodes", "3", "--json", *policy).json()["episodes"]
-              for policy in ([], ["--policy", str(out)])]
+    played = [
+        invoke(resumed, "enjoy", "latest", "--episodes", "3", "--json", *policy).json()["episodes"]
+        for policy in ([], ["--policy", str(out)])
+    ]
     assert [(e["return"], e["length"]) for e in played[1]] == [(e["return"], e["length"]) for e in played[0]]
 
 

@@ -45,14 +45,18 @@ def sqlite_only(registry: Registry) -> None:
         pytest.skip("looks at SQLite's own statements")
 
 
-def make_run(
-    registry: Registry, run_id: str, *, name: str | None = None, sessions: int = 2, **extra: Any
-) -> RunRecord:
+def make_run(registry: Registry, run_id: str, *, name: str | None = None, sessions: int = 2, **extra: Any) -> RunRecord:
     fields: dict[str, Any] = {
-        "spec_name": "reinforce_cartpole", "algorithm": "reinforce", "env_id": "CartPole-v1",
-        "max_frame": 1000, "seed": 7, "num_sessions": sessions,
-        "spec_json": json.dumps({"name": "reinforce_cartpole"}), "host": "box", "pid": 42,
-    }  # fmt: skip
+        "spec_name": "reinforce_cartpole",
+        "algorithm": "reinforce",
+        "env_id": "CartPole-v1",
+        "max_frame": 1000,
+        "seed": 7,
+        "num_sessions": sessions,
+        "spec_json": json.dumps({"name": "reinforce_cartpole"}),
+        "host": "box",
+        "pid": 42,
+    }
     fields.update(extra)
     return registry.create_run(run_id=run_id, name=name, **fields)
 
@@ -145,8 +149,7 @@ def test_session_lifecycle(registry: Registry) -> None:
     beat = session_of(registry, run.id)
     assert (beat.frame, beat.episode, beat.opt_step) == (500, 12, 40)
     assert beat.heartbeat_at is not None and beat.heartbeat_at >= started.heartbeat_at
-    registry.finish_session(session.id, status="failed", frame=600, episode=13, opt_step=50,
-                            error="boom")  # fmt: skip
+    registry.finish_session(session.id, status="failed", frame=600, episode=13, opt_step=50, error="boom")
     done = session_of(registry, run.id)
     assert (done.status, done.frame, done.error) == ("failed", 600, "boom")
     assert done.finished_at is not None
@@ -214,23 +217,22 @@ def test_evaluations_track_last_and_best(registry: Registry) -> None:
     s0 = session_of(registry, run.id)
     assert (s0.best_eval, s0.last_eval) == (None, None)
     for frame, mean in [(100, 5.0), (200, 9.0), (300, -2.0)]:
-        record = registry.add_evaluation(
-            s0.id, frame=frame, mean=mean, std=1.0, min=mean - 1, max=mean + 1, episodes=4
-        )
+        record = registry.add_evaluation(s0.id, frame=frame, mean=mean, std=1.0, min=mean - 1, max=mean + 1, episodes=4)
         assert (record.kind, record.session_index, record.mean) == ("train", 0, mean)
     tracked = session_of(registry, run.id)
     assert (tracked.best_eval, tracked.last_eval) == (9.0, -2.0)
     # Scores from `rlrun enjoy` are kept but do not move the training best.
-    registry.add_evaluation(s0.id, frame=300, mean=100.0, std=0.0, min=100.0, max=100.0,
-                            episodes=1, kind="enjoy")  # fmt: skip
+    registry.add_evaluation(s0.id, frame=300, mean=100.0, std=0.0, min=100.0, max=100.0, episodes=1, kind="enjoy")
     assert session_of(registry, run.id).best_eval == 9.0
     evaluations = registry.get_run(run.id).evaluations
     assert [(e.frame, e.kind) for e in evaluations] == [
-        (100, "train"), (200, "train"), (300, "train"), (300, "enjoy"),
-    ]  # fmt: skip
+        (100, "train"),
+        (200, "train"),
+        (300, "train"),
+        (300, "enjoy"),
+    ]
     with pytest.raises(ValueError, match="finite"):
-        registry.add_evaluation(s0.id, frame=400, mean=float("nan"), std=0.0, min=0.0, max=0.0,
-                                episodes=1)  # fmt: skip
+        registry.add_evaluation(s0.id, frame=400, mean=float("nan"), std=0.0, min=0.0, max=0.0, episodes=1)
 
 
 def test_spec_revisions(registry: Registry) -> None:
@@ -258,8 +260,11 @@ def test_delete_run_cascades_and_unlinks_forks(registry: Registry, home: Path) -
     assert registry.resolve(child.id).parent_id is None
     assert registry.count_runs() == 1
     for table, expected in [
-            ("sessions", 2), ("checkpoints", 1), ("evaluations", 1), ("spec_revisions", 1),
-        ]:  # fmt: skip
+        ("sessions", 2),
+        ("checkpoints", 1),
+        ("evaluations", 1),
+        ("spec_revisions", 1),
+    ]:
         assert scalar(registry, f"SELECT count(*) FROM {table}") == expected
     assert registry.checkpoints(keep.id) != []
     with pytest.raises(RegistryError):
@@ -371,9 +376,12 @@ def test_registry_import_and_open_stay_light(home: Path) -> None:
         "print([m for m in heavy if m in sys.modules])"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -423,14 +431,20 @@ def test_resolve_unknown(registry: Registry, three: list[RunRecord]) -> None:
 
 
 def test_a_search_name_given_as_a_run_points_at_search_colon(registry: Registry, three: list[RunRecord]) -> None:
-    registry.create_search(search_id="sa00000001", name="sweep", spec_name="reinforce_cartpole", spec_json="{}",
-                           space_json="{}", settings_json="{}", host=None, pid=None)
+    registry.create_search(
+        search_id="sa00000001",
+        name="sweep",
+        spec_name="reinforce_cartpole",
+        spec_json="{}",
+        space_json="{}",
+        settings_json="{}",
+        host=None,
+        pid=None,
+    )
     assert reference_error(registry, "sweep") == "'sweep' is a search, not a run: use `search:sweep`"
 
 
-def test_resolve_ambiguous_prefix_lists_candidates(
-    registry: Registry, three: list[RunRecord]
-) -> None:
+def test_resolve_ambiguous_prefix_lists_candidates(registry: Registry, three: list[RunRecord]) -> None:
     message = reference_error(registry, "ka")
     assert message.startswith("'ka' is ambiguous: ")
     assert message.endswith("; type more of the id")
@@ -504,13 +518,22 @@ def _writer(home: str, worker: int, barrier: Any, errors: Any) -> None:
             for step in range(1, ROUNDS + 1):
                 registry.heartbeat(session.id, frame=step * 10, episode=step, opt_step=step)
                 registry.add_evaluation(
-                    session.id, frame=step * 10, mean=float(step % 7), std=0.0, min=0.0, max=0.0,
+                    session.id,
+                    frame=step * 10,
+                    mean=float(step % 7),
+                    std=0.0,
+                    min=0.0,
+                    max=0.0,
                     episodes=1,
-                )  # fmt: skip
+                )
                 registry.add_checkpoint(
-                    session.id, frame=step * 10, kind="periodic", path=f"{run_id}/{step}",
-                    sha256="0" * 64, size_bytes=step,
-                )  # fmt: skip
+                    session.id,
+                    frame=step * 10,
+                    kind="periodic",
+                    path=f"{run_id}/{step}",
+                    sha256="0" * 64,
+                    size_bytes=step,
+                )
     except BaseException:
         _report(errors, f"writer {worker}")
         raise
@@ -535,9 +558,7 @@ def test_parallel_writers_and_a_reader_on_a_new_file(tmp_path: Path) -> None:
     home = tmp_path / "shared-home"  # does not exist: all processes race to create it
     ctx = multiprocessing.get_context("spawn")
     barrier, stop, errors = ctx.Barrier(WRITERS + 1), ctx.Event(), ctx.Queue()
-    writers = [
-        ctx.Process(target=_writer, args=(str(home), i, barrier, errors)) for i in range(WRITERS)
-    ]
+    writers = [ctx.Process(target=_writer, args=(str(home), i, barrier, errors)) for i in range(WRITERS)]
     reader = ctx.Process(target=_reader, args=(str(home), barrier, stop, errors))
     for process in [*writers, reader]:
         process.start()
@@ -574,13 +595,21 @@ def test_attempts_round_trip(registry: Registry) -> None:
     assert (first.run_id, first.session_id, first.session_index) == (run.id, s0.id, 0)
     assert (first.kind, first.host, first.pid, first.start_frame) == ("train", "node-1", 11, 0)
     assert (first.ended_at, first.end_status, first.approximate, first.note) == (
-        None, None, False, None,
-    )  # fmt: skip
+        None,
+        None,
+        False,
+        None,
+    )
     registry.end_attempt(first.id, status="preempted")
     second = registry.add_attempt(
-        s1.id, kind="resume", host="node-2", pid=22, start_frame=500, approximate=True,
+        s1.id,
+        kind="resume",
+        host="node-2",
+        pid=22,
+        start_frame=500,
+        approximate=True,
         note="replay memory was not saved",
-    )  # fmt: skip
+    )
     attempts = registry.get_run(run.id).attempts
     assert [a.id for a in attempts] == [first.id, second.id]
     ended = attempts[0]
@@ -588,8 +617,10 @@ def test_attempts_round_trip(registry: Registry) -> None:
     assert ended.ended_at is not None and ended.ended_at >= ended.started_at
     assert attempts[1] == second
     assert (second.session_index, second.approximate, second.note) == (
-        1, True, "replay memory was not saved",
-    )  # fmt: skip
+        1,
+        True,
+        "replay memory was not saved",
+    )
     detail = registry.get_run(run.id).to_json()
     assert json.loads(json.dumps(detail))["attempts"][1]["approximate"] is True
     with pytest.raises(ValueError, match="attempt kind 'rerun'"):
@@ -638,19 +669,21 @@ def test_rewind_forgets_exactly_what_came_after_the_frame(registry: Registry) ->
     for session in (s0, s1):
         for frame in (100, 200, 300, 400):
             checkpoints[session.index, frame] = registry.add_checkpoint(
-                session.id, frame=frame, kind="periodic", path=f"s{session.index}/{frame}",
-                sha256="0" * 64, size_bytes=frame,
-            )  # fmt: skip
+                session.id,
+                frame=frame,
+                kind="periodic",
+                path=f"s{session.index}/{frame}",
+                sha256="0" * 64,
+                size_bytes=frame,
+            )
         for frame, mean in [(100, 12.0), (200, 9.0), (300, 50.0), (400, -2.0)]:
-            registry.add_evaluation(session.id, frame=frame, mean=mean, std=0.0, min=mean,
-                                    max=mean, episodes=1)  # fmt: skip
-    registry.add_evaluation(s0.id, frame=400, mean=500.0, std=0.0, min=0.0, max=0.0, episodes=1,
-                            kind="enjoy")  # fmt: skip
-    registry.finish_session(s0.id, status="failed", frame=450, episode=30, opt_step=31,
-                            error="boom")  # fmt: skip
+            registry.add_evaluation(session.id, frame=frame, mean=mean, std=0.0, min=mean, max=mean, episodes=1)
+    registry.add_evaluation(s0.id, frame=400, mean=500.0, std=0.0, min=0.0, max=0.0, episodes=1, kind="enjoy")
+    registry.finish_session(s0.id, status="failed", frame=450, episode=30, opt_step=31, error="boom")
     assert (session_of(registry, run.id).best_eval, session_of(registry, run.id).last_eval) == (
-        50.0, -2.0,
-    )  # fmt: skip
+        50.0,
+        -2.0,
+    )
 
     dropped = registry.rewind_session(s0.id, frame=200, episode=7, opt_step=8)
 
@@ -661,12 +694,22 @@ def test_rewind_forgets_exactly_what_came_after_the_frame(registry: Registry) ->
     assert (rewound.error, rewound.finished_at, rewound.status) == (None, None, "failed")
     detail = registry.get_run(run.id)
     assert [(c.session_index, c.frame) for c in detail.checkpoints] == [
-        (0, 100), (0, 200), (1, 100), (1, 200), (1, 300), (1, 400),
-    ]  # fmt: skip
+        (0, 100),
+        (0, 200),
+        (1, 100),
+        (1, 200),
+        (1, 300),
+        (1, 400),
+    ]
     assert [(e.session_index, e.frame, e.kind) for e in detail.evaluations] == [
-        (0, 100, "train"), (0, 200, "train"), (0, 400, "enjoy"),
-        (1, 100, "train"), (1, 200, "train"), (1, 300, "train"), (1, 400, "train"),
-    ]  # fmt: skip
+        (0, 100, "train"),
+        (0, 200, "train"),
+        (0, 400, "enjoy"),
+        (1, 100, "train"),
+        (1, 200, "train"),
+        (1, 300, "train"),
+        (1, 400, "train"),
+    ]
     untouched = session_of(registry, run.id, 1)
     assert (untouched.best_eval, untouched.last_eval) == (50.0, -2.0)
 
@@ -760,7 +803,12 @@ def test_a_retry_runs_again_the_run_its_lost_attempt_closed(registry: Registry) 
         retry.start_session(session.id, host=HERE, pid=os.getpid())  # as the retry's Session does next
     again = registry.get_run(run.id).run
     assert (again.status, again.finished_at, again.supervisor, again.host, again.pid) == (
-        "running", None, "actor rlrun/x on node 1", "n", 9)
+        "running",
+        None,
+        "actor rlrun/x on node 1",
+        "n",
+        9,
+    )
     with Registry.open(registry.home, registry.url) as stale:
         stale.fence(session.id, lost)
         with pytest.raises(LeaseLost):
@@ -846,13 +894,11 @@ def test_a_stale_heartbeat_is_crashed_even_with_a_live_pid(registry: Registry) -
     run = make_run(registry, "ka00000001", sessions=1, host=HERE, pid=os.getpid())
     session = session_of(registry, run.id)
     registry.start_session(session.id, host=HERE, pid=os.getpid())
-    set_columns(registry, "sessions", session.id,
-                heartbeat_at=time.time() - stale_after_seconds() - 5)  # fmt: skip
+    set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - stale_after_seconds() - 5)
     assert statuses(registry, run.id) == ("crashed", ["crashed"])
     assert registry.live_session(run.id) is None
     assert [s.id for s in registry.list_runs(status="crashed")] == [run.id]
-    set_columns(registry, "sessions", session.id,
-                heartbeat_at=time.time() - stale_after_seconds() + 5)  # fmt: skip
+    set_columns(registry, "sessions", session.id, heartbeat_at=time.time() - stale_after_seconds() + 5)
     assert statuses(registry, run.id) == ("running", ["running"])
     registry.heartbeat(session.id, frame=10, episode=1, opt_step=1)
     assert registry.count_runs("running") == 1
@@ -947,9 +993,7 @@ def test_ls_filters_on_the_reported_status(registry: Registry) -> None:
     for status in ("running", "crashed", "finished", "failed"):
         ids = [i for i in newest_first if expected[i] == status]
         chosen = registry.list_runs(status=status, limit=None)
-        assert [(s.row, s.id, s.status) for s in chosen] == [
-            (n + 1, i, status) for n, i in enumerate(ids)
-        ]
+        assert [(s.row, s.id, s.status) for s in chosen] == [(n + 1, i, status) for n, i in enumerate(ids)]
         assert [s.id for s in registry.list_runs(status=status, limit=2)] == ids[:2]
         assert registry.count_runs(status) == len(ids)
     assert registry.count_runs("crashed") == 3 and registry.count_runs("running") == 2
@@ -1164,17 +1208,25 @@ def test_restore_run_puts_back_every_row(registry: Registry) -> None:
     listed_before = registry.list_runs()
     restored = RestoredRun(
         run=before.run._replace(parent_id="ka00000099"),  # a parent that is gone is dropped
-        sessions=[{"session_index": s.index, **{k: v for k, v in s.to_json().items() if k not in
-                   ("id", "run_id", "index")}} for s in before.sessions],
-        spec_revisions=[{k: v for k, v in r._asdict().items() if k not in ("id", "run_id")}
-                        for r in before.spec_revisions],
-        attempts=[{k: v for k, v in a.to_json().items() if k not in ("id", "run_id", "session_id")}
-                  for a in before.attempts],
-        checkpoints=[{k: v for k, v in c.to_json().items() if k not in ("id", "run_id", "session_id")}
-                     for c in before.checkpoints],
-        evaluations=[{k: v for k, v in e.to_json().items() if k not in ("id", "run_id", "session_id")}
-                     for e in before.evaluations],
-    )  # fmt: skip
+        sessions=[
+            {"session_index": s.index, **{k: v for k, v in s.to_json().items() if k not in ("id", "run_id", "index")}}
+            for s in before.sessions
+        ],
+        spec_revisions=[
+            {k: v for k, v in r._asdict().items() if k not in ("id", "run_id")} for r in before.spec_revisions
+        ],
+        attempts=[
+            {k: v for k, v in a.to_json().items() if k not in ("id", "run_id", "session_id")} for a in before.attempts
+        ],
+        checkpoints=[
+            {k: v for k, v in c.to_json().items() if k not in ("id", "run_id", "session_id")}
+            for c in before.checkpoints
+        ],
+        evaluations=[
+            {k: v for k, v in e.to_json().items() if k not in ("id", "run_id", "session_id")}
+            for e in before.evaluations
+        ],
+    )
     registry.delete_run(run.id)
     registry.restore_run(restored)
     after = registry.get_run(run.id)

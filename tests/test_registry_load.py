@@ -23,8 +23,9 @@ PROCESSES = 24
 RUNS = 4
 SECONDS = 3.0
 # Heartbeat every 50 ms, evaluation every 100 ms, snapshot every 300 ms (keep 2).
-FAST = Cadence(heartbeat_seconds=0.05, fps=100_000, eval_frequency=10_000, checkpoint_frequency=30_000,
-               keep_checkpoints=2)  # fmt: skip
+FAST = Cadence(
+    heartbeat_seconds=0.05, fps=100_000, eval_frequency=10_000, checkpoint_frequency=30_000, keep_checkpoints=2
+)
 
 
 @pytest.mark.slow  # two dozen processes

@@ -33,15 +33,27 @@ pytest_plugins = ["postgres_server"]
 
 # The test's own clients only: the server's autovacuum worker visits the test's database now and then,
 # as the superuser, whom the test's role may not terminate.
-KILL_OTHERS = ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-               " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-               " AND backend_type = 'client backend' AND usename = current_user")  # fmt: skip
+KILL_OTHERS = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    " AND backend_type = 'client backend' AND usename = current_user"
+)
 
 
 def new_session(registry: Registry, run_id: str = "ka00000001") -> SessionRecord:
-    registry.create_run(run_id=run_id, name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
-                        env_id="CartPole-v1", max_frame=1000, seed=7, num_sessions=1,
-                        spec_json=json.dumps({"name": "reinforce_cartpole"}), host="box", pid=42)  # fmt: skip
+    registry.create_run(
+        run_id=run_id,
+        name=None,
+        spec_name="reinforce_cartpole",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=1000,
+        seed=7,
+        num_sessions=1,
+        spec_json=json.dumps({"name": "reinforce_cartpole"}),
+        host="box",
+        pid=42,
+    )
     return registry.get_session(run_id, 0)
 
 
@@ -103,10 +115,13 @@ def test_a_non_transient_error_is_not_retried(tmp_path: Path) -> None:
             def body(tx: Transaction) -> None:
                 tries.append(sql)
                 tx.execute(sql, {"run_id": session.run_id})
+
             return body
 
-        duplicate = ("INSERT INTO sessions (run_id, session_index, seed, status, frame, episode, opt_step)"
-                     " VALUES (:run_id, 0, 1, 'pending', 0, 0, 0)")  # fmt: skip
+        duplicate = (
+            "INSERT INTO sessions (run_id, session_index, seed, status, frame, episode, opt_step)"
+            " VALUES (:run_id, 0, 1, 'pending', 0, 0, 0)"
+        )
         with pytest.raises(Conflict):
             registry._write(once(duplicate))
         with pytest.raises(RegistryError, match="no such table"):
@@ -123,8 +138,9 @@ def test_a_non_transient_error_is_not_retried(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_a_write_run_again_after_it_committed_is_recorded_once(backend: str, tmp_path: Path,
-                                                               request: pytest.FixtureRequest) -> None:
+def test_a_write_run_again_after_it_committed_is_recorded_once(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """What a retry does when the earlier try's COMMIT went through but its answer was lost: the
     same checkpoint and training evaluation, recorded again, find their rows."""
     url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
@@ -164,11 +180,19 @@ def test_a_write_whose_connection_dies_inside_it_is_applied_once(postgres_url: s
                 published.append(what)
                 if published.count(what) == 1:
                     assert kill_connections(postgres_url) >= 1  # this transaction's connection among them
+
             return step
 
         registry.heartbeat(session.id, frame=64, episode=3, opt_step=2, publish=publish("flush"))
-        registry.add_checkpoint(session.id, frame=64, kind="periodic", path="ka/s0/f64", sha256="ab",
-                                size_bytes=1, publish=publish("rename"))  # fmt: skip
+        registry.add_checkpoint(
+            session.id,
+            frame=64,
+            kind="periodic",
+            path="ka/s0/f64",
+            sha256="ab",
+            size_bytes=1,
+            publish=publish("rename"),
+        )
         assert published == ["flush", "flush", "rename", "rename"]
         assert registry.get_session(session.run_id, 0).frame == 64
         assert [c.path for c in registry.checkpoints(session.id)] == ["ka/s0/f64"]
@@ -188,9 +212,9 @@ def test_without_retries_a_killed_connection_fails_the_write(postgres_url: str, 
 
 
 @pytest.mark.slow
-def test_a_training_run_rides_out_killed_connections(postgres_url: str, tmp_path: Path,
-                                                     tmp_path_factory: pytest.TempPathFactory,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_training_run_rides_out_killed_connections(
+    postgres_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real training session whose server connections are killed again and again while it
     trains finishes, records each evaluation and checkpoint once, and ends bit for bit where a
     run on an undisturbed registry ends."""
@@ -199,9 +223,13 @@ def test_a_training_run_rides_out_killed_connections(postgres_url: str, tmp_path
 
     home = tmp_path / "killed"
     env = {**cli_env(home), "RLRUN_DB": postgres_url, HEARTBEAT_ENV: "0.05"}
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec),
-                                "--frames", str(BUDGET)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     killed = kills = 0
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline:

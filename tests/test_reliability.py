@@ -18,8 +18,18 @@ from helpers import cli_env, invoke, rlrun, snapshot_of
 
 pytestmark = pytest.mark.slow  # every test trains (tiny budgets, real processes and signals)
 
-SMALL = ["--frames", "1500", "--set", "meta.checkpoint_frequency=500", "--set", "meta.eval_frequency=500",
-         "--set", "meta.num_eval_episodes=2", "--set", "meta.log_frequency=500"]
+SMALL = [
+    "--frames",
+    "1500",
+    "--set",
+    "meta.checkpoint_frequency=500",
+    "--set",
+    "meta.eval_frequency=500",
+    "--set",
+    "meta.num_eval_episodes=2",
+    "--set",
+    "meta.log_frequency=500",
+]
 
 
 def trained(home: Path, *extra: str) -> str:
@@ -91,8 +101,9 @@ def test_a_finished_run_with_a_damaged_final_snapshot_is_still_done(home: Path) 
 
 def start(home: Path, *args: str) -> subprocess.Popen[str]:
     """`rlrun ARGS` as the leader of its own process group, so every process it starts can be found."""
-    return zygote.start([*args], env=cli_env(home), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return zygote.start(
+        [*args], env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def group_alive(pgid: int) -> bool:
@@ -145,8 +156,9 @@ def test_a_sigterm_as_the_interpreter_shuts_down_after_a_training_changes_nothin
         sys.argv = ["rlrun", "train", "ppo_cartpole", "--frames", "2k"]
         main()
     """)
-    ended = subprocess.run([sys.executable, "-c", script], env=cli_env(home), capture_output=True, text=True,
-                           timeout=300)
+    ended = subprocess.run(
+        [sys.executable, "-c", script], env=cli_env(home), capture_output=True, text=True, timeout=300
+    )
     assert ended.returncode == 0, ended.stderr[-3000:]
     assert rlrun(home, "ls", "--json").json()[0]["status"] == "finished"
 
@@ -164,8 +176,17 @@ def wait_until_both_sessions_train(home: Path, process: subprocess.Popen[str], t
 
 
 def test_a_graceful_stop_of_two_sessions_leaves_no_process_behind(home: Path) -> None:
-    process = start(home, "train", "reinforce_cartpole", "--frames", "100M", "--sessions", "2",
-                    "--set", "meta.checkpoint_frequency=1000000")
+    process = start(
+        home,
+        "train",
+        "reinforce_cartpole",
+        "--frames",
+        "100M",
+        "--sessions",
+        "2",
+        "--set",
+        "meta.checkpoint_frequency=1000000",
+    )
     wait_until_both_sessions_train(home, process)
     process.send_signal(signal.SIGTERM)
     _, errors = process.communicate(timeout=120)

@@ -70,7 +70,8 @@ def assert_no_orphan_segments(home: Path) -> None:
 
 
 def test_five_snapshots_with_retention_each_kept_one_resumes_exactly(
-        wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, tmp_path: Path) -> None:
+    wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, tmp_path: Path
+) -> None:
     kept = checkpoints(five_snapshots)
     assert [c.frame for c in kept][-1] == SNAPSHOTS * 1000
     assert len(kept) < SNAPSHOTS, "retention deleted none"
@@ -93,14 +94,16 @@ def test_five_snapshots_with_retention_each_kept_one_resumes_exactly(
 
 @pytest.mark.parametrize("path", ["train", "resume"])
 def test_a_kill_while_a_segment_is_written_never_leaves_a_snapshot_that_is_used(
-        path: str, wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, home: Path) -> None:
+    path: str, wrapping_dqn_reference: dict[str, Any], five_snapshots: Path, home: Path
+) -> None:
     if path == "train":  # the 3rd segment: the first new one of the second snapshot (rows, frames each)
         crashed = train_wrapping_dqn(home, SNAPSHOTS * 1000, env={CRASH_ENV: "segment-half-written#3"})
         newest = 1000
     else:  # a resume's first snapshot, linking the one it resumed from
         shutil.copytree(five_snapshots, home)
-        crashed = run_cli(home, "resume", "latest", "--frames", str(WRAPPING_TARGET),
-                          env={CRASH_ENV: "segment-half-written"})
+        crashed = run_cli(
+            home, "resume", "latest", "--frames", str(WRAPPING_TARGET), env={CRASH_ENV: "segment-half-written"}
+        )
         newest = SNAPSHOTS * 1000
     assert crashed.code == -signal.SIGKILL, crashed.stderr
     torn = [p for p in home.glob("*/s0/checkpoints/.*") if layout.is_temporary(p)]

@@ -68,9 +68,12 @@ def test_clean_finish_then_longer_budget(straight: tuple[str, dict[str, Any]], h
         detail = registry.get_run(registry.resolve("latest").id)
     assert [(r.revision, r.frame) for r in detail.spec_revisions] == [(0, 0), (1, BUDGET // 2)]
     assert json.loads(detail.spec_revisions[1].diff_json) == [
-        {"path": "meta.max_frame", "old": BUDGET // 2, "new": BUDGET}]
+        {"path": "meta.max_frame", "old": BUDGET // 2, "new": BUDGET}
+    ]
     assert [(t.kind, t.start_frame, t.approximate) for t in detail.attempts] == [
-        ("train", 0, False), ("resume", BUDGET // 2, False)]
+        ("train", 0, False),
+        ("resume", BUDGET // 2, False),
+    ]
 
 
 @pytest.mark.any_home(store_only={"straight": "ppo"})
@@ -92,10 +95,13 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 @pytest.mark.any_home(store_only={"straight": "a2c"})
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec), "--frames",
-                                str(BUDGET)],
-                               env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: newest_checkpoint_frame(home) >= 3000, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -108,9 +114,12 @@ def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home:
 
 def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
         env={**cli_env(home), HANG_ENV: snapshot.snapshot_name(5000)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     torn: list[Path] = []
     wait_for(lambda: bool(torn.extend(home.glob("*/s0/checkpoints/.f000000005000.tmp-*/state.pt")) or torn), process)
@@ -123,15 +132,20 @@ def test_a_snapshot_torn_by_a_kill_is_never_used(straight: tuple[str, dict[str, 
     assert_same_run(a, final_state(home))
 
 
-def test_sigterm_to_a_multi_session_run_stops_every_session(tmp_path: Path,
-                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_sigterm_to_a_multi_session_run_stops_every_session(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The launching process gets the signal (as from SLURM or Kubernetes); its spawned sessions
     each stop at a step boundary with a snapshot, and the resumed run equals the straight one."""
     spec, args = builtin_for(ALGORITHMS[0]), ["--frames", str(BUDGET), "--sessions", "2"]
     straight_home, home = reference(tmp_path_factory, spec, *args), tmp_path / "stopped"
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
-                               env=cli_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), *args],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert process.stderr is not None
     seen: set[str] = set()
     for line in process.stderr:
@@ -197,22 +211,28 @@ def test_replay_memory_is_in_the_snapshot_as_shared_segments(tmp_path: Path) -> 
     assert 2000 < len(frames) < 2 * 2000, "one frame per row, plus one per episode start"
     shared = {p.name for p in (home / newest.path / "logs").iterdir() if p.stat().st_nlink == 2}
     assert shared and shared <= {p.name for p in (home / first.path / "logs").iterdir()}
-    assert all(int(name.split(".")[1].split("-")[0]) >= 1000 for name in
-               {p.name for p in (home / newest.path / "logs").glob("rows.*")} - shared)
+    assert all(
+        int(name.split(".")[1].split("-")[0]) >= 1000
+        for name in {p.name for p in (home / newest.path / "logs").glob("rows.*")} - shared
+    )
 
 
-def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(tmp_path: Path,
-                                                                        tmp_path_factory: pytest.TempPathFactory
-                                                                        ) -> None:
+def test_rlrun_stop_stops_a_local_run_with_snapshots_and_resume_is_exact(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`rlrun stop` from another terminal, on a local run of two session processes (one of them
     frozen, so the stop comes before its end): the sessions read the request with their heartbeat
     and stop with a snapshot, as after SIGTERM (exit 143); a second stop says there is nothing
     left to stop; `rlrun resume` continues the run bit for bit."""
     spec, args = "reinforce_cartpole", ("--frames", "3000", "--sessions", "2")
     home, flag = tmp_path / "b", tmp_path / "frozen"
-    process = zygote.start(["train", spec, *CADENCE, *fast(spec), *args],
-                               env={**cli_env(home), FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = zygote.start(
+        ["train", spec, *CADENCE, *fast(spec), *args],
+        env={**cli_env(home), FREEZE_ENV: f"1500@{flag}", HEARTBEAT_ENV: "0.5"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(lambda: flag.exists() and flag.read_text(), process)
     stopped = invoke(home, "stop", "latest")
     assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr

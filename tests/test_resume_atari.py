@@ -28,10 +28,16 @@ pytest.importorskip("cv2")
 SHORT = ["--set", "env.max_episode_steps=1600", "--set", "agent.network.hidden=[64]"]
 CASES: dict[str, tuple[str, list[str], str]] = {
     # name: (built-in spec, settings, the frame SIGTERM arrives at)
-    "dqn-pong": ("dqn_pong", [*SHORT, "--set", "agent.learning_starts=300", "--set", "agent.memory.capacity=1000",
-                              "--frames", "1500"], "1111"),
-    "ppo-breakout": ("ppo_breakout", [*SHORT, "--set", "env.num_envs=2", "--set", "agent.n_steps=96",
-                                      "--frames", "1500"], "1110"),
+    "dqn-pong": (
+        "dqn_pong",
+        [*SHORT, "--set", "agent.learning_starts=300", "--set", "agent.memory.capacity=1000", "--frames", "1500"],
+        "1111",
+    ),
+    "ppo-breakout": (
+        "ppo_breakout",
+        [*SHORT, "--set", "env.num_envs=2", "--set", "agent.n_steps=96", "--frames", "1500"],
+        "1110",
+    ),
 }
 
 
@@ -41,8 +47,9 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return request.param, reference_state(tmp_path_factory, spec, *settings)
 
 
-def test_sigterm_mid_episode_then_resume_is_the_uninterrupted_run(straight: tuple[str, dict[str, Any]],
-                                                                   home: Any) -> None:
+def test_sigterm_mid_episode_then_resume_is_the_uninterrupted_run(
+    straight: tuple[str, dict[str, Any]], home: Any
+) -> None:
     case, a = straight
     spec, settings, signal_at = CASES[case]
     stopped = train(home, spec, *settings, env={SIGNAL_AT_ENV: signal_at})
@@ -61,4 +68,3 @@ def test_sigterm_mid_episode_then_resume_is_the_uninterrupted_run(straight: tupl
     resumed = run_attempts(home)[-1]
     assert not resumed.approximate and resumed.note == "env: captured", resumed.note
     assert_same_run(a, final_state(home))
-

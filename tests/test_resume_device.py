@@ -39,8 +39,14 @@ def as_if_taken_on(home: Path, device: str | None, gpu: str | None) -> int:
         registry.remove_checkpoint(newest.id)
         snapshot.remove(home / newest.path)
         written = snapshot.write(home / newest.path, replace(saved, meta=replace(saved.meta, device=device, gpu=gpu)))
-        registry.add_checkpoint(newest.session_id, frame=newest.frame, kind=newest.kind, path=newest.path,
-                                sha256=written.sha256, size_bytes=written.size_bytes)
+        registry.add_checkpoint(
+            newest.session_id,
+            frame=newest.frame,
+            kind=newest.kind,
+            path=newest.path,
+            sha256=written.sha256,
+            size_bytes=written.size_bytes,
+        )
     return newest.frame
 
 

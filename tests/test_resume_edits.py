@@ -68,8 +68,9 @@ def overlapped_from_start(factory: pytest.TempPathFactory, spec: str) -> dict[st
     return reference_state(factory, spec, "--frames", str(BUDGET), *OVERLAPPED)
 
 
-def test_a_new_evaluation_cadence(half_trained: tuple[str, Path], tmp_path: Path,
-                                  tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_new_evaluation_cadence(
+    half_trained: tuple[str, Path], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The half-trained run "plain" (EVALUATION every 1,000 frames), copied, resumed evaluating
     OVERLAPPED: from there on, the evaluations of the run evaluated so from frame 0."""
     spec, trained = half_trained
@@ -83,14 +84,18 @@ def test_a_new_evaluation_cadence(half_trained: tuple[str, Path], tmp_path: Path
 def _plain_run(home: Path) -> str:
     """The id of the run "plain" (not of a fork of it: `--fork` names its run after its parent's)."""
     with Registry.open(home, create=False) as registry:
-        (run,) = [r.id for r in registry.list_runs(limit=None)
-                  if r.name == "plain" and registry.get_run(r.id).run.parent_id is None]
+        (run,) = [
+            r.id
+            for r in registry.list_runs(limit=None)
+            if r.name == "plain" and registry.get_run(r.id).run.parent_id is None
+        ]
     return run
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_evaluations_never_change_training(algorithm: str, tmp_path: Path,
-                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_evaluations_never_change_training(
+    algorithm: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Evaluations added, removed and moved (every 1000 frames, every 1500, or only at the end),
     plain or ε-greedy and capped, run inline or on a background thread: training is the same, bit
     for bit, and so is the one evaluation the two ε-greedy runs both make, at the end."""
@@ -127,8 +132,9 @@ def half_trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         ("tied", ["--frames", str(BUDGET)], "meta.max_frame"),
     ],
 )
-def test_inconsistent_edits_are_refused_and_change_nothing(half_trained: tuple[str, Path], reference: str,
-                                                           edit: list[str], setting: str) -> None:
+def test_inconsistent_edits_are_refused_and_change_nothing(
+    half_trained: tuple[str, Path], reference: str, edit: list[str], setting: str
+) -> None:
     _, home = half_trained
     before = snapshot_of(home)
     refused = invoke(home, "resume", reference, "--frames", str(BUDGET), *edit)
@@ -167,8 +173,17 @@ def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: t
     spec, home = half_trained
     before = snapshot_of(home)
     parent = rlrun(home, "show", "plain", "--json").json()["run"]["id"]
-    forked = invoke(home, "resume", "plain", "--fork", "--frames", str(BUDGET), "--set",
-                   f"agent.optimizer.lr={initial_lr(spec) / 2}", "--json")
+    forked = invoke(
+        home,
+        "resume",
+        "plain",
+        "--fork",
+        "--frames",
+        str(BUDGET),
+        "--set",
+        f"agent.optimizer.lr={initial_lr(spec) / 2}",
+        "--json",
+    )
     assert forked.code == 0, forked.stderr
     child = forked.json()["run_id"]
     assert child != parent and forked.json()["status"] == "finished"
@@ -190,12 +205,18 @@ def test_fork_branches_a_new_run_and_leaves_the_parent_untouched(half_trained: t
 
 def test_a_live_run_is_refused_naming_host_and_pid(tmp_path: Path) -> None:
     home = tmp_path / "live"
-    process = zygote.start(["train", builtin_for(ALGORITHMS[0]), *CADENCE, "--frames", "10M"],
-        env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = zygote.start(
+        ["train", builtin_for(ALGORITHMS[0]), *CADENCE, "--frames", "10M"],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
-        while rlrun(home, "ls", "--json").stdout.strip() in ("", "[]") or \
-                rlrun(home, "ls", "--json").json()[0]["frames_done"] == 0:
+        while (
+            rlrun(home, "ls", "--json").stdout.strip() in ("", "[]")
+            or rlrun(home, "ls", "--json").json()[0]["frames_done"] == 0
+        ):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.5)
         refused = invoke(home, "resume", "latest", "--more", "1k")

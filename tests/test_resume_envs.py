@@ -39,15 +39,21 @@ SMALL = ["--set", "agent.network.hidden=[32, 32]"]
 CASES: dict[str, tuple[str, list[str], str]] = {
     "ppo-lunarlander": ("ppo_lunarlander", [*SMALL, "--set", "env.num_envs=4"], "replayed"),
     "dqn-lunarlander": ("dqn_lunarlander", [*SMALL, "--set", "agent.learning_starts=500"], "replayed"),
-    "ppo-lunarlander-async": ("ppo_lunarlander", [*SMALL, "--set", "env.num_envs=2", "--set",
-                                                  "env.vectorization=async"], "replayed"),
+    "ppo-lunarlander-async": (
+        "ppo_lunarlander",
+        [*SMALL, "--set", "env.num_envs=2", "--set", "env.vectorization=async"],
+        "replayed",
+    ),
     "ppo-acrobot": ("ppo_acrobot", ["--set", "env.num_envs=4"], "captured"),
     "dqn-acrobot": ("dqn_acrobot", [], "captured"),
     "sac-halfcheetah": ("sac_halfcheetah", [*SMALL, "--set", "agent.learning_starts=500"], "captured"),
     "ppo-hopper": ("ppo_hopper", [*SMALL, "--set", "env.num_envs=2"], "captured"),
     # Ant's reward reads body positions the last step left behind, not only qpos/qvel
-    "sac-ant": ("sac_halfcheetah", [*SMALL, "--set", "env.id=Ant-v5", "--set", "agent.learning_starts=500"],
-                "captured"),
+    "sac-ant": (
+        "sac_halfcheetah",
+        [*SMALL, "--set", "env.id=Ant-v5", "--set", "agent.learning_starts=500"],
+        "captured",
+    ),
 }
 NEEDS = {"lunarlander": "Box2D", "halfcheetah": "mujoco", "hopper": "mujoco", "-ant": "mujoco"}
 
@@ -139,13 +145,11 @@ def test_an_env_that_replay_cannot_reproduce_restarts_its_episodes_and_says_so(t
     settings = ["--set", "env.id=Flaky-v0", "--set", "env.num_envs=2", "--frames", "1500"]
     stopped = train(home, "ppo_cartpole", *fast("ppo_cartpole"), *settings, env={**env, SIGNAL_AT_ENV: "777"})
     assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
-    resumed = zygote.run(["resume", "latest"], env={**cli_env(home), **env},
-                             timeout=300)
+    resumed = zygote.run(["resume", "latest"], env={**cli_env(home), **env}, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     attempts = run_attempts(home)
     assert [a.approximate for a in attempts] == [False, True]
     note = attempts[1].note or ""
     assert "did not reproduce the observation" in note and "env: restarted" in note, note
-    shown = zygote.run(["show", "latest"], env=cli_env(home),
-                           timeout=60)
+    shown = zygote.run(["show", "latest"], env=cli_env(home), timeout=60)
     assert "env: restarted" in " ".join((shown.stdout + shown.stderr).split()), shown.stderr

@@ -37,19 +37,45 @@ pytestmark = pytest.mark.slow
 
 BUDGET = 4000
 TESTS = Path(__file__).parent
-WRAPPERS = json.dumps(["gymnasium.wrappers:ClipAction", "gymnasium.wrappers:NormalizeObservation",
-                       {"class": "user_wrappers:EpisodeBonus", "kwargs": {"scale": 0.05}}])
+WRAPPERS = json.dumps(
+    [
+        "gymnasium.wrappers:ClipAction",
+        "gymnasium.wrappers:NormalizeObservation",
+        {"class": "user_wrappers:EpisodeBonus", "kwargs": {"scale": 0.05}},
+    ]
+)
 NORMALIZE = json.dumps({"observation": True, "reward": True, "gamma": 0.9})
-SMALL_PPO = ["--set", "agent.n_steps=128", "--set", "agent.batch_size=64", "--set", "agent.n_epochs=2",
-             "--set", "agent.network.hidden=[32, 32]", "--set", "env.num_envs=2"]
-SMALL_SAC = ["--set", "agent.learning_starts=300", "--set", "agent.batch_size=32", "--set",
-             "agent.network.hidden=[32, 32]", "--set", "agent.memory.capacity=20000"]
+SMALL_PPO = [
+    "--set",
+    "agent.n_steps=128",
+    "--set",
+    "agent.batch_size=64",
+    "--set",
+    "agent.n_epochs=2",
+    "--set",
+    "agent.network.hidden=[32, 32]",
+    "--set",
+    "env.num_envs=2",
+]
+SMALL_SAC = [
+    "--set",
+    "agent.learning_starts=300",
+    "--set",
+    "agent.batch_size=32",
+    "--set",
+    "agent.network.hidden=[32, 32]",
+    "--set",
+    "agent.memory.capacity=20000",
+]
 
 # name: (built-in spec, settings, how every env copy must come back)
 CASES: dict[str, tuple[str, list[str], str]] = {
     "ppo-pendulum-wrappers": ("ppo_pendulum", [*SMALL_PPO, "--set", f"env.wrappers={WRAPPERS}"], "captured"),
-    "ppo-lunarlander-user-wrapper": ("ppo_lunarlander", [
-        *SMALL_PPO, "--set", 'env.wrappers=[{"class": "user_wrappers:EpisodeBonus"}]'], "replayed"),
+    "ppo-lunarlander-user-wrapper": (
+        "ppo_lunarlander",
+        [*SMALL_PPO, "--set", 'env.wrappers=[{"class": "user_wrappers:EpisodeBonus"}]'],
+        "replayed",
+    ),
     "ppo-pendulum-normalize": ("ppo_pendulum", [*SMALL_PPO, "--set", f"env.normalize={NORMALIZE}"], "captured"),
     "sac-pendulum-normalize": ("sac_pendulum", [*SMALL_SAC, "--set", "env.normalize={}"], "captured"),
 }
@@ -121,10 +147,13 @@ def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home:
 # Edits at resume, and the frozen statistics of evaluation and enjoy
 
 
-@pytest.mark.parametrize(("setting", "value"), [
-    ("env.normalize", '{"clip_obs": 5}'),
-    ("env.wrappers", '["gymnasium.wrappers:ClipAction"]'),
-])
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("env.normalize", '{"clip_obs": 5}'),
+        ("env.wrappers", '["gymnasium.wrappers:ClipAction"]'),
+    ],
+)
 def test_an_edit_of_wrappers_or_normalisation_is_refused_at_resume(home: Path, setting: str, value: str) -> None:
     spec, args = _args("ppo-pendulum-normalize")
     assert train(home, spec, *args[:-1], "2000").code == 0
@@ -150,8 +179,9 @@ def test_enjoy_plays_with_the_training_statistics_frozen(home: Path, monkeypatch
     monkeypatch.setattr(normalize.Normalizer, "reset", never)
     seen: list[np.ndarray] = []
     original = normalize.Normalizer.observation
-    monkeypatch.setattr(normalize.Normalizer, "observation", lambda self, obs: seen.append(self.obs_rms.mean) or
-                        original(self, obs))
+    monkeypatch.setattr(
+        normalize.Normalizer, "observation", lambda self, obs: seen.append(self.obs_rms.mean) or original(self, obs)
+    )
     played = enjoy("latest@latest", home=home, episodes=2)
     assert len(played.episodes) == 2 and seen, "enjoy did not normalise what the agent saw"
     assert all(np.array_equal(mean, before["obs_mean"].numpy()) for mean in seen), "not the snapshot's statistics"

@@ -26,8 +26,13 @@ pytest_plugins = ["postgres_server"]  # the `postgres_url` fixture: a registry o
 def test_ls_counts_a_crashed_runs_progress_up_to_its_newest_snapshot(tmp_path: Path) -> None:
     # Killed (SIGKILL, no cleanup) right after its 2k snapshot is recorded: the last heartbeat is
     # older, and a resume continues from 2k, so 2k of 3k is what was done.
-    crashed = run_cli(tmp_path, "train", "reinforce_cartpole", *TINY,
-                      env={"RLRUN_TEST_CRASH_AT": "checkpoint-recorded#2", "RLRUN_TEST_STALE_AFTER_SECONDS": "1"})
+    crashed = run_cli(
+        tmp_path,
+        "train",
+        "reinforce_cartpole",
+        *TINY,
+        env={"RLRUN_TEST_CRASH_AT": "checkpoint-recorded#2", "RLRUN_TEST_STALE_AFTER_SECONDS": "1"},
+    )
     assert crashed.code != 0
     listed = invoke(tmp_path, "ls", "--json").json()[0]
     assert (listed["status"], listed["session_frame"], listed["frames_done"]) == ("crashed", 2000, 2000)
@@ -36,13 +41,24 @@ def test_ls_counts_a_crashed_runs_progress_up_to_its_newest_snapshot(tmp_path: P
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(tmp_path: Path, database: str,
-                                                          request: pytest.FixtureRequest) -> None:
+def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(
+    tmp_path: Path, database: str, request: pytest.FixtureRequest
+) -> None:
     url = None if database == "sqlite" else request.getfixturevalue("postgres_url")
     with Registry.open(tmp_path, url) as registry:
-        run = registry.create_run(run_id="a1", name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
-                                  env_id="CartPole-v1", max_frame=3000, seed=1, num_sessions=1,
-                                  spec_json=json.dumps({"name": "reinforce_cartpole"}), host="box", pid=1)
+        run = registry.create_run(
+            run_id="a1",
+            name=None,
+            spec_name="reinforce_cartpole",
+            algorithm="reinforce",
+            env_id="CartPole-v1",
+            max_frame=3000,
+            seed=1,
+            num_sessions=1,
+            spec_json=json.dumps({"name": "reinforce_cartpole"}),
+            host="box",
+            pid=1,
+        )
         session = registry.get_session(run.id, 0)
         registry.add_checkpoint(session.id, frame=2000, kind="periodic", path="p", sha256="0", size_bytes=1)
         registry.heartbeat(session.id, frame=2500, episode=1, opt_step=1)
@@ -52,6 +68,7 @@ def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(tmp_path: Path, databa
 
 
 # ---- 80 columns ----------------------------------------------------------------------------------
+
 
 def terminal_lines(home: Path, columns: int, *args: str, cwd: Path | None = None) -> list[str]:
     """The lines `rlrun ARGS` writes to stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
@@ -102,8 +119,7 @@ def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_
     listed = invoke(home, "ls").stderr.splitlines()
     # The trials' runs (rows 1 and 2) are counted, not listed; the run that is not a trial keeps its row.
     assert listed[0].split()[:3] == ["#", "id", "name"]
-    assert [line.split()[:3] for line in listed[1:-1]] == [["3", invoke(home, "ls", "--json").json()[2]["id"],
-                                                           "mine"]]
+    assert [line.split()[:3] for line in listed[1:-1]] == [["3", invoke(home, "ls", "--json").json()[2]["id"], "mine"]]
     assert listed[-1] == "and 2 trial runs: --trials"
     everything = invoke(home, "ls", "--trials").stderr.splitlines()
     assert [line.split()[0] for line in everything[1:]] == ["1", "2", "3"]
@@ -118,12 +134,22 @@ def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_
 
 def test_stopping_a_detached_run_says_how_to_resume_it_detached(tmp_path: Path) -> None:
     with Registry.open(tmp_path) as registry:
-        registry.create_run(run_id="d1", name="away", spec_name="reinforce_cartpole", algorithm="reinforce",
-                            env_id="CartPole-v1", max_frame=3000, seed=1, num_sessions=1,
-                            spec_json=json.dumps({"name": "reinforce_cartpole"}), host=socket.gethostname(),
-                            pid=os.getpid())
-        assert registry.supervise_run("d1", supervisor="actor rlrun/rlrun-d1 on node 8c1f", host=socket.gethostname(),
-                                      pid=os.getpid())
+        registry.create_run(
+            run_id="d1",
+            name="away",
+            spec_name="reinforce_cartpole",
+            algorithm="reinforce",
+            env_id="CartPole-v1",
+            max_frame=3000,
+            seed=1,
+            num_sessions=1,
+            spec_json=json.dumps({"name": "reinforce_cartpole"}),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
+        assert registry.supervise_run(
+            "d1", supervisor="actor rlrun/rlrun-d1 on node 8c1f", host=socket.gethostname(), pid=os.getpid()
+        )
     stopped = invoke(tmp_path, "stop", "away")
     assert stopped.code == 0, stopped.stderr
     assert stopped.stderr.rstrip().endswith("continue it with `rlrun resume d1 --ray --detach`"), stopped.stderr
@@ -136,8 +162,9 @@ def test_spec_list_lists_the_search_specs_too_marked() -> None:
     assert rows["ppo_lunarlander_pbt"] == "search" and rows["ppo_cartpole"] == "train"
 
 
-def test_plot_without_o_writes_a_file_named_after_the_run_and_says_where(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_without_o_writes_a_file_named_after_the_run_and_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("matplotlib", reason="the plot extra is not installed (pip install 'rlrun[plot]')")
     home = tmp_path / "runs"
     assert invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "first").code == 0
@@ -149,8 +176,14 @@ def test_plot_without_o_writes_a_file_named_after_the_run_and_says_where(tmp_pat
 
 
 def test_a_mistyped_wrapper_gets_a_did_you_mean(tmp_path: Path) -> None:
-    refused = invoke(tmp_path, "train", "reinforce_cartpole", *TINY,
-                     "--set", 'env.wrappers=["gymnasium.wrappers:RecordEpisodeStatistcs"]')
+    refused = invoke(
+        tmp_path,
+        "train",
+        "reinforce_cartpole",
+        *TINY,
+        "--set",
+        'env.wrappers=["gymnasium.wrappers:RecordEpisodeStatistcs"]',
+    )
     assert refused.code == 2
     assert refused.stderr.endswith('did you mean "RecordEpisodeStatistics"?\n'), refused.stderr
 
@@ -172,16 +205,23 @@ def test_mlflow_does_not_talk_in_rlruns_output(tmp_path: Path) -> None:
     # A new store, so MLflow makes its tables; run from the test's folder, where MLflow puts mlruns/.
     env = {**cli_env(tmp_path / "runs"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     env.pop("MLFLOW_LOGGING_LEVEL", None)
-    done = subprocess.run([sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY, "--track", "mlflow"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlrun", "train", "reinforce_cartpole", *TINY, "--track", "mlflow"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "Creating initial MLflow database tables" not in done.stderr
     assert not [line for line in done.stderr.splitlines() if " INFO mlflow" in line or "alembic" in line], done.stderr
 
 
 def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
-    stopped = run_cli(tmp_path, "train", "reinforce_cartpole", *TINY, "--name", "again",
-                      env={"RLRUN_TEST_SIGNAL_AT_FRAME": "1500"})
+    stopped = run_cli(
+        tmp_path, "train", "reinforce_cartpole", *TINY, "--name", "again", env={"RLRUN_TEST_SIGNAL_AT_FRAME": "1500"}
+    )
     assert stopped.code == 128 + 15, stopped.stderr
     assert invoke(tmp_path, "resume", "again").code == 0
     shown = invoke(tmp_path, "show", "again").stderr
@@ -194,22 +234,22 @@ def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
 
 # ---- where user code is found; run names -------------------------------------------------------
 
-WRAPPER_BESIDE_THE_SPEC = '''
+WRAPPER_BESIDE_THE_SPEC = """
 import gymnasium as gym
 
 
 class HalfReward(gym.RewardWrapper):
     def reward(self, reward):
         return 0.5 * reward
-'''
+"""
 
-NETWORK_BESIDE_THE_SPEC = '''
+NETWORK_BESIDE_THE_SPEC = """
 from torch import nn
 
 
 def tiny(observation_space, outputs):
     return nn.Sequential(nn.Flatten(), nn.Linear(observation_space.shape[0], outputs))
-'''
+"""
 
 
 def test_wrappers_and_networks_beside_the_spec_are_found_as_env_modules_are(tmp_path: Path) -> None:
@@ -219,18 +259,39 @@ def test_wrappers_and_networks_beside_the_spec_are_found_as_env_modules_are(tmp_
     env.pop("PYTHONPATH", None)  # found from the folder rlrun runs in, as an env module is
     # The `rlrun` script, as a user starts it: `python -m` would put the current folder on sys.path itself.
     script = Path(sys.executable).with_name("rlrun")
-    done = subprocess.run([str(script), "train", "reinforce_cartpole", *TINY,
-                           "--set", 'env.wrappers=["beside_wrappers:HalfReward"]',
-                           "--set", "agent.network.kind=beside_nets:tiny"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(script),
+            "train",
+            "reinforce_cartpole",
+            *TINY,
+            "--set",
+            'env.wrappers=["beside_wrappers:HalfReward"]',
+            "--set",
+            "agent.network.kind=beside_nets:tiny",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize(("name", "said"), [("café run", '"café run" cannot be used (`é` and a space are not allowed)'),
-                                           ("it's", '"it\'s" cannot be used (`\'` is not allowed)')])
-def test_a_run_name_outside_the_rule_is_said_as_typed_with_what_is_not_allowed(tmp_path: Path, name: str,
-                                                                               said: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("café run", '"café run" cannot be used (`é` and a space are not allowed)'),
+        ("it's", "\"it's\" cannot be used (`'` is not allowed)"),
+    ],
+)
+def test_a_run_name_outside_the_rule_is_said_as_typed_with_what_is_not_allowed(
+    tmp_path: Path, name: str, said: str
+) -> None:
     refused = invoke(tmp_path, "train", "reinforce_cartpole", *TINY, "--name", name)
     assert refused.code == 2
-    assert refused.stderr == f"error: run name {said}: a name uses only plain ASCII letters and digits and `_`, `.`," \
-                             " `-`, starts with a letter or digit, is not all digits and is not `latest`\n"
+    assert (
+        refused.stderr == f"error: run name {said}: a name uses only plain ASCII letters and digits and `_`, `.`,"
+        " `-`, starts with a letter or digit, is not all digits and is not `latest`\n"
+    )

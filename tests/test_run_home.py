@@ -23,8 +23,13 @@ from rlrun.registry import Registry
 
 pytestmark = pytest.mark.slow  # real trainings, a real S3 server
 
-TINY_EDITS = ["meta.max_frame=2000", "meta.eval_frequency=1000", "meta.checkpoint_frequency=1000",
-              "meta.num_eval_episodes=1", "meta.log_frequency=1000"]  # fmt: skip
+TINY_EDITS = [
+    "meta.max_frame=2000",
+    "meta.eval_frequency=1000",
+    "meta.checkpoint_frequency=1000",
+    "meta.num_eval_episodes=1",
+    "meta.log_frequency=1000",
+]
 
 
 def _train(home: str, env: dict[str, str], local: Path) -> str:
@@ -85,8 +90,9 @@ def test_an_s3_run_named_without_its_home(s3_run: dict[str, Any], home: Path, tm
     assert f"in {folder}" in enjoyed.stderr and cache not in enjoyed.stderr
 
 
-def test_rm_without_its_home_deletes_the_objects_and_the_working_copy(s3_run: dict[str, Any], home: Path,
-                                                                      tmp_path: Path) -> None:  # fmt: skip
+def test_rm_without_its_home_deletes_the_objects_and_the_working_copy(
+    s3_run: dict[str, Any], home: Path, tmp_path: Path
+) -> None:
     url, run_id, env = s3_run["url"], s3_run["id"], s3_run["env"]
     with environment(home, env):
         mirror = storage.mirror_of(storage.open_home(url))
@@ -132,8 +138,11 @@ def test_local_homes_sharing_a_registry_and_a_home_moved_whole(home: Path, tmp_p
     assert shown.code == 0 and f", in {other}/{run_id}\n" in shown.stderr, shown.stderr
     collected = invoke(home, "gc", "--json", env=env)  # the other home's snapshots are not this home's garbage
     assert collected.code == 0, collected.stderr
-    assert (collected.json()["other_homes"], collected.json()["missing"], collected.json()["retired"]) == \
-        ([run_id], [], [])
+    assert (collected.json()["other_homes"], collected.json()["missing"], collected.json()["retired"]) == (
+        [run_id],
+        [],
+        [],
+    )
     removed = invoke(home, "rm", run_id, "--yes", env=env)
     assert removed.code == 0 and f", in {other}/{run_id}\n" in removed.stderr, removed.stderr
     assert not (other / run_id).exists()
@@ -147,8 +156,9 @@ def test_local_homes_sharing_a_registry_and_a_home_moved_whole(home: Path, tmp_p
     assert json.loads(invoke(moved, "show", run_id, "--json").stdout)["run"]["home"] == str(other)
 
 
-def test_a_rebuilt_registry_records_the_home_it_was_rebuilt_from(s3_run: dict[str, Any], home: Path,
-                                                                tmp_path: Path) -> None:  # fmt: skip
+def test_a_rebuilt_registry_records_the_home_it_was_rebuilt_from(
+    s3_run: dict[str, Any], home: Path, tmp_path: Path
+) -> None:
     url, run_id, env = s3_run["url"], s3_run["id"], s3_run["env"]
     (tmp_path / "shared.sqlite").unlink()
     rebuilt = invoke(home, "db", "rebuild", "--home", url, "--json", env=env)

@@ -30,12 +30,14 @@ SEARCH = ["--trials", "6", "--prune-after", "1"]
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The search that was never interrupted: its home and its spec file."""
+
     def searched(folder: Path) -> None:
         done = rlrun(folder / "runs", "search", str(search_spec(folder)), *SEARCH)
         assert done.code == 0, done.stderr
 
-    folder = built_once(tmp_path_factory, ["search", search_spec(tmp_path_factory.mktemp("spec")).read_text(),
-                                           *SEARCH], searched)
+    folder = built_once(
+        tmp_path_factory, ["search", search_spec(tmp_path_factory.mktemp("spec")).read_text(), *SEARCH], searched
+    )
     return folder / "runs", folder / "search.json"
 
 
@@ -44,14 +46,20 @@ def assert_same_search(home_a: Path, home_b: Path) -> None:
     a, b = trials(home_a), trials(home_b)
     assert [t.number for t in a] == [t.number for t in b] == list(range(6))
     for x, y in zip(a, b, strict=True):
-        assert (x.params, x.state, x.value, x.intermediate, x.note) == (y.params, y.state, y.value, y.intermediate,
-                                                                        y.note), x.number
+        assert (x.params, x.state, x.value, x.intermediate, x.note) == (
+            y.params,
+            y.state,
+            y.value,
+            y.intermediate,
+            y.note,
+        ), x.number
         assert x.run_id is not None and y.run_id is not None
         if x.state == "complete":
             assert_same_run(final_state(home_a, x.run_id), final_state(home_b, y.run_id))
         else:  # pruned: stopped with a snapshot at the evaluation that pruned it
-            saved = [final_state(home, trial.run_id)["sessions"][0]["saved"] for home, trial in ((home_a, x),
-                                                                                                  (home_b, y))]
+            saved = [
+                final_state(home, trial.run_id)["sessions"][0]["saved"] for home, trial in ((home_a, x), (home_b, y))
+            ]
             assert saved[0].meta.clock.frame == saved[1].meta.clock.frame == x.intermediate[-1][0]
             assert_tensors_equal(saved[0].tensors, saved[1].tensors)
     assert {t.state for t in a} == {"complete", "pruned"}, "the search should both complete and prune trials"
@@ -99,8 +107,7 @@ def test_search_views_import_neither_optuna_nor_torch(straight: tuple[Path, Path
 def test_sigterm_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, Path], tmp_path: Path) -> None:
     home_a, spec = straight
     home = tmp_path / "runs"
-    stopped = zygote.run(["search", str(spec), *SEARCH],
-                               env={**cli_env(home), SIGNAL_AT_ENV: "2345"}, timeout=300)
+    stopped = zygote.run(["search", str(spec), *SEARCH], env={**cli_env(home), SIGNAL_AT_ENV: "2345"}, timeout=300)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "stopped by signal 15" in stopped.stderr and "Traceback" not in stopped.stderr
     partial = trials(home)
@@ -121,12 +128,18 @@ def assert_continued_from_a_snapshot(home: Path, run_id: str) -> None:
     assert attempts[1].start_frame > 0 and not attempts[1].approximate
 
 
-def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight: tuple[Path, Path],
-                                                                         tmp_path: Path) -> None:
+def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(
+    straight: tuple[Path, Path], tmp_path: Path
+) -> None:
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *SEARCH], env=cli_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *SEARCH],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -144,7 +157,8 @@ def test_kill_9_of_the_driver_mid_search_then_resume_is_the_same_search(straight
 
 @pytest.mark.any_home
 def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(
-        straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The driver killed -9 mid-search, then the registry file lost: `rlrun db rebuild` restores the
     search and its trials (from searches/<id>.json and the trial runs' run.json), `ls --searches` and
     `show search:` say what they said before, and the resumed search is the search never interrupted.
@@ -152,8 +166,13 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(
     it reads from the store."""
     home_a, spec = straight
     monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file, read from here
-    process = zygote.start(["search", str(spec), *SEARCH], env=cli_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *SEARCH],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -195,15 +214,15 @@ def _run_views(home: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("step", ["run-recorded#2", "manifest-written#2"])
-def test_a_kill_between_a_trials_run_and_its_trial_row_leaves_no_unlinked_run(straight: tuple[Path, Path],
-                                                                               tmp_path: Path, step: str) -> None:
+def test_a_kill_between_a_trials_run_and_its_trial_row_leaves_no_unlinked_run(
+    straight: tuple[Path, Path], tmp_path: Path, step: str
+) -> None:
     """The driver killed just after the second trial's run was recorded: the run and its trial row
     are one transaction, so the run is the trial's, and the resumed search trains it (no orphan run
     beside a new one) and is the search never interrupted."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    killed = zygote.run(["search", str(spec), *SEARCH],
-                            env={**cli_env(home), CRASH_ENV: step}, timeout=300)
+    killed = zygote.run(["search", str(spec), *SEARCH], env={**cli_env(home), CRASH_ENV: step}, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     with Registry.open(home, create=False) as registry:
         runs = {summary.id for summary in registry.list_runs(limit=None)}
@@ -228,8 +247,10 @@ def _trials_with_a_snapshot(home: Path) -> set[int]:
         return set()
     try:
         with sqlite3.connect(database) as db:
-            found = db.execute("SELECT DISTINCT t.number FROM trials t JOIN sessions s ON s.run_id = t.run_id"
-                               " JOIN checkpoints c ON c.session_id = s.id").fetchall()
+            found = db.execute(
+                "SELECT DISTINCT t.number FROM trials t JOIN sessions s ON s.run_id = t.run_id"
+                " JOIN checkpoints c ON c.session_id = s.id"
+            ).fetchall()
     except sqlite3.OperationalError:  # the schema is still being created
         return set()
     return {number for (number,) in found}
@@ -240,15 +261,20 @@ PARALLEL = ["--trials", "3", "--parallel", "2", "--pruner", "none"]
 the first two in flight, and the resume continues them and starts the third."""
 
 
-def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tuple[Path, Path],
-                                                                   tmp_path: Path) -> None:
+def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tuple[Path, Path], tmp_path: Path) -> None:
     """Two trials at a time, each in a worker process: SIGTERM to the driver alone stops both with a
     snapshot; resumed, each trial is the run its parameters give, bit for bit (which trials a
     suggestion sees depends on timing, so the guarantee is per trial)."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *PARALLEL], env=cli_env(home),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PARALLEL],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
@@ -278,16 +304,22 @@ def test_parallel_trials_stopped_by_sigterm_resume_trial_by_trial(straight: tupl
 SLOW_TRIALS = {SLOW_EVALUATION_ENV: "1", HEARTBEAT_ENV: "0.2"}
 
 
-def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straight: tuple[Path, Path],
-                                                                         tmp_path: Path) -> None:
+def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(
+    straight: tuple[Path, Path], tmp_path: Path
+) -> None:
     """`rlrun stop search:latest` from another process: the driver starts no more trials, its trial
     in flight stops with a snapshot, the command exits 128+15 and the search reads preempted; a
     second stop has nothing to stop; resumed, it is the search never stopped, bit for bit."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *SEARCH],
-                               env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *SEARCH],
+        env={**cli_env(home), **SLOW_TRIALS},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: _third_trial_has_a_snapshot(home), process)
     asked = rlrun(home, "stop", "search:latest", "--json")
     assert asked.code == 0, asked.stderr
@@ -309,17 +341,23 @@ def test_rlrun_stop_of_a_search_mid_trial_then_resume_is_the_same_search(straigh
 
 
 @pytest.mark.parametrize("target", ["search:latest", "trial 0's run"])
-def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Path], tmp_path: Path,
-                                                        target: str) -> None:
+def test_rlrun_stop_of_parallel_trials_stops_the_search(
+    straight: tuple[Path, Path], tmp_path: Path, target: str
+) -> None:
     """Two trials at a time in worker processes: `rlrun stop search:`, or `rlrun stop` of one
     trial's run, stops both with snapshots and the search reads preempted (a trial that ends
     preempted never leaves a search "finished"); resumed, every trial completes, trial 0 (whose
     values no history shapes) bit for bit the straight search's."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *PARALLEL],
-                               env={**cli_env(home), **SLOW_TRIALS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PARALLEL],
+        env={**cli_env(home), **SLOW_TRIALS},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: _trials_with_a_snapshot(home) >= {0, 1}, process)
     stopped = rlrun(home, "stop", target if target.startswith("search:") else str(trials(home)[0].run_id))
     assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
@@ -336,18 +374,26 @@ def test_rlrun_stop_of_parallel_trials_stops_the_search(straight: tuple[Path, Pa
     assert_same_run(final_state(home_a, straight_first.run_id), final_state(home, done[0].run_id))
 
 
-def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_trial(straight: tuple[Path, Path],
-                                                                                    tmp_path: Path) -> None:
+def test_kill_9_of_a_trial_worker_fails_the_search_and_resume_continues_that_trial(
+    straight: tuple[Path, Path], tmp_path: Path
+) -> None:
     """A worker (a parallel trial) killed by kill -9: the other trials go on, the search ends failed
     naming the trial, and `rlrun resume search:...` continues that trial from its snapshot, exactly."""
     home_a, spec = straight
     home = tmp_path / "runs"
-    process = zygote.start(["search", str(spec), *PARALLEL], env=cli_env(home), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = zygote.start(
+        ["search", str(spec), *PARALLEL],
+        env=cli_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for(lambda: 0 in _trials_with_a_snapshot(home), process)
     with Registry.open(home, create=False) as registry:
-        run_id = next(t.run_id for t in registry.get_search(registry.resolve_search("search:latest").id).trials
-                      if t.number == 0)
+        run_id = next(
+            t.run_id for t in registry.get_search(registry.resolve_search("search:latest").id).trials if t.number == 0
+        )
         worker = registry.get_run(run_id).sessions[0].pid  # the worker trains its one session itself
     os.kill(worker, signal.SIGKILL)
     _, stderr = process.communicate(timeout=300)
@@ -406,10 +452,10 @@ def test_train_refuses_a_search_spec_and_nothing_is_written(tmp_path: Path) -> N
     assert not (tmp_path / "runs").exists()
 
 
-
 @pytest.mark.parametrize("home_kind", ["s3"], indirect=True)
 def test_a_search_whose_home_is_in_object_storage_is_the_same_search(
-        straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    straight: tuple[Path, Path], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same search with its home in an S3 bucket (a loopback server; the registry in a local
     file): the same trials, scores, prunings and final snapshots, each read back from the store."""
     home_a, spec = straight

@@ -27,25 +27,56 @@ def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registr
 
 
 def test_a_search_and_its_trials_round_trip(registry: Registry) -> None:
-    run = registry.create_run(run_id="ra00000001", name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
-                              env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
-                              host=socket.gethostname(), pid=os.getpid())
-    search = registry.create_search(search_id="sa00000001", name="sweep", spec_name="reinforce_cartpole",
-                                    spec_json="{}", space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
-                                    settings_json=json.dumps({"trials": 2, "metric": "eval_mean"}),
-                                    host=socket.gethostname(), pid=os.getpid())
+    run = registry.create_run(
+        run_id="ra00000001",
+        name=None,
+        spec_name="reinforce_cartpole",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=3000,
+        seed=0,
+        num_sessions=1,
+        spec_json="{}",
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+    search = registry.create_search(
+        search_id="sa00000001",
+        name="sweep",
+        spec_name="reinforce_cartpole",
+        spec_json="{}",
+        space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
+        settings_json=json.dumps({"trials": 2, "metric": "eval_mean"}),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
     with pytest.raises(BadInput, match="a search named 'sweep' already exists"):
-        registry.create_search(search_id="sb00000002", name="sweep", spec_name="x", spec_json="{}", space_json="{}",
-                               settings_json="{}", host=None, pid=None)
+        registry.create_search(
+            search_id="sb00000002",
+            name="sweep",
+            spec_name="x",
+            spec_json="{}",
+            space_json="{}",
+            settings_json="{}",
+            host=None,
+            pid=None,
+        )
     trial = registry.add_trial(search.id, number=0, run_id=run.id, params_json='{"agent.gamma": 0.95}')
     registry.record_trial(trial.id, intermediate_json="[[1000, 20.5]]", system_attrs_json='{"completed_rung_0": 20.5}')
-    registry.record_trial(trial.id, intermediate_json="[[1000, 20.5], [3000, 80.0]]", system_attrs_json="{}",
-                          state="complete", value=80.0)
+    registry.record_trial(
+        trial.id, intermediate_json="[[1000, 20.5], [3000, 80.0]]", system_attrs_json="{}", state="complete", value=80.0
+    )
     detail = registry.get_search(search.id)
     assert detail.search.status == "running"  # its driver (this process) is alive
     (got,) = detail.trials
     assert (got.number, got.run_id, got.params, got.state, got.value, got.intermediate) == (
-        0, run.id, {"agent.gamma": 0.95}, "complete", 80.0, [(1000, 20.5), (3000, 80.0)])
+        0,
+        run.id,
+        {"agent.gamma": 0.95},
+        "complete",
+        80.0,
+        [(1000, 20.5), (3000, 80.0)],
+    )
     assert got.finished_at is not None
     for reference in ("search:latest", "search:sweep", "search:sa00000001", "search:sa"):
         assert registry.resolve_search(reference).id == search.id
@@ -66,8 +97,16 @@ def test_a_search_whose_driver_died_reads_crashed(registry: Registry) -> None:
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    registry.create_search(search_id="sc00000003", name=None, spec_name="x", spec_json="{}", space_json="{}",
-                           settings_json="{}", host=socket.gethostname(), pid=child.pid)
+    registry.create_search(
+        search_id="sc00000003",
+        name=None,
+        spec_name="x",
+        spec_json="{}",
+        space_json="{}",
+        settings_json="{}",
+        host=socket.gethostname(),
+        pid=child.pid,
+    )
     assert registry.resolve_search("search:latest").status == "crashed"
     registry.reopen_search("sc00000003", host=socket.gethostname(), pid=os.getpid())
     assert registry.resolve_search("search:latest").status == "running"
@@ -85,8 +124,16 @@ def test_a_search_lives_by_its_heartbeat_on_the_database_clock_whatever_its_host
     and crashed once silent past the limit; its own heartbeat says whether the search is still its."""
     from rlrun.registry import stale_after_seconds
 
-    registry.create_search(search_id="sd00000004", name=None, spec_name="x", spec_json="{}", space_json="{}",
-                           settings_json="{}", host="another-host", pid=4242)
+    registry.create_search(
+        search_id="sd00000004",
+        name=None,
+        spec_name="x",
+        spec_json="{}",
+        space_json="{}",
+        settings_json="{}",
+        host="another-host",
+        pid=4242,
+    )
     assert registry.resolve_search("search:latest").status == "running"
     assert registry.heartbeat_search("sd00000004", host="another-host", pid=4242)
     stamped = registry.get_search("sd00000004").search.heartbeat_at
@@ -102,8 +149,9 @@ def test_a_search_lives_by_its_heartbeat_on_the_database_clock_whatever_its_host
     assert registry.resolve_search("search:latest").status == "interrupted"
 
 
-def test_a_drivers_heartbeat_thread_beats_and_notices_a_takeover(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_drivers_heartbeat_thread_beats_and_notices_a_takeover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import time
 
     from rlrun.search import heartbeat
@@ -111,11 +159,20 @@ def test_a_drivers_heartbeat_thread_beats_and_notices_a_takeover(tmp_path: Path,
     monkeypatch.setenv(HEARTBEAT_ENV, "0.05")
     home = tmp_path / "home"
     with Registry.open(home) as registry:
-        registry.create_search(search_id="se00000005", name=None, spec_name="x", spec_json="{}", space_json="{}",
-                               settings_json="{}", host="driver-host", pid=7)
+        registry.create_search(
+            search_id="se00000005",
+            name=None,
+            spec_name="x",
+            spec_json="{}",
+            space_json="{}",
+            settings_json="{}",
+            host="driver-host",
+            pid=7,
+        )
         first = registry.get_search("se00000005").search.heartbeat_at
-        with heartbeat.DriverHeartbeat(home, f"sqlite:///{home / 'registry.sqlite'}", "se00000005",
-                                       host="driver-host", pid=7) as beating:
+        with heartbeat.DriverHeartbeat(
+            home, f"sqlite:///{home / 'registry.sqlite'}", "se00000005", host="driver-host", pid=7
+        ) as beating:
             deadline = time.monotonic() + 20
             while registry.get_search("se00000005").search.heartbeat_at == first and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -136,30 +193,67 @@ def test_a_runs_trial_is_recorded_with_it_and_both_manifests_say_it(registry: Re
     from rlrun.registry.manifest import read_search_manifest
     from rlrun.registry.records import TrialLink
 
-    search = registry.create_search(search_id="sf00000006", name="linked", spec_name="x", spec_json='{"a": 1}',
-                                    space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
-                                    settings_json='{"trials": 2}', host=socket.gethostname(), pid=os.getpid())
-    run = registry.create_run(run_id="rf00000006", name=None, spec_name="x", algorithm="reinforce",
-                              env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
-                              host=socket.gethostname(), pid=os.getpid(),
-                              trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'))
+    search = registry.create_search(
+        search_id="sf00000006",
+        name="linked",
+        spec_name="x",
+        spec_json='{"a": 1}',
+        space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
+        settings_json='{"trials": 2}',
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+    run = registry.create_run(
+        run_id="rf00000006",
+        name=None,
+        spec_name="x",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=3000,
+        seed=0,
+        num_sessions=1,
+        spec_json="{}",
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'),
+    )
     trial = registry.trial_of(search.id, 0)
     assert (trial.run_id, trial.params, trial.state) == (run.id, {"agent.gamma": 0.95}, "running")
-    registry.record_trial(trial.id, intermediate_json="[[1000, 20.5]]", system_attrs_json='{"completed_rung_0": 20.5}',
-                          state="complete", value=20.5)
+    registry.record_trial(
+        trial.id,
+        intermediate_json="[[1000, 20.5]]",
+        system_attrs_json='{"completed_rung_0": 20.5}',
+        state="complete",
+        value=20.5,
+    )
     assert read_manifest(paths.run_dir(registry.home, run.id)).trial == {
-        "search_id": search.id, "number": 0, "params": {"agent.gamma": 0.95}}
+        "search_id": search.id,
+        "number": 0,
+        "params": {"agent.gamma": 0.95},
+    }
     written = read_search_manifest(paths.search_manifest(registry.home, search.id))
     stored = registry.get_search(search.id)
     assert written.search == stored.search
-    assert written.trials == [{k: v for k, v in t._asdict().items() if k not in ("id", "search_id")}
-                              for t in stored.trials]
+    assert written.trials == [
+        {k: v for k, v in t._asdict().items() if k not in ("id", "search_id")} for t in stored.trials
+    ]
     # A second run for the same trial (its first was deleted) relinks the row, not a second one.
     registry.delete_run(run.id)
     assert read_search_manifest(paths.search_manifest(registry.home, search.id)).trials[0]["run_id"] is None
-    again = registry.create_run(run_id="rg00000007", name=None, spec_name="x", algorithm="reinforce",
-                                env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
-                                host=None, pid=None, trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'))
+    again = registry.create_run(
+        run_id="rg00000007",
+        name=None,
+        spec_name="x",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=3000,
+        seed=0,
+        num_sessions=1,
+        spec_json="{}",
+        host=None,
+        pid=None,
+        trial=TrialLink(search.id, 0, '{"agent.gamma": 0.95}'),
+    )
     assert [t.run_id for t in registry.get_search(search.id).trials] == [again.id]
 
 
@@ -173,22 +267,32 @@ def test_resume_refuses_a_search_whose_driver_beats_elsewhere_and_takes_one_gone
     home = tmp_path / "home"
     spec = json.dumps(validate_spec(builtin_document("reinforce_cartpole")).to_json())
     with Registry.open(home) as registry:
-        search = registry.create_search(search_id="sh00000008", name=None, spec_name="reinforce_cartpole",
-                                        spec_json=spec, space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
-                                        settings_json=json.dumps(Settings(trials=1).to_json()), host="another-host",
-                                        pid=os.getpid())  # a pid alive here, on purpose: it is another host's
+        search = registry.create_search(
+            search_id="sh00000008",
+            name=None,
+            spec_name="reinforce_cartpole",
+            spec_json=spec,
+            space_json='{"agent.gamma": {"uniform": [0.9, 0.99]}}',
+            settings_json=json.dumps(Settings(trials=1).to_json()),
+            host="another-host",
+            pid=os.getpid(),
+        )  # a pid alive here, on purpose: it is another host's
         trial = registry.add_trial(search.id, number=0, run_id=None, params_json='{"agent.gamma": 0.95}')
         registry.record_trial(trial.id, intermediate_json="[]", system_attrs_json="{}", state="failed", note="x")
     with pytest.raises(BadInput, match="search sh00000008 is still running"):
         resume_search("search:latest", home=home)
     with Registry.open(home) as registry:
-        _set(registry, search.id, heartbeat_at=registry.get_search(search.id).search.heartbeat_at
-             - stale_after_seconds() - 5)
+        _set(
+            registry,
+            search.id,
+            heartbeat_at=registry.get_search(search.id).search.heartbeat_at - stale_after_seconds() - 5,
+        )
     assert resume_search("search:latest", home=home).nothing_to_do
 
 
 def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_state(
-        registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two connections scoring different trials of one search at once (a driver and a stale one, or
     trials recorded from threads): each rewrites the search's manifest from the rows it sees, so
     unless they take turns (SQLite's BEGIN IMMEDIATE; the search's row lock on PostgreSQL) one can
@@ -203,8 +307,16 @@ def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_sta
     upload = storage.publish
     monkeypatch.setattr(storage, "publish", lambda path: (time.sleep(0.02), upload(path)))
 
-    registry.create_search(search_id="sa00000001", name=None, spec_name="reinforce_cartpole", spec_json="{}",
-                           space_json="{}", settings_json="{}", host=None, pid=None)  # fmt: skip
+    registry.create_search(
+        search_id="sa00000001",
+        name=None,
+        spec_name="reinforce_cartpole",
+        spec_json="{}",
+        space_json="{}",
+        settings_json="{}",
+        host=None,
+        pid=None,
+    )
     trials = [registry.add_trial("sa00000001", number=n, run_id=None, params_json="{}").id for n in range(2)]
     failures: list[BaseException] = []
 
@@ -212,8 +324,9 @@ def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_sta
         try:
             with Registry.open(registry.home, registry.url) as own:
                 for step in range(1, 26):
-                    own.record_trial(trial_id, intermediate_json=json.dumps([[step, float(step)]]),
-                                     system_attrs_json="{}")  # fmt: skip
+                    own.record_trial(
+                        trial_id, intermediate_json=json.dumps([[step, float(step)]]), system_attrs_json="{}"
+                    )
         except BaseException as error:  # shown by the assertion below
             failures.append(error)
 
@@ -227,21 +340,38 @@ def test_writers_of_one_search_take_turns_so_its_manifest_ends_as_the_newest_sta
     assert [json.loads(t["intermediate_json"]) for t in written.trials] == [[[25, 25.0]], [[25, 25.0]]]
 
 
-def test_a_search_stop_asks_its_running_trials_stands_when_repeated_and_ends_with_a_reopen(
-        registry: Registry) -> None:
+def test_a_search_stop_asks_its_running_trials_stands_when_repeated_and_ends_with_a_reopen(registry: Registry) -> None:
     """`rlrun stop search:`'s row: the driver's heartbeat reads it; each request asks the search's
     trials whose runs are running to stop (a trial started after the first request included), never
     another search's run or an ended one; a second request keeps the first one's time; a resume
     (reopen) clears it."""
+
     def run(run_id: str) -> str:
-        return registry.create_run(run_id=run_id, name=None, spec_name="reinforce_cartpole", algorithm="reinforce",
-                                   env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}",
-                                   host=socket.gethostname(), pid=os.getpid()).id
+        return registry.create_run(
+            run_id=run_id,
+            name=None,
+            spec_name="reinforce_cartpole",
+            algorithm="reinforce",
+            env_id="CartPole-v1",
+            max_frame=3000,
+            seed=0,
+            num_sessions=1,
+            spec_json="{}",
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        ).id
 
     def search(search_id: str) -> str:
-        return registry.create_search(search_id=search_id, name=None, spec_name="reinforce_cartpole", spec_json="{}",
-                                      space_json="{}", settings_json=json.dumps({"trials": 3, "metric": "eval_mean"}),
-                                      host=socket.gethostname(), pid=os.getpid()).id
+        return registry.create_search(
+            search_id=search_id,
+            name=None,
+            spec_name="reinforce_cartpole",
+            spec_json="{}",
+            space_json="{}",
+            settings_json=json.dumps({"trials": 3, "metric": "eval_mean"}),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        ).id
 
     stopped, bystander = search("sd00000001"), search("se00000001")
     ended, running, other = run("rd00000001"), run("rd00000002"), run("re00000001")

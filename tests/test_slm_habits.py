@@ -25,8 +25,11 @@ def _run_id(home: Path) -> str:
 
 def _fingerprint(folder: Path) -> dict[str, str]:
     """Every file under a folder and its sha256: equal before and after means nothing was written."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _one_line_error(result: Result, *parts: str) -> None:
@@ -39,11 +42,13 @@ def _one_line_error(result: Result, *parts: str) -> None:
 # ---- paths inside the home -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("relative", ["{id}", "{id}/run.json", "{id}/s0", f"{{id}}/{CHECKPOINT}",
-                                      f"{{id}}/{CHECKPOINT}/meta.json"])  # fmt: skip
+@pytest.mark.parametrize(
+    "relative", ["{id}", "{id}/run.json", "{id}/s0", f"{{id}}/{CHECKPOINT}", f"{{id}}/{CHECKPOINT}/meta.json"]
+)
 @pytest.mark.parametrize("form", ["relative", "dot", "absolute"])
-def test_show_takes_every_path_form_inside_the_home(trained_home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    relative: str, form: str) -> None:
+def test_show_takes_every_path_form_inside_the_home(
+    trained_home: Path, monkeypatch: pytest.MonkeyPatch, relative: str, form: str
+) -> None:
     run_id = _run_id(trained_home)
     inside = relative.format(id=run_id)
     monkeypatch.chdir(trained_home.parent)
@@ -123,8 +128,9 @@ def test_import_copies_then_a_second_import_is_refused(copied: Path, tmp_path: P
     before = _fingerprint(copied)
     done = invoke(home, "import", str(copied))
     assert done.code == 0, done.stderr
-    assert done.stderr == (f"imported run {copied.name} (tiny), reinforce_cartpole, finished:"
-                           f" see `rlrun show {copied.name}`\n")
+    assert done.stderr == (
+        f"imported run {copied.name} (tiny), reinforce_cartpole, finished: see `rlrun show {copied.name}`\n"
+    )
     assert _fingerprint(copied) == before and _fingerprint(home / copied.name) == before
     listed = invoke(home, "ls", "--json").json()
     assert [(r["id"], r["status"], r["frames_done"]) for r in listed] == [(copied.name, "finished", 3000)]
@@ -153,10 +159,12 @@ def test_import_refuses_what_is_not_a_run_folder(copied: Path, tmp_path: Path) -
 # ---- --of SPEC: the latest run of a spec -----------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["show"], ["enjoy", "--episodes", "1"], ["resume"], ["rm", "--yes"],
-                                     ["plot", "-o", "PLOT"]])  # fmt: skip
-def test_of_picks_the_latest_run_of_a_spec_on_every_command(trained_copy: Path, tmp_path: Path,
-                                                             command: list[str]) -> None:
+@pytest.mark.parametrize(
+    "command", [["show"], ["enjoy", "--episodes", "1"], ["resume"], ["rm", "--yes"], ["plot", "-o", "PLOT"]]
+)
+def test_of_picks_the_latest_run_of_a_spec_on_every_command(
+    trained_copy: Path, tmp_path: Path, command: list[str]
+) -> None:
     run_id = _run_id(trained_copy)
     args = [a.replace("PLOT", str(tmp_path / "p.png")) for a in command]
     other = invoke(trained_copy, args[0], "latest", *args[1:], "--of", "ppo_cartpole")
@@ -180,13 +188,17 @@ def test_of_on_ls_and_beside_spec(trained_home: Path) -> None:
     ("relative", "message"),
     [
         ("{id}/run.json", "is run {id}'s manifest (run.json), not a spec; to continue that run: rlrun resume {id}"),
-        (f"{{id}}/{CHECKPOINT}/meta.json", "is part of a snapshot of run {id} (session s0) at frame 2,000, not a"
-         " spec; to replay it: rlrun enjoy {id}/s0@2000; to continue the run: rlrun resume {id}"),
+        (
+            f"{{id}}/{CHECKPOINT}/meta.json",
+            "is part of a snapshot of run {id} (session s0) at frame 2,000, not a"
+            " spec; to replay it: rlrun enjoy {id}/s0@2000; to continue the run: rlrun resume {id}",
+        ),
         (f"{{id}}/{CHECKPOINT}/MANIFEST.json", "is part of a snapshot of run {id} (session s0) at frame 2,000"),
     ],
 )
-def test_a_run_s_own_file_given_as_a_spec_says_what_it_is(trained_copy: Path, cli: Callable[..., Result],
-                                                          relative: str, message: str) -> None:
+def test_a_run_s_own_file_given_as_a_spec_says_what_it_is(
+    trained_copy: Path, cli: Callable[..., Result], relative: str, message: str
+) -> None:
     run_id = _run_id(trained_copy)
     path = trained_copy / relative.format(id=run_id)
     before = _fingerprint(trained_copy)

@@ -38,13 +38,15 @@ def test_every_builtin_validates_and_round_trips() -> None:
         ("meta.max_frame=-5", "meta.max_frame = -5: -5 is negative"),
         ("meta.max_frame=1.5x", "meta.max_frame = \"1.5x\": '1.5x' is not a size"),
         ("meta.sessions=0", "meta.sessions = 0: input should be greater than 0"),
-        ("agent.optimizer.lr=abc", "agent.optimizer.lr = \"abc\": expected a number or a schedule"),
+        ("agent.optimizer.lr=abc", 'agent.optimizer.lr = "abc": expected a number or a schedule'),
         ('agent.optimizer.lr={"kind": "linear", "start": 1}', "agent.optimizer.lr.end: required key is missing"),
-        ('agent.optimizer.lr={"kind": "cosine"}', "agent.optimizer.lr = {\"kind\": \"cosine\"}: unknown kind"),
+        ('agent.optimizer.lr={"kind": "cosine"}', 'agent.optimizer.lr = {"kind": "cosine"}: unknown kind'),
         ("agent.network.hidden=[64, 0]", "agent.network.hidden.1 = 0: input should be greater than 0"),
         ("agent.optimizer.lr=-0.01", "agent.optimizer.lr = -0.01: must be greater than 0"),
-        ('agent.optimizer.lr={"kind": "linear", "start": 0, "end": 1}',
-         'agent.optimizer.lr = {"kind": "linear", "start": 0, "end": 1}: start is 0; it must be greater than 0'),
+        (
+            'agent.optimizer.lr={"kind": "linear", "start": 0, "end": 1}',
+            'agent.optimizer.lr = {"kind": "linear", "start": 0, "end": 1}: start is 0; it must be greater than 0',
+        ),
         ("meta.max_frame=2e15", "meta.max_frame = 2000000000000000.0: 2e+15 is more than 1e15, the largest count"),
     ],
 )
@@ -108,10 +110,15 @@ def test_spec_file_with_sizes_loads(tmp_path: Path) -> None:
 
 
 def test_overrides_parse_json_values_and_create_nested_keys() -> None:
-    spec = load_spec("reinforce_cartpole", [
-        "meta.max_frame=20k", "agent.network.hidden=[32]", "env.kwargs.sutton_barto_reward=true",
-        'agent.entropy_coef={"kind": "linear", "start": 0.01, "end": 0, "to_frame": 10000}',
-    ])
+    spec = load_spec(
+        "reinforce_cartpole",
+        [
+            "meta.max_frame=20k",
+            "agent.network.hidden=[32]",
+            "env.kwargs.sutton_barto_reward=true",
+            'agent.entropy_coef={"kind": "linear", "start": 0.01, "end": 0, "to_frame": 10000}',
+        ],
+    )
     assert spec.meta.max_frame == 20_000
     assert spec.agent.network.hidden == [32]  # type: ignore[attr-defined]
     assert spec.env.kwargs == {"sutton_barto_reward": True}

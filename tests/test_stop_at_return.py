@@ -33,8 +33,15 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[float, int]:
 
 
 def train_to(home: Path, goal: float, *edits: str, **options: Any) -> dict[str, Any]:
-    argv = [*CADENCE, *fast(SPEC), "--frames", str(BUDGET), "--set", f"meta.stop_at_return={goal!r}",
-            *[arg for edit in edits for arg in ("--set", edit)]]
+    argv = [
+        *CADENCE,
+        *fast(SPEC),
+        "--frames",
+        str(BUDGET),
+        "--set",
+        f"meta.stop_at_return={goal!r}",
+        *[arg for edit in edits for arg in ("--set", edit)],
+    ]
     return train_here(home, SPEC, argv, **options).json()
 
 
@@ -45,7 +52,8 @@ def newest(home: Path) -> Any:
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["inline", "overlapped"])
 def test_a_session_ends_finished_at_the_first_evaluation_that_reaches_the_target(
-        tmp_path: Path, target: tuple[float, int], overlap: bool) -> None:
+    tmp_path: Path, target: tuple[float, int], overlap: bool
+) -> None:
     goal, frame = target
     result = train_to(tmp_path, goal, f"meta.eval_overlap={str(overlap).lower()}")
     [session] = result["sessions"]
@@ -58,7 +66,8 @@ def test_a_session_ends_finished_at_the_first_evaluation_that_reaches_the_target
 
 
 def test_stopped_and_resumed_it_stops_where_the_uninterrupted_run_stops(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: tuple[float, int]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: tuple[float, int]
+) -> None:
     goal, frame = target
     straight = train_to(tmp_path / "straight", goal)
 

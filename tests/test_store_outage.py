@@ -31,9 +31,19 @@ pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real 
 OUTAGE = 20.0
 SPEC = builtin_for("reinforce")
 FRAMES, CHECKPOINT = 8000, 2000
-ARGV = ["--frames", str(FRAMES), "--set", f"meta.checkpoint_frequency={CHECKPOINT}", "--set",
-        f"meta.eval_frequency={2 * CHECKPOINT}", "--set", "meta.log_frequency=250", "--set",
-        "meta.num_eval_episodes=2", *fast(SPEC)]
+ARGV = [
+    "--frames",
+    str(FRAMES),
+    "--set",
+    f"meta.checkpoint_frequency={CHECKPOINT}",
+    "--set",
+    f"meta.eval_frequency={2 * CHECKPOINT}",
+    "--set",
+    "meta.log_frequency=250",
+    "--set",
+    "meta.num_eval_episodes=2",
+    *fast(SPEC),
+]
 """Snapshots every 2k frames, evaluations every 4k: during the outage the S3 run's queue (two
 snapshots in flight, `IN_FLIGHT_ENV`) overflows, and a snapshot a newer one supersedes is dropped, not
 waited for."""
@@ -49,11 +59,16 @@ def s3_server() -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
     from benchmarks.object_store_snapshot import start_moto
 
     server, endpoint = start_moto()
-    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                "AWS_DEFAULT_REGION": "us-east-1"}
+    settings = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     try:
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                     region_name="us-east-1").create_bucket(Bucket="outage")
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        ).create_bucket(Bucket="outage")
         yield server, settings
     finally:
         server.send_signal(signal.SIGCONT)
@@ -62,8 +77,8 @@ def s3_server() -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
 
 
 def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
-        tmp_path: Path, s3_server: tuple[subprocess.Popen[bytes], dict[str, str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, s3_server: tuple[subprocess.Popen[bytes], dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, settings = s3_server
     for key, value in settings.items():  # this process reads the store too (`final_state`)
         monkeypatch.setenv(key, value)
@@ -75,10 +90,14 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
     base = {k: v for k, v in os.environ.items() if not k.startswith("RLRUN_")}
     common = {**base, **settings, "RLRUN_DB": f"sqlite:///{database}", "RLRUN_TEST_HEARTBEAT_SECONDS": "0.5"}
     s3_env = {**common, "RLRUN_HOME": url, "RLRUN_CACHE": str(cache), uploads.IN_FLIGHT_ENV: "2"}
-    runs = {name: zygote.start(["train", SPEC, *ARGV], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for name, env in (("s3", s3_env), ("local", {**common, "RLRUN_HOME": str(local_home)}))}
-    logs = {"s3": lambda: next(cache.glob("homes/s3/outage/*/runs/*/s0/metrics.csv"), None),
-            "local": lambda: next(local_home.glob("*/s0/metrics.csv"), None)}
+    runs = {
+        name: zygote.start(["train", SPEC, *ARGV], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, env in (("s3", s3_env), ("local", {**common, "RLRUN_HOME": str(local_home)}))
+    }
+    logs = {
+        "s3": lambda: next(cache.glob("homes/s3/outage/*/runs/*/s0/metrics.csv"), None),
+        "local": lambda: next(local_home.glob("*/s0/metrics.csv"), None),
+    }
 
     def frames() -> dict[str, int]:
         """How far each run's metrics log reaches (flushed at each heartbeat and snapshot)."""
@@ -100,9 +119,13 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
     stopped_at, before = time.monotonic(), frames()
     try:
         s3_run = logs["s3"]().parents[1].name  # type: ignore[union-attr]  # it has its first rows
-        shown = zygote.start(["show", s3_run, "--json"], {**common, "RLRUN_HOME": url, "RLRUN_STORE_TIMEOUT": "1",
-                                                           "RLRUN_CACHE": str(tmp_path / "show-cache")},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        shown = zygote.start(
+            ["show", s3_run, "--json"],
+            {**common, "RLRUN_HOME": url, "RLRUN_STORE_TIMEOUT": "1", "RLRUN_CACHE": str(tmp_path / "show-cache")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         with environment(None):  # the twin, on a local disk, while the store is stopped
             twin = tmp_path / "twin"
             done = train_here(twin, SPEC, ARGV)
@@ -122,8 +145,10 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
         assert process.returncode == 0, outputs[name][1]
     # Two snapshot periods or more while the store was stopped (or to the end of the budget): a run
     # held up at its next snapshot, or by the registry's lock, gets no further than one.
-    assert all(during[name] >= min(before[name] + 2 * CHECKPOINT, FRAMES) and before[name] >= 0
-               for name in runs), (before, during)
+    assert all(during[name] >= min(before[name] + 2 * CHECKPOINT, FRAMES) and before[name] >= 0 for name in runs), (
+        before,
+        during,
+    )
 
     local_run = next(local_home.glob("*/s0")).parent.name
     assert_same_run(twin_state, final_state(s3_home, s3_run))  # read from the store: a fresh working copy here
@@ -131,9 +156,9 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
         assert_same_run(twin_state, final_state(local_home, local_run))
 
 
-
 def test_a_store_that_does_not_answer_is_one_line_and_draws_nothing_from_the_training_random_stream(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store's libraries retry with jitter drawn from their own `random` stream, never from
     Python's global one, which a snapshot records (the uploader retries on a thread of its own while
     training goes on); a request the store never answers is StoreUnreachable, one line naming it."""
@@ -146,8 +171,12 @@ def test_a_store_that_does_not_answer_is_one_line_and_draws_nothing_from_the_tra
     with socket.socket() as probe:  # a port on loopback that nothing listens on: refused at once
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    for key, value in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
-                       "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     home = store_home(f"s3://nowhere/{uuid.uuid4().hex[:8]}/runs", tmp_path / "runs")
     mirror = storage.mirror_of(home)

@@ -23,24 +23,42 @@ from rlrun import load_spec, resume, train
 from rlrun.session.device import flushing_now
 
 WRAPPED = ("add_param_group", "state_dict", "load_state_dict", "zero_grad")
-SETTINGS = ["meta.max_frame=300", "agent.learning_starts=100", "agent.batch_size=32", "agent.network.hidden=[32, 32]",
-            "meta.eval_frequency=300", "meta.num_eval_episodes=1", "meta.checkpoint_frequency=300",
-            "meta.log_frequency=100", "meta.seed=5", "meta.torch_threads=1"]
+SETTINGS = [
+    "meta.max_frame=300",
+    "agent.learning_starts=100",
+    "agent.batch_size=32",
+    "agent.network.hidden=[32, 32]",
+    "meta.eval_frequency=300",
+    "meta.num_eval_episodes=1",
+    "meta.checkpoint_frequency=300",
+    "meta.log_frequency=100",
+    "meta.seed=5",
+    "meta.torch_threads=1",
+]
 
 
 def torch_state() -> dict[str, Any]:
     backends: Any = torch.backends
     return {
-        "optimizer": {name: (getattr(torch.optim.Optimizer, name),
-                             getattr(getattr(torch.optim.Optimizer, name).__wrapped__, "__dynamo_disable", None))
-                      for name in WRAPPED},
+        "optimizer": {
+            name: (
+                getattr(torch.optim.Optimizer, name),
+                getattr(getattr(torch.optim.Optimizer, name).__wrapped__, "__dynamo_disable", None),
+            )
+            for name in WRAPPED
+        },
         "threads": torch.get_num_threads(),
         "grad": torch.is_grad_enabled(),
         "dtype": torch.get_default_dtype(),
-        "precisions": [kind.fp32_precision for kind in (
-            backends, backends.mkldnn, backends.mkldnn.matmul, backends.mkldnn.conv, backends.cuda.matmul)],
-        "deterministic": (torch.are_deterministic_algorithms_enabled(), backends.cudnn.deterministic,
-                          backends.cudnn.benchmark),
+        "precisions": [
+            kind.fp32_precision
+            for kind in (backends, backends.mkldnn, backends.mkldnn.matmul, backends.mkldnn.conv, backends.cuda.matmul)
+        ],
+        "deterministic": (
+            torch.are_deterministic_algorithms_enabled(),
+            backends.cudnn.deterministic,
+            backends.cudnn.benchmark,
+        ),
         "flushing": flushing_now(),
         "torch_rng": torch.get_rng_state().tolist(),
         "numpy_rng": np.random.get_state()[1].tolist(),

@@ -50,8 +50,13 @@ the end."""
 @pytest.fixture
 def trackers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Where the trackers write, through their own environment variables (inherited by `rlrun`)."""
-    where = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "WANDB_MODE": "offline",
-             "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_PROJECT": "rlrun-tests", "WANDB_SILENT": "true"}
+    where = {
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path / "wandb"),
+        "WANDB_PROJECT": "rlrun-tests",
+        "WANDB_SILENT": "true",
+    }
     (tmp_path / "wandb").mkdir()
     for name, value in where.items():
         monkeypatch.setenv(name, value)
@@ -77,9 +82,11 @@ def mlflow_newest_step(where: dict[str, str], besides: str) -> int:
     database = Path(where["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
     try:
         with sqlite3.connect(database) as db:
-            (step,) = db.execute("select coalesce(max(m.step), -1) from metrics m join tags t on"
-                                 " t.run_uuid = m.run_uuid and t.key = 'rlrun.run' and t.value <> ?",
-                                 (besides,)).fetchone()
+            (step,) = db.execute(
+                "select coalesce(max(m.step), -1) from metrics m join tags t on"
+                " t.run_uuid = m.run_uuid and t.key = 'rlrun.run' and t.value <> ?",
+                (besides,),
+            ).fetchone()
     except sqlite3.OperationalError:  # its tables are still being made
         return -1
     return int(step)
@@ -88,12 +95,14 @@ def mlflow_newest_step(where: dict[str, str], besides: str) -> int:
 def wandb_newest_step(where: dict[str, str], besides: str) -> int:
     """The newest step W&B's offline files hold of a run other than `besides`."""
     runs = {folder.name.split("-")[-2] for folder in Path(where["WANDB_DIR"], "wandb").glob("offline-run-*-s0")}
-    return max((max(wandb_history(Path(where["WANDB_DIR"]), f"{run}-s0") or [-1]) for run in runs - {besides}),
-               default=-1)
+    return max(
+        (max(wandb_history(Path(where["WANDB_DIR"]), f"{run}-s0") or [-1]) for run in runs - {besides}), default=-1
+    )
 
 
 def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
-        tmp_path: Path, trackers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, trackers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(HEARTBEAT_ENV, "0.2")  # rows reach the log, and the trackers, between snapshots too
     straight_home, killed_home = tmp_path / "straight", tmp_path / "killed"
     done = train(straight_home, SPEC, *TRACK, *SPARSE)
@@ -104,9 +113,13 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     # the run is held at frame 6,000 (its trackers given every row up to there, the snapshot at
     # 4,000 in), so it cannot end however long their delivery, or W&B's writing, takes
     held = tmp_path / "held.json"
-    process = zygote.start(["train", SPEC, *CADENCE, *fast(SPEC), *TRACK,
-                                *SPARSE], env={**cli_env(killed_home), HOLD_ENV: f"6000@{held}"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["train", SPEC, *CADENCE, *fast(SPEC), *TRACK, *SPARSE],
+        env={**cli_env(killed_home), HOLD_ENV: f"6000@{held}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(held.exists, process)
     delivered = json.loads(held.read_text())
     assert delivered.keys() == {"mlflow", "wandb"} and min(delivered.values()) >= 6000, delivered
@@ -141,19 +154,30 @@ def test_tracker_history_after_kill_and_resume_is_the_uninterrupted_runs(
     assert shown.code == 0, shown.stderr
     reports = {report["tracker"]: report for report in shown.json()["trackers"]}
     assert reports.keys() == {"mlflow", "wandb"}
-    assert reports["mlflow"] == {"session": 0, "tracker": "mlflow", "run": run.info.run_id, "last_frame": FRAMES,
-                                 "undelivered": 0, "error": None}
+    assert reports["mlflow"] == {
+        "session": 0,
+        "tracker": "mlflow",
+        "run": run.info.run_id,
+        "last_frame": FRAMES,
+        "undelivered": 0,
+        "error": None,
+    }
     assert reports["wandb"]["run"] == f"{killed_id}-s0" and reports["wandb"]["last_frame"] == FRAMES
 
 
 @pytest.mark.any_home
 def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_afterwards(
-        home: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    home: Path, trackers: dict[str, str]
+) -> None:
     """In a home in object storage the session's trackers.json reaches the store (under its lease),
     and `show` and `track`, each in a working copy of its own, read it from there."""
     with socket_closed() as port:
-        down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-                "MLFLOW_HTTP_REQUEST_TIMEOUT": "1", "RLRUN_TRACKER_CLOSE_SECONDS": "2"}
+        down = {
+            "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "1",
+            "RLRUN_TRACKER_CLOSE_SECONDS": "2",
+        }
         done = train(home, SPEC, "--track", "mlflow", "--frames", "3000", env=down)
     assert done.code == 0, done.stderr
     shown = rlrun(home, "show", "latest")
@@ -170,8 +194,9 @@ def test_a_tracker_outage_never_stops_training_and_track_sends_the_history_after
     assert delivered == {**missed, "run": delivered["run"], "undelivered": 0, "error": None, "last_frame": 3000}
     assert [delivered] == sent.json() and delivered["run"]
     history, _ = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run_id(home))
-    assert sorted(step for step, values in history.items() if "rollout/return_mean" in values) == \
-        list(range(500, 3001, 500))
+    assert sorted(step for step, values in history.items() if "rollout/return_mean" in values) == list(
+        range(500, 3001, 500)
+    )
     assert [step for step, values in sorted(history.items()) if "eval/return_mean" in values] == [1000, 2000, 3000]
 
     again = rlrun(home, "track", "latest", "--to", "mlflow")  # sent twice: the tracker run holds it once
@@ -217,7 +242,8 @@ def test_a_searchs_trials_are_nested_under_one_parent_and_grouped(tmp_path: Path
 
 
 def test_an_enjoy_video_goes_to_the_sessions_tracker_runs_and_leaves_their_history_alone(
-        tmp_path: Path, trackers: dict[str, str]) -> None:  # fmt: skip
+    tmp_path: Path, trackers: dict[str, str]
+) -> None:
     pytest.importorskip("imageio_ffmpeg")
     home = tmp_path / "home"
     done = train(home, SPEC, *TRACK, "--frames", "3000")
@@ -237,15 +263,22 @@ def test_an_enjoy_video_goes_to_the_sessions_tracker_runs_and_leaves_their_histo
     _, tracked = mlflow_history(trackers["MLFLOW_TRACKING_URI"], run)
     (artifact,) = MlflowClient(trackers["MLFLOW_TRACKING_URI"]).list_artifacts(tracked.info.run_id, "enjoy")
     assert artifact.path == "enjoy/enjoy.mp4" and artifact.file_size == video.stat().st_size
-    records = [r for file in Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
-               for r in wandb_records(file) if r.WhichOneof("record_type") == "artifact"]
+    records = [
+        r
+        for file in Path(trackers["WANDB_DIR"]).glob(f"wandb/offline-run-*-{run}-s0/run-{run}-s0.wandb")
+        for r in wandb_records(file)
+        if r.WhichOneof("record_type") == "artifact"
+    ]
     videos = [r.artifact for r in records if r.artifact.type == "video"]
     assert [[entry.path for entry in a.manifest.contents] for a in videos] == [["enjoy.mp4"]]
 
     # a tracker that is down: enjoy still plays and records, and says in one line what was not sent
     with socket_closed() as port:
-        down = {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-                "MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}
+        down = {
+            "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "1",
+        }
         again = run_cli(home, "enjoy", "latest", "--episodes", "1", "--video", str(video), env=down)
     assert again.code == 0, again.stderr
     assert "enjoy.mp4 not sent to mlflow" in again.stderr and "Traceback" not in again.stderr
@@ -258,8 +291,7 @@ def test_a_tracker_that_cannot_be_reached_is_one_warning_line_and_its_reason_rec
     retries, minutes long by default, are bounded so the reason is known before the session closes)."""
     home = tmp_path / "runs"
     unreachable = {"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "RLRUN_TRACKER_CLOSE_SECONDS": "5"}
-    done = run_cli(home, "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "3000", "--track", "mlflow",
-                   env=unreachable)
+    done = run_cli(home, "train", SPEC, *CADENCE, *fast(SPEC), "--frames", "3000", "--track", "mlflow", env=unreachable)
     assert done.code == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if "warning:" in line]
     assert len(warnings) == 1 and warnings[0].startswith("s0 warning: tracker mlflow cannot be reached ("), warnings

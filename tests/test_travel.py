@@ -117,7 +117,7 @@ def _damaged_copies(pushed: Path, folder: Path) -> dict[str, Path]:
     flipped[state.offset_data + state.size // 2] ^= 0x01
     changed("altered-file", bytes(flipped))
     edited = bytearray(raw)
-    text = raw[manifest.offset_data: manifest.offset_data + manifest.size]
+    text = raw[manifest.offset_data : manifest.offset_data + manifest.size]
     at = manifest.offset_data + text.index(b'"sha256": "') + len(b'"sha256": "')
     edited[at] = ord("0") if edited[at] != ord("0") else ord("1")
     changed("altered-manifest", bytes(edited))
@@ -137,15 +137,22 @@ def test_a_damaged_or_altered_bundle_is_refused_and_nothing_is_written(pushed: P
 
 def _hostile(folder: Path, member: tarfile.TarInfo, listed: str, payload: bytes = b"") -> Path:
     """A bundle whose manifest is sound and lists `listed`, followed by `member`."""
-    document = {"format": bundle.FORMAT, "kind": bundle.KIND, "run": {"id": "abc"}, "links": [],
-                "files": [{"name": listed, "sha256": "0" * 64, "size": len(payload), "mtime": 0}]}  # fmt: skip
+    document = {
+        "format": bundle.FORMAT,
+        "kind": bundle.KIND,
+        "run": {"id": "abc"},
+        "links": [],
+        "files": [{"name": listed, "sha256": "0" * 64, "size": len(payload), "mtime": 0}],
+    }
     manifest = json.dumps(document).encode()
     import hashlib
 
     path = folder / f"hostile-{uuid.uuid4().hex[:6]}.rlrun"
     with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in ((bundle.MANIFEST, manifest),
-                           (bundle.MANIFEST_HASH, hashlib.sha256(manifest).hexdigest().encode())):  # fmt: skip
+        for name, data in (
+            (bundle.MANIFEST, manifest),
+            (bundle.MANIFEST_HASH, hashlib.sha256(manifest).hexdigest().encode()),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -161,9 +168,13 @@ def test_links_and_names_outside_the_run_folder_are_refused(tmp_path: Path) -> N
     hard.type, hard.linkname = tarfile.LNKTYPE, "../../outside"
     escape = tarfile.TarInfo("abc/../../outside")
     absolute = tarfile.TarInfo("/tmp/outside")
-    cases = [(link, "abc/run.json", "not a plain file"), (hard, "abc/run.json", "not a plain file"),
-             (escape, "abc/x", "outside its run folder"), (absolute, "abc/x", "outside its run folder"),
-             (tarfile.TarInfo("abc/extra"), "abc/x", "does not list")]  # fmt: skip
+    cases = [
+        (link, "abc/run.json", "not a plain file"),
+        (hard, "abc/run.json", "not a plain file"),
+        (escape, "abc/x", "outside its run folder"),
+        (absolute, "abc/x", "outside its run folder"),
+        (tarfile.TarInfo("abc/extra"), "abc/x", "does not list"),
+    ]
     for member, listed, words in cases:
         _one_line_refusal(invoke(home, "pull", str(_hostile(tmp_path, member, listed))), words)
         assert not home.exists()
@@ -176,11 +187,16 @@ def test_bad_input_is_one_line(pushed: Path, tmp_path: Path) -> None:
     _one_line_refusal(invoke(origin, "push", "latest", str(tmp_path / "no" / "such" / "x.rlrun")), "does not exist")
     _one_line_refusal(invoke(origin, "push", "latest", "nosuch://bucket/x.rlrun"), "nosuch://")
     _one_line_refusal(invoke(origin, "push", "latest@best", str(tmp_path / "x.rlrun")), "whole runs")
-    unreachable = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "rlrun",
-                   "AWS_SECRET_ACCESS_KEY": "rlrun", "AWS_MAX_ATTEMPTS": "1"}  # fmt: skip
+    unreachable = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+        "AWS_ACCESS_KEY_ID": "rlrun",
+        "AWS_SECRET_ACCESS_KEY": "rlrun",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
     pytest.importorskip("s3fs")
-    _one_line_refusal(invoke(tmp_path / "h", "pull", "s3://nobucket/x.rlrun", env=unreachable), "cannot be reached",
-                      code=3)  # fmt: skip
+    _one_line_refusal(
+        invoke(tmp_path / "h", "pull", "s3://nobucket/x.rlrun", env=unreachable), "cannot be reached", code=3
+    )
     assert not (tmp_path / "h").exists()
 
 
@@ -223,8 +239,9 @@ def _bundled_run(path: Path) -> str:
         return str(json.loads(tar.extractfile(bundle.MANIFEST).read())["run"]["id"])  # type: ignore[union-attr]
 
 
-def test_a_run_pulled_into_a_home_in_object_storage_is_in_the_store(pushed: Path, s3_bucket: str,
-                                                                    tmp_path: Path) -> None:  # fmt: skip
+def test_a_run_pulled_into_a_home_in_object_storage_is_in_the_store(
+    pushed: Path, s3_bucket: str, tmp_path: Path
+) -> None:
     """Into a home in object storage: every snapshot and file goes to the store before the registry hears of it."""
     import shutil
 

@@ -45,8 +45,9 @@ def spec_document(env_name: str) -> dict[str, Any]:
     document["name"] = f"ppo_{env_name.lower().split('-')[0]}"
     document["env"].update(id=f"my_robot.envs:{env_name}", num_envs=2)
     document["agent"].update(n_steps=64, batch_size=64, n_epochs=2)
-    document["meta"].update(max_frame=BUDGET, eval_frequency=1000, checkpoint_frequency=1000, log_frequency=500,
-                            num_eval_episodes=2)
+    document["meta"].update(
+        max_frame=BUDGET, eval_frequency=1000, checkpoint_frequency=1000, log_frequency=500, num_eval_episodes=2
+    )
     return document
 
 
@@ -68,10 +69,12 @@ def command(*args: str) -> list[str]:
     return [sys.executable, "-P", "-m", "rlrun", *args]
 
 
-def run(folder: Path, home: Path, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run(command(*args), cwd=folder, env=environment(home, env), capture_output=True, text=True,
-                          timeout=timeout)
+def run(
+    folder: Path, home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command(*args), cwd=folder, env=environment(home, env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def spec_file(env_name: str) -> str:
@@ -127,9 +130,14 @@ def test_kill_9_then_resume(straight: tuple[str, dict[str, Any]], tmp_path: Path
     env_name, a = straight
     folder = project(tmp_path / "project")
     home, frozen = folder / "runs", tmp_path / "frozen"
-    process = subprocess.Popen(command("train", spec_file(env_name)), cwd=folder,
-                               env=environment(home, {FREEZE_ENV: f"{STOP_AT}@{frozen}"}),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command("train", spec_file(env_name)),
+        cwd=folder,
+        env=environment(home, {FREEZE_ENV: f"{STOP_AT}@{frozen}"}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lambda: frozen.exists() and frozen.read_text(), process)  # the session stopped itself at STOP_AT
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
@@ -164,8 +172,18 @@ def test_enjoy_here_and_from_a_copied_run_folder(tmp_path: Path) -> None:
 def test_sessions_and_async_copies_in_spawned_processes_find_the_module(tmp_path: Path) -> None:
     folder = project(tmp_path / "project")
     home = folder / "runs"
-    done = run(folder, home, "train", spec_file("Reach-v0"), "--frames", "1000", "--set", "meta.sessions=2",
-               "--set", "env.vectorization=async")
+    done = run(
+        folder,
+        home,
+        "train",
+        spec_file("Reach-v0"),
+        "--frames",
+        "1000",
+        "--set",
+        "meta.sessions=2",
+        "--set",
+        "env.vectorization=async",
+    )
     assert done.returncode == 0, done.stderr
     with Registry.open(home, create=False) as registry:
         sessions = registry.get_run(registry.resolve("latest").id).sessions
@@ -224,15 +242,24 @@ def cluster() -> Iterator[Any]:
 
 
 def test_on_ray_the_module_reaches_the_workers_and_a_preempted_worker_resumes_exactly(
-        straight: tuple[str, dict[str, Any]], cluster: Any, tmp_path: Path) -> None:  # fmt: skip
+    straight: tuple[str, dict[str, Any]], cluster: Any, tmp_path: Path
+) -> None:
     env_name, a = straight
     if env_name != "Reach-v0":
         pytest.skip("one env is enough on Ray: the worker imports the module the same way for both")
     folder, code = apart(project(tmp_path / "project"))
     home = folder / "runs"
     # The worker SIGTERMs itself mid-episode (a spot notice): Ray runs the task again, which resumes.
-    done = run(folder, home, "train", spec_file(env_name), "--ray", cluster.address,
-               env={SIGNAL_AT_ENV: str(STOP_AT), "PYTHONPATH": on_path(code)}, timeout=400)
+    done = run(
+        folder,
+        home,
+        "train",
+        spec_file(env_name),
+        "--ray",
+        cluster.address,
+        env={SIGNAL_AT_ENV: str(STOP_AT), "PYTHONPATH": on_path(code)},
+        timeout=400,
+    )
     assert done.returncode == 0, done.stderr
     with Registry.open(home, create=False) as registry:
         attempts = registry.get_run(registry.resolve("latest").id).attempts
@@ -242,15 +269,24 @@ def test_on_ray_the_module_reaches_the_workers_and_a_preempted_worker_resumes_ex
 
 
 def test_on_ray_a_module_the_workers_cannot_import_is_refused_before_anything_is_written(
-        cluster: Any, tmp_path: Path) -> None:  # fmt: skip
+    cluster: Any, tmp_path: Path
+) -> None:
     folder, code = apart(project(tmp_path / "project"))
     # The module imports here: its dependency lies beside it, on this machine only (only the package
     # the spec names is shipped).
     (code / "servo_driver.py").write_text("SPEED = 1\n")
     envs = code / "my_robot" / "envs.py"
     envs.write_text(envs.read_text().replace("import numpy as np\n", "import numpy as np\nimport servo_driver\n"))
-    done = run(folder, folder / "runs", "train", spec_file("Reach-v0"), "--ray", cluster.address,
-               env={"PYTHONPATH": on_path(code)}, timeout=400)
+    done = run(
+        folder,
+        folder / "runs",
+        "train",
+        spec_file("Reach-v0"),
+        "--ray",
+        cluster.address,
+        env={"PYTHONPATH": on_path(code)},
+        timeout=400,
+    )
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "cannot import my_robot.envs" in errors[0] and "servo_driver" in errors[0], done.stderr

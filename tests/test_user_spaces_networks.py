@@ -39,8 +39,11 @@ CASES: dict[str, tuple[str, list[str], str]] = {
     "dqn-flattened-dict-obs": ("dqn_cartpole", ["--set", "env.id=DictObs-v0"], "sigterm"),
     "ppo-user-network": ("ppo_cartpole", ["--set", "env.id=DictObs-v0", *GOAL_NET], "kill-9"),
     # a user's network as a memory's torso (the cell reads its outputs), on a user's env
-    "ppo-user-network-memory": ("ppo_cartpole", ["--set", "env.id=DictObs-v0", *GOAL_NET, "--set",
-                                                 'agent.network.recurrent={"cell": "lstm", "size": 16}'], "sigterm"),
+    "ppo-user-network-memory": (
+        "ppo_cartpole",
+        ["--set", "env.id=DictObs-v0", *GOAL_NET, "--set", 'agent.network.recurrent={"cell": "lstm", "size": 16}'],
+        "sigterm",
+    ),
 }
 
 
@@ -64,9 +67,13 @@ def interrupted(home: Path, spec: str, settings: list[str], how: str, tmp_path: 
         assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
         return
     flag = tmp_path / "frozen"
-    process = zygote.start(["train", spec, *_cadence(spec), *settings,
-                                "--frames", BUDGET], env={**cli_env(home), FREEZE_ENV: f"2500@{flag}"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = zygote.start(
+        ["train", spec, *_cadence(spec), *settings, "--frames", BUDGET],
+        env={**cli_env(home), FREEZE_ENV: f"2500@{flag}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_for(flag.exists, process)
     finally:

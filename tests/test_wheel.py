@@ -20,8 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (built,) = out.glob("rlrun-*.whl")
     return built
 
@@ -49,8 +53,13 @@ def fresh_environment(where: Path) -> Path:
     environment it reaches the system's packages, not that environment's."""
     venv.create(where, with_pip=True)
     python = where / "bin" / "python"
-    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                         check=True, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout.strip()
     (Path(own) / "zz_test_dependencies.pth").write_text("\n".join(dependency_dirs()) + "\n")
     return python
 
@@ -61,21 +70,51 @@ def test_installed_wheel_trains_and_creates_a_registry(wheel: Path, tmp_path: Pa
     environment = tmp_path / "venv"
     python = fresh_environment(environment)
     clean = {"PATH": "/usr/bin:/bin"}  # no PYTHONPATH, no RLRUN_HOME: only the installed wheel
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, text=True, env=clean)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = subprocess.run([str(python), "-c", "import rlrun; print(rlrun.__file__)"], cwd=work, check=True,
-                           capture_output=True, text=True, env=clean).stdout
+    where = subprocess.run(
+        [str(python), "-c", "import rlrun; print(rlrun.__file__)"],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean,
+    ).stdout
     assert where.startswith(str(environment)), where
     done = subprocess.run(
-        [str(environment / "bin" / "rlrun"), "train", "reinforce_cartpole", "--frames", "500", "--set",
-         "meta.eval_frequency=500", "--set", "meta.num_eval_episodes=1", "--json"],
-        cwd=work, capture_output=True, text=True, env=clean,
+        [
+            str(environment / "bin" / "rlrun"),
+            "train",
+            "reinforce_cartpole",
+            "--frames",
+            "500",
+            "--set",
+            "meta.eval_frequency=500",
+            "--set",
+            "meta.num_eval_episodes=1",
+            "--json",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=clean,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "finished"
     assert (work / "runs" / "registry.sqlite").is_file()
-    listed = subprocess.run([str(environment / "bin" / "rlrun"), "ls", "--json"], cwd=work, capture_output=True,
-                            text=True, check=True, env=clean)
+    listed = subprocess.run(
+        [str(environment / "bin" / "rlrun"), "ls", "--json"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean,
+    )
     assert len(json.loads(listed.stdout)) == 1

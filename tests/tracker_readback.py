@@ -29,12 +29,12 @@ def wandb_records(file: Path) -> list[Any]:
         if left < _HEADER:  # the block's tail is padding
             position += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[position:position + _HEADER])
+        _crc, length, kind = struct.unpack("<IHB", data[position : position + _HEADER])
         if kind == 0 and length == 0:
             break
         if position + _HEADER + length > len(data):  # torn by a kill mid-write
             break
-        chunk = data[position + _HEADER:position + _HEADER + length]
+        chunk = data[position + _HEADER : position + _HEADER + length]
         position += _HEADER + length
         pending = chunk if kind in (_FULL, _FIRST) else pending + chunk
         if kind in (_FULL, _LAST):
@@ -58,8 +58,9 @@ def wandb_history(wandb_dir: Path, run_id: str) -> History:
             if kind == "run" and record.run.HasField("branch_point") and record.run.branch_point.run == run_id:
                 history = {step: values for step, values in history.items() if step <= record.run.branch_point.value}
             elif kind == "history":
-                items = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item}
+                items = {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
+                }
                 step = int(items.pop("_step"))
                 assert step not in history, f"step {step} logged twice in W&B run {run_id}"
                 history[step] = {k: v for k, v in items.items() if not k.startswith("_")}
@@ -71,8 +72,10 @@ def mlflow_history(tracking_uri: str, run_id: str, session: int = 0) -> tuple[Hi
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              filter_string=f"tags.`rlrun.run` = '{run_id}' and tags.`rlrun.session` = '{session}'")
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=f"tags.`rlrun.run` = '{run_id}' and tags.`rlrun.session` = '{session}'",
+    )
     assert len(runs) == 1, runs
     run = runs[0]
     history: History = {}

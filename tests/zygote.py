@@ -51,8 +51,12 @@ def _zygote() -> Any:
         from multiprocessing import forkserver
 
         # sys.path as `python -m` starts with it (no pytest additions), the folder it runs in first.
-        found = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
-                               capture_output=True, text=True, check=True)
+        found = subprocess.run(
+            [sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         _fresh_path[:] = json.loads(found.stdout)
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
@@ -95,8 +99,9 @@ def _received(duplicate: Any) -> int:
     return duplicate.detach()
 
 
-def _command_main(argv: list[str], env: dict[str, str], cwd: str, path: list[str], stdio: tuple[int, int, int],
-                  new_session: bool) -> None:  # fmt: skip
+def _command_main(
+    argv: list[str], env: dict[str, str], cwd: str, path: list[str], stdio: tuple[int, int, int], new_session: bool
+) -> None:
     """In the forked process: become `python -m rlrun ARGV` run with `env` in `cwd`, then exit with
     its code."""
     if new_session:
@@ -115,10 +120,12 @@ def _command_main(argv: list[str], env: dict[str, str], cwd: str, path: list[str
     sys.path[:] = [cwd, *path]
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
     sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", buffering=0 if unbuffered else -1), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0 if unbuffered else -1), encoding="utf-8",
-                                  write_through=unbuffered)
-    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), encoding="utf-8", line_buffering=True,
-                                  write_through=True)
+    sys.stdout = io.TextIOWrapper(
+        os.fdopen(1, "wb", buffering=0 if unbuffered else -1), encoding="utf-8", write_through=unbuffered
+    )
+    sys.stderr = io.TextIOWrapper(
+        os.fdopen(2, "wb", buffering=0), encoding="utf-8", line_buffering=True, write_through=True
+    )
     import rlrun
 
     sys.argv = [str(Path(rlrun.__path__[0]) / "__main__.py"), *argv]  # as `python -m rlrun` sets it
@@ -149,9 +156,18 @@ def _command_main(argv: list[str], env: dict[str, str], cwd: str, path: list[str
 class Command:
     """`python -m rlrun ARGV` as `subprocess.Popen` would start it, forked from the zygote."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], *, stdin: Any = None, stdout: Any = None,
-                 stderr: Any = None, text: bool = False, start_new_session: bool = False,
-                 cwd: str | Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        stdin: Any = None,
+        stdout: Any = None,
+        stderr: Any = None,
+        text: bool = False,
+        start_new_session: bool = False,
+        cwd: str | Path | None = None,
+    ) -> None:
         self.args = argv
         self.returncode: int | None = None
         self.stdout: IO[Any] | None = None
@@ -162,9 +178,11 @@ class Command:
             same_as_stdout = index == 2 and wanted == subprocess.STDOUT
             fd = child_stdio[1].fd if same_as_stdout else self._child_end(index, wanted, mode, text, ends)
             child_stdio.append(_Fd(fd))
-        process = _zygote().Process(target=_command_main, name="rlrun-command",
-                                    args=(argv, env, str(cwd or os.getcwd()), _fresh_path, tuple(child_stdio),
-                                          start_new_session))
+        process = _zygote().Process(
+            target=_command_main,
+            name="rlrun-command",
+            args=(argv, env, str(cwd or os.getcwd()), _fresh_path, tuple(child_stdio), start_new_session),
+        )
         try:
             process.start()
         finally:
@@ -208,8 +226,11 @@ class Command:
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
         """Read stdout and stderr to their ends (threads, so neither pipe fills), then wait."""
         results: dict[str, Any] = {}
-        readers = [threading.Thread(target=lambda n=name, s=stream: results.__setitem__(n, s.read()), daemon=True)
-                   for name, stream in (("out", self.stdout), ("err", self.stderr)) if stream is not None]
+        readers = [
+            threading.Thread(target=lambda n=name, s=stream: results.__setitem__(n, s.read()), daemon=True)
+            for name, stream in (("out", self.stdout), ("err", self.stderr))
+            if stream is not None
+        ]
         for reader in readers:
             reader.start()
         for reader in readers:

@@ -46,9 +46,7 @@ def _create_runs() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("finished_at", sa.Float(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["parent_id"], ["runs.id"], name="fk_runs_parent_id_runs", ondelete="SET NULL"
-        ),
+        sa.ForeignKeyConstraint(["parent_id"], ["runs.id"], name="fk_runs_parent_id_runs", ondelete="SET NULL"),
         _pk("runs"),
         sa.UniqueConstraint("name", name="uq_runs_name"),
     )
@@ -75,9 +73,7 @@ def _create_sessions() -> None:
         sa.Column("started_at", sa.Float(), nullable=True),
         sa.Column("finished_at", sa.Float(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["runs.id"], name="fk_sessions_run_id_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name="fk_sessions_run_id_runs", ondelete="CASCADE"),
         _pk("sessions"),
         sa.UniqueConstraint("run_id", "session_index", name="uq_sessions_run_id_session_index"),
     )
@@ -93,9 +89,7 @@ def _create_spec_revisions() -> None:
         sa.Column("spec_json", sa.Text(), nullable=False),
         sa.Column("diff_json", sa.Text(), nullable=True),
         sa.Column("created_at", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["runs.id"], name="fk_spec_revisions_run_id_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name="fk_spec_revisions_run_id_runs", ondelete="CASCADE"),
         _pk("spec_revisions"),
         sa.UniqueConstraint("run_id", "revision", name="uq_spec_revisions_run_id_revision"),
     )

@@ -33,9 +33,7 @@ def upgrade() -> None:
         sa.Column("end_status", sa.String(length=16), nullable=True),
         sa.Column("approximate", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("note", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["runs.id"], name="fk_attempts_run_id_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name="fk_attempts_run_id_runs", ondelete="CASCADE"),
         sa.ForeignKeyConstraint(
             ["session_id"],
             ["sessions.id"],

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rlrun.algorithms.base import Agent
     from rlrun.spec import Spec
 
+
 def agent_class(name: str) -> Any:
     """The algorithm's agent class (imports torch)."""
     return importlib.import_module(f"rlrun.algorithms.{name}").Agent
@@ -38,9 +39,16 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     # An agent with a replay memory learns how observations are stacked, so it stores each frame once.
     stacking = {"frame_stack": spec.env.frame_stack} if getattr(spec.agent, "memory", None) is not None else {}
     agent: Agent = agent_class(spec.agent.algorithm)(
-        spec.agent, obs_space, action_space, seed=seeding.derive(seed, seeding.AGENT), num_envs=spec.env.num_envs,
-        max_frame=spec.meta.max_frame, device=torch.device(device), arithmetic=revision(spec.meta.arithmetic),
-        kernels=spec.meta.kernels, **stacking,
+        spec.agent,
+        obs_space,
+        action_space,
+        seed=seeding.derive(seed, seeding.AGENT),
+        num_envs=spec.env.num_envs,
+        max_frame=spec.meta.max_frame,
+        device=torch.device(device),
+        arithmetic=revision(spec.meta.arithmetic),
+        kernels=spec.meta.kernels,
+        **stacking,
     )
     return agent
 

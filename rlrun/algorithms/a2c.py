@@ -38,8 +38,15 @@ class AdvantageLoss:
         return loss
 
 
-def advantage_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
-                   returns: torch.Tensor, value_coef: float, entropy_coef: float) -> AdvantageLoss:
+def advantage_loss(
+    log_probs: torch.Tensor,
+    entropies: torch.Tensor,
+    values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    value_coef: float,
+    entropy_coef: float,
+) -> AdvantageLoss:
     """The policy gradient's surrogate, the critic's regression to the returns, the entropy bonus."""
     policy_loss = -(advantages * log_probs).mean()
     value_loss = functional.mse_loss(values, returns)
@@ -61,10 +68,18 @@ class Agent(OnPolicyAgent):
         config, entropy_coef = self.config, self.entropy_term(clock)
         log_probs, entropy, values = self.evaluate(batch, entropy=True)  # with a memory: the whole sequences
         assert entropy is not None
-        loss = advantage_loss(log_probs, entropy, values, self.normalized(batch["advantages"]), batch["returns"],
-                              config.value_coef, entropy_coef)
+        loss = advantage_loss(
+            log_probs,
+            entropy,
+            values,
+            self.normalized(batch["advantages"]),
+            batch["returns"],
+            config.value_coef,
+            entropy_coef,
+        )
         grad_norm = self.learner.step(loss, self.optimizer, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        stats = torch.stack([loss.policy_loss.detach(), loss.value_loss.detach(), entropy.detach().mean(),
-                             grad_norm]).tolist()
+        stats = torch.stack(
+            [loss.policy_loss.detach(), loss.value_loss.detach(), entropy.detach().mean(), grad_norm]
+        ).tolist()
         return dict(zip(("policy_loss", "value_loss", "entropy", "grad_norm"), stats, strict=True))

@@ -76,8 +76,9 @@ class Remembering(Protocol):
 
     def initial_memory(self, batch: int) -> Any: ...
 
-    def act_remembering(self, obs: np.ndarray, memory: Any, *, deterministic: bool = False,
-                        generator: torch.Generator | None = None) -> tuple[np.ndarray, Any]: ...
+    def act_remembering(
+        self, obs: np.ndarray, memory: Any, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, Any]: ...
 
 
 def remembers(agent: object) -> TypeGuard[Remembering]:
@@ -120,8 +121,9 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "el
 def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float = 1.0) -> nn.Sequential:
     """A multi-layer perceptron with orthogonal initialisation (the PPO-paper default)."""
     if network.kind != "mlp":
-        raise ValueError(f'this algorithm builds multi-layer perceptrons only, not a {network.kind}; '
-                         'use agent.network.kind = "mlp"')
+        raise ValueError(
+            f'this algorithm builds multi-layer perceptrons only, not a {network.kind}; use agent.network.kind = "mlp"'
+        )
     layers: list[nn.Module] = []
     width = inputs
     for hidden in network.hidden:
@@ -131,8 +133,9 @@ def mlp(inputs: int, outputs: int, network: NetworkSpec, *, output_gain: float =
     return nn.Sequential(*layers)
 
 
-def network(obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0,
-            arithmetic: Arithmetic = NEWEST) -> nn.Module:
+def network(
+    obs_space: Any, outputs: int, spec: NetworkSpec, *, output_gain: float = 1.0, arithmetic: Arithmetic = NEWEST
+) -> nn.Module:
     """The spec's network from observations to `outputs` values: an `mlp`, a `NatureCNN` and a
     linear head, or the user's own (`user_network`, which initialises its own output layer);
     `arithmetic`: the run's revision's flags (`rlrun.arithmetic`), which the `NatureCNN` computes with."""
@@ -179,9 +182,12 @@ class NatureCNN(nn.Module):
         first = ScalingConv2d if self.folded else nn.Conv2d
         # ReLUs in place: a convolution's backward reads its input, never its output
         self.convolutions = nn.Sequential(
-            orthogonal(first(channels, 32, 8, stride=4), gain), nn.ReLU(inplace=True),
-            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(inplace=True),
-            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain), FlatReLU(),
+            orthogonal(first(channels, 32, 8, stride=4), gain),
+            nn.ReLU(inplace=True),
+            orthogonal(nn.Conv2d(32, 64, 4, stride=2), gain),
+            nn.ReLU(inplace=True),
+            orthogonal(nn.Conv2d(64, 64, 3, stride=1), gain),
+            FlatReLU(),
             nn.Flatten(),
         )
         # oneDNN's faster layout on the CPU (a fifth off a DQN gradient step); a device move keeps it
@@ -262,8 +268,11 @@ class TransposedWeights:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         for i, layer in enumerate(self.dense):
-            x = torch.addmm(layer.bias, x, self.transposed(i, layer.weight)) if isinstance(layer, nn.Linear) \
+            x = (
+                torch.addmm(layer.bias, x, self.transposed(i, layer.weight))
+                if isinstance(layer, nn.Linear)
                 else layer(x)
+            )
         return x
 
     def transposed(self, i: int, weight: torch.Tensor) -> torch.Tensor:
@@ -298,8 +307,12 @@ def channels_last_zeros(leading: tuple[int, ...], obs_shape: tuple[int, ...], dt
 def copy_into(into: np.ndarray, value: np.ndarray) -> None:
     """`into[...] = value`, by torch for frames: NumPy copies a row-major stack into a channels-last
     rollout element by element, torch in a third of the time (the same bytes)."""
-    if isinstance(value, np.ndarray) and value.shape == into.shape and value.dtype == into.dtype == np.uint8 \
-            and value.flags.writeable:
+    if (
+        isinstance(value, np.ndarray)
+        and value.shape == into.shape
+        and value.dtype == into.dtype == np.uint8
+        and value.flags.writeable
+    ):
         torch.from_numpy(into).copy_(torch.from_numpy(value))
     else:
         into[...] = value
@@ -333,8 +346,13 @@ class KeptFrames:
 
     def take(self, frames: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         n = len(index)
-        if self.rows is None or self.rows.shape[1:] != frames.shape[1:] or len(self.rows) < n \
-                or self.rows.dtype != frames.dtype or self.rows.device != frames.device:
+        if (
+            self.rows is None
+            or self.rows.shape[1:] != frames.shape[1:]
+            or len(self.rows) < n
+            or self.rows.dtype != frames.dtype
+            or self.rows.device != frames.device
+        ):
             self.rows = take_rows(frames, index)
             self.floats = self.cnn.scaled(self.rows)
             return self.floats
@@ -353,14 +371,18 @@ def _image_layout(space: Any) -> tuple[int, int, int]:
     is_image = getattr(space, "dtype", None) == np.uint8 and 2 <= len(shape) <= 4
     if not is_image:
         seen = f"{getattr(space, 'dtype', None)} of shape {shape}" if shape else type(space).__name__
-        raise ValueError(f"the nature_cnn network needs image observations (uint8 frames), not {seen};"
-                         ' use agent.network.kind = "mlp"')
+        raise ValueError(
+            f"the nature_cnn network needs image observations (uint8 frames), not {seen};"
+            ' use agent.network.kind = "mlp"'
+        )
     colour = len(shape) >= 3 and shape[-1] == 3
     height, width = shape[-3:-1] if colour else shape[-2:]
     channels = int(np.prod(shape[:-3])) * 3 if colour else int(np.prod(shape[:-2]))
     if min(height, width) < 36:
-        raise ValueError(f"the nature_cnn network needs frames of at least 36×36 pixels, not {height}×{width}; "
-                         "raise env.atari.screen_size")
+        raise ValueError(
+            f"the nature_cnn network needs frames of at least 36×36 pixels, not {height}×{width}; "
+            "raise env.atari.screen_size"
+        )
     return channels, height, width
 
 

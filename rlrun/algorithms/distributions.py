@@ -33,8 +33,9 @@ class Policy(Protocol):
 
     def greedy(self, out: np.ndarray) -> np.ndarray: ...
 
-    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def evaluate(
+        self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probabilities of `actions` (with gradients) and, if asked, each row's entropy."""
         ...
 
@@ -73,8 +74,9 @@ class Categorical:
     def greedy(self, out: np.ndarray) -> np.ndarray:
         return out.argmax(axis=-1)
 
-    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def evaluate(
+        self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         all_log_probs = torch.log_softmax(out, dim=-1)
         log_probs = all_log_probs.gather(-1, actions[..., None].long()).squeeze(-1)
         return log_probs, -(all_log_probs.exp() * all_log_probs).sum(dim=-1) if entropy else None
@@ -111,11 +113,13 @@ class MultiCategorical:
     def greedy(self, out: np.ndarray) -> np.ndarray:
         return np.stack([logits.argmax(axis=-1) for logits in np.split(out, self.splits, axis=-1)], axis=-1)
 
-    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def evaluate(
+        self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         all_log_probs = [torch.log_softmax(logits, dim=-1) for logits in out.split(self.sizes, dim=-1)]
-        log_probs = torch.stack([lp.gather(-1, actions[..., i, None].long()).squeeze(-1)
-                                 for i, lp in enumerate(all_log_probs)]).sum(dim=0)
+        log_probs = torch.stack(
+            [lp.gather(-1, actions[..., i, None].long()).squeeze(-1) for i, lp in enumerate(all_log_probs)]
+        ).sum(dim=0)
         if not entropy:
             return log_probs, None
         return log_probs, torch.stack([-(lp.exp() * lp).sum(dim=-1) for lp in all_log_probs]).sum(dim=0)
@@ -149,8 +153,9 @@ class Bernoulli:
     def greedy(self, out: np.ndarray) -> np.ndarray:
         return (out > 0).astype(np.int64)
 
-    def evaluate(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def evaluate(
+        self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         log_one, log_zero = functional.logsigmoid(out), functional.logsigmoid(-out)
         taken = actions.to(out.dtype)
         log_probs = (taken * log_one + (1 - taken) * log_zero).sum(dim=-1)

@@ -115,8 +115,10 @@ class RecurrentQ(nn.Module):
         network = config.network
         assert network.recurrent is not None
         if network.kind == "nature_cnn":
-            raise BadInput("agent.network.recurrent: DQN's memory reads an MLP's or a user's network, not "
-                           "nature_cnn yet; set agent.network.kind to mlp or remove agent.network.recurrent")
+            raise BadInput(
+                "agent.network.recurrent: DQN's memory reads an MLP's or a user's network, not "
+                "nature_cnn yet; set agent.network.kind to mlp or remove agent.network.recurrent"
+            )
         self.torso, width = torso(obs_space, network, obs_size(obs_space))
         self.cell = Cell(width, network.recurrent)
         self.dueling = config.dueling
@@ -139,15 +141,15 @@ class RecurrentQ(nn.Module):
         out = head(after[0])
         return (_aggregate(out) if self.dueling else out), after
 
-    def unroll(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, burn_in: int = 0
-               ) -> torch.Tensor:
+    def unroll(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor, burn_in: int = 0) -> torch.Tensor:
         """The Q-values (steps − burn_in, batch, actions) of sequences `obs` (steps, batch, inputs:
         float rows) read from `state` (parts, batch, size), zeroed before each step where `starts`
         (steps, batch) is 1; the first `burn_in` steps only advance the state, without gradient."""
         if burn_in:
             with torch.no_grad():
-                _, state = self.cell.unroll_to(self.torso(obs[:burn_in].flatten(0, 1)).unflatten(0, (burn_in, -1)),
-                                               state, starts[:burn_in])
+                _, state = self.cell.unroll_to(
+                    self.torso(obs[:burn_in].flatten(0, 1)).unflatten(0, (burn_in, -1)), state, starts[:burn_in]
+                )
             state = state * (1.0 - starts[burn_in]).view(1, -1, 1)  # an episode starting right after it
             obs, starts = obs[burn_in:], starts[burn_in:]
         x = self.torso(obs.flatten(0, 1)).unflatten(0, (len(obs), -1))
@@ -165,8 +167,10 @@ def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic:
     try:
         return Dueling(network(obs_space, actions + 1, config.network, arithmetic=arithmetic))
     except BadInput as error:
-        raise BadInput(f"{error} (agent.dueling asks it for {actions + 1} outputs: the state's value, then one "
-                       "advantage per action; or set agent.dueling = false)") from None
+        raise BadInput(
+            f"{error} (agent.dueling asks it for {actions + 1} outputs: the state's value, then one "
+            "advantage per action; or set agent.dueling = false)"
+        ) from None
 
 
 class Autograd:
@@ -181,9 +185,18 @@ class Autograd:
         out: torch.Tensor = (self.target if target else self.q)(obs)
         return out
 
-    def step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, loss: str,
-             optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int,
-             weights: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    def step(
+        self,
+        obs: torch.Tensor,
+        chosen: torch.Tensor,
+        target: torch.Tensor,
+        loss: str,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+        weights: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """One gradient step on a replayed batch (its observations, the actions taken as a column,
         their TD targets, and with prioritised replay each sample's importance-sampling weight);
         returns the loss, the Q-values of the actions taken and the gradient norm."""
@@ -202,9 +215,20 @@ class Agent:
     """`q_mean`: the mean Q-value of the actions replayed; `td_error`: the mean absolute TD error."""
     HEADLINE = "q_mean"
 
-    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: Arithmetic = NEWEST, kernels: str = "auto") -> None:
+    def __init__(
+        self,
+        config: Config,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        frame_stack: int = 1,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
         assert isinstance(action_space, spaces.Discrete)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
@@ -228,29 +252,42 @@ class Agent:
         self.prioritized = config.memory.prioritized
         self.importance = None if self.prioritized is None else importance_exponent(self.prioritized)
         """Prioritised replay's importance-sampling exponent β over frames (to 1 at max_frame)."""
-        kernel = kernel_for.find_q_network(self.q, self.target, kernels) \
-            if self.prioritized is None and self.hidden is None else None
+        kernel = (
+            kernel_for.find_q_network(self.q, self.target, kernels)
+            if self.prioritized is None and self.hidden is None
+            else None
+        )
         self.learner: Autograd | kernel_for.QKernel = kernel or Autograd(self.q, self.target)
         """Runs the networks and steps the loss: autograd, or a kernel that computes the same
         (`rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`). The kernel takes no
         weighted loss (prioritised replay's), no recurrent network and no dueling network (`QKernel.fits`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.q.parameters()), max_frame)
-        self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype), (),
-                                   np.dtype(np.int64), num_envs=num_envs, frame_stack=frame_stack,
-                                   n_step=config.n_step, gamma=config.gamma,
-                                   state_shape=None if self.hidden is None else self.hidden[:, 0].shape)
+        self.memory = ReplayMemory(
+            config.memory,
+            tuple(obs_space.shape or ()),
+            np.dtype(obs_space.dtype),
+            (),
+            np.dtype(np.int64),
+            num_envs=num_envs,
+            frame_stack=frame_stack,
+            n_step=config.n_step,
+            gamma=config.gamma,
+            state_shape=None if self.hidden is None else self.hidden[:, 0].shape,
+        )
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: exploration schedules are read at it."""
 
     # -- acting ---------------------------------------------------------------------------------
 
-    def act(self, obs: np.ndarray, *, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> np.ndarray:
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
         if self.hidden is not None:
             if deterministic or generator is not None:
-                raise RuntimeError("an agent with a memory plays through act_remembering: training's memory is "
-                                   "for training's steps")
+                raise RuntimeError(
+                    "an agent with a memory plays through act_remembering: training's memory is for training's steps"
+                )
             assert isinstance(self.q, RecurrentQ)
             q, after = self.q.step(obs, self.hidden)  # explored or not, every step advances the memory
             self._acted = (self.hidden, after)
@@ -271,8 +308,14 @@ class Agent:
             return random_actions
         return np.where(explore, random_actions, values().argmax(axis=-1))
 
-    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = False,
-                         generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _act_remembering(
+        self,
+        obs: np.ndarray,
+        memory: np.ndarray,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
         agent's own memory and generator are not touched."""
         assert isinstance(self.q, RecurrentQ)
@@ -289,8 +332,7 @@ class Agent:
             return
         assert self._acted is not None, "observe() follows a training act()"
         acted_from, after = self._acted
-        self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated,
-                        acted_from)
+        self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated, acted_from)
         after[:, step.terminated | step.truncated] = 0.0  # an episode that ended: the next one starts from zeros
         self.hidden, self._acted = after, None
 
@@ -329,19 +371,27 @@ class Agent:
             targets = self._fixed_targets(batches)
             obs = network_input(batches["obs"].flatten(0, 1), config.network).unflatten(0, (count, -1)).unbind(0)
             chosen = batches["actions"].unsqueeze(-1).unbind(0)
-            steps = [self._gradient_step(obs[i], chosen[i], targets[i] if targets is not None else
-                                         self._td_target({name: value[i] for name, value in batches.items()}), clock)
-                     for i in range(count)]
+            steps = [
+                self._gradient_step(
+                    obs[i],
+                    chosen[i],
+                    targets[i]
+                    if targets is not None
+                    else self._td_target({name: value[i] for name, value in batches.items()}),
+                    clock,
+                )
+                for i in range(count)
+            ]
         return self._metrics(steps, before)
 
-    def _metrics(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]],
-                 frame: int) -> Metrics:
+    def _metrics(
+        self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]], frame: int
+    ) -> Metrics:
         # read when the session reports or snapshots (every few thousand frames), not every update
         epsilon, lr = self.config.epsilon.value(frame, self.max_frame), self.optimizer.param_groups[0]["lr"]
         return Metrics(lambda: {**self._step_stats(steps), "epsilon": epsilon, "lr": lr})
 
-    def _prioritized_step(self, clock: Clock
-                          ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _prioritized_step(self, clock: Clock) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step of prioritised replay: a batch drawn by the priorities the previous
         step left, its loss weighed by importance (beta annealed to 1 at max_frame), and the rows'
         priorities set from their TD errors."""
@@ -356,8 +406,7 @@ class Agent:
         self.memory.set_priorities(slots, (step[1] - target).cpu().numpy())
         return step
 
-    def _sequence_step(self, clock: Clock
-                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _sequence_step(self, clock: Clock) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step of R2D2: `batch_size` sequences drawn (uniformly, or by their first
         row's priority), each unrolled by the online and the target network from the state stored
         with its first row, the burn-in without gradient; the TD loss is the mean over the steps
@@ -402,8 +451,9 @@ class Agent:
                 memory.set_priorities(slots[seen], mixed.cpu().numpy()[seen])
         return loss.detach(), taken.detach()[learnt], target[learnt], grad_norm
 
-    def _sequence_targets(self, batch: dict[str, torch.Tensor], next_value: torch.Tensor
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _sequence_targets(
+        self, batch: dict[str, torch.Tensor], next_value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The TD targets of a batch of sequences' learning steps (steps, batch), from the target
         network's values of what each step led to (`next_value`), and which steps are learnt
         from: valid ones whose bootstrap is known (not a truncation the sequence runs past). With
@@ -412,7 +462,7 @@ class Agent:
         bootstraps where it stops."""
         config, burn_in = self.config, self.config.burn_in
         rewards, terminated = batch["rewards"][burn_in:], batch["terminated"][burn_in:]
-        valid, stop = batch["valid"][burn_in:], batch["starts"][burn_in + 1:] == 1
+        valid, stop = batch["valid"][burn_in:], batch["starts"][burn_in + 1 :] == 1
         bootstrap = (1.0 - terminated) * next_value
         steps = len(rewards)
         index = torch.arange(steps, device=rewards.device).unsqueeze(1).expand_as(rewards)
@@ -428,15 +478,24 @@ class Agent:
         learnt = valid & ~batch["cut"][burn_in:].gather(0, last)
         return total + discount * bootstrap.gather(0, last), learnt
 
-    def _step_stats(self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
-                    ) -> dict[str, float]:
+    def _step_stats(
+        self, steps: list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]]
+    ) -> dict[str, float]:
         """The `_STEP_STATS`, each the mean over the update's gradient steps (`steps`: each one's
         loss, None where the step did not need it, replayed Q-values, TD targets and gradient norm)."""
         loss_function = _LOSSES[self.config.loss]
         with flushing_subnormals(self.device):  # where the steps formed them, before the stats were deferred
-            rows = [torch.stack([loss_function(taken, target) if loss is None else loss, taken.mean(),
-                                 (taken - target).abs().mean(), grad_norm])
-                    for loss, taken, target, grad_norm in steps]
+            rows = [
+                torch.stack(
+                    [
+                        loss_function(taken, target) if loss is None else loss,
+                        taken.mean(),
+                        (taken - target).abs().mean(),
+                        grad_norm,
+                    ]
+                )
+                for loss, taken, target, grad_norm in steps
+            ]
         return step_means(_STEP_STATS, rows)
 
     def _fixed_targets(self, batches: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -447,8 +506,9 @@ class Agent:
         config = self.config
         if config.target_update != "hard" or config.double or len(batches["obs"]) == 1:
             return None
-        return self._td_target({name: value.flatten(0, 1) for name, value in batches.items()}
-                               ).unflatten(0, batches["obs"].shape[:2])
+        return self._td_target({name: value.flatten(0, 1) for name, value in batches.items()}).unflatten(
+            0, batches["obs"].shape[:2]
+        )
 
     def _td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """r + gamma * max_a' Q_target(s', a'), the next action chosen by the online network for
@@ -468,21 +528,28 @@ class Agent:
         target: torch.Tensor = batch["rewards"] + discount * (1.0 - batch["terminated"]) * next_value
         return target
 
-    def _gradient_step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, clock: Clock,
-                       weights: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _gradient_step(
+        self,
+        obs: torch.Tensor,
+        chosen: torch.Tensor,
+        target: torch.Tensor,
+        clock: Clock,
+        weights: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One gradient step on a replayed batch: its observations, actions taken (a column), TD
         targets and importance weights (prioritised replay); returns what `_step_stats` reads: its
         loss (None where the learner did not need it to step), Q-values of the actions taken,
         targets and gradient norm."""
         config = self.config
         if weights is None:
-            loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
-                                                       config.optimizer, clock.frame, self.max_frame)
+            loss, taken, grad_norm = self.learner.step(
+                obs, chosen, target, config.loss, self.optimizer, config.optimizer, clock.frame, self.max_frame
+            )
         else:
             assert isinstance(self.learner, Autograd)
-            loss, taken, grad_norm = self.learner.step(obs, chosen, target, config.loss, self.optimizer,
-                                                       config.optimizer, clock.frame, self.max_frame, weights)
+            loss, taken, grad_norm = self.learner.step(
+                obs, chosen, target, config.loss, self.optimizer, config.optimizer, clock.frame, self.max_frame, weights
+            )
         clock.opt_step += 1
         if config.target_update == "polyak":
             self.target_update.polyak(config.tau)

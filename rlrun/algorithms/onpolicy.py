@@ -43,8 +43,15 @@ _LOG_2PI = math.log(2 * math.pi)
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_space: spaces.Space, action_space: spaces.Space, network: NetworkSpec,
-                 log_std_init: float, device: torch.device, arithmetic: Arithmetic = NEWEST) -> None:
+    def __init__(
+        self,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        network: NetworkSpec,
+        log_std_init: float,
+        device: torch.device,
+        arithmetic: Arithmetic = NEWEST,
+    ) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
         self.policy: Policy | None = None if self.continuous else policy_for(action_space)
@@ -113,8 +120,9 @@ class ActorCritic(nn.Module):
         assert memory is not None
         return self.fast_critic(self.recurrent.critic_output(self.features(obs), memory))[:, 0]
 
-    def remember(self, obs: np.ndarray, memory: np.ndarray, *, critic: bool = True
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def remember(
+        self, obs: np.ndarray, memory: np.ndarray, *, critic: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """With a memory: the actor's output on `obs`, the memory after reading it, and the
         critic's values (None when `critic` is false: its part of the memory is left as it was)."""
         assert self.recurrent is not None
@@ -124,8 +132,9 @@ class ActorCritic(nn.Module):
 
     # -- learning, in torch ---------------------------------------------------------------------
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Log-probabilities of `actions`, with gradients, the policy's entropy if asked, and the
         values (one pass of shared convolutions for both heads; `scaled`: frames the
         convolutions' `NatureCNN.scaled` already made floats)."""
@@ -136,9 +145,16 @@ class ActorCritic(nn.Module):
         values = self.critic(features).squeeze(-1)
         return *self.heads(out, actions, entropy=entropy), values
 
-    def evaluate_sequences(self, obs: torch.Tensor, actions: torch.Tensor, memory: torch.Tensor,
-                           starts: torch.Tensor, *, entropy: bool, scaled: bool = False
-                           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def evaluate_sequences(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        memory: torch.Tensor,
+        starts: torch.Tensor,
+        *,
+        entropy: bool,
+        scaled: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """`evaluate` with a memory, over whole sequences: `obs` and `actions` are steps × envs rows
         (step-major), read from each env copy's `memory` at the first step (parts, envs, size),
         the state zeroed before each step where `starts` (steps, envs) is 1."""
@@ -149,8 +165,9 @@ class ActorCritic(nn.Module):
         actor, critic = self.recurrent.unroll(features, memory, starts)
         return *self.heads(self.actor(actor), actions, entropy=entropy), self.critic(critic).squeeze(-1)
 
-    def heads(self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def heads(
+        self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The policy's log-probabilities of `actions` and (if asked) its entropies, from the actor's
         output `out` (logits, or the Gaussian's mean)."""
         if self.policy is not None:
@@ -174,8 +191,9 @@ class Rollout:
 
     FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "done")
 
-    def __init__(self, steps: int, envs: int, obs_layout: ObsLayout, action_shape: tuple[int, ...],
-                 continuous: bool) -> None:
+    def __init__(
+        self, steps: int, envs: int, obs_layout: ObsLayout, action_shape: tuple[int, ...], continuous: bool
+    ) -> None:
         self.steps, self.envs = steps, envs
         self.obs = obs_layout.zeros((steps, envs))
         self.actions = np.zeros((steps, envs, *action_shape), dtype=np.float32 if continuous else np.int64)
@@ -218,8 +236,10 @@ class Rollout:
 
     def state_dict(self) -> dict[str, Any]:
         """The part collected so far (a snapshot can fall mid-rollout)."""
-        return {"filled": self.filled, **{name: torch.from_numpy(getattr(self, name)[: self.filled].copy())
-                                          for name in self.FIELDS}}
+        return {
+            "filled": self.filled,
+            **{name: torch.from_numpy(getattr(self, name)[: self.filled].copy()) for name in self.FIELDS},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.filled = state["filled"]
@@ -227,8 +247,15 @@ class Rollout:
             getattr(self, name)[: self.filled] = state[name].numpy()
 
 
-def bootstrap_truncated(rewards: np.ndarray, truncated: np.ndarray, terminated: np.ndarray, next_obs: np.ndarray,
-                        critic: ActorCritic, gamma: float, memory: np.ndarray | None = None) -> np.ndarray:
+def bootstrap_truncated(
+    rewards: np.ndarray,
+    truncated: np.ndarray,
+    terminated: np.ndarray,
+    next_obs: np.ndarray,
+    critic: ActorCritic,
+    gamma: float,
+    memory: np.ndarray | None = None,
+) -> np.ndarray:
     """An episode cut by a time limit did not end: add the discounted value of where it stopped
     (as Stable-Baselines3 does), so the time limit is not learned as a terminal state. With a
     memory, the critic reads the final observation from `memory`, its state after the step's
@@ -283,13 +310,15 @@ class Autograd:
     def __init__(self, model: ActorCritic) -> None:
         self.model = model
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         return self.model.evaluate(obs, actions, entropy=entropy, scaled=scaled)
 
     @staticmethod
-    def step(loss: Loss, optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-             ) -> torch.Tensor:
+    def step(
+        loss: Loss, optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
+    ) -> torch.Tensor:
         """One gradient step down `loss`; the gradient norm before clipping."""
         return optimise(optimizer, loss.total(), spec, frame, max_frame)
 
@@ -299,21 +328,33 @@ class OnPolicyAgent:
     LOSS: ClassVar[str]
     """The `NAME` of the algorithm's loss (a kernel learns down the losses it knows)."""
 
-    def __init__(self, config: OnPolicyConfig, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST,
-                 kernels: str = "auto") -> None:
+    def __init__(
+        self,
+        config: OnPolicyConfig,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
-        self.learner: Autograd | kernel_for.ActorCriticKernel = \
-            kernel_for.find_actor_critic(self.model, self.LOSS, kernels) or Autograd(self.model)
+        self.learner: Autograd | kernel_for.ActorCriticKernel = kernel_for.find_actor_critic(
+            self.model, self.LOSS, kernels
+        ) or Autograd(self.model)
         """Evaluates the model on a minibatch and steps a loss made of what it returned: autograd,
         or a kernel that computes the same (`rlrun.algorithms.kernels`; `kernels`: `meta.kernels`)."""
         self.optimizer = make_optimizer(config.optimizer, list(self.model.parameters()), max_frame)
         self.generator = torch.Generator().manual_seed(seed)
         self.obs_layout = ObsLayout.of(obs_space, config.network)
-        self.rollout = Rollout(config.n_steps, num_envs, self.obs_layout, self.model.action_shape,
-                               self.model.continuous)
+        self.rollout = Rollout(
+            config.n_steps, num_envs, self.obs_layout, self.model.action_shape, self.model.continuous
+        )
         self.next_obs = np.zeros((num_envs, *self.obs_layout.shape), dtype=self.obs_layout.dtype)
         """Where the last collected step led: its value bootstraps the rollout's tail."""
         self._acted: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
@@ -329,12 +370,14 @@ class OnPolicyAgent:
             self.initial_memory = self._initial_memory
             self.act_remembering = self._act_remembering
 
-    def act(self, obs: np.ndarray, *, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> np.ndarray:
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
         if self.hidden is not None:
             if deterministic or generator is not None:
-                raise RuntimeError("an agent with a memory plays through act_remembering: training's memory is "
-                                   "for training's steps")
+                raise RuntimeError(
+                    "an agent with a memory plays through act_remembering: training's memory is for training's steps"
+                )
             out, after, values = self.model.remember(obs, self.hidden)
             assert values is not None
             actions, log_probs = self.model.draw(out, self.generator)
@@ -353,8 +396,14 @@ class OnPolicyAgent:
         assert self.model.recurrent is not None
         return self.model.recurrent.initial(batch)
 
-    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = False,
-                         generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _act_remembering(
+        self,
+        obs: np.ndarray,
+        memory: np.ndarray,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
         agent's own memory and generator are not touched, and the critic's part is left as it was."""
         out, after, _ = self.model.remember(obs, memory, critic=False)
@@ -368,12 +417,19 @@ class OnPolicyAgent:
         assert self._acted is not None, "observe() follows a training act()"
         actions, log_probs, values, after = self._acted
         done = step.terminated | step.truncated
-        rewards = bootstrap_truncated(step.reward, step.truncated, step.terminated, step.next_obs, self.model,
-                                      self.config.gamma, after)
+        rewards = bootstrap_truncated(
+            step.reward, step.truncated, step.terminated, step.next_obs, self.model, self.config.gamma, after
+        )
         if self.hidden is not None and self.rollout.filled == 0:  # the memory this rollout starts from
             self.rollout_hidden = self.hidden.copy()
-        self.rollout.add(obs=self.obs_layout.rows(step.obs), actions=actions, log_probs=log_probs,
-                         values=values, rewards=rewards, done=done)
+        self.rollout.add(
+            obs=self.obs_layout.rows(step.obs),
+            actions=actions,
+            log_probs=log_probs,
+            values=values,
+            rewards=rewards,
+            done=done,
+        )
         self.next_obs = self.obs_layout.rows(step.next_obs).copy()
         if after is not None:
             after[:, done] = 0.0  # an episode that ended: the next one starts from zeros
@@ -384,8 +440,10 @@ class OnPolicyAgent:
             return {}
         last_values = self.model.values(self.next_obs, self.hidden)
         advantages, returns = self.rollout.advantages(last_values, self.config.gamma, self.advantage_lambda())
-        batch = {name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
-                 for name in ("obs", "actions", "log_probs", "values")}
+        batch = {
+            name: torch.from_numpy(getattr(self.rollout, name)).flatten(0, 1)
+            for name in ("obs", "actions", "log_probs", "values")
+        }
         batch["advantages"] = torch.from_numpy(advantages).flatten()
         batch["returns"] = torch.from_numpy(returns).flatten()
         if self.rollout_hidden is not None:  # whole sequences: where each starts, where episodes start
@@ -393,8 +451,11 @@ class OnPolicyAgent:
             batch["starts"] = torch.from_numpy(self.rollout.starts())
         metrics = self.learn(to_device(batch, self.device), clock)
         self.rollout.filled = 0
-        return {**metrics, "explained_variance": explained_variance(self.rollout.values, returns),
-                "lr": self.optimizer.param_groups[0]["lr"]}
+        return {
+            **metrics,
+            "explained_variance": explained_variance(self.rollout.values, returns),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
 
     def restart_episodes(self) -> None:
         """The env restarted every episode (a resume that could not restore it mid-episode): the
@@ -411,13 +472,15 @@ class OnPolicyAgent:
         """Optimise on a full rollout; return the losses and diagnostics."""
         raise NotImplementedError
 
-    def evaluate(self, part: dict[str, torch.Tensor], *, entropy: bool, scaled: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def evaluate(
+        self, part: dict[str, torch.Tensor], *, entropy: bool, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """The learner's `evaluate` of a (mini)batch; with a memory, of its whole sequences
         (`memory` and `starts` in `part`), by autograd (no kernel learns through a cell)."""
         if "memory" in part:
-            return self.model.evaluate_sequences(part["obs"], part["actions"], part["memory"], part["starts"],
-                                                 entropy=entropy, scaled=scaled)
+            return self.model.evaluate_sequences(
+                part["obs"], part["actions"], part["memory"], part["starts"], entropy=entropy, scaled=scaled
+            )
         return self.learner.evaluate(part["obs"], part["actions"], entropy=entropy, scaled=scaled)
 
     def entropy_term(self, clock: Clock) -> float:

@@ -65,9 +65,19 @@ class Adam(_Undecorated, torch.optim.Adam):
             torch._foreach_add_(steps, _one(params[0].device), alpha=1.0)
             beta1, beta2 = group["betas"]
             torch._fused_adam_(
-                params, grads, [state["exp_avg"] for state in states],
-                [state["exp_avg_sq"] for state in states], [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
-                weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False, maximize=False,
+                params,
+                grads,
+                [state["exp_avg"] for state in states],
+                [state["exp_avg_sq"] for state in states],
+                [],
+                steps,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=group["weight_decay"],
+                eps=group["eps"],
+                amsgrad=False,
+                maximize=False,
             )
             # the fused kernel writes the parameters without moving their version counters (foreach
             # kernels move them): what keeps something made of a parameter (`TransposedWeights`)
@@ -106,8 +116,9 @@ def _one(device: torch.device) -> torch.Tensor:
     return _ONES[device]
 
 
-def _stepping(optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str, step_on_device: bool = False
-              ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[dict[str, torch.Tensor]]]:
+def _stepping(
+    optimizer: torch.optim.Optimizer, group: dict[str, Any], *buffers: str, step_on_device: bool = False
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[dict[str, torch.Tensor]]]:
     """The group's parameters that have a gradient, those gradients, and the parameters' states.
     A state is created on its parameter's first step as torch creates it: a float32 step count
     (on the CPU, or beside the parameter for a fused kernel, which reads it there) and zeroed
@@ -167,8 +178,15 @@ def _backward(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> list[torc
     return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
 
 
-def apply_gradients(optimizer: torch.optim.Optimizer, grads: list[torch.Tensor], spec: OptimizerSpec, frame: int,
-                    max_frame: int, *, measured: bool = True) -> torch.Tensor:
+def apply_gradients(
+    optimizer: torch.optim.Optimizer,
+    grads: list[torch.Tensor],
+    spec: OptimizerSpec,
+    frame: int,
+    max_frame: int,
+    *,
+    measured: bool = True,
+) -> torch.Tensor:
     """`optimise` once the parameters hold their gradients (`grads`, by autograd or by hand): the
     scheduled learning rate, the norm clipped if the spec says, one optimiser step. Returns the
     norm before clipping (when not `measured` and not clipping, it is not computed: an empty tensor)."""

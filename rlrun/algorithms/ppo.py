@@ -60,9 +60,15 @@ class ClippedSurrogate:
         return loss
 
 
-def clipped_surrogate(log_probs: torch.Tensor, entropies: torch.Tensor | None, values: torch.Tensor,
-                      part: dict[str, torch.Tensor], clip: float, entropy_coef: float, config: Config
-                      ) -> ClippedSurrogate:
+def clipped_surrogate(
+    log_probs: torch.Tensor,
+    entropies: torch.Tensor | None,
+    values: torch.Tensor,
+    part: dict[str, torch.Tensor],
+    clip: float,
+    entropy_coef: float,
+    config: Config,
+) -> ClippedSurrogate:
     """The clipped surrogate objective, the (optionally clipped) value regression and the entropy
     bonus, for the minibatch `part` (advantages normalised) evaluated under the current policy."""
     advantages = part["advantages"]
@@ -74,15 +80,37 @@ def clipped_surrogate(log_probs: torch.Tensor, entropies: torch.Tensor | None, v
         moved = values - part["values"]
         values = part["values"] + torch.clamp(moved, -value_clip, value_clip)
     error = part["returns"] - values
-    return ClippedSurrogate(policy_loss, error.pow(2).mean(), entropies, advantages, ratio, unclipped, clipped,
-                            error, moved, clip, value_clip, config.value_coef, entropy_coef)
+    return ClippedSurrogate(
+        policy_loss,
+        error.pow(2).mean(),
+        entropies,
+        advantages,
+        ratio,
+        unclipped,
+        clipped,
+        error,
+        moved,
+        clip,
+        value_clip,
+        config.value_coef,
+        entropy_coef,
+    )
 
 
 class Agent(OnPolicyAgent):
     config: Config
     LOSS = ClippedSurrogate.NAME
-    METRICS = ("policy_loss", "value_loss", "grad_norm", "entropy", "approx_kl", "clip_fraction",
-               "explained_variance", "lr", "clip_range")
+    METRICS = (
+        "policy_loss",
+        "value_loss",
+        "grad_norm",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "explained_variance",
+        "lr",
+        "clip_range",
+    )
     HEADLINE = "approx_kl"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -93,8 +121,10 @@ class Agent(OnPolicyAgent):
     def learn(self, batch: dict[str, torch.Tensor], clock: Clock) -> dict[str, float]:
         clip = self.config.clip_range.value(clock.frame, self.max_frame)
         entropy_coef = self.entropy_term(clock)
-        steps = [self._minibatch(part, clip, entropy_coef, clock, entropy=i == 0 or entropy_coef != 0, scaled=scaled)
-                 for i, (part, scaled) in enumerate(self._minibatches(batch))]
+        steps = [
+            self._minibatch(part, clip, entropy_coef, clock, entropy=i == 0 or entropy_coef != 0, scaled=scaled)
+            for i, (part, scaled) in enumerate(self._minibatches(batch))
+        ]
         return {**self._diagnostics(steps, clip), "clip_range": clip}
 
     @staticmethod
@@ -108,10 +138,12 @@ class Agent(OnPolicyAgent):
         log_ratio = torch.cat([step.log_probs for step in steps]) - torch.cat([step.collected for step in steps])
         ratio = log_ratio.exp()
         entropy = steps[0].entropy
-        return {**losses,
-                "entropy": float(entropy.mean()) if entropy is not None else math.nan,
-                "approx_kl": float((ratio - 1 - log_ratio).mean()),
-                "clip_fraction": float(((ratio - 1).abs() > clip).float().mean())}
+        return {
+            **losses,
+            "entropy": float(entropy.mean()) if entropy is not None else math.nan,
+            "approx_kl": float((ratio - 1 - log_ratio).mean()),
+            "clip_fraction": float(((ratio - 1).abs() > clip).float().mean()),
+        }
 
     def _minibatches(self, batch: dict[str, torch.Tensor]) -> Iterator[tuple[dict[str, torch.Tensor], bool]]:
         """Every epoch's minibatches: the rollout reshuffled and split, advantages normalised
@@ -128,7 +160,7 @@ class Agent(OnPolicyAgent):
         for _ in range(config.n_epochs):
             order = torch.randperm(size, generator=self.generator).to(batch["obs"].device)  # drawn on the host
             for start in range(0, size, config.batch_size):
-                index = order[start:start + config.batch_size]
+                index = order[start : start + config.batch_size]
                 part = {name: take_rows(value, index) for name, value in batch.items() if name != "obs"}
                 frames = self.frames
                 part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
@@ -149,17 +181,28 @@ class Agent(OnPolicyAgent):
         for _ in range(config.n_epochs):
             order = torch.randperm(envs, generator=self.generator).to(device)  # drawn on the host
             for start in range(0, envs, per):
-                chosen = order[start:start + per]
+                chosen = order[start : start + per]
                 index = (at + chosen[None]).flatten()  # step-major, as the cells read them
-                part = {name: take_rows(value, index) for name, value in batch.items()
-                        if name not in ("obs", "memory", "starts")}
+                part = {
+                    name: take_rows(value, index)
+                    for name, value in batch.items()
+                    if name not in ("obs", "memory", "starts")
+                }
                 frames = self.frames
                 part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
                 part["memory"], part["starts"] = batch["memory"][:, chosen], batch["starts"][:, chosen]
                 yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
 
-    def _minibatch(self, part: dict[str, torch.Tensor], clip: float, entropy_coef: float, clock: Clock, *,
-                   entropy: bool, scaled: bool) -> Stepped:
+    def _minibatch(
+        self,
+        part: dict[str, torch.Tensor],
+        clip: float,
+        entropy_coef: float,
+        clock: Clock,
+        *,
+        entropy: bool,
+        scaled: bool,
+    ) -> Stepped:
         """One gradient step (computing the policy's entropy only if the loss or the diagnostics
         need it; `scaled`: the frames are floats `KeptFrames` made)."""
         config = self.config
@@ -167,5 +210,9 @@ class Agent(OnPolicyAgent):
         loss = clipped_surrogate(log_probs, entropies, values, part, clip, entropy_coef, config)
         grad_norm = self.learner.step(loss, self.optimizer, config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return Stepped((loss.policy_loss.detach(), loss.value_loss.detach(), grad_norm), log_probs.detach(),
-                       part["log_probs"], None if entropies is None else entropies.detach())
+        return Stepped(
+            (loss.policy_loss.detach(), loss.value_loss.detach(), grad_norm),
+            log_probs.detach(),
+            part["log_probs"],
+            None if entropies is None else entropies.detach(),
+        )

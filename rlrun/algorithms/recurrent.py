@@ -47,7 +47,8 @@ class Cell(nn.Module):
         self.size = spec.size
         self.rnn: nn.LSTM | nn.GRU = (nn.LSTM if self.lstm else nn.GRU)(inputs, spec.size)
         self.weights: tuple[torch.Tensor, ...] = tuple(
-            getattr(self.rnn, name) for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"))
+            getattr(self.rnn, name) for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+        )
         """The layer's parameters (the same tensors)."""
         for name, param in self.rnn.named_parameters():  # CleanRL's initialisation
             if name.startswith("weight"):
@@ -61,8 +62,12 @@ class Cell(nn.Module):
         (optimisers and `load_state_dict` write in place); None on a GPU."""
         w_ih, w_hh, b_ih, b_hh = self.weights
         if self._views is None and w_ih.device.type == "cpu":
-            self._views = (w_ih.detach().numpy().T, w_hh.detach().numpy().T, b_ih.detach().numpy(),
-                           b_hh.detach().numpy())
+            self._views = (
+                w_ih.detach().numpy().T,
+                w_hh.detach().numpy().T,
+                b_ih.detach().numpy(),
+                b_hh.detach().numpy(),
+            )
         return self._views
 
     def step(self, x: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -99,8 +104,9 @@ class Cell(nn.Module):
         torch's loop over each span between steps where some episode starts."""
         return self.unroll_to(x, state, starts)[0]
 
-    def unroll_to(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def unroll_to(
+        self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """`unroll`'s outputs and the state after the last step (parts, batch, size): where a
         recurrent DQN's burn-in leaves its learning steps to start from."""
         steps = len(x)
@@ -158,8 +164,7 @@ class Recurrent(nn.Module):
     def initial(self, batch: int) -> np.ndarray:
         return np.zeros((2 * self.parts, batch, self.size), dtype=np.float32)
 
-    def step(self, features: np.ndarray, memory: np.ndarray, *, critic: bool = True
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, features: np.ndarray, memory: np.ndarray, *, critic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """The memory after reading `features` and the critic's cell output; `critic=False` leaves
         the critic's part as it was (playing, where no value is needed)."""
         assert self.fast_torsos is not None
@@ -171,18 +176,21 @@ class Recurrent(nn.Module):
     def critic_output(self, features: np.ndarray, memory: np.ndarray) -> np.ndarray:
         """The critic's cell's output on `features`, from the critic's part of `memory` (unchanged)."""
         assert self.fast_torsos is not None
-        return self.critic_cell.step(self.fast_torsos[1](features), memory[self.parts:])[0]
+        return self.critic_cell.step(self.fast_torsos[1](features), memory[self.parts :])[0]
 
-    def unroll(self, features: torch.Tensor, memory: torch.Tensor, starts: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def unroll(
+        self, features: torch.Tensor, memory: torch.Tensor, starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's and the critic's cell outputs (steps × envs rows, step-major) over whole
         sequences: `features` (steps × envs rows), from `memory` (parts, envs, size), reset where
         `starts` (steps, envs) is 1."""
         steps, envs = starts.shape
         p = self.parts
         outs = []
-        for torso_, cell, state in ((self.actor_torso, self.actor_cell, memory[:p]),
-                                    (self.critic_torso, self.critic_cell, memory[p:])):
+        for torso_, cell, state in (
+            (self.actor_torso, self.actor_cell, memory[:p]),
+            (self.critic_torso, self.critic_cell, memory[p:]),
+        ):
             x = torso_(features).reshape(steps, envs, -1)
             outs.append(cell.unroll(x, state, starts).reshape(steps * envs, -1))
         return outs[0], outs[1]

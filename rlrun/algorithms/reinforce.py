@@ -26,9 +26,19 @@ class Agent:
     """explained_variance only with the learned value baseline."""
     HEADLINE = "entropy"
 
-    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, arithmetic: Arithmetic = NEWEST,
-                 kernels: str = "auto") -> None:
+    def __init__(
+        self,
+        config: Config,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
         self.config, self.max_frame, self.device = config, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
         self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces
@@ -45,8 +55,9 @@ class Agent:
 
     # -- acting ---------------------------------------------------------------------------------
 
-    def act(self, obs: np.ndarray, *, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> np.ndarray:
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
         logits = self.fast_policy(obs)
         if deterministic:
             return self.distribution.to_env(self.distribution.greedy(logits))
@@ -74,8 +85,9 @@ class Agent:
         episodes, self.finished = self.finished, []
         obs = torch.as_tensor(np.stack([o for ep in episodes for o, _, _ in ep]), dtype=torch.float32)
         obs = obs.reshape(len(obs), -1).to(self.device)
-        actions = torch.as_tensor(np.array([a for ep in episodes for _, a, _ in ep], dtype=np.int64),
-                                  device=self.device)
+        actions = torch.as_tensor(
+            np.array([a for ep in episodes for _, a, _ in ep], dtype=np.int64), device=self.device
+        )
         host_returns = np.concatenate([self._returns([r for _, _, r in ep]) for ep in episodes])
         returns = torch.as_tensor(host_returns, device=self.device)
 
@@ -88,12 +100,15 @@ class Agent:
         loss = policy_loss - entropy_coef * entropy + self.config.value_coef * value_loss
         grad_norm = optimise(self.optimizer, loss, self.config.optimizer, clock.frame, self.max_frame)
         clock.opt_step += 1
-        return {**self._diagnostics(obs, actions, chosen, policy_loss, value_loss, entropy, grad_norm),
-                **({} if values is None else {"explained_variance": explained_variance(values, host_returns)}),
-                "lr": self.optimizer.param_groups[0]["lr"]}
+        return {
+            **self._diagnostics(obs, actions, chosen, policy_loss, value_loss, entropy, grad_norm),
+            **({} if values is None else {"explained_variance": explained_variance(values, host_returns)}),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
 
-    def _diagnostics(self, obs: torch.Tensor, actions: torch.Tensor, chosen: torch.Tensor,
-                     *scalars: torch.Tensor) -> dict[str, float]:
+    def _diagnostics(
+        self, obs: torch.Tensor, actions: torch.Tensor, chosen: torch.Tensor, *scalars: torch.Tensor
+    ) -> dict[str, float]:
         """The losses, entropy and gradient norm, and how far the step moved the policy on these
         episodes (approximate KL, from one small forward pass)."""
         with torch.no_grad():
@@ -110,8 +125,9 @@ class Agent:
             returns[t] = running
         return returns
 
-    def _advantages(self, obs: torch.Tensor, returns: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
+    def _advantages(
+        self, obs: torch.Tensor, returns: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray | None]:
         """Advantages, the baseline's loss, and its predictions (None without a learned one)."""
         value_loss = torch.zeros((), device=obs.device)
         predicted = None

@@ -119,10 +119,20 @@ class SumTree:
 
 
 class ReplayMemory:
-    def __init__(self, spec: MemorySpec, obs_shape: tuple[int, ...], obs_dtype: np.dtype[Any],
-                 action_shape: tuple[int, ...], action_dtype: np.dtype[Any], *, num_envs: int = 1,
-                 frame_stack: int = 1, n_step: int = 1, gamma: float = 1.0,
-                 state_shape: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        spec: MemorySpec,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype[Any],
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype[Any],
+        *,
+        num_envs: int = 1,
+        frame_stack: int = 1,
+        n_step: int = 1,
+        gamma: float = 1.0,
+        state_shape: tuple[int, ...] | None = None,
+    ) -> None:
         self.spec, self.num_envs, self.stack = spec, num_envs, frame_stack
         self.n_step, self.gamma = n_step, gamma
         """Rewards each drawn transition sums (and their discount): a batch's n-step returns."""
@@ -134,9 +144,18 @@ class ReplayMemory:
         self.frame_capacity = self.capacity + self.capacity // 16 + 2 * num_envs * (frame_stack + 1)
         # np.zeros maps untouched pages lazily: a large memory costs RAM as it fills.
         self.frames = np.zeros((self.frame_capacity, *self.frame_shape), dtype=obs_dtype)
-        self.rows = np.zeros(self.capacity, dtype=np.dtype([
-            ("obs", np.int64, (frame_stack,)), ("next", np.int64), ("action", action_dtype, action_shape),
-            ("reward", np.float32), ("terminated", np.float32)]))
+        self.rows = np.zeros(
+            self.capacity,
+            dtype=np.dtype(
+                [
+                    ("obs", np.int64, (frame_stack,)),
+                    ("next", np.int64),
+                    ("action", action_dtype, action_shape),
+                    ("reward", np.float32),
+                    ("terminated", np.float32),
+                ]
+            ),
+        )
         self.states = None if state_shape is None else np.zeros((self.capacity, *state_shape), dtype=np.float32)
         """A recurrent agent's: the hidden state it acted from at each row (a third log, row for row
         with `rows`); None for an agent without a memory."""
@@ -161,8 +180,16 @@ class ReplayMemory:
 
     # -- adding ---------------------------------------------------------------------------------
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray,
-            terminated: np.ndarray, truncated: np.ndarray, states: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        states: np.ndarray | None = None,
+    ) -> None:
         """Add one transition per vector-env copy (a batch along the first axis); `next_obs` is
         the true next observation (the final one where an episode ended); `states`, a recurrent
         agent's memory it acted from (parts, copies, size)."""
@@ -220,8 +247,7 @@ class ReplayMemory:
         (the same draws of the generator, in the same order), gathered in one pass, since the
         memory does not change between them."""
         slots = np.concatenate([self._draw(batch_size, generator) for _ in range(count)])
-        return {name: value.reshape(count, batch_size, *value.shape[1:])
-                for name, value in self.batch(slots).items()}
+        return {name: value.reshape(count, batch_size, *value.shape[1:]) for name, value in self.batch(slots).items()}
 
     def draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
         """`sample`'s slots alone."""
@@ -236,8 +262,9 @@ class ReplayMemory:
             slots[redraw] = torch.randint(self.size, (len(redraw),), generator=generator).numpy()
         return slots
 
-    def draw_prioritized(self, batch_size: int, generator: torch.Generator, beta: float
-                         ) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
+    def draw_prioritized(
+        self, batch_size: int, generator: torch.Generator, beta: float
+    ) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
         """A prioritised batch and the slots it holds: slot i drawn with probability P(i) = p_i^alpha /
         Σ p^alpha, stratified (one uniform number from the agent's generator in each of batch_size
         equal parts of the total); excluded slots are drawn again, each from the whole total. The
@@ -247,8 +274,9 @@ class ReplayMemory:
         batch["weights"] = torch.from_numpy(weights)
         return slots, batch
 
-    def draw_prioritized_slots(self, batch_size: int, generator: torch.Generator, beta: float
-                               ) -> tuple[np.ndarray, np.ndarray]:
+    def draw_prioritized_slots(
+        self, batch_size: int, generator: torch.Generator, beta: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """`draw_prioritized`'s slots and importance-sampling weights (float32) alone."""
         assert self.priorities is not None
         total = self.priorities.total
@@ -331,11 +359,19 @@ class ReplayMemory:
         if self.view is not None:
             batch = self.view(batch)
         assert self.states is not None
-        return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in {
-            "obs": batch["obs"].reshape(length + 1, len(slots), *self.obs_shape),
-            "actions": seq["action"], "rewards": batch["rewards"], "terminated": seq["terminated"],
-            "starts": starts, "valid": valid, "cut": (starts[1:] == 1) & (seq["terminated"] == 0),
-            "states": np.swapaxes(self.states[slots], 0, 1)}.items()}
+        return {
+            name: torch.from_numpy(np.ascontiguousarray(value))
+            for name, value in {
+                "obs": batch["obs"].reshape(length + 1, len(slots), *self.obs_shape),
+                "actions": seq["action"],
+                "rewards": batch["rewards"],
+                "terminated": seq["terminated"],
+                "starts": starts,
+                "valid": valid,
+                "cut": (starts[1:] == 1) & (seq["terminated"] == 0),
+                "states": np.swapaxes(self.states[slots], 0, 1),
+            }.items()
+        }
 
     def _windows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each drawn row's n-step window: the slot of its last row, its rewards (batch × n_step,
@@ -370,8 +406,10 @@ class ReplayMemory:
         window = np.arange(self.n_step) < steps[:, None]
         powers = self.gamma ** np.arange(self.n_step, dtype=np.float64)
         returns = (np.where(window, rewards, 0.0).astype(np.float64) * powers).sum(axis=1)
-        return {"rewards": returns.astype(np.float32), "discounts": (self.gamma ** steps.astype(np.float64)
-                                                                     ).astype(np.float32)}
+        return {
+            "rewards": returns.astype(np.float32),
+            "discounts": (self.gamma ** steps.astype(np.float64)).astype(np.float32),
+        }
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -384,8 +422,13 @@ class ReplayMemory:
 
         if not self.spec.snapshot:
             return {"memory": {"included": False}, "logs": {}}
-        counters: dict[str, Any] = {"included": True, "rows_end": self.rows_end, "frames_end": self.frames_end,
-                                    "stacks": self.stacks.tolist(), "known": self.known.tolist()}
+        counters: dict[str, Any] = {
+            "included": True,
+            "rows_end": self.rows_end,
+            "frames_end": self.frames_end,
+            "stacks": self.stacks.tolist(),
+            "known": self.known.tolist(),
+        }
         if self.priorities is not None:
             counters["priorities"] = torch.from_numpy(self.priorities.leaves.copy())
             counters["max_priority"] = self.max_priority

@@ -101,18 +101,32 @@ class Autograd:
         next_action, next_log_prob = self.actor(next_obs, generator)
         return torch.min(*self.critic_target(next_obs, next_action)) - alpha * next_log_prob
 
-    def critic_step(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor,
-                    optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        target: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Both critics' values of the replayed actions and their loss, after a step down it."""
         q1, q2 = self.critic(obs, action)
         loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
         optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
         return q1, q2, loss
 
-    def actor_step(self, obs: torch.Tensor, generator: torch.Generator, alpha: float,
-                   optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def actor_step(
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator,
+        alpha: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss and its sampled actions' log-probabilities, after a step down it."""
         action, log_prob = self.actor(obs, generator)
         # The actor's gradient flows through the critics to the actions only: the critics' weights
@@ -125,8 +139,15 @@ class Autograd:
         return loss, log_prob
 
     @staticmethod
-    def temperature_step(log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float,
-                         optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int) -> None:
+    def temperature_step(
+        log_alpha: torch.Tensor,
+        log_prob: torch.Tensor,
+        target_entropy: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> None:
         """A step of the temperature down its loss."""
         loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
         optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
@@ -164,8 +185,18 @@ def _step_stats(steps: list[StepTensors], flush: Callable[[], AbstractContextMan
     them at each step before they were deferred, on the same values and with subnormals flushed as
     they were then (`flush`), so the same numbers."""
     with flush():
-        rows = [torch.stack([step.critic_loss, step.actor_loss, step.critic_loss.new_tensor(step.alpha),
-                             torch.min(step.q1, step.q2).mean(), -step.log_prob.mean()]) for step in steps]
+        rows = [
+            torch.stack(
+                [
+                    step.critic_loss,
+                    step.actor_loss,
+                    step.critic_loss.new_tensor(step.alpha),
+                    torch.min(step.q1, step.q2).mean(),
+                    -step.log_prob.mean(),
+                ]
+            )
+            for step in steps
+        ]
     return step_means(_STEP_STATS, rows)
 
 
@@ -175,9 +206,20 @@ class Agent:
     `entropy`: the policy's, estimated from its sampled actions' log-probabilities."""
     HEADLINE = "alpha"
 
-    def __init__(self, config: Config, obs_space: spaces.Space, action_space: spaces.Space, *, seed: int,
-                 num_envs: int, max_frame: int, device: torch.device, frame_stack: int = 1,
-                 arithmetic: Arithmetic = NEWEST, kernels: str = "auto") -> None:
+    def __init__(
+        self,
+        config: Config,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        frame_stack: int = 1,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
         assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
@@ -190,8 +232,8 @@ class Agent:
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.target_update = TargetUpdate(self.critic_target, self.critic)
         self.learner: Autograd | kernel_for.SoftActorCriticKernel = kernel_for.find_soft_actor_critic(
-            self.actor, self.critic, self.critic_target, arithmetic, kernels) or \
-            Autograd(self.actor, self.critic, self.critic_target)
+            self.actor, self.critic, self.critic_target, arithmetic, kernels
+        ) or Autograd(self.actor, self.critic, self.critic_target)
         """Takes the gradient steps: autograd, or a kernel that computes the same (built-in MLPs:
         `rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
@@ -199,8 +241,15 @@ class Agent:
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = make_optimizer(config.optimizer, [self.log_alpha], max_frame)
         self.target_entropy = -float(action_dim) if config.target_entropy == "auto" else config.target_entropy
-        self.memory = ReplayMemory(config.memory, tuple(obs_space.shape or ()), np.dtype(obs_space.dtype),
-                                   (action_dim,), np.dtype(np.float32), num_envs=num_envs, frame_stack=frame_stack)
+        self.memory = ReplayMemory(
+            config.memory,
+            tuple(obs_space.shape or ()),
+            np.dtype(obs_space.dtype),
+            (action_dim,),
+            np.dtype(np.float32),
+            num_envs=num_envs,
+            frame_stack=frame_stack,
+        )
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: random actions are taken until learning_starts."""
@@ -210,8 +259,9 @@ class Agent:
 
     # -- acting ---------------------------------------------------------------------------------
 
-    def act(self, obs: np.ndarray, *, deterministic: bool = False,
-            generator: torch.Generator | None = None) -> np.ndarray:
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
         training = not deterministic and generator is None
         if training and self.frame < self.config.learning_starts:
             squashed = torch.rand((len(obs), len(self.low)), generator=self.generator).numpy() * 2 - 1
@@ -226,8 +276,9 @@ class Agent:
 
     def observe(self, step: Step) -> None:
         squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
-        self.memory.add(step.obs, squashed.reshape(len(step.obs), -1), step.reward, step.next_obs, step.terminated,
-                        step.truncated)
+        self.memory.add(
+            step.obs, squashed.reshape(len(step.obs), -1), step.reward, step.next_obs, step.terminated, step.truncated
+        )
 
     # -- learning -------------------------------------------------------------------------------
 

@@ -65,12 +65,16 @@ def build(obs_space: spaces.Space[Any], outputs: int, spec: NetworkSpec) -> User
     try:
         module = factory(space, outputs, **spec.kwargs)
     except Exception as error:  # the user's code: whatever it raises is their input's problem
-        raise BadInput(f"{where}: calling it with (observation_space, {outputs}, **agent.network.kwargs) raised "
-                       f"{type(error).__name__}: {error}; it must take the observation space, the number of "
-                       "outputs and the kwargs") from None
+        raise BadInput(
+            f"{where}: calling it with (observation_space, {outputs}, **agent.network.kwargs) raised "
+            f"{type(error).__name__}: {error}; it must take the observation space, the number of "
+            "outputs and the kwargs"
+        ) from None
     if not isinstance(module, nn.Module):
-        raise BadInput(f"{where} made a {type(module).__name__}, not a torch nn.Module; name an nn.Module class "
-                       "or a function that returns one")
+        raise BadInput(
+            f"{where} made a {type(module).__name__}, not a torch nn.Module; name an nn.Module class "
+            "or a function that returns one"
+        )
     network = UserNetwork(module, obs_space)
     _check_output(network, obs_space, outputs, where)
     return network
@@ -88,8 +92,10 @@ def load_factory(path: str) -> Any:
         raise BadInput(f"{where}: module {module_name} has no {name}; {hint}")
     factory = getattr(module, name)
     if not callable(factory):
-        raise BadInput(f"{where}: {name} = {factory!r} is not a torch nn.Module class or a function that returns "
-                       "one; name one of those")
+        raise BadInput(
+            f"{where}: {name} = {factory!r} is not a torch nn.Module class or a function that returns "
+            "one; name one of those"
+        )
     return factory
 
 
@@ -99,13 +105,17 @@ def _check_output(network: UserNetwork, obs_space: spaces.Space[Any], outputs: i
         with torch.no_grad():
             out = network(probe)
     except Exception as error:
-        raise BadInput(f"{where}: its forward pass on a batch of observations raised {type(error).__name__}: "
-                       f"{error}; it must take observations as `rlrun.algorithms.user_network` describes") from None
+        raise BadInput(
+            f"{where}: its forward pass on a batch of observations raised {type(error).__name__}: "
+            f"{error}; it must take observations as `rlrun.algorithms.user_network` describes"
+        ) from None
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if shape != (PROBE_BATCH, outputs) or not out.is_floating_point():
         got = f"a tensor of shape {shape} ({out.dtype})" if shape is not None else f"a {type(out).__name__}"
-        raise BadInput(f"{where}: on a batch of {PROBE_BATCH} observations it returned {got}; it must return "
-                       f"a float tensor of shape ({PROBE_BATCH}, {outputs}), one row of {outputs} per observation")
+        raise BadInput(
+            f"{where}: on a batch of {PROBE_BATCH} observations it returned {got}; it must return "
+            f"a float tensor of shape ({PROBE_BATCH}, {outputs}), one row of {outputs} per observation"
+        )
 
 
 def structured(space: spaces.Space[Any], rows: torch.Tensor, *, flattened: bool) -> Any:
@@ -118,7 +128,7 @@ def structured(space: spaces.Space[Any], rows: torch.Tensor, *, flattened: bool)
         parts, start = [], 0
         for child in space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces:
             size = spaces.flatdim(child)
-            parts.append(structured(child, rows[:, start:start + size], flattened=True))
+            parts.append(structured(child, rows[:, start : start + size], flattened=True))
             start += size
         return dict(zip(space.spaces, parts, strict=True)) if isinstance(space, spaces.Dict) else tuple(parts)
     if isinstance(space, spaces.Discrete):

@@ -46,15 +46,40 @@ _MODULES = {
     "curves": ("Curve", "PopulationCurves", "RunCurves", "curve", "default_image", "metric_curve", "plot_data"),
     "export": ("MetricsTable", "export_metrics"),
     "listing": ("RunListing", "list_runs", "list_searches"),
-    "targets": ("FoundRun", "FoundRuns", "RunLookup", "SearchLookup", "TrackerReport", "find_runs", "lookup",
-                "lookup_search"),
+    "targets": (
+        "FoundRun",
+        "FoundRuns",
+        "RunLookup",
+        "SearchLookup",
+        "TrackerReport",
+        "find_runs",
+        "lookup",
+        "lookup_search",
+    ),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = [
-    "Curve", "FoundRun", "FoundRuns", "MetricsTable", "PopulationCurves", "RunCurves", "RunListing", "RunLookup",
-    "SearchLookup", "TrackerReport", "curve", "default_image", "export_metrics", "find_runs", "list_runs",
-    "list_searches", "lookup", "lookup_search", "metric_curve", "plot_data",
-]  # fmt: skip
+    "Curve",
+    "FoundRun",
+    "FoundRuns",
+    "MetricsTable",
+    "PopulationCurves",
+    "RunCurves",
+    "RunListing",
+    "RunLookup",
+    "SearchLookup",
+    "TrackerReport",
+    "curve",
+    "default_image",
+    "export_metrics",
+    "find_runs",
+    "list_runs",
+    "list_searches",
+    "lookup",
+    "lookup_search",
+    "metric_curve",
+    "plot_data",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -67,9 +67,13 @@ def default_image(drawn: RunCurves | SearchLookup | PopulationCurves, metric: st
     return Path(f"{stem}.png")
 
 
-def plot_data(references: Sequence[str] = ("latest",), filters: RunFilter | None = None, *,
-              home: Path | str | None = None,
-              metric: str | None = None) -> RunCurves | SearchLookup | PopulationCurves:  # fmt: skip
+def plot_data(
+    references: Sequence[str] = ("latest",),
+    filters: RunFilter | None = None,
+    *,
+    home: Path | str | None = None,
+    metric: str | None = None,
+) -> RunCurves | SearchLookup | PopulationCurves:
     """The curves of the runs `references` name, or the search one `search:` reference names
     (a search is drawn alone: score against trial, or a population's members against frames).
     An unknown `metric` is refused before anything is drawn, naming the closest logged one."""
@@ -129,8 +133,11 @@ def curve(detail: RunDetail) -> Curve:
 def metric_curve(detail: RunDetail, table: dict[str, list[Any]], metric: str) -> Curve:
     """One logged scalar of the run's sessions (`table`: their gathered metrics logs), averaged
     frame by frame as `curve` does; empty cells are skipped."""
-    points = [(int(f), float(v)) for f, v in zip(table["frame"], table.get(metric, []), strict=False)
-              if f is not None and v is not None and math.isfinite(v)]
+    points = [
+        (int(f), float(v))
+        for f, v in zip(table["frame"], table.get(metric, []), strict=False)
+        if f is not None and v is not None and math.isfinite(v)
+    ]
     return _across_sessions(detail, points)
 
 

@@ -14,7 +14,9 @@ FORMATS = (".png", ".svg", ".pdf")
 def check_output(output: Path) -> None:
     """Refuse, before any work, a file type matplotlib will not write here or a missing folder."""
     if output.suffix.lower() not in FORMATS:
-        raise BadInput(f"-o {output}: cannot write a {output.suffix or 'file without an extension'};"
-                       f" use a {', '.join(FORMATS)} file")
+        raise BadInput(
+            f"-o {output}: cannot write a {output.suffix or 'file without an extension'};"
+            f" use a {', '.join(FORMATS)} file"
+        )
     if not output.parent.is_dir():
         raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")

@@ -21,8 +21,9 @@ class RunListing(NamedTuple):
     hidden_trials: int = 0  # trial runs of the page left out (`trials=False`)
 
 
-def list_runs(filters: RunFilter | None = None, *, home: Path | str | None = None,
-              limit: int | None = 20, trials: bool = True) -> RunListing:  # fmt: skip
+def list_runs(
+    filters: RunFilter | None = None, *, home: Path | str | None = None, limit: int | None = 20, trials: bool = True
+) -> RunListing:
     """The runs that pass `filters`, newest first unless `filters.sort` says otherwise; at most
     `limit` of them (None: every one). Read-only; a home without a registry lists nothing.
 
@@ -42,8 +43,9 @@ def list_runs(filters: RunFilter | None = None, *, home: Path | str | None = Non
     return RunListing(shown, total, everything, chosen, root, len(runs) - len(shown))
 
 
-def list_searches(*, home: Path | str | None = None,
-                  limit: int | None = 20) -> list[tuple[SearchRecord, int, float | None]]:  # fmt: skip
+def list_searches(
+    *, home: Path | str | None = None, limit: int | None = 20
+) -> list[tuple[SearchRecord, int, float | None]]:
     """Searches newest first, at most `limit` (None: all), each with its count of ended trials and
     its best value. Read-only."""
     with Registry.open(paths.resolve_home(home), create=False) as registry:

@@ -49,8 +49,9 @@ class SearchLookup(NamedTuple):
     lineage: tuple[LineageRecord, ...] = ()  # a population-based training search's segments; none otherwise
 
 
-def lookup(reference: str = "latest", filters: RunFilter | None = None, *,
-           home: Path | str | None = None) -> RunLookup | SearchLookup:  # fmt: skip
+def lookup(
+    reference: str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None
+) -> RunLookup | SearchLookup:
     """The run or the search (`search:...`) `reference` names. The filters narrow runs only: a
     search reference names one search whatever they say."""
     target = parse_target(reference)
@@ -78,8 +79,11 @@ def _readable_home(registry: Registry, run: RunRecord) -> Path:
 
 def _tracker_reports(home: Path, detail: RunDetail) -> tuple[TrackerReport, ...]:
     """What each session's trackers got, as its session closed them last (or `rlrun track` sent)."""
-    return tuple(TrackerReport(session.index, delivered) for session in detail.sessions
-                 for delivered in status.read(paths.session_dir(home, detail.run.id, session.index)).values())
+    return tuple(
+        TrackerReport(session.index, delivered)
+        for session in detail.sessions
+        for delivered in status.read(paths.session_dir(home, detail.run.id, session.index)).values()
+    )
 
 
 def lookup_search(reference: str = "search:latest", *, home: Path | str | None = None) -> SearchLookup:
@@ -104,8 +108,9 @@ class FoundRuns(NamedTuple):
     runs: list[FoundRun]  # each run once, in the order first named
 
 
-def find_runs(references: Iterable[str], filters: RunFilter | None = None, *, home: Path | str | None = None,
-              command: str) -> FoundRuns:  # fmt: skip
+def find_runs(
+    references: Iterable[str], filters: RunFilter | None = None, *, home: Path | str | None = None, command: str
+) -> FoundRuns:
     """The whole runs `references` name: a session or checkpoint suffix is refused (`command`
     names the command in that message), a run folder outside the home is read where it is."""
     named: list[tuple[str, RunRecord]] = []

@@ -24,8 +24,25 @@ app.add_typer(spec_app, name="spec")
 
 # `rlrun --help` lists the commands in this order (what a user reaches for first), whatever order
 # their modules register them in.
-HELP_ORDER = ("train", "resume", "enjoy", "search", "ls", "show", "track", "plot", "compare", "export", "stop", "rm",
-              "gc", "import", "push", "pull", "record")
+HELP_ORDER = (
+    "train",
+    "resume",
+    "enjoy",
+    "search",
+    "ls",
+    "show",
+    "track",
+    "plot",
+    "compare",
+    "export",
+    "stop",
+    "rm",
+    "gc",
+    "import",
+    "push",
+    "pull",
+    "record",
+)
 
 
 def in_help_order(command: Any) -> int:
@@ -49,8 +66,10 @@ def _show_version(value: bool) -> None:
 @app.callback(invoke_without_command=True)
 def rlrun(
     context: typer.Context,
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_show_version, is_eager=True, expose_value=False, help="Show the version.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, expose_value=False, help="Show the version."),
+    ] = False,
 ) -> None:
     """rlrun: runs that survive the real world."""
     help_if_bare(context)

@@ -23,28 +23,51 @@ GATE_EXIT_CODES = {"identical": 0, "improved": 0, "regressed": 1, "inconclusive"
 @app.command(short_help="Compare runs across seeds with rliable.")
 @filtered()
 def compare(
-    references: Annotated[list[str], typer.Argument(
-        metavar="REFERENCES...", show_default=False,
-        help="The runs to compare: references, filters, search:NAME for a search's trials or a population.")],
+    references: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="REFERENCES...",
+            show_default=False,
+            help="The runs to compare: references, filters, search:NAME for a search's trials or a population.",
+        ),
+    ],
     by: Annotated[str, typer.Option(metavar="spec|algo|name", help="What makes runs one group.")] = "spec",
-    score: Annotated[str, typer.Option(
-        "--metric", metavar="final|best|auc",
-        help="A session's score: its last evaluation, its best, or the mean of its evaluations.")] = "final",
-    normalize: Annotated[str, typer.Option(
-        metavar="none|minmax|human",
-        help="Scores on one scale across envs: min-max by the env's known range, or Atari human-normalised.")
+    score: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            metavar="final|best|auc",
+            help="A session's score: its last evaluation, its best, or the mean of its evaluations.",
+        ),
+    ] = "final",
+    normalize: Annotated[
+        str,
+        typer.Option(
+            metavar="none|minmax|human",
+            help="Scores on one scale across envs: min-max by the env's known range, or Atari human-normalised.",
+        ),
     ] = "none",
     reps: Annotated[int, typer.Option(metavar="N", help="Bootstrap repetitions for the intervals.")] = 50_000,
-    seed: Annotated[int, typer.Option(metavar="S", help="Seed of the bootstrap: the same seed, the same numbers.")
-                    ] = 0,
-    baseline: Annotated[list[str] | None, typer.Option(
-        "--baseline", metavar="REFERENCE",
-        help="Compare REFERENCES (one group, new) with these runs (repeatable), and give a verdict.")] = None,
-    gate: Annotated[bool, typer.Option(
-        "--gate", help="With --baseline: exit 0 identical or improved, 1 regressed, 4 inconclusive.")] = False,
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="PATH",
-        help="Also draw the report (intervals, performance profiles, IQM over frames): .png, .svg or .pdf.")
+    seed: Annotated[int, typer.Option(metavar="S", help="Seed of the bootstrap: the same seed, the same numbers.")] = 0,
+    baseline: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--baseline",
+            metavar="REFERENCE",
+            help="Compare REFERENCES (one group, new) with these runs (repeatable), and give a verdict.",
+        ),
+    ] = None,
+    gate: Annotated[
+        bool, typer.Option("--gate", help="With --baseline: exit 0 identical or improved, 1 regressed, 4 inconclusive.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Also draw the report (intervals, performance profiles, IQM over frames): .png, .svg or .pdf.",
+        ),
     ] = None,
     *,
     filters: "RunFilter",
@@ -64,8 +87,17 @@ def compare(
         from rlrun.catalog.figures import check_output
 
         check_output(output)
-    result = comparing.compare(references, filters, by=by, metric=score, normalize_by=normalize, reps=reps,
-                               seed=seed, baseline=baseline or (), home=home)  # fmt: skip
+    result = comparing.compare(
+        references,
+        filters,
+        by=by,
+        metric=score,
+        normalize_by=normalize,
+        reps=reps,
+        seed=seed,
+        baseline=baseline or (),
+        home=home,
+    )
     for reference, run in result.named:
         say(views.resolved(run, reference_label(reference, filters)))
     for note in result.notes:
@@ -90,8 +122,12 @@ def table(result: "Comparison") -> str:
 
     lines: list[str] = []
     if result.verdict == "identical":
-        return "\n".join([*(f"{g.name}: {', '.join(g.runs)}" for g in result.groups),
-                          "verdict: identical (metrics logs and final snapshots equal, bit for bit)"])
+        return "\n".join(
+            [
+                *(f"{g.name}: {', '.join(g.runs)}" for g in result.groups),
+                "verdict: identical (metrics logs and final snapshots equal, bit for bit)",
+            ]
+        )
     header = ["group", "seeds", "IQM", "median", "mean", "optimality gap"]
     rows = [header]
     for group in result.groups:
@@ -103,8 +139,10 @@ def table(result: "Comparison") -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     scale = "normalised " if result.normalize != "none" else ""
-    lines.append(f"({result.metric} {scale}score over {', '.join(result.tasks)}; 95% stratified-bootstrap intervals,"
-                 f" {result.reps:,} reps, seed {result.seed})")
+    lines.append(
+        f"({result.metric} {scale}score over {', '.join(result.tasks)}; 95% stratified-bootstrap intervals,"
+        f" {result.reps:,} reps, seed {result.seed})"
+    )
     for item in result.improvement:
         e = item.estimate
         lines.append(f"P({item.a} > {item.b}) = {score(e.point)} [{score(e.low)}, {score(e.high)}]")

@@ -23,8 +23,15 @@ from rlrun.cli.views import duration, resolved, significant
 from rlrun.session import events
 from rlrun.sizes import format_size
 
-STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "preempted": "yellow",
-                "interrupted": "yellow", "crashed": "magenta", "pending": "dim"}
+STATUS_STYLE = {
+    "running": "cyan",
+    "finished": "green",
+    "failed": "red",
+    "preempted": "yellow",
+    "interrupted": "yellow",
+    "crashed": "magenta",
+    "pending": "dim",
+}
 
 
 def stderr_console() -> Console:
@@ -97,8 +104,9 @@ class TrainingDisplay:
         elif isinstance(event, events.SessionEnded):
             line.status, line.frame = event.status, event.frame
         elif isinstance(event, events.Warned):  # above the live table too: said once, it must stay in view
-            self.console.print(f"s{event.index} warning: {event.text}", style="yellow", highlight=False,
-                               markup=False, soft_wrap=True)
+            self.console.print(
+                f"s{event.index} warning: {event.text}", style="yellow", highlight=False, markup=False, soft_wrap=True
+            )
             return
         if self._live is not None:
             self._live.update(self._table())
@@ -112,11 +120,14 @@ class TrainingDisplay:
             self.console.print(
                 f"{tag} frame {format_size(event.frame)}/{format_size(event.max_frame)}  "
                 f"{event.frames_per_second:,.0f} f/s  episodes {event.episode}  return {score(event.return_mean)}  "
-                f"{_headline(line)}eval {score(line.last_eval)}  eta {duration(_eta(line))}", highlight=False)
+                f"{_headline(line)}eval {score(line.last_eval)}  eta {duration(_eta(line))}",
+                highlight=False,
+            )
         elif isinstance(event, events.Evaluated):
             best = " (best)" if event.is_best else ""
-            self.console.print(f"{tag} eval at {format_size(event.frame)}: {spread(event.mean, event.std)}{best}",
-                               highlight=False)
+            self.console.print(
+                f"{tag} eval at {format_size(event.frame)}: {spread(event.mean, event.std)}{best}", highlight=False
+            )
         elif isinstance(event, events.SessionEnded):
             detail = f": {event.error}" if event.error else f", best eval {score(event.best_eval)}"
             self.console.print(f"{tag} {event.status} at frame {format_size(event.frame)}{detail}", highlight=False)
@@ -144,20 +155,42 @@ class TrainingDisplay:
         line = self.lines[index]
         done = min(line.frame / max(line.max_frame, 1), 1.0)
         filled = int(done * _BAR)
-        return {"session": f"s{index}", "seed": str(line.seed),
-                "frames": f"{format_size(line.frame)}/{format_size(line.max_frame)}",
-                "": "█" * filled + "░" * (_BAR - filled), "done": f"{done:.0%}", "frames/s": f"{line.fps:,.0f}",
-                "episodes": str(line.episode), "return": score(line.return_mean),
-                "headline": significant(line.headline_value) if headline else "", "last eval": score(line.last_eval),
-                "best eval": score(line.best_eval), "eta": duration(_eta(line)), "status": line.status}
+        return {
+            "session": f"s{index}",
+            "seed": str(line.seed),
+            "frames": f"{format_size(line.frame)}/{format_size(line.max_frame)}",
+            "": "█" * filled + "░" * (_BAR - filled),
+            "done": f"{done:.0%}",
+            "frames/s": f"{line.fps:,.0f}",
+            "episodes": str(line.episode),
+            "return": score(line.return_mean),
+            "headline": significant(line.headline_value) if headline else "",
+            "last eval": score(line.last_eval),
+            "best eval": score(line.best_eval),
+            "eta": duration(_eta(line)),
+            "status": line.status,
+        }
 
 
 # The live table's columns, left to right, and the order they give way in on a narrow terminal:
 # what a person glances at (which session, how far, how good, finished or not) goes last, and the
 # algorithm's headline diagnostic (PPO's approx_kl: the first thing anyone debugging it looks at)
 # outlasts the progress bar, so an 80-column terminal keeps it.
-_COLUMNS = ("session", "seed", "frames", "", "done", "frames/s", "episodes", "return", "headline", "last eval",
-            "best eval", "eta", "status")
+_COLUMNS = (
+    "session",
+    "seed",
+    "frames",
+    "",
+    "done",
+    "frames/s",
+    "episodes",
+    "return",
+    "headline",
+    "last eval",
+    "best eval",
+    "eta",
+    "status",
+)
 _DROP_ORDER = ("seed", "episodes", "frames/s", "", "last eval", "headline", "eta", "return", "best eval")
 _LEFT = {"session", "", "status"}
 _BAR = 20
@@ -220,8 +253,10 @@ def refusal_table(changes: list[Any]) -> Table:
 def enjoy_target(target: Any, reference: str) -> Text:
     checkpoint = target.checkpoint
     why = f", evaluation mean {score(target.score)} there" if target.score is not None else ", not evaluated"
-    return Text(f"{resolved(target.run, reference)}\n  session s{target.session.index} (seed {target.session.seed}),"
-                f" checkpoint at frame {checkpoint.frame:,} ({checkpoint.kind}){why}")
+    return Text(
+        f"{resolved(target.run, reference)}\n  session s{target.session.index} (seed {target.session.seed}),"
+        f" checkpoint at frame {checkpoint.frame:,} ({checkpoint.kind}){why}"
+    )
 
 
 def enjoy_table(result: Any) -> Table:

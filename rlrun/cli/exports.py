@@ -18,10 +18,14 @@ if TYPE_CHECKING:
 
 @app.command(short_help="Send a run's history to MLflow or W&B.")
 def track(
-    reference: Annotated[str, reference_argument("latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")
-                         ] = "latest",
-    to: Annotated[list[str], typer.Option(
-        "--to", metavar="TRACKER", help="mlflow or wandb (repeatable); where, from their own environment variables.")
+    reference: Annotated[
+        str, reference_argument("latest, latest~N, a row of `rlrun ls`, an id, id prefix or name.")
+    ] = "latest",
+    to: Annotated[
+        list[str],
+        typer.Option(
+            "--to", metavar="TRACKER", help="mlflow or wandb (repeatable); where, from their own environment variables."
+        ),
     ] = [],  # noqa: B006  # typer reads the default, never mutates it
     home: Home = None,
     as_json: AsJson = False,
@@ -53,12 +57,22 @@ def track(
 @filtered()
 def plot(
     references: Annotated[list[str] | None, references_argument("the runs to draw (default: latest).")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="PATH",
-        help="Image file to write: .png, .svg or .pdf (default: NAME.png here, after the run or search).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Image file to write: .png, .svg or .pdf (default: NAME.png here, after the run or search).",
+        ),
+    ] = None,
     title: Annotated[str | None, typer.Option(metavar="TEXT", help="Title of the plot.")] = None,
-    metric: Annotated[str | None, typer.Option(
-        metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return.")] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME", help="Draw this training metric (a metrics log column) instead of evaluation return."
+        ),
+    ] = None,
     *,
     filters: "RunFilter",
     home: Home = None,
@@ -87,16 +101,27 @@ def plot(
 
 @app.command(short_help="Write runs' metrics as CSV, a policy as ONNX.")
 def export(
-    references: Annotated[list[str] | None, references_argument(
-        "the runs to export (default: latest); with --onnx one run, /sK and @best, @latest or @5M allowed.")] = None,
-    metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
-    output: Annotated[Path | None, typer.Option(
-        "-o", "--output", metavar="PATH", help="CSV file to write (default: standard output).")] = None,
-    onnx: Annotated[Path | None, typer.Option(
-        "--onnx", metavar="PATH", help="Write the checkpoint's acting policy to this .onnx file (the onnx extra).")
+    references: Annotated[
+        list[str] | None,
+        references_argument(
+            "the runs to export (default: latest); with --onnx one run, /sK and @best, @latest or @5M allowed."
+        ),
     ] = None,
-    checkpoint: Annotated[str | None, typer.Option(
-        metavar="TEXT", help="With --onnx: best (default), latest or a frame count such as 5M.")] = None,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", metavar="PATH", help="CSV file to write (default: standard output)."),
+    ] = None,
+    onnx: Annotated[
+        Path | None,
+        typer.Option(
+            "--onnx", metavar="PATH", help="Write the checkpoint's acting policy to this .onnx file (the onnx extra)."
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="With --onnx: best (default), latest or a frame count such as 5M."),
+    ] = None,
     home: Home = None,
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
@@ -112,8 +137,10 @@ def export(
     if checkpoint is not None:
         raise BadInput("--checkpoint picks the checkpoint --onnx exports; add --onnx policy.onnx")
     if not metrics:
-        raise BadInput("say what to export: rlrun export REFERENCE --metrics -o metrics.csv, or"
-                       " rlrun export REFERENCE --onnx policy.onnx")
+        raise BadInput(
+            "say what to export: rlrun export REFERENCE --metrics -o metrics.csv, or"
+            " rlrun export REFERENCE --onnx policy.onnx"
+        )
     if output is not None and not output.parent.is_dir():
         raise BadInput(f"-o {output}: folder {output.parent} does not exist; create it or write elsewhere")
     exported = catalog.export_metrics(references or ["latest"], home=home)
@@ -127,8 +154,15 @@ def export(
     say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
 
 
-def _export_onnx(references: list[str], path: Path, checkpoint: str | None, *, metrics: bool, output: Path | None,
-                 home: Path | str | None) -> None:
+def _export_onnx(
+    references: list[str],
+    path: Path,
+    checkpoint: str | None,
+    *,
+    metrics: bool,
+    output: Path | None,
+    home: Path | str | None,
+) -> None:
     from rlrun.cli.display import enjoy_target
 
     if metrics or output is not None:
@@ -139,7 +173,14 @@ def _export_onnx(references: list[str], path: Path, checkpoint: str | None, *, m
     from rlrun.refs import parse_ref
 
     reference = references[0]
-    done = export_onnx(parse_ref(reference), path, home=home, checkpoint=checkpoint,
-                       on_target=lambda chosen: say(str(enjoy_target(chosen, reference))))
-    say(f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
-        f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`")
+    done = export_onnx(
+        parse_ref(reference),
+        path,
+        home=home,
+        checkpoint=checkpoint,
+        on_target=lambda chosen: say(str(enjoy_target(chosen, reference))),
+    )
+    say(
+        f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
+        f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`"
+    )

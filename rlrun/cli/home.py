@@ -37,8 +37,12 @@ def gc(
 
 @app.command("import", short_help="Add run folders copied from elsewhere.")
 def import_(
-    folders: Annotated[list[Path] | None, typer.Argument(
-        metavar="PATH...", show_default=False, help="Run folders (each with its run.json) to add to the home.")] = None,
+    folders: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="PATH...", show_default=False, help="Run folders (each with its run.json) to add to the home."
+        ),
+    ] = None,
     move: Annotated[bool, typer.Option("--move", help="Move the folders into the home, not copy them.")] = False,
     home: Home = None,
 ) -> None:
@@ -72,8 +76,15 @@ def db_current(home: Home = None, as_json: AsJson = False) -> None:
 
     state = schema_state(paths.resolve_home(home))
     if as_json:
-        print_json({"database": state.label, "revision": state.revision, "head": state.head,
-                   "exists": state.exists, "up_to_date": state.up_to_date})  # fmt: skip
+        print_json(
+            {
+                "database": state.label,
+                "revision": state.revision,
+                "head": state.head,
+                "exists": state.exists,
+                "up_to_date": state.up_to_date,
+            }
+        )
         return
     if not state.exists:
         verdict = "no registry yet (created by `rlrun train`)"
@@ -112,6 +123,8 @@ def db_rebuild(home: Home = None, as_json: AsJson = False) -> None:
         return
     for problem in report.problems:
         say(f"skipped {problem}")
-    say(f"restored {len(report.restored)} runs ({report.sessions} sessions, {report.checkpoints} checkpoints,"
+    say(
+        f"restored {len(report.restored)} runs ({report.sessions} sessions, {report.checkpoints} checkpoints,"
         f" {report.evaluations} evaluations) and {len(report.searches)} searches from {paths.home_address(root)};"
-        f" {len(report.already_known)} were already in the registry")
+        f" {len(report.already_known)} were already in the registry"
+    )

@@ -19,30 +19,54 @@ if TYPE_CHECKING:
 # A string, not a Path: a home may be a URL (s3://bucket/runs), which Path would fold into s3:/bucket/runs.
 Home = Annotated[
     str | None,
-    typer.Option(envvar=paths.HOME_ENV, show_envvar=False, metavar="PATH|URL",
-                 help="Runs home: a folder (default ./runs, or $RLRUN_HOME) or s3://bucket/prefix (needs $RLRUN_DB)."),
+    typer.Option(
+        envvar=paths.HOME_ENV,
+        show_envvar=False,
+        metavar="PATH|URL",
+        help="Runs home: a folder (default ./runs, or $RLRUN_HOME) or s3://bucket/prefix (needs $RLRUN_DB).",
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
-Track = Annotated[list[str] | None, typer.Option(
-    "--track", metavar="TRACKER", help="Also log each session to mlflow or wandb (repeatable; sets meta.track).")]
+Track = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--track", metavar="TRACKER", help="Also log each session to mlflow or wandb (repeatable; sets meta.track)."
+    ),
+]
 
 # The filter options: they narrow the runs a command considers, before `latest` and row numbers
 # count them (`rlrun enjoy latest --algo ppo` is the newest PPO run).
-Status = Annotated[str | None, typer.Option(
-    metavar="TEXT", help="Only runs with this status: running, finished, failed, preempted, crashed.")]
+Status = Annotated[
+    str | None,
+    typer.Option(metavar="TEXT", help="Only runs with this status: running, finished, failed, preempted, crashed."),
+]
 Algo = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this algorithm.")]
 Env = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs on this env id.")]
 SpecName = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs of this spec name (as --of).")]
-Of = Annotated[str | None, typer.Option(
-    "--of", metavar="SPEC", help="Only runs of this spec name: `resume latest --of reinforce_cartpole`.")]
+Of = Annotated[
+    str | None,
+    typer.Option("--of", metavar="SPEC", help="Only runs of this spec name: `resume latest --of reinforce_cartpole`."),
+]
 Name = Annotated[str | None, typer.Option(metavar="TEXT", help="Only runs whose name matches this glob (* and ?).")]
-Since = Annotated[str | None, typer.Option(
-    metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.")]
-Sort = Annotated[str | None, typer.Option(
-    metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames.")]
+Since = Annotated[
+    str | None,
+    typer.Option(metavar="TEXT", help="Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01."),
+]
+Sort = Annotated[
+    str | None,
+    typer.Option(metavar="TEXT", help="Row order for row numbers: started (newest first, the default), best, frames."),
+]
 # Each filter option by its parameter name, in the order `--help` lists them.
-FILTER_OPTIONS: dict[str, Any] = {"status": Status, "algo": Algo, "env": Env, "spec": SpecName, "of": Of,
-                                  "name": Name, "since": Since, "sort": Sort}  # fmt: skip
+FILTER_OPTIONS: dict[str, Any] = {
+    "status": Status,
+    "algo": Algo,
+    "env": Env,
+    "spec": SpecName,
+    "of": Of,
+    "name": Name,
+    "since": Since,
+    "sort": Sort,
+}
 # resume and stop take a reference to one run: `--of`, not `--spec` (resume's `--spec` is a spec file).
 ONE_RUN_FILTERS = ("status", "algo", "env", "of", "since")
 
@@ -60,8 +84,10 @@ def filtered(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]
             if parameter.name != "filters":
                 parameters.append(parameter)
                 continue
-            parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                             annotation=FILTER_OPTIONS[name]) for name in chosen]  # fmt: skip
+            parameters += [
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=FILTER_OPTIONS[name])
+                for name in chosen
+            ]
 
         @functools.wraps(command)
         def with_filters(**values: Any) -> None:
@@ -79,19 +105,35 @@ def filtered(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]
 # `--ray` alone is $RLRUN_RAY_ADDRESS, else "auto" (the cluster this machine belongs to, as Ray
 # finds it); `--ray HOST:PORT` names one. Without it nothing imports Ray. Typer has no option with
 # an optional value, so `run` turns a bare `--ray` into `--ray=` first (see `_bare_ray`).
-Ray = Annotated[str | None, typer.Option(
-    "--ray", metavar="[ADDRESS]",
-    help="Run the sessions on a Ray cluster: ADDRESS, else $RLRUN_RAY_ADDRESS, else auto.")]
-Cpus = Annotated[float | None, typer.Option(
-    "--cpus", min=0, metavar="FLOAT", help="With --ray: CPUs per session (default 1).")]
-Gpus = Annotated[float | None, typer.Option(
-    "--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")]
-Detach = Annotated[bool, typer.Option(
-    "--detach", help="With --ray: return once the run is recorded; the cluster supervises it (see `rlrun stop`).")]
-SupervisorOn = Annotated[str | None, typer.Option(
-    "--supervisor-on", metavar="RESOURCE",
-    help="With --detach: place the run's supervisor only on nodes that offer this custom Ray resource"
-         " (on-demand nodes, say, not spot ones).")]
+Ray = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Run the sessions on a Ray cluster: ADDRESS, else $RLRUN_RAY_ADDRESS, else auto.",
+    ),
+]
+Cpus = Annotated[
+    float | None, typer.Option("--cpus", min=0, metavar="FLOAT", help="With --ray: CPUs per session (default 1).")
+]
+Gpus = Annotated[
+    float | None, typer.Option("--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")
+]
+Detach = Annotated[
+    bool,
+    typer.Option(
+        "--detach", help="With --ray: return once the run is recorded; the cluster supervises it (see `rlrun stop`)."
+    ),
+]
+SupervisorOn = Annotated[
+    str | None,
+    typer.Option(
+        "--supervisor-on",
+        metavar="RESOURCE",
+        help="With --detach: place the run's supervisor only on nodes that offer this custom Ray resource"
+        " (on-demand nodes, say, not spot ones).",
+    ),
+]
 
 
 def reference_argument(text: str) -> Any:
@@ -104,9 +146,16 @@ def references_argument(text: str) -> Any:
     return typer.Argument(metavar="[REFERENCES]...", show_default=False, help=text)
 
 
-def _filters(status: str | None = None, algo: str | None = None, env: str | None = None, spec: str | None = None,
-             name: str | None = None, since: str | None = None, sort: str | None = None,
-             of: str | None = None) -> "RunFilter":  # fmt: skip
+def _filters(
+    status: str | None = None,
+    algo: str | None = None,
+    env: str | None = None,
+    spec: str | None = None,
+    name: str | None = None,
+    since: str | None = None,
+    sort: str | None = None,
+    of: str | None = None,
+) -> "RunFilter":
     from rlrun.refs import RunFilter
 
     return RunFilter.of(status=status, algorithm=algo, env=env, spec=spec, name=name, since=since, sort=sort, of=of)
@@ -122,8 +171,14 @@ def track_edit(track: list[str] | None) -> list[str]:
     return [f"meta.track={json.dumps(list(dict.fromkeys(track)))}"] if track else []
 
 
-def session_executor(ray: str | None, cpus: float | None, gpus: float | None, stop: Any = None,
-                     detach: bool = False, supervisor_on: str | None = None) -> Any:  # fmt: skip
+def session_executor(
+    ray: str | None,
+    cpus: float | None,
+    gpus: float | None,
+    stop: Any = None,
+    detach: bool = False,
+    supervisor_on: str | None = None,
+) -> Any:
     """The executor the options ask for: None (the local one) without --ray."""
     check_detach("run", ray, detach, supervisor_on)
     if ray is None:
@@ -142,8 +197,10 @@ def check_detach(what: str, ray: str | None, detach: bool, supervisor_on: str | 
     if supervisor_on is not None and not detach:
         raise BadInput(f"--supervisor-on places a detached {what}'s {holder}; add --detach (and --ray [ADDRESS])")
     if detach and ray is None:
-        raise BadInput(f"--detach hands the {what}'s {holder} to a Ray cluster; add --ray [ADDRESS]"
-                       f" (a {what} on this machine lasts as long as its command)")
+        raise BadInput(
+            f"--detach hands the {what}'s {holder} to a Ray cluster; add --ray [ADDRESS]"
+            f" (a {what} on this machine lasts as long as its command)"
+        )
 
 
 def trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:

@@ -36,8 +36,9 @@ def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric:
         if not item.frames:
             axes.plot([], [], label=f"{item.label}: {'nothing logged' if metric else 'not evaluated'} yet")
             continue
-        line = axes.plot(item.frames, item.mean, marker="o" if len(item.frames) < 30 else None, markersize=3,
-                         label=item.label)[0]  # fmt: skip
+        line = axes.plot(
+            item.frames, item.mean, marker="o" if len(item.frames) < 30 else None, markersize=3, label=item.label
+        )[0]
         low = [m - s for m, s in zip(item.mean, item.std, strict=True)]
         high = [m + s for m, s in zip(item.mean, item.std, strict=True)]
         axes.fill_between(item.frames, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -68,8 +69,7 @@ def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
     figure = Figure(figsize=(8, 5), layout="constrained")
     axes = figure.add_subplot()
     complete = [(t.number, t.value) for t in detail.trials if t.state == "complete" and t.value is not None]
-    partial = [(t.number, t.intermediate[-1][1]) for t in detail.trials
-               if t.state != "complete" and t.intermediate]  # fmt: skip
+    partial = [(t.number, t.intermediate[-1][1]) for t in detail.trials if t.state != "complete" and t.intermediate]
     if complete:
         axes.plot([n for n, _ in complete], [v for _, v in complete], "o", label="complete trials")
         best, steps = -math.inf, []
@@ -78,8 +78,13 @@ def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:
             steps.append((number, best))
         axes.step([n for n, _ in steps], [b for _, b in steps], where="post", label="best so far")
     if partial:
-        axes.plot([n for n, _ in partial], [v for _, v in partial], "o", fillstyle="none",
-                  label="pruned, failed or running (last score)")
+        axes.plot(
+            [n for n, _ in partial],
+            [v for _, v in partial],
+            "o",
+            fillstyle="none",
+            label="pruned, failed or running (last score)",
+        )
     metric = json.loads(detail.search.settings_json)["metric"]
     axes.set_xlabel("trial")
     axes.set_ylabel(f"{metric} (mean over sessions)")
@@ -103,13 +108,24 @@ def draw_population(population: Any, output: Path, *, title: str | None = None) 
     figure = Figure(figsize=(8, 5), layout="constrained")
     axes = figure.add_subplot()
     for member in population.members:
-        line = axes.plot(member.frames, member.mean, marker="o" if len(member.frames) < 30 else None, markersize=3,
-                         label=f"member {member.member}")[0]  # fmt: skip
+        line = axes.plot(
+            member.frames,
+            member.mean,
+            marker="o" if len(member.frames) < 30 else None,
+            markersize=3,
+            label=f"member {member.member}",
+        )[0]
         for frame, value, source in member.exploits:
             if math.isfinite(value):
                 axes.plot([frame], [value], marker="^", markersize=9, color=line.get_color(), linestyle="none")
-                axes.annotate(f"m{member.member}←m{source}", (frame, value), textcoords="offset points",
-                              xytext=(4, 6), fontsize="x-small", color=line.get_color())
+                axes.annotate(
+                    f"m{member.member}←m{source}",
+                    (frame, value),
+                    textcoords="offset points",
+                    xytext=(4, 6),
+                    fontsize="x-small",
+                    color=line.get_color(),
+                )
     axes.plot([], [], marker="^", color="grey", linestyle="none", label="exploit (copied m←m)")
     search = population.search.search
     axes.set_xlabel("frames")

@@ -21,19 +21,24 @@ if TYPE_CHECKING:
 @app.command("ls", short_help="List runs (or searches), newest first.")
 @filtered()
 def list_runs(
-    limit: Annotated[int, typer.Option(
-        "-n", "--limit", min=1, show_default=True, metavar="INTEGER RANGE", help="Show at most N runs.")] = 20,
+    limit: Annotated[
+        int,
+        typer.Option("-n", "--limit", min=1, show_default=True, metavar="INTEGER RANGE", help="Show at most N runs."),
+    ] = 20,
     show_all: Annotated[bool, typer.Option("--all", help="Show every run.")] = False,
     *,
     filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print only CSV on stdout.")] = False,
-    search_ref: Annotated[str | None, typer.Option(
-        "--search", metavar="SEARCH", help="List a search's trials instead: --search search:latest.")] = None,
+    search_ref: Annotated[
+        str | None,
+        typer.Option("--search", metavar="SEARCH", help="List a search's trials instead: --search search:latest."),
+    ] = None,
     searches: Annotated[bool, typer.Option("--searches", help="List the searches instead.")] = False,
-    trials: Annotated[bool, typer.Option(
-        "--trials", help="List the runs of search trials too (--json and --csv always do).")] = False,
+    trials: Annotated[
+        bool, typer.Option("--trials", help="List the runs of search trials too (--json and --csv always do).")
+    ] = False,
 ) -> None:
     """List runs, newest first (or --sort best | frames); filters narrow the list and the row numbers."""
     from rlrun import catalog
@@ -45,8 +50,9 @@ def list_runs(
         _list_searches(search_ref, home, as_json, None if show_all else limit)
         return
     # Scripts read every run; a person's table keeps a search's trial runs out of the way.
-    listing = catalog.list_runs(filters, home=home, limit=None if show_all else limit,
-                                trials=trials or as_json or as_csv)
+    listing = catalog.list_runs(
+        filters, home=home, limit=None if show_all else limit, trials=trials or as_json or as_csv
+    )
     if as_json:
         print_json([run.to_json() for run in listing.runs])
     elif as_csv:
@@ -57,8 +63,15 @@ def list_runs(
         width = views.terminal_width()
         if listing.runs:
             # "1 of 3 runs" would count the trial runs the line under the table counts
-            say(views.runs_table(listing.runs, total=listing.total - listing.hidden_trials, filters=filters.describe(),
-                                 colour=views.colour_enabled(), width=width))
+            say(
+                views.runs_table(
+                    listing.runs,
+                    total=listing.total - listing.hidden_trials,
+                    filters=filters.describe(),
+                    colour=views.colour_enabled(),
+                    width=width,
+                )
+            )
         if listing.hidden_trials:
             say(views.fit(views.hidden_trials(listing.hidden_trials, alone=not listing.runs), width))
 
@@ -74,8 +87,11 @@ def _list_searches(reference: str | None, home: str | None, as_json: bool, limit
         if as_json:
             print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
         else:
-            say(views.searches_table(found, colour=views.colour_enabled()) if found
-                else f"no searches in {paths.home_address(root)} yet; start one with `rlrun search SPEC`")
+            say(
+                views.searches_table(found, colour=views.colour_enabled())
+                if found
+                else f"no searches in {paths.home_address(root)} yet; start one with `rlrun search SPEC`"
+            )
         return
     chosen = catalog.lookup_search(reference, home=home)
     say(views.resolved_search(chosen.detail.search, chosen.reference))
@@ -88,16 +104,24 @@ def _list_searches(reference: str | None, home: str | None, as_json: bool, limit
 @app.command(short_help="Show a run: sessions, checkpoints, evals.")
 @filtered()
 def show(
-    reference: Annotated[str, reference_argument(
-        "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere).")] = "latest",
+    reference: Annotated[
+        str,
+        reference_argument(
+            "latest, latest~N, a row of `rlrun ls`, an id, id prefix or name, or a run folder (anywhere)."
+        ),
+    ] = "latest",
     *,
     filters: "RunFilter",
     home: Home = None,
     as_json: AsJson = False,
-    metrics: Annotated[bool, typer.Option(
-        "--metrics", help="Show the training metrics instead: latest values and sparklines.")] = False,
-    spec_json: Annotated[bool, typer.Option(
-        "--spec-json", help="Print the run's latest spec as JSON on stdout instead (to edit for resume --spec).")
+    metrics: Annotated[
+        bool, typer.Option("--metrics", help="Show the training metrics instead: latest values and sparklines.")
+    ] = False,
+    spec_json: Annotated[
+        bool,
+        typer.Option(
+            "--spec-json", help="Print the run's latest spec as JSON on stdout instead (to edit for resume --spec)."
+        ),
     ] = False,
 ) -> None:
     """Show a run: sessions with sparklines of their evaluations, checkpoints, evaluations, spec

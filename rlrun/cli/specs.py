@@ -21,9 +21,11 @@ def spec_list() -> None:
     from rlrun.cli.views import table
     from rlrun.spec import builtin_document, builtin_names, builtin_search_names
 
-    rows = [[name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"], command]
-            for names, command in ((builtin_names(), "train"), (builtin_search_names(), "search"))
-            for name in names]
+    rows = [
+        [name, (document := builtin_document(name))["agent"]["algorithm"], document["env"]["id"], command]
+        for names, command in ((builtin_names(), "train"), (builtin_search_names(), "search"))
+        for name in names
+    ]
     sys.stdout.write(table(("spec", "algorithm", "env", "for"), rows) + "\n")
 
 

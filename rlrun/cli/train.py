@@ -45,8 +45,12 @@ def train(
     seed: Annotated[
         int | None, typer.Option(min=0, metavar="INTEGER RANGE", help="Base seed; session i uses seed + i.")
     ] = None,
-    overrides: Annotated[list[str] | None, typer.Option(
-        "--set", metavar="TEXT", help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable).")] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="TEXT", help="Override a spec value: --set agent.optimizer.lr=0.01 (repeatable)."
+        ),
+    ] = None,
     track: Track = None,
     ray: Ray = None,
     cpus: Cpus = None,
@@ -76,8 +80,12 @@ def train(
 
     def announce(run: Any) -> None:
         label = f" ({run.name})" if run.name else ""
-        console.print(f"run {run.id}{label}: {loaded.name}, {loaded.agent.algorithm} on {loaded.env.id}, "
-                      f"{run.num_sessions} session(s), {run.max_frame:,} frames each", highlight=False, markup=False)
+        console.print(
+            f"run {run.id}{label}: {loaded.name}, {loaded.agent.algorithm} on {loaded.env.id}, "
+            f"{run.num_sessions} session(s), {run.max_frame:,} frames each",
+            highlight=False,
+            markup=False,
+        )
 
     with TrainingDisplay(console) as display:
         result = train_run(loaded, home=home, name=name, on_event=display, on_start=announce, executor=executor)
@@ -88,9 +96,12 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
     """Print the outcome and leave with its exit code: 0 done (or handed to a detached
     supervisor), 1 a session failed, 128 + the signal after a graceful stop."""
     if result.detached:
-        console.print(f"run {result.run_id} detached: supervised by {result.detached}; follow it with"
-                      f" `rlrun ls` or `rlrun show {result.run_id}`, stop it with `rlrun stop {result.run_id}`",
-                      highlight=False, markup=False)
+        console.print(
+            f"run {result.run_id} detached: supervised by {result.detached}; follow it with"
+            f" `rlrun ls` or `rlrun show {result.run_id}`, stop it with `rlrun stop {result.run_id}`",
+            highlight=False,
+            markup=False,
+        )
     if as_json:
         print_json(result.to_json())
     if result.detached:
@@ -98,23 +109,31 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
     if result.outcome == "failed":
         raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
     if result.outcome == "preempted":
-        console.print(f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
-                      f" `rlrun resume {result.run_id}`", highlight=False, markup=False)
+        console.print(
+            f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
+            f" `rlrun resume {result.run_id}`",
+            highlight=False,
+            markup=False,
+        )
         raise SystemExit(128 + result.signal)
-    console.print(f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`", highlight=False,
-                  markup=False)
+    console.print(
+        f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`", highlight=False, markup=False
+    )
 
 
 @app.command(short_help="Continue a run (or a search) bit for bit.")
 @filtered(*ONE_RUN_FILTERS)
 def resume(
-    reference: Annotated[str, reference_argument(
-        "latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")] = "latest",
+    reference: Annotated[
+        str, reference_argument("latest, latest~N, a row, an id, prefix or name, or a run folder; /sK for one session.")
+    ] = "latest",
     frames: Annotated[str | None, typer.Option(metavar="TEXT", help="New frame target per session, e.g. 20M.")] = None,
     more: Annotated[str | None, typer.Option(metavar="TEXT", help="Frames to add to the target, e.g. 500k.")] = None,
     spec_file: Annotated[Path | None, typer.Option("--spec", metavar="PATH", help="An edited spec file.")] = None,
-    overrides: Annotated[list[str] | None, typer.Option(
-        "--set", metavar="TEXT", help="Edit one spec value: --set meta.eval_frequency=5k (repeatable).")] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="TEXT", help="Edit one spec value: --set meta.eval_frequency=5k (repeatable)."),
+    ] = None,
     fork: Annotated[bool, typer.Option("--fork", help="Branch a new run from the snapshot instead.")] = False,
     *,
     filters: "RunFilter",
@@ -133,8 +152,14 @@ def resume(
     target = parse_target(reference)
     if isinstance(target, SearchRef):
         hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on)
-        given = {"--frames": frames, "--more": more, "--spec": spec_file, "--set": overrides, "--fork": fork,
-                 filters.describe(): filters.narrows}  # the filters as typed: `--status finished --algo ppo`
+        given = {
+            "--frames": frames,
+            "--more": more,
+            "--spec": spec_file,
+            "--set": overrides,
+            "--fork": fork,
+            filters.describe(): filters.narrows,
+        }  # the filters as typed: `--status finished --algo ppo`
         resume_search_command(reference, home, as_json, given, trial_executors(ray, cpus, gpus), hand_over)
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan
@@ -145,9 +170,16 @@ def resume(
     console = make_console()
     with TrainingDisplay(console) as display:
         result = resume_run(
-            target, filters, home=home, frames=None if frames is None else parse_size(frames, what="--frames"),
-            more=None if more is None else parse_size(more, what="--more"), spec=spec_file,
-            overrides=list(overrides or ()), fork=fork, on_event=display, executor=executor,
+            target,
+            filters,
+            home=home,
+            frames=None if frames is None else parse_size(frames, what="--frames"),
+            more=None if more is None else parse_size(more, what="--more"),
+            spec=spec_file,
+            overrides=list(overrides or ()),
+            fork=fork,
+            on_event=display,
+            executor=executor,
             on_plan=lambda plan: console.print(resume_plan(plan, reference_label(reference, filters))),
         )
     if result.nothing_to_do:
@@ -161,29 +193,46 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
     if as_json:
         print_json(result.to_json())
     trained = max(s.frame for s in result.sessions)
-    console.print(f"nothing to do: run {result.run_id} has trained {trained:,} of its {result.max_frame:,} frames;"
-                  " raise the target with --frames or --more", highlight=False, markup=False)
+    console.print(
+        f"nothing to do: run {result.run_id} has trained {trained:,} of its {result.max_frame:,} frames;"
+        " raise the target with --frames or --more",
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command(short_help="Replay a checkpoint and score it.")
 @filtered()
 def enjoy(
-    reference: Annotated[str, reference_argument(
-        "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder).")] = "latest",
+    reference: Annotated[
+        str,
+        reference_argument(
+            "the run, as for show; /sK picks a session, @best, @latest or @5M a checkpoint (or its folder)."
+        ),
+    ] = "latest",
     episodes: Annotated[
         int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to play.")
     ] = 5,
-    seed: Annotated[int | None, typer.Option(
-        min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's).")] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's).")
+    ] = None,
     stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
     render: Annotated[bool, typer.Option("--render", help="Show the episodes in a window.")] = False,
     video: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="Record the episodes to a .gif or .mp4 file (also sent to"
-                                  " the run's trackers, its meta.track).")
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="Record the episodes to a .gif or .mp4 file (also sent to the run's trackers, its meta.track).",
+        ),
     ] = None,
-    policy: Annotated[Path | None, typer.Option(
-        metavar="PATH", help="Play this policy file (`rlrun export --onnx`) in place of the checkpoint, through"
-                             " onnxruntime; nothing is recorded.")] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="Play this policy file (`rlrun export --onnx`) in place of the checkpoint, through"
+            " onnxruntime; nothing is recorded.",
+        ),
+    ] = None,
     *,
     filters: "RunFilter",
     home: Home = None,
@@ -196,9 +245,18 @@ def enjoy(
 
     label = reference_label(reference, filters)
     console = make_console()
-    result = enjoy_run(_parse(reference), filters, home=home, episodes=episodes, seed=seed, stochastic=stochastic,
-                       render=render, video=video, policy=policy,
-                       on_target=lambda chosen: console.print(enjoy_target(chosen, label)))
+    result = enjoy_run(
+        _parse(reference),
+        filters,
+        home=home,
+        episodes=episodes,
+        seed=seed,
+        stochastic=stochastic,
+        render=render,
+        video=video,
+        policy=policy,
+        on_target=lambda chosen: console.print(enjoy_target(chosen, label)),
+    )
     if as_json:
         print_json(result.to_json())
     else:
@@ -220,8 +278,12 @@ def _parse(reference: str) -> Any:
 @app.command(short_help="Stop a running run (or search) with snapshots.")
 @filtered(*ONE_RUN_FILTERS)
 def stop(
-    reference: Annotated[str, reference_argument(
-        "latest, latest~N, a row, an id, prefix or name, or a run folder; or search:latest, search:ID.")] = "latest",
+    reference: Annotated[
+        str,
+        reference_argument(
+            "latest, latest~N, a row, an id, prefix or name, or a run folder; or search:latest, search:ID."
+        ),
+    ] = "latest",
     *,
     filters: "RunFilter",
     home: Home = None,
@@ -249,8 +311,12 @@ def stop(
         advice = f"; continue it with `{resume_command(run)}`" if run.status in ("crashed", "preempted") else ""
         say(f"run {run.id} is {run.status}: nothing to stop{advice}")
     elif outcome.repeated:
-        say(f"run {run.id}: a stop was already requested {views.when(outcome.requested_at)}; its sessions stop at"
-            " their next heartbeat with a snapshot (`rlrun ls` says preempted once they have)")
+        say(
+            f"run {run.id}: a stop was already requested {views.when(outcome.requested_at)}; its sessions stop at"
+            " their next heartbeat with a snapshot (`rlrun ls` says preempted once they have)"
+        )
     else:
-        say(f"run {run.id}: stop requested; its sessions stop at their next heartbeat with a snapshot"
-            f" (`rlrun ls` says preempted once they have); continue it with `{resume_command(run)}`")
+        say(
+            f"run {run.id}: stop requested; its sessions stop at their next heartbeat with a snapshot"
+            f" (`rlrun ls` says preempted once they have); continue it with `{resume_command(run)}`"
+        )

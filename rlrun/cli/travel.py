@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 @app.command(short_help="Write a run as one file, to a path or a URL.")
 def push(
     reference: Annotated[str, reference_argument("The run, as for show (a whole run).")],
-    destination: Annotated[str, typer.Argument(
-        metavar="URL", show_default=False,
-        help="A file (run.rlrun), a folder, or a URL: s3://…, gs://…, az://…, hf://… (a folder: ending in /).")],
+    destination: Annotated[
+        str,
+        typer.Argument(
+            metavar="URL",
+            show_default=False,
+            help="A file (run.rlrun), a folder, or a URL: s3://…, gs://…, az://…, hf://… (a folder: ending in /).",
+        ),
+    ],
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -32,16 +37,21 @@ def push(
     if as_json:
         print_json(pushed.to_json())
         return
-    say(f"pushed {described(pushed.run)}, to {pushed.destination} ({pushed.files} files,"
-        f" {format_bytes(pushed.size_bytes)}); sha256 {pushed.sha256}")
+    say(
+        f"pushed {described(pushed.run)}, to {pushed.destination} ({pushed.files} files,"
+        f" {format_bytes(pushed.size_bytes)}); sha256 {pushed.sha256}"
+    )
 
 
 @app.command(short_help="Add a run pushed as one file to the home.")
 def pull(
-    source: Annotated[str, typer.Argument(
-        metavar="URL", show_default=False, help="The bundle `rlrun push` wrote: a file or a URL.")],
-    sha256: Annotated[str | None, typer.Option(
-        metavar="HEX", help="Refuse the bundle unless its sha256 (the one `rlrun push` printed) is this.")] = None,
+    source: Annotated[
+        str, typer.Argument(metavar="URL", show_default=False, help="The bundle `rlrun push` wrote: a file or a URL.")
+    ],
+    sha256: Annotated[
+        str | None,
+        typer.Option(metavar="HEX", help="Refuse the bundle unless its sha256 (the one `rlrun push` printed) is this."),
+    ] = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -55,25 +65,43 @@ def pull(
         print_json(pulled.to_json())
         return
     run_id = pulled.run.id
-    say(f"pulled {described(pulled.run)}, from {pulled.source}: see `rlrun show {run_id}`, or `rlrun resume"
-        f" {run_id}` to continue it")
+    say(
+        f"pulled {described(pulled.run)}, from {pulled.source}: see `rlrun show {run_id}`, or `rlrun resume"
+        f" {run_id}` to continue it"
+    )
 
 
 @app.command(short_help="Record episodes as a Minari dataset.")
 @filtered()
 def record(
-    reference: Annotated[str, reference_argument(
-        "The run, as for enjoy; /sK picks a session, @best, @latest or @5M a checkpoint.")] = "latest",
-    minari: Annotated[str, typer.Option(
-        "--minari", metavar="NAME", show_default=False,
-        help="The Minari dataset id to write: (namespace/)name-v(version), e.g. cartpole/dqn-expert-v0.")] = "",
-    episodes: Annotated[int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE",
-                                          help="Episodes to record.")] = 10,
-    seed: Annotated[int | None, typer.Option(
-        min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's), as for enjoy.")] = None,
+    reference: Annotated[
+        str, reference_argument("The run, as for enjoy; /sK picks a session, @best, @latest or @5M a checkpoint.")
+    ] = "latest",
+    minari: Annotated[
+        str,
+        typer.Option(
+            "--minari",
+            metavar="NAME",
+            show_default=False,
+            help="The Minari dataset id to write: (namespace/)name-v(version), e.g. cartpole/dqn-expert-v0.",
+        ),
+    ] = "",
+    episodes: Annotated[
+        int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to record.")
+    ] = 10,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            min=0, metavar="INTEGER RANGE", help="Seed of the episodes (default: the session's), as for enjoy."
+        ),
+    ] = None,
     stochastic: Annotated[bool, typer.Option("--stochastic", help="Sample actions, not the greedy ones.")] = False,
-    checkpoint: Annotated[str | None, typer.Option(
-        metavar="best|latest|FRAMES", help="The checkpoint (default: the best), as @best, @latest or @5M.")] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            metavar="best|latest|FRAMES", help="The checkpoint (default: the best), as @best, @latest or @5M."
+        ),
+    ] = None,
     *,
     filters: "RunFilter",
     home: Home = None,
@@ -87,13 +115,23 @@ def record(
 
     if not minari:
         raise BadInput("name the dataset to write: --minari NAME, e.g. --minari cartpole/dqn-expert-v0")
-    done = record_episodes(reference, filters, dataset_id=minari, episodes=episodes, home=home, seed=seed,
-                           stochastic=stochastic, checkpoint=checkpoint)  # fmt: skip
+    done = record_episodes(
+        reference,
+        filters,
+        dataset_id=minari,
+        episodes=episodes,
+        home=home,
+        seed=seed,
+        stochastic=stochastic,
+        checkpoint=checkpoint,
+    )
     if as_json:
         print_json(done.to_json())
         return
     source = done.metadata
     mean = sum(done.returns) / len(done.returns)
-    say(f"recorded {done.episodes} episodes ({done.steps:,} steps, mean return {mean:.1f}) of run {source['run_id']}"
+    say(
+        f"recorded {done.episodes} episodes ({done.steps:,} steps, mean return {mean:.1f}) of run {source['run_id']}"
         f" s{source['session']}, checkpoint at frame {source['checkpoint']['frame']:,}, into Minari dataset"
-        f" {done.dataset_id} ({done.path}): `minari.load_dataset({done.dataset_id!r})` reads it")
+        f" {done.dataset_id} ({done.path}): `minari.load_dataset({done.dataset_id!r})` reads it"
+    )

@@ -28,8 +28,15 @@ from rlrun.sizes import format_size
 if TYPE_CHECKING:
     from rlrun.catalog import RunListing, TrackerReport
 
-_STATUS_COLOUR = {"running": "36", "finished": "32", "failed": "31", "preempted": "33", "interrupted": "33",
-                  "crashed": "35", "pending": "2"}  # fmt: skip
+_STATUS_COLOUR = {
+    "running": "36",
+    "finished": "32",
+    "failed": "31",
+    "preempted": "33",
+    "interrupted": "33",
+    "crashed": "35",
+    "pending": "2",
+}
 SPARKS = "▁▂▃▄▅▆▇█"
 _EVALUATIONS_SHOWN = 10  # per session in `rlrun show`; the sparkline and --json have them all
 
@@ -76,8 +83,15 @@ def fit(text: str, width: int | None) -> str:
             lines.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip(" ")))
-        lines += textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "  ",
-                               break_long_words=False, break_on_hyphens=False, drop_whitespace=True)
+        lines += textwrap.wrap(
+            line,
+            width,
+            initial_indent="",
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+            drop_whitespace=True,
+        )
     return "\n".join(lines)
 
 
@@ -91,9 +105,17 @@ def _text(cell: Cell | str) -> str:
     return cell.text if isinstance(cell, Cell) else cell
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Cell | str]], *, right: Sequence[str] = (),
-          title: str | None = None, colour: bool = False, indent: str = "", width: int | None = None,
-          drop: Sequence[str] = ()) -> str:  # fmt: skip
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Cell | str]],
+    *,
+    right: Sequence[str] = (),
+    title: str | None = None,
+    colour: bool = False,
+    indent: str = "",
+    width: int | None = None,
+    drop: Sequence[str] = (),
+) -> str:
     """Columns padded to their widest cell, two spaces apart; `right` names right-aligned ones.
 
     Within `width` columns (a terminal's), the columns named in `drop` give way in that order until
@@ -117,14 +139,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell | str]], *, right
     start = len(indent) + sum(widths[:-1]) + 2 * (len(keep) - 1)
     if width is not None and total(keep) > width and width - start >= 16 and not aligned[-1]:
         widths[-1] = max(len(headers[keep[-1]]), width - start)
-    head = "  ".join(_paint(Cell(headers[i], "1"), colour, w, r) for i, w, r in zip(keep, widths, aligned,
-                                                                                    strict=True))
+    head = "  ".join(_paint(Cell(headers[i], "1"), colour, w, r) for i, w, r in zip(keep, widths, aligned, strict=True))
     lines = [title] if title else []
     lines.append(indent + head.rstrip())
     for row in rows:
         last = _text(row[keep[-1]])
-        pieces = (textwrap.wrap(last, widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
-                  if len(last) > widths[-1] else [last])
+        pieces = (
+            textwrap.wrap(last, widths[-1], break_long_words=False, break_on_hyphens=False) or [""]
+            if len(last) > widths[-1]
+            else [last]
+        )
         cells = [_paint(row[i], colour, w, r) for i, w, r in zip(keep[:-1], widths, aligned, strict=False)]
         final = row[keep[-1]]
         first = Cell(pieces[0], final.style) if isinstance(final, Cell) else pieces[0]
@@ -198,25 +222,56 @@ def resolved(run: RunRecord, reference: str, where: str | None = None) -> str:
 _LS_DROP = ("algorithm", "sessions", "training", "env", "started", "spec")
 
 
-def runs_table(runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False,
-               width: int | None = None) -> str:  # fmt: skip
+def runs_table(
+    runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False, width: int | None = None
+) -> str:
     title = [f"{len(runs)} of {total} runs"] if total > len(runs) else []
     if filters:
         title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
     rows: list[list[Cell | str]] = []
     for run, best in zip(runs, scores([run.best_eval for run in runs]), strict=True):
         per_session = run.frames_target // max(run.num_sessions, 1)
-        rows.append([
-            str(run.row), run.id, run.name or "", run.spec_name, run.algorithm, run.env_id, status_cell(run.status),
-            str(run.num_sessions), f"{format_size(run.session_frame)}/{format_size(per_session)}",
-            best, when(run.created_at), duration(run.training_seconds),
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(run.row),
+                run.id,
+                run.name or "",
+                run.spec_name,
+                run.algorithm,
+                run.env_id,
+                status_cell(run.status),
+                str(run.num_sessions),
+                f"{format_size(run.session_frame)}/{format_size(per_session)}",
+                best,
+                when(run.created_at),
+                duration(run.training_seconds),
+            ]
+        )
     # frames: the slowest session's against the per-session target; training: time spent training
     # (idle time between a stop and a resume left out). See docs/how-to/find-runs.md.
-    headers = ("#", "id", "name", "spec", "algorithm", "env", "status", "sessions", "frames", "best eval", "started",
-               "training")  # fmt: skip
-    shown = table(headers, rows, right=("#", "sessions", "frames", "best eval", "training"),
-                  title=" ".join(title) or None, colour=colour, width=width, drop=_LS_DROP)  # fmt: skip
+    headers = (
+        "#",
+        "id",
+        "name",
+        "spec",
+        "algorithm",
+        "env",
+        "status",
+        "sessions",
+        "frames",
+        "best eval",
+        "started",
+        "training",
+    )
+    shown = table(
+        headers,
+        rows,
+        right=("#", "sessions", "frames", "best eval", "training"),
+        title=" ".join(title) or None,
+        colour=colour,
+        width=width,
+        drop=_LS_DROP,
+    )
     return fit(shown, width)
 
 
@@ -246,8 +301,10 @@ def runs_csv(runs: Sequence[RunSummary]) -> str:
 def nothing_listed(listing: RunListing) -> str:
     """`rlrun ls` with no row to show: a filter that matches nothing, or an empty home."""
     if listing.filters.narrows and listing.everything:
-        return (f"no runs match {listing.filters.describe()} ({listing.everything} runs in"
-                f" {paths.home_address(listing.home)}); see `rlrun ls`")
+        return (
+            f"no runs match {listing.filters.describe()} ({listing.everything} runs in"
+            f" {paths.home_address(listing.home)}); see `rlrun ls`"
+        )
     return f"no runs in {paths.home_address(listing.home)} yet; start one with `rlrun train reinforce_cartpole`"
 
 
@@ -262,12 +319,18 @@ def run_detail(detail: RunDetail, *, colour: bool = False, width: int | None = N
     trend = _trend(detail)
     if trend:
         sections.append(trend)
-    sections += [_checkpoints(detail, width), _evaluations(detail, width), _revisions(detail, width),
-                 _attempts(detail, width)]
+    sections += [
+        _checkpoints(detail, width),
+        _evaluations(detail, width),
+        _revisions(detail, width),
+        _attempts(detail, width),
+    ]
     if detail.spec_revisions:
         latest = _changed_revisions(detail)[-1]
-        sections.append(f"spec: revision {latest.revision} (from frame {format_size(latest.frame)}); print it with"
-                        f" `rlrun show {detail.run.id} --spec-json`")
+        sections.append(
+            f"spec: revision {latest.revision} (from frame {format_size(latest.frame)}); print it with"
+            f" `rlrun show {detail.run.id} --spec-json`"
+        )
     return fit("\n\n".join(s for s in sections if s), width)
 
 
@@ -292,9 +355,15 @@ def _between_dots(parts: Sequence[str], width: int | None) -> list[str]:
 def _header(detail: RunDetail, colour: bool, width: int | None) -> str:
     run = detail.run
     plural = "s" if run.num_sessions != 1 else ""
-    about = [f"spec {run.spec_name}", f"{run.algorithm} on {run.env_id}", f"{run.num_sessions} session{plural}",
-             f"seed {run.seed}", f"target {format_size(run.max_frame)} frames", f"started {when(run.created_at)}",
-             *([f"ended {when(run.finished_at)}"] if run.finished_at else [])]
+    about = [
+        f"spec {run.spec_name}",
+        f"{run.algorithm} on {run.env_id}",
+        f"{run.num_sessions} session{plural}",
+        f"seed {run.seed}",
+        f"target {format_size(run.max_frame)} frames",
+        f"started {when(run.created_at)}",
+        *([f"ended {when(run.finished_at)}"] if run.finished_at else []),
+    ]
     lines = [
         f"run {run.id}  {run.name or ''}  {_paint(status_cell(run.status), colour, 0, False)}".replace("    ", "  "),
         *_between_dots(about, width),
@@ -304,8 +373,10 @@ def _header(detail: RunDetail, colour: bool, width: int | None) -> str:
     if run.supervisor:
         lines.append(f"detached: {'supervised' if run.status == 'running' else 'was supervised'} by {run.supervisor}")
     if run.stop_requested_at is not None and run.status == "running":
-        lines.append(f"stop requested {when(run.stop_requested_at)} (`rlrun stop`): its sessions stop at their next"
-                     " heartbeat with a snapshot")
+        lines.append(
+            f"stop requested {when(run.stop_requested_at)} (`rlrun stop`): its sessions stop at their next"
+            " heartbeat with a snapshot"
+        )
     lineage = []
     if run.parent_id:
         branched = next((r.frame for r in detail.spec_revisions if r.revision > 0), None)
@@ -329,16 +400,42 @@ def _sessions(detail: RunDetail, colour: bool, width: int | None) -> str:
     # Best and last evaluations side by side, so one precision for both columns.
     shown_scores = scores([v for s in detail.sessions for v in (s.best_eval, s.last_eval)])
     rows: list[list[Cell | str]] = [
-        [f"s{s.index}", str(s.seed), status_cell(s.status), format_size(s.frame), str(s.episode), str(s.opt_step),
-         shown_scores[2 * i], shown_scores[2 * i + 1], Cell(sparkline(_history(detail, s.index)), "36"),
-         *([nodes.get(s.index, "-"), str(attempts[s.index])] if nodes else [])]
+        [
+            f"s{s.index}",
+            str(s.seed),
+            status_cell(s.status),
+            format_size(s.frame),
+            str(s.episode),
+            str(s.opt_step),
+            shown_scores[2 * i],
+            shown_scores[2 * i + 1],
+            Cell(sparkline(_history(detail, s.index)), "36"),
+            *([nodes.get(s.index, "-"), str(attempts[s.index])] if nodes else []),
+        ]
         for i, s in enumerate(detail.sessions)
-    ]  # fmt: skip
-    headers = ("session", "seed", "status", "frames", "episodes", "opt steps", "best eval", "last eval", "evaluations",
-               *(("node", "attempts") if nodes else ()))
-    shown = table(headers, rows, right=("frames", "episodes", "opt steps", "best eval", "last eval"),
-                  title="sessions", colour=colour, indent="  ", width=width,
-                  drop=("opt steps", "episodes", "seed", "attempts", "node", "evaluations"))  # fmt: skip
+    ]
+    headers = (
+        "session",
+        "seed",
+        "status",
+        "frames",
+        "episodes",
+        "opt steps",
+        "best eval",
+        "last eval",
+        "evaluations",
+        *(("node", "attempts") if nodes else ()),
+    )
+    shown = table(
+        headers,
+        rows,
+        right=("frames", "episodes", "opt steps", "best eval", "last eval"),
+        title="sessions",
+        colour=colour,
+        indent="  ",
+        width=width,
+        drop=("opt steps", "episodes", "seed", "attempts", "node", "evaluations"),
+    )
     # Why a session failed, in its own words (the exception's line), under the table: a failure
     # with no reason shown leaves a person nothing to act on.
     reasons = [f"  s{s.index} {s.status}: {s.error}" for s in detail.sessions if s.error]
@@ -358,17 +455,28 @@ def _trend(detail: RunDetail) -> str:
     best = max(range(len(means)), key=lambda i: means[i])
     across = " (mean of sessions)" if len(detail.sessions) > 1 else ""
     first, last, top = scores([means[0], means[-1], means[best]])
-    return (f"evaluation return{across}: {sparkline(means, 48)}  {first} at {format_size(frames[0])}"
-            f" → {last} at {format_size(frames[-1])}, best {top} at {format_size(frames[best])}")
+    return (
+        f"evaluation return{across}: {sparkline(means, 48)}  {first} at {format_size(frames[0])}"
+        f" → {last} at {format_size(frames[-1])}, best {top} at {format_size(frames[best])}"
+    )
 
 
 def _checkpoints(detail: RunDetail, width: int | None) -> str:
     if not detail.checkpoints:
         return "checkpoints: none yet"
-    rows = [[f"s{c.session_index}", format_size(c.frame), c.kind, format_bytes(c.size_bytes), c.path, c.sha256[:16]]
-            for c in detail.checkpoints]  # fmt: skip
-    return table(("session", "frame", "kind", "size", "path", "sha256"), rows, right=("frame", "size"),
-                 title="checkpoints", indent="  ", width=width, drop=("sha256", "size"))  # fmt: skip
+    rows = [
+        [f"s{c.session_index}", format_size(c.frame), c.kind, format_bytes(c.size_bytes), c.path, c.sha256[:16]]
+        for c in detail.checkpoints
+    ]
+    return table(
+        ("session", "frame", "kind", "size", "path", "sha256"),
+        rows,
+        right=("frame", "size"),
+        title="checkpoints",
+        indent="  ",
+        width=width,
+        drop=("sha256", "size"),
+    )
 
 
 def _evaluations(detail: RunDetail, width: int | None) -> str:
@@ -386,9 +494,15 @@ def _evaluations(detail: RunDetail, width: int | None) -> str:
         [f"s{e.session_index}", format_size(e.frame), e.kind, *(column[i] for column in columns), str(e.episodes)]
         for i, e in enumerate(shown)
     ]
-    text = table(("session", "frame", "kind", "mean", "std", "min", "max", "episodes"), rows,
-                 right=("frame", "mean", "std", "min", "max", "episodes"), title="evaluations", indent="  ",
-                 width=width, drop=("episodes", "min", "max", "kind"))
+    text = table(
+        ("session", "frame", "kind", "mean", "std", "min", "max", "episodes"),
+        rows,
+        right=("frame", "mean", "std", "min", "max", "episodes"),
+        title="evaluations",
+        indent="  ",
+        width=width,
+        drop=("episodes", "min", "max", "kind"),
+    )
     if hidden:
         text += f"\n  ({', '.join(hidden)} not shown; `rlrun show --json` lists them all)"
     return text
@@ -411,12 +525,18 @@ def _revisions(detail: RunDetail, width: int | None) -> str:
         changes = json.loads(r.diff_json) if r.diff_json else []
         shown = "; ".join(f"{c['path']}: {_value(c['old'])} → {_value(c['new'])}" for c in changes)
         rows.append([str(r.revision), format_size(r.frame), when(r.created_at), shown or "initial"])
-    return table(("revision", "from frame", "made", "changes"), rows, title="spec revisions", indent="  ",
-                 width=width, drop=("made",))
+    return table(
+        ("revision", "from frame", "made", "changes"),
+        rows,
+        title="spec revisions",
+        indent="  ",
+        width=width,
+        drop=("made",),
+    )
 
 
 def _exactness(approximate: bool, note: str | None) -> str:
-    """"yes", with how the env came back when a resume says so ("yes (env: replayed 143 steps)")."""
+    """ "yes", with how the env came back when a resume says so ("yes (env: replayed 143 steps)")."""
     if approximate:
         return f"approximate: {note or ''}"
     return f"yes ({note})" if note else "yes"
@@ -427,15 +547,33 @@ def _attempts(detail: RunDetail, width: int | None) -> str:
         return "attempts: none yet"
     clustered = any(a.node for a in detail.attempts)
     rows: list[list[Cell | str]] = [
-        [f"s{a.session_index}", _kind(a.kind), format_size(a.start_frame), a.host or "-",
-         *([a.node or "-"] if clustered else []), str(a.pid or "-"), when(a.started_at), a.end_status or "-",
-         _exactness(a.approximate, a.note)]
+        [
+            f"s{a.session_index}",
+            _kind(a.kind),
+            format_size(a.start_frame),
+            a.host or "-",
+            *([a.node or "-"] if clustered else []),
+            str(a.pid or "-"),
+            when(a.started_at),
+            a.end_status or "-",
+            _exactness(a.approximate, a.note),
+        ]
         for a in detail.attempts
-    ]  # fmt: skip
-    headers = ("session", "kind", "from frame", "host", *(("node",) if clustered else ()), "pid", "started", "ended",
-               "exact")
-    return table(headers, rows, title="attempts", indent="  ", width=width,
-                 drop=("pid", "host", "started", "node", "from frame"))
+    ]
+    headers = (
+        "session",
+        "kind",
+        "from frame",
+        "host",
+        *(("node",) if clustered else ()),
+        "pid",
+        "started",
+        "ended",
+        "exact",
+    )
+    return table(
+        headers, rows, title="attempts", indent="  ", width=width, drop=("pid", "host", "started", "node", "from frame")
+    )
 
 
 def _kind(kind: str) -> str:
@@ -450,25 +588,36 @@ def _kind(kind: str) -> str:
 def garbage_report(report: Any, home: Any) -> str:
     """What `rlrun gc` removed (or would), and what it left alone and why."""
     verb = "would remove" if report.dry_run else "removed"
-    found = [(len(report.orphans), "snapshot folder{s} no registry row points at"),
-             (len(report.temporaries), "unfinished snapshot write{s}"),
-             (len(report.retired), "snapshot{s} the retention setting no longer keeps")]  # fmt: skip
+    found = [
+        (len(report.orphans), "snapshot folder{s} no registry row points at"),
+        (len(report.temporaries), "unfinished snapshot write{s}"),
+        (len(report.retired), "snapshot{s} the retention setting no longer keeps"),
+    ]
     done = [f"{n} {text.format(s='' if n == 1 else 's')}" for n, text in found if n]
-    lines = [f"gc in {home}: {verb} {', '.join(done)} ({format_bytes(report.freed_bytes)})" if done
-             else f"gc in {home}: nothing to remove"]  # fmt: skip
+    lines = [
+        f"gc in {home}: {verb} {', '.join(done)} ({format_bytes(report.freed_bytes)})"
+        if done
+        else f"gc in {home}: nothing to remove"
+    ]
     if report.skipped_running:
         lines.append(f"  left alone, still running: {', '.join(report.skipped_running)}")
     if report.other_homes:
         count = len(report.other_homes)
-        lines.append(f"  left alone, {count} run{_s(count)} of the registry in other homes (`rlrun show ID` says"
-                     " where; gc there with --home)")
+        lines.append(
+            f"  left alone, {count} run{_s(count)} of the registry in other homes (`rlrun show ID` says"
+            " where; gc there with --home)"
+        )
     if report.missing:
         more = " ..." if len(report.missing) > 5 else ""
-        lines.append(f"  {len(report.missing)} checkpoint row(s) point at a folder that is gone:"
-                     f" {', '.join(report.missing[:5])}{more}")  # fmt: skip
+        lines.append(
+            f"  {len(report.missing)} checkpoint row(s) point at a folder that is gone:"
+            f" {', '.join(report.missing[:5])}{more}"
+        )
     if report.unregistered:
-        lines.append(f"  {len(report.unregistered)} run folder(s) not in the registry, left alone:"
-                     f" {', '.join(report.unregistered)}; `rlrun db rebuild` adds them back")  # fmt: skip
+        lines.append(
+            f"  {len(report.unregistered)} run folder(s) not in the registry, left alone:"
+            f" {', '.join(report.unregistered)}; `rlrun db rebuild` adds them back"
+        )
     return "\n".join(lines)
 
 
@@ -492,12 +641,29 @@ def metrics_summary(logs: Sequence[tuple[str, dict[str, list[Any]]]], *, colour:
             present = [float(v) for v in values if v is not None and math.isfinite(v)]
             if name in CLOCK or not present:
                 continue
-            rows.append([name, significant(latest(values)), significant(min(present)), significant(max(present)),
-                         Cell(sparkline(present, 40), "36")])
-        title = (f"metrics of {label}: {len(frames)} rows, frames {format_size(int(frames[0] or 0))}"
-                 f" → {format_size(int(frames[-1] or 0))}")  # fmt: skip
-        sections.append(table(("metric", "latest", "min", "max", "over frames"), rows,
-                              right=("latest", "min", "max"), title=title, colour=colour, indent="  "))
+            rows.append(
+                [
+                    name,
+                    significant(latest(values)),
+                    significant(min(present)),
+                    significant(max(present)),
+                    Cell(sparkline(present, 40), "36"),
+                ]
+            )
+        title = (
+            f"metrics of {label}: {len(frames)} rows, frames {format_size(int(frames[0] or 0))}"
+            f" → {format_size(int(frames[-1] or 0))}"
+        )
+        sections.append(
+            table(
+                ("metric", "latest", "min", "max", "over frames"),
+                rows,
+                right=("latest", "min", "max"),
+                title=title,
+                colour=colour,
+                indent="  ",
+            )
+        )
     return "\n\n".join(sections)
 
 
@@ -534,16 +700,17 @@ def _trial_scores(trials: Sequence[Any]) -> dict[int, str]:
     trial that did not complete)."""
     values = [_trial_value(t) for t in trials]
     texts = scores([value for value, _ in values])
-    return {t.id: f"({text})" if partial else text for t, (_, partial), text in zip(trials, values, texts,
-                                                                                   strict=True)}
+    return {t.id: f"({text})" if partial else text for t, (_, partial), text in zip(trials, values, texts, strict=True)}
 
 
 def _how_searched(settings: dict[str, Any]) -> str:
     if settings.get("scheduler") == "pbt":
         factors = ",".join(f"{f:g}" for f in settings["factors"])
-        return (f"population-based training seeded {settings['seed']}: {settings['population']} members, an exploit"
-                f" every {settings['interval']:,} frames of {settings['max_frame']:,} (quantile"
-                f" {settings['quantile']:g}, resample {settings['resample_probability']:g}, factors {factors})")
+        return (
+            f"population-based training seeded {settings['seed']}: {settings['population']} members, an exploit"
+            f" every {settings['interval']:,} frames of {settings['max_frame']:,} (quantile"
+            f" {settings['quantile']:g}, resample {settings['resample_probability']:g}, factors {factors})"
+        )
     return f"{settings['sampler']} sampler seeded {settings['seed']}, {settings['pruner']} pruner"
 
 
@@ -564,8 +731,9 @@ def lineage_tree(detail: Any, lineage: Any) -> str:
         explored = ", ".join(f"{path}={_param(trial.params[path])}" for path in line.mutated)
         mark = f" ← m{line.parent_member} at {line.frame:,}" + (f": {explored}" if explored else "") if exploit else ""
         branch = "" if root else ("└─ " if last else "├─ ")
-        lines.append(f"  {prefix}{branch}m{line.member} g{line.generation} run {trial.run_id or '-'}"
-                     f" {scored[trial.id]}{mark}")
+        lines.append(
+            f"  {prefix}{branch}m{line.member} g{line.generation} run {trial.run_id or '-'} {scored[trial.id]}{mark}"
+        )
         below = children.get(trial.run_id, []) if trial.run_id is not None else []
         deeper = prefix if root else prefix + ("   " if last else "│  ")
         for i, child in enumerate(below):
@@ -587,8 +755,16 @@ def trials_table(detail: Any, *, colour: bool = False, best_first: bool = False)
     rows: list[list[Cell | str]] = []
     for trial in trials:
         params = json.loads(trial.params_json)
-        rows.append([str(trial.number), trial.run_id or "-", status_cell(trial.state),
-                     *[_param(params.get(p)) for p in paths], scored[trial.id], trial.note or ""])
+        rows.append(
+            [
+                str(trial.number),
+                trial.run_id or "-",
+                status_cell(trial.state),
+                *[_param(params.get(p)) for p in paths],
+                scored[trial.id],
+                trial.note or "",
+            ]
+        )
     settings = json.loads(detail.search.settings_json)
     headers = ("trial", "run", "state", *paths, settings["metric"], "note")
     return table(headers, rows, right=("trial", settings["metric"]), colour=colour)
@@ -599,8 +775,18 @@ def searches_table(searches: Sequence[tuple[Any, int, float | None]], *, colour:
     bests = scores([best for _, _, best in searches])
     for (search, ended, _), best in zip(searches, bests, strict=True):
         settings = json.loads(search.settings_json)
-        rows.append([search.id, search.name or "", search.spec_name, status_cell(search.status),
-                     f"{ended}/{settings['trials']}", settings["metric"], best, when(search.created_at)])
+        rows.append(
+            [
+                search.id,
+                search.name or "",
+                search.spec_name,
+                status_cell(search.status),
+                f"{ended}/{settings['trials']}",
+                settings["metric"],
+                best,
+                when(search.created_at),
+            ]
+        )
     headers = ("id", "name", "spec", "status", "trials", "metric", "best", "started")
     return table(headers, rows, right=("trials", "best"), colour=colour)
 
@@ -610,19 +796,25 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
     search = detail.search
     settings = json.loads(search.settings_json)
     ended = [t for t in detail.trials if t.state != "running"]
-    lines = [f"search {search.id}{f' ({search.name})' if search.name else ''}: {search.spec_name}, {search.status},"
-             f" {len(ended)} of {settings['trials']} trials ended",
-             f"  {_how_searched(settings)}, score: {settings['metric']} (mean over each trial's sessions),"
-             f" started {when(search.created_at)}"]
+    lines = [
+        f"search {search.id}{f' ({search.name})' if search.name else ''}: {search.spec_name}, {search.status},"
+        f" {len(ended)} of {settings['trials']} trials ended",
+        f"  {_how_searched(settings)}, score: {settings['metric']} (mean over each trial's sessions),"
+        f" started {when(search.created_at)}",
+    ]
     if search.error:
         lines.append(f"  error: {search.error}")
     if search.stop_requested_at is not None and search.status == "running":
-        lines.append(f"  stop requested {when(search.stop_requested_at)} (`rlrun stop search:`): it starts no more"
-                     " trials, and its trials in flight stop with snapshots")
+        lines.append(
+            f"  stop requested {when(search.stop_requested_at)} (`rlrun stop search:`): it starts no more"
+            " trials, and its trials in flight stop with snapshots"
+        )
     lines.append("space:")
     lines += [f"  {path}: {json.dumps(distribution)}" for path, distribution in json.loads(search.space_json).items()]
-    complete = sorted((t for t in detail.trials if t.state == "complete" and t.value is not None),
-                      key=lambda t: (-(t.value or 0.0), t.number))
+    complete = sorted(
+        (t for t in detail.trials if t.state == "complete" and t.value is not None),
+        key=lambda t: (-(t.value or 0.0), t.number),
+    )
     if complete:
         lines.append("best trials:")
         best = complete[:3]
@@ -635,8 +827,9 @@ def search_detail(detail: Any, *, colour: bool = False) -> str:
         lines.append("parameter importance (PED-ANOVA over the complete trials):")
         for path, share in sorted(json.loads(search.importance_json).items(), key=lambda kv: -kv[1]):
             lines.append(f"  {path}: {share:.2f}")
-    counts = {state: sum(t.state == state for t in detail.trials) for state in ("complete", "pruned", "failed",
-                                                                                "running")}
+    counts = {
+        state: sum(t.state == state for t in detail.trials) for state in ("complete", "pruned", "failed", "running")
+    }
     lines.append("trials: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n))
     if detail.trials:
         lines.append(trials_table(detail, colour=colour))
@@ -652,6 +845,8 @@ def tracker_lines(run_id: str, reports: Iterable[TrackerReport]) -> list[str]:
         if delivered.undelivered:
             reason = f": {delivered.error}" if delivered.error else ""
             held = "" if delivered.last_frame is None else f" (it has points up to frame {delivered.last_frame:,})"
-            lines.append(f"s{report.session}: {delivered.undelivered} point(s) not delivered to {delivered.tracker}"
-                         f"{held}{reason}; re-send with `rlrun track {run_id} --to {delivered.tracker}`")
+            lines.append(
+                f"s{report.session}: {delivered.undelivered} point(s) not delivered to {delivered.tracker}"
+                f"{held}{reason}; re-send with `rlrun track {run_id} --to {delivered.tracker}`"
+            )
     return lines

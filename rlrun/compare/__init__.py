@@ -27,5 +27,13 @@ from rlrun.compare.comparison import (
     verdict_of,
 )
 
-__all__ = ["DEFAULT_REPS", "DEFAULT_SEED", "VERDICTS", "Comparison", "GroupResult", "Improvement", "compare",
-           "verdict_of"]
+__all__ = [
+    "DEFAULT_REPS",
+    "DEFAULT_SEED",
+    "VERDICTS",
+    "Comparison",
+    "GroupResult",
+    "Improvement",
+    "compare",
+    "verdict_of",
+]

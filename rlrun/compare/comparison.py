@@ -63,8 +63,12 @@ class Improvement:
     estimate: Estimate
 
     def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "probability": self.estimate.point,
-                "ci": [self.estimate.low, self.estimate.high]}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "probability": self.estimate.point,
+            "ci": [self.estimate.low, self.estimate.high],
+        }
 
 
 @dataclass(frozen=True)
@@ -85,18 +89,35 @@ class Comparison:
     """group -> (the evaluation frames all its sessions share, scores seeds x tasks x frames)."""
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"groups": [g.to_json() for g in self.groups],
-                                "improvement": [i.to_json() for i in self.improvement]}
+        data: dict[str, Any] = {
+            "groups": [g.to_json() for g in self.groups],
+            "improvement": [i.to_json() for i in self.improvement],
+        }
         if self.verdict is not None:
             data["verdict"] = self.verdict
-        data.update(tasks=self.tasks, metric=self.metric, normalize=self.normalize, reps=self.reps, seed=self.seed,
-                    notes=self.notes)
+        data.update(
+            tasks=self.tasks,
+            metric=self.metric,
+            normalize=self.normalize,
+            reps=self.reps,
+            seed=self.seed,
+            notes=self.notes,
+        )
         return data
 
 
-def compare(references: Sequence[str], filters: RunFilter | None = None, *, by: str = "spec",
-            metric: str = "final", normalize_by: str = "none", reps: int = DEFAULT_REPS, seed: int = DEFAULT_SEED,
-            baseline: Sequence[str] = (), home: Path | str | None = None) -> Comparison:  # fmt: skip
+def compare(
+    references: Sequence[str],
+    filters: RunFilter | None = None,
+    *,
+    by: str = "spec",
+    metric: str = "final",
+    normalize_by: str = "none",
+    reps: int = DEFAULT_REPS,
+    seed: int = DEFAULT_SEED,
+    baseline: Sequence[str] = (),
+    home: Path | str | None = None,
+) -> Comparison:
     """Compare the runs `references` name, grouped `by` spec, algorithm or name; with `baseline`,
     the runs it names are one group (`baseline`) and all the others another (`new`), and the
     comparison carries a verdict: identical (bit for bit), improved, regressed or inconclusive."""
@@ -107,34 +128,44 @@ def compare(references: Sequence[str], filters: RunFilter | None = None, *, by: 
         mine = {f.detail.run.id for f in found.runs}
         shared = [f.detail.run for f in old.runs if f.detail.run.id in mine]
         if shared:
-            raise BadInput(f"run {shared[0].name or shared[0].id} is both compared and the baseline;"
-                           " name it on one side only")
+            raise BadInput(
+                f"run {shared[0].name or shared[0].id} is both compared and the baseline; name it on one side only"
+            )
         groups = [_group("new", found.runs), _group(BASELINE, old.runs)]
         if identity.identical(found.runs, old.runs):
             return _identical(groups, metric, normalize_by, reps, seed, found.named + old.named)
     else:
-        groups = [_group(name, [f for f in found.runs if runs.group_key(f.detail.run, by) == name])
-                  for name in dict.fromkeys(runs.group_key(f.detail.run, by) for f in found.runs)]
+        groups = [
+            _group(name, [f for f in found.runs if runs.group_key(f.detail.run, by) == name])
+            for name in dict.fromkeys(runs.group_key(f.detail.run, by) for f in found.runs)
+        ]
         if len(groups) < 2:
-            raise BadInput(f"all the runs named are one group ({groups[0].name}) under --by {by}; name runs of"
-                           " another group too, group them by another --by, or give a --baseline")
+            raise BadInput(
+                f"all the runs named are one group ({groups[0].name}) under --by {by}; name runs of"
+                " another group too, group them by another --by, or give a --baseline"
+            )
     tasks = _check_tasks(groups, normalize_by)
     for group in groups:
         _check_seeds(group)
-    notes = [normalize.missing_reason(task, normalize_by) for task in tasks
-             if normalize_by != "none" and normalize.scale(task, normalize_by) is None]
+    notes = [
+        normalize.missing_reason(task, normalize_by)
+        for task in tasks
+        if normalize_by != "none" and normalize.scale(task, normalize_by) is None
+    ]
     scores = {g.name: _matrix(g, tasks, metric, normalize_by) for g in groups}
     estimates = statistics.aggregates(scores, reps=reps, seed=seed)
     pairs = _pairs([g.name for g in groups], baseline=bool(baseline))
-    probabilities = statistics.improvements({f"{a},{b}": (scores[a], scores[b]) for a, b in pairs}, reps=reps,
-                                            seed=seed)  # fmt: skip
+    probabilities = statistics.improvements(
+        {f"{a},{b}": (scores[a], scores[b]) for a, b in pairs}, reps=reps, seed=seed
+    )
     improvement = [Improvement(a, b, probabilities[f"{a},{b}"]) for a, b in pairs]
     results = [GroupResult(g.name, [r.name or r.id for r in g.runs], g.seeds, estimates[g.name]) for g in groups]
     verdict = verdict_of(improvement[0].estimate) if baseline else None
     curves = {g.name: _curve(g, tasks, normalize_by) for g in groups}
     named = found.named + (old.named if old is not None else [])
-    return Comparison(results, improvement, tasks, metric, normalize_by, reps, seed, verdict, notes, named, scores,
-                      curves)
+    return Comparison(
+        results, improvement, tasks, metric, normalize_by, reps, seed, verdict, notes, named, scores, curves
+    )
 
 
 def verdict_of(estimate: Estimate) -> str:
@@ -148,8 +179,11 @@ def verdict_of(estimate: Estimate) -> str:
 
 
 def check_options(by: str, metric: str, normalize_by: str, reps: int) -> None:
-    for option, value, choices in (("--by", by, BY), ("--metric", metric, METRICS),
-                                   ("--normalize", normalize_by, normalize.NORMALIZATIONS)):  # fmt: skip
+    for option, value, choices in (
+        ("--by", by, BY),
+        ("--metric", metric, METRICS),
+        ("--normalize", normalize_by, normalize.NORMALIZATIONS),
+    ):
         if value not in choices:
             raise BadInput(f"{option} {value!r} is not one of {', '.join(choices)}")
     if reps < 1:
@@ -164,39 +198,57 @@ def _group(name: str, found: Sequence[Any]) -> Group:
     return Group(name, [item.detail.run for item in found], by_task)
 
 
-def _identical(groups: list[Group], metric: str, normalize_by: str, reps: int, seed: int,
-               named: list[tuple[str, RunRecord]]) -> Comparison:  # fmt: skip
+def _identical(
+    groups: list[Group], metric: str, normalize_by: str, reps: int, seed: int, named: list[tuple[str, RunRecord]]
+) -> Comparison:
     """Bit-identical runs: no statistics to compute; each group's numbers are its scores' own."""
-    results = [GroupResult(g.name, [r.name or r.id for r in g.runs], g.seeds if g.sessions else 0, {})
-               for g in groups]
-    return Comparison(results, [], sorted({t for g in groups for t in g.sessions}), metric, normalize_by, reps, seed,
-                      "identical", [], named)  # fmt: skip
+    results = [GroupResult(g.name, [r.name or r.id for r in g.runs], g.seeds if g.sessions else 0, {}) for g in groups]
+    return Comparison(
+        results,
+        [],
+        sorted({t for g in groups for t in g.sessions}),
+        metric,
+        normalize_by,
+        reps,
+        seed,
+        "identical",
+        [],
+        named,
+    )
 
 
 def _check_tasks(groups: list[Group], normalize_by: str) -> list[str]:
     """The tasks (envs), the same for every group; several envs only on a common scale."""
     tasks = list(dict.fromkeys(t for g in groups for t in g.sessions))
     if len(tasks) > 1 and normalize_by == "none":
-        raise BadInput(f"the runs span envs {', '.join(tasks)} whose raw returns are on different scales;"
-                       " add --normalize minmax (or human for Atari), or narrow with --env")
+        raise BadInput(
+            f"the runs span envs {', '.join(tasks)} whose raw returns are on different scales;"
+            " add --normalize minmax (or human for Atari), or narrow with --env"
+        )
     for group in groups:
         missing = [t for t in tasks if t not in group.sessions]
         if missing:
-            raise BadInput(f"group {group.name} has no runs on {', '.join(missing)} while others do; compare runs of"
-                           " the same envs in every group, or narrow with --env")
+            raise BadInput(
+                f"group {group.name} has no runs on {', '.join(missing)} while others do; compare runs of"
+                " the same envs in every group, or narrow with --env"
+            )
     return tasks
 
 
 def _check_seeds(group: Group) -> None:
     for task, scored in group.sessions.items():
         if len(scored) < 2:
-            raise BadInput(f"group {group.name} has {len(scored)} seed on {task}; confidence intervals need two at"
-                           " least: train it with --sessions 3, or add runs of it")
+            raise BadInput(
+                f"group {group.name} has {len(scored)} seed on {task}; confidence intervals need two at"
+                " least: train it with --sessions 3, or add runs of it"
+            )
     counts = {task: len(scored) for task, scored in group.sessions.items()}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{n} on {task}" for task, n in counts.items())
-        raise BadInput(f"group {group.name} has different numbers of seeds per env ({listed}); give every env the"
-                       " same number of sessions")
+        raise BadInput(
+            f"group {group.name} has different numbers of seeds per env ({listed}); give every env the"
+            " same number of sessions"
+        )
 
 
 def _scaled(values: np.ndarray, task: str, normalize_by: str) -> np.ndarray:
@@ -206,8 +258,10 @@ def _scaled(values: np.ndarray, task: str, normalize_by: str) -> np.ndarray:
 
 def _matrix(group: Group, tasks: list[str], metric: str, normalize_by: str) -> np.ndarray:
     """seeds x tasks: column t holds task t's sessions' scores, in run then session order."""
-    columns = [_scaled(np.array([s.score(metric) for s in group.sessions[t]], dtype=np.float64), t, normalize_by)
-               for t in tasks]  # fmt: skip
+    columns = [
+        _scaled(np.array([s.score(metric) for s in group.sessions[t]], dtype=np.float64), t, normalize_by)
+        for t in tasks
+    ]
     return np.stack(columns, axis=1)
 
 

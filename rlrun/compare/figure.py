@@ -32,22 +32,27 @@ def draw(comparison: Comparison, output: Path, *, title: str | None = None) -> P
     from rlrun.sizes import format_size
 
     if not comparison.scores:
-        raise BadInput("the runs are identical: there is nothing to draw; compare them without --baseline to draw"
-                       " their scores")
+        raise BadInput(
+            "the runs are identical: there is nothing to draw; compare them without --baseline to draw their scores"
+        )
     names = list(comparison.scores)
     colors = {name: f"C{i}" for i, name in enumerate(names)}
     scale = "normalised score" if comparison.normalize != "none" else "return"
     figure = Figure(figsize=(14, 4.2 + 0.25 * len(names)), layout="constrained")
-    figure.suptitle(title or f"{comparison.metric} {scale}: {', '.join(names)} on {', '.join(comparison.tasks)}",
-                    fontsize="medium")
+    figure.suptitle(
+        title or f"{comparison.metric} {scale}: {', '.join(names)} on {', '.join(comparison.tasks)}", fontsize="medium"
+    )
     panels: Any = figure.subfigures(1, 3, width_ratios=[1.4, 1, 1])
     _intervals(panels[0], comparison, names, colors, scale)
     _profiles(panels[1].add_subplot(), comparison, names, colors, scale)
     curves = panels[2].add_subplot()
     _curves(curves, comparison, names, colors, scale)
     curves.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_size(value)))
-    metadata: dict[str, Any] = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
-                                "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
+    metadata: dict[str, Any] = {
+        "png": {"Software": None},
+        "svg": {"Date": None, "Creator": None},
+        "pdf": {"CreationDate": None, "Creator": None, "Producer": None},
+    }
     figure.savefig(output, dpi=110, metadata=metadata.get(output.suffix.lower().lstrip("."), {}))
     return output
 
@@ -92,8 +97,7 @@ def _curves(ax: Any, comparison: Comparison, names: list[str], colors: dict[str,
             continue
         frames = comparison.curves[name][0]
         points, band = drawn[name]
-        ax.plot(frames, points, color=colors[name], marker="o" if len(frames) < 30 else None, markersize=3,
-                label=name)
+        ax.plot(frames, points, color=colors[name], marker="o" if len(frames) < 30 else None, markersize=3, label=name)
         ax.fill_between(frames, band[0], band[1], color=colors[name], alpha=0.2, linewidth=0)
     ax.set_xlabel("frames", fontsize="small")
     ax.set_ylabel(f"IQM {scale}", fontsize="small")

@@ -34,8 +34,11 @@ MACHINE_CLOCK = ("wall_time",)
 def fingerprints(runs: Sequence[FoundRun]) -> list[str | None]:
     """Each session's fingerprint, run by run in the order given, session by session; None for
     a session with no snapshot or no metrics log (nothing to be identical by)."""
-    return [session_fingerprint(found, session.index) for found in runs
-            for session in sorted(found.detail.sessions, key=lambda s: s.index)]
+    return [
+        session_fingerprint(found, session.index)
+        for found in runs
+        for session in sorted(found.detail.sessions, key=lambda s: s.index)
+    ]
 
 
 def identical(new: Sequence[FoundRun], old: Sequence[FoundRun]) -> bool:

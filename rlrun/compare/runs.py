@@ -48,8 +48,7 @@ class Found(NamedTuple):
     runs: list[FoundRun]  # each run once, in the order first named
 
 
-def find(references: Sequence[str], filters: RunFilter | None = None, *,
-         home: Path | str | None = None) -> Found:  # fmt: skip
+def find(references: Sequence[str], filters: RunFilter | None = None, *, home: Path | str | None = None) -> Found:
     """The runs `references` name, each once: a run reference as every command reads it, a
     `search:` reference as its trials' runs (a population's members: each member's newest segment)."""
     named: list[tuple[str, RunRecord]] = []
@@ -90,12 +89,15 @@ def sessions(detail: RunDetail) -> list[SessionScores]:
     none is bad input (there is nothing to score it by)."""
     scored = []
     for session in sorted(detail.sessions, key=lambda s: s.index):
-        points = sorted((e.frame, e.mean) for e in detail.evaluations
-                        if e.session_index == session.index and e.kind == "train")
+        points = sorted(
+            (e.frame, e.mean) for e in detail.evaluations if e.session_index == session.index and e.kind == "train"
+        )
         if not points:
             run = detail.run
-            raise BadInput(f"run {run.name or run.id} session s{session.index} has no evaluation recorded;"
-                           " train with meta.eval_frequency below its frames, or leave the run out")
+            raise BadInput(
+                f"run {run.name or run.id} session s{session.index} has no evaluation recorded;"
+                " train with meta.eval_frequency below its frames, or leave the run out"
+            )
         frames, means = zip(*points, strict=True)
         scored.append(SessionScores(detail.run, session.index, session.seed, frames, means))
     return scored

@@ -54,8 +54,14 @@ def seeded(seed: int) -> Iterator[None]:
 
 def aggregate_function(metrics: Any) -> Any:
     """The four aggregates of a score matrix, as rliable's README computes them."""
-    return lambda x: np.array([metrics.aggregate_median(x), metrics.aggregate_iqm(x), metrics.aggregate_mean(x),
-                               metrics.aggregate_optimality_gap(x)])  # fmt: skip
+    return lambda x: np.array(
+        [
+            metrics.aggregate_median(x),
+            metrics.aggregate_iqm(x),
+            metrics.aggregate_mean(x),
+            metrics.aggregate_optimality_gap(x),
+        ]
+    )
 
 
 class Estimate(NamedTuple):
@@ -70,14 +76,18 @@ def aggregates(scores: Mapping[str, np.ndarray], *, reps: int, seed: int) -> dic
     library, metrics = rliable()
     with seeded(seed):
         points, intervals = library.get_interval_estimates(
-            dict(scores), aggregate_function(metrics), reps=reps, confidence_interval_size=CONFIDENCE)
-    return {name: {metric: Estimate(_number(points[name][i]), _number(intervals[name][0][i]),
-                                    _number(intervals[name][1][i]))
-                   for i, metric in enumerate(AGGREGATES)} for name in scores}  # fmt: skip
+            dict(scores), aggregate_function(metrics), reps=reps, confidence_interval_size=CONFIDENCE
+        )
+    return {
+        name: {
+            metric: Estimate(_number(points[name][i]), _number(intervals[name][0][i]), _number(intervals[name][1][i]))
+            for i, metric in enumerate(AGGREGATES)
+        }
+        for name in scores
+    }
 
 
-def improvements(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: int,
-                 seed: int) -> dict[str, Estimate]:  # fmt: skip
+def improvements(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: int, seed: int) -> dict[str, Estimate]:
     """P(X > Y) for each pair `(X, Y)`, with its interval: one `rly.get_interval_estimates` call
     with `metrics.probability_of_improvement` over every pair, after `np.random.seed(seed)`."""
     if not pairs:
@@ -85,9 +95,11 @@ def improvements(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: in
     library, metrics = rliable()
     with seeded(seed):
         points, intervals = library.get_interval_estimates(
-            dict(pairs), metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE)
-    return {key: Estimate(_number(points[key]), _number(intervals[key][0]), _number(intervals[key][1]))
-            for key in pairs}
+            dict(pairs), metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE
+        )
+    return {
+        key: Estimate(_number(points[key]), _number(intervals[key][0]), _number(intervals[key][1])) for key in pairs
+    }
 
 
 def _number(value: Any) -> float:
@@ -95,13 +107,15 @@ def _number(value: Any) -> float:
     return float(np.ravel(value)[0])
 
 
-def profiles(scores: Mapping[str, np.ndarray], taus: np.ndarray, *,
-             seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+def profiles(
+    scores: Mapping[str, np.ndarray], taus: np.ndarray, *, seed: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each group's performance profile (the fraction of runs scoring above each tau) and its band."""
     library, _ = rliable()
     with seeded(seed):
-        points, intervals = library.create_performance_profile(dict(scores), taus, reps=FIGURE_REPS,
-                                                               confidence_interval_size=CONFIDENCE)
+        points, intervals = library.create_performance_profile(
+            dict(scores), taus, reps=FIGURE_REPS, confidence_interval_size=CONFIDENCE
+        )
     return {name: (np.asarray(points[name]), np.asarray(intervals[name])) for name in scores}
 
 
@@ -113,6 +127,7 @@ def iqm_curves(curves: Mapping[str, np.ndarray], *, seed: int) -> dict[str, tupl
         return np.array([metrics.aggregate_iqm(scores[..., point]) for point in range(scores.shape[-1])])
 
     with seeded(seed):
-        points, intervals = library.get_interval_estimates(dict(curves), iqm, reps=FIGURE_REPS,
-                                                           confidence_interval_size=CONFIDENCE)
+        points, intervals = library.get_interval_estimates(
+            dict(curves), iqm, reps=FIGURE_REPS, confidence_interval_size=CONFIDENCE
+        )
     return {name: (np.asarray(points[name]), np.asarray(intervals[name])) for name in curves}

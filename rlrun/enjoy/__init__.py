@@ -122,9 +122,19 @@ def with_checkpoint(reference: RunRef | str, checkpoint: str | int | None, optio
     return ref._replace(checkpoint=named)
 
 
-def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
-          episodes: int = 5, seed: int | None = None, stochastic: bool = False, render: bool = False,
-          video: Path | None = None, on_target: Any = None, policy: Path | None = None) -> EnjoyResult:
+def enjoy(
+    reference: RunRef | str = "latest",
+    filters: RunFilter | None = None,
+    *,
+    home: Path | str | None = None,
+    episodes: int = 5,
+    seed: int | None = None,
+    stochastic: bool = False,
+    render: bool = False,
+    video: Path | None = None,
+    on_target: Any = None,
+    policy: Path | None = None,
+) -> EnjoyResult:
     """Play `episodes` episodes with the chosen checkpoint and record the score as kind "enjoy".
     `policy`: an ONNX file exported from that checkpoint (`rlrun export --onnx`) plays in its place,
     through onnxruntime, and nothing is recorded."""
@@ -133,8 +143,10 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
     if render and video is not None:
         raise BadInput("choose --render (a window) or --video (a file), not both")
     if policy is not None and stochastic:
-        raise BadInput("--policy plays the ONNX file's greedy action; drop --stochastic (the file's other outputs"
-                       " are there to sample from in your own runtime)")
+        raise BadInput(
+            "--policy plays the ONNX file's greedy action; drop --stochastic (the file's other outputs"
+            " are there to sample from in your own runtime)"
+        )
     policy_file = None
     if policy is not None:
         from rlrun.enjoy.onnx import check_policy_file
@@ -147,14 +159,30 @@ def enjoy(reference: RunRef | str = "latest", filters: RunFilter | None = None, 
     _check_output(render, video)
     if on_target is not None:
         on_target(target)
-    result = _play(root, target, episodes=episodes, seed=target.session.seed if seed is None else seed,
-                   stochastic=stochastic, render=render, video=video, policy=policy_file)
+    result = _play(
+        root,
+        target,
+        episodes=episodes,
+        seed=target.session.seed if seed is None else seed,
+        stochastic=stochastic,
+        render=render,
+        video=video,
+        policy=policy_file,
+    )
     if outside is not None or policy is not None:
         return result
     with Registry.open(root) as registry:
         returns = [e.episode_return for e in result.episodes]
-        registry.add_evaluation(target.session.id, frame=target.checkpoint.frame, mean=result.mean, std=result.std,
-                                min=min(returns), max=max(returns), episodes=len(returns), kind="enjoy")
+        registry.add_evaluation(
+            target.session.id,
+            frame=target.checkpoint.frame,
+            mean=result.mean,
+            std=result.std,
+            min=min(returns),
+            max=max(returns),
+            episodes=len(returns),
+            kind="enjoy",
+        )
         search = registry.search_of(target.run.id)
     if video is not None:
         result = replace(result, video_not_sent=_send_video(target, search, video))
@@ -170,8 +198,9 @@ def _send_video(target: EnjoyTarget, search: str | None, video: Path) -> list[st
     from rlrun.trackers import Identity
     from rlrun.trackers.artifacts import send_file
 
-    return send_file(names, Identity(target.run.id, target.session.index, target.session.seed, spec, group=search),
-                     video)
+    return send_file(
+        names, Identity(target.run.id, target.session.index, target.session.seed, spec, group=search), video
+    )
 
 
 def _check_output(render: bool, video: Path | None) -> None:
@@ -179,8 +208,10 @@ def _check_output(render: bool, video: Path | None) -> None:
 
     if render:
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            raise BadInput("--render needs a display and this machine has none (DISPLAY is not set);"
-                           " record the episodes instead with --video enjoy.mp4 (or .gif)")
+            raise BadInput(
+                "--render needs a display and this machine has none (DISPLAY is not set);"
+                " record the episodes instead with --video enjoy.mp4 (or .gif)"
+            )
         check_render_support()
     if video is not None:
         check_video_path(video)
@@ -226,8 +257,17 @@ def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = No
     return Acting(spec, env, agent, normalizer)
 
 
-def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochastic: bool, render: bool,
-          video: Path | None, policy: PolicyFile | None = None) -> EnjoyResult:
+def _play(
+    root: Path,
+    target: EnjoyTarget,
+    *,
+    episodes: int,
+    seed: int,
+    stochastic: bool,
+    render: bool,
+    video: Path | None,
+    policy: PolicyFile | None = None,
+) -> EnjoyResult:
     import torch
 
     from rlrun import seeding
@@ -251,16 +291,24 @@ def _play(root: Path, target: EnjoyTarget, *, episodes: int, seed: int, stochast
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = seeding.enjoy_episode_seeds(seed, episodes)
-        played = play(acting.agent, env, seeds, deterministic=not stochastic, on_frame=writer,
-                      normalizer=acting.normalizer)
+        played = play(
+            acting.agent, env, seeds, deterministic=not stochastic, on_frame=writer, normalizer=acting.normalizer
+        )
     finally:
         if writer is not None:
             writer.close()
         env.close()
     return EnjoyResult(
-        run_id=target.run.id, session=target.session.index, checkpoint_frame=target.checkpoint.frame,
-        checkpoint_kind=target.checkpoint.kind, score_at_checkpoint=target.score, seed=seed, stochastic=stochastic,
+        run_id=target.run.id,
+        session=target.session.index,
+        checkpoint_frame=target.checkpoint.frame,
+        checkpoint_kind=target.checkpoint.kind,
+        score_at_checkpoint=target.score,
+        seed=seed,
+        stochastic=stochastic,
         episodes=[Episode(r, n) for r, n in zip(played.returns, played.lengths, strict=True)],
-        mean=float(np.mean(played.returns)), std=float(np.std(played.returns)), video=str(video) if video else None,
+        mean=float(np.mean(played.returns)),
+        std=float(np.std(played.returns)),
+        video=str(video) if video else None,
         video_frames=writer.frames if writer else None,
     )

@@ -46,13 +46,27 @@ class Recorded:
     metadata: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"dataset_id": self.dataset_id, "path": self.path, "episodes": self.episodes, "steps": self.steps,
-                "returns": self.returns, METADATA_KEY: self.metadata}  # fmt: skip
+        return {
+            "dataset_id": self.dataset_id,
+            "path": self.path,
+            "episodes": self.episodes,
+            "steps": self.steps,
+            "returns": self.returns,
+            METADATA_KEY: self.metadata,
+        }
 
 
-def record(reference: RunRef | str = "latest", filters: RunFilter | None = None, *, dataset_id: str,
-           episodes: int, home: Path | str | None = None, seed: int | None = None, stochastic: bool = False,
-           checkpoint: str | int | None = None) -> Recorded:  # fmt: skip
+def record(
+    reference: RunRef | str = "latest",
+    filters: RunFilter | None = None,
+    *,
+    dataset_id: str,
+    episodes: int,
+    home: Path | str | None = None,
+    seed: int | None = None,
+    stochastic: bool = False,
+    checkpoint: str | int | None = None,
+) -> Recorded:
     """Play `episodes` episodes with the checkpoint `reference` names (as `rlrun enjoy` chooses and
     plays it; `checkpoint`: best, latest or a frame count) and write them as the Minari dataset
     `dataset_id`. BadInput, nothing written, when the extra is missing, the id is malformed or
@@ -67,14 +81,21 @@ def record(reference: RunRef | str = "latest", filters: RunFilter | None = None,
     target = located.target
     chosen = target.session.seed if seed is None else seed
     metadata = {
-        "run_id": target.run.id, "run_name": target.run.name, "spec_name": target.run.spec_name,
+        "run_id": target.run.id,
+        "run_name": target.run.name,
+        "spec_name": target.run.spec_name,
         "session": target.session.index,
-        "checkpoint": {"frame": target.checkpoint.frame, "kind": target.checkpoint.kind,
-                       "sha256": target.checkpoint.sha256},
-        "spec": json.loads(target.spec_json), "seed": chosen,
-        "episode_seeds": seeding.enjoy_episode_seeds(chosen, episodes), "stochastic": stochastic,
+        "checkpoint": {
+            "frame": target.checkpoint.frame,
+            "kind": target.checkpoint.kind,
+            "sha256": target.checkpoint.sha256,
+        },
+        "spec": json.loads(target.spec_json),
+        "seed": chosen,
+        "episode_seeds": seeding.enjoy_episode_seeds(chosen, episodes),
+        "stochastic": stochastic,
         "rlrun_version": __version__,
-    }  # fmt: skip
+    }
     returns, steps, path = _collect(minari, located.root, target, dataset_id, metadata)
     return Recorded(dataset_id, path, episodes, steps, returns, metadata)
 
@@ -94,16 +115,21 @@ def _check_dataset_id(dataset_id: str) -> None:
     try:
         parse_dataset_id(dataset_id)
     except (ValueError, TypeError):  # TypeError: Minari 0.5 on an id without its -v(version)
-        raise BadInput(f"--minari {dataset_id!r} is not a Minari dataset id; give (namespace/)name-v(version), e.g."
-                       " cartpole/dqn-expert-v0") from None  # fmt: skip
+        raise BadInput(
+            f"--minari {dataset_id!r} is not a Minari dataset id; give (namespace/)name-v(version), e.g."
+            " cartpole/dqn-expert-v0"
+        ) from None
     where = Path(get_dataset_path(dataset_id))
     if where.exists():
-        raise BadInput(f"--minari {dataset_id}: a dataset with this id already exists ({where}); choose another"
-                       " name or version (-v1), or delete it (`minari delete`)")  # fmt: skip
+        raise BadInput(
+            f"--minari {dataset_id}: a dataset with this id already exists ({where}); choose another"
+            " name or version (-v1), or delete it (`minari delete`)"
+        )
 
 
-def _collect(minari: Any, root: Path, target: Any, dataset_id: str,
-             metadata: dict[str, Any]) -> tuple[list[float], int, str]:  # fmt: skip
+def _collect(
+    minari: Any, root: Path, target: Any, dataset_id: str, metadata: dict[str, Any]
+) -> tuple[list[float], int, str]:
     """Play the episodes through `_Recorder` and write them with Minari's `create_dataset_from_buffers`
     (its `DataCollector` would need jax, which the extra does not bring); the returns, steps and
     dataset's folder. A dataset cut short by an error is removed: nothing is left half-written."""
@@ -122,19 +148,29 @@ def _collect(minari: Any, root: Path, target: Any, dataset_id: str,
     folder = Path(get_dataset_path(dataset_id))
     try:
         torch.set_num_threads(torch_threads(acting.spec, acting.spec.meta.sessions))  # as enjoy acts
-        played = play(acting.agent, recorder, metadata["episode_seeds"], deterministic=not metadata["stochastic"],
-                      normalizer=acting.normalizer)
+        played = play(
+            acting.agent,
+            recorder,
+            metadata["episode_seeds"],
+            deterministic=not metadata["stochastic"],
+            normalizer=acting.normalizer,
+        )
         buffers = recorder.buffers()
         try:
             with warnings.catch_warnings():  # its advice to name an author, an e-mail, a code permalink
                 warnings.simplefilter("ignore", UserWarning)
                 dataset = minari.create_dataset_from_buffers(
-                    dataset_id, buffers, env=acting.env, algorithm_name=f"rlrun {acting.spec.agent.algorithm}",
+                    dataset_id,
+                    buffers,
+                    env=acting.env,
+                    algorithm_name=f"rlrun {acting.spec.agent.algorithm}",
                     description=f"{len(buffers)} episodes of rlrun run {target.run.id} ({target.run.spec_name}),"
-                                f" checkpoint at frame {target.checkpoint.frame:,} (sha256"
-                                f" {target.checkpoint.sha256}), {'sampled' if metadata['stochastic'] else 'greedy'}"
-                                f" actions, seed {metadata['seed']}",
-                    data_format="hdf5", jpeg_encoding=False)  # the observations exactly as the env gave them
+                    f" checkpoint at frame {target.checkpoint.frame:,} (sha256"
+                    f" {target.checkpoint.sha256}), {'sampled' if metadata['stochastic'] else 'greedy'}"
+                    f" actions, seed {metadata['seed']}",
+                    data_format="hdf5",
+                    jpeg_encoding=False,
+                )  # the observations exactly as the env gave them
             dataset.storage.update_metadata({METADATA_KEY: metadata})
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -155,8 +191,16 @@ class _Recorder(gym.Wrapper[Any, Any, Any, Any]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
-        self.episodes.append({"seed": seed, "observations": [copy.deepcopy(observation)], "actions": [],
-                              "rewards": [], "terminations": [], "truncations": []})  # fmt: skip
+        self.episodes.append(
+            {
+                "seed": seed,
+                "observations": [copy.deepcopy(observation)],
+                "actions": [],
+                "rewards": [],
+                "terminations": [],
+                "truncations": [],
+            }
+        )
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -173,12 +217,18 @@ class _Recorder(gym.Wrapper[Any, Any, Any, Any]):
         """Minari's episode buffers, a Dict or Tuple space's items as dicts or tuples of lists."""
         from minari.data_collector.episode_buffer import EpisodeBuffer
 
-        return [EpisodeBuffer(
-            id=index, seed=episode["seed"],
-            observations=_columns(episode["observations"], self.observation_space),
-            actions=_columns(episode["actions"], self.action_space), rewards=episode["rewards"],
-            terminations=episode["terminations"], truncations=episode["truncations"],
-        ) for index, episode in enumerate(self.episodes)]  # fmt: skip
+        return [
+            EpisodeBuffer(
+                id=index,
+                seed=episode["seed"],
+                observations=_columns(episode["observations"], self.observation_space),
+                actions=_columns(episode["actions"], self.action_space),
+                rewards=episode["rewards"],
+                terminations=episode["terminations"],
+                truncations=episode["truncations"],
+            )
+            for index, episode in enumerate(self.episodes)
+        ]
 
 
 def _columns(items: list[Any], space: gym.Space[Any]) -> Any:

@@ -58,8 +58,10 @@ def require(*modules: str, doing: str) -> None:
 
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
-        raise BadInput(f"{doing} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
-                       f" not installed: {install_hint('onnx')}")
+        raise BadInput(
+            f"{doing} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
+            f" not installed: {install_hint('onnx')}"
+        )
 
 
 # -- the graph ------------------------------------------------------------------------------------
@@ -267,9 +269,15 @@ class Exported:
     bytes: int
 
 
-def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | None = None, *,
-                home: Path | str | None = None, checkpoint: str | int | None = None,
-                on_target: Any = None) -> Exported:
+def export_onnx(
+    reference: RunRef | str,
+    path: Path | str,
+    filters: RunFilter | None = None,
+    *,
+    home: Path | str | None = None,
+    checkpoint: str | int | None = None,
+    on_target: Any = None,
+) -> Exported:
     """Write the acting policy of the checkpoint `reference` names (as `rlrun enjoy` chooses it;
     `checkpoint`: "best", "latest" or a frame count) to `path` as an ONNX graph, atomically.
     Reads the registry, never writes it."""
@@ -293,12 +301,18 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
     state = _actor_state(policy.agent, 2)
     model = _traced(graph, example, outputs, state)
     metadata = {
-        "run_id": target.run.id, "session": str(target.session.index),
-        "checkpoint_frame": str(target.checkpoint.frame), "checkpoint_sha256": target.checkpoint.sha256,
-        "algorithm": policy.spec.agent.algorithm, "env_id": policy.spec.env.id,
-        "observation_shape": json.dumps(list(obs_space.shape)), "observation_dtype": str(obs_space.dtype),
-        "action_shape": json.dumps(list(action_space.shape or ())), "outputs": json.dumps(outputs),
-        "recurrent": json.dumps(state is not None), "graph_sha256": graph_sha256(model),
+        "run_id": target.run.id,
+        "session": str(target.session.index),
+        "checkpoint_frame": str(target.checkpoint.frame),
+        "checkpoint_sha256": target.checkpoint.sha256,
+        "algorithm": policy.spec.agent.algorithm,
+        "env_id": policy.spec.env.id,
+        "observation_shape": json.dumps(list(obs_space.shape)),
+        "observation_dtype": str(obs_space.dtype),
+        "action_shape": json.dumps(list(action_space.shape or ())),
+        "outputs": json.dumps(outputs),
+        "recurrent": json.dumps(state is not None),
+        "graph_sha256": graph_sha256(model),
     }
     if state is not None:
         metadata["state_shape"] = json.dumps([state.shape[0], "batch", state.shape[2]])
@@ -309,8 +323,15 @@ def export_onnx(reference: RunRef | str, path: Path | str, filters: RunFilter | 
     data = model.SerializeToString()
     _check_runs(data, example.numpy(), None if state is None else state.numpy())
     atomic_write(path, data)
-    return Exported(str(path), target.run.id, target.session.index, target.checkpoint.frame,
-                    target.checkpoint.sha256, outputs, len(data))
+    return Exported(
+        str(path),
+        target.run.id,
+        target.session.index,
+        target.checkpoint.frame,
+        target.checkpoint.sha256,
+        outputs,
+        len(data),
+    )
 
 
 def _actor_state(agent: Any, batch: int) -> Any:
@@ -352,10 +373,13 @@ def _traced(graph: Any, example: Any, outputs: list[str], state: Any = None) -> 
                 except Exception as error:  # torch.export's many kinds: the next way, or its message
                     failure = error
             if captured is None:
-                raise BadInput(f"torch.export cannot capture this policy's network ({type(failure).__name__}:"
-                               f" {str(failure).splitlines()[0] if str(failure) else ''})")
-            program = torch.onnx.export(captured, dynamo=True, opset_version=OPSET, input_names=names,
-                                        output_names=outputs, verbose=False)
+                raise BadInput(
+                    f"torch.export cannot capture this policy's network ({type(failure).__name__}:"
+                    f" {str(failure).splitlines()[0] if str(failure) else ''})"
+                )
+            program = torch.onnx.export(
+                captured, dynamo=True, opset_version=OPSET, input_names=names, output_names=outputs, verbose=False
+            )
     finally:
         quiet.setLevel(level)
     assert program is not None
@@ -400,16 +424,22 @@ def check_policy_file(path: Path) -> PolicyFile:
     try:
         model = onnx.load_from_string(path.read_bytes())
     except Exception:  # protobuf's DecodeError and its kin: not a model
-        raise BadInput(f"--policy {path}: not an ONNX model (it does not parse); export it again with"
-                       f" `rlrun export REF --onnx {path}`") from None
-    metadata = {p.key[len(PREFIX):]: p.value for p in model.metadata_props if p.key.startswith(PREFIX)}
+        raise BadInput(
+            f"--policy {path}: not an ONNX model (it does not parse); export it again with"
+            f" `rlrun export REF --onnx {path}`"
+        ) from None
+    metadata = {p.key[len(PREFIX) :]: p.value for p in model.metadata_props if p.key.startswith(PREFIX)}
     needed = ("run_id", "checkpoint_sha256", "observation_shape", "action_shape", "graph_sha256")
     if any(key not in metadata for key in needed):
-        raise BadInput(f"--policy {path}: not a policy `rlrun export --onnx` wrote (its metadata does not name a"
-                       " run and checkpoint); export one with `rlrun export REF --onnx FILE`")
+        raise BadInput(
+            f"--policy {path}: not a policy `rlrun export --onnx` wrote (its metadata does not name a"
+            " run and checkpoint); export one with `rlrun export REF --onnx FILE`"
+        )
     if graph_sha256(model) != metadata["graph_sha256"]:
-        raise BadInput(f"--policy {path}: its graph was changed after rlrun exported it (sha256 mismatch);"
-                       f" export it again with `rlrun export {metadata['run_id']} --onnx {path}`")
+        raise BadInput(
+            f"--policy {path}: its graph was changed after rlrun exported it (sha256 mismatch);"
+            f" export it again with `rlrun export {metadata['run_id']} --onnx {path}`"
+        )
     return PolicyFile(path, model, metadata)
 
 
@@ -427,9 +457,11 @@ class PolicyFile:
         exported = f"run {meta['run_id']} s{meta.get('session', '?')} @{meta.get('checkpoint_frame', '?')}"
         named = f"run {target.run.id} s{target.session.index} @{target.checkpoint.frame}"
         if meta["run_id"] != target.run.id or meta["checkpoint_sha256"] != target.checkpoint.sha256:
-            raise BadInput(f"--policy {self.path} is the policy of {exported}, and the reference names {named};"
-                           f" name its checkpoint ({meta['run_id']}/s{meta.get('session', 0)}"
-                           f"@{meta.get('checkpoint_frame', 'best')}) or export this one")
+            raise BadInput(
+                f"--policy {self.path} is the policy of {exported}, and the reference names {named};"
+                f" name its checkpoint ({meta['run_id']}/s{meta.get('session', 0)}"
+                f"@{meta.get('checkpoint_frame', 'best')}) or export this one"
+            )
 
 
 class OnnxAgent:
@@ -445,10 +477,12 @@ class OnnxAgent:
             self.initial_memory = lambda batch: np.zeros((parts, batch, size), np.float32)
             self.act_remembering = self._act_remembering
 
-    def _act_remembering(self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = True,
-                         generator: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        action, after = self.session.run(["action", "next_state"], {"observation": np.asarray(obs, self.dtype),
-                                                                      "state": memory})
+    def _act_remembering(
+        self, obs: np.ndarray, memory: np.ndarray, *, deterministic: bool = True, generator: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        action, after = self.session.run(
+            ["action", "next_state"], {"observation": np.asarray(obs, self.dtype), "state": memory}
+        )
         return action, after
 
     @classmethod
@@ -458,19 +492,23 @@ class OnnxAgent:
         obs_shape = list(env.observation_space.shape or ())
         action_shape = list(env.action_space.shape or ())
         if json.loads(meta["observation_shape"]) != obs_shape or json.loads(meta["action_shape"]) != action_shape:
-            raise BadInput(f"--policy {path}: made for observations {meta['observation_shape']} and actions"
-                           f" {meta['action_shape']}, and the run's env has {obs_shape} and {action_shape};"
-                           " export the policy again")
+            raise BadInput(
+                f"--policy {path}: made for observations {meta['observation_shape']} and actions"
+                f" {meta['action_shape']}, and the run's env has {obs_shape} and {action_shape};"
+                " export the policy again"
+            )
         try:
             session = runtime(file.model.SerializeToString())
         except Exception as error:  # onnxruntime's own failures: a graph it cannot run
-            raise BadInput(f"--policy {path}: onnxruntime cannot load it ({type(error).__name__});"
-                           " export it again") from None
+            raise BadInput(
+                f"--policy {path}: onnxruntime cannot load it ({type(error).__name__}); export it again"
+            ) from None
         inputs = session.get_inputs()
         state_shape = json.loads(meta["state_shape"]) if "state_shape" in meta else None
         if len(inputs) != (1 if state_shape is None else 2) or list(inputs[0].shape[1:]) != obs_shape:
-            raise BadInput(f"--policy {path}: its graph does not take the run's observations {obs_shape};"
-                           " export it again")
+            raise BadInput(
+                f"--policy {path}: its graph does not take the run's observations {obs_shape}; export it again"
+            )
         return cls(session, np.dtype(env.observation_space.dtype), state_shape)
 
     def act(self, obs: np.ndarray, *, deterministic: bool = True, generator: Any = None) -> np.ndarray:

@@ -90,8 +90,10 @@ class Policy:
         shape = tuple(self.observation_space.shape or ())
         single = obs.shape == shape
         if not single and obs.shape[1:] != shape:
-            raise ValueError(f"observation of shape {obs.shape}: run {self.run_id}'s env gives {shape}"
-                             f" (or a batch of them, ({'N', *shape}))")
+            raise ValueError(
+                f"observation of shape {obs.shape}: run {self.run_id}'s env gives {shape}"
+                f" (or a batch of them, ({'N', *shape}))"
+            )
         batch = obs[None] if single else obs
         seen = batch if self.normalizer is None else self.normalizer.observation(batch)
         drawn_from = None if deterministic else generator or self.generator
@@ -109,9 +111,15 @@ class Policy:
         return make_env(self.spec.env, render_mode=render_mode)
 
 
-def load_policy(reference: RunRef | str = "latest", filters: RunFilter | None = None, *,
-                home: Path | str | None = None, checkpoint: str | int | None = None, seed: int = 0,
-                option: str = "checkpoint") -> Policy:
+def load_policy(
+    reference: RunRef | str = "latest",
+    filters: RunFilter | None = None,
+    *,
+    home: Path | str | None = None,
+    checkpoint: str | int | None = None,
+    seed: int = 0,
+    option: str = "checkpoint",
+) -> Policy:
     """The acting policy of the checkpoint `reference` names (`rlrun enjoy`'s choice: the best
     session's best checkpoint by default), `checkpoint` as its `@` suffix says it: "best",
     "latest" or a frame count ("5M", 5_000_000). The snapshot is verified against the registry's

@@ -32,8 +32,10 @@ def ale_kwargs(spec: EnvSpec, kwargs: dict[str, Any]) -> tuple[dict[str, Any], f
     emulator frame with no stickiness of its own: the preprocessing repeats each action (and
     max-pools the last two frames), and `StickyActions` makes them sticky."""
     if "frameskip" in kwargs:
-        raise BadInput("env.kwargs.frameskip: with env.atari, env.atari.frame_skip repeats the actions;"
-                       " remove env.kwargs.frameskip")
+        raise BadInput(
+            "env.kwargs.frameskip: with env.atari, env.atari.frame_skip repeats the actions;"
+            " remove env.kwargs.frameskip"
+        )
     registered = gym.spec(spec.id).kwargs.get("repeat_action_probability", ALE_STICKINESS)
     stickiness = float(kwargs.get("repeat_action_probability", registered))
     # The preprocessing reads the screen from the emulator itself and drops the observation the ALE
@@ -46,8 +48,13 @@ def preprocess(env: gym.Env[Any, Any], atari: AtariSpec, stickiness: float, *, t
     if stickiness > 0:
         env = StickyActions(env, stickiness)
     env = Preprocessing(
-        env, noop_max=atari.noop_max, frame_skip=atari.frame_skip, screen_size=atari.screen_size,
-        terminal_on_life_loss=False, grayscale_obs=atari.grayscale, scale_obs=False,
+        env,
+        noop_max=atari.noop_max,
+        frame_skip=atari.frame_skip,
+        screen_size=atari.screen_size,
+        terminal_on_life_loss=False,
+        grayscale_obs=atari.grayscale,
+        scale_obs=False,
     )
     if training and atari.terminal_on_life_loss:
         env = EpisodicLife(env)
@@ -95,8 +102,11 @@ class Preprocessing(gym.wrappers.AtariPreprocessing):
             if t >= self.frame_skip - 2:  # the last two frames, max-pooled
                 grab = ale.getScreenGrayscale if self.grayscale_obs else ale.getScreenRGB
                 grab(self.obs_buffer[self.frame_skip - 1 - t])
-        info = {"lives": ale.lives(), "episode_frame_number": ale.getEpisodeFrameNumber(),
-                "frame_number": ale.getFrameNumber()}
+        info = {
+            "lives": ale.lives(),
+            "episode_frame_number": ale.getEpisodeFrameNumber(),
+            "frame_number": ale.getFrameNumber(),
+        }
         return self._get_obs(), total_reward, terminated, truncated, info
 
 

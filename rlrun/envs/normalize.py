@@ -66,8 +66,10 @@ class Normalizer:
     def __init__(self, spec: NormalizeSpec, obs_space: spaces.Space[Any], num_envs: int) -> None:
         self.spec = spec
         if spec.observation and not isinstance(obs_space, spaces.Box):
-            raise BadInput(f"env.normalize.observation: normalises Box observations, and this env's are"
-                           f" {type(obs_space).__name__}; set it to false")
+            raise BadInput(
+                f"env.normalize.observation: normalises Box observations, and this env's are"
+                f" {type(obs_space).__name__}; set it to false"
+            )
         self.obs_rms = RunningMeanStd(tuple(obs_space.shape or ())) if spec.observation else None
         self.ret_rms = RunningMeanStd(()) if spec.reward else None
         self.returns = np.zeros(num_envs, np.float64)
@@ -89,8 +91,12 @@ class Normalizer:
 
     def batch(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """A replay memory's batch (the env's own observations and rewards) as the agent learns from it."""
-        return {**batch, "obs": self.observation(batch["obs"]), "next_obs": self.observation(batch["next_obs"]),
-                "rewards": self.reward(batch["rewards"])}
+        return {
+            **batch,
+            "obs": self.observation(batch["obs"]),
+            "next_obs": self.observation(batch["next_obs"]),
+            "rewards": self.reward(batch["rewards"]),
+        }
 
     # -- training: updating them -----------------------------------------------------------------
 
@@ -130,8 +136,9 @@ class Normalizer:
                 rms.load({key: arrays[f"{name}_{key}"] for key in ("mean", "var", "count")})
 
 
-def make_normalizer(spec: EnvSpec, obs_space: spaces.Space[Any], saved: dict[str, Any] | None = None
-                    ) -> Normalizer | None:
+def make_normalizer(
+    spec: EnvSpec, obs_space: spaces.Space[Any], saved: dict[str, Any] | None = None
+) -> Normalizer | None:
     """The spec's normaliser (None without `env.normalize`), with a snapshot's statistics when given
     its tensors (the session's, or frozen for `rlrun enjoy`)."""
     if spec.normalize is None:

@@ -40,11 +40,15 @@ class HideVelocities(gym.ObservationWrapper[Any, Any, Any]):
             raise BadInput(f"HideVelocities hides terms of a flat Box observation; {self._name()} observes {space}")
         hidden = tuple(indices) if indices is not None else VELOCITIES.get(self._name())
         if hidden is None:
-            raise BadInput(f"HideVelocities does not know where {self._name()} keeps its velocities; give them:"
-                           f' "kwargs": {{"indices": [...]}} (it knows {", ".join(VELOCITIES)})')
+            raise BadInput(
+                f"HideVelocities does not know where {self._name()} keeps its velocities; give them:"
+                f' "kwargs": {{"indices": [...]}} (it knows {", ".join(VELOCITIES)})'
+            )
         if not hidden or any(not 0 <= i < space.shape[0] for i in hidden):
-            raise BadInput(f"HideVelocities indices {list(hidden)}: each must be a position in {self._name()}'s"
-                           f" {space.shape[0]} observation terms (0 to {space.shape[0] - 1})")
+            raise BadInput(
+                f"HideVelocities indices {list(hidden)}: each must be a position in {self._name()}'s"
+                f" {space.shape[0]} observation terms (0 to {space.shape[0] - 1})"
+            )
         self.hidden = hidden
         self._keep = np.ones(space.shape, dtype=space.dtype)
         self._keep[list(hidden)] = 0

@@ -60,9 +60,28 @@ from rlrun.envs.workers import seed_spaces as seed_copy_spaces
 
 # Configuration, rendering and structure: rebuilt from the spec, never captured.
 _SKIP = {
-    "env", "envs", "env_fns", "spec", "_cached_spec", "_saved_kwargs", "metadata", "_metadata", "render_mode",
-    "screen", "clock", "isopen", "action_space", "_action_space", "observation_space", "_observation_space",
-    "single_action_space", "single_observation_space", "autoreset_mode", "observation_mode", "copy", "num_envs",
+    "env",
+    "envs",
+    "env_fns",
+    "spec",
+    "_cached_spec",
+    "_saved_kwargs",
+    "metadata",
+    "_metadata",
+    "render_mode",
+    "screen",
+    "clock",
+    "isopen",
+    "action_space",
+    "_action_space",
+    "observation_space",
+    "_observation_space",
+    "single_action_space",
+    "single_observation_space",
+    "autoreset_mode",
+    "observation_mode",
+    "copy",
+    "num_envs",
     "_np_random",
 }
 
@@ -107,8 +126,11 @@ def encode(value: Any, where: str, depth: int = 0) -> Any:
 def _is_plain_object(value: Any) -> bool:
     """An instance of an ordinary Python class (not an env, a space, a generator or a module):
     its attributes are its state."""
-    return (hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, *_FUNCTIONS))
-            and not isinstance(value, gym.Env | spaces.Space | np.random.Generator))
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (type, types.ModuleType, *_FUNCTIONS))
+        and not isinstance(value, gym.Env | spaces.Space | np.random.Generator)
+    )
 
 
 def assign(owner: Any, key: str, data: Any) -> None:
@@ -117,8 +139,9 @@ def assign(owner: Any, key: str, data: Any) -> None:
     if isinstance(data, dict) and "object" in data:
         target = getattr(owner, key, None)
         if type(target).__qualname__ != data["object"]:
-            raise NotCapturable(f"{type(owner).__name__}.{key} is a {type(target).__name__}, "
-                                f"the snapshot's a {data['object']}")
+            raise NotCapturable(
+                f"{type(owner).__name__}.{key} is a {type(target).__name__}, the snapshot's a {data['object']}"
+            )
         for name, value in data["attributes"].items():
             assign(target, name, value)
         return
@@ -194,8 +217,11 @@ def _layers(env: Any) -> list[Any]:
 
 
 def _plain_attributes(obj: Any, where: str, skip: frozenset[str] = frozenset(), depth: int = 0) -> dict[str, Any]:
-    return {key: encode(value, f"{where}.{key}", depth) for key, value in vars(obj).items()
-            if key not in _SKIP and key not in skip and not isinstance(value, _FUNCTIONS)}
+    return {
+        key: encode(value, f"{where}.{key}", depth)
+        for key, value in vars(obj).items()
+        if key not in _SKIP and key not in skip and not isinstance(value, _FUNCTIONS)
+    }
 
 
 PROTOCOL = ("get_rlrun_state", "set_rlrun_state")
@@ -294,17 +320,53 @@ def _is_mujoco(base: Any) -> bool:
 # that `mj_step` redoes). The solver's warm start, `qacc_warmstart`, is in the integration state.
 _MUJOCO_DERIVED = (
     # positions: frames of bodies, inertias, joints, geoms, sites, cameras, lights; tendons, actuators
-    "xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat",
-    "site_xpos", "site_xmat", "cam_xpos", "cam_xmat", "light_xpos", "light_xdir", "subtree_com",
-    "cdof", "cinert", "crb", "ten_length", "actuator_length",
+    "xpos",
+    "xquat",
+    "xmat",
+    "xipos",
+    "ximat",
+    "xanchor",
+    "xaxis",
+    "geom_xpos",
+    "geom_xmat",
+    "site_xpos",
+    "site_xmat",
+    "cam_xpos",
+    "cam_xmat",
+    "light_xpos",
+    "light_xdir",
+    "subtree_com",
+    "cdof",
+    "cinert",
+    "crb",
+    "ten_length",
+    "actuator_length",
     # velocities
-    "cvel", "cdof_dot", "ten_velocity", "actuator_velocity", "qfrc_bias", "qfrc_passive",
-    "qfrc_spring", "qfrc_damper", "qfrc_gravcomp", "qfrc_fluid", "subtree_linvel", "subtree_angmom",
+    "cvel",
+    "cdof_dot",
+    "ten_velocity",
+    "actuator_velocity",
+    "qfrc_bias",
+    "qfrc_passive",
+    "qfrc_spring",
+    "qfrc_damper",
+    "qfrc_gravcomp",
+    "qfrc_fluid",
+    "subtree_linvel",
+    "subtree_angmom",
     # accelerations and forces (Humanoid-v5 observes qfrc_actuator)
-    "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth", "qfrc_constraint", "qacc",
+    "actuator_force",
+    "qfrc_actuator",
+    "qfrc_smooth",
+    "qacc_smooth",
+    "qfrc_constraint",
+    "qacc",
     # mj_rnePostConstraint: Ant-v5 and Humanoid-v5 observe cfrc_ext and charge for it
-    "cacc", "cfrc_int", "cfrc_ext",
-    "sensordata", "energy",
+    "cacc",
+    "cfrc_int",
+    "cfrc_ext",
+    "sensordata",
+    "energy",
 )
 
 
@@ -319,8 +381,11 @@ def _mujoco_state(base: Any) -> dict[str, Any] | None:
     what = mujoco.mjtState.mjSTATE_INTEGRATION
     state = np.empty(mujoco.mj_stateSize(base.model, what), dtype=np.float64)
     mujoco.mj_getState(base.model, base.data, state, what)
-    derived = {name: encode(np.array(getattr(base.data, name)), f"mujoco.{name}")
-               for name in _MUJOCO_DERIVED if hasattr(base.data, name)}  # a field an older MuJoCo lacks
+    derived = {
+        name: encode(np.array(getattr(base.data, name)), f"mujoco.{name}")
+        for name in _MUJOCO_DERIVED
+        if hasattr(base.data, name)
+    }  # a field an older MuJoCo lacks
     return {"integration": encode(state, "mujoco"), "derived": derived}
 
 
@@ -354,8 +419,10 @@ def _ale_state(base: Any) -> dict[str, Any] | None:
     if not _is_ale(base):
         return None
     if base.ale.getFloat("repeat_action_probability") > 0:
-        raise NotCapturable("ALE's saved state leaves out its sticky actions' previous action"
-                            " (env.atari does sticky actions that a snapshot holds)")
+        raise NotCapturable(
+            "ALE's saved state leaves out its sticky actions' previous action"
+            " (env.atari does sticky actions that a snapshot holds)"
+        )
     serialized = base.ale.cloneState(include_rng=True).serialize()
     return {"state": encode(np.frombuffer(serialized, dtype=np.uint8), "ale")}
 
@@ -408,9 +475,12 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         # Only a seeded reset reseeds the env; every later one draws from the env's generator as it
         # stands now, so that state is part of the episode's start.
-        self.rlrun_start = {"np_random": generator_state(getattr(self.env.unwrapped, "_np_random", None)),
-                            "seed": seed, "options": encode(options, "reset options"),
-                            "wrappers": wrappers_state(self.env)}
+        self.rlrun_start = {
+            "np_random": generator_state(getattr(self.env.unwrapped, "_np_random", None)),
+            "seed": seed,
+            "options": encode(options, "reset options"),
+            "wrappers": wrappers_state(self.env),
+        }
         self.rlrun_actions = []
         obs, info = self.env.reset(seed=seed, options=options)
         self.rlrun_last_obs = obs
@@ -434,7 +504,9 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
             raise NotCapturable(f"{reason}, and the env was never reset")
         base = self.env.unwrapped
         return {
-            "method": "replayed", "why": reason, "start": self.rlrun_start,
+            "method": "replayed",
+            "why": reason,
+            "start": self.rlrun_start,
             "actions": _encode_actions(self.rlrun_actions),
             "obs_hash": observation_hash(self.rlrun_last_obs),
             "action_space": _space_generators(base.action_space),
@@ -474,8 +546,10 @@ class EpisodeRecorder(gym.Wrapper[Any, Any, Any, Any]):
         for action in actions:
             self.step(action)
         if observation_hash(self.rlrun_last_obs) != state["obs_hash"]:
-            raise NotCapturable(f"replaying {len(actions)} steps did not reproduce the observation "
-                                "(the env is not deterministic given its seed and actions)")
+            raise NotCapturable(
+                f"replaying {len(actions)} steps did not reproduce the observation "
+                "(the env is not deterministic given its seed and actions)"
+            )
         _restore_space_generators(base.action_space, state["action_space"])
         _restore_space_generators(base.observation_space, state["observation_space"])
         return f"replayed {len(actions)} steps"
@@ -527,8 +601,9 @@ def capture_vector_env(vector_env: Any) -> dict[str, Any]:
         "own": _plain_attributes(vector_env, "vector_env") if in_process else {},
         "action_space": _space_generators(vector_env.action_space),
         "observation_space": _space_generators(vector_env.observation_space),
-        "envs": ([_capture_copy(env) for env in vector_env.envs] if in_process
-                 else list(vector_env.call("rlrun_capture"))),
+        "envs": (
+            [_capture_copy(env) for env in vector_env.envs] if in_process else list(vector_env.call("rlrun_capture"))
+        ),
     }
 
 

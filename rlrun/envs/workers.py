@@ -50,8 +50,9 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
         self._processes: list[Any] = []
         for index, block in enumerate(self.blocks):
             parent, child = context.Pipe()
-            process = context.Process(target=_work, args=(child, make_copy, len(block)),
-                                      name=f"rlrun-env-worker-{index}", daemon=True)
+            process = context.Process(
+                target=_work, args=(child, make_copy, len(block)), name=f"rlrun-env-worker-{index}", daemon=True
+            )
             process.start()
             child.close()
             self._pipes.append(parent)
@@ -90,11 +91,15 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
 
     # -- VectorEnv ----------------------------------------------------------------------------------
 
-    def reset(self, *, seed: int | list[int | None] | None = None,
-              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         # the seeds SyncVectorEnv gives its copies: seed + i, a list as it is, or none
-        seeds = [None] * self.num_envs if seed is None else (
-            [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed))
+        seeds = (
+            [None] * self.num_envs
+            if seed is None
+            else ([seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed))
+        )
         if len(seeds) != self.num_envs:
             raise ValueError(f"{len(seeds)} seeds for {self.num_envs} copies")
         replies = self._send("reset", [(block_seeds, options) for block_seeds in self._per_copy(seeds)])
@@ -232,5 +237,9 @@ def seed_spaces(envs: Sequence[gym.Env[Any, Any]], seeds: list[tuple[int, int]])
 
 
 _COMMANDS: dict[str, Callable[[list[gym.Env[Any, Any]], Any], Any]] = {
-    "reset": _reset, "step": _step, "call": _call, "set_attr": _set_attr, "seed_spaces": seed_spaces,
+    "reset": _reset,
+    "step": _step,
+    "call": _call,
+    "set_attr": _set_attr,
+    "seed_spaces": seed_spaces,
 }

@@ -38,8 +38,10 @@ def wrapper_class(wrapper: WrapperSpec, where: str) -> type[gym.Wrapper[Any, Any
         found = getattr(found, part)
     if not (inspect.isclass(found) and issubclass(found, gym.Wrapper)):
         what = found.__name__ if inspect.isclass(found) else type(found).__name__
-        raise BadInput(f"{named}: {what} is not a gymnasium.Wrapper; name a subclass of gymnasium.Wrapper"
-                       " (ObservationWrapper, ActionWrapper, RewardWrapper…)")
+        raise BadInput(
+            f"{named}: {what} is not a gymnasium.Wrapper; name a subclass of gymnasium.Wrapper"
+            " (ObservationWrapper, ActionWrapper, RewardWrapper…)"
+        )
     return found
 
 
@@ -55,8 +57,10 @@ def _wrap(env: gym.Env[Any, Any], wrapper: WrapperSpec, where: str) -> gym.Env[A
     try:
         inspect.signature(cls).bind(env, **wrapper.kwargs)
     except TypeError as error:
-        raise BadInput(f"{where}.kwargs = {json.dumps(wrapper.kwargs)}: {wrapper.class_} refused them ({error});"
-                       f" its constructor takes {_parameters(cls)}") from None
+        raise BadInput(
+            f"{where}.kwargs = {json.dumps(wrapper.kwargs)}: {wrapper.class_} refused them ({error});"
+            f" its constructor takes {_parameters(cls)}"
+        ) from None
     except ValueError:
         pass  # no signature to check against (a builtin): the constructor says
     try:
@@ -65,10 +69,14 @@ def _wrap(env: gym.Env[Any, Any], wrapper: WrapperSpec, where: str) -> gym.Env[A
         detail = str(error) or type(error).__name__
         if not wrapper.kwargs:  # nothing of the user's but the env it wraps
             env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-            raise BadInput(f"{where}.class = {wrapper.class_!r}: it does not fit {env_id} ({detail}); remove it"
-                           " or choose a wrapper for this env") from None
-        raise BadInput(f"{where}.kwargs = {json.dumps(wrapper.kwargs)}: {wrapper.class_} refused them ({detail});"
-                       " fix or remove them") from None
+            raise BadInput(
+                f"{where}.class = {wrapper.class_!r}: it does not fit {env_id} ({detail}); remove it"
+                " or choose a wrapper for this env"
+            ) from None
+        raise BadInput(
+            f"{where}.kwargs = {json.dumps(wrapper.kwargs)}: {wrapper.class_} refused them ({detail});"
+            " fix or remove them"
+        ) from None
 
 
 def _parameters(cls: type) -> str:

@@ -76,8 +76,13 @@ class Pushed:
     sha256: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"run": self.run.to_json(), "destination": self.destination, "files": self.files,
-                "size_bytes": self.size_bytes, "sha256": self.sha256}  # fmt: skip
+        return {
+            "run": self.run.to_json(),
+            "destination": self.destination,
+            "files": self.files,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+        }
 
 
 @dataclass(frozen=True)
@@ -135,8 +140,11 @@ def _bring_down(folder: Path, checkpoints: dict[Path, str]) -> None:
     storage.reach(mirror.local)
     for path, digest in checkpoints.items():
         remote.materialize(path, digest)
-    rest = [key for key in mirror.keys(mirror.key(folder))
-            if "/checkpoints/" not in key and f"/{remote.SEGMENTS}/" not in key]  # fmt: skip
+    rest = [
+        key
+        for key in mirror.keys(mirror.key(folder))
+        if "/checkpoints/" not in key and f"/{remote.SEGMENTS}/" not in key
+    ]
     mirror.get_many([(key, mirror.path(key)) for key in rest])
 
 
@@ -183,8 +191,14 @@ def _write_bundle(out: IO[bytes], run: RunRecord, folder: Path, files: list[Path
             continue
         first_of[stat.st_dev, stat.st_ino] = name
         entries.append(_Entry(name, file, layout.hash_file(file), stat.st_size, stat.st_mtime))
-    document = {"format": FORMAT, "kind": KIND, "rlrun": __version__, "run": run.to_json(),
-                "files": [entry.to_json() for entry in entries], "links": links}  # fmt: skip
+    document = {
+        "format": FORMAT,
+        "kind": KIND,
+        "rlrun": __version__,
+        "run": run.to_json(),
+        "files": [entry.to_json() for entry in entries],
+        "links": links,
+    }
     manifest = json.dumps(document, indent=1, sort_keys=True).encode()
     digest = hashlib.sha256(manifest).hexdigest()
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
@@ -271,8 +285,10 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
             run_id = manifest["run"]["id"]
             with Registry.open(root, create=False) as registry:
                 if run_id in registry.run_ids() or paths.run_dir(root, run_id).exists():
-                    raise BadInput(f"run {run_id} is already in {paths.home_address(root)}; nothing pulled"
-                                   f" (`rlrun show {run_id}`; to keep both, pull into another --home)")
+                    raise BadInput(
+                        f"run {run_id} is already in {paths.home_address(root)}; nothing pulled"
+                        f" (`rlrun show {run_id}`; to keep both, pull into another --home)"
+                    )
             made = [folder for folder in (root, *root.parents) if not folder.exists()]
             root.mkdir(parents=True, exist_ok=True)
             # Beside the run folders, so that moving the run in is a rename; outside a store's working
@@ -324,8 +340,10 @@ def _members(tar: tarfile.TarFile, source: str) -> Iterator[tarfile.TarInfo]:
     try:
         for member in tar:
             if not member.isreg():
-                raise BadInput(f"{source}: the bundle holds {member.name!r}, which is not a plain file (a link or a"
-                               " device); refused, nothing pulled")
+                raise BadInput(
+                    f"{source}: the bundle holds {member.name!r}, which is not a plain file (a link or a"
+                    " device); refused, nothing pulled"
+                )
             _check_name(member.name, source)
             yield member
     except (tarfile.TarError, EOFError) as error:
@@ -338,8 +356,9 @@ def _check_name(name: str, source: str) -> None:
         raise BadInput(f"{source}: the bundle names a file {name!r} outside its run folder; refused, nothing pulled")
 
 
-def _read_manifest(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], source: str,
-                   expected: str | None) -> tuple[dict[str, Any], str]:  # fmt: skip
+def _read_manifest(
+    tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], source: str, expected: str | None
+) -> tuple[dict[str, Any], str]:
     """The manifest and its sha256, checked against the hash stored beside it (and `expected`)."""
     manifest_member = next(members, None)
     if manifest_member is None or manifest_member.name != MANIFEST or manifest_member.size > _MANIFEST_LIMIT:
@@ -352,8 +371,9 @@ def _read_manifest(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], sou
     if _read_member(tar, hash_member, source).decode("ascii", "replace").strip() != digest:
         raise _damaged(source, "its manifest does not match its sha256")
     if expected is not None and digest != expected.strip().lower():
-        raise BadInput(f"{source}: the bundle's sha256 is {digest}, not the {expected} asked for; refused, nothing"
-                       " pulled")
+        raise BadInput(
+            f"{source}: the bundle's sha256 is {digest}, not the {expected} asked for; refused, nothing pulled"
+        )
     try:
         manifest = json.loads(raw)
         run_id = manifest["run"]["id"]
@@ -361,8 +381,10 @@ def _read_manifest(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], sou
     except (ValueError, KeyError, TypeError) as error:
         raise _damaged(source, f"its manifest cannot be read ({type(error).__name__}: {error})") from None
     if manifest.get("kind") != KIND or manifest.get("format") != FORMAT:
-        raise BadInput(f"{source}: a bundle of format {manifest.get('format')!r}; this rlrun reads format {FORMAT}:"
-                       " use a newer rlrun")
+        raise BadInput(
+            f"{source}: a bundle of format {manifest.get('format')!r}; this rlrun reads format {FORMAT}:"
+            " use a newer rlrun"
+        )
     if len(set(names)) != len(names):
         raise _damaged(source, "its manifest lists a file twice")
     for name in names:
@@ -384,8 +406,9 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, source: str) -> 
     return raw
 
 
-def _extract(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest: dict[str, Any],
-             staging: Path, source: str) -> None:  # fmt: skip
+def _extract(
+    tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest: dict[str, Any], staging: Path, source: str
+) -> None:
     """Write every file the manifest lists into `staging`, each checked as it is written: its
     size and sha256; then the links. A member the manifest does not list, twice, or missing is
     refused."""
@@ -429,8 +452,9 @@ def _extract(tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest:
 
 
 def _damaged(source: str, why: str) -> BadInput:
-    return BadInput(f"{source}: the bundle is damaged or was altered ({why}); refused, nothing pulled —"
-                    " push it again from its home")
+    return BadInput(
+        f"{source}: the bundle is damaged or was altered ({why}); refused, nothing pulled — push it again from its home"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,5 +485,7 @@ def _talking_to(url: str, command: str, *, answers: bool = True) -> Iterator[Non
             raise
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         kind = StoreUnreachable if silent else BadInput
-        raise kind(f"rlrun {command} {url}: the store cannot be reached ({first}); check the bucket, the"
-                   f" credentials and {storage.endpoint_setting(url)}") from None
+        raise kind(
+            f"rlrun {command} {url}: the store cannot be reached ({first}); check the bucket, the"
+            f" credentials and {storage.endpoint_setting(url)}"
+        ) from None

@@ -112,12 +112,26 @@ def read_run_folder(folder: Path, home: Path) -> RestoredRun:
         run = _status_from_snapshots(run, sessions, snapshots)
     evaluations += manifest.evaluations
     return RestoredRun(
-        run=run, sessions=sessions, spec_revisions=manifest.spec_revisions, attempts=manifest.attempts,
-        checkpoints=[{"session_index": index, "frame": s.frame, "kind": s.kind, "path": s.path, "sha256": s.sha256,
-                      "size_bytes": s.size_bytes, "created_at": s.created_at}
-                     for index, own in snapshots.items() for s in own],
-        evaluations=evaluations, trial=manifest.trial,
-    )  # fmt: skip
+        run=run,
+        sessions=sessions,
+        spec_revisions=manifest.spec_revisions,
+        attempts=manifest.attempts,
+        checkpoints=[
+            {
+                "session_index": index,
+                "frame": s.frame,
+                "kind": s.kind,
+                "path": s.path,
+                "sha256": s.sha256,
+                "size_bytes": s.size_bytes,
+                "created_at": s.created_at,
+            }
+            for index, own in snapshots.items()
+            for s in own
+        ],
+        evaluations=evaluations,
+        trial=manifest.trial,
+    )
 
 
 def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
@@ -130,19 +144,33 @@ def _read_snapshots(folder: Path, home: Path) -> dict[int, list[_Snapshot]]:
     if storage.mirror_of(folder) is not None:
         for stored in remote.stored_snapshots(folder):
             meta = SnapshotMeta.from_json(stored.meta)
-            found.setdefault(layout.session_index(stored.path), []).append(_Snapshot(
-                path=str(stored.path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=stored.sha256,
-                size_bytes=stored.size_bytes, created_at=stored.created_at, meta=meta,
-            ))  # fmt: skip
+            found.setdefault(layout.session_index(stored.path), []).append(
+                _Snapshot(
+                    path=str(stored.path.relative_to(home)),
+                    frame=meta.clock.frame,
+                    kind=meta.kind,
+                    sha256=stored.sha256,
+                    size_bytes=stored.size_bytes,
+                    created_at=stored.created_at,
+                    meta=meta,
+                )
+            )
         return _oldest_first(found)
     for path in layout.snapshot_folders(folder):
         if not layout.is_complete(path):
             continue  # never finished writing: not a checkpoint
         meta = layout.read_meta(path)
-        found.setdefault(layout.session_index(path), []).append(_Snapshot(
-            path=str(path.relative_to(home)), frame=meta.clock.frame, kind=meta.kind, sha256=layout.sha256(path),
-            size_bytes=layout.size_bytes(path), created_at=(path / layout.MANIFEST).stat().st_mtime, meta=meta,
-        ))  # fmt: skip
+        found.setdefault(layout.session_index(path), []).append(
+            _Snapshot(
+                path=str(path.relative_to(home)),
+                frame=meta.clock.frame,
+                kind=meta.kind,
+                sha256=layout.sha256(path),
+                size_bytes=layout.size_bytes(path),
+                created_at=(path / layout.MANIFEST).stat().st_mtime,
+                meta=meta,
+            )
+        )
     return _oldest_first(found)
 
 
@@ -176,8 +204,9 @@ def _training_evaluations(newest: _Snapshot, index: int, own: list[_Snapshot], *
             continue
         # No snapshot keeps when an evaluation ran; the first snapshot at or after it is close.
         when = next((s.created_at for s in own if s.frame >= frame), newest.created_at)
-        rows.append({"session_index": index, "frame": frame, "kind": "train", **_summary(evaluation),
-                     "created_at": when})  # fmt: skip
+        rows.append(
+            {"session_index": index, "frame": frame, "kind": "train", **_summary(evaluation), "created_at": when}
+        )
     return rows
 
 
@@ -189,12 +218,30 @@ def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     returns = evaluation["returns"]
-    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "min": float(np.min(returns)),
-            "max": float(np.max(returns)), "episodes": len(returns)}  # fmt: skip
+    return {
+        "mean": float(np.mean(returns)),
+        "std": float(np.std(returns)),
+        "min": float(np.min(returns)),
+        "max": float(np.max(returns)),
+        "episodes": len(returns),
+    }
 
 
-_SESSION_FIELDS = ("seed", "status", "frame", "episode", "opt_step", "best_eval", "last_eval", "host", "pid",
-                   "heartbeat_at", "started_at", "finished_at", "error")  # fmt: skip
+_SESSION_FIELDS = (
+    "seed",
+    "status",
+    "frame",
+    "episode",
+    "opt_step",
+    "best_eval",
+    "last_eval",
+    "host",
+    "pid",
+    "heartbeat_at",
+    "started_at",
+    "finished_at",
+    "error",
+)
 
 
 def _session_row(session: dict[str, Any], newest: _Snapshot | None, trained: list[dict[str, Any]]) -> dict[str, Any]:
@@ -219,13 +266,15 @@ def _sessions_from_snapshots(run: RunRecord, snapshots: dict[int, list[_Snapshot
         own = snapshots.get(index, [])
         kinds = own[-1].kind.split("+") if own else []
         status = "finished" if "final" in kinds else "preempted" if "preempt" in kinds else "running"
-        sessions.append({"index": index, "seed": run.seed + index, "status": status, "frame": 0, "episode": 0,
-                         "opt_step": 0})  # fmt: skip
+        sessions.append(
+            {"index": index, "seed": run.seed + index, "status": status, "frame": 0, "episode": 0, "opt_step": 0}
+        )
     return sessions
 
 
-def _status_from_snapshots(run: RunRecord, sessions: list[dict[str, Any]],
-                           snapshots: dict[int, list[_Snapshot]]) -> RunRecord:  # fmt: skip
+def _status_from_snapshots(
+    run: RunRecord, sessions: list[dict[str, Any]], snapshots: dict[int, list[_Snapshot]]
+) -> RunRecord:
     """A format-1 manifest was written when the run started; its end shows in the snapshots."""
     status = run_status(s["status"] for s in sessions)
     newest = max((s.created_at for own in snapshots.values() for s in own), default=None)

@@ -74,8 +74,9 @@ class RemovalPlan(NamedTuple):
             raise BadInput(f"run {running} is still running; stop it (SIGTERM) before deleting it")
 
 
-def plan_removal(references: Iterable[str], filters: RunFilter | None = None, *,
-                 home: Path | str | None = None) -> RemovalPlan:  # fmt: skip
+def plan_removal(
+    references: Iterable[str], filters: RunFilter | None = None, *, home: Path | str | None = None
+) -> RemovalPlan:
     """The runs `references` name (whole runs: `latest@1k` is refused, not read as `latest`) and
     what deleting them would free, each in the home it lives in, its store contacted first (one that
     cannot be reached is refused naming the run's home, nothing deleted). Read-only: `remove(plan)`
@@ -91,8 +92,11 @@ def plan_removal(references: Iterable[str], filters: RunFilter | None = None, *,
         _reach(run_home, run_id)
     named = list(chosen.values())
     size = sum(_bytes_of_run(homes[run_id], run_id) for run_id in chosen)
-    copies = sum(bytes_freed_by_removing([paths.run_dir(homes[run_id], run_id)]) for run_id in chosen
-                 if storage.mirror_of(homes[run_id]) is not None)  # fmt: skip
+    copies = sum(
+        bytes_freed_by_removing([paths.run_dir(homes[run_id], run_id)])
+        for run_id in chosen
+        if storage.mirror_of(homes[run_id]) is not None
+    )
     return RemovalPlan(root, named, size, [run for _, run in named if run.status == "running"], homes, copies)
 
 
@@ -103,8 +107,10 @@ def _reach(home: Path, run_id: str) -> None:
         storage.reach(home)
     except (BadInput, Unavailable) as error:
         kind = StoreUnreachable if isinstance(error, Unavailable) else BadInput
-        raise kind(f"run {run_id} lives in {run_address(paths.home_address(home), run_id)}, which this"
-                          f" command cannot reach: {error}; nothing deleted") from None
+        raise kind(
+            f"run {run_id} lives in {run_address(paths.home_address(home), run_id)}, which this"
+            f" command cannot reach: {error}; nothing deleted"
+        ) from None
 
 
 def remove(plan: RemovalPlan) -> int:
@@ -184,8 +190,12 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     if mirror is None:
         gone = sorted(c.path for c in checkpoints if not (home / c.path).is_dir())
     else:  # the store holds the home; the working copy may hold none of it
-        stored = {path for run_id in {c.run_id for c in checkpoints}
-                  for path, complete in remote.run_snapshots(paths.run_dir(home, run_id)).items() if complete}
+        stored = {
+            path
+            for run_id in {c.run_id for c in checkpoints}
+            for path, complete in remote.run_snapshots(paths.run_dir(home, run_id)).items()
+            if complete
+        }
         gone = sorted(c.path for c in checkpoints if home / c.path not in stored)
         before = sum(mirror.sizes(mirror.root).values())
     _retire(registry, checkpoints, report)
@@ -215,8 +225,9 @@ def collect_garbage(registry: Registry, *, dry_run: bool = False) -> GarbageRepo
     return report
 
 
-def _collect_in_store(mirror: storage.Mirror, registry: Registry, runs: list[str], listed: set[str],
-                      report: GarbageReport) -> None:
+def _collect_in_store(
+    mirror: storage.Mirror, registry: Registry, runs: list[str], listed: set[str], report: GarbageReport
+) -> None:
     """`collect_garbage`'s sweep for a home in object storage, where the store, not the working
     copy, holds every run: snapshots without a manifest (a kill mid-upload) or without a row, then
     the segments no complete snapshot lists any more."""
@@ -353,10 +364,18 @@ def _rebuild_searches(registry: Registry, report: RebuildReport, runs: list[Rest
             if search_id != found.search.id:
                 continue
             if number not in trials:
-                trials[number] = {"number": number, "run_id": run_id, "params_json": json.dumps(params),
-                                  "state": "running", "value": None, "intermediate_json": "[]",
-                                  "system_attrs_json": "{}", "note": None, "created_at": found.search.created_at,
-                                  "finished_at": None}  # fmt: skip
+                trials[number] = {
+                    "number": number,
+                    "run_id": run_id,
+                    "params_json": json.dumps(params),
+                    "state": "running",
+                    "value": None,
+                    "intermediate_json": "[]",
+                    "system_attrs_json": "{}",
+                    "note": None,
+                    "created_at": found.search.created_at,
+                    "finished_at": None,
+                }
             elif trials[number]["run_id"] is None:
                 trials[number] = {**trials[number], "run_id": run_id}
         registry.restore_search(found.search, [trials[n] for n in sorted(trials)], found.lineage)
@@ -392,14 +411,21 @@ def check_imports(registry: Registry, folders: list[Path]) -> list[tuple[Path, R
         folder = Path(ref.path)
         restored = read_copied_run(folder)
         run = restored.run
-        if run.id in registry.run_ids() or paths.run_dir(registry.home, run.id).exists() or \
-                run.id in [r.run.id for r in runs]:  # fmt: skip
-            raise BadInput(f"run {run.id} is already in {paths.home_address(registry.home)}; nothing imported"
-                           f" (`rlrun show {run.id}`)")
+        if (
+            run.id in registry.run_ids()
+            or paths.run_dir(registry.home, run.id).exists()
+            or run.id in [r.run.id for r in runs]
+        ):
+            raise BadInput(
+                f"run {run.id} is already in {paths.home_address(registry.home)}; nothing imported"
+                f" (`rlrun show {run.id}`)"
+            )
         holder = registry.name_exists(run.name) if run.name else None
         if holder is not None or (run.name and run.name in [r.run.name for r in runs]):
-            raise BadInput(f"run {run.id} is named {run.name!r}, a name run {holder} already has in"
-                           f" {paths.home_address(registry.home)}; nothing imported")
+            raise BadInput(
+                f"run {run.id} is named {run.name!r}, a name run {holder} already has in"
+                f" {paths.home_address(registry.home)}; nothing imported"
+            )
         checked.append((folder, restored))
     return checked
 

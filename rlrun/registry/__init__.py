@@ -70,13 +70,39 @@ from rlrun.registry.search_store import SearchWrites
 from rlrun.registry.sqlite import SqliteDatabase, empty_database
 
 __all__ = [
-    "ATTEMPT_END_STATUSES", "ATTEMPT_KINDS", "CRASHED", "LISTED_RUN_STATUSES", "MANIFEST", "MANIFEST_FORMAT",
-    "RUN_STATUSES", "SCHEMA_HEAD", "SESSION_STATUSES", "VERSION_TABLE", "AttemptRecord",
-    "CheckpointChoice", "CheckpointRecord", "EvaluationRecord", "LineageRecord", "Manifest", "Registry", "RestoredRun",
-    "RunDetail", "RunRecord", "RunSummary", "SchemaState", "SessionRecord", "SpecRevisionRecord", "Upgrade",
-    "choose_checkpoint", "read_manifest", "run_status", "schema_state", "sqlite_file", "stale_after_seconds",
+    "ATTEMPT_END_STATUSES",
+    "ATTEMPT_KINDS",
+    "CRASHED",
+    "LISTED_RUN_STATUSES",
+    "MANIFEST",
+    "MANIFEST_FORMAT",
+    "RUN_STATUSES",
+    "SCHEMA_HEAD",
+    "SESSION_STATUSES",
+    "VERSION_TABLE",
+    "AttemptRecord",
+    "CheckpointChoice",
+    "CheckpointRecord",
+    "EvaluationRecord",
+    "LineageRecord",
+    "Manifest",
+    "Registry",
+    "RestoredRun",
+    "RunDetail",
+    "RunRecord",
+    "RunSummary",
+    "SchemaState",
+    "SessionRecord",
+    "SpecRevisionRecord",
+    "Upgrade",
+    "choose_checkpoint",
+    "read_manifest",
+    "run_status",
+    "schema_state",
+    "sqlite_file",
+    "stale_after_seconds",
     "upgrade_registry",
-]  # fmt: skip
+]
 
 
 class Registry(SearchWrites, Resolution):

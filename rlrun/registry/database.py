@@ -127,8 +127,10 @@ class LeaseLost(RegistryError):
     this attempt is stale and must write nothing more."""
 
     def __init__(self, session_id: int, held: int, current: int | None) -> None:
-        super().__init__(f"session {session_id}: this attempt's lease {held} was taken over (the session's lease is"
-                         f" now {current}); a newer attempt continues it, this one stops without writing")
+        super().__init__(
+            f"session {session_id}: this attempt's lease {held} was taken over (the session's lease is"
+            f" now {current}); a newer attempt continues it, this one stops without writing"
+        )
         self.session_id, self.held, self.current = session_id, held, current
 
 
@@ -146,8 +148,10 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         if "locked" in detail:
             advice = "another process held it for more than 30 s; try again"
         elif "too many clients" in detail or "connection slots" in detail:
-            advice = ("the server's max_connections is reached (every session holds one): raise it, or connect"
-                      " through PgBouncer in transaction mode (docs/how-to/postgresql.md)")
+            advice = (
+                "the server's max_connections is reached (every session holds one): raise it, or connect"
+                " through PgBouncer in transaction mode (docs/how-to/postgresql.md)"
+            )
         elif sqlite_file(url) is not None:
             busy = False  # a file that is not a database: to be repaired, not waited for
             advice = "if the file is damaged, move it aside and run `rlrun db rebuild` (or restore a .bak copy)"
@@ -158,8 +162,16 @@ def explained(url: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
         raise kind(f"registry at {label(url)} cannot be used: {detail}; {advice}") from error
 
 
-UNREACHABLE_WORDS = ("connection refused", "could not connect", "connection failed", "timeout", "timed out",
-                     "no route to host", "could not translate host name", "server closed the connection")
+UNREACHABLE_WORDS = (
+    "connection refused",
+    "could not connect",
+    "connection failed",
+    "timeout",
+    "timed out",
+    "no route to host",
+    "could not translate host name",
+    "server closed the connection",
+)
 """What a database driver's message says when the server is not there (not: a wrong password)."""
 
 
@@ -185,8 +197,9 @@ def retry_seconds() -> float:
     except ValueError:
         seconds = -1.0
     if not seconds >= 0:
-        raise BadInput(f"${RETRY_ENV}={given!r} is not a number of seconds >= 0; unset it for the default"
-                       f" ({RETRY_SECONDS:g} s)")
+        raise BadInput(
+            f"${RETRY_ENV}={given!r} is not a number of seconds >= 0; unset it for the default ({RETRY_SECONDS:g} s)"
+        )
     return seconds
 
 
@@ -194,8 +207,7 @@ class Connected:
     """An open registry database and its one transaction helper with its one error policy; the
     parts of `Registry` (store, queries, resolve) build on it."""
 
-    def __init__(self, home: Path, url: str, database: Database, *, missing: bool = False,
-                 upgrade: Any = None) -> None:  # fmt: skip
+    def __init__(self, home: Path, url: str, database: Database, *, missing: bool = False, upgrade: Any = None) -> None:
         self.home = home
         self.url = url
         self._db = database
@@ -271,8 +283,7 @@ class Connected:
                         return body(tx)
                 except Exception as error:
                     waited = time.monotonic() - started
-                    if isinstance(error, RegistryError) or not self._db.is_transient(error) or \
-                            waited + delay > budget:
+                    if isinstance(error, RegistryError) or not self._db.is_transient(error) or waited + delay > budget:
                         raise
                 time.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY)

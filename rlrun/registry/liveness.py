@@ -182,9 +182,16 @@ class Liveness:
         return not self._alive[pid]
 
     def session_status(
-        self, status: str, host: str | None, pid: int | None, heartbeat_at: float | None,
-        run_host: str | None, run_pid: int | None, run_created_at: float, final: bool = False,
-    ) -> str:  # fmt: skip
+        self,
+        status: str,
+        host: str | None,
+        pid: int | None,
+        heartbeat_at: float | None,
+        run_host: str | None,
+        run_pid: int | None,
+        run_created_at: float,
+        final: bool = False,
+    ) -> str:
         """`final`: the session registered its final snapshot (FINAL_REACHED_SQL), so its work is
         done and durable whatever became of its process: only the row's end is missing."""
         if status == "running":
@@ -207,6 +214,12 @@ class Liveness:
 
     def session_of(self, session: SessionRecord, run: RunRecord, final: bool = False) -> str:
         return self.session_status(
-            session.status, session.host, session.pid, session.heartbeat_at, run.host, run.pid, run.created_at,
+            session.status,
+            session.host,
+            session.pid,
+            session.heartbeat_at,
+            run.host,
+            run.pid,
+            run.created_at,
             final,
         )

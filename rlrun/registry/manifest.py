@@ -54,14 +54,20 @@ def document_from_rows(tx: Transaction, run_id: str) -> dict[str, Any] | None:
         # Not the run's home: a folder's home is wherever the folder is (one copied, moved or
         # imported would carry a stale one); `restore_run` records the home it is read in.
         "run": _drop(RunRecord(*found[0]).to_json(), "home"),
-        "sessions": [_drop(SessionRecord(*row).to_json(), "id", "run_id") for row in tx.rows(
-            f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id ORDER BY s.session_index", where)],
+        "sessions": [
+            _drop(SessionRecord(*row).to_json(), "id", "run_id")
+            for row in tx.rows(
+                f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id ORDER BY s.session_index", where
+            )
+        ],
         "spec_revisions": [_drop(r.to_json(), "id", "run_id") for r in revisions_of(tx, run_id)],
         "attempts": [_drop(a.to_json(), "id", "run_id", "session_id") for a in attempts_of(tx, run_id)],
-        "evaluations": [_drop(e.to_json(), "id", "run_id", "session_id") for e in evaluations_where(
-            tx, "s.run_id = :run_id AND e.kind <> 'train'", where)],
+        "evaluations": [
+            _drop(e.to_json(), "id", "run_id", "session_id")
+            for e in evaluations_where(tx, "s.run_id = :run_id AND e.kind <> 'train'", where)
+        ],
         "trial": _trial_link(tx, run_id),
-    }  # fmt: skip
+    }
 
 
 def _trial_link(tx: Transaction, run_id: str) -> dict[str, Any] | None:
@@ -116,8 +122,13 @@ def _revision_row(revision: dict[str, Any]) -> dict[str, Any]:
     # The registry stored json.dumps of the spec and diff; loading and dumping again gives the
     # same text.
     diff = revision.get("diff")
-    return {"revision": revision["revision"], "frame": revision["frame"], "spec_json": json.dumps(revision["spec"]),
-            "diff_json": None if diff is None else json.dumps(diff), "created_at": revision["created_at"]}
+    return {
+        "revision": revision["revision"],
+        "frame": revision["frame"],
+        "spec_json": json.dumps(revision["spec"]),
+        "diff_json": None if diff is None else json.dumps(diff),
+        "created_at": revision["created_at"],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,11 +140,17 @@ def search_document_from_rows(tx: Transaction, search_id: str) -> dict[str, Any]
     found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
     if not found:
         return None
-    trials = [TrialRecord(*row) for row in tx.rows(
-        f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number", {"id": search_id})]
+    trials = [
+        TrialRecord(*row)
+        for row in tx.rows(
+            f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number", {"id": search_id}
+        )
+    ]
     # A population-based training search's segments also say where each stands in the population.
-    lineage = {row[0]: LineageRecord(*row) for row in tx.rows(
-        f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id", {"id": search_id})}
+    lineage = {
+        row[0]: LineageRecord(*row)
+        for row in tx.rows(f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id", {"id": search_id})
+    }
     documents = []
     for trial in trials:
         document = _drop(trial.to_json(), "id", "search_id")

@@ -59,8 +59,10 @@ PageRow = tuple[RunRecord, int, float | None, str | None, int, float | None]
 # A run's training time: the session whose attempts add up to the most time (sessions train side by
 # side), each attempt from its start to its end, or to now while it is open.
 # The database's clock, as attempts are stamped with it.
-_TRAINING_SECONDS_SQL = ("(SELECT MAX(t.busy) FROM (SELECT SUM(COALESCE(a.ended_at, {now}) - a.started_at) AS busy"
-                         " FROM attempts a WHERE a.run_id = r.id GROUP BY a.session_id) t)")
+_TRAINING_SECONDS_SQL = (
+    "(SELECT MAX(t.busy) FROM (SELECT SUM(COALESCE(a.ended_at, {now}) - a.started_at) AS busy"
+    " FROM attempts a WHERE a.run_id = r.id GROUP BY a.session_id) t)"
+)
 
 # A session's progress as `ls` counts it: the further of its last heartbeat's frame and its newest
 # complete snapshot's. Heartbeats come every few seconds, snapshots on their own cadence, so after a
@@ -90,21 +92,26 @@ def run_by_id(tx: Transaction, run_id: str) -> RunRecord:
     return RunRecord(*found[0])
 
 
-def sessions_with_final(tx: Transaction, run_id: str, condition: str = "1 = 1",
-                        params: dict[str, Any] | None = None) -> list[tuple[SessionRecord, bool]]:  # fmt: skip
+def sessions_with_final(
+    tx: Transaction, run_id: str, condition: str = "1 = 1", params: dict[str, Any] | None = None
+) -> list[tuple[SessionRecord, bool]]:
     rows = tx.rows(f"{_SESSIONS_OF_RUN} AND {condition} ORDER BY s.session_index", {"run_id": run_id, **(params or {})})
     return [(SessionRecord(*row[:-1]), bool(row[-1])) for row in rows]
 
 
 def checkpoints_where(tx: Transaction, condition: str, params: dict[str, Any]) -> list[CheckpointRecord]:
-    query = (f"SELECT {CHECKPOINT_SELECT} FROM checkpoints c JOIN sessions s ON c.session_id = s.id"
-             f" WHERE {condition} ORDER BY s.run_id, s.session_index, c.frame, c.id")  # fmt: skip
+    query = (
+        f"SELECT {CHECKPOINT_SELECT} FROM checkpoints c JOIN sessions s ON c.session_id = s.id"
+        f" WHERE {condition} ORDER BY s.run_id, s.session_index, c.frame, c.id"
+    )
     return [CheckpointRecord(*row) for row in tx.rows(query, params)]
 
 
 def evaluations_where(tx: Transaction, condition: str, params: dict[str, Any]) -> list[EvaluationRecord]:
-    query = (f"SELECT {EVALUATION_SELECT} FROM evaluations e JOIN sessions s ON e.session_id = s.id"
-             f" WHERE {condition} ORDER BY s.session_index, e.frame, e.id")  # fmt: skip
+    query = (
+        f"SELECT {EVALUATION_SELECT} FROM evaluations e JOIN sessions s ON e.session_id = s.id"
+        f" WHERE {condition} ORDER BY s.session_index, e.frame, e.id"
+    )
     return [EvaluationRecord(*row) for row in tx.rows(query, params)]
 
 
@@ -114,8 +121,10 @@ def revisions_of(tx: Transaction, run_id: str) -> list[SpecRevisionRecord]:
 
 
 def attempts_of(tx: Transaction, run_id: str) -> list[AttemptRecord]:
-    query = (f"SELECT {ATTEMPT_SELECT} FROM attempts a JOIN sessions s ON a.session_id = s.id"
-             " WHERE a.run_id = :id ORDER BY a.started_at, a.id")  # fmt: skip
+    query = (
+        f"SELECT {ATTEMPT_SELECT} FROM attempts a JOIN sessions s ON a.session_id = s.id"
+        " WHERE a.run_id = :id ORDER BY a.started_at, a.id"
+    )
     return [attempt_record(row) for row in tx.rows(query, {"id": run_id})]
 
 
@@ -158,7 +167,7 @@ class Reads(Connected):
         found: set[str] = set()
         with self._transaction(write=False) as tx:
             for start in range(0, len(run_ids), records.IN_LIMIT):
-                listed, params = in_list("r", list(run_ids[start:start + records.IN_LIMIT]))
+                listed, params = in_list("r", list(run_ids[start : start + records.IN_LIMIT]))
                 found |= {row[0] for row in tx.rows(f"SELECT run_id FROM trials WHERE run_id IN ({listed})", params)}
         return found
 
@@ -169,8 +178,9 @@ class Reads(Connected):
             where, params = self._where(tx, chosen)
             return int(tx.rows(f"SELECT COUNT(*) FROM runs r WHERE {where}", params)[0][0])
 
-    def list_runs(self, *, status: str | None = None, limit: int | None = 20, offset: int = 0,
-                  filters: RunFilter | None = None) -> list[RunSummary]:  # fmt: skip
+    def list_runs(
+        self, *, status: str | None = None, limit: int | None = 20, offset: int = 0, filters: RunFilter | None = None
+    ) -> list[RunSummary]:
         """Runs newest first (or as `filters.sort` says) with session aggregates, in one query,
         plus one small liveness query when the page holds stored-running runs whose sessions
         have not all ended (see rlrun.registry.liveness).
@@ -187,14 +197,25 @@ class Reads(Connected):
         home = paths.home_address(self.home)  # of the runs recorded before rlrun kept each run's
         return [
             RunSummary(
-                row=offset + i + 1, id=run.id, name=run.name, spec_name=run.spec_name, algorithm=run.algorithm,
-                env_id=run.env_id, status=chosen.status or page_status(run.status, settled, run.id in alive),
-                num_sessions=run.num_sessions, frames_done=frames, frames_target=run.max_frame * run.num_sessions,
-                best_eval=best, created_at=run.created_at, finished_at=run.finished_at, session_frame=slowest,
-                training_seconds=busy, home=run.home or home,
+                row=offset + i + 1,
+                id=run.id,
+                name=run.name,
+                spec_name=run.spec_name,
+                algorithm=run.algorithm,
+                env_id=run.env_id,
+                status=chosen.status or page_status(run.status, settled, run.id in alive),
+                num_sessions=run.num_sessions,
+                frames_done=frames,
+                frames_target=run.max_frame * run.num_sessions,
+                best_eval=best,
+                created_at=run.created_at,
+                finished_at=run.finished_at,
+                session_frame=slowest,
+                training_seconds=busy,
+                home=run.home or home,
             )
             for i, (run, frames, best, settled, slowest, busy) in enumerate(rows)
-        ]  # fmt: skip
+        ]
 
     def _page(self, tx: Transaction, filters: RunFilter, limit: int | None, offset: int) -> list[PageRow]:
         where, params = self._where(tx, filters)
@@ -202,21 +223,27 @@ class Reads(Connected):
         params.update(bounds)
         # Correlated sub-selects use the sessions' (run_id, session_index) index run by run, so the
         # cost follows the page when sorted by start, and stays linear for a whole listing.
-        aggregates = (f"(SELECT COALESCE(SUM({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
-                      " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best,"
-                      f" {SETTLED_SQL} AS settled,"
-                      f" (SELECT COALESCE(MIN({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS slowest,"
-                      f" {_TRAINING_SECONDS_SQL.format(now=clock_sql(tx.dialect))} AS busy")  # fmt: skip
+        aggregates = (
+            f"(SELECT COALESCE(SUM({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS frames,"
+            " (SELECT MAX(s.best_eval) FROM sessions s WHERE s.run_id = r.id) AS best,"
+            f" {SETTLED_SQL} AS settled,"
+            f" (SELECT COALESCE(MIN({_PROGRESS_SQL}), 0) FROM sessions s WHERE s.run_id = r.id) AS slowest,"
+            f" {_TRAINING_SECONDS_SQL.format(now=clock_sql(tx.dialect))} AS busy"
+        )
         if filters.sort == "started":
             query = f"SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where} ORDER BY {NEWEST_FIRST}{window}"
         else:
             # Sorting on aggregates needs them for every run that passes the filters.
             order = "(p.best IS NULL), p.best DESC" if filters.sort == "best" else "p.frames DESC"
-            query = (f"SELECT * FROM (SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where}) p"
-                     f" ORDER BY {order}, p.created_at DESC, p.id DESC{window}")  # fmt: skip
+            query = (
+                f"SELECT * FROM (SELECT {RUN_SELECT}, {aggregates} FROM runs r WHERE {where}) p"
+                f" ORDER BY {order}, p.created_at DESC, p.id DESC{window}"
+            )
         n = len(RUN_COLUMNS)
-        return [(RunRecord(*row[:n]), int(row[n]), row[n + 1], row[n + 2], int(row[n + 3]), row[n + 4])
-                for row in tx.rows(query, params)]
+        return [
+            (RunRecord(*row[:n]), int(row[n]), row[n + 1], row[n + 2], int(row[n + 3]), row[n + 4])
+            for row in tx.rows(query, params)
+        ]
 
     def _alive_on_page(self, tx: Transaction, filters: RunFilter, rows: Sequence[PageRow]) -> set[str]:
         if filters.status is not None:
@@ -243,8 +270,7 @@ class Reads(Connected):
         elif filters.status is not None:
             clauses.append(f"(r.status = :status OR (r.status = 'running' AND {SETTLED_SQL} = :status))")
             params["status"] = filters.status
-        for column, value in (("algorithm", filters.algorithm), ("env_id", filters.env),
-                              ("spec_name", filters.spec)):  # fmt: skip
+        for column, value in (("algorithm", filters.algorithm), ("env_id", filters.env), ("spec_name", filters.spec)):
             if value is not None:
                 clauses.append(f"LOWER(r.{column}) = LOWER(:{column})")
                 params[column] = value
@@ -280,8 +306,10 @@ class Reads(Connected):
         live = Liveness(float(rows[0][-1]))
         alive: set[str] = set()
         for run_id, status, host, pid, beat, run_host, run_pid, created, _ in rows:
-            if run_id not in alive and live.session_status(status, host, pid, beat, run_host, run_pid,
-                                                           created) != CRASHED:  # fmt: skip
+            if (
+                run_id not in alive
+                and live.session_status(status, host, pid, beat, run_host, run_pid, created) != CRASHED
+            ):
                 alive.add(run_id)
         return alive
 
@@ -325,17 +353,23 @@ class Reads(Connected):
                 evaluations=evaluations_where(tx, "s.run_id = :run_id", where),
                 spec_revisions=revisions_of(tx, run_id),
                 attempts=attempts_of(tx, run_id),
-                forks=[fork for (fork,) in tx.rows(
-                    "SELECT id FROM runs WHERE parent_id = :run_id ORDER BY created_at, id", where)],
-            )  # fmt: skip
+                forks=[
+                    fork
+                    for (fork,) in tx.rows(
+                        "SELECT id FROM runs WHERE parent_id = :run_id ORDER BY created_at, id", where
+                    )
+                ],
+            )
 
         return self._read(read)
 
     def latest_spec(self, run_id: str) -> SpecRevisionRecord:
         """The run's newest spec revision (the one training continues under)."""
         with self._transaction(write=False) as tx:
-            found = tx.rows(f"SELECT {REVISION_SELECT} FROM spec_revisions v WHERE v.run_id = :id"
-                            " ORDER BY v.revision DESC LIMIT 1", {"id": run_id})  # fmt: skip
+            found = tx.rows(
+                f"SELECT {REVISION_SELECT} FROM spec_revisions v WHERE v.run_id = :id ORDER BY v.revision DESC LIMIT 1",
+                {"id": run_id},
+            )
         if not found:
             raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
         return SpecRevisionRecord(*found[0])
@@ -362,6 +396,7 @@ class Reads(Connected):
         """The session's lease token, and how long (seconds, by the database's clock) since its
         running attempt last heartbeat (None when it is not running): a cluster executor presumes
         an attempt lost when it stays silent past `stale_after_seconds()` (see `liveness`)."""
+
         def look(tx: Transaction) -> tuple[list[Any], float]:
             query = "SELECT lease, status, heartbeat_at FROM sessions WHERE id = :id"
             return tx.rows(query, {"id": session_id}), tx.now()
@@ -381,8 +416,9 @@ class Reads(Connected):
     def search_stop_requested(self, search_id: str) -> bool:
         """Whether `rlrun stop search:` asked the search to stop since it last started (its
         driver's heartbeat polls this)."""
-        found = self._read(lambda tx: tx.rows("SELECT stop_requested_at FROM searches WHERE id = :id",
-                                              {"id": search_id}))
+        found = self._read(
+            lambda tx: tx.rows("SELECT stop_requested_at FROM searches WHERE id = :id", {"id": search_id})
+        )
         return bool(found) and found[0][0] is not None
 
     def supervisor_of(self, run_id: str) -> str | None:
@@ -397,8 +433,11 @@ class Reads(Connected):
         with self._transaction(write=False) as tx:
             live = Liveness(tx.now())
             run = run_by_id(tx, run_id)
-            rows = tx.rows(f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id AND s.status = 'running'"
-                           " ORDER BY s.session_index", {"run_id": run_id})  # fmt: skip
+            rows = tx.rows(
+                f"SELECT {SESSION_SELECT} FROM sessions s WHERE s.run_id = :run_id AND s.status = 'running'"
+                " ORDER BY s.session_index",
+                {"run_id": run_id},
+            )
         for row in rows:
             session = SessionRecord(*row)
             if live.session_of(session, run) == "running":  # one finishing counts: its process is at work
@@ -436,15 +475,18 @@ class Reads(Connected):
             found = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id = :id", {"id": search_id})
             if not found:
                 raise RunReferenceError(f"no search with id {search_id!r}; see `rlrun ls --searches`")
-            trials = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number",
-                             {"id": search_id})
+            trials = tx.rows(
+                f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id ORDER BY t.number", {"id": search_id}
+            )
         return SearchDetail(live.search_of(SearchRecord(*found[0])), [TrialRecord(*row) for row in trials])
 
     def trial_of(self, search_id: str, number: int) -> TrialRecord:
         """Trial `number` of a search."""
         with self._transaction(write=False) as tx:
-            found = tx.rows(f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id AND t.number = :number",
-                            {"id": search_id, "number": number})  # fmt: skip
+            found = tx.rows(
+                f"SELECT {TRIAL_SELECT} FROM trials t WHERE t.search_id = :id AND t.number = :number",
+                {"id": search_id, "number": number},
+            )
         if not found:
             raise RunReferenceError(f"search {search_id} has no trial {number}")
         return TrialRecord(*found[0])
@@ -457,8 +499,10 @@ class Reads(Connected):
         """A population-based training search's segments, by generation and member (none for
         another search)."""
         with self._transaction(write=False) as tx:
-            rows = tx.rows(f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id"
-                           " ORDER BY l.generation, l.member", {"id": search_id})
+            rows = tx.rows(
+                f"SELECT {LINEAGE_SELECT} FROM lineage l WHERE l.search_id = :id ORDER BY l.generation, l.member",
+                {"id": search_id},
+            )
         return [LineageRecord(*row) for row in rows]
 
     def search_of(self, run_id: str) -> str | None:
@@ -475,6 +519,8 @@ class Reads(Connected):
             rows = tx.rows(
                 f"SELECT {SEARCH_SELECT}, (SELECT COUNT(*) FROM trials t WHERE t.search_id = q.id"
                 " AND t.state <> 'running'), (SELECT MAX(t.value) FROM trials t WHERE t.search_id = q.id"
-                f" AND t.state = 'complete') FROM searches q ORDER BY q.created_at DESC, q.id DESC{window}", bounds)
+                f" AND t.state = 'complete') FROM searches q ORDER BY q.created_at DESC, q.id DESC{window}",
+                bounds,
+            )
         n = len(SEARCH_COLUMNS)
         return [(live.search_of(SearchRecord(*row[:n])), int(row[n]), row[n + 1]) for row in rows]

@@ -326,13 +326,44 @@ class RunDetail(NamedTuple):
 # Column lists in record order (the *_SELECT strings name each table by its alias: r, s, c, e, v,
 # a). Sessions call their index column session_index.
 RUN_COLUMNS = (
-    "id", "name", "spec_name", "algorithm", "env_id", "status", "max_frame", "num_sessions", "seed",
-    "parent_id", "host", "pid", "error", "created_at", "finished_at", "supervisor", "stop_requested_at", "home",
-)  # fmt: skip
+    "id",
+    "name",
+    "spec_name",
+    "algorithm",
+    "env_id",
+    "status",
+    "max_frame",
+    "num_sessions",
+    "seed",
+    "parent_id",
+    "host",
+    "pid",
+    "error",
+    "created_at",
+    "finished_at",
+    "supervisor",
+    "stop_requested_at",
+    "home",
+)
 SESSION_COLUMNS = (
-    "id", "run_id", "session_index", "seed", "status", "frame", "episode", "opt_step", "best_eval",
-    "last_eval", "host", "pid", "heartbeat_at", "started_at", "finished_at", "error", "lease",
-)  # fmt: skip
+    "id",
+    "run_id",
+    "session_index",
+    "seed",
+    "status",
+    "frame",
+    "episode",
+    "opt_step",
+    "best_eval",
+    "last_eval",
+    "host",
+    "pid",
+    "heartbeat_at",
+    "started_at",
+    "finished_at",
+    "error",
+    "lease",
+)
 RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 SESSION_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLUMNS)
 CHECKPOINT_SELECT = (
@@ -349,16 +380,46 @@ ATTEMPT_SELECT = (
 )
 NEWEST_FIRST = "r.created_at DESC, r.id DESC"
 SEARCH_COLUMNS = (
-    "id", "name", "spec_name", "spec_json", "space_json", "settings_json", "status", "host", "pid", "error",
-    "importance_json", "created_at", "finished_at", "heartbeat_at", "stop_requested_at",
-)  # fmt: skip
+    "id",
+    "name",
+    "spec_name",
+    "spec_json",
+    "space_json",
+    "settings_json",
+    "status",
+    "host",
+    "pid",
+    "error",
+    "importance_json",
+    "created_at",
+    "finished_at",
+    "heartbeat_at",
+    "stop_requested_at",
+)
 TRIAL_COLUMNS = (
-    "id", "search_id", "number", "run_id", "params_json", "state", "value", "intermediate_json",
-    "system_attrs_json", "note", "created_at", "finished_at",
-)  # fmt: skip
+    "id",
+    "search_id",
+    "number",
+    "run_id",
+    "params_json",
+    "state",
+    "value",
+    "intermediate_json",
+    "system_attrs_json",
+    "note",
+    "created_at",
+    "finished_at",
+)
 LINEAGE_COLUMNS = (
-    "trial_id", "search_id", "member", "generation", "parent_member", "parent_run_id", "frame", "mutated_json",
-)  # fmt: skip
+    "trial_id",
+    "search_id",
+    "member",
+    "generation",
+    "parent_member",
+    "parent_run_id",
+    "frame",
+    "mutated_json",
+)
 LINEAGE_SELECT = ", ".join(f"l.{c}" for c in LINEAGE_COLUMNS)
 SEARCH_SELECT = ", ".join(f"q.{c}" for c in SEARCH_COLUMNS)
 TRIAL_SELECT = ", ".join(f"t.{c}" for c in TRIAL_COLUMNS)

@@ -53,8 +53,10 @@ class Resolution(Reads):
         if parsed.session is not None and parsed.session >= run.num_sessions:
             raise RunReferenceError(_no_such_session(parsed, run))
         if not anywhere and (where := self.elsewhere(run)) is not None:
-            raise RunElsewhere(f"run {run.id} lives in another home, {run_address(where, run.id)}, not in"
-                               f" {paths.home_address(self.home)}; name its home: --home {_quoted(where)}")
+            raise RunElsewhere(
+                f"run {run.id} lives in another home, {run_address(where, run.id)}, not in"
+                f" {paths.home_address(self.home)}; name its home: --home {_quoted(where)}"
+            )
         return run
 
     def elsewhere(self, run: RunRecord) -> str | None:
@@ -67,8 +69,11 @@ class Resolution(Reads):
         recorded = run.home
         if recorded is None or recorded == paths.home_address(self.home):
             return None
-        if not storage.is_url(recorded) and storage.mirror_of(self.home) is None \
-                and (paths.run_dir(self.home, run.id) / paths.RUN_MANIFEST).is_file():  # fmt: skip
+        if (
+            not storage.is_url(recorded)
+            and storage.mirror_of(self.home) is None
+            and (paths.run_dir(self.home, run.id) / paths.RUN_MANIFEST).is_file()
+        ):
             return None
         return recorded
 
@@ -77,8 +82,9 @@ class Resolution(Reads):
         A home's upkeep (`rlrun gc`) leaves them to theirs."""
         here = paths.home_address(self.home)
         with self._transaction(write=False) as tx:
-            found = tx.rows(f"SELECT {RUN_SELECT} FROM runs r WHERE r.home IS NOT NULL AND r.home <> :here",
-                            {"here": here})
+            found = tx.rows(
+                f"SELECT {RUN_SELECT} FROM runs r WHERE r.home IS NOT NULL AND r.home <> :here", {"here": here}
+            )
         runs = [RunRecord(*row) for row in found]
         return {run.id: where for run in runs if (where := self.elsewhere(run)) is not None}
 
@@ -95,8 +101,10 @@ class Resolution(Reads):
             return storage.open_home(where)
         folder = Path(where)
         if not paths.run_dir(folder, run.id).is_dir():
-            raise RunElsewhere(f"run {run.id} lives in another home, {run_address(where, run.id)}, which this"
-                               f" machine does not hold; run the command where it does, with --home {_quoted(where)}")
+            raise RunElsewhere(
+                f"run {run.id} lives in another home, {run_address(where, run.id)}, which this"
+                f" machine does not hold; run the command where it does, with --home {_quoted(where)}"
+            )
         return folder
 
     def resolve_search(self, ref: str | RunRef) -> SearchRecord:
@@ -111,11 +119,14 @@ class Resolution(Reads):
     def _find_search(self, tx: Transaction, ref: RunRef) -> SearchRecord:
         newest = "q.created_at DESC, q.id DESC"
         if not tx.rows("SELECT 1 FROM searches LIMIT 1"):
-            raise RunReferenceError(f"no searches in {paths.home_address(self.home)} yet;"
-                                    " start one with `rlrun search SPEC`")
+            raise RunReferenceError(
+                f"no searches in {paths.home_address(self.home)} yet; start one with `rlrun search SPEC`"
+            )
         if ref.kind == "latest":
-            rows = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q ORDER BY {newest} LIMIT 1 OFFSET :offset",
-                           {"offset": ref.offset})
+            rows = tx.rows(
+                f"SELECT {SEARCH_SELECT} FROM searches q ORDER BY {newest} LIMIT 1 OFFSET :offset",
+                {"offset": ref.offset},
+            )
             if rows:
                 return SearchRecord(*rows[0])
             total = int(tx.rows("SELECT COUNT(*) FROM searches")[0][0])
@@ -124,9 +135,14 @@ class Resolution(Reads):
             exact = tx.rows(f"SELECT {SEARCH_SELECT} FROM searches q WHERE {condition}", {"token": value})
             if exact:
                 return SearchRecord(*exact[0])
-        candidates = [SearchRecord(*row) for row in tx.rows(
-            f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id LIKE :prefix ESCAPE '\\' ORDER BY {newest}"
-            f" LIMIT {_MAX_CANDIDATES + 1}", {"prefix": like_pattern(ref.token.lower()) + "%"})]
+        candidates = [
+            SearchRecord(*row)
+            for row in tx.rows(
+                f"SELECT {SEARCH_SELECT} FROM searches q WHERE q.id LIKE :prefix ESCAPE '\\' ORDER BY {newest}"
+                f" LIMIT {_MAX_CANDIDATES + 1}",
+                {"prefix": like_pattern(ref.token.lower()) + "%"},
+            )
+        ]
         if len(candidates) > 1:
             shown = ", ".join(f"{c.id}{f' ({c.name})' if c.name else ''}" for c in candidates[:_MAX_CANDIDATES])
             raise RunReferenceError(f"'search:{ref.token}' is ambiguous: {shown}; type more of the id")
@@ -157,16 +173,21 @@ class Resolution(Reads):
         if not is_inside(folder, self.home):
             raise RunReferenceError(
                 f"{folder} is a run folder outside the runs home {paths.home_address(self.home)}; `rlrun enjoy` and"
-                f" `rlrun show` read it where it is, `rlrun import {folder}` adds it to the home")
+                f" `rlrun show` read it where it is, `rlrun import {folder}` adds it to the home"
+            )
         where, params = self._where(tx, filters)
-        found = tx.rows(f"SELECT {RUN_SELECT}, {SETTLED_SQL} FROM runs r WHERE r.id = :id AND {where}",
-                        {**params, "id": folder.name})
+        found = tx.rows(
+            f"SELECT {RUN_SELECT}, {SETTLED_SQL} FROM runs r WHERE r.id = :id AND {where}",
+            {**params, "id": folder.name},
+        )
         if found:
             return RunRecord(*found[0][:-1]), found[0][-1]
         if filters.narrows and tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": folder.name}):
             return None
-        raise RunReferenceError(f"{folder} is a run folder the registry of {paths.home_address(self.home)} does not"
-                                " list; `rlrun db rebuild` adds it")
+        raise RunReferenceError(
+            f"{folder} is a run folder the registry of {paths.home_address(self.home)} does not"
+            " list; `rlrun db rebuild` adds it"
+        )
 
     def _find_token(self, tx: Transaction, token: str, filters: RunFilter) -> tuple[RunRecord, str | None] | None:
         # Ids are lowercase; a name is matched exactly as typed; then id prefixes.
@@ -194,8 +215,9 @@ class Resolution(Reads):
             return f"run {Path(ref.path).name} ({ref.path}) does not match {narrowed}; see {listing}"
         if ref.kind == "token":
             with_filters = f" with {narrowed}" if narrowed else ""
-            if tx.rows("SELECT 1 FROM searches WHERE name = :name OR id = :id",
-                       {"name": ref.token, "id": ref.token.lower()}):
+            if tx.rows(
+                "SELECT 1 FROM searches WHERE name = :name OR id = :id", {"name": ref.token, "id": ref.token.lower()}
+            ):
                 return f"{ref.token!r} is a search, not a run: use `search:{ref.token}`"
             closest = self._closest_name(tx, ref.token, filters)
             return f"no run matches {ref.token!r}{with_filters}{closest}; see {listing}"
@@ -213,16 +235,22 @@ class Resolution(Reads):
         import difflib
 
         where, params = self._where(tx, filters)
-        names = [name for (name,) in tx.rows(f"SELECT r.name FROM runs r WHERE r.name IS NOT NULL AND {where}",
-                                             params) if name != token]  # fmt: skip
+        names = [
+            name
+            for (name,) in tx.rows(f"SELECT r.name FROM runs r WHERE r.name IS NOT NULL AND {where}", params)
+            if name != token
+        ]
         close = difflib.get_close_matches(token, names, n=1)
         return f" (did you mean {close[0]!r}?)" if close else ""
 
     @staticmethod
     def _hint(tx: Transaction, filters: RunFilter) -> str:
         """Name the values that exist when a filter asks for one that does not."""
-        for flag, column, value in (("--algo", "algorithm", filters.algorithm), ("--env", "env_id", filters.env),
-                                    (filters.spec_option, "spec_name", filters.spec)):  # fmt: skip
+        for flag, column, value in (
+            ("--algo", "algorithm", filters.algorithm),
+            ("--env", "env_id", filters.env),
+            (filters.spec_option, "spec_name", filters.spec),
+        ):
             if value is None:
                 continue
             known = [v for (v,) in tx.rows(f"SELECT DISTINCT {column} FROM runs ORDER BY {column}")]
@@ -282,8 +310,9 @@ def choose_checkpoint(detail: RunDetail, ref: RunRef) -> CheckpointChoice:
         chosen = checkpoints[-1]
     else:
         # On a tied score the checkpoint labelled `best` (the first to reach it) wins, then the newest.
-        chosen = max((c for c in checkpoints if c.frame in scores),
-                     key=lambda c: (scores[c.frame], "best" in kinds(c), c.frame))
+        chosen = max(
+            (c for c in checkpoints if c.frame in scores), key=lambda c: (scores[c.frame], "best" in kinds(c), c.frame)
+        )
     return CheckpointChoice(session, chosen, scores.get(chosen.frame))
 
 

@@ -127,7 +127,6 @@ def downgrade_schema(engine: Engine, target: str) -> None:
     _run_alembic(engine, False, target)
 
 
-
 def revision_on(conn: Connection) -> str | None:
     """The schema revision seen through an open connection (None: no schema yet)."""
     from rlrun.registry.server import ServerTransaction
@@ -174,6 +173,7 @@ def server_schema_lock(engine: Engine) -> Iterator[Connection]:
 # --------------------------------------------------------------------------------------------
 # Upgrading a registry.
 
+
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock across processes, held while a schema is created or upgraded."""
@@ -190,8 +190,10 @@ def _lock_file(db_file: Path) -> Path:
 
 
 def _newer_message(where: str, revision: str) -> str:
-    return (f"registry at {where} is at schema revision {revision}, newer than this rlrun (head {SCHEMA_HEAD});"
-            " upgrade rlrun")
+    return (
+        f"registry at {where} is at schema revision {revision}, newer than this rlrun (head {SCHEMA_HEAD});"
+        " upgrade rlrun"
+    )
 
 
 class SchemaState(NamedTuple):
@@ -337,4 +339,3 @@ def upgrade_registry(home: Path | str, url: str | None = None) -> Upgrade | None
         database.close()
         return done
     return None
-

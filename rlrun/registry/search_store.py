@@ -47,21 +47,43 @@ class SearchWrites(Writes):
     the driver lives, which a rebuilt registry could not use)."""
 
     def create_search(
-        self, *, search_id: str, name: str | None, spec_name: str, spec_json: str, space_json: str,
-        settings_json: str, host: str | None, pid: int | None,
-    ) -> SearchRecord:  # fmt: skip
+        self,
+        *,
+        search_id: str,
+        name: str | None,
+        spec_name: str,
+        spec_json: str,
+        space_json: str,
+        settings_json: str,
+        host: str | None,
+        pid: int | None,
+    ) -> SearchRecord:
         """Insert a running search (no trials yet)."""
         try:
             with self._transaction(write=True) as tx:
-                if name is not None and (holder := tx.rows("SELECT id FROM searches WHERE name = :name",
-                                                           {"name": name})):  # fmt: skip
-                    raise BadInput(f"a search named {name!r} already exists (id {holder[0][0]}); choose another"
-                                   f" --name, or continue it with `rlrun resume search:{name}`")
+                if name is not None and (
+                    holder := tx.rows("SELECT id FROM searches WHERE name = :name", {"name": name})
+                ):
+                    raise BadInput(
+                        f"a search named {name!r} already exists (id {holder[0][0]}); choose another"
+                        f" --name, or continue it with `rlrun resume search:{name}`"
+                    )
                 search = SearchRecord(
-                    id=search_id, name=name, spec_name=spec_name, spec_json=spec_json, space_json=space_json,
-                    settings_json=settings_json, status="running", host=host, pid=pid, error=None,
-                    importance_json=None, created_at=tx.now(), finished_at=None, heartbeat_at=tx.now(),
-                )  # fmt: skip
+                    id=search_id,
+                    name=name,
+                    spec_name=spec_name,
+                    spec_json=spec_json,
+                    space_json=space_json,
+                    settings_json=settings_json,
+                    status="running",
+                    host=host,
+                    pid=pid,
+                    error=None,
+                    importance_json=None,
+                    created_at=tx.now(),
+                    finished_at=None,
+                    heartbeat_at=tx.now(),
+                )
                 tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
                 self._sync_search_manifest(tx, search_id)
         except Conflict as error:
@@ -72,9 +94,11 @@ class SearchWrites(Writes):
         """Mark a search running again (`rlrun resume search:...`), driven by this process, with no
         stop asked of it."""
         with self._transaction(write=True) as tx:
-            count = tx.execute("UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
-                               " finished_at = NULL, heartbeat_at = :now, stop_requested_at = NULL WHERE id = :id",
-                               {"host": host, "pid": pid, "now": tx.now(), "id": search_id})
+            count = tx.execute(
+                "UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
+                " finished_at = NULL, heartbeat_at = :now, stop_requested_at = NULL WHERE id = :id",
+                {"host": host, "pid": pid, "now": tx.now(), "id": search_id},
+            )
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")
             self._sync_search_manifest(tx, search_id)
@@ -85,6 +109,7 @@ class SearchWrites(Writes):
         a snapshot). Safe to repeat: the first request's time stands, and is returned (None: this
         call made the request); each call asks again of the trials running then, so the driver,
         calling it at each beat once it has seen the request, stops a trial it started meanwhile."""
+
         def record(tx: Transaction) -> float | None:  # run again, it finds its own request
             lock_search(tx, search_id)
             found = tx.rows("SELECT stop_requested_at FROM searches WHERE id = :id", {"id": search_id})
@@ -92,15 +117,22 @@ class SearchWrites(Writes):
                 raise RegistryError(f"no search with id {search_id} in the registry")
             (asked,) = found[0]
             # a search that has ended since the caller looked has nothing to stop: nothing written
-            if asked is None and tx.execute("UPDATE searches SET stop_requested_at = :now WHERE id = :id"
-                                            " AND status = 'running'", {"now": tx.now(), "id": search_id}):
+            if asked is None and tx.execute(
+                "UPDATE searches SET stop_requested_at = :now WHERE id = :id AND status = 'running'",
+                {"now": tx.now(), "id": search_id},
+            ):
                 self._sync_search_manifest(tx, search_id)
             return float(asked) if asked is not None else None
 
         earlier = self._write(record)
-        running = self._read(lambda tx: tx.rows(
-            "SELECT r.id FROM trials t JOIN runs r ON r.id = t.run_id WHERE t.search_id = :id AND t.state = 'running'"
-            " AND r.status = 'running' AND r.stop_requested_at IS NULL", {"id": search_id}))
+        running = self._read(
+            lambda tx: tx.rows(
+                "SELECT r.id FROM trials t JOIN runs r ON r.id = t.run_id"
+                " WHERE t.search_id = :id AND t.state = 'running'"
+                " AND r.status = 'running' AND r.stop_requested_at IS NULL",
+                {"id": search_id},
+            )
+        )
         for (run_id,) in running:  # each its own short transaction: a run's lock is never held with the search's
             self.request_stop(run_id)
         return earlier
@@ -109,24 +141,31 @@ class SearchWrites(Writes):
         """The driver's sign of life, stamped with the database's clock; False when the search is no
         longer this driver's (ended, or resumed by another driver since it was presumed dead).
         Retried: an UPDATE by key."""
+
         def record(tx: Transaction) -> bool:
-            return tx.execute(
-                "UPDATE searches SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND host = :host"
-                " AND pid = :pid", {"now": tx.now(), "id": search_id, "host": host, "pid": pid},
-            ) > 0  # fmt: skip
+            return (
+                tx.execute(
+                    "UPDATE searches SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND host = :host"
+                    " AND pid = :pid",
+                    {"now": tx.now(), "id": search_id, "host": host, "pid": pid},
+                )
+                > 0
+            )
 
         return bool(self._write(record))
 
-    def finish_search(self, search_id: str, *, status: str, error: str | None = None,
-                      importance_json: str | None = None) -> None:  # fmt: skip
+    def finish_search(
+        self, search_id: str, *, status: str, error: str | None = None, importance_json: str | None = None
+    ) -> None:
         """End a search: finished, failed, preempted (stopped by a signal) or interrupted (its
         cluster was lost); with each parameter's importance when it was computed."""
         check_status(status, SEARCH_STATUSES[1:])
         with self._transaction(write=True) as tx:
-            count = tx.execute("UPDATE searches SET status = :status, error = :error, finished_at = :now,"
-                               " importance_json = :importance WHERE id = :id",
-                               {"status": status, "error": error, "now": tx.now(), "importance": importance_json,
-                                "id": search_id})  # fmt: skip
+            count = tx.execute(
+                "UPDATE searches SET status = :status, error = :error, finished_at = :now,"
+                " importance_json = :importance WHERE id = :id",
+                {"status": status, "error": error, "now": tx.now(), "importance": importance_json, "id": search_id},
+            )
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")
             self._sync_search_manifest(tx, search_id)
@@ -146,26 +185,45 @@ class SearchWrites(Writes):
         """Give trial `link` the run `run_id`: a new trial row, or the existing one (its run was
         deleted, or never got to train it) relinked. Inside the run's creation."""
         lock_search(tx, link.search_id)
-        found = tx.rows("SELECT id FROM trials WHERE search_id = :search_id AND number = :number",
-                        {"search_id": link.search_id, "number": link.number})  # fmt: skip
+        found = tx.rows(
+            "SELECT id FROM trials WHERE search_id = :search_id AND number = :number",
+            {"search_id": link.search_id, "number": link.number},
+        )
         if found:
             tx.execute("UPDATE trials SET run_id = :run_id WHERE id = :id", {"run_id": run_id, "id": found[0][0]})
         else:
             _insert_running_trial(tx, link.search_id, link.number, run_id, link.params_json)
         self._sync_search_manifest(tx, link.search_id)
 
-    def add_segment(self, search_id: str, *, number: int, params_json: str, member: int, generation: int,
-                    parent_member: int | None, parent_run_id: str | None, frame: int,
-                    mutated_json: str) -> TrialRecord:  # fmt: skip
+    def add_segment(
+        self,
+        search_id: str,
+        *,
+        number: int,
+        params_json: str,
+        member: int,
+        generation: int,
+        parent_member: int | None,
+        parent_run_id: str | None,
+        frame: int,
+        mutated_json: str,
+    ) -> TrialRecord:
         """Record a population-based training segment before its run exists: a running trial (no
         run yet; `link_trial` gives it one) and its lineage, in one transaction, so a decision is
         never half recorded."""
         with self._transaction(write=True) as tx:
             lock_search(tx, search_id)
             trial = _insert_running_trial(tx, search_id, number, None, params_json)
-            lineage = LineageRecord(trial_id=trial.id, search_id=search_id, member=member, generation=generation,
-                                    parent_member=parent_member, parent_run_id=parent_run_id, frame=frame,
-                                    mutated_json=mutated_json)
+            lineage = LineageRecord(
+                trial_id=trial.id,
+                search_id=search_id,
+                member=member,
+                generation=generation,
+                parent_member=parent_member,
+                parent_run_id=parent_run_id,
+                frame=frame,
+                mutated_json=mutated_json,
+            )
             tx.execute(insert_sql("lineage", LINEAGE_COLUMNS), lineage._asdict())
             self._sync_search_manifest(tx, search_id)
         return trial
@@ -180,9 +238,15 @@ class SearchWrites(Writes):
             self._sync_trial_manifests(tx, search_id, run_id)
 
     def record_trial(
-        self, trial_id: int, *, intermediate_json: str, system_attrs_json: str, state: str = "running",
-        value: float | None = None, note: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        trial_id: int,
+        *,
+        intermediate_json: str,
+        system_attrs_json: str,
+        state: str = "running",
+        value: float | None = None,
+        note: str | None = None,
+    ) -> None:
         """What the search made of a trial so far: its scores at each evaluation and the pruner's
         notes; with an ending state (complete, pruned, failed), its value and why."""
         check_status(state, TRIAL_STATES, what="trial state")
@@ -190,17 +254,24 @@ class SearchWrites(Writes):
             count = tx.execute(
                 "UPDATE trials SET intermediate_json = :intermediate, system_attrs_json = :attrs, state = :state,"
                 " value = :value, note = :note, finished_at = :finished WHERE id = :id",
-                {"intermediate": intermediate_json, "attrs": system_attrs_json, "state": state,
-                 "value": None if value is None or math.isnan(value) else value, "note": note,
-                 "finished": None if state == "running" else tx.now(), "id": trial_id},
-            )  # fmt: skip
+                {
+                    "intermediate": intermediate_json,
+                    "attrs": system_attrs_json,
+                    "state": state,
+                    "value": None if value is None or math.isnan(value) else value,
+                    "note": note,
+                    "finished": None if state == "running" else tx.now(),
+                    "id": trial_id,
+                },
+            )
             if count == 0:
                 raise RegistryError(f"no trial with id {trial_id} in the registry")
             (search_id,) = tx.rows("SELECT search_id FROM trials WHERE id = :id", {"id": trial_id})[0]
             self._sync_search_manifest(tx, search_id)
 
-    def restore_search(self, search: SearchRecord, trials: list[dict[str, Any]],
-                       lineage: dict[int, dict[str, Any]] | None = None) -> None:  # fmt: skip
+    def restore_search(
+        self, search: SearchRecord, trials: list[dict[str, Any]], lineage: dict[int, dict[str, Any]] | None = None
+    ) -> None:
         """Insert a search read back from its manifest (`rlrun db rebuild`) with its trials (and a
         PBT search's lineage, by trial number), in one transaction. A trial whose run is not in the
         registry keeps its record, unlinked."""
@@ -208,8 +279,9 @@ class SearchWrites(Writes):
             tx.execute(insert_sql("searches", SEARCH_COLUMNS), search._asdict())
             for trial in trials:
                 values = {**trial, "search_id": search.id}
-                if values["run_id"] is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id",
-                                                                {"id": values["run_id"]}):  # fmt: skip
+                if values["run_id"] is not None and not tx.rows(
+                    "SELECT 1 FROM runs WHERE id = :id", {"id": values["run_id"]}
+                ):
                     values["run_id"] = None
                 trial_id = tx.insert(insert_sql("trials", values), values)
                 if lineage and values["number"] in lineage:
@@ -232,13 +304,23 @@ class SearchWrites(Writes):
         manifest.write_search_from_rows(tx, self.home, search_id)
 
 
-def _insert_running_trial(tx: Transaction, search_id: str, number: int, run_id: str | None,
-                          params_json: str) -> TrialRecord:  # fmt: skip
+def _insert_running_trial(
+    tx: Transaction, search_id: str, number: int, run_id: str | None, params_json: str
+) -> TrialRecord:
     """A new trial row, in the state every trial starts in (running, no scores yet)."""
     trial = TrialRecord(
-        id=0, search_id=search_id, number=number, run_id=run_id, params_json=params_json, state="running",
-        value=None, intermediate_json="[]", system_attrs_json="{}", note=None, created_at=tx.now(),
+        id=0,
+        search_id=search_id,
+        number=number,
+        run_id=run_id,
+        params_json=params_json,
+        state="running",
+        value=None,
+        intermediate_json="[]",
+        system_attrs_json="{}",
+        note=None,
+        created_at=tx.now(),
         finished_at=None,
-    )  # fmt: skip
+    )
     values = {k: v for k, v in trial._asdict().items() if k != "id"}
     return trial._replace(id=tx.insert(insert_sql("trials", TRIAL_COLUMNS[1:]), values))

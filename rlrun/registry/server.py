@@ -124,8 +124,9 @@ class ServerDatabase:
         if state:
             return str(state).startswith("08") or state in TRANSIENT_SQLSTATES
         # No SQLSTATE: the server never answered (refused, closed, reset), unless it said why.
-        return isinstance(error, exc.OperationalError) and \
-            not any(failure in str(error.orig) for failure in PERMANENT_CONNECT_FAILURES)
+        return isinstance(error, exc.OperationalError) and not any(
+            failure in str(error.orig) for failure in PERMANENT_CONNECT_FAILURES
+        )
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[ServerTransaction]:

@@ -98,8 +98,10 @@ class SqliteDatabase:
     @staticmethod
     def is_transient(error: BaseException) -> bool:
         """A lock another connection held past busy_timeout: the same write may succeed later."""
-        return isinstance(error, sqlite3.OperationalError) and \
-            getattr(error, "sqlite_errorcode", -1) & 0xFF in (BUSY, LOCKED)
+        return isinstance(error, sqlite3.OperationalError) and getattr(error, "sqlite_errorcode", -1) & 0xFF in (
+            BUSY,
+            LOCKED,
+        )
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Write-ahead logging, so readers never block the writer nor the writer readers. The mode

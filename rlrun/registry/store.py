@@ -95,15 +95,28 @@ class Writes(Connected):
     rewinds) fails before any training is at stake, and the user or scheduler runs it again."""
 
     if TYPE_CHECKING:  # a search's writes (`search_store.SearchWrites`, which builds on these) give them
+
         def _trains_trial(self, tx: Transaction, link: TrialLink, run_id: str) -> None: ...
 
         def _sync_search_manifest(self, tx: Transaction, search_id: str) -> None: ...
 
     def create_run(
-        self, *, run_id: str, name: str | None, spec_name: str, algorithm: str, env_id: str,
-        max_frame: int, seed: int, num_sessions: int, spec_json: str, host: str | None,
-        pid: int | None, parent_id: str | None = None, trial: TrialLink | None = None,
-    ) -> RunRecord:  # fmt: skip
+        self,
+        *,
+        run_id: str,
+        name: str | None,
+        spec_name: str,
+        algorithm: str,
+        env_id: str,
+        max_frame: int,
+        seed: int,
+        num_sessions: int,
+        spec_json: str,
+        host: str | None,
+        pid: int | None,
+        parent_id: str | None = None,
+        trial: TrialLink | None = None,
+    ) -> RunRecord:
         """Insert a running run, its pending sessions (seed + i) and spec revision 0.
 
         `parent_id` links a fork (`rlrun resume --fork`) to the run it started from. `trial` names
@@ -117,11 +130,23 @@ class Writes(Connected):
                 self._check_new_run(tx, run_id, name, parent_id)
                 now = tx.now()
                 run = RunRecord(
-                    id=run_id, name=name, spec_name=spec_name, algorithm=algorithm, env_id=env_id,
-                    status="running", max_frame=max_frame, num_sessions=num_sessions, seed=seed,
-                    parent_id=parent_id, host=host, pid=pid, error=None, created_at=now, finished_at=None,
+                    id=run_id,
+                    name=name,
+                    spec_name=spec_name,
+                    algorithm=algorithm,
+                    env_id=env_id,
+                    status="running",
+                    max_frame=max_frame,
+                    num_sessions=num_sessions,
+                    seed=seed,
+                    parent_id=parent_id,
+                    host=host,
+                    pid=pid,
+                    error=None,
+                    created_at=now,
+                    finished_at=None,
                     home=paths.home_address(self.home),
-                )  # fmt: skip
+                )
                 tx.execute(insert_sql("runs", RUN_COLUMNS), run._asdict())
                 for i in range(num_sessions):
                     tx.insert(
@@ -129,8 +154,10 @@ class Writes(Connected):
                         " VALUES (:run_id, :index, :seed, 'pending', 0, 0, 0)",
                         {"run_id": run_id, "index": i, "seed": seed + i},
                     )
-                tx.insert(insert_sql("spec_revisions", ("run_id", "revision", "frame", "spec_json", "created_at")),
-                          {"run_id": run_id, "revision": 0, "frame": 0, "spec_json": spec_json, "created_at": now})
+                tx.insert(
+                    insert_sql("spec_revisions", ("run_id", "revision", "frame", "spec_json", "created_at")),
+                    {"run_id": run_id, "revision": 0, "frame": 0, "spec_json": spec_json, "created_at": now},
+                )
                 if trial is not None:
                     self._trains_trial(tx, trial, run_id)
                 self._sync_manifest(tx, run_id)
@@ -151,40 +178,46 @@ class Writes(Connected):
             return
         holder = tx.rows("SELECT id FROM runs WHERE name = :name", {"name": name})
         if holder:
-            raise BadInput(
-                f"a run named {name!r} already exists (id {holder[0][0]}); choose another --name"
-            )
+            raise BadInput(f"a run named {name!r} already exists (id {holder[0][0]}); choose another --name")
 
     def _update_session(self, tx: Transaction, session_id: int, assignments: str, values: dict[str, Any]) -> None:
         """`:now` in the assignments is the database's clock."""
-        count = tx.execute(f"UPDATE sessions SET {assignments} WHERE id = :session_id",
-                           {**values, "now": tx.now(), "session_id": session_id})  # fmt: skip
+        count = tx.execute(
+            f"UPDATE sessions SET {assignments} WHERE id = :session_id",
+            {**values, "now": tx.now(), "session_id": session_id},
+        )
         if count == 0:
             raise RegistryError(f"no session with id {session_id} in the registry")
 
     def start_session(self, session_id: int, *, host: str | None, pid: int | None) -> None:
         """Mark a session running; started_at keeps the first start across resumes."""
+
         def record(tx: Transaction) -> None:  # the same end state however often it runs
             run_id, _ = lock_owner(tx, session_id)
             self._update_session(
-                tx, session_id,
+                tx,
+                session_id,
                 "status = 'running', host = :host, pid = :pid, heartbeat_at = :now,"
                 " started_at = COALESCE(started_at, :now), finished_at = NULL, error = NULL",
                 {"host": host, "pid": pid},
-            )  # fmt: skip
+            )
             self._sync_manifest(tx, run_id)
 
         self._write(record)
 
-    def heartbeat(self, session_id: int, *, frame: int, episode: int, opt_step: int,
-                  publish: Callable[[], None] | None = None) -> bool:
+    def heartbeat(
+        self, session_id: int, *, frame: int, episode: int, opt_step: int, publish: Callable[[], None] | None = None
+    ) -> bool:
         """Record progress: one UPDATE by primary key (the manifest is left alone: the newest
         snapshot says as much, and the work since would be redone on resume). `publish` (the
         session's log flush) runs inside the same transaction, under the lease (see `fenced`).
         True when the session's run was asked to stop (`request_stop`): the session's cue."""
+
         def record(tx: Transaction) -> bool:  # an UPDATE by key; a flush writes its rows once
             self._update_session(
-                tx, session_id, "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
+                tx,
+                session_id,
+                "frame = :frame, episode = :episode, opt_step = :opt_step, heartbeat_at = :now",
                 {"frame": frame, "episode": episode, "opt_step": opt_step},
             )
             if publish is not None:
@@ -212,9 +245,15 @@ class Writes(Connected):
         self._write(lambda _tx: write())
 
     def finish_session(
-        self, session_id: int, *, status: str, frame: int, episode: int, opt_step: int,
+        self,
+        session_id: int,
+        *,
+        status: str,
+        frame: int,
+        episode: int,
+        opt_step: int,
         error: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Record a session's end. In the same transaction its open attempts end with it, and a
         run whose sessions have now all ended is closed with the status they give it (the
         launcher records it again with the error; a launcher killed before that leaves nothing
@@ -226,11 +265,12 @@ class Writes(Connected):
             # ended and settles the run.
             run_id, _ = lock_owner(tx, session_id)
             self._update_session(
-                tx, session_id,
+                tx,
+                session_id,
                 "status = :status, frame = :frame, episode = :episode, opt_step = :opt_step, error = :error,"
                 " heartbeat_at = :now, finished_at = :now",
                 {"status": status, "frame": frame, "episode": episode, "opt_step": opt_step, "error": error},
-            )  # fmt: skip
+            )
             close_open_attempts(tx, session_id, status)
             self._settle_run(tx, run_id)
             self._sync_manifest(tx, run_id)
@@ -244,11 +284,14 @@ class Writes(Connected):
         statuses = [s for (s,) in tx.rows("SELECT status FROM sessions WHERE run_id = :id", {"id": run_id})]
         if not statuses or not all(s in ENDED for s in statuses):
             return
-        tx.execute("UPDATE runs SET status = :status, finished_at = :now WHERE id = :id AND status = 'running'",
-                   {"status": run_status(statuses), "now": tx.now(), "id": run_id})  # fmt: skip
+        tx.execute(
+            "UPDATE runs SET status = :status, finished_at = :now WHERE id = :id AND status = 'running'",
+            {"status": run_status(statuses), "now": tx.now(), "id": run_id},
+        )
 
-    def supervise_run(self, run_id: str, *, supervisor: str, host: str | None, pid: int | None,
-                      again_as: str | None = None) -> bool:  # fmt: skip
+    def supervise_run(
+        self, run_id: str, *, supervisor: str, host: str | None, pid: int | None, again_as: str | None = None
+    ) -> bool:
         """Record who supervises a detached run (a cluster actor, named as `rlrun show` says it)
         and make its process the run's launcher, the one liveness checks; returns whether it did.
 
@@ -257,6 +300,7 @@ class Writes(Connected):
         run back only while the run is still running under it: when `rlrun resume` (which forgets
         the supervisor) or a newer supervisor took the run over meanwhile, or the run ended, it must
         not compete with them, and False says so. Checked and written in one transaction."""
+
         def record(tx: Transaction) -> bool:
             lock_run(tx, run_id)
             if again_as is not None:
@@ -264,8 +308,12 @@ class Writes(Connected):
                 if not found or found[0][0] != "running" or not (found[0][1] or "").startswith(again_as):
                     return False
             values = {"supervisor": supervisor, "host": host, "pid": pid, "run_id": run_id}
-            if tx.execute("UPDATE runs SET supervisor = :supervisor, host = :host, pid = :pid WHERE id = :run_id",
-                          values) == 0:  # fmt: skip
+            if (
+                tx.execute(
+                    "UPDATE runs SET supervisor = :supervisor, host = :host, pid = :pid WHERE id = :run_id", values
+                )
+                == 0
+            ):
                 raise RegistryError(f"no run with id {run_id} in the registry")
             self._sync_manifest(tx, run_id)
             return True
@@ -277,10 +325,14 @@ class Writes(Connected):
         attempt had closed it (a worker stopped by SIGTERM records its session preempted, which may
         settle the run), as after `rlrun resume`, but with the same launcher, supervisor and stop
         request. Under the retry's lease, so the lost attempt cannot close it again after this."""
+
         def record(tx: Transaction) -> None:  # run again, it finds the run running
             lock_run(tx, run_id)
-            reopened = tx.execute("UPDATE runs SET status = 'running', finished_at = NULL, error = NULL"
-                                  " WHERE id = :id AND status <> 'running'", {"id": run_id})  # fmt: skip
+            reopened = tx.execute(
+                "UPDATE runs SET status = 'running', finished_at = NULL, error = NULL"
+                " WHERE id = :id AND status <> 'running'",
+                {"id": run_id},
+            )
             if reopened:
                 self._sync_manifest(tx, run_id)
 
@@ -290,6 +342,7 @@ class Writes(Connected):
         """Ask a run to stop: its sessions stop at their next heartbeat with a snapshot, wherever
         they run. Safe to repeat: the first request's time stands, and is returned (None: this
         call made the request)."""
+
         def record(tx: Transaction) -> float | None:  # run again, it finds its own request
             lock_run(tx, run_id)
             (asked,) = tx.rows("SELECT stop_requested_at FROM runs WHERE id = :id", {"id": run_id})[0]
@@ -306,17 +359,20 @@ class Writes(Connected):
         self._update_run(run_id, ended=True, status=status, error=error)
         testhooks.crash_point("run-finished")
 
-    def reopen_run(
-        self, run_id: str, *, host: str | None, pid: int | None, max_frame: int | None = None
-    ) -> None:
+    def reopen_run(self, run_id: str, *, host: str | None, pid: int | None, max_frame: int | None = None) -> None:
         """Mark a run running again for `rlrun resume`, optionally with a new frame budget.
 
         host/pid become those of the resuming process (the launcher that liveness checks).
         """
         # A new start: no stop asked of it yet, and its launcher supervises it until a detached
         # supervisor says otherwise (`supervise_run`).
-        values: dict[str, Any] = {"status": "running", "host": host, "pid": pid, "supervisor": None,
-                                  "stop_requested_at": None}
+        values: dict[str, Any] = {
+            "status": "running",
+            "host": host,
+            "pid": pid,
+            "supervisor": None,
+            "stop_requested_at": None,
+        }
         if max_frame is not None:
             values["max_frame"] = max_frame
         self._update_run(run_id, error=None, finished_at=None, **values)
@@ -324,6 +380,7 @@ class Writes(Connected):
     def _update_run(self, run_id: str, *, ended: bool = False, **values: Any) -> None:
         """Set run columns; `ended` stamps finished_at with the database's clock. Retried: an
         UPDATE by key."""
+
         def record(tx: Transaction) -> None:
             lock_run(tx, run_id)
             stamped = {**values, "finished_at": tx.now()} if ended else values
@@ -340,8 +397,9 @@ class Writes(Connected):
         caller's: see `rlrun.home.maintenance.remove_runs`."""
         with self._transaction(write=True) as tx:
             forks = [fork for (fork,) in tx.rows("SELECT id FROM runs WHERE parent_id = :id", {"id": run_id})]
-            searches = [s for (s,) in tx.rows("SELECT DISTINCT search_id FROM trials WHERE run_id = :id",
-                                               {"id": run_id})]  # fmt: skip
+            searches = [
+                s for (s,) in tx.rows("SELECT DISTINCT search_id FROM trials WHERE run_id = :id", {"id": run_id})
+            ]
             if tx.execute("DELETE FROM runs WHERE id = :id", {"id": run_id}) == 0:
                 raise RegistryError(f"no run with id {run_id} in the registry")
             for fork in forks:
@@ -358,15 +416,19 @@ class Writes(Connected):
             (last,) = tx.rows("SELECT MAX(revision) FROM spec_revisions WHERE run_id = :id", {"id": run_id})[0]
             if last is None:
                 raise RegistryError(f"no run with id {run_id} in the registry")
-            values: dict[str, Any] = {"run_id": run_id, "revision": last + 1, "frame": frame, "spec_json": spec_json,
-                      "diff_json": diff_json, "created_at": tx.now()}  # fmt: skip
+            values: dict[str, Any] = {
+                "run_id": run_id,
+                "revision": last + 1,
+                "frame": frame,
+                "spec_json": spec_json,
+                "diff_json": diff_json,
+                "created_at": tx.now(),
+            }
             row_id = tx.insert(insert_sql("spec_revisions", values), values)
             self._sync_manifest(tx, run_id)
         return SpecRevisionRecord(id=row_id, **values)
 
-    def rewind_session(
-        self, session_id: int, *, frame: int, episode: int, opt_step: int
-    ) -> list[CheckpointRecord]:
+    def rewind_session(self, session_id: int, *, frame: int, episode: int, opt_step: int) -> list[CheckpointRecord]:
         """Continue a session from its snapshot at `frame`: forget what it recorded after it.
 
         Deletes the session's "train" evaluations and its checkpoints with a frame above `frame`
@@ -393,9 +455,18 @@ class Writes(Connected):
         return doomed
 
     def add_attempt(
-        self, session_id: int, *, kind: str, host: str | None, pid: int | None, start_frame: int,
-        approximate: bool = False, note: str | None = None, node: str | None = None, lease: int | None = None,
-    ) -> AttemptRecord:  # fmt: skip
+        self,
+        session_id: int,
+        *,
+        kind: str,
+        host: str | None,
+        pid: int | None,
+        start_frame: int,
+        approximate: bool = False,
+        note: str | None = None,
+        node: str | None = None,
+        lease: int | None = None,
+    ) -> AttemptRecord:
         """Record a process starting work on a session at `start_frame`.
 
         kind: "train" (the first process), "resume", "fork" (the first process of a forked run),
@@ -408,9 +479,19 @@ class Writes(Connected):
             run_id, index = lock_owner(tx, session_id)
             close_open_attempts(tx, session_id, CRASHED)  # their process died without a word
             values: dict[str, Any] = dict(
-                run_id=run_id, session_id=session_id, kind=kind, host=host, pid=pid, start_frame=start_frame,
-                started_at=tx.now(), ended_at=None, end_status=None, approximate=approximate, note=note,
-                node=node, lease=lease,
+                run_id=run_id,
+                session_id=session_id,
+                kind=kind,
+                host=host,
+                pid=pid,
+                start_frame=start_frame,
+                started_at=tx.now(),
+                ended_at=None,
+                end_status=None,
+                approximate=approximate,
+                note=note,
+                node=node,
+                lease=lease,
             )
             row_id = tx.insert(insert_sql("attempts", values), values)
             self._sync_manifest(tx, run_id)
@@ -423,8 +504,10 @@ class Writes(Connected):
 
         def record(tx: Transaction) -> None:  # an UPDATE by key
             run_id = lock_attempt_run(tx, attempt_id)
-            tx.execute("UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
-                       {"now": tx.now(), "status": status, "id": attempt_id})  # fmt: skip
+            tx.execute(
+                "UPDATE attempts SET ended_at = :now, end_status = :status WHERE id = :id",
+                {"now": tx.now(), "status": status, "id": attempt_id},
+            )
             self._sync_manifest(tx, run_id)
 
         self._write(record)
@@ -436,26 +519,45 @@ class Writes(Connected):
             run_id = lock_attempt_run(tx, attempt_id)
             tx.execute(
                 "UPDATE attempts SET approximate = :yes, note = CASE WHEN note IS NULL THEN :reason"
-                " ELSE note || '; ' || :reason END WHERE id = :id", {"yes": True, "reason": reason, "id": attempt_id},
+                " ELSE note || '; ' || :reason END WHERE id = :id",
+                {"yes": True, "reason": reason, "id": attempt_id},
             )
             self._sync_manifest(tx, run_id)
 
     def add_checkpoint(
-        self, session_id: int, *, frame: int, kind: str, path: str, sha256: str, size_bytes: int,
+        self,
+        session_id: int,
+        *,
+        frame: int,
+        kind: str,
+        path: str,
+        sha256: str,
+        size_bytes: int,
         publish: Callable[[], object] | None = None,
     ) -> CheckpointRecord:
         """Record a complete snapshot. `publish` (the rename that puts its folder in place) runs
         inside the same transaction, under the lease: a stale attempt neither renames nor records.
         Retried: a snapshot's path is recorded once (an earlier try that committed is found), and
         `publish` must find its folder already in place as done (`snapshot.Prepared.publish`)."""
+
         def record(tx: Transaction) -> CheckpointRecord:
             run_id, index = owner(tx, session_id)
             if publish is not None:
                 publish()
-            values: dict[str, Any] = dict(session_id=session_id, frame=frame, kind=kind, path=path, sha256=sha256,
-                                          size_bytes=size_bytes, created_at=tx.now())
-            found = tx.rows("SELECT id, created_at FROM checkpoints WHERE session_id = :session_id AND path = :path"
-                            " AND sha256 = :sha256", values)  # fmt: skip
+            values: dict[str, Any] = dict(
+                session_id=session_id,
+                frame=frame,
+                kind=kind,
+                path=path,
+                sha256=sha256,
+                size_bytes=size_bytes,
+                created_at=tx.now(),
+            )
+            found = tx.rows(
+                "SELECT id, created_at FROM checkpoints WHERE session_id = :session_id AND path = :path"
+                " AND sha256 = :sha256",
+                values,
+            )
             if found:
                 values["created_at"] = found[0][1]
             row_id = found[0][0] if found else tx.insert(insert_sql("checkpoints", values), values)
@@ -483,14 +585,22 @@ class Writes(Connected):
         removed = 0
         with self._transaction(write=True) as tx:
             for start in range(0, len(checkpoint_ids), IN_LIMIT):
-                listed, params = in_list("c", list(checkpoint_ids[start:start + IN_LIMIT]))
+                listed, params = in_list("c", list(checkpoint_ids[start : start + IN_LIMIT]))
                 removed += tx.execute(f"DELETE FROM checkpoints WHERE id IN ({listed})", params)
         return removed
 
     def add_evaluation(
-        self, session_id: int, *, frame: int, mean: float, std: float, min: float, max: float,
-        episodes: int, kind: str = "train",
-    ) -> EvaluationRecord:  # fmt: skip
+        self,
+        session_id: int,
+        *,
+        frame: int,
+        mean: float,
+        std: float,
+        min: float,
+        max: float,
+        episodes: int,
+        kind: str = "train",
+    ) -> EvaluationRecord:
         """Record an evaluation; a "train" one also updates the session's last and best score.
         Other kinds (`rlrun enjoy`) go into the run's manifest too: no snapshot holds them."""
         if not all(math.isfinite(v) for v in (mean, std, min, max)):
@@ -505,26 +615,32 @@ class Writes(Connected):
         testhooks.crash_point("evaluation-recorded")
         return recorded
 
-    def _record_evaluation(self, tx: Transaction, session_id: int, kind: str,
-                           scores: dict[str, Any]) -> EvaluationRecord:  # fmt: skip
+    def _record_evaluation(
+        self, tx: Transaction, session_id: int, kind: str, scores: dict[str, Any]
+    ) -> EvaluationRecord:
         # A "train" evaluation leaves the manifest, so the run, alone: no lock on it.
         run_id, index = owner(tx, session_id) if kind == "train" else lock_owner(tx, session_id)
         values: dict[str, Any] = dict(session_id=session_id, kind=kind, **scores, created_at=tx.now())
         if kind == "train":
             # A session evaluates once per frame (a rewind deletes those after its frame), so one
             # found at this frame is this evaluation, recorded by a retried try that committed.
-            found = tx.rows("SELECT id, created_at FROM evaluations WHERE session_id = :session_id"
-                            " AND kind = 'train' AND frame = :frame", values)  # fmt: skip
+            found = tx.rows(
+                "SELECT id, created_at FROM evaluations WHERE session_id = :session_id"
+                " AND kind = 'train' AND frame = :frame",
+                values,
+            )
             if found:
-                return EvaluationRecord(id=found[0][0], run_id=run_id, session_index=index,
-                                        **{**values, "created_at": found[0][1]})
+                return EvaluationRecord(
+                    id=found[0][0], run_id=run_id, session_index=index, **{**values, "created_at": found[0][1]}
+                )
         row_id = tx.insert(insert_sql("evaluations", values), values)
         if kind == "train":
             tx.execute(
                 "UPDATE sessions SET last_eval = :mean,"
                 " best_eval = CASE WHEN best_eval IS NULL OR best_eval < :mean THEN :mean ELSE best_eval END"
-                " WHERE id = :session_id", values,
-            )  # fmt: skip
+                " WHERE id = :session_id",
+                values,
+            )
         else:
             self._sync_manifest(tx, run_id)
         return EvaluationRecord(id=row_id, run_id=run_id, session_index=index, **values)
@@ -548,8 +664,11 @@ class Writes(Connected):
             for revision in restored.spec_revisions:
                 values = {"run_id": run.id, **revision}
                 tx.insert(insert_sql("spec_revisions", values), values)
-            for table, rows in (("attempts", restored.attempts), ("checkpoints", restored.checkpoints),
-                                ("evaluations", restored.evaluations)):  # fmt: skip
+            for table, rows in (
+                ("attempts", restored.attempts),
+                ("checkpoints", restored.checkpoints),
+                ("evaluations", restored.evaluations),
+            ):
                 for row in rows:
                     values = {k: v for k, v in row.items() if k != "session_index"}
                     values["session_id"] = ids[row["session_index"]]
@@ -557,7 +676,6 @@ class Writes(Connected):
                         values["run_id"] = run.id
                     tx.insert(insert_sql(table, values), values)
             self._sync_manifest(tx, run.id)
-
 
     # ---- the run folder's manifest -----------------------------------------------------------
 

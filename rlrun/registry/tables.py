@@ -54,9 +54,7 @@ class RunRow(Base):
     num_sessions: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(BigInteger)
     # A fork outlives its parent: deleting the parent only unlinks it.
-    parent_id: Mapped[str | None] = mapped_column(
-        ForeignKey("runs.id", ondelete="SET NULL"), index=True
-    )
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
     host: Mapped[str | None] = mapped_column(String(255))
     pid: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
@@ -102,9 +100,7 @@ class CheckpointRow(Base):
     __tablename__ = "checkpoints"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     frame: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(64))
     path: Mapped[str] = mapped_column(Text)  # relative to the runs home
@@ -117,9 +113,7 @@ class EvaluationRow(Base):
     __tablename__ = "evaluations"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     frame: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(16), server_default="train")
     mean: Mapped[float] = mapped_column(Float)
@@ -137,9 +131,7 @@ class AttemptRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    session_id: Mapped[int] = mapped_column(
-        ForeignKey("sessions.id", ondelete="CASCADE"), index=True
-    )
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))  # train | resume | fork
     host: Mapped[str | None] = mapped_column(String(255))
     pid: Mapped[int | None] = mapped_column(Integer)
@@ -222,8 +214,9 @@ class LineageRow(Base):
     __tablename__ = "lineage"
     __table_args__ = (Index("ix_lineage_search_id", "search_id", "generation", "member"),)
 
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True,
-                                          autoincrement=False)
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
     search_id: Mapped[str] = mapped_column(ForeignKey("searches.id", ondelete="CASCADE"))
     member: Mapped[int] = mapped_column(Integer)
     generation: Mapped[int] = mapped_column(Integer)

@@ -30,5 +30,18 @@ from rlrun.search.optuna_adapter import importance
 from rlrun.search.outcomes import SearchResult, TrialOutcome
 from rlrun.search.plan import METRICS, PRUNERS, SAMPLERS, SearchPlan, Settings, plan_search
 
-__all__ = ["METRICS", "PRUNERS", "SAMPLERS", "HandOver", "SearchPlan", "SearchResult", "Settings", "TrialOutcome",
-           "drive_search", "importance", "plan_search", "resume_search", "run_search"]
+__all__ = [
+    "METRICS",
+    "PRUNERS",
+    "SAMPLERS",
+    "HandOver",
+    "SearchPlan",
+    "SearchResult",
+    "Settings",
+    "TrialOutcome",
+    "drive_search",
+    "importance",
+    "plan_search",
+    "resume_search",
+    "run_search",
+]

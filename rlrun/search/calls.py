@@ -38,10 +38,17 @@ class HandOver(Protocol):
         """Start the driver there, return once it has taken the recorded search over, and say who it is."""
 
 
-def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | None = None,
-               on_event: Callable[[events.Event], None] | None = None, on_trial: OnTrial | None = None,
-               on_start: Callable[[SearchRecord], None] | None = None,
-               make_executor: MakeExecutor | None = None, hand_over: HandOver | None = None) -> SearchResult:
+def run_search(
+    plan: SearchPlan,
+    *,
+    home: Path | str | None = None,
+    name: str | None = None,
+    on_event: Callable[[events.Event], None] | None = None,
+    on_trial: OnTrial | None = None,
+    on_start: Callable[[SearchRecord], None] | None = None,
+    make_executor: MakeExecutor | None = None,
+    hand_over: HandOver | None = None,
+) -> SearchResult:
     """Record a new search and run its trials, one at a time or `parallel` at a time; returns when
     they are done or a signal (or `rlrun stop search:`) stopped it (the result's `signal`).
     `make_executor` makes each trial's executor (by default the local one), given the stop the
@@ -61,10 +68,15 @@ def run_search(plan: SearchPlan, *, home: Path | str | None = None, name: str | 
     stopping.raise_if_stopped("before the search was recorded; nothing was written")
     with Registry.open(root, url) as registry:
         record = registry.create_search(
-            search_id=new_run_id(), name=name, spec_name=plan.spec.name, spec_json=json.dumps(plan.spec.to_json()),
-            space_json=json.dumps(plan.space), settings_json=json.dumps(plan.settings.to_json()),
-            host=socket.gethostname(), pid=os.getpid(),
-        )  # fmt: skip
+            search_id=new_run_id(),
+            name=name,
+            spec_name=plan.spec.name,
+            spec_json=json.dumps(plan.spec.to_json()),
+            space_json=json.dumps(plan.space),
+            settings_json=json.dumps(plan.settings.to_json()),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
     if on_start is not None:
         on_start(record)
     if hand_over is not None:
@@ -79,10 +91,16 @@ def _handed_over(hand_over: HandOver, root: Path, url: str, record: SearchRecord
     return SearchResult(record.id, record.name, str(root), "running", [outcome_of(t) for t in trials], detached=where)
 
 
-def resume_search(ref: str, *, home: Path | str | None = None,
-                  on_event: Callable[[events.Event], None] | None = None, on_trial: OnTrial | None = None,
-                  on_start: Callable[[SearchRecord], None] | None = None,
-                  make_executor: MakeExecutor | None = None, hand_over: HandOver | None = None) -> SearchResult:
+def resume_search(
+    ref: str,
+    *,
+    home: Path | str | None = None,
+    on_event: Callable[[events.Event], None] | None = None,
+    on_trial: OnTrial | None = None,
+    on_start: Callable[[SearchRecord], None] | None = None,
+    make_executor: MakeExecutor | None = None,
+    hand_over: HandOver | None = None,
+) -> SearchResult:
     """Continue a search: ended trials are kept, an interrupted one continues from its run's
     snapshots, the rest are suggested as they would have been. A finished search: nothing to do.
     `hand_over`: continued elsewhere (as `run_search` says); returns once it is."""
@@ -93,16 +111,19 @@ def resume_search(ref: str, *, home: Path | str | None = None,
         record = registry.resolve_search(parse_search_ref(ref))
         detail = registry.get_search(record.id)
     if record.status == "running":  # its driver heartbeats (`rlrun.registry.liveness`)
-        raise BadInput(f"search {record.id} is still running (pid {record.pid} on {record.host}); stop it with"
-                       " SIGTERM or wait for it to end")
+        raise BadInput(
+            f"search {record.id} is still running (pid {record.pid} on {record.host}); stop it with"
+            " SIGTERM or wait for it to end"
+        )
     plan = recorded_plan(record)
     settings, spec = plan.settings, plan.spec
     if on_start is not None:
         on_start(record)
     ended = [t for t in detail.trials if t.state != "running"]
     if len(ended) >= settings.trials:
-        return SearchResult(record.id, record.name, str(root), record.status, [outcome_of(t) for t in detail.trials],
-                            nothing_to_do=True)
+        return SearchResult(
+            record.id, record.name, str(root), record.status, [outcome_of(t) for t in detail.trials], nothing_to_do=True
+        )
     load_optuna()
     if hand_over is not None:
         _check_settings(make_executor, settings, hand_over)
@@ -137,8 +158,7 @@ def _driver(settings: Settings) -> type[Driver]:
     return Driver
 
 
-def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str,
-                    spec: Spec) -> None:
+def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str, spec: Spec) -> None:
     """The check `train` makes of its executor (a Ray cluster: reachable, and every node sees the
     home), made once for the whole search before anything is written; each trial's run makes it
     again as it starts."""
@@ -159,9 +179,13 @@ def _check_settings(make_executor: MakeExecutor | None, settings: Settings, hand
     if settings.parallel == 1:
         return
     if hand_over is not None:
-        raise BadInput(f"a detached search drives one trial at a time, but this search runs {settings.parallel} at a"
-                       f" time (--parallel {settings.parallel}, recorded with it): drop --detach, or search with"
-                       " --parallel 1")
+        raise BadInput(
+            f"a detached search drives one trial at a time, but this search runs {settings.parallel} at a"
+            f" time (--parallel {settings.parallel}, recorded with it): drop --detach, or search with"
+            " --parallel 1"
+        )
     if make_executor is not None and not hasattr(make_executor, "for_worker"):
-        raise BadInput(f"this search runs {settings.parallel} trials at a time (--parallel), each from a worker"
-                       " process, which this executor cannot be sent to: drop --parallel")
+        raise BadInput(
+            f"this search runs {settings.parallel} trials at a time (--parallel), each from a worker"
+            " process, which this executor cannot be sent to: drop --parallel"
+        )

@@ -33,8 +33,9 @@ from rlrun.training.ray.detached import DetachedActor, detached_name
 class RayHandOver:
     """`--detach` for a search: the `rlrun.search.HandOver` that starts its driver on the cluster."""
 
-    def __init__(self, address: str | None, *, cpus: float | None, gpus: float | None,
-                 supervisor_on: str | None) -> None:  # fmt: skip
+    def __init__(
+        self, address: str | None, *, cpus: float | None, gpus: float | None, supervisor_on: str | None
+    ) -> None:
         from rlrun.training.ray import ray_executor
 
         # Checks the cluster as a detached run's does: every node sees the home, the driver's node included.
@@ -49,9 +50,15 @@ class RayHandOver:
         name = detached_name(f"search-{search_id}")
         args = (paths.home_address(root), url, search_id, name, self.executor.cpus, self.executor.gpus)
         try:
-            return start_detached(import_ray(), DetachedSearchDriver, name, self.executor.supervisor_on, args,
-                                  what="the search's driver",
-                                  again=f"continue it with `rlrun resume search:{search_id} --ray`")
+            return start_detached(
+                import_ray(),
+                DetachedSearchDriver,
+                name,
+                self.executor.supervisor_on,
+                args,
+                what="the search's driver",
+                again=f"continue it with `rlrun resume search:{search_id} --ray`",
+            )
         finally:
             self.executor.close()
 
@@ -83,8 +90,9 @@ def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, resta
     from rlrun.training.ray import RayExecutor
 
     if not restarted or _taken_back(root, url, search_id):
-        drive_search(root, url, search_id,
-                     lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop))
+        drive_search(
+            root, url, search_id, lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop)
+        )
 
 
 def _taken_back(root: Path, url: str, search_id: str) -> bool:
@@ -96,8 +104,11 @@ def _taken_back(root: Path, url: str, search_id: str) -> bool:
             status = found.search.status  # as reported: crashed once its driver is silent
             # The trial in flight must read crashed too (its sessions ended with their owner, the
             # lost driver, but may have beaten a moment later): else its resume would be refused.
-            settled = all(registry.live_session(t.run_id) is None for t in found.trials
-                          if t.state == "running" and t.run_id is not None)  # fmt: skip
+            settled = all(
+                registry.live_session(t.run_id) is None
+                for t in found.trials
+                if t.state == "running" and t.run_id is not None
+            )
             if status == "crashed" and settled:
                 registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
                 return True

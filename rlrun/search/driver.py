@@ -29,9 +29,16 @@ if TYPE_CHECKING:
 
 
 class Driver:
-    def __init__(self, root: Path, url: str, record: SearchRecord, plan: SearchPlan,
-                 on_event: Callable[[events.Event], None] | None, on_trial: OnTrial | None,
-                 make_executor: MakeExecutor | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: Path,
+        url: str,
+        record: SearchRecord,
+        plan: SearchPlan,
+        on_event: Callable[[events.Event], None] | None,
+        on_trial: OnTrial | None,
+        make_executor: MakeExecutor | None,
+    ) -> None:
         self.root, self.url, self.record, self.plan = root, url, record, plan
         self.on_event = on_event or (lambda event: None)
         self.on_trial = on_trial or (lambda outcome: None)
@@ -46,18 +53,21 @@ class Driver:
         self.error: str | None = None
         self.interrupted: str | None = None
         """Why the search stopped short of failing (its cluster was lost): `resume search:` continues it."""
-        self.heartbeat = DriverHeartbeat(self.root, self.url, self.record.id, host=socket.gethostname(),
-                                         pid=os.getpid())
+        self.heartbeat = DriverHeartbeat(
+            self.root, self.url, self.record.id, host=socket.gethostname(), pid=os.getpid()
+        )
         with Registry.open(self.root, self.url) as registry, self.heartbeat:
             try:
-                signal = self._one_at_a_time(registry) if self.plan.settings.parallel == 1 else \
-                    self._several_at_once(registry)
+                signal = (
+                    self._one_at_a_time(registry)
+                    if self.plan.settings.parallel == 1
+                    else self._several_at_once(registry)
+                )
             except Stopped as stopped:
                 signal = stopped.exit_code - 128
             except BaseException as raised:
                 if not self.heartbeat.superseded:
-                    registry.finish_search(self.record.id, status="failed",
-                                           error=f"{type(raised).__name__}: {raised}")
+                    registry.finish_search(self.record.id, status="failed", error=f"{type(raised).__name__}: {raised}")
                 raise
             if signal:
                 status = "preempted"
@@ -68,18 +78,33 @@ class Driver:
             detail = registry.get_search(self.record.id)
             found = importance(detail) if status == "finished" else None
             if not self.heartbeat.superseded:  # resumed by another driver: the search is its to end
-                registry.finish_search(self.record.id, status=status, error=self.error,
-                                       importance_json=None if found is None else json.dumps(found))
+                registry.finish_search(
+                    self.record.id,
+                    status=status,
+                    error=self.error,
+                    importance_json=None if found is None else json.dumps(found),
+                )
             trials = detail.trials
-        return SearchResult(self.record.id, self.record.name, str(self.root), status, [outcome_of(t) for t in trials],
-                            signal, error=self.error)
+        return SearchResult(
+            self.record.id,
+            self.record.name,
+            str(self.root),
+            status,
+            [outcome_of(t) for t in trials],
+            signal,
+            error=self.error,
+        )
 
     def _next(self, registry: Registry, numbers: Any) -> tuple[int, TrialRecord | None, list[TrialRecord]] | None:
         """The next trial to work on (a new one, or one left running), with the ended trials; none
         once another driver has taken the search over, its cluster was lost, or a stop was asked."""
         for number in numbers:
-            if self.heartbeat.superseded or self.interrupted is not None or self._stop_signal() or \
-                    self.heartbeat.stop_asked(registry):  # not only at its beat: a stop asked just now
+            if (
+                self.heartbeat.superseded
+                or self.interrupted is not None
+                or self._stop_signal()
+                or self.heartbeat.stop_asked(registry)
+            ):  # not only at its beat: a stop asked just now
                 return None
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
@@ -144,8 +169,13 @@ class Driver:
             job = trial.prepare()
             if job is not None:
                 trials[job.number] = trial
-                yield Work(job.number, trial_worker, (job, str(self.root), os.getpid(), self.worker_executors),
-                           trial.stop, name=f"rlrun-t{job.number}")
+                yield Work(
+                    job.number,
+                    trial_worker,
+                    (job, str(self.root), os.getpid(), self.worker_executors),
+                    trial.stop,
+                    name=f"rlrun-t{job.number}",
+                )
 
     def _lost(self, number: int, exitcode: int | None) -> None:
         """A worker that died without a word (killed, out of memory): its trial stays running, for

@@ -34,8 +34,9 @@ def load_optuna() -> Any:
     return optuna
 
 
-def new_study(settings: Settings, dimensions: list[Dimension], history: list[TrialRecord], number: int,
-              eval_frequency: int) -> optuna.Study:  # fmt: skip
+def new_study(
+    settings: Settings, dimensions: list[Dimension], history: list[TrialRecord], number: int, eval_frequency: int
+) -> optuna.Study:
     """A new in-memory study told every ended trial, whose sampler is seeded by the trial number:
     what it suggests depends on that history alone."""
     optuna = load_optuna()
@@ -45,8 +46,10 @@ def new_study(settings: Settings, dimensions: list[Dimension], history: list[Tri
     sampler: Any
     if settings.sampler == "grid":
         # One seed for every trial: it orders the grid, and the trials' grid ids index that order.
-        sampler = optuna.samplers.GridSampler({d.path: [json.dumps(v) for v in d.values] for d in dimensions},
-                                              seed=seeding.derive(settings.seed, SAMPLER_STREAM))
+        sampler = optuna.samplers.GridSampler(
+            {d.path: [json.dumps(v) for v in d.values] for d in dimensions},
+            seed=seeding.derive(settings.seed, SAMPLER_STREAM),
+        )
     elif settings.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
@@ -55,11 +58,16 @@ def new_study(settings: Settings, dimensions: list[Dimension], history: list[Tri
     states = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
     distributions = optuna_distributions(dimensions)
     for trial in history:
-        study.add_trial(optuna.trial.create_trial(
-            state=states[trial.state], value=trial.value if trial.state == "complete" else None,
-            params=encode_params(trial.params, dimensions), distributions=distributions,
-            intermediate_values=dict(trial.intermediate), system_attrs=json.loads(trial.system_attrs_json),
-        ))  # fmt: skip
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=states[trial.state],
+                value=trial.value if trial.state == "complete" else None,
+                params=encode_params(trial.params, dimensions),
+                distributions=distributions,
+                intermediate_values=dict(trial.intermediate),
+                system_attrs=json.loads(trial.system_attrs_json),
+            )
+        )
     return study
 
 
@@ -122,15 +130,21 @@ def importance(detail: Any) -> dict[str, float] | None:
     study = optuna.create_study(direction="maximize")
     distributions = optuna_distributions(dimensions)
     for trial in complete:
-        study.add_trial(optuna.trial.create_trial(value=trial.value, params=encode_params(trial.params, dimensions),
-                                                  distributions=distributions))
+        study.add_trial(
+            optuna.trial.create_trial(
+                value=trial.value, params=encode_params(trial.params, dimensions), distributions=distributions
+            )
+        )
     # Optuna warns (a UserWarning, in the middle of rlrun's output) when the trials cannot tell the
     # parameters apart (too few, or tied scores) and then gives them equal shares: no importance.
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         try:
-            found = dict(optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()))
+            found = dict(
+                optuna.importance.get_param_importances(
+                    study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
+                )
+            )
         except (RuntimeError, ValueError):
             return None
     equal = [w for w in said if "importances will be equal" in str(w.message)]

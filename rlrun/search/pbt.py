@@ -80,8 +80,9 @@ def sample(dimension: Dimension, rng: random.Random) -> Any:
     return copy.deepcopy(rng.choice(values))
 
 
-def mutate(dimension: Dimension, value: Any, rng: random.Random, resample_probability: float,
-           factors: tuple[float, ...]) -> Any:  # fmt: skip
+def mutate(
+    dimension: Dimension, value: Any, rng: random.Random, resample_probability: float, factors: tuple[float, ...]
+) -> Any:
     """One explored value: resampled, or moved by a factor (clipped to the distribution's range),
     or, for a list of candidates, to a neighbour."""
     if rng.random() < resample_probability:
@@ -95,16 +96,23 @@ def mutate(dimension: Dimension, value: Any, rng: random.Random, resample_probab
     return round(moved) if dimension.kind == "randint" else moved
 
 
-def decide(dimensions: list[Dimension], *, seed: int, generation: int, scores: list[float | None],
-           params: list[dict[str, Any]], quantile: float = QUANTILE,
-           resample_probability: float = RESAMPLE_PROBABILITY,
-           factors: tuple[float, ...] = FACTORS) -> list[Decision]:  # fmt: skip
+def decide(
+    dimensions: list[Dimension],
+    *,
+    seed: int,
+    generation: int,
+    scores: list[float | None],
+    params: list[dict[str, Any]],
+    quantile: float = QUANTILE,
+    resample_probability: float = RESAMPLE_PROBABILITY,
+    factors: tuple[float, ...] = FACTORS,
+) -> list[Decision]:
     """Each member's decision for `generation` (>= 1) from the scores its members' previous
     segments recorded (None: failed, ranked last). Ties rank the lower member number lower."""
     population = len(scores)
     ranked = sorted(range(population), key=lambda m: (_rank_key(scores[m]), m))
     count = exploit_count(population, quantile)
-    losers, winners = set(ranked[:count]), sorted(ranked[population - count:])
+    losers, winners = set(ranked[:count]), sorted(ranked[population - count :])
     decisions = []
     for member in range(population):
         if member not in losers:
@@ -112,8 +120,7 @@ def decide(dimensions: list[Dimension], *, seed: int, generation: int, scores: l
             continue
         rng = random.Random(seeding.derive(seed, PBT_STREAM, generation, member))
         source = rng.choice(winners)
-        explored = {d.path: mutate(d, params[source][d.path], rng, resample_probability, factors)
-                    for d in dimensions}
+        explored = {d.path: mutate(d, params[source][d.path], rng, resample_probability, factors) for d in dimensions}
         mutated = tuple(path for path, value in explored.items() if value != params[source][path])
         decisions.append(Decision(member, source, explored, mutated))
     return decisions
@@ -133,12 +140,12 @@ def switch_after(schedule: Any, frame: int, value: float) -> Any:
     consistent edit of a run trained to `frame`."""
     if isinstance(schedule, int | float) and not isinstance(schedule, bool):
         points = [[0, schedule]]
-    elif isinstance(schedule, dict) and schedule.get("kind") == "piecewise" and \
-            schedule.get("interpolation") == "step":
+    elif isinstance(schedule, dict) and schedule.get("kind") == "piecewise" and schedule.get("interpolation") == "step":
         points = [list(p) for p in schedule["points"] if p[0] <= frame]
     else:
-        raise ValueError(f"cannot switch a {schedule!r} schedule at frame {frame}: PBT writes numbers and step"
-                         " schedules only")
+        raise ValueError(
+            f"cannot switch a {schedule!r} schedule at frame {frame}: PBT writes numbers and step schedules only"
+        )
     if points[-1][1] == value:
         return schedule
     return {"kind": "piecewise", "points": [*points, [frame + 1, value]], "interpolation": "step"}
@@ -174,9 +181,11 @@ def mutation_problems(dimensions: list[Dimension], schedules: set[str]) -> list[
     for d in dimensions:
         shown = ", ".join(sorted(schedules)) or "none in this spec"
         if d.path not in schedules:
-            problems.append(f"search.{d.path}: PBT changes values mid-run, and {d.path} cannot change once"
-                            " training began (it is structural, or a leaf of a schedule); search scheduled"
-                            f" settings: {shown}")
+            problems.append(
+                f"search.{d.path}: PBT changes values mid-run, and {d.path} cannot change once"
+                " training began (it is structural, or a leaf of a schedule); search scheduled"
+                f" settings: {shown}"
+            )
         elif d.kind in search_space.LISTS and not all(_is_number(v) for v in d.values):
             problems.append(f"search.{d.path}: a schedule takes numbers; list numbers only")
     return problems
@@ -201,8 +210,10 @@ class Options:
         if self.population < 2:
             found.append(f"--population {self.population}: PBT needs at least 2 members")
         if not 0 < self.interval < max_frame:
-            found.append(f"--interval {self.interval:,} must be above 0 and below the budget ({max_frame:,} frames)"
-                         "; lower it or raise meta.max_frame")
+            found.append(
+                f"--interval {self.interval:,} must be above 0 and below the budget ({max_frame:,} frames)"
+                "; lower it or raise meta.max_frame"
+            )
         if not 0 < self.quantile <= 0.5:
             found.append(f"--quantile {self.quantile}: give a fraction in (0, 0.5], e.g. 0.25")
         if not 0 <= self.resample_probability <= 1:

@@ -60,12 +60,23 @@ class SearchPlan:
     space: dict[str, Any] = field(default_factory=dict)
 
 
-def plan_search(source: str | Path | dict[str, Any], overrides: list[str] | None = None, *,
-                scheduler: str = "trials", trials: int | None = None, metric: str | None = None,
-                sampler: str | None = None, pruner: str | None = None, parallel: int = 1,
-                prune_after: int | None = None, population: int | None = None, interval: int | str | None = None,
-                quantile: float | None = None, resample_probability: float | None = None,
-                factors: Sequence[float] | str | None = None) -> SearchPlan:
+def plan_search(
+    source: str | Path | dict[str, Any],
+    overrides: list[str] | None = None,
+    *,
+    scheduler: str = "trials",
+    trials: int | None = None,
+    metric: str | None = None,
+    sampler: str | None = None,
+    pruner: str | None = None,
+    parallel: int = 1,
+    prune_after: int | None = None,
+    population: int | None = None,
+    interval: int | str | None = None,
+    quantile: float | None = None,
+    resample_probability: float | None = None,
+    factors: Sequence[float] | str | None = None,
+) -> SearchPlan:
     """The search a spec with a `search` block asks for: `trials` trials suggested by Optuna
     (`scheduler` "trials"), or a population of `population` members trained by PBT, an exploit
     every `interval` frames (a count or a size such as "50k"; `scheduler` "pbt"). A setting left
@@ -73,44 +84,76 @@ def plan_search(source: str | Path | dict[str, Any], overrides: list[str] | None
     median after PRUNE_AFTER trials; PBT's quantile, resample probability and factors: `pbt.Options`);
     a setting of the other scheduler is refused. BadInput (or SpecError) when it cannot run, before
     anything is written or Optuna is imported."""
-    population_settings = {"--population": population, "--interval": interval, "--quantile": quantile,
-                           "--resample": resample_probability, "--factors": factors}
+    population_settings = {
+        "--population": population,
+        "--interval": interval,
+        "--quantile": quantile,
+        "--resample": resample_probability,
+        "--factors": factors,
+    }
     if scheduler not in SCHEDULERS:
         raise BadInput(f"--scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}; use one of them")
     chosen_metric = "eval_mean" if metric is None else metric
     if scheduler == "pbt":
-        return _plan_population(source, overrides, population, interval, quantile, resample_probability, factors,
-                                metric=chosen_metric, parallel=parallel,
-                                trial_settings={"--trials": trials, "--sampler": sampler, "--pruner": pruner,
-                                                "--prune-after": prune_after})
+        return _plan_population(
+            source,
+            overrides,
+            population,
+            interval,
+            quantile,
+            resample_probability,
+            factors,
+            metric=chosen_metric,
+            parallel=parallel,
+            trial_settings={"--trials": trials, "--sampler": sampler, "--pruner": pruner, "--prune-after": prune_after},
+        )
     extra = [option for option, value in population_settings.items() if value is not None]
     if extra:
         raise BadInput(f"{', '.join(extra)} set up population-based training: add --scheduler pbt")
-    return _plan_trials(source, overrides, trials=trials, metric=chosen_metric, sampler=sampler,
-                        pruner="median" if pruner is None else pruner, parallel=parallel,
-                        prune_after=PRUNE_AFTER if prune_after is None else prune_after)
+    return _plan_trials(
+        source,
+        overrides,
+        trials=trials,
+        metric=chosen_metric,
+        sampler=sampler,
+        pruner="median" if pruner is None else pruner,
+        parallel=parallel,
+        prune_after=PRUNE_AFTER if prune_after is None else prune_after,
+    )
 
 
-def _plan_population(source: str | Path | dict[str, Any], overrides: list[str] | None, population: int | None,
-                     interval: int | str | None, quantile: float | None, resample_probability: float | None,
-                     factors: Sequence[float] | str | None, *, metric: str, parallel: int,
-                     trial_settings: dict[str, Any]) -> SearchPlan:
+def _plan_population(
+    source: str | Path | dict[str, Any],
+    overrides: list[str] | None,
+    population: int | None,
+    interval: int | str | None,
+    quantile: float | None,
+    resample_probability: float | None,
+    factors: Sequence[float] | str | None,
+    *,
+    metric: str,
+    parallel: int,
+    trial_settings: dict[str, Any],
+) -> SearchPlan:
     """A PBT search (`rlrun.search.population.plan_pbt`), PBT's settings not given at
     `pbt.Options`' defaults."""
     extra = [option for option, value in trial_settings.items() if value is not None]
     if extra:
-        raise BadInput(f"{', '.join(extra)} belong to a search of trials; --scheduler pbt trains its population"
-                       " generation by generation: drop them")
+        raise BadInput(
+            f"{', '.join(extra)} belong to a search of trials; --scheduler pbt trains its population"
+            " generation by generation: drop them"
+        )
     if population is None or interval is None:
-        raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8"
-                       " --interval 50k")
+        raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8 --interval 50k")
     from rlrun.search.population import plan_pbt
     from rlrun.sizes import parse_size
 
     given: dict[str, Any] = {
-        "interval": parse_size(interval, what="--interval"), "quantile": quantile,
-        "resample_probability": resample_probability, "factors": None if factors is None else _factors(factors),
-    }  # fmt: skip
+        "interval": parse_size(interval, what="--interval"),
+        "quantile": quantile,
+        "resample_probability": resample_probability,
+        "factors": None if factors is None else _factors(factors),
+    }
     options = pbt.Options(population=population, **{key: value for key, value in given.items() if value is not None})
     return plan_pbt(source, overrides, options=options, metric=metric, parallel=parallel)
 
@@ -125,14 +168,25 @@ def _factors(factors: Sequence[float] | str) -> tuple[float, ...]:
         raise BadInput(f"--factors {factors!r}: give numbers separated by commas, e.g. 0.8,1.2") from None
 
 
-def _plan_trials(source: str | Path | dict[str, Any], overrides: list[str] | None, *, trials: int | None,
-                 metric: str, sampler: str | None, pruner: str, parallel: int, prune_after: int) -> SearchPlan:
+def _plan_trials(
+    source: str | Path | dict[str, Any],
+    overrides: list[str] | None,
+    *,
+    trials: int | None,
+    metric: str,
+    sampler: str | None,
+    pruner: str,
+    parallel: int,
+    prune_after: int,
+) -> SearchPlan:
     """A search of trials suggested by Optuna."""
     document = source if isinstance(source, dict) else read_document(source)
     base_document, block = search_space.split(apply_overrides(document, overrides or []))
     if block is None:
-        raise BadInput(f"spec {_label(source)} has no search block; add one, e.g. "
-                       f'"search": {{"agent.optimizer.lr": {search_space.EXAMPLE}}}, or train it with `rlrun train`')
+        raise BadInput(
+            f"spec {_label(source)} has no search block; add one, e.g. "
+            f'"search": {{"agent.optimizer.lr": {search_space.EXAMPLE}}}, or train it with `rlrun train`'
+        )
     spec = validate_spec(base_document)
     dimensions = search_space.parse(block, spec.to_json())
     grid = search_space.is_grid(dimensions)
@@ -142,8 +196,9 @@ def _plan_trials(source: str | Path | dict[str, Any], overrides: list[str] | Non
     _check_choice("--pruner", pruner, PRUNERS)
     if chosen_sampler == "grid" and not grid:
         ranges = ", ".join(d.path for d in dimensions if d.kind != "grid")
-        raise BadInput(f"--sampler grid needs every dimension to be a grid; {ranges} is not: make it a grid or"
-                       " use --sampler tpe")
+        raise BadInput(
+            f"--sampler grid needs every dimension to be a grid; {ranges} is not: make it a grid or use --sampler tpe"
+        )
     if chosen_sampler == "grid":
         size = search_space.grid_size(dimensions)
         if trials is not None and trials > size:
@@ -158,8 +213,15 @@ def _plan_trials(source: str | Path | dict[str, Any], overrides: list[str] | Non
 
     check_compatible(spec)
     check_installed(spec.meta.track)
-    settings = Settings(trials=trials, metric=metric, sampler=chosen_sampler, pruner=pruner, seed=spec.meta.seed,
-                        parallel=parallel, prune_after=prune_after)
+    settings = Settings(
+        trials=trials,
+        metric=metric,
+        sampler=chosen_sampler,
+        pruner=pruner,
+        seed=spec.meta.seed,
+        parallel=parallel,
+        prune_after=prune_after,
+    )
     return SearchPlan(spec, dimensions, settings, {d.path: d.to_json() for d in dimensions})
 
 

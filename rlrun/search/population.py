@@ -69,18 +69,22 @@ class PbtSettings(Settings):
         return pbt.segment_end(generation, self.interval, self.max_frame)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Planning
 
 
-def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = None, *, options: pbt.Options,
-             metric: str = "eval_mean", parallel: int = 1) -> SearchPlan:
+def plan_pbt(
+    source: str | Path | dict[str, Any],
+    overrides: list[str] | None = None,
+    *,
+    options: pbt.Options,
+    metric: str = "eval_mean",
+    parallel: int = 1,
+) -> SearchPlan:
     """A PBT search of a spec with a `search` block, training up to `parallel` members of a
     generation at once; BadInput (or SpecError) before anything is written when it cannot run:
     among others, a searched setting that cannot change mid-run."""
-    base = plan_search(source, overrides, trials=1, metric=metric, sampler="random", pruner="none",
-                       parallel=parallel)
+    base = plan_search(source, overrides, trials=1, metric=metric, sampler="random", pruner="none", parallel=parallel)
     from rlrun.spec.consistency import flatten
     from rlrun.spec.schedules import _ScheduleBase
 
@@ -91,11 +95,19 @@ def plan_pbt(source: str | Path | dict[str, Any], overrides: list[str] | None = 
     if problems:
         raise BadInput("; ".join(problems))
     settings = PbtSettings(
-        trials=options.population * pbt.generations(max_frame, options.interval), metric=metric, sampler=SCHEDULER,
-        pruner="none", seed=spec.meta.seed, parallel=parallel, population=options.population,
-        interval=options.interval, max_frame=max_frame, quantile=options.quantile,
-        resample_probability=options.resample_probability, factors=tuple(options.factors),
-    )  # fmt: skip
+        trials=options.population * pbt.generations(max_frame, options.interval),
+        metric=metric,
+        sampler=SCHEDULER,
+        pruner="none",
+        seed=spec.meta.seed,
+        parallel=parallel,
+        population=options.population,
+        interval=options.interval,
+        max_frame=max_frame,
+        quantile=options.quantile,
+        resample_probability=options.resample_probability,
+        factors=tuple(options.factors),
+    )
     return SearchPlan(spec, base.dimensions, settings, base.space)
 
 
@@ -175,14 +187,22 @@ class PbtDriver(Driver):
             self.error = f"member {member}'s worker process exited with code {exitcode} in generation {generation}"
 
         supervisor = Supervisor(deliver, lost, at_most=settings.parallel)
-        work = (Work(lane, _train_lane, (share, str(self.root), os.getpid(), self.worker_executors),
-                     name=f"rlrun-g{generation}l{lane}")
-                for lane, share in enumerate(lanes) if not supervisor.stop.signal)
+        work = (
+            Work(
+                lane,
+                _train_lane,
+                (share, str(self.root), os.getpid(), self.worker_executors),
+                name=f"rlrun-g{generation}l{lane}",
+            )
+            for lane, share in enumerate(lanes)
+            if not supervisor.stop.signal
+        )
         return supervisor.run(work) or max(signals, default=0)
 
 
-def _train_lane(jobs: tuple[Job, ...], home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
-                shared_stop: Any) -> None:  # fmt: skip
+def _train_lane(
+    jobs: tuple[Job, ...], home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
+) -> None:
     """A worker process: train its segments one after another, each as a parallel trial's worker
     trains its trial, their messages tagged with their trial numbers; none more once stopped, or
     once the cluster was lost."""
@@ -206,8 +226,9 @@ class _Segment:
     """One member's segment of one generation: decided (or taken back from the registry), trained
     or continued, and scored on its run's final evaluation."""
 
-    def __init__(self, driver: PbtDriver, registry: Registry, settings: PbtSettings, generation: int,
-                 member: int) -> None:  # fmt: skip
+    def __init__(
+        self, driver: PbtDriver, registry: Registry, settings: PbtSettings, generation: int, member: int
+    ) -> None:
         self.driver, self.registry, self.settings = driver, registry, settings
         self.generation, self.member = generation, member
         self.number = generation * settings.population + member
@@ -219,8 +240,13 @@ class _Segment:
             return 0
         executor = self.driver.make_executor(StopRequest())
         try:
-            result = job.run(self.driver.root, self.driver.on_event, lambda run_id: None, executor,
-                             handle_signals=self.driver.handle_signals)
+            result = job.run(
+                self.driver.root,
+                self.driver.on_event,
+                lambda run_id: None,
+                executor,
+                handle_signals=self.driver.handle_signals,
+            )
         except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
             self.driver.interrupted = self.interruption(error)  # the segment stays running
             return 0
@@ -276,22 +302,34 @@ class _Segment:
         else:
             previous = [trials[(self.generation - 1) * settings.population + m] for m in range(settings.population)]
             decision = pbt.decide(
-                dimensions, seed=settings.seed, generation=self.generation,
+                dimensions,
+                seed=settings.seed,
+                generation=self.generation,
                 scores=[t.value if t.state == "complete" else None for t in previous],
-                params=[t.params for t in previous], quantile=settings.quantile,
-                resample_probability=settings.resample_probability, factors=settings.factors,
-            )[self.member]  # fmt: skip
+                params=[t.params for t in previous],
+                quantile=settings.quantile,
+                resample_probability=settings.resample_probability,
+                factors=settings.factors,
+            )[self.member]
             parent_run = previous[decision.source].run_id
             if parent_run is None:
-                self.driver.error = (f"member {decision.source}'s generation {self.generation - 1} has no run to"
-                                     f" continue (it failed before training)")
+                self.driver.error = (
+                    f"member {decision.source}'s generation {self.generation - 1} has no run to"
+                    f" continue (it failed before training)"
+                )
                 return None
             frame = max(c.frame for c in self.registry.get_run(parent_run).checkpoints)
         return self.registry.add_segment(
-            self.driver.record.id, number=self.number, params_json=json.dumps(decision.params), member=self.member,
-            generation=self.generation, parent_member=None if self.generation == 0 else decision.source,
-            parent_run_id=parent_run, frame=frame, mutated_json=json.dumps(list(decision.mutated)),
-        )  # fmt: skip
+            self.driver.record.id,
+            number=self.number,
+            params_json=json.dumps(decision.params),
+            member=self.member,
+            generation=self.generation,
+            parent_member=None if self.generation == 0 else decision.source,
+            parent_run_id=parent_run,
+            frame=frame,
+            mutated_json=json.dumps(list(decision.mutated)),
+        )
 
     # -- training -------------------------------------------------------------------------------
 
@@ -348,8 +386,14 @@ class _Segment:
     def _end(self, row: TrialRecord, state: str, value: float | None, note: str | None) -> int:
         frame = self.settings.segment_end(self.generation)
         intermediate = [] if value is None or math.isnan(value) else [[frame, value]]
-        self.registry.record_trial(row.id, intermediate_json=json.dumps(intermediate), system_attrs_json="{}",
-                                   state=state, value=value, note=note)
+        self.registry.record_trial(
+            row.id,
+            intermediate_json=json.dumps(intermediate),
+            system_attrs_json="{}",
+            state=state,
+            value=value,
+            note=note,
+        )
         self.driver.on_trial(TrialOutcome(self.number, row.run_id, row.params, state, value, note))
         return 0
 

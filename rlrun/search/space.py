@@ -54,8 +54,12 @@ def parse(block: Any, base: dict[str, Any]) -> list[Dimension]:
     """The dimensions of a search block over `base` (a complete spec document, as `Spec.to_json`
     gives it); SpecError with one line per problem, each naming `search.<path>` and a fix."""
     if not isinstance(block, dict) or not block:
-        raise SpecError([f"search = {json.dumps(block)}: not a search space; map dotted spec paths to"
-                         f' distributions, e.g. {{"agent.optimizer.lr": {EXAMPLE}}}'])
+        raise SpecError(
+            [
+                f"search = {json.dumps(block)}: not a search space; map dotted spec paths to"
+                f' distributions, e.g. {{"agent.optimizer.lr": {EXAMPLE}}}'
+            ]
+        )
     problems: list[str] = []
     dimensions: list[Dimension] = []
     for path, distribution in block.items():
@@ -79,7 +83,7 @@ def _path_problem(path: str, base: dict[str, Any]) -> str | None:
     for key in path.split("."):
         if not isinstance(node, dict):
             shown = ".".join(walked)
-            hint = (f"; search {shown} itself" if walked else "")
+            hint = f"; search {shown} itself" if walked else ""
             return f"{shown} is {json.dumps(node)}, not an object with keys{hint}"
         if key not in node:
             from rlrun.spec import did_you_mean
@@ -106,8 +110,9 @@ def _paths(node: Any, prefix: str = "") -> list[str]:
 
 def _dimension(where: str, path: str, distribution: Any) -> tuple[Dimension | None, str | None]:
     if not isinstance(distribution, dict) or len(distribution) != 1:
-        return None, (f"{json.dumps(distribution)} is not a distribution; write one kind and its arguments,"
-                      f" e.g. {EXAMPLE}")
+        return None, (
+            f"{json.dumps(distribution)} is not a distribution; write one kind and its arguments, e.g. {EXAMPLE}"
+        )
     kind, values = next(iter(distribution.items()))
     if kind not in KINDS:
         from rlrun.spec import did_you_mean

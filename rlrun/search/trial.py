@@ -59,8 +59,14 @@ class Job:
     overrides: tuple[str, ...] = ()
     """A fork's spec edit."""
 
-    def run(self, home: Path, on_event: Callable[[events.Event], None], on_start: Callable[[str], None],
-            executor: Executor, handle_signals: bool = True) -> Any:
+    def run(
+        self,
+        home: Path,
+        on_event: Callable[[events.Event], None],
+        on_start: Callable[[str], None],
+        executor: Executor,
+        handle_signals: bool = True,
+    ) -> Any:
         from rlrun.training import resume, train
 
         if self.kind == "resume":
@@ -68,13 +74,27 @@ class Job:
             return resume(self.run_id, home=home, on_event=on_event, executor=executor, handle_signals=handle_signals)
         if self.kind == "fork":
             assert self.run_id is not None
-            return resume(self.run_id, home=home, fork=True, overrides=list(self.overrides), on_event=on_event,
-                          on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals,
-                          trial=self.trial)
+            return resume(
+                self.run_id,
+                home=home,
+                fork=True,
+                overrides=list(self.overrides),
+                on_event=on_event,
+                on_start=lambda run: on_start(run.id),
+                executor=executor,
+                handle_signals=handle_signals,
+                trial=self.trial,
+            )
         assert self.spec is not None
-        return train(validate_spec(self.spec, check_env_id=False), home=home, on_event=on_event,
-                     on_start=lambda run: on_start(run.id), executor=executor, handle_signals=handle_signals,
-                     trial=self.trial)
+        return train(
+            validate_spec(self.spec, check_env_id=False),
+            home=home,
+            on_event=on_event,
+            on_start=lambda run: on_start(run.id),
+            executor=executor,
+            handle_signals=handle_signals,
+            trial=self.trial,
+        )
 
 
 def local_executor(stop: StopRequest) -> Executor:
@@ -87,8 +107,9 @@ class Trial:
     """One trial: suggested (or taken back from the registry), trained or continued, scored and
     perhaps pruned on its evaluations."""
 
-    def __init__(self, driver: Driver, registry: Registry, number: int, existing: TrialRecord | None,
-                 history: list[TrialRecord]) -> None:  # fmt: skip
+    def __init__(
+        self, driver: Driver, registry: Registry, number: int, existing: TrialRecord | None, history: list[TrialRecord]
+    ) -> None:
         self.driver, self.registry, self.number, self.existing = driver, registry, number, existing
         settings = driver.plan.settings
         self.settings = settings
@@ -132,8 +153,13 @@ class Trial:
         if job is None:
             return 0
         try:
-            result = job.run(self.driver.root, self._event, self._started, self.driver.make_executor(self.stop),
-                             handle_signals=self.driver.handle_signals)
+            result = job.run(
+                self.driver.root,
+                self._event,
+                self._started,
+                self.driver.make_executor(self.stop),
+                handle_signals=self.driver.handle_signals,
+            )
         except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
             self.driver.interrupted = f"trial {self.number} interrupted: {error}"  # the trial stays running
             return 0
@@ -180,10 +206,13 @@ class Trial:
         value = self._value_at(frame)
         self.intermediate.append((frame, value))
         self.trial.report(value, frame)
-        prune = (self.settings.pruner != "none" and frame < self.spec.meta.max_frame and self.trial.should_prune())
+        prune = self.settings.pruner != "none" and frame < self.spec.meta.max_frame and self.trial.should_prune()
         assert self.row is not None
-        self.registry.record_trial(self.row.id, intermediate_json=json.dumps(self.intermediate),
-                                   system_attrs_json=json.dumps(self._system_attrs()))
+        self.registry.record_trial(
+            self.row.id,
+            intermediate_json=json.dumps(self.intermediate),
+            system_attrs_json=json.dumps(self._system_attrs()),
+        )
         if prune:
             self.pruned_at = frame
             self.stop.request(PRUNE)
@@ -194,8 +223,10 @@ class Trial:
         if self.settings.metric == "eval_mean":
             values = list(self.scores[frame].values())
         else:
-            values = [max(by_session[s] for f, by_session in self.scores.items() if f <= frame and s in by_session)
-                      for s in self.scores[frame]]
+            values = [
+                max(by_session[s] for f, by_session in self.scores.items() if f <= frame and s in by_session)
+                for s in self.scores[frame]
+            ]
         return sum(values) / len(values)
 
     def _system_attrs(self) -> dict[str, Any]:
@@ -204,29 +235,39 @@ class Trial:
 
     def _end(self, state: str, error: str | None) -> int:
         if self.row is None:  # refused before its run was recorded
-            self.row = self.registry.add_trial(self.driver.record.id, number=self.number, run_id=None,
-                                               params_json=json.dumps(self.params))
+            self.row = self.registry.add_trial(
+                self.driver.record.id, number=self.number, run_id=None, params_json=json.dumps(self.params)
+            )
         value = self.intermediate[-1][1] if state == "complete" and self.intermediate else None
         note = error
         if state == "pruned" and self.pruned_at is not None:
             score = self.intermediate[-1][1]
-            note = (f"pruned at frame {self.pruned_at:,}: {self.settings.metric} {format_score(score)} fell below the"
-                    f" {self.settings.pruner} pruner's bar")
-        self.registry.record_trial(self.row.id, intermediate_json=json.dumps(self.intermediate),
-                                   system_attrs_json=json.dumps(self._system_attrs()), state=state, value=value,
-                                   note=note)
+            note = (
+                f"pruned at frame {self.pruned_at:,}: {self.settings.metric} {format_score(score)} fell below the"
+                f" {self.settings.pruner} pruner's bar"
+            )
+        self.registry.record_trial(
+            self.row.id,
+            intermediate_json=json.dumps(self.intermediate),
+            system_attrs_json=json.dumps(self._system_attrs()),
+            state=state,
+            value=value,
+            note=note,
+        )
         self.driver.on_trial(TrialOutcome(self.number, self.row.run_id, self.params, state, value, note))
         return 0
 
 
-def trial_worker(job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
-                 shared_stop: Any) -> None:
+def trial_worker(
+    job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
+) -> None:
     """A parallel trial's worker process (`train_trial`)."""
     train_trial(job, home, parent, executors, outbox, shared_stop)
 
 
-def train_trial(job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any,
-                shared_stop: Any) -> bool:
+def train_trial(
+    job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
+) -> bool:
     """A worker process: train one trial, its events and end sent to the driver; its sessions here
     (`executors` None), or placed on a Ray cluster by the executor `executors` makes. Signals are
     the driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
@@ -248,8 +289,9 @@ def train_trial(job: Job, home: str, parent: int, executors: WorkerExecutors | N
 
     executor = LocalExecutor(handle_signals=False, stop=stop) if executors is None else executors(stop)
     try:
-        result = job.run(Path(home), emit, lambda run_id: outbox.put(("started", run_id)), executor,
-                         handle_signals=False)
+        result = job.run(
+            Path(home), emit, lambda run_id: outbox.put(("started", run_id)), executor, handle_signals=False
+        )
         outbox.put(("ended", (result.outcome, result.error, result.signal)))
     except (ClusterLost, ClusterUnreachable) as error:  # reachable when the search began: lost since
         outbox.put(("interrupted", str(error)))

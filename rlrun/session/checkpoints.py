@@ -180,8 +180,9 @@ class Checkpoints:
         session = self.session
         directory = paths.checkpoints_dir(session.home, session.task.run_id, session.task.index)
         newest = self._newest
-        previous = self.previous if newest is None else \
-            newest.temporary if newest.temporary.exists() else newest.destination  # fmt: skip
+        previous = (
+            self.previous if newest is None else newest.temporary if newest.temporary.exists() else newest.destination
+        )
         return snapshot.prepare(directory / snapshot.snapshot_name(session.clock.frame), captured, previous=previous)
 
     def _release(self, held: Held) -> None:
@@ -191,9 +192,14 @@ class Checkpoints:
             return
         kind = "+".join(kinds)
         session = self.session
-        meta = replace(held.meta, kind=kind, evaluations=list(session.evaluations), best=session.best,
-                       random=replace(held.meta.random, eval_env=session.eval_env_state.generator),
-                       eval_wrappers=session.eval_env_state.wrappers)
+        meta = replace(
+            held.meta,
+            kind=kind,
+            evaluations=list(session.evaluations),
+            best=session.best,
+            random=replace(held.meta.random, eval_env=session.eval_env_state.generator),
+            eval_wrappers=session.eval_env_state.wrappers,
+        )
         self._publish(held.prepared.with_meta(meta), held.frame, kind)
 
     def _publish(self, prepared: snapshot.Prepared, frame: int, kind: str) -> None:
@@ -231,8 +237,7 @@ class Checkpoints:
         (in flight, or `arriving`, of that kind) supersedes; False when there is none."""
         waiting = list(self.uploading)
         for i, upload in enumerate(waiting):
-            if _superseded(upload.kind, later=[u.kind for u in waiting[i + 1:]] + [arriving]) and \
-                    upload.done.cancel():  # fmt: skip
+            if _superseded(upload.kind, later=[u.kind for u in waiting[i + 1 :]] + [arriving]) and upload.done.cancel():
                 self.uploading.remove(upload)
                 upload.prepared.discard()
                 upload.recorded.set()
@@ -258,10 +263,15 @@ class Checkpoints:
         try:
             # The rename happens inside the fenced transaction that records it: a stale attempt
             # neither puts its folder in place nor records it.
-            session.registry.add_checkpoint(session.task.session_id, frame=upload.frame, kind=upload.kind,
-                                            path=str(prepared.destination.relative_to(session.home)),
-                                            sha256=prepared.sha256, size_bytes=prepared.size_bytes,
-                                            publish=prepared.publish)
+            session.registry.add_checkpoint(
+                session.task.session_id,
+                frame=upload.frame,
+                kind=upload.kind,
+                path=str(prepared.destination.relative_to(session.home)),
+                sha256=prepared.sha256,
+                size_bytes=prepared.size_bytes,
+                publish=prepared.publish,
+            )
         except BaseException:
             prepared.discard()
             raise

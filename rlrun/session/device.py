@@ -60,8 +60,10 @@ def check_device(requested: str) -> None:
     count = torch.cuda.device_count()
     index = _index(requested)
     if index is not None and index >= count:
-        raise BadInput(f"{shown}: this machine has {count} CUDA GPU{'s' if count > 1 else ''}"
-                       f" (cuda:0 to cuda:{count - 1}); use one of them, cuda or auto")
+        raise BadInput(
+            f"{shown}: this machine has {count} CUDA GPU{'s' if count > 1 else ''}"
+            f" (cuda:0 to cuda:{count - 1}); use one of them, cuda or auto"
+        )
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -120,8 +122,14 @@ def nondeterministic_ops(found: Callable[[str], None]) -> Iterator[None]:
     with warnings.catch_warnings():
         shown_before = warnings.showwarning
 
-        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                 file: Any = None, line: str | None = None) -> None:
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: Any = None,
+            line: str | None = None,
+        ) -> None:
             named = _NOT_DETERMINISTIC.match(str(message))
             if named is None:
                 shown_before(message, category, filename, lineno, file, line)
@@ -166,10 +174,17 @@ def torch_state_kept() -> Iterator[None]:
         (torch.is_grad_enabled, torch.set_grad_enabled),
         (torch.get_default_dtype, torch.set_default_dtype),
         # the float32 product precisions, torch.set_float32_matmul_precision's among them
-        *((lambda kind=kind: kind.fp32_precision, lambda value, kind=kind: setattr(kind, "fp32_precision", value))
-          for kind in precisions),
-        (lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
-         lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1])),
+        *(
+            (lambda kind=kind: kind.fp32_precision, lambda value, kind=kind: setattr(kind, "fp32_precision", value))
+            for kind in precisions
+        ),
+        (
+            lambda: (
+                torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+            ),
+            lambda value: torch.use_deterministic_algorithms(value[0], warn_only=value[1]),
+        ),
         (lambda: (backends.cudnn.deterministic, backends.cudnn.benchmark), lambda value: _set_cudnn(*value)),
         (flushing_now, torch.set_flush_denormal),
         (torch.get_rng_state, torch.set_rng_state),

@@ -65,8 +65,16 @@ class Recorder:
         self.env: Any = None
         self.given_up = False
 
-    def record(self, play: Play, frame: int, seed: int, agent: Agent, normalizer: Normalizer | None,
-               wrappers: list[Any] | None, evaluated_return: float) -> Video | None:
+    def record(
+        self,
+        play: Play,
+        frame: int,
+        seed: int,
+        agent: Agent,
+        normalizer: Normalizer | None,
+        wrappers: list[Any] | None,
+        evaluated_return: float,
+    ) -> Video | None:
         """The episode of `seed` as the evaluation at `frame` played it, written to its file;
         `wrappers`: the evaluation env's wrappers' state as that episode began (None: none kept)."""
         if self.given_up:
@@ -78,14 +86,20 @@ class Recorder:
             self.given_up = True
             reason = str(error) if isinstance(error, BadInput) else f"meta.eval_video failed: {describe(error)}"
             return Video(frame, None, None, f"no evaluation videos: {reason}; training goes on without them")
-        problem = None if episode_return == evaluated_return else (
-            f"the video of the evaluation at frame {frame} ({path.name}) played another episode than the one "
-            f"evaluated (return {episode_return:g}, not {evaluated_return:g}): the env plays differently when it"
-            " renders")
+        problem = (
+            None
+            if episode_return == evaluated_return
+            else (
+                f"the video of the evaluation at frame {frame} ({path.name}) played another episode than the one "
+                f"evaluated (return {episode_return:g}, not {evaluated_return:g}): the env plays differently when it"
+                " renders"
+            )
+        )
         return Video(frame, path, episode_return, problem)
 
-    def _write(self, play: Play, path: Path, seed: int, agent: Agent, normalizer: Normalizer | None,
-               wrappers: list[Any] | None) -> float:
+    def _write(
+        self, play: Play, path: Path, seed: int, agent: Agent, normalizer: Normalizer | None, wrappers: list[Any] | None
+    ) -> float:
         """Play the episode into `path`, atomically; returns its return."""
         made = self.env is None
         env = self._env()
@@ -97,9 +111,16 @@ class Recorder:
                 stale.unlink(missing_ok=True)
         writer = VideoWriter(path, fps=env.metadata.get("render_fps", 30), atomic=True)
         try:
-            played = play(agent, env, [seed], deterministic=self.spec.meta.eval_deterministic,
-                          epsilon=self.spec.eval_epsilon, max_steps=self.spec.eval_max_steps, on_frame=writer,
-                          normalizer=normalizer)
+            played = play(
+                agent,
+                env,
+                [seed],
+                deterministic=self.spec.meta.eval_deterministic,
+                epsilon=self.spec.eval_epsilon,
+                max_steps=self.spec.eval_max_steps,
+                on_frame=writer,
+                normalizer=normalizer,
+            )
         except BaseException:
             writer.discard()
             raise
@@ -115,8 +136,10 @@ class Recorder:
             if RENDER_MODE not in env.metadata.get("render_modes", []):
                 env.close()
                 renders = ", ".join(env.metadata.get("render_modes", [])) or "nothing"
-                raise BadInput(f"meta.eval_video needs {RENDER_MODE} frames, and {self.spec.env.id} renders {renders}"
-                               f" (give it a {RENDER_MODE} render mode, or set meta.eval_video to null)")
+                raise BadInput(
+                    f"meta.eval_video needs {RENDER_MODE} frames, and {self.spec.env.id} renders {renders}"
+                    f" (give it a {RENDER_MODE} render mode, or set meta.eval_video to null)"
+                )
             self.env = env
         return self.env
 

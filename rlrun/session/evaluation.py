@@ -49,8 +49,14 @@ class Evaluation:
         return float(np.std(self.returns))
 
     def summary(self) -> dict[str, Any]:
-        return {"frame": self.frame, "mean": self.mean, "std": self.std, "min": float(np.min(self.returns)),
-                "max": float(np.max(self.returns)), "episodes": len(self.returns)}
+        return {
+            "frame": self.frame,
+            "mean": self.mean,
+            "std": self.std,
+            "min": float(np.min(self.returns)),
+            "max": float(np.max(self.returns)),
+            "episodes": len(self.returns),
+        }
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,15 +86,25 @@ class Outcome:
     """Its video (`meta.eval_video`), when it was due one: the file, or why there is none."""
 
 
-def evaluate(agent: Agent, env: gym.Env[Any, Any], *, seed: int, frame: int, episodes: int,
-             deterministic: bool = True, epsilon: float = 0.0, max_steps: int | None = None,
-             normalizer: Normalizer | None = None) -> Evaluation:
+def evaluate(
+    agent: Agent,
+    env: gym.Env[Any, Any],
+    *,
+    seed: int,
+    frame: int,
+    episodes: int,
+    deterministic: bool = True,
+    epsilon: float = 0.0,
+    max_steps: int | None = None,
+    normalizer: Normalizer | None = None,
+) -> Evaluation:
     """Run `episodes` episodes. Episode k at frame f is seeded from (seed, f, k) alone, so an
     evaluation neither depends on nor disturbs any other random stream (nor the training env's
     normalisation statistics, which it reads frozen)."""
     seeds = episode_seeds(seed, frame, episodes)
-    played = play(agent, env, seeds, deterministic=deterministic, epsilon=epsilon, max_steps=max_steps,
-                  normalizer=normalizer)
+    played = play(
+        agent, env, seeds, deterministic=deterministic, epsilon=epsilon, max_steps=max_steps, normalizer=normalizer
+    )
     return Evaluation(frame=frame, returns=played.returns, lengths=played.lengths, truncated=played.truncated)
 
 
@@ -97,9 +113,17 @@ def episode_seeds(seed: int, frame: int, episodes: int) -> list[int]:
     return [seeding.derive(seed, seeding.EVAL, frame, k) for k in range(episodes)]
 
 
-def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministic: bool, epsilon: float = 0.0,
-         max_steps: int | None = None, on_frame: Callable[[Any], None] | None = None,
-         normalizer: Normalizer | None = None) -> Played:
+def play(
+    agent: Agent,
+    env: gym.Env[Any, Any],
+    seeds: list[int],
+    *,
+    deterministic: bool,
+    epsilon: float = 0.0,
+    max_steps: int | None = None,
+    on_frame: Callable[[Any], None] | None = None,
+    normalizer: Normalizer | None = None,
+) -> Played:
     """One episode per seed; the env, any action sampling and the ε-random actions are seeded from
     it. `on_frame` gets the env's render after every step. The agent sees observations through
     `normalizer`, frozen (never updated here); returns are the env's own rewards. An episode still
@@ -117,7 +141,8 @@ def play(agent: Agent, env: gym.Env[Any, Any], seeds: list[int], *, deterministi
         while not done:
             if remembering is not None:  # the memory reads every observation, whichever action is taken
                 remembered, memory = remembering.act_remembering(
-                    _seen(obs, normalizer), memory, deterministic=deterministic, generator=generator)
+                    _seen(obs, normalizer), memory, deterministic=deterministic, generator=generator
+                )
             if epsilon > 0 and explore.random() < epsilon:
                 action = random_actions.sample()
             elif remembering is not None:
@@ -159,8 +184,15 @@ class Evaluator:
     copy's place. Nothing here touches the training agent, env or random generators after
     `submit` returns. `videos`: where the video of the evaluation at a frame goes (None: no videos)."""
 
-    def __init__(self, spec: Spec, obs_space: Any, action_space: Any, seed: int, device: str,
-                 videos: Callable[[int], Path] | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        obs_space: Any,
+        action_space: Any,
+        seed: int,
+        device: str,
+        videos: Callable[[int], Path] | None = None,
+    ) -> None:
         self.spec, self.seed = spec, seed
         self.env = make_env(spec.env)
         self.recorder = eval_video.Recorder(spec, videos) if videos is not None and spec.meta.eval_video else None
@@ -182,8 +214,10 @@ class Evaluator:
     # -- the evaluation env's state, carried by snapshots ---------------------------------------
 
     def env_state(self) -> EvalEnvState:
-        return EvalEnvState(generator_state(getattr(self.env.unwrapped, "_np_random", None)),
-                            wrappers_state(self.env) if self.spec.env.wrappers else None)
+        return EvalEnvState(
+            generator_state(getattr(self.env.unwrapped, "_np_random", None)),
+            wrappers_state(self.env) if self.spec.env.wrappers else None,
+        )
 
     def restore_env(self, state: EvalEnvState) -> None:
         if state.wrappers is not None:
@@ -213,8 +247,9 @@ class Evaluator:
             self.copy_normalizer.load_state_dict(copy.deepcopy(normalizer.state_dict()))
         self.waited += time.monotonic() - started
         self.running_frame = frame
-        self.running = self.thread.submit(self._run, frame, self.copy,
-                                          self.copy_normalizer if normalizer is not None else None, video)
+        self.running = self.thread.submit(
+            self._run, frame, self.copy, self.copy_normalizer if normalizer is not None else None, video
+        )
 
     def unrecorded(self) -> int:
         """Evaluations submitted that the loop has not taken yet (`finished`)."""
@@ -224,14 +259,23 @@ class Evaluator:
         testhooks.slow_evaluation()
         # the first episode starts from the wrappers' state as it is now: its replay must too
         wrappers = wrappers_state(self.env) if video and self.spec.env.wrappers else None
-        evaluation = evaluate(agent, self.env, seed=self.seed, frame=frame, episodes=self.spec.meta.num_eval_episodes,
-                              deterministic=self.spec.meta.eval_deterministic, epsilon=self.spec.eval_epsilon,
-                              max_steps=self.spec.eval_max_steps, normalizer=normalizer)
+        evaluation = evaluate(
+            agent,
+            self.env,
+            seed=self.seed,
+            frame=frame,
+            episodes=self.spec.meta.num_eval_episodes,
+            deterministic=self.spec.meta.eval_deterministic,
+            epsilon=self.spec.eval_epsilon,
+            max_steps=self.spec.eval_max_steps,
+            normalizer=normalizer,
+        )
         after = self.env_state()
         recorded = None
         if video and self.recorder is not None:
-            recorded = self.recorder.record(play, frame, episode_seeds(self.seed, frame, 1)[0], agent, normalizer,
-                                            wrappers, evaluation.returns[0])
+            recorded = self.recorder.record(
+                play, frame, episode_seeds(self.seed, frame, 1)[0], agent, normalizer, wrappers, evaluation.returns[0]
+            )
         return Outcome(evaluation, after, recorded)
 
     def _finish_running(self) -> None:

@@ -73,8 +73,11 @@ class Session:
         self.meta = self.spec.meta
         self.home = paths.task_home(task.home)
         # "auto" divides the usable cores among the sessions running on this machine now
-        sharing = self.meta.sessions if AUTO not in (self.spec.env.workers, self.meta.torch_threads) else \
-            registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
+        sharing = (
+            self.meta.sessions
+            if AUTO not in (self.spec.env.workers, self.meta.torch_threads)
+            else registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
+        )
         threads = torch_threads(self.spec, sharing)  # the number the run recorded
         torch.set_num_threads(threads)
         random.seed(seeding.derive(task.seed, seeding.PYTHON_NUMPY))
@@ -82,11 +85,17 @@ class Session:
         self.env = make_vector_env(self.spec.env, sessions=sharing, threads=threads)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
-        self.agent = build_agent(self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed,
-                                 str(self.device))
-        self.evaluator = Evaluator(self.spec, self.env.single_observation_space, self.env.single_action_space,
-                                   task.seed, str(self.device),
-                                   videos=lambda frame: paths.eval_video(self.home, task.run_id, task.index, frame))
+        self.agent = build_agent(
+            self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed, str(self.device)
+        )
+        self.evaluator = Evaluator(
+            self.spec,
+            self.env.single_observation_space,
+            self.env.single_action_space,
+            task.seed,
+            str(self.device),
+            videos=lambda frame: paths.eval_video(self.home, task.run_id, task.index, frame),
+        )
         self.eval_env_state = self.evaluator.env_state()
         """The evaluation env's state after the newest evaluation recorded (what a snapshot holds)."""
         self.clock = Clock()
@@ -130,10 +139,15 @@ class Session:
         However training ends, the session and this attempt are closed: an exception closes both
         as failed, with its message, and goes on up."""
         self.attempt = self.registry.add_attempt(
-            self.task.session_id, kind=self.task.attempt, host=socket.gethostname(), pid=os.getpid(),
-            start_frame=self.clock.frame, approximate=self.approximate is not None,
+            self.task.session_id,
+            kind=self.task.attempt,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            start_frame=self.clock.frame,
+            approximate=self.approximate is not None,
             note="; ".join(filter(None, [self.approximate, self.env_restored, self._device_note()])) or None,
-            node=self.task.node, lease=self.lease,
+            node=self.task.node,
+            lease=self.lease,
         )
         status, error, lost = "failed", None, False
         try:
@@ -168,8 +182,11 @@ class Session:
         the first time each such op runs."""
         if self.device.type == "cpu":
             return nullcontext()
-        return nondeterministic_ops(lambda op: self.registry.mark_attempt_approximate(
-            self.attempt.id, reason=f"{op} has no deterministic kernel on {self.where}: a resume cannot be exact"))
+        return nondeterministic_ops(
+            lambda op: self.registry.mark_attempt_approximate(
+                self.attempt.id, reason=f"{op} has no deterministic kernel on {self.where}: a resume cannot be exact"
+            )
+        )
 
     def _train(self, stop: StopRequest) -> str:
         started = last_beat = time.monotonic()
@@ -191,13 +208,19 @@ class Session:
             self.clock.wall_time = start_wall + now - started
             finished = self.clock.frame >= self.meta.max_frame
             if crossed(before, self.clock.frame, self.meta.log_frequency) or finished:
-                self._report(fps=(self.clock.frame - start_frame) / max(now - started, 1e-9),
-                             record=crossed(before, self.clock.frame, self.meta.log_frequency))
+                self._report(
+                    fps=(self.clock.frame - start_frame) / max(now - started, 1e-9),
+                    record=crossed(before, self.clock.frame, self.meta.log_frequency),
+                )
             evaluated = crossed(before, self.clock.frame, self.meta.eval_frequency) or finished
             if evaluated:
                 # numbered over the session's evaluations, those its snapshot carries included
-                self.evaluator.submit(self.clock.frame, self.agent, self.normalizer,
-                                      number=len(self.evaluations) + self.evaluator.unrecorded())
+                self.evaluator.submit(
+                    self.clock.frame,
+                    self.agent,
+                    self.normalizer,
+                    number=len(self.evaluations) + self.evaluator.unrecorded(),
+                )
             # A return target is known reached at the evaluation's own frame, never a few steps later
             # when an overlapped evaluation happens to end: the same stop on every resume.
             self._record_evaluations(wait=finished or (evaluated and self.meta.stop_at_return is not None))
@@ -236,8 +259,11 @@ class Session:
             step = Step(self.obs, action, reward, terminated, truncated, final)
         else:
             learned = self.normalizer.step(next_obs, reward, done)
-            step = (Step(self.obs, action, reward, terminated, truncated, final) if self.replays else
-                    Step(seen, action, learned, terminated, truncated, self.normalizer.observation(final)))
+            step = (
+                Step(self.obs, action, reward, terminated, truncated, final)
+                if self.replays
+                else Step(seen, action, learned, terminated, truncated, self.normalizer.observation(final))
+            )
         self.agent.observe(step)
         self.obs = next_obs
         self.clock.frame += self.spec.env.num_envs
@@ -268,11 +294,21 @@ class Session:
 
         self.registry.fenced(create)  # under the lease: a stale attempt never cuts a newer one's log
         self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
-        identity = Identity(self.task.run_id, self.task.index, self.task.seed, self.spec.to_json(),
-                            group=self.registry.search_of(self.task.run_id) if self.meta.track else None)
-        self.trackers = open_relay(self.meta.track, identity, folder, attempt=self.task.attempt,
-                                   rows=self.metrics_kept,
-                                   evaluations=[Evaluation(**e).summary() for e in self.evaluations])
+        identity = Identity(
+            self.task.run_id,
+            self.task.index,
+            self.task.seed,
+            self.spec.to_json(),
+            group=self.registry.search_of(self.task.run_id) if self.meta.track else None,
+        )
+        self.trackers = open_relay(
+            self.meta.track,
+            identity,
+            folder,
+            attempt=self.task.attempt,
+            rows=self.metrics_kept,
+            evaluations=[Evaluation(**e).summary() for e in self.evaluations],
+        )
 
     def flush_logs(self, sync: bool = False) -> None:
         """Rows reach the log only here, inside a fenced registry transaction (see `Session.run`),
@@ -319,16 +355,31 @@ class Session:
         return_mean = float(np.mean(self.recent_returns)) if self.recent_returns else None
         if record:
             length_mean = float(np.mean(self.recent_lengths)) if self.recent_lengths else None
-            row = {**self.clock.to_json(), "fps": fps, "return_mean": return_mean, "length_mean": length_mean,
-                   **self.last_losses}
+            row = {
+                **self.clock.to_json(),
+                "fps": fps,
+                "return_mean": return_mean,
+                "length_mean": length_mean,
+                **self.last_losses,
+            }
             self.metrics.append(row)
             if self.tensorboard is not None:
                 self.tensorboard.add(row)
             if self.trackers is not None:
                 self.trackers.add(row)
         headline = self.agent.HEADLINE
-        self.emit(events.Progress(self.task.index, self.clock.frame, self.meta.max_frame, self.clock.episode,
-                                  fps, return_mean, headline, self.last_losses.get(headline)))
+        self.emit(
+            events.Progress(
+                self.task.index,
+                self.clock.frame,
+                self.meta.max_frame,
+                self.clock.episode,
+                fps,
+                return_mean,
+                headline,
+                self.last_losses.get(headline),
+            )
+        )
         self._say_tracker_warnings()
 
     def _say_tracker_warnings(self) -> None:
@@ -342,7 +393,7 @@ class Session:
         outcomes = self.evaluator.finished(wait)
         for i, outcome in enumerate(outcomes):
             self._record(outcome)
-            unknown = [o.evaluation.frame for o in outcomes[i + 1:]]
+            unknown = [o.evaluation.frame for o in outcomes[i + 1 :]]
             running = self.evaluator.pending_frame()
             unknown_from = min([*unknown, *([running] if running is not None else [])], default=None)
             self.checkpoints.release(unknown_from)

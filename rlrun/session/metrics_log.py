@@ -224,8 +224,10 @@ class SessionLog(NamedTuple):
 
 def session_logs(home: Path, detail: RunDetail) -> list[SessionLog]:
     """Where each session of a run keeps its log (some may not have one yet)."""
-    return [SessionLog(detail.run.id, s.index, path(paths.session_dir(home, detail.run.id, s.index)))
-            for s in detail.sessions]
+    return [
+        SessionLog(detail.run.id, s.index, path(paths.session_dir(home, detail.run.id, s.index)))
+        for s in detail.sessions
+    ]
 
 
 def gather(logs: Iterable[SessionLog]) -> dict[str, list[Any]]:

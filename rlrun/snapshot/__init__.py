@@ -45,9 +45,25 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Best", "Log", "Prepared", "RandomStates", "Snapshot", "SnapshotError", "SnapshotMeta", "StoredLog", "Written",
-    "prepare", "read", "read_meta", "remove", "snapshot_name", "sweep_after", "sweep_incomplete", "verify", "write",
-]  # fmt: skip
+    "Best",
+    "Log",
+    "Prepared",
+    "RandomStates",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotMeta",
+    "StoredLog",
+    "Written",
+    "prepare",
+    "read",
+    "read_meta",
+    "remove",
+    "snapshot_name",
+    "sweep_after",
+    "sweep_incomplete",
+    "verify",
+    "write",
+]
 
 
 @dataclass

@@ -111,8 +111,11 @@ def sweep_after(directory: Path, frame: int) -> list[Path]:
     `sweep_incomplete`) and every complete one of a later frame, which it will write again. Such a
     one may be on disk with no registry row: its process was killed between the rename that
     completed it and the commit that would have recorded it."""
-    later = [p for p in directory.iterdir() if (found := frame_of(p.name)) is not None and found > frame] \
-        if directory.is_dir() else []  # fmt: skip
+    later = (
+        [p for p in directory.iterdir() if (found := frame_of(p.name)) is not None and found > frame]
+        if directory.is_dir()
+        else []
+    )
     for path in later:
         remove(path)
     return sweep_incomplete(directory) + later
@@ -191,8 +194,9 @@ def verify(path: Path, expected_sha256: str | None = None, *, deep: bool = True)
         )
     listed = {file for entry in manifest.get("logs", {}).values() for _, _, file in entry["segments"]}
     if not listed <= manifest["files"].keys():
-        raise SnapshotError(f"checkpoint {path}: its manifest names log segments it does not hash; use another"
-                            " checkpoint")
+        raise SnapshotError(
+            f"checkpoint {path}: its manifest names log segments it does not hash; use another checkpoint"
+        )
     for name, digest in manifest["files"].items() if deep else ():
         file = path / name
         if not file.is_file() or hash_file(file) != digest:

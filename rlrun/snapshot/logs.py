@@ -100,10 +100,12 @@ class StoredLog:
         start = max(0, self.end - self.capacity)
         for segment in self.segments:
             with _mapped(segment.path) as (items, release):
-                if items.dtype != ring.dtype or items.shape[1:] != ring.shape[1:] or \
-                        len(items) != segment.end - segment.start:  # fmt: skip
-                    raise SnapshotError(f"{segment.path} does not hold the items its name says; use another"
-                                        " checkpoint")
+                if (
+                    items.dtype != ring.dtype
+                    or items.shape[1:] != ring.shape[1:]
+                    or len(items) != segment.end - segment.start
+                ):
+                    raise SnapshotError(f"{segment.path} does not hold the items its name says; use another checkpoint")
                 step = max(1, _CHUNK // max(1, ring.itemsize * int(np.prod(ring.shape[1:]))))
                 for first, last in _ring_pieces(max(segment.start, start), segment.end, len(ring)):
                     for piece in range(first, last, step):
@@ -174,8 +176,9 @@ def stored_logs(folder: Path, manifest: dict[str, Any]) -> dict[str, StoredLog]:
                 break
             covered = max(covered, segment.end)
         if covered < entry["end"]:
-            raise SnapshotError(f"checkpoint {folder}: log {name} misses items {covered}..{entry['end']};"
-                                " use another checkpoint")
+            raise SnapshotError(
+                f"checkpoint {folder}: log {name} misses items {covered}..{entry['end']}; use another checkpoint"
+            )
         found[name] = StoredLog(entry["end"], entry["capacity"], segments)
     return found
 
@@ -228,14 +231,19 @@ def _manifest(previous: Path | None) -> dict[str, Any] | None:
     return manifest if "logs" in manifest else None
 
 
-def _link_earlier(folder: Path, name: str, log: Log, previous: Path | None, earlier: dict[str, Any] | None,
-                  hashes: dict[str, str]) -> list[list[Any]]:
+def _link_earlier(
+    folder: Path, name: str, log: Log, previous: Path | None, earlier: dict[str, Any] | None, hashes: dict[str, str]
+) -> list[list[Any]]:
     """Hard-link the previous snapshot's segments of `log` that still hold items of its window,
     oldest first and without a gap; returns them as manifest entries. Their hashes are the ones
     the previous manifest recorded: a segment damaged since fails the deep check of both."""
     entry = (earlier or {}).get("logs", {}).get(name)
-    if previous is None or earlier is None or entry is None or \
-            {k: entry.get(k) for k in ("capacity", "dtype", "shape")} != log.describe():  # fmt: skip
+    if (
+        previous is None
+        or earlier is None
+        or entry is None
+        or {k: entry.get(k) for k in ("capacity", "dtype", "shape")} != log.describe()
+    ):
         return []
     linked: list[list[Any]] = []
     covered = log.start

@@ -90,5 +90,11 @@ class SnapshotMeta:
     def from_json(cls, data: dict[str, Any]) -> SnapshotMeta:
         """The record of a parsed meta.json; a missing or unknown key is a TypeError."""
         best = data["best"]
-        return cls(**{**data, "clock": Clock.from_json(data["clock"]), "random": RandomStates(**data["random"]),
-                      "best": None if best is None else Best(**best)})
+        return cls(
+            **{
+                **data,
+                "clock": Clock.from_json(data["clock"]),
+                "random": RandomStates(**data["random"]),
+                "best": None if best is None else Best(**best),
+            }
+        )

@@ -48,8 +48,10 @@ def _segment_key(mirror: storage.Mirror, checkpoints: Path, file: str, digest: s
 def object_keys(mirror: storage.Mirror, snapshot: Path, manifest: dict[str, Any]) -> dict[str, str]:
     """Each file of a snapshot (MANIFEST.json aside) and the object holding it."""
     segments = _segments_of(manifest)
-    return {name: _segment_key(mirror, snapshot.parent, name, digest) if name in segments
-            else mirror.key(snapshot / name) for name, digest in manifest["files"].items()}  # fmt: skip
+    return {
+        name: _segment_key(mirror, snapshot.parent, name, digest) if name in segments else mirror.key(snapshot / name)
+        for name, digest in manifest["files"].items()
+    }
 
 
 def upload(folder: Path, destination: Path) -> None:
@@ -125,8 +127,11 @@ def sweep_after(directory: Path, frame: int) -> list[str]:
     mirror = storage.mirror_of(directory)
     if mirror is None:
         return []
-    doomed = [name for name, complete in snapshots(directory).items()
-              if not complete or (found := frame_of(name)) is None or found > frame]  # fmt: skip
+    doomed = [
+        name
+        for name, complete in snapshots(directory).items()
+        if not complete or (found := frame_of(name)) is None or found > frame
+    ]
     for name in doomed:
         mirror.delete_tree(directory / name)
     if doomed:
@@ -161,8 +166,13 @@ def run_snapshots(run_folder: Path) -> dict[Path, bool]:
 
 def run_checkpoint_folders(run_folder: Path) -> list[Path]:
     """The sessions' checkpoints folders of a run that have snapshots or segments in the store."""
-    return sorted({run_folder / parts[0] / "checkpoints" for parts in _run_keys(run_folder)
-                   if len(parts) >= 3 and parts[1] in ("checkpoints", SEGMENTS)})  # fmt: skip
+    return sorted(
+        {
+            run_folder / parts[0] / "checkpoints"
+            for parts in _run_keys(run_folder)
+            if len(parts) >= 3 and parts[1] in ("checkpoints", SEGMENTS)
+        }
+    )
 
 
 def _run_keys(run_folder: Path) -> list[list[str]]:
@@ -211,6 +221,13 @@ def stored_snapshots(run_folder: Path) -> list[Stored]:
         if meta is None or hashlib.sha256(meta).hexdigest() != manifest["files"][META]:
             raise ValueError(f"{where}: {META} does not match its manifest (altered)")
         manifest_key = mirror.key(path / MANIFEST)
-        found.append(Stored(path, hashlib.sha256(raw).hexdigest(), json.loads(meta),
-                            sum(sizes[key] for key in keys.values()) + len(raw), mirror.modified(manifest_key)))
+        found.append(
+            Stored(
+                path,
+                hashlib.sha256(raw).hexdigest(),
+                json.loads(meta),
+                sum(sizes[key] for key in keys.values()) + len(raw),
+                mirror.modified(manifest_key),
+            )
+        )
     return found

@@ -40,11 +40,35 @@ from rlrun.spec.sections import (
     WrapperSpec,
 )
 
-__all__ = ["ALE_NAMESPACE", "ARITHMETIC", "AgentConfig", "AtariSpec", "EnvSpec", "Frames", "MemorySpec", "MetaSpec",
-           "NetworkSpec", "NormalizeSpec", "OptimizerSpec", "PrioritizedSpec", "RecurrentSpec", "Spec", "Strict",
-           "WrapperSpec", "apply_overrides", "builtin_document", "builtin_names", "builtin_search_names",
-           "did_you_mean", "json_schema", "load_spec", "read_document", "recorded_spec", "user_code",
-           "validate_spec"]
+__all__ = [
+    "ALE_NAMESPACE",
+    "ARITHMETIC",
+    "AgentConfig",
+    "AtariSpec",
+    "EnvSpec",
+    "Frames",
+    "MemorySpec",
+    "MetaSpec",
+    "NetworkSpec",
+    "NormalizeSpec",
+    "OptimizerSpec",
+    "PrioritizedSpec",
+    "RecurrentSpec",
+    "Spec",
+    "Strict",
+    "WrapperSpec",
+    "apply_overrides",
+    "builtin_document",
+    "builtin_names",
+    "builtin_search_names",
+    "did_you_mean",
+    "json_schema",
+    "load_spec",
+    "read_document",
+    "recorded_spec",
+    "user_code",
+    "validate_spec",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,8 +82,9 @@ def builtin_names() -> list[str]:
 def builtin_search_names() -> list[str]:
     """Built-in search specs (a spec with a `search` block, for `rlrun search`), kept apart from
     the specs `rlrun train` takes: `builtins/searches/`."""
-    return sorted(p.name.removesuffix(".json") for p in (_builtin_dir() / "searches").iterdir()
-                  if p.name.endswith(".json"))
+    return sorted(
+        p.name.removesuffix(".json") for p in (_builtin_dir() / "searches").iterdir() if p.name.endswith(".json")
+    )
 
 
 def builtin_document(name: str) -> dict[str, Any]:
@@ -128,8 +153,10 @@ def _not_a_spec(path: Path, document: dict[str, Any]) -> str | None:
 
 def _snapshot_advice(path: Path, meta: dict[str, Any]) -> str:
     run_id, index, frame = meta["run_id"], meta["session_index"], int(meta["clock"]["frame"])
-    return (f"{path} is part of a snapshot of run {run_id} (session s{index}) at frame {frame:,}, not a spec;"
-            f" to replay it: rlrun enjoy {run_id}/s{index}@{frame}; to continue the run: rlrun resume {run_id}")
+    return (
+        f"{path} is part of a snapshot of run {run_id} (session s{index}) at frame {frame:,}, not a spec;"
+        f" to replay it: rlrun enjoy {run_id}/s{index}@{frame}; to continue the run: rlrun resume {run_id}"
+    )
 
 
 def _where_byte(error: UnicodeDecodeError) -> str:
@@ -185,24 +212,33 @@ def _algorithm_switch(document: dict[str, Any], edited: dict[str, Any], problems
     """An override that changed `agent.algorithm` leaves the old algorithm's settings behind, each
     an unknown key to the new one: said first, as one line naming the switch and the spec to start
     from, rather than as a list of keys that looks like the spec's fault. None: no switch."""
-    before, after = (d.get("agent", {}).get("algorithm") if isinstance(d.get("agent"), dict) else None
-                     for d in (document, edited))
+    before, after = (
+        d.get("agent", {}).get("algorithm") if isinstance(d.get("agent"), dict) else None for d in (document, edited)
+    )
     if before == after or before not in algorithm_names() or after not in algorithm_names():
         return None
     prefix = "agent."
-    left = [p for p in problems if p.startswith(prefix) and ": unknown key;" in p and "." not in
-            p[len(prefix):p.index(":")]]
+    left = [
+        p
+        for p in problems
+        if p.startswith(prefix) and ": unknown key;" in p and "." not in p[len(prefix) : p.index(":")]
+    ]
     if not left:
         return None
-    keys = [p[len(prefix):p.index(":")] for p in left]
+    keys = [p[len(prefix) : p.index(":")] for p in left]
     env_id = edited.get("env", {}).get("id") if isinstance(edited.get("env"), dict) else None
-    same_env = [n for n in builtin_names() if (b := builtin_document(n))["agent"]["algorithm"] == after
-                and b["env"]["id"] == env_id]
+    same_env = [
+        n
+        for n in builtin_names()
+        if (b := builtin_document(n))["agent"]["algorithm"] == after and b["env"]["id"] == env_id
+    ]
     same_env.sort(key=lambda n: not n.startswith(f"{after}_"))  # dqn_cartpole before ddqn_cartpole
     start = f"`rlrun spec show {same_env[0]}`" if same_env else "`rlrun spec list`"
-    line = (f"agent.algorithm = {json.dumps(after)}: switches {document.get('name', 'the spec')} from {before} to"
-            f" {after}, which has none of {before}'s settings {', '.join(keys)}; start from a {after} spec"
-            f" ({start}) and edit that")
+    line = (
+        f"agent.algorithm = {json.dumps(after)}: switches {document.get('name', 'the spec')} from {before} to"
+        f" {after}, which has none of {before}'s settings {', '.join(keys)}; start from a {after} spec"
+        f" ({start}) and edit that"
+    )
     return [line, *(p for p in problems if p not in left)]
 
 
@@ -212,8 +248,10 @@ def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spe
     checked when it was stored, such as `rlrun gc`."""
     problems: list[str] = []
     if "search" in document:  # a search space: `rlrun search` trains its trials, one run each
-        problems.append("search: this spec is a search space; run it with `rlrun search SPEC` (or remove the"
-                        " search block to train one run with the values it gives)")
+        problems.append(
+            "search: this spec is a search space; run it with `rlrun search SPEC` (or remove the"
+            " search block to train one run with the values it gives)"
+        )
         document = {key: value for key, value in document.items() if key != "search"}
     agent: AgentConfig = AgentConfig(algorithm="?")
     raw_agent = document.get("agent")

@@ -24,25 +24,47 @@ from rlrun.spec.agents.dqn import importance_exponent
 from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
 
 RECORD_ONLY = {
-    "name", "meta.eval_frequency", "meta.num_eval_episodes", "meta.eval_deterministic", "meta.eval_epsilon",
-    "meta.eval_max_steps", "meta.eval_overlap", "meta.eval_video", "meta.checkpoint_frequency",
-    "meta.keep_checkpoints", "meta.log_frequency", "meta.track",
+    "name",
+    "meta.eval_frequency",
+    "meta.num_eval_episodes",
+    "meta.eval_deterministic",
+    "meta.eval_epsilon",
+    "meta.eval_max_steps",
+    "meta.eval_overlap",
+    "meta.eval_video",
+    "meta.checkpoint_frequency",
+    "meta.keep_checkpoints",
+    "meta.log_frequency",
+    "meta.track",
     # which processes step the copies: the same bits in the session's process, in blocks
     # (`rlrun.envs.workers`) or one process each ("async"): `rlrun.envs.make_vector_env`
-    "env.vectorization", "env.workers",
+    "env.vectorization",
+    "env.workers",
 }
 # Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on
 # another GPU); the registry records that resume as approximate when the device differs.
 PLACEMENT = {"meta.device"}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
-FORK_FIXED = ("agent.algorithm", "agent.network", "agent.dueling", "env.id", "env.num_envs", "env.kwargs",
-              "env.frame_stack", "env.atari", "env.wrappers", "env.normalize", "meta.sessions", "meta.seed")
+FORK_FIXED = (
+    "agent.algorithm",
+    "agent.network",
+    "agent.dueling",
+    "env.id",
+    "env.num_envs",
+    "env.kwargs",
+    "env.frame_stack",
+    "env.atari",
+    "env.wrappers",
+    "env.normalize",
+    "meta.sessions",
+    "meta.seed",
+)
 # Settings compared whole, with why they may not change: nothing about them is record-only, and
 # no edit of them could have been there from the start (every step trained so far went through them).
 WHOLE = {
     "env.wrappers": "structural: every observation, action and reward trained on so far went through these wrappers",
     "env.normalize": "structural: every observation and reward learned from so far was normalised this way "
-                     "(and the running statistics were gathered under it)",
+    "(and the running statistics were gathered under it)",
 }
 
 Kind = Literal["record-only", "placement", "schedule", "budget", "structural"]
@@ -95,8 +117,11 @@ def diff(old: Spec, new: Spec) -> list[tuple[str, Any, Any]]:
     _whole_where_null(a, b, new)
     _whole_where_null(b, a, old)
     missing = object()
-    return [(path, _shown(a.get(path)), _shown(b.get(path))) for path in sorted(a.keys() | b.keys())
-            if a.get(path, missing) != b.get(path, missing)]
+    return [
+        (path, _shown(a.get(path)), _shown(b.get(path)))
+        for path in sorted(a.keys() | b.keys())
+        if a.get(path, missing) != b.get(path, missing)
+    ]
 
 
 def _whole_where_null(flat: dict[str, Any], other: dict[str, Any], other_spec: Spec) -> None:
@@ -115,16 +140,22 @@ def _whole_where_null(flat: dict[str, Any], other: dict[str, Any], other_spec: S
 
 def check_edit(old: Spec, new: Spec, frame: int) -> list[Change]:
     """Classify every difference between `old` and `new` for a run trained to `frame`."""
-    changes = [_classify(path, before, after, old, new, frame) for path, before, after in diff(old, new)
-               if path != "meta.max_frame"]
+    changes = [
+        _classify(path, before, after, old, new, frame)
+        for path, before, after in diff(old, new)
+        if path != "meta.max_frame"
+    ]
     if old.meta.max_frame != new.meta.max_frame:
         changes.append(_budget_change(old, new, frame))
     return sorted(changes, key=lambda c: c.path)
 
 
 def fork_conflicts(old: Spec, new: Spec) -> list[Change]:
-    return [Change(path, before, after, "structural", False, "the parent's snapshot cannot be loaded with it")
-            for path, before, after in diff(old, new) if path.startswith(FORK_FIXED)]
+    return [
+        Change(path, before, after, "structural", False, "the parent's snapshot cannot be loaded with it")
+        for path, before, after in diff(old, new)
+        if path.startswith(FORK_FIXED)
+    ]
 
 
 def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: int) -> Change:
@@ -135,8 +166,15 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
     if path == "meta.kernels":
         return _kernels_change(before, after, old, new)
     if path == "meta.stop_at_return":
-        return Change(path, before, after, "budget", True, "a target, as max_frame: each session stops at the first"
-                      " evaluation that reaches it (one that already has: nothing left to train)")
+        return Change(
+            path,
+            before,
+            after,
+            "budget",
+            True,
+            "a target, as max_frame: each session stops at the first"
+            " evaluation that reaches it (one that already has: nothing left to train)",
+        )
     a, b = flatten(old).get(path), flatten(new).get(path)
     if isinstance(a, _ScheduleBase) and isinstance(b, _ScheduleBase):
         where = first_difference(a, old.meta.max_frame, b, new.meta.max_frame, frame)
@@ -155,11 +193,23 @@ def _kernels_change(before: Any, after: Any, old: Spec, new: Spec) -> Change:
     and is structural where one rounds differently."""
     algorithm = new.agent.algorithm
     if all(revision(spec.meta.arithmetic).kernel_is_autograd(spec.agent.algorithm) for spec in (old, new)):
-        return Change("meta.kernels", before, after, "record-only", True,
-                      f"{algorithm}'s kernels compute autograd's bits: the same run either way")
-    return Change("meta.kernels", before, after, "structural", False,
-                  f"structural: {algorithm}'s kernel at arithmetic {new.meta.arithmetic} rounds differently"
-                  " from autograd (--fork may switch it)")
+        return Change(
+            "meta.kernels",
+            before,
+            after,
+            "record-only",
+            True,
+            f"{algorithm}'s kernels compute autograd's bits: the same run either way",
+        )
+    return Change(
+        "meta.kernels",
+        before,
+        after,
+        "structural",
+        False,
+        f"structural: {algorithm}'s kernel at arithmetic {new.meta.arithmetic} rounds differently"
+        " from autograd (--fork may switch it)",
+    )
 
 
 def _budget_change(old: Spec, new: Spec, frame: int) -> Change:
@@ -192,8 +242,9 @@ def _schedules(spec: Spec) -> dict[str, _ScheduleBase]:
     return out
 
 
-def first_difference(a: _ScheduleBase, a_max: int, b: _ScheduleBase, b_max: int, frame: int
-                     ) -> tuple[int, float, float] | None:
+def first_difference(
+    a: _ScheduleBase, a_max: int, b: _ScheduleBase, b_max: int, frame: int
+) -> tuple[int, float, float] | None:
     """A frame in [0, frame] where two schedules differ, or None when they agree on all of it.
 
     Piecewise-linear schedules (constant, linear, piecewise) that agree at every breakpoint of

@@ -23,11 +23,28 @@ from rlrun.spec.user_imports import cannot_import, first_line, try_import
 # Gymnasium envs whose physics come from an optional package, and the rlrun extra that brings it:
 # by the id's name (before its version), or by its namespace (the games ale-py registers).
 EXTRAS = {
-    "LunarLander": "box2d", "BipedalWalker": "box2d", "CarRacing": "box2d",
-    **dict.fromkeys(["Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-                     "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"], "mujoco"),
+    "LunarLander": "box2d",
+    "BipedalWalker": "box2d",
+    "CarRacing": "box2d",
+    **dict.fromkeys(
+        [
+            "Ant",
+            "HalfCheetah",
+            "Hopper",
+            "Humanoid",
+            "HumanoidStandup",
+            "InvertedDoublePendulum",
+            "InvertedPendulum",
+            "Pusher",
+            "Reacher",
+            "Swimmer",
+            "Walker2d",
+        ],
+        "mujoco",
+    ),
     ALE_NAMESPACE: "atari",
 }
+
 
 def extra_for(env_id: str) -> str | None:
     """The rlrun extra an env id needs, if any."""
@@ -76,7 +93,7 @@ def env_id_problems(env_id: str, packages: tuple[str, ...] | list[str] = ()) -> 
     import gymnasium
 
     if env_id.count(":") > 1:
-        return [f"env.id = {json.dumps(env_id)}: one colon at most, as module:EnvId (\"my_robot.envs:Reach-v0\")"]
+        return [f'env.id = {json.dumps(env_id)}: one colon at most, as module:EnvId ("my_robot.envs:Reach-v0")']
     try:
         import_env_code(env_id, packages)
     except BadInput as bad:
@@ -90,8 +107,9 @@ def env_id_problems(env_id: str, packages: tuple[str, ...] | list[str] = ()) -> 
     return _not_an_env(env_id, name)
 
 
-def _unknown(env_id: str, module: str | None, name: str, known: list[str],
-             packages: tuple[str, ...] | list[str]) -> str:
+def _unknown(
+    env_id: str, module: str | None, name: str, known: list[str], packages: tuple[str, ...] | list[str]
+) -> str:
     from rlrun.spec import did_you_mean
 
     mine = [i for m in user_modules(env_id, packages) for i in _REGISTERED_BY.get(m, [])]
@@ -113,8 +131,10 @@ def _not_an_env(env_id: str, name: str) -> list[str]:
     try:
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
     except Exception as error:  # the user's code: any failure is theirs to fix
-        return [f"env.id = {json.dumps(env_id)}: its entry point {entry!r} does not load ({first_line(error)});"
-                " fix the entry point given to gymnasium.register"]
+        return [
+            f"env.id = {json.dumps(env_id)}: its entry point {entry!r} does not load ({first_line(error)});"
+            " fix the entry point given to gymnasium.register"
+        ]
     if isinstance(creator, type) and not issubclass(creator, gymnasium.Env):
         return [not_an_env(env_id, f"{creator.__module__}.{creator.__qualname__}")]
     return []
@@ -122,8 +142,10 @@ def _not_an_env(env_id: str, name: str) -> list[str]:
 
 def not_an_env(env_id: str, made: str) -> str:
     """The one line for an entry point that gives `made` (a class's dotted name), not a Gymnasium env."""
-    return (f"env.id = {json.dumps(env_id)}: its entry point gives {made}, not a gymnasium.Env;"
-            " make the class inherit from gymnasium.Env")
+    return (
+        f"env.id = {json.dumps(env_id)}: its entry point gives {made}, not a gymnasium.Env;"
+        " make the class inherit from gymnasium.Env"
+    )
 
 
 # -- importing ------------------------------------------------------------------------------------
@@ -147,8 +169,9 @@ def import_failure(module: str) -> tuple[str, bool] | None:
     failure = try_import(module)
     if isinstance(failure, tuple):
         return failure
-    _REGISTERED_BY[module] = ([i for i in gymnasium.envs.registry if i not in before] if before is not None
-                              else _entry_points_in(module))
+    _REGISTERED_BY[module] = (
+        [i for i in gymnasium.envs.registry if i not in before] if before is not None else _entry_points_in(module)
+    )
     return None
 
 

@@ -105,8 +105,10 @@ class NetworkSpec(Strict):
     @classmethod
     def _kind_is_known(cls, kind: str) -> str:
         if kind not in BUILT_IN_NETWORKS and _IMPORT_PATH.fullmatch(kind) is None:
-            raise ValueError('not a network; use "mlp", "nature_cnn", or "module:factory" for a torch module '
-                             "of your own (e.g. \"my_nets:PolicyNet\")")
+            raise ValueError(
+                'not a network; use "mlp", "nature_cnn", or "module:factory" for a torch module '
+                'of your own (e.g. "my_nets:PolicyNet")'
+            )
         return kind
 
     @model_validator(mode="after")
@@ -185,8 +187,9 @@ class AgentConfig(Strict):
             from rlrun.spec.agents import ALGORITHMS, config_class  # the table of algorithms, read when needed
 
             takers = ", ".join(name for name in ALGORITHMS if config_class(name).REMEMBERS)
-            raise ValueError(f"{self.algorithm} takes no memory: remove network.recurrent, or use an algorithm "
-                             f"that does ({takers})")
+            raise ValueError(
+                f"{self.algorithm} takes no memory: remove network.recurrent, or use an algorithm that does ({takers})"
+            )
         if isinstance(memory, MemorySpec) and memory.prioritized is not None and not self.PRIORITIZES:
             raise ValueError(f"{self.algorithm}'s replay memory draws uniformly: remove memory.prioritized")
         return self
@@ -221,6 +224,7 @@ class AtariSpec(Strict):
 
 MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 """A dotted Python module name."""
+
 
 class WrapperSpec(Strict):
     """One Gymnasium wrapper around each env copy, named by import path: Gymnasium's own
@@ -314,8 +318,9 @@ class EnvSpec(Strict):
     def _atari_only_for_ale(cls, atari: AtariSpec | None, info: ValidationInfo) -> AtariSpec | None:
         env_id = info.data.get("id", "")
         if atari is not None and not env_id.startswith(ALE_NAMESPACE):
-            raise ValueError(f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; "
-                             "remove it or use an ALE id")
+            raise ValueError(
+                f"preprocesses ALE games only ({ALE_NAMESPACE}Pong-v5, …), not {env_id}; remove it or use an ALE id"
+            )
         return atari
 
     @model_validator(mode="after")
@@ -323,11 +328,15 @@ class EnvSpec(Strict):
         if self.workers == AUTO or self.workers == 1:
             return self
         if self.vectorization == "async":
-            raise ValueError(f'workers = {self.workers}: "async" already gives each copy its own process; '
-                             'use "sync" with workers, or leave workers at 1')
+            raise ValueError(
+                f'workers = {self.workers}: "async" already gives each copy its own process; '
+                'use "sync" with workers, or leave workers at 1'
+            )
         if isinstance(self.workers, int) and self.workers > self.num_envs:
-            raise ValueError(f"workers = {self.workers}: more worker processes than the {self.num_envs} copies "
-                             f'(num_envs); use at most {self.num_envs}, or "auto"')
+            raise ValueError(
+                f"workers = {self.workers}: more worker processes than the {self.num_envs} copies "
+                f'(num_envs); use at most {self.num_envs}, or "auto"'
+            )
         return self
 
 
@@ -423,8 +432,9 @@ class MetaSpec(Strict):
     def reached(self, frame: int, best_return: float | None) -> bool:
         """Whether a session at `frame` whose best evaluation's mean is `best_return` (None: none
         yet) has reached its targets: the frame budget, or `stop_at_return`."""
-        return frame >= self.max_frame or (self.stop_at_return is not None and best_return is not None
-                                           and best_return >= self.stop_at_return)
+        return frame >= self.max_frame or (
+            self.stop_at_return is not None and best_return is not None and best_return >= self.stop_at_return
+        )
 
     @field_validator("device")
     @classmethod

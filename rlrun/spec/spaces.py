@@ -35,9 +35,11 @@ def observation_handling(space: Any, env_id: str) -> Literal["as is", "flattened
         return "as is"
     if what in STRUCTURED_OBSERVATIONS and getattr(space, "is_np_flattenable", False):
         return "flattened"
-    raise BadInput(f"{env_id} observes {space}, which rlrun cannot give a network; it takes "
-                   f"{_either(ARRAY_OBSERVATIONS + STRUCTURED_OBSERVATIONS)} observations (of a fixed size): "
-                   "wrap the env so it observes one of those")
+    raise BadInput(
+        f"{env_id} observes {space}, which rlrun cannot give a network; it takes "
+        f"{_either(ARRAY_OBSERVATIONS + STRUCTURED_OBSERVATIONS)} observations (of a fixed size): "
+        "wrap the env so it observes one of those"
+    )
 
 
 def check_action_space(algorithm: str, space: Any, env_id: str) -> None:
@@ -47,8 +49,9 @@ def check_action_space(algorithm: str, space: Any, env_id: str) -> None:
         return
     able = [name for name in algorithm_names() if what in config_class(name).ACTION_SPACES]
     instead = f"use {_either(able)}" if able else f"wrap the env so it acts in a {_either(ACTIONS)} space"
-    raise BadInput(f"{algorithm} cannot train on {env_id}: it acts in {_either(takes)} action spaces, "
-                   f"not {space}; {instead}")
+    raise BadInput(
+        f"{algorithm} cannot train on {env_id}: it acts in {_either(takes)} action spaces, not {space}; {instead}"
+    )
 
 
 def _either(names: list[str] | tuple[str, ...]) -> str:

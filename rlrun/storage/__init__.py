@@ -44,9 +44,11 @@ CACHE_ENV = "RLRUN_CACHE"
 """Where working copies of URL homes live (default ~/.cache/rlrun)."""
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
-_ENDPOINTS = {"s3": "AWS_ENDPOINT_URL (an S3-compatible store other than AWS)",
-              "gcs": "STORAGE_EMULATOR_HOST (a GCS emulator)",
-              "azure": "AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME and its key)"}
+_ENDPOINTS = {
+    "s3": "AWS_ENDPOINT_URL (an S3-compatible store other than AWS)",
+    "gcs": "STORAGE_EMULATOR_HOST (a GCS emulator)",
+    "azure": "AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME and its key)",
+}
 """Per extra, the setting of the store's own library that names where its server is, when it is not
 the cloud's (the endpoint rlrun never takes as an option: each library reads its own)."""
 _MIRRORS: dict[Path, Mirror] = {}
@@ -330,8 +332,9 @@ def filesystem(url: str, named: str | None = None) -> tuple[Any, str]:
         fix = f"install it: {install_hint(extra)}" if extra else "install the fsspec package that handles it"
         raise BadInput(f"{named}: the library for {scheme}:// is not installed; {fix}") from None
     except ValueError as error:
-        raise BadInput(f"{named}: {scheme}:// is not a storage this rlrun knows ({error}); give s3://, gs://"
-                       " or az://") from None
+        raise BadInput(
+            f"{named}: {scheme}:// is not a storage this rlrun knows ({error}); give s3://, gs:// or az://"
+        ) from None
     return fs, root.rstrip("/")
 
 
@@ -364,8 +367,13 @@ def _timeouts(extra: str | None) -> dict[str, Any]:
     request that is not answered is tried twice in all, then given up (`Mirror` says so)."""
     seconds = float(os.environ.get(TIMEOUT_ENV) or 10)
     if extra == "s3":
-        return {"config_kwargs": {"connect_timeout": seconds, "read_timeout": seconds,
-                                  "retries": {"mode": "legacy", "max_attempts": 2}}}
+        return {
+            "config_kwargs": {
+                "connect_timeout": seconds,
+                "read_timeout": seconds,
+                "retries": {"mode": "legacy", "max_attempts": 2},
+            }
+        }
     return {}
 
 
@@ -381,8 +389,11 @@ def _answered(method: Callable[..., T]) -> Callable[..., T]:
             if not no_answer(error):
                 raise
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise StoreUnreachable(f"the store of {self.url} does not answer ({first}); try again once it is up,"
-                                   f" and check {endpoint_setting(self.url)}") from None
+            raise StoreUnreachable(
+                f"the store of {self.url} does not answer ({first}); try again once it is up,"
+                f" and check {endpoint_setting(self.url)}"
+            ) from None
+
     return call
 
 
@@ -484,8 +495,10 @@ class Mirror:
         except Exception as error:  # any library's failure: one line, exit 3 (no answer) or 2 (an answer: no)
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             kind = StoreUnreachable if no_answer(error) else BadInput
-            raise kind(f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
-                       f" {endpoint_setting(self.url)}") from None
+            raise kind(
+                f"--home {self.url} cannot be reached ({first}); check the bucket, the credentials and"
+                f" {endpoint_setting(self.url)}"
+            ) from None
 
 
 def no_answer(error: BaseException) -> bool:

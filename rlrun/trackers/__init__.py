@@ -32,16 +32,28 @@ from rlrun.trackers.points import Identity, Point, flatten, history, metric_name
 KNOWN = ("mlflow", "wandb")
 """The trackers, each also the name of its package (and of rlrun's extra that installs it)."""
 
-__all__ = ["KNOWN", "Identity", "Point", "check_installed", "flatten", "history", "import_package", "make_tracker",
-           "metric_name", "status"]
+__all__ = [
+    "KNOWN",
+    "Identity",
+    "Point",
+    "check_installed",
+    "flatten",
+    "history",
+    "import_package",
+    "make_tracker",
+    "metric_name",
+    "status",
+]
 
 
 def check_installed(names: Sequence[str]) -> None:
     """BadInput naming the extra to install when a tracker's package is missing."""
     for name in names:
         if importlib.util.find_spec(name) is None:
-            raise BadInput(f"tracking with {name} needs the {name} package, which is not installed;"
-                           f" install it with `{install_hint(name)}` or track without {name}")
+            raise BadInput(
+                f"tracking with {name} needs the {name} package, which is not installed;"
+                f" install it with `{install_hint(name)}` or track without {name}"
+            )
 
 
 def import_package(name: str) -> None:
@@ -65,4 +77,3 @@ def make_tracker(name: str) -> object:
 
         return WandbTracker()
     raise ValueError(f"no tracker {name!r}; known: {', '.join(KNOWN)}")
-

@@ -34,8 +34,9 @@ def send_file(names: Sequence[str], identity: Identity, path: Path) -> list[str]
             missed.append(f"{path.name} not sent to {name}: its package is not installed")
             continue
         outcome: list[str] = []
-        worker = threading.Thread(target=_attempt, args=(name, identity, path, outcome), daemon=True,
-                                  name=f"rlrun-{name}-artifact")
+        worker = threading.Thread(
+            target=_attempt, args=(name, identity, path, outcome), daemon=True, name=f"rlrun-{name}-artifact"
+        )
         worker.start()
         worker.join(max(0.0, deadline - time.monotonic()))
         if worker.is_alive():  # a tracker that hangs is left behind (a daemon: it dies with the process)
@@ -72,8 +73,13 @@ def _to_wandb(identity: Identity, path: Path) -> None:
 
     # resumed, not rewound: the run's history stays as it is; an artifact has no step
     run: Any = wandb.init(
-        project=os.environ.get("WANDB_PROJECT") or PROJECT_DEFAULT, id=run_id(identity), resume="allow",
-        name=identity.name, group=identity.group or identity.run_id, job_type="train", reinit="create_new",
+        project=os.environ.get("WANDB_PROJECT") or PROJECT_DEFAULT,
+        id=run_id(identity),
+        resume="allow",
+        name=identity.name,
+        group=identity.group or identity.run_id,
+        job_type="train",
+        reinit="create_new",
         settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
     )
     try:

@@ -34,7 +34,7 @@ _FINISH = object()
 def describe(error: BaseException, at_most: int = 200) -> str:
     """An error in one line of at most `at_most` characters (a tracker's can be a page)."""
     text = f"{type(error).__name__}: {error}".splitlines()[0]
-    return text if len(text) <= at_most else text[:at_most - 1] + "…"
+    return text if len(text) <= at_most else text[: at_most - 1] + "…"
 
 
 def close_seconds() -> float:
@@ -151,8 +151,10 @@ class Delivery:
                 self.error = describe(error)
                 if not self._warned:
                     self._warned = True
-                    self.warning = (f"tracker {self.tracker.name} cannot be reached ({self.error}); training goes"
-                                    " on, and what it misses is kept: `rlrun track` sends it later")
+                    self.warning = (
+                        f"tracker {self.tracker.name} cannot be reached ({self.error}); training goes"
+                        " on, and what it misses is kept: `rlrun track` sends it later"
+                    )
             if self.deadline is not None and time.monotonic() + delay > self.deadline:
                 raise _GaveUp
             time.sleep(delay)
@@ -165,9 +167,17 @@ class Relay:
     (the loop's fenced flush: an attempt that lost its lease sends nothing the log did not get),
     `abandon` (lease lost) or `close` (bounded wait, then the account written in the session folder)."""
 
-    def __init__(self, names: Sequence[str], identity: Identity, session_dir: Path, *, rewind: bool,
-                 backlog: Sequence[Point], wall_time: float,
-                 make: Callable[[str], Any] = make_tracker) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        identity: Identity,
+        session_dir: Path,
+        *,
+        rewind: bool,
+        backlog: Sequence[Point],
+        wall_time: float,
+        make: Callable[[str], Any] = make_tracker,
+    ) -> None:
         self.session_dir = session_dir
         self.wall_time = wall_time
         """The wall time of the latest metrics row, which the next evaluation takes as its own."""
@@ -221,8 +231,15 @@ class Relay:
         return reports
 
 
-def open_relay(names: Sequence[str], identity: Identity, session_dir: Path, *, attempt: str,
-               rows: Sequence[dict[str, Any]], evaluations: Sequence[dict[str, Any]]) -> Relay | None:
+def open_relay(
+    names: Sequence[str],
+    identity: Identity,
+    session_dir: Path,
+    *,
+    attempt: str,
+    rows: Sequence[dict[str, Any]],
+    evaluations: Sequence[dict[str, Any]],
+) -> Relay | None:
     """The session's trackers (None when it has none), continuing after the `rows` and `evaluations`
     its snapshot kept: an attempt that continues a tracker run ("resume", "retry") rewinds it, and
     every attempt sends the kept history first (a fork's new tracker run gets its parent's)."""
@@ -230,5 +247,11 @@ def open_relay(names: Sequence[str], identity: Identity, session_dir: Path, *, a
         return None
     for name in names:  # here, before training: imported on the thread, it would hold the loop up mid-run
         import_package(name)
-    return Relay(names, identity, session_dir, rewind=attempt not in ("train", "fork"),
-                 backlog=history(rows, evaluations), wall_time=float(rows[-1].get("wall_time") or 0.0) if rows else 0.0)
+    return Relay(
+        names,
+        identity,
+        session_dir,
+        rewind=attempt not in ("train", "fork"),
+        backlog=history(rows, evaluations),
+        wall_time=float(rows[-1].get("wall_time") or 0.0) if rows else 0.0,
+    )

@@ -37,8 +37,11 @@ def set_defaults() -> None:
     twice, 10 s each, and a dead server is told at once. And MLflow logs its own progress at INFO on
     stderr ("Creating initial MLflow database tables..."), in the middle of rlrun's display:
     warnings only (MLFLOW_LOGGING_LEVEL=INFO brings its lines back)."""
-    for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10"),
-                        ("MLFLOW_LOGGING_LEVEL", "WARNING")):
+    for name, value in (
+        ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1"),
+        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10"),
+        ("MLFLOW_LOGGING_LEVEL", "WARNING"),
+    ):
         if not os.environ.get(name):  # set and empty is unset, to MLflow too
             os.environ[name] = value
 
@@ -67,18 +70,24 @@ class MlflowTracker:
             self.run_id = run.info.run_id
             client.update_run(self.run_id, status="RUNNING")
             if not forget_metrics(client, self.run_id):
-                client.set_tag(self.run_id, "rlrun.rewind", "not possible on this store: points past a resume's"
-                                                            " snapshot may be an interrupted attempt's")
+                client.set_tag(
+                    self.run_id,
+                    "rlrun.rewind",
+                    "not possible on this store: points past a resume's snapshot may be an interrupted attempt's",
+                )
         self.start_ms = int(run.info.start_time)
         return self.run_id
 
     def send(self, points: Sequence[Point]) -> None:
         from mlflow.entities import Metric
 
-        metrics = [Metric(key, value, self.start_ms + round(point.wall_time * 1000), point.frame)
-                   for point in points for key, value in point.values.items()]
+        metrics = [
+            Metric(key, value, self.start_ms + round(point.wall_time * 1000), point.frame)
+            for point in points
+            for key, value in point.values.items()
+        ]
         for first in range(0, len(metrics), _METRICS_PER_CALL):
-            self.client.log_batch(self.run_id, metrics=metrics[first:first + _METRICS_PER_CALL])
+            self.client.log_batch(self.run_id, metrics=metrics[first : first + _METRICS_PER_CALL])
 
     def send_file(self, path: Path, folder: str) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path=folder)
@@ -96,8 +105,11 @@ def experiment_id(client: Any) -> str:
 
 
 def find_run(client: Any, experiment: str, identity: Identity) -> Any:
-    found = client.search_runs([experiment], filter_string=f"tags.`rlrun.run` = '{identity.run_id}' and "
-                                                           f"tags.`rlrun.session` = '{identity.index}'", max_results=1)
+    found = client.search_runs(
+        [experiment],
+        filter_string=f"tags.`rlrun.run` = '{identity.run_id}' and tags.`rlrun.session` = '{identity.index}'",
+        max_results=1,
+    )
     return found[0] if found else None
 
 
@@ -115,8 +127,9 @@ def _parent(client: Any, experiment: str, search_id: str) -> str:
     query = f"tags.`rlrun.search` = '{search_id}' and tags.`rlrun.parent` = 'search'"
     found = client.search_runs([experiment], filter_string=query)
     if not found:
-        made = client.create_run(experiment, run_name=f"search:{search_id}",
-                                 tags={"rlrun.search": search_id, "rlrun.parent": "search"})
+        made = client.create_run(
+            experiment, run_name=f"search:{search_id}", tags={"rlrun.search": search_id, "rlrun.parent": "search"}
+        )
         found = client.search_runs([experiment], filter_string=query)
         oldest = min(found, key=lambda run: (run.info.start_time, run.info.run_id))
         if oldest.info.run_id != made.info.run_id:
@@ -128,10 +141,12 @@ def _parent(client: Any, experiment: str, search_id: str) -> str:
 def _log_spec(client: Any, run_id: str, spec: dict[str, Any]) -> None:
     from mlflow.entities import Param
 
-    params = [Param(key, (value if isinstance(value, str) else json.dumps(value))[:_PARAM_LENGTH])
-              for key, value in flatten(spec).items()]
+    params = [
+        Param(key, (value if isinstance(value, str) else json.dumps(value))[:_PARAM_LENGTH])
+        for key, value in flatten(spec).items()
+    ]
     for first in range(0, len(params), _PARAMS_PER_CALL):
-        client.log_batch(run_id, params=params[first:first + _PARAMS_PER_CALL])
+        client.log_batch(run_id, params=params[first : first + _PARAMS_PER_CALL])
     client.log_text(run_id, json.dumps(spec, indent=2), "spec.json")
 
 

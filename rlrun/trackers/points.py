@@ -40,9 +40,14 @@ class Identity:
 
     @property
     def tags(self) -> dict[str, str]:
-        tags = {"rlrun.run": self.run_id, "rlrun.session": str(self.index), "rlrun.seed": str(self.seed),
-                "rlrun.spec": str(self.spec.get("name")), "rlrun.algorithm": str(self.spec["agent"]["algorithm"]),
-                "rlrun.env": str(self.spec["env"]["id"])}
+        tags = {
+            "rlrun.run": self.run_id,
+            "rlrun.session": str(self.index),
+            "rlrun.seed": str(self.seed),
+            "rlrun.spec": str(self.spec.get("name")),
+            "rlrun.algorithm": str(self.spec["agent"]["algorithm"]),
+            "rlrun.env": str(self.spec["env"]["id"]),
+        }
         return tags | ({"rlrun.search": self.group} if self.group else {})
 
 
@@ -81,8 +86,9 @@ def flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def row_point(row: Mapping[str, Any]) -> Point:
     """A metrics log row as a point: every column but the clock that has a value."""
-    values = {metric_name(column): float(value) for column, value in row.items()
-              if column not in CLOCK and value is not None}
+    values = {
+        metric_name(column): float(value) for column, value in row.items() if column not in CLOCK and value is not None
+    }
     return Point(int(row["frame"]), values, float(row.get("wall_time") or 0.0))
 
 

@@ -35,12 +35,16 @@ class WandbTracker:
         import wandb
 
         self.identity = identity
-        where: dict[str, Any] = {"resume_from": f"{run_id(identity)}?_step=0"} if rewind else \
-            {"id": run_id(identity), "resume": "allow"}
+        where: dict[str, Any] = (
+            {"resume_from": f"{run_id(identity)}?_step=0"} if rewind else {"id": run_id(identity), "resume": "allow"}
+        )
         self.run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT") or PROJECT_DEFAULT, name=identity.name,
-            group=identity.group or identity.run_id, job_type="train",
-            tags=[f"{key}={value}" for key, value in identity.tags.items()][:20], config=flatten(identity.spec),
+            project=os.environ.get("WANDB_PROJECT") or PROJECT_DEFAULT,
+            name=identity.name,
+            group=identity.group or identity.run_id,
+            job_type="train",
+            tags=[f"{key}={value}" for key, value in identity.tags.items()][:20],
+            config=flatten(identity.spec),
             reinit="create_new",
             # the session's stdout and stderr stay its own; no signal handlers from another thread
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),

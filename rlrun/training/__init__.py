@@ -26,8 +26,17 @@ if TYPE_CHECKING:
     )
     from rlrun.training.executor import Execution, Executor
 
-__all__ = ["Execution", "Executor", "ResumePlan", "SessionOutcome", "TrainResult", "check_compatible",
-           "plan_resume", "resume", "train"]
+__all__ = [
+    "Execution",
+    "Executor",
+    "ResumePlan",
+    "SessionOutcome",
+    "TrainResult",
+    "check_compatible",
+    "plan_resume",
+    "resume",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -86,7 +86,6 @@ class TrainResult:
 # train
 
 
-
 def check_outputs_installed(spec: Spec) -> None:
     """The extras the spec's outputs need (its trackers, `meta.eval_video`'s encoders), before
     anything is written: a missing one is one line naming the install, exit 2."""
@@ -96,10 +95,19 @@ def check_outputs_installed(spec: Spec) -> None:
 
         check_encoders("meta.eval_video")
 
-def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None, on_event: OnEvent | None = None,
-          on_start: Callable[[RunRecord], None] | None = None, handle_signals: bool = True,
-          executor: Executor | None = None, trial: TrialLink | None = None,
-          callbacks: Sequence[object] = ()) -> TrainResult:
+
+def train(
+    spec: Spec,
+    *,
+    home: Path | str | None = None,
+    name: str | None = None,
+    on_event: OnEvent | None = None,
+    on_start: Callable[[RunRecord], None] | None = None,
+    handle_signals: bool = True,
+    executor: Executor | None = None,
+    trial: TrialLink | None = None,
+    callbacks: Sequence[object] = (),
+) -> TrainResult:
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
     search trial the run trains, recorded with the run in one transaction. `callbacks` hear what
@@ -131,20 +139,39 @@ def train(spec: Spec, *, home: Path | str | None = None, name: str | None = None
             return _launch(registry, root, run, tasks, on_event, runner, callbacks)
 
 
-def _create_run(registry: Registry, spec: Spec, *, name: str | None, fork_of: ResumePlan | None = None,
-                trial: TrialLink | None = None) -> RunRecord:
+def _create_run(
+    registry: Registry,
+    spec: Spec,
+    *,
+    name: str | None,
+    fork_of: ResumePlan | None = None,
+    trial: TrialLink | None = None,
+) -> RunRecord:
     """A new run. A fork's history starts as its parent's: revision 0 is the spec that trained
     frames [0, F], revision 1 the edited spec from F on."""
     first = fork_of.previous if fork_of else spec
     run = registry.create_run(
-        run_id=new_run_id(), name=name, spec_name=spec.name, algorithm=spec.agent.algorithm, env_id=spec.env.id,
-        max_frame=spec.meta.max_frame, seed=spec.meta.seed, num_sessions=spec.meta.sessions,
-        spec_json=json.dumps(first.to_json()), host=socket.gethostname(), pid=os.getpid(),
-        parent_id=fork_of.run.id if fork_of else None, trial=trial,
+        run_id=new_run_id(),
+        name=name,
+        spec_name=spec.name,
+        algorithm=spec.agent.algorithm,
+        env_id=spec.env.id,
+        max_frame=spec.meta.max_frame,
+        seed=spec.meta.seed,
+        num_sessions=spec.meta.sessions,
+        spec_json=json.dumps(first.to_json()),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        parent_id=fork_of.run.id if fork_of else None,
+        trial=trial,
     )
     if fork_of is not None:
-        registry.add_spec_revision(run.id, frame=fork_of.frame, spec_json=json.dumps(spec.to_json()),
-                                   diff_json=diff_json(fork_of.previous, spec))
+        registry.add_spec_revision(
+            run.id,
+            frame=fork_of.frame,
+            spec_json=json.dumps(spec.to_json()),
+            diff_json=diff_json(fork_of.previous, spec),
+        )
     return run
 
 
@@ -209,11 +236,21 @@ def _write_manifest(root: Path, registry: Registry, run_id: str) -> None:
     registry.write_manifest(run_id)
 
 
-def _task(root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str,
-          start: CheckpointRecord | None) -> SessionTask:
-    return SessionTask(home=paths.home_address(root), db_url=url, run_id=run_id, session_id=session.id,
-                       index=session.index, seed=session.seed, spec=spec.to_json(), attempt=attempt,
-                       resume_from=start.path if start else None, resume_sha256=start.sha256 if start else None)
+def _task(
+    root: Path, url: str, run_id: str, session: SessionRecord, spec: Spec, attempt: str, start: CheckpointRecord | None
+) -> SessionTask:
+    return SessionTask(
+        home=paths.home_address(root),
+        db_url=url,
+        run_id=run_id,
+        session_id=session.id,
+        index=session.index,
+        seed=session.seed,
+        spec=spec.to_json(),
+        attempt=attempt,
+        resume_from=start.path if start else None,
+        resume_sha256=start.sha256 if start else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,9 +276,18 @@ class ResumePlan:
     used instead."""
 
 
-def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", filters: RunFilter | None = None, *,
-                frames: int | None = None, more: int | None = None, spec: str | Path | None = None,
-                overrides: list[str] | None = None, fork: bool = False) -> ResumePlan:
+def plan_resume(
+    registry: Registry,
+    root: Path,
+    ref: RunRef | str = "latest",
+    filters: RunFilter | None = None,
+    *,
+    frames: int | None = None,
+    more: int | None = None,
+    spec: str | Path | None = None,
+    overrides: list[str] | None = None,
+    fork: bool = False,
+) -> ResumePlan:
     """What `resume` would do, decided from the registry and the snapshots alone: raises BadInput
     (or EditRefused) when it cannot, and says `nothing_to_do` when every session is at its target."""
     parsed = parse_ref(ref) if isinstance(ref, str) else ref
@@ -249,15 +295,19 @@ def plan_resume(registry: Registry, root: Path, ref: RunRef | str = "latest", fi
     if fork and parsed.session is not None:
         raise BadInput(f"--fork branches a whole run; drop /s{parsed.session} from '{parsed.base}/s{parsed.session}'")
     if not fork and (live := registry.live_session(run.id)) is not None:
-        raise BadInput(f"run {run.id} is still running (session s{live.index}, pid {live.pid} on {live.host});"
-                       " stop it with SIGTERM or wait for it to end")
+        raise BadInput(
+            f"run {run.id} is still running (session s{live.index}, pid {live.pid} on {live.host});"
+            " stop it with SIGTERM or wait for it to end"
+        )
     previous = recorded_spec(json.loads(registry.latest_spec(run.id).spec_json), check_env_id=True)
     edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
     detail = registry.get_run(run.id)
     skipped: list[str] = []
-    starts = [(s, newest_intact(root, run.id, s, [c for c in detail.checkpoints if c.session_index == s.index],
-                                skipped))
-              for s in detail.sessions if parsed.session is None or s.index == parsed.session]
+    starts = [
+        (s, newest_intact(root, run.id, s, [c for c in detail.checkpoints if c.session_index == s.index], skipped))
+        for s in detail.sessions
+        if parsed.session is None or s.index == parsed.session
+    ]
     frame = max((c.frame for _, c in starts if c is not None), default=0)
     changes = check_edit(previous, edited, frame)
     refused = fork_conflicts(previous, edited) if fork else [c for c in changes if not c.allowed]
@@ -282,8 +332,9 @@ def _at_target(root: Path, session: SessionRecord, start: CheckpointRecord | Non
     return meta.reached(start.frame, best.mean if best else None)
 
 
-def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None,
-                 overrides: list[str]) -> Spec:
+def _edited_spec(
+    previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None, overrides: list[str]
+) -> Spec:
     if frames is not None and more is not None:
         raise BadInput("give --frames (the new target) or --more (added to it), not both")
     document = apply_overrides(read_document(spec) if spec is not None else previous.to_json(), overrides)
@@ -293,8 +344,9 @@ def _edited_spec(previous: Spec, *, frames: int | None, more: int | None, spec: 
     return as_recorded(validate_spec(document), previous)
 
 
-def newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord],
-                   skipped: list[str]) -> CheckpointRecord | None:
+def newest_intact(
+    root: Path, run_id: str, session: SessionRecord, checkpoints: list[CheckpointRecord], skipped: list[str]
+) -> CheckpointRecord | None:
     """The session's newest snapshot that passes the deep check (every file against its manifest,
     the manifest against the registry's sha256), so a damaged one is found before anything is
     written. Each one passed over is a warning in `skipped`, naming the snapshot used instead. A
@@ -306,21 +358,38 @@ def newest_intact(root: Path, run_id: str, session: SessionRecord, checkpoints: 
         except snapshot.SnapshotError as error:
             problems.append(str(error).removesuffix("; use another checkpoint"))
             continue
-        skipped.extend(f"{problem}; s{session.index} continues from the snapshot at frame {checkpoint.frame:,}"
-                       f" ({checkpoint.path}) instead" for problem in problems)
+        skipped.extend(
+            f"{problem}; s{session.index} continues from the snapshot at frame {checkpoint.frame:,}"
+            f" ({checkpoint.path}) instead"
+            for problem in problems
+        )
         return checkpoint
     if problems:
-        raise BadInput(f"run {run_id} session s{session.index} has no intact snapshot to continue from"
-                       f" ({len(problems)} damaged; newest: {problems[0]}); nothing was changed")
+        raise BadInput(
+            f"run {run_id} session s{session.index} has no intact snapshot to continue from"
+            f" ({len(problems)} damaged; newest: {problems[0]}); nothing was changed"
+        )
     return None
 
 
-def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None,
-           frames: int | None = None, more: int | None = None, spec: str | Path | None = None,
-           overrides: list[str] | None = None, fork: bool = False, on_event: OnEvent | None = None,
-           on_plan: Callable[[ResumePlan], None] | None = None, handle_signals: bool = True,
-           executor: Executor | None = None, on_start: Callable[[RunRecord], None] | None = None,
-           trial: TrialLink | None = None, callbacks: Sequence[object] = ()) -> TrainResult:
+def resume(
+    ref: RunRef | str = "latest",
+    filters: RunFilter | None = None,
+    *,
+    home: Path | str | None = None,
+    frames: int | None = None,
+    more: int | None = None,
+    spec: str | Path | None = None,
+    overrides: list[str] | None = None,
+    fork: bool = False,
+    on_event: OnEvent | None = None,
+    on_plan: Callable[[ResumePlan], None] | None = None,
+    handle_signals: bool = True,
+    executor: Executor | None = None,
+    on_start: Callable[[RunRecord], None] | None = None,
+    trial: TrialLink | None = None,
+    callbacks: Sequence[object] = (),
+) -> TrainResult:
     """Continue a run (or, with `fork`, branch a new one) from each session's newest intact
     snapshot, optionally with a spec edit that must be consistent with what was already trained.
     `ref` names the run among those `filters` let through. When every session has already reached
@@ -332,8 +401,9 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
     storage.reach(root)
     url = paths.database_url(root)
     with Registry.open(root, url, create=False) as registry:
-        plan = plan_resume(registry, root, ref, filters, frames=frames, more=more, spec=spec, overrides=overrides,
-                           fork=fork)
+        plan = plan_resume(
+            registry, root, ref, filters, frames=frames, more=more, spec=spec, overrides=overrides, fork=fork
+        )
         if on_plan is not None:
             on_plan(plan)
         if not plan.starts:
@@ -352,16 +422,29 @@ def resume(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, ho
 
 
 def _nothing_to_do(registry: Registry, root: Path, plan: ResumePlan) -> TrainResult:
-    sessions = [SessionOutcome(s.index, s.seed, s.status, s.frame, s.best_eval, s.error)
-                for s in registry.get_run(plan.run.id).sessions]
-    return TrainResult(plan.run.id, plan.run.name, str(root), plan.run.status, sessions, nothing_to_do=True,
-                       max_frame=plan.spec.meta.max_frame)
+    sessions = [
+        SessionOutcome(s.index, s.seed, s.status, s.frame, s.best_eval, s.error)
+        for s in registry.get_run(plan.run.id).sessions
+    ]
+    return TrainResult(
+        plan.run.id,
+        plan.run.name,
+        str(root),
+        plan.run.status,
+        sessions,
+        nothing_to_do=True,
+        max_frame=plan.spec.meta.max_frame,
+    )
 
 
 def _reopen(registry: Registry, root: Path, url: str, plan: ResumePlan) -> tuple[RunRecord, list[SessionTask]]:
     run = plan.run
-    registry.add_spec_revision(run.id, frame=plan.frame, spec_json=json.dumps(plan.spec.to_json()),
-                               diff_json=diff_json(plan.previous, plan.spec))
+    registry.add_spec_revision(
+        run.id,
+        frame=plan.frame,
+        spec_json=json.dumps(plan.spec.to_json()),
+        diff_json=diff_json(plan.previous, plan.spec),
+    )
     registry.reopen_run(run.id, host=socket.gethostname(), pid=os.getpid(), max_frame=plan.spec.meta.max_frame)
     for session, start in plan.starts:
         # The lease first: an older attempt still alive somewhere (frozen, cut off, riding out a
@@ -382,15 +465,17 @@ def rewind(registry: Registry, root: Path, run_id: str, session: SessionRecord, 
     will be trained again: forget it (rows first, then folders), and sweep away snapshots that
     never finished writing or never reached the registry: the session writes them again."""
     clock = (snapshot.read_meta(root / start).clock if start else Clock()).to_json()
-    removed = registry.rewind_session(session.id, frame=clock["frame"], episode=clock["episode"],
-                                      opt_step=clock["opt_step"])
+    removed = registry.rewind_session(
+        session.id, frame=clock["frame"], episode=clock["episode"], opt_step=clock["opt_step"]
+    )
     for checkpoint in removed:
         snapshot.remove(root / checkpoint.path)
     snapshot.sweep_after(paths.checkpoints_dir(root, run_id, session.index), clock["frame"])
 
 
-def _start_fork(registry: Registry, root: Path, url: str, plan: ResumePlan,
-                trial: TrialLink | None = None) -> tuple[RunRecord, list[SessionTask]]:
+def _start_fork(
+    registry: Registry, root: Path, url: str, plan: ResumePlan, trial: TrialLink | None = None
+) -> tuple[RunRecord, list[SessionTask]]:
     run = _create_run(registry, plan.spec, name=None, fork_of=plan, trial=trial)
     _write_manifest(root, registry, run.id)
     sessions = {s.index: s for s in registry.get_run(run.id).sessions}
@@ -410,22 +495,48 @@ def _executor(executor: Executor | None, handle_signals: bool) -> Executor:
     return LocalExecutor(handle_signals=handle_signals)
 
 
-def _launch(registry: Registry, root: Path, run: RunRecord, tasks: list[SessionTask], on_event: OnEvent | None,
-            executor: Executor, callbacks: Sequence[object] = ()) -> TrainResult:
-    delivery = Delivery(run.id, callbacks, on_event or (lambda event: None),
-                        request_stop=lambda: control.stop(run.id, home=root))
+def _launch(
+    registry: Registry,
+    root: Path,
+    run: RunRecord,
+    tasks: list[SessionTask],
+    on_event: OnEvent | None,
+    executor: Executor,
+    callbacks: Sequence[object] = (),
+) -> TrainResult:
+    delivery = Delivery(
+        run.id, callbacks, on_event or (lambda event: None), request_stop=lambda: control.stop(run.id, home=root)
+    )
     try:
         execution = executor.run(tasks, delivery)
     finally:
         delivery.close()
     if execution.supervisor is not None:
-        return TrainResult(run.id, run.name, str(root), "running", [], max_frame=run.max_frame,
-                           detached=execution.supervisor, stopped_by=delivery.stopped_by)
+        return TrainResult(
+            run.id,
+            run.name,
+            str(root),
+            "running",
+            [],
+            max_frame=run.max_frame,
+            detached=execution.supervisor,
+            stopped_by=delivery.stopped_by,
+        )
     status = settle_run(registry, run.id, execution)
-    outcomes = [SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
-                for t, e in zip(tasks, execution.ended, strict=True)]
-    return TrainResult(run.id, run.name, str(root), status, outcomes, execution.signal, max_frame=run.max_frame,
-                       stopped_by=delivery.stopped_by)
+    outcomes = [
+        SessionOutcome(e.index, t.seed, e.status, e.frame, e.best_eval, e.error)
+        for t, e in zip(tasks, execution.ended, strict=True)
+    ]
+    return TrainResult(
+        run.id,
+        run.name,
+        str(root),
+        status,
+        outcomes,
+        execution.signal,
+        max_frame=run.max_frame,
+        stopped_by=delivery.stopped_by,
+    )
 
 
 def settle_run(registry: Registry, run_id: str, execution: Execution) -> str:

@@ -40,6 +40,7 @@ log = logging.getLogger("rlrun")
 @dataclass(frozen=True)
 class StartInfo:
     """A session started (or resumed) at `frame`."""
+
     run_id: str
     session: int
     seed: int
@@ -50,6 +51,7 @@ class StartInfo:
 @dataclass(frozen=True)
 class LogInfo:
     """A session logged a step (every `meta.log_frequency` frames): the clock and its headline."""
+
     run_id: str
     session: int
     frame: int
@@ -66,6 +68,7 @@ class LogInfo:
 @dataclass(frozen=True)
 class EvaluationInfo:
     """An evaluation finished: the mean and spread of its episodes' returns at `frame`."""
+
     run_id: str
     session: int
     frame: int
@@ -78,6 +81,7 @@ class EvaluationInfo:
 class SnapshotInfo:
     """A snapshot is complete and recorded (`kind`: periodic, eval, best, preempt, final, joined
     with "+"), at `path` in the run's home."""
+
     run_id: str
     session: int
     frame: int
@@ -88,6 +92,7 @@ class SnapshotInfo:
 @dataclass(frozen=True)
 class EndInfo:
     """A session ended: finished, preempted, failed (with `error`)."""
+
     run_id: str
     session: int
     status: str
@@ -147,8 +152,9 @@ def _global_generators_kept() -> Iterator[None]:
 class Delivery:
     """The events of one run, to its callbacks and then to `on_event` (the display's)."""
 
-    def __init__(self, run_id: str, callbacks: Sequence[object], on_event: OnEvent,
-                 request_stop: Callable[[], object]) -> None:
+    def __init__(
+        self, run_id: str, callbacks: Sequence[object], on_event: OnEvent, request_stop: Callable[[], object]
+    ) -> None:
         self.run_id, self.callbacks, self.on_event = run_id, list(callbacks), on_event
         self._request_stop = request_stop
         self._stopping: threading.Thread | None = None

@@ -39,8 +39,12 @@ class StopOutcome:
         return self.requested_at is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run.id, "status": self.run.status, "stop_requested_at": self.requested_at,
-                "repeated": self.repeated}
+        return {
+            "run_id": self.run.id,
+            "status": self.run.status,
+            "stop_requested_at": self.requested_at,
+            "repeated": self.repeated,
+        }
 
 
 def resume_command(run: RunRecord) -> str:
@@ -50,8 +54,9 @@ def resume_command(run: RunRecord) -> str:
     return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
 
 
-def stop(ref: RunRef | str = "latest", filters: RunFilter | None = None, *,
-         home: Path | str | None = None) -> StopOutcome:  # fmt: skip
+def stop(
+    ref: RunRef | str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None
+) -> StopOutcome:
     """Ask the run `ref` names to stop with snapshots; returns at once (its sessions stop at their
     next heartbeat, a few seconds). A run that has ended, or crashed, has nothing to stop: said in
     the outcome, nothing written."""
@@ -79,8 +84,12 @@ class SearchStopOutcome:
         return self.requested_at is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"search_id": self.search.id, "status": self.search.status, "stop_requested_at": self.requested_at,
-                "repeated": self.repeated}
+        return {
+            "search_id": self.search.id,
+            "status": self.search.status,
+            "stop_requested_at": self.requested_at,
+            "repeated": self.repeated,
+        }
 
 
 def stop_search(ref: RunRef | str = "search:latest", *, home: Path | str | None = None) -> SearchStopOutcome:

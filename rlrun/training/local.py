@@ -87,6 +87,12 @@ def _record_failed(task: SessionTask, message: str) -> events.SessionEnded:
     """Record as failed a session whose process could not: its end, as the session would have said it."""
     with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
-        registry.finish_session(session.id, status="failed", frame=session.frame, episode=session.episode,
-                                opt_step=session.opt_step, error=message)
+        registry.finish_session(
+            session.id,
+            status="failed",
+            frame=session.frame,
+            episode=session.episode,
+            opt_step=session.opt_step,
+            error=message,
+        )
     return events.SessionEnded(task.index, "failed", session.frame, session.best_eval, message)

@@ -96,8 +96,15 @@ class _Worker:
 
 
 class Supervisor:
-    def __init__(self, on_message: OnMessage, on_silent_death: OnSilentDeath, *, at_most: int,
-                 stop: StopRequest | None = None, handle_signals: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        on_message: OnMessage,
+        on_silent_death: OnSilentDeath,
+        *,
+        at_most: int,
+        stop: StopRequest | None = None,
+        handle_signals: bool = True,
+    ) -> None:
         self.on_message, self.on_silent_death = on_message, on_silent_death
         self.at_most = at_most
         self.stop = stop or StopRequest()
@@ -146,8 +153,9 @@ class Supervisor:
         while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
             stop = StopRequest(context.Value("i", 0))
             inbox, outbox = context.Pipe(duplex=False)
-            process = context.Process(target=_worker_main, name=work.name,
-                                      args=(work.target, work.args, outbox, stop.shareable()))
+            process = context.Process(
+                target=_worker_main, name=work.name, args=(work.target, work.args, outbox, stop.shareable())
+            )
             self._running[work.key] = _Worker(work, process, stop, inbox)
             self._pass_on_stops()  # before it starts: a worker started after a stop stops at once
             try:

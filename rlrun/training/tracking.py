@@ -19,8 +19,9 @@ from rlrun.trackers.base import Tracker
 from rlrun.trackers.delivery import describe
 
 
-def track(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to: Sequence[str],
-          home: Path | str | None = None) -> list[tuple[int, status.Delivered]]:
+def track(
+    ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to: Sequence[str], home: Path | str | None = None
+) -> list[tuple[int, status.Delivered]]:
     """Send run `ref`'s history to each tracker in `to`; returns what each session's tracker run
     got. A tracker that fails is BadInput, naming it and the session (what was sent stays there,
     and the next `track` replaces it)."""
@@ -37,8 +38,11 @@ def track(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to:
         log = metrics_log.path(folder)
         metrics_log.download(log)  # a home in object storage: the store's log, not this machine's copy
         rows = metrics_log.read_rows(log)[1] if log.exists() else []
-        evaluations = [{"frame": e.frame, "mean": e.mean, "std": e.std} for e in detail.evaluations
-                       if e.session_index == session.index and e.kind == "train"]
+        evaluations = [
+            {"frame": e.frame, "mean": e.mean, "std": e.std}
+            for e in detail.evaluations
+            if e.session_index == session.index and e.kind == "train"
+        ]
         points = history(rows, evaluations)
         identity = Identity(run.id, session.index, session.seed, spec, group=search)
         reached = status.read(folder)
@@ -50,8 +54,10 @@ def track(ref: RunRef | str = "latest", filters: RunFilter | None = None, *, to:
                 tracker.send(points)
                 tracker.finish(session.status, session.best_eval)
             except Exception as error:  # whatever the tracker raises: one line, naming it
-                raise BadInput(f"{name} did not take the history of {run.id}/s{session.index}: {describe(error)};"
-                               " check where it points (its environment variables) and try again") from None
+                raise BadInput(
+                    f"{name} did not take the history of {run.id}/s{session.index}: {describe(error)};"
+                    " check where it points (its environment variables) and try again"
+                ) from None
             delivered = status.Delivered(name, found, 0, None, max((p.frame for p in points), default=None))
             status.write(folder, [delivered])
             sent.append((session.index, delivered))

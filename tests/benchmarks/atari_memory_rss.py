@@ -62,14 +62,20 @@ def rlrun_worker(capacity: int, fill: int) -> dict[str, Any]:
     from rlrun.spec import MemorySpec
 
     before = rss()
-    memory = ReplayMemory(MemorySpec(capacity=capacity), SHAPE, np.dtype(np.uint8), (), np.dtype(np.int64),
-                          frame_stack=4)
+    memory = ReplayMemory(
+        MemorySpec(capacity=capacity), SHAPE, np.dtype(np.uint8), (), np.dtype(np.int64), frame_stack=4
+    )
     episodes, zero, started = Episodes(), np.zeros(1), time.perf_counter()
     for _ in range(fill):
         obs, following, ended = episodes.next()
         memory.add(obs[None], np.zeros(1, np.int64), zero, following[None], np.array([ended]), np.array([False]))
-    return {"rss": rss() - before, "filled": fill, "capacity": capacity, "seconds": time.perf_counter() - started,
-            "allocated": memory.frames.nbytes + memory.rows.nbytes}
+    return {
+        "rss": rss() - before,
+        "filled": fill,
+        "capacity": capacity,
+        "seconds": time.perf_counter() - started,
+        "allocated": memory.frames.nbytes + memory.rows.nbytes,
+    }
 
 
 def sb3_worker(capacity: int, fill: int, optimize: bool) -> dict[str, Any]:
@@ -79,12 +85,24 @@ def sb3_worker(capacity: int, fill: int, optimize: bool) -> dict[str, Any]:
     before = rss()
     refused = None
     try:
-        buffer = ReplayBuffer(capacity, spaces.Box(0, 255, SHAPE, np.uint8), spaces.Discrete(6), device="cpu",
-                              optimize_memory_usage=optimize, handle_timeout_termination=False)
+        buffer = ReplayBuffer(
+            capacity,
+            spaces.Box(0, 255, SHAPE, np.uint8),
+            spaces.Discrete(6),
+            device="cpu",
+            optimize_memory_usage=optimize,
+            handle_timeout_termination=False,
+        )
     except MemoryError as error:  # more than the machine has: the kernel refuses to even map it
         refused = str(error)
-        buffer = ReplayBuffer(fill, spaces.Box(0, 255, SHAPE, np.uint8), spaces.Discrete(6), device="cpu",
-                              optimize_memory_usage=optimize, handle_timeout_termination=False)
+        buffer = ReplayBuffer(
+            fill,
+            spaces.Box(0, 255, SHAPE, np.uint8),
+            spaces.Discrete(6),
+            device="cpu",
+            optimize_memory_usage=optimize,
+            handle_timeout_termination=False,
+        )
     episodes, started = Episodes(), time.perf_counter()
     for _ in range(fill):
         obs, following, ended = episodes.next()
@@ -92,8 +110,14 @@ def sb3_worker(capacity: int, fill: int, optimize: bool) -> dict[str, Any]:
     arrays = [buffer.observations, buffer.actions, buffer.rewards, buffer.dones]
     if getattr(buffer, "next_observations", None) is not None:
         arrays.append(buffer.next_observations)
-    return {"rss": rss() - before, "filled": fill, "capacity": buffer.buffer_size, "seconds":
-            time.perf_counter() - started, "allocated": sum(a.nbytes for a in arrays), "refused": refused}
+    return {
+        "rss": rss() - before,
+        "filled": fill,
+        "capacity": buffer.buffer_size,
+        "seconds": time.perf_counter() - started,
+        "allocated": sum(a.nbytes for a in arrays),
+        "refused": refused,
+    }
 
 
 def run(python: str, *args: str) -> dict[str, Any]:
@@ -114,13 +138,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         fill = args.fill
-        result = rlrun_worker(args.capacity, fill) if args.worker == "rlrun" else \
-            sb3_worker(args.capacity, fill, optimize=args.worker == "sb3-optimized")  # fmt: skip
+        result = (
+            rlrun_worker(args.capacity, fill)
+            if args.worker == "rlrun"
+            else sb3_worker(args.capacity, fill, optimize=args.worker == "sb3-optimized")
+        )
         print(json.dumps(result))
         return
     common = ["--capacity", str(args.capacity)]
-    rows = [("rlrun", sys.executable, args.capacity), ("rlrun", sys.executable, args.sb3_fill),
-            ("sb3-optimized", args.peer_python, args.sb3_fill), ("sb3", args.peer_python, args.sb3_fill)]
+    rows = [
+        ("rlrun", sys.executable, args.capacity),
+        ("rlrun", sys.executable, args.sb3_fill),
+        ("sb3-optimized", args.peer_python, args.sb3_fill),
+        ("sb3", args.peer_python, args.sb3_fill),
+    ]
     print(f"Atari replay memory (4x84x84 uint8), capacity {args.capacity:,}: RSS after filling")
     results = []
     for name, python, fill in rows:
@@ -130,12 +161,16 @@ def main() -> None:
         r = run(python, "--worker", name, "--fill", str(fill), *common)
         full = r["rss"] / fill * args.capacity
         how = "measured" if fill == args.capacity else f"extrapolated from {fill:,} filled"
-        print(f"  {name:14s} filled {fill:>9,}: RSS {r['rss'] / 1e9:6.2f} GB; at {args.capacity:,}:"
-              f" {full / 1e9:6.2f} GB ({how}); arrays allocated {r['allocated'] / 1e9:6.2f} GB;"
-              f" {fill / r['seconds']:,.0f} adds/s")
+        print(
+            f"  {name:14s} filled {fill:>9,}: RSS {r['rss'] / 1e9:6.2f} GB; at {args.capacity:,}:"
+            f" {full / 1e9:6.2f} GB ({how}); arrays allocated {r['allocated'] / 1e9:6.2f} GB;"
+            f" {fill / r['seconds']:,.0f} adds/s"
+        )
         if r.get("refused"):
-            print(f"  {'':14s} (a buffer of {args.capacity:,} could not be allocated here: {r['refused']};"
-                  f" built with {r['capacity']:,})")
+            print(
+                f"  {'':14s} (a buffer of {args.capacity:,} could not be allocated here: {r['refused']};"
+                f" built with {r['capacity']:,})"
+            )
         results.append({"name": name, **r, "at_capacity": full})
     print(json.dumps(results))
 

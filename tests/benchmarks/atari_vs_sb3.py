@@ -100,8 +100,17 @@ def edits(algorithm: str, budget: int) -> list[str]:
 
 def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, device: str = "cpu") -> dict[str, float]:
     """SB3's agent steps per second and per CPU-second, its networks on `device` (torch's name)."""
-    args = [str(python), "-c", SB3_WORKER, algorithm, json.dumps(spec), str(budget), str(budget // 10), str(seed),
-            device]
+    args = [
+        str(python),
+        "-c",
+        SB3_WORKER,
+        algorithm,
+        json.dumps(spec),
+        str(budget),
+        str(budget // 10),
+        str(seed),
+        device,
+    ]
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
     if done.returncode != 0:
         raise SystemExit(f"SB3 worker failed:\n{done.stderr[-3000:]}")
@@ -109,8 +118,9 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, de
     return result
 
 
-def measure(algorithm: str, budget: int, seed: int = 0, python: Path | None = None, device: str = "cpu"
-            ) -> tuple[dict, dict]:
+def measure(
+    algorithm: str, budget: int, seed: int = 0, python: Path | None = None, device: str = "cpu"
+) -> tuple[dict, dict]:
     """SB3's and rlrun's measures of `algorithm`'s built-in trained for `budget` frames, both sides'
     networks on `device`."""
     from rlrun.spec import load_spec
@@ -131,22 +141,31 @@ def main() -> None:
     parser.add_argument("--baseline", help="a checkout of another rlrun to time beside this one")
     args = parser.parse_args()
     if args.dqn_frames % 10_000 or args.ppo_frames % 10_240:
-        raise SystemExit("--dqn-frames: a multiple of 10,000; --ppo-frames: of 10,240 (a tenth of each is where"
-                         " the timing starts: learning's start, a rollout's end)")
+        raise SystemExit(
+            "--dqn-frames: a multiple of 10,000; --ppo-frames: of 10,240 (a tenth of each is where"
+            " the timing starts: learning's start, a rollout's end)"
+        )
     python = sb3_python()
     before = "   before f/cpu-s  after/before" if args.baseline else ""
     print("agent steps per CPU-second (one torch thread each; wall-clock ratio in brackets)")
-    print(f"{'algo':<5} {'spec':<13} {'timed':>6} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} "
-          f"{'(wall)':>7}{before}")
+    print(
+        f"{'algo':<5} {'spec':<13} {'timed':>6} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} "
+        f"{'(wall)':>7}{before}"
+    )
     for algorithm in args.algorithms:
         budget = args.dqn_frames if algorithm == "dqn" else args.ppo_frames
         for _ in range(args.rounds):
             theirs, ours = measure(algorithm, budget, args.seed, python)
-            old = run_rlrun(SPECS[algorithm], budget, args.seed, *edits(algorithm, budget), source=args.baseline) \
-                if args.baseline else None
-            line = (f"{algorithm:<5} {SPECS[algorithm]:<13} {budget - budget // 10:>6} {theirs['cpu_fps']:>12.1f} "
-                    f"{ours['cpu_fps']:>14.1f} {ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} "
-                    f"({ours['fps'] / theirs['fps']:>5.2f})")
+            old = (
+                run_rlrun(SPECS[algorithm], budget, args.seed, *edits(algorithm, budget), source=args.baseline)
+                if args.baseline
+                else None
+            )
+            line = (
+                f"{algorithm:<5} {SPECS[algorithm]:<13} {budget - budget // 10:>6} {theirs['cpu_fps']:>12.1f} "
+                f"{ours['cpu_fps']:>14.1f} {ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} "
+                f"({ours['fps'] / theirs['fps']:>5.2f})"
+            )
             if old is not None:
                 line += f" {old['cpu_fps']:>16.1f} {ours['cpu_fps'] / old['cpu_fps']:>13.2f}"
             print(line, flush=True)

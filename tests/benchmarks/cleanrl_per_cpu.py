@@ -56,20 +56,29 @@ LEARNING_STARTS = 1000
 PAIRS: dict[str, tuple[str, list[str], str, list[str]]] = {
     "ppo_atari": ("ppo_atari", ["--env-id", "BreakoutNoFrameskip-v4"], "ppo_breakout", []),
     "ppo_atari_envpool": ("ppo_atari_envpool", ["--env-id", "Breakout-v5"], "ppo_breakout", []),
-    "dqn_atari": ("dqn_atari", ["--env-id", "PongNoFrameskip-v4", "--learning-starts", str(LEARNING_STARTS),
-                                "--buffer-size", "10000"],
-                  "dqn_pong", [f"agent.learning_starts={LEARNING_STARTS}", "agent.memory.capacity=10000"]),
+    "dqn_atari": (
+        "dqn_atari",
+        ["--env-id", "PongNoFrameskip-v4", "--learning-starts", str(LEARNING_STARTS), "--buffer-size", "10000"],
+        "dqn_pong",
+        [f"agent.learning_starts={LEARNING_STARTS}", "agent.memory.capacity=10000"],
+    ),
     "ppo_continuous_action": ("ppo_continuous_action", ["--env-id", "Hopper-v4"], "ppo_hopper", []),
     "ppo_continuous_action:ppo_pendulum": ("ppo_continuous_action", ["--env-id", "Pendulum-v1"], "ppo_pendulum", []),
-    "sac_continuous_action": ("sac_continuous_action", ["--env-id", "HalfCheetah-v4", "--learning-starts",
-                                                        str(LEARNING_STARTS)],
-                              "sac_halfcheetah", [f"agent.learning_starts={LEARNING_STARTS}"]),
-    "sac_continuous_action:sac_pendulum": ("sac_continuous_action", ["--env-id", "Pendulum-v1", "--learning-starts",
-                                                                     str(LEARNING_STARTS)],
-                                           "sac_pendulum", [f"agent.learning_starts={LEARNING_STARTS}"]),
+    "sac_continuous_action": (
+        "sac_continuous_action",
+        ["--env-id", "HalfCheetah-v4", "--learning-starts", str(LEARNING_STARTS)],
+        "sac_halfcheetah",
+        [f"agent.learning_starts={LEARNING_STARTS}"],
+    ),
+    "sac_continuous_action:sac_pendulum": (
+        "sac_continuous_action",
+        ["--env-id", "Pendulum-v1", "--learning-starts", str(LEARNING_STARTS)],
+        "sac_pendulum",
+        [f"agent.learning_starts={LEARNING_STARTS}"],
+    ),
 }
 
-RUNNER = r'''
+RUNNER = r"""
 import runpy, sys
 import gymnasium as gym, torch
 torch.set_num_threads(1)
@@ -81,18 +90,30 @@ except ImportError:
 script = sys.argv[1]
 sys.argv = [script, *sys.argv[2:]]
 runpy.run_path(script, run_name="__main__")
-'''
+"""
 
 
-def cleanrl_seconds(python: str, folder: Path, name: str, frames: int, extra: list[str],
-                    cuda: bool = False) -> tuple[float, float]:
+def cleanrl_seconds(
+    python: str, folder: Path, name: str, frames: int, extra: list[str], cuda: bool = False
+) -> tuple[float, float]:
     """CPU seconds (all its threads, and its children) and wall seconds of one CleanRL process trained
     for `frames`, its networks on the GPU when `cuda`."""
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    args = [python, "-c", RUNNER, str(folder / f"{name}.py"), "--total-timesteps", str(frames),
-            "--cuda" if cuda else "--no-cuda", "--seed", "1", *extra]
-    done = subprocess.run(args, cwd=folder, capture_output=True, text=True,
-                          env={**os.environ, **SINGLE_THREAD, "PYTHONPATH": str(folder)})
+    args = [
+        python,
+        "-c",
+        RUNNER,
+        str(folder / f"{name}.py"),
+        "--total-timesteps",
+        str(frames),
+        "--cuda" if cuda else "--no-cuda",
+        "--seed",
+        "1",
+        *extra,
+    ]
+    done = subprocess.run(
+        args, cwd=folder, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD, "PYTHONPATH": str(folder)}
+    )
     if done.returncode != 0:
         raise SystemExit(f"CleanRL {name} failed:\n{done.stderr[-3000:]}")
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -123,8 +144,10 @@ def main() -> None:
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS), choices=list(PAIRS))
     parser.add_argument("--frames", type=int, default=4096, help="T: the frames the difference is taken over")
     args = parser.parse_args()
-    print(f"frames per CPU-second, one torch thread each, {os.cpu_count()} cores "
-          f"(load average {os.getloadavg()[0]:.1f} at the start)")
+    print(
+        f"frames per CPU-second, one torch thread each, {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.1f} at the start)"
+    )
     print(f"{'CleanRL':<36} {'rlrun':<16} {'CleanRL f/cpu-s':>16} {'rlrun f/cpu-s':>14} {'ratio':>6}")
     for pair in args.pairs:
         theirs, ours = measure(pair, args.cleanrl_python, args.cleanrl_dir, args.frames)

@@ -56,10 +56,22 @@ def build(home: Path) -> tuple[list[str], dict[str, np.ndarray]]:
                 created = now - 1000 + s * 100 + g
                 run_id = new_run_id(created)
                 run_ids.append(run_id)
-                db.execute("INSERT INTO runs (id, name, spec_name, algorithm, env_id, status, max_frame, num_sessions,"
-                           " seed, host, created_at, finished_at) VALUES (?, ?, ?, ?, ?, 'finished', ?, ?, 0, 'bench',"
-                           " ?, ?)", (run_id, f"{spec}-{game.lower()}", spec, algorithm, f"ALE/{game}-v5",
-                                      POINTS * EVERY, SEEDS, created, created + 1))  # fmt: skip
+                db.execute(
+                    "INSERT INTO runs (id, name, spec_name, algorithm, env_id, status, max_frame, num_sessions,"
+                    " seed, host, created_at, finished_at) VALUES (?, ?, ?, ?, ?, 'finished', ?, ?, 0, 'bench',"
+                    " ?, ?)",
+                    (
+                        run_id,
+                        f"{spec}-{game.lower()}",
+                        spec,
+                        algorithm,
+                        f"ALE/{game}-v5",
+                        POINTS * EVERY,
+                        SEEDS,
+                        created,
+                        created + 1,
+                    ),
+                )
                 low, high = ATARI_RANDOM[game], ATARI_HUMAN[game]
                 for k in range(SEEDS):
                     session_id += 1
@@ -67,13 +79,19 @@ def build(home: Path) -> tuple[list[str], dict[str, np.ndarray]]:
                     normalised = level * progress + rng.normal(0, 0.15, POINTS)
                     means = low + (high - low) * normalised
                     cube[k, g] = means
-                    db.execute("INSERT INTO sessions (id, run_id, session_index, seed, status, frame, episode,"
-                               " opt_step, best_eval, last_eval) VALUES (?, ?, ?, ?, 'finished', ?, 0, 0, ?, ?)",
-                               (session_id, run_id, k, k, POINTS * EVERY, float(means.max()), float(means[-1])))
-                    db.executemany("INSERT INTO evaluations (session_id, frame, kind, mean, std, min, max, episodes,"
-                                   " created_at) VALUES (?, ?, 'train', ?, 0, ?, ?, 10, ?)",
-                                   [(session_id, (j + 1) * EVERY, float(m), float(m), float(m), created)
-                                    for j, m in enumerate(means)])  # fmt: skip
+                    db.execute(
+                        "INSERT INTO sessions (id, run_id, session_index, seed, status, frame, episode,"
+                        " opt_step, best_eval, last_eval) VALUES (?, ?, ?, ?, 'finished', ?, 0, 0, ?, ?)",
+                        (session_id, run_id, k, k, POINTS * EVERY, float(means.max()), float(means[-1])),
+                    )
+                    db.executemany(
+                        "INSERT INTO evaluations (session_id, frame, kind, mean, std, min, max, episodes,"
+                        " created_at) VALUES (?, ?, 'train', ?, 0, ?, ?, 10, ?)",
+                        [
+                            (session_id, (j + 1) * EVERY, float(m), float(m), float(m), created)
+                            for j, m in enumerate(means)
+                        ],
+                    )
             curves[spec] = cube
     db.close()
     return run_ids, curves
@@ -112,9 +130,12 @@ def zoo_pickle(curves: dict[str, np.ndarray], path: Path) -> None:
         for g, game in enumerate(GAMES):
             per_eval = cube[:, g, :].T  # (n_eval, n_runs)
             results.setdefault(game, {})[spec] = {
-                "timesteps": frames, "mean": per_eval.mean(axis=1),
-                "std_error": per_eval.std(axis=1) / np.sqrt(SEEDS), "last_evals": cube[:, g, -1],
-                "mean_per_eval": per_eval}  # fmt: skip
+                "timesteps": frames,
+                "mean": per_eval.mean(axis=1),
+                "std_error": per_eval.std(axis=1) / np.sqrt(SEEDS),
+                "last_evals": cube[:, g, -1],
+                "mean_per_eval": per_eval,
+            }
     table = {"headers": ["env", *curves], "value_matrix": [[game, *(0.0 for _ in curves)] for game in GAMES]}
     path.write_bytes(pickle.dumps({**results, "results_table": table}))
 
@@ -122,8 +143,11 @@ def zoo_pickle(curves: dict[str, np.ndarray], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50_000)
-    parser.add_argument("--zoo-path", default=os.environ.get("RL_ZOO_PATH", ""),
-                        help="Folders to put on PYTHONPATH for the RL Zoo's script (rl_zoo3 and pytablewriter).")
+    parser.add_argument(
+        "--zoo-path",
+        default=os.environ.get("RL_ZOO_PATH", ""),
+        help="Folders to put on PYTHONPATH for the RL Zoo's script (rl_zoo3 and pytablewriter).",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "runs"
@@ -131,34 +155,56 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("RLRUN_DB",)}
         env.update(RLRUN_HOME=str(home), MPLBACKEND="Agg")
         rlrun = [sys.executable, "-m", "rlrun", "compare", *run_ids, "--normalize", "human", "--json"]
-        print(f"{len(SPECS)} specs x {SEEDS} seeds x {len(GAMES)} envs x {POINTS} evaluation points,"
-              f" human-normalised; wall seconds of a fresh process")
+        print(
+            f"{len(SPECS)} specs x {SEEDS} seeds x {len(GAMES)} envs x {POINTS} evaluation points,"
+            f" human-normalised; wall seconds of a fresh process"
+        )
         rows: list[tuple[str, float]] = []
         rows.append((f"rlrun compare --reps {args.reps:,}", timed([*rlrun, "--reps", str(args.reps)], env)))
         scores = Path(tmp) / "scores.pkl"
-        final = {spec: (cube[:, :, -1] - [ATARI_RANDOM[g] for g in GAMES])
-                 / (np.array([ATARI_HUMAN[g] for g in GAMES]) - [ATARI_RANDOM[g] for g in GAMES])
-                 for spec, cube in curves.items()}  # fmt: skip
+        final = {
+            spec: (cube[:, :, -1] - [ATARI_RANDOM[g] for g in GAMES])
+            / (np.array([ATARI_HUMAN[g] for g in GAMES]) - [ATARI_RANDOM[g] for g in GAMES])
+            for spec, cube in curves.items()
+        }
         scores.write_bytes(pickle.dumps(final))
-        rows.append((f"rliable directly, the same calls, {args.reps:,} reps",
-                     timed([sys.executable, "-c", RLIABLE_DIRECT, str(scores), str(args.reps)], env)))
+        rows.append(
+            (
+                f"rliable directly, the same calls, {args.reps:,} reps",
+                timed([sys.executable, "-c", RLIABLE_DIRECT, str(scores), str(args.reps)], env),
+            )
+        )
         report = Path(tmp) / "report.png"
-        rows.append(("rlrun compare --reps 2,000 -o report.png",
-                     timed([*rlrun, "--reps", "2000", "-o", str(report)], env)))
+        rows.append(
+            ("rlrun compare --reps 2,000 -o report.png", timed([*rlrun, "--reps", "2000", "-o", str(report)], env))
+        )
         zoo_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (args.zoo_path, env.get("PYTHONPATH", "")) if p)}
-        probe = subprocess.run([sys.executable, "-c", "import rl_zoo3.plots.plot_from_file"], env=zoo_env,
-                               capture_output=True, text=True)
+        probe = subprocess.run(
+            [sys.executable, "-c", "import rl_zoo3.plots.plot_from_file"], env=zoo_env, capture_output=True, text=True
+        )
         if probe.returncode == 0:
             zoo = Path(tmp) / "zoo.pkl"
             zoo_pickle(curves, zoo)
-            command = [sys.executable, "-m", "rl_zoo3.plots.plot_from_file", "-i", str(zoo), "--rliable", "--versus",
-                       "--iqm", "--skip-timesteps"]  # fmt: skip
-            rows.append(("RL Zoo plot_from_file.py --rliable --versus --iqm (its 2,000/1,000 reps)",
-                         timed(command, zoo_env)))
+            command = [
+                sys.executable,
+                "-m",
+                "rl_zoo3.plots.plot_from_file",
+                "-i",
+                str(zoo),
+                "--rliable",
+                "--versus",
+                "--iqm",
+                "--skip-timesteps",
+            ]
+            rows.append(
+                ("RL Zoo plot_from_file.py --rliable --versus --iqm (its 2,000/1,000 reps)", timed(command, zoo_env))
+            )
         else:
             last = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "?"
-            print(f"RL Zoo: not measured, rl_zoo3.plots.plot_from_file does not import here ({last});"
-                  " rliable called directly is the peer")
+            print(
+                f"RL Zoo: not measured, rl_zoo3.plots.plot_from_file does not import here ({last});"
+                " rliable called directly is the peer"
+            )
         width = max(len(label) for label, _ in rows)
         base = rows[1][1]
         for label, seconds in rows:

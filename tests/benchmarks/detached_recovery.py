@@ -36,14 +36,23 @@ from rlrun.registry import Registry
 
 SPEC = "reinforce_cartpole"
 SUPERVISOR = "bench_supervisor"
-QUIET = ["--set", "meta.num_eval_episodes=1", "--set", "meta.eval_frequency=1M", "--set", "meta.log_frequency=1M",
-         "--set", "meta.checkpoint_frequency=1000"]
+QUIET = [
+    "--set",
+    "meta.num_eval_episodes=1",
+    "--set",
+    "meta.eval_frequency=1M",
+    "--set",
+    "meta.log_frequency=1M",
+    "--set",
+    "meta.checkpoint_frequency=1000",
+]
 
 
 def rlrun(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "RLRUN_HOME": str(home)}
-    done = subprocess.run([sys.executable, "-m", "rlrun", *args], env=environment, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlrun", *args], env=environment, capture_output=True, text=True, timeout=900
+    )
     if done.returncode != 0:
         raise SystemExit(f"rlrun {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done
@@ -74,8 +83,19 @@ def rlrun_recovery(cluster: Any, home: Path) -> tuple[float, float]:
     from ray_scaleout import fresh_registry  # this folder is the script's: on sys.path
 
     fresh_registry()
-    rlrun(home, "train", SPEC, "--frames", "10M", *QUIET, "--ray", cluster.address, "--detach",
-          "--supervisor-on", SUPERVISOR)
+    rlrun(
+        home,
+        "train",
+        SPEC,
+        "--frames",
+        "10M",
+        *QUIET,
+        "--ray",
+        cluster.address,
+        "--detach",
+        "--supervisor-on",
+        SUPERVISOR,
+    )
     with Registry.open(home, create=False) as registry:
         run_id = registry.resolve("latest").id
 
@@ -108,8 +128,11 @@ class Bare:
 
 def bare_recovery(cluster: Any, ray: Any) -> float:
     """Seconds from the bare actor's node removed to it answering again on another node."""
-    actor = ray.remote(Bare).options(lifetime="detached", max_restarts=-1, max_task_retries=-1, num_cpus=0,
-                                     resources={SUPERVISOR: 0.001}).remote()
+    actor = (
+        ray.remote(Bare)
+        .options(lifetime="detached", max_restarts=-1, max_task_retries=-1, num_cpus=0, resources={SUPERVISOR: 0.001})
+        .remote()
+    )
     first = ray.get(actor.node.remote())
     removed = time.monotonic()
     cluster.remove_node(node_of(cluster, first), allow_graceful=False)
@@ -152,12 +175,18 @@ def main() -> int:
                 finally:
                     ray.shutdown()
                 replace_lost_nodes(cluster, size)
-                print(f"round {i + 1}: rlrun supervisor back {back:.2f} s, session supervised again {again:.2f} s;"
-                      f" bare detached actor back {bare[-1]:.2f} s", flush=True)
+                print(
+                    f"round {i + 1}: rlrun supervisor back {back:.2f} s, session supervised again {again:.2f} s;"
+                    f" bare detached actor back {bare[-1]:.2f} s",
+                    flush=True,
+                )
         b, s, p = (statistics.median(v) for v in (backs, supervised, bare))
-        print(f"median of {args.repeat}: supervisor node lost -> supervisor back {b:.2f} s, session supervised"
-              f" again {s:.2f} s; a bare detached actor (Ray alone) back {p:.2f} s: rlrun's supervisor"
-              f" {b / p:.2f}x Ray's restart, sessions supervised again {s / p:.2f}x", flush=True)
+        print(
+            f"median of {args.repeat}: supervisor node lost -> supervisor back {b:.2f} s, session supervised"
+            f" again {s:.2f} s; a bare detached actor (Ray alone) back {p:.2f} s: rlrun's supervisor"
+            f" {b / p:.2f}x Ray's restart, sessions supervised again {s / p:.2f}x",
+            flush=True,
+        )
     finally:
         cluster.shutdown()
     return 0

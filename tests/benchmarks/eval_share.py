@@ -58,8 +58,16 @@ def measure(spec_name: str, edits: list[str], frames: int, every: int, episodes:
         waited.append(self.waited)
         close(self)
 
-    spec = load_spec(spec_name, [f"meta.max_frame={frames}", f"meta.eval_frequency={every}",
-                                 f"meta.num_eval_episodes={episodes}", f"meta.checkpoint_frequency={frames}", *edits])
+    spec = load_spec(
+        spec_name,
+        [
+            f"meta.max_frame={frames}",
+            f"meta.eval_frequency={every}",
+            f"meta.num_eval_episodes={episodes}",
+            f"meta.checkpoint_frequency={frames}",
+            *edits,
+        ],
+    )
     evaluation.Evaluator._run = timed_run  # type: ignore[method-assign]
     evaluation.Evaluator.close = closing  # type: ignore[method-assign]
     try:
@@ -71,9 +79,13 @@ def measure(spec_name: str, edits: list[str], frames: int, every: int, episodes:
         evaluation.Evaluator._run = run_episodes  # type: ignore[method-assign]
         evaluation.Evaluator.close = close  # type: ignore[method-assign]
     assert result.status == "finished", result
-    return {"wall_s": round(wall, 1), "eval_stall_s": round(waited[0], 1),
-            "eval_share": round(waited[0] / wall, 3), "eval_play_s": round(sum(played), 1),
-            "evaluations": len(played)}
+    return {
+        "wall_s": round(wall, 1),
+        "eval_stall_s": round(waited[0], 1),
+        "eval_share": round(waited[0] / wall, 3),
+        "eval_play_s": round(sum(played), 1),
+        "evaluations": len(played),
+    }
 
 
 def main() -> None:
@@ -91,8 +103,11 @@ def main() -> None:
     for name in args.configs.split(","):
         rows[name] = measure(args.spec, CONFIGS[name], frames, every, args.episodes)
         print(name, json.dumps(rows[name]), file=sys.stderr, flush=True)
-    print(json.dumps({"spec": args.spec, "frames": frames, "every": every, "episodes": args.episodes,
-                      "results": rows}, indent=1))
+    print(
+        json.dumps(
+            {"spec": args.spec, "frames": frames, "every": every, "episodes": args.episodes, "results": rows}, indent=1
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,11 @@ def rates(algorithm: str, budget: int, seed: int, device: str, cleanrl: tuple[st
     if cleanrl is not None:
         python, folder = cleanrl
         try:
-            measured.append(cleanrl_per_cpu.cleanrl_rates(CLEANRL_PAIRS[algorithm], python, folder, budget // 2,
-                                                          cuda=device == "cuda")[1])
+            measured.append(
+                cleanrl_per_cpu.cleanrl_rates(
+                    CLEANRL_PAIRS[algorithm], python, folder, budget // 2, cuda=device == "cuda"
+                )[1]
+            )
         except SystemExit as failure:  # the other two columns still stand
             print(f"CleanRL's {CLEANRL_PAIRS[algorithm]} failed: {str(failure)[-2000:]}", file=sys.stderr)
     return measured
@@ -53,20 +56,27 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args()
     if args.dqn_frames % 10_000 or args.ppo_frames % 2_048:
-        raise SystemExit("--dqn-frames: a multiple of 10,000; --ppo-frames: of 2,048 (a tenth starts the timing,"
-                         " CleanRL's T is half the budget)")
+        raise SystemExit(
+            "--dqn-frames: a multiple of 10,000; --ppo-frames: of 2,048 (a tenth starts the timing,"
+            " CleanRL's T is half the budget)"
+        )
     where = require_cuda() if args.device == "cuda" else "the CPU (a dry run)"
     cleanrl = (args.cleanrl_python, args.cleanrl_dir) if args.cleanrl_python else None
     print(f"agent steps per wall second, networks on {where}, one torch thread each")
-    print(f"{'algo':<5} {'spec':<13} {'frames':>7} {'rlrun f/s':>10} {'SB3 f/s':>9} {'CleanRL f/s':>12} "
-          f"{'vs SB3':>7} {'vs CleanRL':>11}")
+    print(
+        f"{'algo':<5} {'spec':<13} {'frames':>7} {'rlrun f/s':>10} {'SB3 f/s':>9} {'CleanRL f/s':>12} "
+        f"{'vs SB3':>7} {'vs CleanRL':>11}"
+    )
     for algorithm in args.algorithms:
         budget = args.dqn_frames if algorithm == "dqn" else args.ppo_frames
         ours, theirs, *clean = rates(algorithm, budget, args.seed, args.device, cleanrl)
         versus_cleanrl = f"{ours / clean[0]:>11.2f}" if clean else f"{'-':>11}"
         cleanrl_rate = f"{clean[0]:>12.0f}" if clean else f"{'-':>12}"
-        print(f"{algorithm:<5} {atari_vs_sb3.SPECS[algorithm]:<13} {budget:>7} {ours:>10.0f} {theirs:>9.0f} "
-              f"{cleanrl_rate} {ours / theirs:>7.2f} {versus_cleanrl}", flush=True)
+        print(
+            f"{algorithm:<5} {atari_vs_sb3.SPECS[algorithm]:<13} {budget:>7} {ours:>10.0f} {theirs:>9.0f} "
+            f"{cleanrl_rate} {ours / theirs:>7.2f} {versus_cleanrl}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

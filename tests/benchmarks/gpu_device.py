@@ -28,8 +28,10 @@ TESTS = Path(__file__).resolve().parents[1]
 SPECS = {"dqn": "dqn_cartpole", "ppo": "ppo_cartpole"}
 SIZES: dict[str, dict[str, list[str]]] = {
     "spec": {"dqn": [], "ppo": []},
-    "1024x2": {"dqn": ["agent.network.hidden=[1024, 1024]", "agent.batch_size=256"],
-               "ppo": ["agent.network.hidden=[1024, 1024]"]},
+    "1024x2": {
+        "dqn": ["agent.network.hidden=[1024, 1024]", "agent.batch_size=256"],
+        "ppo": ["agent.network.hidden=[1024, 1024]"],
+    },
 }
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -40,8 +42,11 @@ def require_cuda() -> str:
 
     if not torch.cuda.is_available():
         why = "is built without CUDA" if torch.version.cuda is None else "sees no CUDA GPU"
-        print(f"error: torch {torch.__version__} {why}: this benchmark compares meta.device=cpu with cuda;"
-              " run it on a machine with a GPU", file=sys.stderr)
+        print(
+            f"error: torch {torch.__version__} {why}: this benchmark compares meta.device=cpu with cuda;"
+            " run it on a machine with a GPU",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     return torch.cuda.get_device_name(0)
 
@@ -51,16 +56,26 @@ def sets(edits: list[str]) -> list[str]:
 
 
 def rlrun(home: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rlrun", *args, "--home", home], capture_output=True, text=True,
-                          env={**os.environ, **SINGLE_THREAD, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "rlrun", *args, "--home", home],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SINGLE_THREAD, **(env or {})},
+    )
 
 
 def frames_per_second(spec: str, device: str, edits: list[str], frames: int) -> float:
     from rlrun import snapshot
     from rlrun.registry import Registry
 
-    quiet = [f"meta.max_frame={frames}", f"meta.eval_frequency={frames}", f"meta.checkpoint_frequency={frames}",
-             f"meta.log_frequency={frames}", "meta.num_eval_episodes=1", f"meta.device={device}"]
+    quiet = [
+        f"meta.max_frame={frames}",
+        f"meta.eval_frequency={frames}",
+        f"meta.checkpoint_frequency={frames}",
+        f"meta.log_frequency={frames}",
+        "meta.num_eval_episodes=1",
+        f"meta.device={device}",
+    ]
     with tempfile.TemporaryDirectory() as home:
         done = rlrun(home, "train", spec, *sets(quiet + edits))
         if done.returncode != 0:
@@ -71,7 +86,7 @@ def frames_per_second(spec: str, device: str, edits: list[str], frames: int) -> 
 
 
 def resume_is_exact(spec: str, frames: int, device: str = "cuda") -> str:
-    """"exact", or what differs and the ops recorded as nondeterministic, after a SIGTERM at
+    """ "exact", or what differs and the ops recorded as nondeterministic, after a SIGTERM at
     mid-budget and a resume, all on `device`."""
     sys.path.insert(0, str(TESTS))
     from helpers import fast
@@ -101,18 +116,27 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", default=list(SPECS), choices=list(SPECS))
     parser.add_argument("--frames", type=int, default=20_000, help="frames per timed training")
     parser.add_argument("--resume-frames", type=int, default=6_000, help="budget of the exactness check (0: skip)")
-    parser.add_argument("--exact-specs", nargs="+", metavar="SPEC",
-                        help="built-ins whose resume on the GPU is checked (default: the algorithms' CartPole specs)")
+    parser.add_argument(
+        "--exact-specs",
+        nargs="+",
+        metavar="SPEC",
+        help="built-ins whose resume on the GPU is checked (default: the algorithms' CartPole specs)",
+    )
     options = parser.parse_args()
     gpu = require_cuda()
     print(f"GPU: {gpu}; {options.frames:,} frames per training, one CPU thread")
     print(f"{'algo':<5} {'network':<8} {'cpu fps':>9} {'cuda fps':>9} {'cuda/cpu':>9}", flush=True)
     for algorithm in options.algorithms:
         for size, edits in SIZES.items():
-            measured: dict[str, Any] = {device: frames_per_second(SPECS[algorithm], device, edits[algorithm],
-                                                                  options.frames) for device in ("cpu", "cuda")}
-            print(f"{algorithm:<5} {size:<8} {measured['cpu']:>9.0f} {measured['cuda']:>9.0f} "
-                  f"{measured['cuda'] / measured['cpu']:>9.2f}", flush=True)
+            measured: dict[str, Any] = {
+                device: frames_per_second(SPECS[algorithm], device, edits[algorithm], options.frames)
+                for device in ("cpu", "cuda")
+            }
+            print(
+                f"{algorithm:<5} {size:<8} {measured['cpu']:>9.0f} {measured['cuda']:>9.0f} "
+                f"{measured['cuda'] / measured['cpu']:>9.2f}",
+                flush=True,
+            )
     if options.resume_frames:
         for spec in options.exact_specs or [SPECS[algorithm] for algorithm in options.algorithms]:
             print(f"{spec}: resume on {gpu}: {resume_is_exact(spec, options.resume_frames)}", flush=True)

@@ -33,8 +33,10 @@ def main() -> None:
 
     python = sb3_python()
     print("frames per CPU-second (one torch thread each)")
-    print(f"{'spec':<14} {'seed':>4} {'frames':>8} {'SB3':>8} {'autograd':>9} {'auto':>8} "
-          f"{'autograd/SB3':>13} {'auto/SB3':>9} {'auto/autograd':>14}")
+    print(
+        f"{'spec':<14} {'seed':>4} {'frames':>8} {'SB3':>8} {'autograd':>9} {'auto':>8} "
+        f"{'autograd/SB3':>13} {'auto/SB3':>9} {'auto/autograd':>14}"
+    )
     for name in chosen_specs(args.specs, args.algorithms):
         budget = args.frames or load_spec(name).meta.max_frame
         sb3_spec = load_spec(name, [f"meta.max_frame={budget}"]).to_json()
@@ -43,8 +45,11 @@ def main() -> None:
                 theirs = run_sb3(python, sb3_spec, budget, seed)["cpu_fps"]
                 plain = run_rlrun(name, budget, seed, "meta.kernels=autograd")["cpu_fps"]
                 ours = run_rlrun(name, budget, seed)["cpu_fps"]
-                print(f"{name:<14} {seed:>4} {budget:>8} {theirs:>8.0f} {plain:>9.0f} {ours:>8.0f} "
-                      f"{plain / theirs:>13.2f} {ours / theirs:>9.2f} {ours / plain:>14.2f}", flush=True)
+                print(
+                    f"{name:<14} {seed:>4} {budget:>8} {theirs:>8.0f} {plain:>9.0f} {ours:>8.0f} "
+                    f"{plain / theirs:>13.2f} {ours / theirs:>9.2f} {ours / plain:>14.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ def command(spec: str) -> list[str]:
 def run(home: Path, args: list[str], kill_after: float | None, *, from_record: bool = False) -> tuple[int | None, str]:
     """Run `args` in its own process group; SIGKILL the group after `kill_after` seconds, counted
     from its start, or (`from_record`) from when the registry first holds a run."""
-    process = subprocess.Popen(args, env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    process = subprocess.Popen(
+        args, env=cli_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     while from_record and process.poll() is None and not has_run(home):
         time.sleep(0.02)
     try:
@@ -104,8 +105,14 @@ def torn_snapshots(home: Path) -> int:
     return torn
 
 
-def trial(rng: random.Random, spec: str, straight: dict[str, Any], lifetime: tuple[float, float], workdir: Path,
-          counts: Counter[str]) -> str:
+def trial(
+    rng: random.Random,
+    spec: str,
+    straight: dict[str, Any],
+    lifetime: tuple[float, float],
+    workdir: Path,
+    counts: Counter[str],
+) -> str:
     """`lifetime`: how long the uninterrupted command took on this machine, from its start and from
     the moment its run was recorded. Most kills land after the run is recorded (start-up is most of
     a tiny run's life, and a kill there leaves nothing to recover); one in five anywhere."""
@@ -158,8 +165,13 @@ def main() -> None:
             home = workdir / f"straight-{spec}"
             lifetime[spec] = uninterrupted(home, command(spec))
             straight[spec] = final_state(home)
-        print("uninterrupted:", ", ".join(f"{spec} {whole:.1f} s ({recorded:.1f} s recorded)"
-                                          for spec, (whole, recorded) in lifetime.items()), flush=True)
+        print(
+            "uninterrupted:",
+            ", ".join(
+                f"{spec} {whole:.1f} s ({recorded:.1f} s recorded)" for spec, (whole, recorded) in lifetime.items()
+            ),
+            flush=True,
+        )
         started = time.monotonic()
         for number in range(1, options.trials + 1):
             spec = rng.choice(specs)
@@ -167,8 +179,16 @@ def main() -> None:
             counts["trials"] += 1
             print(f"trial {number:3d} {spec:20s} {outcome}", flush=True)
     print(f"\n{time.monotonic() - started:.0f} s")
-    for key in ("trials", "finished before the kill", "killed before the run was recorded", "resumed", "bit-exact",
-                "registry errors", "torn snapshots used", "stuck"):
+    for key in (
+        "trials",
+        "finished before the kill",
+        "killed before the run was recorded",
+        "resumed",
+        "bit-exact",
+        "registry errors",
+        "torn snapshots used",
+        "stuck",
+    ):
         print(f"{key:22s} {counts[key]}")
 
 

@@ -38,6 +38,7 @@ def measure(spec_name: str, frames: int, edits: list[str]) -> float:
     from rlrun.session.loop import Session
     from rlrun.session.stopping import StopRequest
     from rlrun.spec import load_spec
+
     try:
         from rlrun.training.api import _task
     except ImportError:  # a checkout from before the training package
@@ -45,12 +46,23 @@ def measure(spec_name: str, frames: int, edits: list[str]) -> float:
 
     spec = load_spec(spec_name, [f"meta.max_frame={frames}", "meta.sessions=1", *QUIET, *edits])
     with tempfile.TemporaryDirectory() as tmp, Registry.open(Path(tmp)) as registry:
-        run = registry.create_run(run_id="bench", name=None, spec_name=spec_name, algorithm=spec.agent.algorithm,
-                                  env_id=spec.env.id, max_frame=frames, seed=0, num_sessions=1,
-                                  spec_json=spec.model_dump_json(), host="bench", pid=0)
+        run = registry.create_run(
+            run_id="bench",
+            name=None,
+            spec_name=spec_name,
+            algorithm=spec.agent.algorithm,
+            env_id=spec.env.id,
+            max_frame=frames,
+            seed=0,
+            num_sessions=1,
+            spec_json=spec.model_dump_json(),
+            host="bench",
+            pid=0,
+        )
         (record,) = registry.get_run(run.id).sessions
-        session = Session(_task(Path(tmp), registry.url, run.id, record, spec, "train", None), registry,
-                          lambda event: None)
+        session = Session(
+            _task(Path(tmp), registry.url, run.id, record, spec, "train", None), registry, lambda event: None
+        )
         started = time.process_time()
         session.run(StopRequest())
         return time.process_time() - started
@@ -69,15 +81,21 @@ def main() -> None:
     seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for _ in range(args.repeat):
         for name, (_, tensorboard) in VARIANTS.items():
-            done = subprocess.run([sys.executable, __file__, "--spec", args.spec, "--frames", str(args.frames),
-                                   "--one", name], env={**os.environ, "RLRUN_TENSORBOARD": tensorboard},
-                                  check=True, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--spec", args.spec, "--frames", str(args.frames), "--one", name],
+                env={**os.environ, "RLRUN_TENSORBOARD": tensorboard},
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             seconds[name].append(float(done.stdout))
     base = args.frames / statistics.median(seconds["no log event"])
     for name, values in seconds.items():
         rate = args.frames / statistics.median(values)
-        print(f"{name:<22} {rate:>9,.0f} frames/CPU s  ({(rate / base - 1) * 100:+.2f}%)"
-              f"  runs: {', '.join(f'{args.frames / v:,.0f}' for v in values)}")
+        print(
+            f"{name:<22} {rate:>9,.0f} frames/CPU s  ({(rate / base - 1) * 100:+.2f}%)"
+            f"  runs: {', '.join(f'{args.frames / v:,.0f}' for v in values)}"
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import time
 
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-SB3_WORKER = r'''
+SB3_WORKER = r"""
 import json, sys, time
 import gymnasium as gym
 import torch
@@ -52,7 +52,7 @@ evaluation = VecNormalize(make_vec_env("Hopper-v5", n_envs=1, seed=seed + 1000),
 evaluation.obs_rms = env.obs_rms.copy()
 mean, std = evaluate_policy(model, evaluation, n_eval_episodes=10, deterministic=True)
 print(json.dumps({"fps": budget / seconds, "mean": float(mean), "std": float(std)}))
-'''
+"""
 
 
 def run_rlrun(name: str, budget: int, seed: int, *edits: str) -> dict:
@@ -97,19 +97,29 @@ def main() -> None:
     from rlrun.spec import load_spec
 
     normaliser_us, env_us = normaliser_microseconds()
-    print(f"(a) normaliser per vector step of 4 Pendulum copies: {normaliser_us:.1f} µs"
-          f" (a random-action env step: {env_us:.1f} µs; ratio {normaliser_us / env_us:.2f})", flush=True)
+    print(
+        f"(a) normaliser per vector step of 4 Pendulum copies: {normaliser_us:.1f} µs"
+        f" (a random-action env step: {env_us:.1f} µs; ratio {normaliser_us / env_us:.2f})",
+        flush=True,
+    )
     plain = run_rlrun("ppo_pendulum", args.cost_budget, args.seed)
     normalised = run_rlrun("ppo_pendulum", args.cost_budget, args.seed, "env.normalize={}")
-    print(f"    ppo_pendulum {args.cost_budget:,} frames: {plain['fps']:,.0f} f/s without, {normalised['fps']:,.0f} f/s"
-          f" with env.normalize (ratio {normalised['fps'] / plain['fps']:.3f})", flush=True)
+    print(
+        f"    ppo_pendulum {args.cost_budget:,} frames: {plain['fps']:,.0f} f/s without, {normalised['fps']:,.0f} f/s"
+        f" with env.normalize (ratio {normalised['fps'] / plain['fps']:.3f})",
+        flush=True,
+    )
     if args.skip_hopper:
         return
     spec = load_spec("ppo_hopper")
     assert spec.env.normalize is not None, "ppo_hopper normalises, as RL Zoo's Hopper does"
-    done = subprocess.run([sys.executable, "-c", SB3_WORKER, str(args.budget), str(args.seed),
-                           json.dumps(spec.to_json())], capture_output=True, text=True,
-                          env={**os.environ, **SINGLE_THREAD}, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SB3_WORKER, str(args.budget), str(args.seed), json.dumps(spec.to_json())],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SINGLE_THREAD},
+        check=True,
+    )
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
     ours = run_rlrun("ppo_hopper", args.budget, args.seed)
     print(f"(b) ppo_hopper, {args.budget:,} frames, seed {args.seed}, 10 greedy episodes (zoo at 1M: ~2400+)")

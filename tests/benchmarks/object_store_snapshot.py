@@ -75,8 +75,10 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code = ("import time; from moto.server import ThreadedMotoServer; "
-            f"ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False).start(); time.sleep(1e9)")
+    code = (
+        "import time; from moto.server import ThreadedMotoServer; "
+        f"ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False).start(); time.sleep(1e9)"
+    )
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
@@ -98,8 +100,14 @@ class Memory:
 
         capacity = int(gib * (1 << 30) / (FRAME[0] * FRAME[1]) / (1 + 1 / 16))  # the frame ring is GIB bytes
         self.capacity = capacity
-        self.memory = ReplayMemory(MemorySpec(capacity=capacity), (STACK, *FRAME), np.dtype(np.uint8), (),
-                                   np.dtype(np.int64), frame_stack=STACK)
+        self.memory = ReplayMemory(
+            MemorySpec(capacity=capacity),
+            (STACK, *FRAME),
+            np.dtype(np.uint8),
+            (),
+            np.dtype(np.int64),
+            frame_stack=STACK,
+        )
         generator = np.random.default_rng(1)
         for start in range(0, len(self.memory.frames), 4096):
             piece = self.memory.frames[start : start + 4096]
@@ -155,11 +163,13 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         prepared.discard()
     mib = uploaded / 2**20
     result: dict[str, Any] = {
-        "gib": args.gib, "bytes_uploaded": uploaded, "stage_seconds": round(stage_seconds, 2),
+        "gib": args.gib,
+        "bytes_uploaded": uploaded,
+        "stage_seconds": round(stage_seconds, 2),
         "rlrun_upload_mib_s": round(mib / min(rlrun_seconds), 1),
         "bulk_upload_mib_s": round(mib / min(bulk_seconds), 1),
         "rlrun_vs_bulk": round(min(bulk_seconds) / min(rlrun_seconds), 3),
-    }  # fmt: skip
+    }
 
     # -- incremental: a second snapshot after --new new rows
     mirror.delete(mirror.keys(mirror.root))
@@ -167,8 +177,11 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     before = stored()
     new_bytes = memory.add(args.new)
     snapshot.write(checkpoints / "g2", memory.snapshot(), previous=first.path)
-    result.update(incremental_new_bytes=new_bytes, incremental_uploaded_bytes=stored() - before,
-                  incremental_ratio=round((stored() - before) / new_bytes, 3))
+    result.update(
+        incremental_new_bytes=new_bytes,
+        incremental_uploaded_bytes=stored() - before,
+        incremental_ratio=round((stored() - before) / new_bytes, 3),
+    )
 
     # -- stall per snapshot, the upload in the foreground and in the background
     for mode in ("foreground", "background"):
@@ -204,8 +217,11 @@ def stalls(memory: Memory, checkpoints: Path, args: argparse.Namespace, *, backg
             held.append(time.perf_counter() - started)
         if in_flight is not None:
             in_flight[1].result()
-    return {"p50_s": round(float(np.percentile(held, 50)), 3), "p99_s": round(float(np.percentile(held, 99)), 3),
-            "max_s": round(max(held), 3)}
+    return {
+        "p50_s": round(float(np.percentile(held, 50)), 3),
+        "p99_s": round(float(np.percentile(held, 99)), 3),
+        "max_s": round(max(held), 3),
+    }
 
 
 if __name__ == "__main__":

@@ -48,8 +48,13 @@ def parent_spec(frames: int) -> Any:
     document = builtin_document("dqn_cartpole")
     document["agent"].update(learning_starts=frames, batch_size=32)
     document["agent"]["memory"]["capacity"] = frames
-    document["meta"].update(max_frame=frames, eval_frequency=frames, num_eval_episodes=1, checkpoint_frequency=frames,
-                            log_frequency=frames // 10)
+    document["meta"].update(
+        max_frame=frames,
+        eval_frequency=frames,
+        num_eval_episodes=1,
+        checkpoint_frequency=frames,
+        log_frequency=frames // 10,
+    )
     return validate_spec(document)
 
 
@@ -72,15 +77,19 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results, indent=2))
-    print(f"fork: {results['fork_recorded_s']:.3f} s to record, {results['fork_total_s']:.2f} s with its 64 frames"
-          f" and first snapshot (a plain resume doing the same: {results['resume_total_s']:.2f} s, ratio"
-          f" {results['fork_total_s'] / results['resume_total_s']:.2f}); copying the checkpoint instead:"
-          f" {results['copy_s']:.2f} s")
-    print(f"disk: the fork wrote {results['fork_new_bytes'] / 2**20:.2f} MiB ({results['fork_new_percent']:.2f}% of the"
-          f" parent's {results['parent_snapshot_bytes'] / 2**20:.1f} MiB snapshot), its first snapshot included; the"
-          f" plain resume {results['resume_new_bytes'] / 2**20:.2f} MiB; the fork's own extra"
-          f" {results['fork_extra_bytes'] / 2**10:.1f} KiB = {results['fork_extra_percent']:.3f}%; the copy"
-          f" {results['copy_bytes'] / 2**20:.1f} MiB")
+    print(
+        f"fork: {results['fork_recorded_s']:.3f} s to record, {results['fork_total_s']:.2f} s with its 64 frames"
+        f" and first snapshot (a plain resume doing the same: {results['resume_total_s']:.2f} s, ratio"
+        f" {results['fork_total_s'] / results['resume_total_s']:.2f}); copying the checkpoint instead:"
+        f" {results['copy_s']:.2f} s"
+    )
+    print(
+        f"disk: the fork wrote {results['fork_new_bytes'] / 2**20:.2f} MiB ({results['fork_new_percent']:.2f}% of the"
+        f" parent's {results['parent_snapshot_bytes'] / 2**20:.1f} MiB snapshot), its first snapshot included; the"
+        f" plain resume {results['resume_new_bytes'] / 2**20:.2f} MiB; the fork's own extra"
+        f" {results['fork_extra_bytes'] / 2**10:.1f} KiB = {results['fork_extra_percent']:.3f}%; the copy"
+        f" {results['copy_bytes'] / 2**20:.1f} MiB"
+    )
 
 
 def measure(work: Path, frames: int) -> dict[str, Any]:
@@ -101,9 +110,15 @@ def measure(work: Path, frames: int) -> dict[str, Any]:
     fork_started = started = time.perf_counter()
     lr = builtin_document("dqn_cartpole")["agent"]["optimizer"]["lr"]
     switch = {"kind": "piecewise", "points": [[0, lr], [checkpoint.frame + 1, lr * 1.2]], "interpolation": "step"}
-    forked = resume(parent.run_id, home=home, fork=True, more=64, handle_signals=False,
-                    overrides=[f"agent.optimizer.lr={json.dumps(switch)}"],
-                    on_start=lambda run: recorded.setdefault("at", time.perf_counter()))
+    forked = resume(
+        parent.run_id,
+        home=home,
+        fork=True,
+        more=64,
+        handle_signals=False,
+        overrides=[f"agent.optimizer.lr={json.dumps(switch)}"],
+        on_start=lambda run: recorded.setdefault("at", time.perf_counter()),
+    )
     fork_total = time.perf_counter() - started
     fork_new = du(home / parent.run_id, home / forked.run_id) - parent_run_bytes
 
@@ -118,13 +133,20 @@ def measure(work: Path, frames: int) -> dict[str, Any]:
     fsync_tree(copy)
     copy_s = time.perf_counter() - started
     return {
-        "frames": frames, "train_s": trained_s, "parent_snapshot_bytes": parent_bytes,
+        "frames": frames,
+        "train_s": trained_s,
+        "parent_snapshot_bytes": parent_bytes,
         "fork_recorded_s": recorded["at"] - fork_started,
-        "fork_total_s": fork_total, "fork_new_bytes": fork_new, "resume_new_bytes": resume_new,
-        "fork_extra_bytes": fork_new - resume_new, "fork_extra_percent": 100 * (fork_new - resume_new) / parent_bytes,
+        "fork_total_s": fork_total,
+        "fork_new_bytes": fork_new,
+        "resume_new_bytes": resume_new,
+        "fork_extra_bytes": fork_new - resume_new,
+        "fork_extra_percent": 100 * (fork_new - resume_new) / parent_bytes,
         "fork_new_percent": 100 * fork_new / parent_bytes,
-        "resume_total_s": resume_total, "copy_s": copy_s, "copy_bytes": du(copy),
-    }  # fmt: skip
+        "resume_total_s": resume_total,
+        "copy_s": copy_s,
+        "copy_bytes": du(copy),
+    }
 
 
 if __name__ == "__main__":

@@ -47,8 +47,13 @@ SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}, "agent.entropy_coef
 
 def spec_file(folder: Path, frames: int) -> Path:
     document = builtin_document("ppo_cartpole")
-    document["meta"].update(max_frame=frames, eval_frequency=frames // 6, checkpoint_frequency=frames // 6,
-                            num_eval_episodes=2, log_frequency=frames // 6)
+    document["meta"].update(
+        max_frame=frames,
+        eval_frequency=frames // 6,
+        checkpoint_frequency=frames // 6,
+        num_eval_episodes=2,
+        log_frequency=frames // 6,
+    )
     document["search"] = SPACE
     path = folder / "pbt.json"
     path.write_text(json.dumps(document))
@@ -63,8 +68,21 @@ def children_cpu() -> float:
 def search(home: Path, spec: Path, args: argparse.Namespace, parallel: int) -> tuple[float, float]:
     """Wall and CPU seconds of one search, its driver and workers included (waited for: a child
     and its children count once reaped)."""
-    command = [sys.executable, "-m", "rlrun", "search", str(spec), "--scheduler", "pbt", "--population",
-               str(args.population), "--interval", str(args.interval), "--parallel", str(parallel)]
+    command = [
+        sys.executable,
+        "-m",
+        "rlrun",
+        "search",
+        str(spec),
+        "--scheduler",
+        "pbt",
+        "--population",
+        str(args.population),
+        "--interval",
+        str(args.interval),
+        "--parallel",
+        str(parallel),
+    ]
     environment = {**os.environ, "RLRUN_HOME": str(home)}
     environment.pop("RLRUN_DB", None)
     cpu, start = children_cpu(), time.perf_counter()
@@ -91,8 +109,10 @@ def main() -> None:
     frames = parse_size(args.frames, what="--frames")
     folder = Path(tempfile.mkdtemp(prefix="pbt-parallel-", dir=args.folder))
     spec = spec_file(folder, frames)
-    print(f"population {args.population} x {frames:,} frames of ppo_cartpole, a segment every {args.interval:,}"
-          f" frames ({-(-frames // args.interval)} generations); {os.cpu_count()} cores")
+    print(
+        f"population {args.population} x {frames:,} frames of ppo_cartpole, a segment every {args.interval:,}"
+        f" frames ({-(-frames // args.interval)} generations); {os.cpu_count()} cores"
+    )
     totals: dict[int, list[float]] = {1: [0.0, 0.0], args.parallel: [0.0, 0.0]}
     for round_ in range(args.rounds):
         order = [1, args.parallel] if round_ % 2 == 0 else [args.parallel, 1]
@@ -105,8 +125,10 @@ def main() -> None:
             print(f"round {round_}  --parallel {parallel}: {wall:7.1f} s wall  {cpu:7.1f} s CPU")
         assert scores(homes[1]) == scores(homes[args.parallel]), "the populations differ"
     (wall_1, cpu_1), (wall_k, cpu_k) = totals[1], totals[args.parallel]
-    print(f"--parallel {args.parallel} vs 1: {wall_1 / wall_k:.2f}x faster (wall), {cpu_k / cpu_1:.2f}x the CPU;"
-          " the same scores, segment for segment")
+    print(
+        f"--parallel {args.parallel} vs 1: {wall_1 / wall_k:.2f}x faster (wall), {cpu_k / cpu_1:.2f}x the CPU;"
+        " the same scores, segment for segment"
+    )
 
 
 if __name__ == "__main__":

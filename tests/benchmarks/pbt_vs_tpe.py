@@ -40,8 +40,9 @@ def cartpole_document() -> dict[str, Any]:
     return document
 
 
-def one(document: dict[str, Any], overrides: list[str], scheduler: str, members: int, interval: int,
-        seed: int) -> tuple[float, float]:  # fmt: skip
+def one(
+    document: dict[str, Any], overrides: list[str], scheduler: str, members: int, interval: int, seed: int
+) -> tuple[float, float]:
     """The best final score of one search, and its wall time."""
     edits = [*overrides, f"meta.seed={seed}"]
     if scheduler == "pbt":
@@ -76,12 +77,16 @@ def main() -> None:
             best, wall = one(document, overrides, scheduler, args.members, interval, seed)
             scores[scheduler].append(best)
             walls[scheduler].append(wall)
-            print(json.dumps({"seed": seed, "scheduler": scheduler, "best_final": best, "wall_s": round(wall, 1)}),
-                  flush=True)
+            print(
+                json.dumps({"seed": seed, "scheduler": scheduler, "best_final": best, "wall_s": round(wall, 1)}),
+                flush=True,
+            )
     for scheduler in ("pbt", "tpe"):
         mean = statistics.mean(scores[scheduler])
-        print(f"{scheduler}: best final score per seed {scores[scheduler]}, mean {mean:.1f};"
-              f" wall {statistics.mean(walls[scheduler]):.0f} s per search")
+        print(
+            f"{scheduler}: best final score per seed {scores[scheduler]}, mean {mean:.1f};"
+            f" wall {statistics.mean(walls[scheduler]):.0f} s per search"
+        )
     print(f"PBT / TPE mean best final score: {statistics.mean(scores['pbt']) / statistics.mean(scores['tpe']):.2f}")
 
 

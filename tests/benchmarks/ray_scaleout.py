@@ -84,8 +84,10 @@ def training_rate(home: Path) -> tuple[float, float]:
         detail = registry.get_run(registry.resolve("latest").id)
     start = min(a.started_at for a in detail.attempts)
     end = max(a.ended_at or start for a in detail.attempts)
-    own = sum(s.frame / ((a.ended_at or a.started_at) - a.started_at)
-              for s, a in zip(detail.sessions, sorted(detail.attempts, key=lambda a: a.session_index), strict=True))
+    own = sum(
+        s.frame / ((a.ended_at or a.started_at) - a.started_at)
+        for s, a in zip(detail.sessions, sorted(detail.attempts, key=lambda a: a.session_index), strict=True)
+    )
     return sum(s.frame for s in detail.sessions) / (end - start), own
 
 
@@ -106,9 +108,22 @@ def recovery(cluster: Any, root: Path) -> tuple[float, float]:
     home = root / "recovery"
     fresh_registry()
     flag = root / "hung"
-    driver = rlrun(home, "train", SPEC, "--frames", "4000", "--set", "meta.checkpoint_frequency=1000",
-                   "--set", "meta.keep_checkpoints=10", *QUIET,
-                   "--ray", cluster.address, env={HANG_ENV: f"f000000002000@{flag}"}, wait=False)
+    driver = rlrun(
+        home,
+        "train",
+        SPEC,
+        "--frames",
+        "4000",
+        "--set",
+        "meta.checkpoint_frequency=1000",
+        "--set",
+        "meta.keep_checkpoints=10",
+        *QUIET,
+        "--ray",
+        cluster.address,
+        env={HANG_ENV: f"f000000002000@{flag}"},
+        wait=False,
+    )
     while not list(home.glob("*/s0/checkpoints/.f000000002000.tmp-*/state.pt")):
         if driver.poll() is not None:
             raise SystemExit(f"the run ended first: {driver.stderr.read()[-3000:]}")
@@ -148,20 +163,29 @@ def main() -> int:
             parts = args.parts.split(",")
             if "startup" in parts:
                 local, clustered = startup(cluster.address, root, args.repeat)
-                print(f"start-up, 1,000 frames: local {local:.2f} s, --ray {clustered:.2f} s"
-                      f" (+{clustered - local:.2f} s)", flush=True)
+                print(
+                    f"start-up, 1,000 frames: local {local:.2f} s, --ray {clustered:.2f} s"
+                    f" (+{clustered - local:.2f} s)",
+                    flush=True,
+                )
             if "rate" in parts:
                 (local_rate, local_sum), (ray_rate, ray_sum) = throughput(cluster.address, root, args.frames)
-                print(f"4 sessions x {args.frames:,} frames: local {local_rate:,.0f} frames/s, --ray on 2 nodes"
-                      f" {ray_rate:,.0f} frames/s ({ray_rate / local_rate:.0%} of local; target >= 90%);"
-                      f" summed per-session rates: local {local_sum:,.0f}, --ray {ray_sum:,.0f}"
-                      f" ({ray_sum / local_sum:.0%})", flush=True)
+                print(
+                    f"4 sessions x {args.frames:,} frames: local {local_rate:,.0f} frames/s, --ray on 2 nodes"
+                    f" {ray_rate:,.0f} frames/s ({ray_rate / local_rate:.0%} of local; target >= 90%);"
+                    f" summed per-session rates: local {local_sum:,.0f}, --ray {ray_sum:,.0f}"
+                    f" ({ray_sum / local_sum:.0%})",
+                    flush=True,
+                )
             if "recovery" in parts:
                 cluster.add_node(num_cpus=1)  # somewhere to go once the node is lost
                 cluster.wait_for_nodes()
                 back, read = recovery(cluster, root)
-                print(f"node lost -> training again on another node: {back:.2f} s, of which reading the snapshot"
-                      f" {read:.3f} s (target <= 10 s + the read)", flush=True)
+                print(
+                    f"node lost -> training again on another node: {back:.2f} s, of which reading the snapshot"
+                    f" {read:.3f} s (target <= 10 s + the read)",
+                    flush=True,
+                )
     finally:
         cluster.shutdown()
     return 0

@@ -54,19 +54,46 @@ from speed_vs_sb3 import SB3_LEARN_TIMED, SINGLE_THREAD, frames
 ZOO: dict[str, dict[str, Any]] = {
     # rl-baselines3-zoo hyperparams/ppo_lstm.yml, "CartPoleNoVel-v1" (marked "Tuned")
     "cartpole": {
-        "normalize": True, "n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256,
-        "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0, "learning_rate": "lin_0.001",
+        "normalize": True,
+        "n_envs": 8,
+        "n_timesteps": 100_000,
+        "n_steps": 32,
+        "batch_size": 256,
+        "gae_lambda": 0.8,
+        "gamma": 0.98,
+        "n_epochs": 20,
+        "ent_coef": 0.0,
+        "learning_rate": "lin_0.001",
         "clip_range": "lin_0.2",
-        "policy_kwargs": {"ortho_init": False, "activation_fn": "ReLU", "lstm_hidden_size": 64,
-                          "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}},
+        "policy_kwargs": {
+            "ortho_init": False,
+            "activation_fn": "ReLU",
+            "lstm_hidden_size": 64,
+            "enable_critic_lstm": True,
+            "net_arch": {"pi": [64], "vf": [64]},
+        },
     },
     # "PendulumNoVel-v1" (marked "Tuned"); batch_size is RecurrentPPO's default, 128
     "pendulum": {
-        "normalize": True, "n_envs": 4, "n_timesteps": 100_000, "n_steps": 1024, "gae_lambda": 0.95,
-        "gamma": 0.9, "n_epochs": 10, "ent_coef": 0.0, "learning_rate": 1e-3, "clip_range": 0.2,
-        "use_sde": True, "sde_sample_freq": 4,
-        "policy_kwargs": {"ortho_init": False, "activation_fn": "ReLU", "lstm_hidden_size": 64,
-                          "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}},
+        "normalize": True,
+        "n_envs": 4,
+        "n_timesteps": 100_000,
+        "n_steps": 1024,
+        "gae_lambda": 0.95,
+        "gamma": 0.9,
+        "n_epochs": 10,
+        "ent_coef": 0.0,
+        "learning_rate": 1e-3,
+        "clip_range": 0.2,
+        "use_sde": True,
+        "sde_sample_freq": 4,
+        "policy_kwargs": {
+            "ortho_init": False,
+            "activation_fn": "ReLU",
+            "lstm_hidden_size": 64,
+            "enable_critic_lstm": True,
+            "net_arch": {"pi": [64], "vf": [64]},
+        },
     },
 }
 ENV_IDS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
@@ -76,7 +103,8 @@ MEMORYLESS = {"cartpole": "ppo_cartpole", "pendulum": "ppo_pendulum"}
 HIDE = {"class": "rlrun.envs.pomdp:HideVelocities"}
 EVAL_EPISODES = 10
 
-SB3_WORKER = r'''
+SB3_WORKER = (
+    r'''
 import json, sys, time
 import numpy as np
 import torch
@@ -111,7 +139,9 @@ model = RecurrentPPO("MlpLstmPolicy", env, learning_rate=schedule(zoo["learning_
                      **settings)
 
 
-''' + SB3_LEARN_TIMED + r'''
+'''
+    + SB3_LEARN_TIMED
+    + r"""
 evaluation_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000, wrapper_class=HideVelocities)
 if zoo.get("normalize"):
     evaluation_env = VecNormalize(evaluation_env, training=False, norm_reward=False, gamma=zoo["gamma"])
@@ -121,9 +151,10 @@ returns, _ = evaluate_policy(model, evaluation_env, n_eval_episodes=episodes, de
 print(json.dumps({"frames": model.num_timesteps, "fps": frames / wall, "cpu_fps": frames / cpu,
                   "mean": float(np.mean(returns)), "std": float(np.std(returns)), "episodes": len(returns),
                   "returns": [float(r) for r in returns]}))
-'''
+"""
+)
 
-RLRUN_WORKER = r'''
+RLRUN_WORKER = r"""
 import json, sys, tempfile, time
 from rlrun.registry import Registry
 from rlrun.session import events
@@ -146,11 +177,10 @@ with tempfile.TemporaryDirectory() as home:
 (f0, w0, c0), (f1, w1, c1) = marks[0], marks[-1]
 print(json.dumps({"frames": f1, "fps": (f1 - f0) / (w1 - w0), "cpu_fps": (f1 - f0) / (c1 - c0),
                   "mean": evaluation.mean, "std": evaluation.std, "episodes": evaluation.episodes}))
-'''
+"""
 
 
-def rlrun_document(name: str, budget: int, seed: int, *, hide: bool, edits: list[str] | None = None
-                   ) -> dict[str, Any]:
+def rlrun_document(name: str, budget: int, seed: int, *, hide: bool, edits: list[str] | None = None) -> dict[str, Any]:
     """The built-in `name` (with `edits`, `--set` values) for one session of `budget` frames,
     evaluated once at its end (10 greedy episodes), with the velocities hidden when `hide` (the
     built-ins that hide them already do)."""
@@ -160,15 +190,24 @@ def rlrun_document(name: str, budget: int, seed: int, *, hide: bool, edits: list
     if hide:
         document["name"] = f"{name}_novel_memoryless"
         document["env"]["wrappers"] = [*(document["env"].get("wrappers") or []), HIDE]
-    document["meta"] = {**document["meta"], "max_frame": budget, "eval_frequency": budget,
-                        "checkpoint_frequency": budget, "log_frequency": max(budget // 10, 1), "seed": seed,
-                        "sessions": 1, "num_eval_episodes": EVAL_EPISODES, "eval_deterministic": True}
+    document["meta"] = {
+        **document["meta"],
+        "max_frame": budget,
+        "eval_frequency": budget,
+        "checkpoint_frequency": budget,
+        "log_frequency": max(budget // 10, 1),
+        "seed": seed,
+        "sessions": 1,
+        "num_eval_episodes": EVAL_EPISODES,
+        "eval_deterministic": True,
+    }
     return document
 
 
 def run(worker: str, *args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", worker, *args], capture_output=True, text=True,
-                          env={**os.environ, **SINGLE_THREAD})
+    done = subprocess.run(
+        [sys.executable, "-c", worker, *args], capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}
+    )
     if done.returncode != 0:
         raise SystemExit(f"worker failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -183,8 +222,7 @@ def measure(side: str, task: str, budget: int, seed: int, edits: list[str] | Non
         result = run(RLRUN_WORKER, json.dumps(document), str(budget))
     else:
         result = run(RLRUN_WORKER, json.dumps(rlrun_document(MEMORYLESS[task], budget, seed, hide=True)), str(budget))
-    return {"side": side, "task": task, "budget": budget, "seed": seed, **({"edits": edits} if edits else {}),
-            **result}
+    return {"side": side, "task": task, "budget": budget, "seed": seed, **({"edits": edits} if edits else {}), **result}
 
 
 LABELS = {"sb3": "sb3-contrib RecurrentPPO", "rlrun": "rlrun recurrent PPO", "memoryless": "rlrun PPO, no memory"}
@@ -196,8 +234,11 @@ def report(results: list[dict[str, Any]]) -> None:
     for task, budget in sorted({(r["task"], r["budget"]) for r in results}):
         rows = [r for r in results if r["task"] == task and r["budget"] == budget]
         seeds = sorted({r["seed"] for r in rows})
-        speed = {side: statistics.median(r["cpu_fps"] for r in rows if r["side"] == side)
-                 for side in LABELS if any(r["side"] == side for r in rows)}
+        speed = {
+            side: statistics.median(r["cpu_fps"] for r in rows if r["side"] == side)
+            for side in LABELS
+            if any(r["side"] == side for r in rows)
+        }
         lines = []
         for side, label in LABELS.items():
             mine = {r["seed"]: r for r in rows if r["side"] == side}
@@ -211,8 +252,11 @@ def report(results: list[dict[str, Any]]) -> None:
             lines.append((label, f"{cells}{mean:>10.1f}{speed[side]:>10.0f}{ratio}"))
         width = max(len(label) for label, _ in lines) + 2
         print(f"\n{NAMES[task]}, {budget:,} frames: final return (10 deterministic episodes) per seed")
-        print(f"{'side':<{width}}" + "".join(f"{'seed ' + str(s):>10}" for s in seeds)
-              + f"{'mean':>10}{'f/cpu-s':>10}{'vs sb3':>8}")
+        print(
+            f"{'side':<{width}}"
+            + "".join(f"{'seed ' + str(s):>10}" for s in seeds)
+            + f"{'mean':>10}{'f/cpu-s':>10}{'vs sb3':>8}"
+        )
         for label, rest in lines:
             print(f"{label:<{width}}{rest}")
 
@@ -223,8 +267,14 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--frames", type=frames, help="every budget, e.g. 20k (default: the zoo's, 1e5)")
     parser.add_argument("--sides", nargs="+", default=list(LABELS), choices=list(LABELS))
-    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", dest="edits",
-                        help="change the rlrun built-in's spec (its row only), e.g. agent.n_steps=128")
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="edits",
+        help="change the rlrun built-in's spec (its row only), e.g. agent.n_steps=128",
+    )
     parser.add_argument("--out", type=Path, help="append each result to this file as a JSON line")
     parser.add_argument("--report", nargs="+", type=Path, help="print the table from these files; train nothing")
     args = parser.parse_args()

@@ -32,9 +32,19 @@ from rlrun.registry import Registry
 ALGORITHMS = ("reinforce", "ppo", "dqn", "a2c", "sac")
 ENVS = ("CartPole-v1", "Acrobot-v1", "LunarLander-v3", "Pendulum-v1")
 STATUSES = ("finished",) * 14 + ("failed", "preempted", "running")  # stored; "running" ones are dead
-SPEC = json.dumps({"name": "x", "agent": {"algorithm": "ppo", "gamma": 0.99, "network": {"hidden": [64, 64]},
-                                          "optimizer": {"name": "adam", "lr": 0.0003}},
-                   "env": {"id": "CartPole-v1", "num_envs": 8}, "meta": {"max_frame": 1000000, "sessions": 4}})
+SPEC = json.dumps(
+    {
+        "name": "x",
+        "agent": {
+            "algorithm": "ppo",
+            "gamma": 0.99,
+            "network": {"hidden": [64, 64]},
+            "optimizer": {"name": "adam", "lr": 0.0003},
+        },
+        "env": {"id": "CartPole-v1", "num_envs": 8},
+        "meta": {"max_frame": 1000000, "sessions": 4},
+    }
+)
 
 
 def build(home: Path, runs: int, evaluations: int, sessions: int = 4, seed: int = 0) -> None:
@@ -52,35 +62,105 @@ def build(home: Path, runs: int, evaluations: int, sessions: int = 4, seed: int 
         status = rng.choice(STATUSES)
         max_frame = rng.choice((100_000, 500_000, 1_000_000))
         finished = None if status == "running" else created + 3600
-        run_rows.append((run_id, f"run-{i}" if i % 3 == 0 else None, f"{algorithm}_{env.split('-')[0].lower()}",
-                         algorithm, env, status, max_frame, sessions, i, None, "bench-host", 10**6 + i, None, created,
-                         finished))
+        run_rows.append(
+            (
+                run_id,
+                f"run-{i}" if i % 3 == 0 else None,
+                f"{algorithm}_{env.split('-')[0].lower()}",
+                algorithm,
+                env,
+                status,
+                max_frame,
+                sessions,
+                i,
+                None,
+                "bench-host",
+                10**6 + i,
+                None,
+                created,
+                finished,
+            )
+        )
         revision_rows.append((run_id, 0, 0, SPEC, None, created))
         for k in range(sessions):
             session_id += 1
             means = [rng.gauss(20 + 400 * j / evaluations, 30) for j in range(evaluations)]
             frame = max_frame if status == "finished" else max_frame // 2
-            session_rows.append((session_id, run_id, k, i + k, "finished" if status == "finished" else status,
-                                 frame, frame // 200, frame // 128, max(means), means[-1], "bench-host", 10**6 + i,
-                                 created + 3600, created, finished, None))
+            session_rows.append(
+                (
+                    session_id,
+                    run_id,
+                    k,
+                    i + k,
+                    "finished" if status == "finished" else status,
+                    frame,
+                    frame // 200,
+                    frame // 128,
+                    max(means),
+                    means[-1],
+                    "bench-host",
+                    10**6 + i,
+                    created + 3600,
+                    created,
+                    finished,
+                    None,
+                )
+            )
             step = frame // evaluations
-            eval_rows += [(session_id, step * (j + 1), "train", m, 5.0, m - 10, m + 10, 10, created + j)
-                          for j, m in enumerate(means)]
-            checkpoint_rows += [(session_id, step * j, "periodic", f"{run_id}/s{k}/checkpoints/f{step * j:012d}",
-                                 "ab" * 32, 120_000, created + j) for j in range(evaluations - 2, evaluations + 1)]
-            attempt_rows.append((run_id, session_id, "train", "bench-host", 10**6 + i, 0, created, finished,
-                                 status if status != "running" else None, 0, None))
+            eval_rows += [
+                (session_id, step * (j + 1), "train", m, 5.0, m - 10, m + 10, 10, created + j)
+                for j, m in enumerate(means)
+            ]
+            checkpoint_rows += [
+                (
+                    session_id,
+                    step * j,
+                    "periodic",
+                    f"{run_id}/s{k}/checkpoints/f{step * j:012d}",
+                    "ab" * 32,
+                    120_000,
+                    created + j,
+                )
+                for j in range(evaluations - 2, evaluations + 1)
+            ]
+            attempt_rows.append(
+                (
+                    run_id,
+                    session_id,
+                    "train",
+                    "bench-host",
+                    10**6 + i,
+                    0,
+                    created,
+                    finished,
+                    status if status != "running" else None,
+                    0,
+                    None,
+                )
+            )
     with db:
         db.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * 15)})", run_rows)
         db.executemany(f"INSERT INTO sessions VALUES ({', '.join('?' * 16)})", session_rows)
-        db.executemany("INSERT INTO evaluations (session_id, frame, kind, mean, std, min, max, episodes, created_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", eval_rows)
-        db.executemany("INSERT INTO checkpoints (session_id, frame, kind, path, sha256, size_bytes, created_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?)", checkpoint_rows)
-        db.executemany("INSERT INTO spec_revisions (run_id, revision, frame, spec_json, diff_json, created_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?)", revision_rows)
-        db.executemany("INSERT INTO attempts (run_id, session_id, kind, host, pid, start_frame, started_at, ended_at,"
-                       " end_status, approximate, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", attempt_rows)
+        db.executemany(
+            "INSERT INTO evaluations (session_id, frame, kind, mean, std, min, max, episodes, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            eval_rows,
+        )
+        db.executemany(
+            "INSERT INTO checkpoints (session_id, frame, kind, path, sha256, size_bytes, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            checkpoint_rows,
+        )
+        db.executemany(
+            "INSERT INTO spec_revisions (run_id, revision, frame, spec_json, diff_json, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            revision_rows,
+        )
+        db.executemany(
+            "INSERT INTO attempts (run_id, session_id, kind, host, pid, start_frame, started_at, ended_at,"
+            " end_status, approximate, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            attempt_rows,
+        )
     db.execute("ANALYZE")
     db.close()
 
@@ -102,8 +182,9 @@ def medians(commands: dict[str, list[str]], home: Path, repeat: int) -> dict[str
     for round_number in range(repeat + 1):
         for label, args in commands.items():
             started = time.perf_counter()
-            subprocess.run([rlrun_script(), *args], env=env, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [rlrun_script(), *args], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             if round_number:  # the first round warms the file cache and writes bytecode
                 times[label].append(time.perf_counter() - started)
     return {label: statistics.median(values) for label, values in times.items()}
@@ -120,9 +201,11 @@ def main() -> None:
         started = time.perf_counter()
         build(home, args.runs, args.evaluations)
         size = (home / REGISTRY_FILE).stat().st_size
-        print(f"registry: {args.runs:,} runs × 4 sessions × {args.evaluations} evaluations"
-              f" ({args.runs * 4 * args.evaluations:,} evaluation rows), {size / 1e6:.0f} MB,"
-              f" built in {time.perf_counter() - started:.1f} s")
+        print(
+            f"registry: {args.runs:,} runs × 4 sessions × {args.evaluations} evaluations"
+            f" ({args.runs * 4 * args.evaluations:,} evaluation rows), {size / 1e6:.0f} MB,"
+            f" built in {time.perf_counter() - started:.1f} s"
+        )
         with Registry.open(home, create=False) as registry:
             some = registry.list_runs(limit=None)[args.runs // 2].id
         commands = {

@@ -74,10 +74,20 @@ class ProgressCounts(TypedDict):  # rlrun.session.ProgressCounts, which is not i
     episode: int
     opt_step: int
 
+
 # The writes a running session makes over and over (the others: once at its start or end).
 STEADY_KINDS = ("heartbeat", "evaluation", "checkpoint", "retention read", "remove checkpoint")
-WRITE_KINDS = ("open", "attempt", "start", "heartbeat", "evaluation", "checkpoint", "retention read",
-               "remove checkpoint", "finish")  # fmt: skip
+WRITE_KINDS = (
+    "open",
+    "attempt",
+    "start",
+    "heartbeat",
+    "evaluation",
+    "checkpoint",
+    "retention read",
+    "remove checkpoint",
+    "finish",
+)
 TARGET_P99_MS = 50.0
 
 
@@ -104,10 +114,13 @@ def real_cadence(fps: float) -> Cadence:
     from rlrun.spec import MetaSpec
 
     defaults = MetaSpec.model_fields
-    return Cadence(heartbeat_seconds=heartbeat_seconds(), fps=fps,
-                   eval_frequency=int(defaults["eval_frequency"].default),
-                   checkpoint_frequency=int(defaults["checkpoint_frequency"].default),
-                   keep_checkpoints=int(defaults["keep_checkpoints"].default))  # fmt: skip
+    return Cadence(
+        heartbeat_seconds=heartbeat_seconds(),
+        fps=fps,
+        eval_frequency=int(defaults["eval_frequency"].default),
+        checkpoint_frequency=int(defaults["checkpoint_frequency"].default),
+        keep_checkpoints=int(defaults["keep_checkpoints"].default),
+    )
 
 
 # ---- one simulated session --------------------------------------------------------------------
@@ -180,8 +193,9 @@ class SimulatedSession:
     def _live(self, registry: Registry, seconds: float, start_offset: float) -> None:
         slot, host, pid = self.slot, socket.gethostname(), os.getpid()
         with self.timed("attempt"):
-            self.outcome.attempt_id = registry.add_attempt(slot.session_id, kind="train", host=host, pid=pid,
-                                                           start_frame=0).id  # fmt: skip
+            self.outcome.attempt_id = registry.add_attempt(
+                slot.session_id, kind="train", host=host, pid=pid, start_frame=0
+            ).id
         with self.timed("start"):
             registry.start_session(slot.session_id, host=host, pid=pid)
         # Sessions of a launch start together, but set up (envs, networks) for different times.
@@ -229,8 +243,9 @@ class SimulatedSession:
         """Record an evaluation (a learning curve with noise); ["best"] when it is the best yet."""
         mean = round(500 * (1 - math.exp(-self.frame / 200_000)) + self.rng.gauss(0, 25), 3)
         with self.timed("evaluation"):
-            registry.add_evaluation(self.slot.session_id, frame=self.frame, mean=mean, std=5.0, min=mean - 10,
-                                    max=mean + 10, episodes=10)  # fmt: skip
+            registry.add_evaluation(
+                self.slot.session_id, frame=self.frame, mean=mean, std=5.0, min=mean - 10, max=mean + 10, episodes=10
+            )
             self.outcome.evaluations.append((self.frame, mean))
         is_best = self.best is None or mean > self.best
         if is_best:
@@ -241,8 +256,9 @@ class SimulatedSession:
         slot = self.slot
         path = f"{slot.run_id}/s{slot.index}/checkpoints/f{self.frame:012d}"
         with self.timed("checkpoint"):
-            record = registry.add_checkpoint(slot.session_id, frame=self.frame, kind="+".join(kinds), path=path,
-                                             sha256="ab" * 32, size_bytes=250_000)  # fmt: skip
+            record = registry.add_checkpoint(
+                slot.session_id, frame=self.frame, kind="+".join(kinds), path=path, sha256="ab" * 32, size_bytes=250_000
+            )
             self.outcome.checkpoints.add(record.id)
         records = []
         with self.timed("retention read"):
@@ -256,8 +272,9 @@ class SimulatedSession:
                     self.outcome.removed.add(stale.id)
 
 
-def run_sessions(home: str, url: str, slots: list[Slot], cadence: Cadence, seconds: float, seed: int,
-                 launch_spread: float) -> list[Outcome]:  # fmt: skip
+def run_sessions(
+    home: str, url: str, slots: list[Slot], cadence: Cadence, seconds: float, seed: int, launch_spread: float
+) -> list[Outcome]:
     """Simulate `slots` on one thread each (each with its own Registry: its own connection)."""
     outcomes: list[Outcome] = []
     lock = threading.Lock()
@@ -265,7 +282,8 @@ def run_sessions(home: str, url: str, slots: list[Slot], cadence: Cadence, secon
     def one(slot: Slot, k: int) -> None:
         rng = random.Random(seed * 100_003 + k)
         outcome = SimulatedSession(Path(home), url, slot, cadence, seed=rng.randrange(2**32)).run(
-            seconds, start_offset=rng.uniform(0, launch_spread))
+            seconds, start_offset=rng.uniform(0, launch_spread)
+        )
         with lock:
             outcomes.append(outcome)
 
@@ -277,8 +295,17 @@ def run_sessions(home: str, url: str, slots: list[Slot], cadence: Cadence, secon
     return outcomes
 
 
-def _worker(home: str, url: str, slots: list[Slot], cadence: Cadence, seconds: float, seed: int,
-            launch_spread: float, ready: Any, results: Any) -> None:  # fmt: skip
+def _worker(
+    home: str,
+    url: str,
+    slots: list[Slot],
+    cadence: Cadence,
+    seconds: float,
+    seed: int,
+    launch_spread: float,
+    ready: Any,
+    results: Any,
+) -> None:
     """A worker process: import everything, wait for the others, then simulate its sessions."""
     # A session process has loaded these before its first write: "open" times connecting only.
     import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
@@ -296,8 +323,16 @@ def cpu_seconds(who: int) -> float:
     return used.ru_utime + used.ru_stime
 
 
-def run_cluster(home: Path, url: str, slots: list[Slot], cadence: Cadence, seconds: float, processes: int,
-                launch_spread: float, seed: int = 0) -> tuple[list[Outcome], float]:  # fmt: skip
+def run_cluster(
+    home: Path,
+    url: str,
+    slots: list[Slot],
+    cadence: Cadence,
+    seconds: float,
+    processes: int,
+    launch_spread: float,
+    seed: int = 0,
+) -> tuple[list[Outcome], float]:
     """Simulate every slot, spread over `processes` spawned worker processes; their outcomes and
     the CPU seconds the workers spent simulating (not starting)."""
     import multiprocessing
@@ -305,8 +340,12 @@ def run_cluster(home: Path, url: str, slots: list[Slot], cadence: Cadence, secon
     ctx = multiprocessing.get_context("spawn")
     ready, results = ctx.Barrier(processes + 1), ctx.Queue()
     shares = [slots[i::processes] for i in range(processes)]
-    workers = [ctx.Process(target=_worker, args=(str(home), url, share, cadence, seconds, seed + i, launch_spread,
-                                                 ready, results)) for i, share in enumerate(shares)]  # fmt: skip
+    workers = [
+        ctx.Process(
+            target=_worker, args=(str(home), url, share, cadence, seconds, seed + i, launch_spread, ready, results)
+        )
+        for i, share in enumerate(shares)
+    ]
     for worker in workers:
         worker.start()
     ready.wait(timeout=300)
@@ -338,10 +377,18 @@ def create_runs(registry: Registry, runs: int, sessions: int, cadence: Cadence, 
     for r in range(runs):
         share = sessions // runs + (r < sessions % runs)
         run = registry.create_run(
-            run_id=new_run_id(), name=f"load-{r}", spec_name="ppo_cartpole", algorithm="ppo", env_id="CartPole-v1",
-            max_frame=int(seconds * cadence.fps), seed=r * 100, num_sessions=share, spec_json='{"name": "load"}',
-            host=socket.gethostname(), pid=os.getpid(),
-        )  # fmt: skip
+            run_id=new_run_id(),
+            name=f"load-{r}",
+            spec_name="ppo_cartpole",
+            algorithm="ppo",
+            env_id="CartPole-v1",
+            max_frame=int(seconds * cadence.fps),
+            seed=r * 100,
+            num_sessions=share,
+            spec_json='{"name": "load"}',
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
         slots += [Slot(run.id, i, registry.get_session(run.id, i).id) for i in range(share)]
     return slots
 
@@ -399,8 +446,13 @@ class Listing(threading.Thread):
     def _timed(self, *args: str) -> float:
         script = Path(sys.executable).parent / "rlrun"
         started = time.perf_counter()
-        done = subprocess.run([str(script) if script.exists() else "rlrun", *args], env=self.env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [str(script) if script.exists() else "rlrun", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if done.returncode != 0 or "Traceback" in done.stderr:
             self.errors.append(f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:200]}")
         return time.perf_counter() - started
@@ -443,12 +495,15 @@ class ServerWatch(threading.Thread):
                 self.load.append(os.getloadavg()[0])
                 connections, waiting = conn.execute(
                     "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity"
-                    " WHERE datname = %s AND pid <> pg_backend_pid()", (self.database,)).fetchone() or (0, 0)
+                    " WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (self.database,),
+                ).fetchone() or (0, 0)
                 self.peak_connections = max(self.peak_connections, connections)
                 self.peak_lock_waits = max(self.peak_lock_waits, waiting)
                 for (query,) in conn.execute(
-                        "SELECT left(query, 60) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
-                        (self.database,)).fetchall():  # fmt: skip
+                    "SELECT left(query, 60) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
+                    (self.database,),
+                ).fetchall():
                     self.waiting_on[query] += 1
             conn.execute("SELECT pg_stat_clear_snapshot()")
             self.deadlocks = self._deadlocks(conn) - first
@@ -526,8 +581,9 @@ def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) 
         watch.start()
         listing.start()
         server_cpu = server_cpu_seconds(args.server_pid)
-        outcomes, client_cpu = run_cluster(home, db_url, slots, faster, args.seconds, args.processes,
-                                           args.launch_spread)  # fmt: skip
+        outcomes, client_cpu = run_cluster(
+            home, db_url, slots, faster, args.seconds, args.processes, args.launch_spread
+        )
         listing.stop.set()
         watch.stop.set()
         listing.join()
@@ -543,8 +599,9 @@ def measure(url: str, args: argparse.Namespace, cadence: Cadence, speed: float) 
         steady, steady_seconds = steady_state(outcomes)
         with Registry.open(home, direct_url) as registry:  # what the server itself holds
             lost = rows_lost(registry, outcomes)
-    return Figures(speed, latencies, steady, steady_seconds, errors, lost, len(outcomes), listing, watch, client_cpu,
-                   server_cpu)  # fmt: skip
+    return Figures(
+        speed, latencies, steady, steady_seconds, errors, lost, len(outcomes), listing, watch, client_cpu, server_cpu
+    )
 
 
 def steady_state(outcomes: list[Outcome]) -> tuple[dict[str, list[float]], float]:
@@ -569,15 +626,19 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
     """Print one speed's figures; True when every target is met."""
     faster = cadence.faster(figures.speed)
     evaluation, snapshot = faster.eval_frequency / faster.fps, faster.checkpoint_frequency / faster.fps
-    print(f"\n== {figures.speed:g}× the real cadence: heartbeat every {faster.heartbeat_seconds:g} s, evaluation"
-          f" every {evaluation:g} s, snapshot every {snapshot:g} s;\n   {args.sessions} sessions in {args.runs} runs"
-          f" on {args.processes} processes for {args.seconds:g} s")
+    print(
+        f"\n== {figures.speed:g}× the real cadence: heartbeat every {faster.heartbeat_seconds:g} s, evaluation"
+        f" every {evaluation:g} s, snapshot every {snapshot:g} s;\n   {args.sessions} sessions in {args.runs} runs"
+        f" on {args.processes} processes for {args.seconds:g} s"
+    )
     print(f"{'write':<18} {'count':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     worst = table(figures.latencies, WRITE_KINDS)
     everything = [v for values in figures.latencies.values() for v in values]
     if everything:
-        print(f"{'all writes':<18} {len(everything):>7} {statistics.median(everything) * 1000:>8.1f}"
-              f" {quantile(everything, 0.99) * 1000:>8.1f} {max(everything) * 1000:>8.1f}")
+        print(
+            f"{'all writes':<18} {len(everything):>7} {statistics.median(everything) * 1000:>8.1f}"
+            f" {quantile(everything, 0.99) * 1000:>8.1f} {max(everything) * 1000:>8.1f}"
+        )
     print(f"while every session was running ({figures.steady_seconds:.0f} s: from the last start to the first end):")
     steady_worst = table(figures.steady, STEADY_KINDS)
     if everything:
@@ -587,18 +648,24 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
         print(f"{cpu}; {len(everything) / args.seconds:.0f} writes/s")
     listed, started = figures.listing.seconds, figures.listing.version_seconds
     if listed:
-        print(f"rlrun ls: {len(listed)} runs, p50 {statistics.median(listed):.2f} s,"
-              f" p99 {quantile(listed, 0.99):.2f} s, max {max(listed):.2f} s, {len(figures.listing.errors)} errors;"
-              f" rlrun --version meanwhile p50 {statistics.median(started):.2f} s")
+        print(
+            f"rlrun ls: {len(listed)} runs, p50 {statistics.median(listed):.2f} s,"
+            f" p99 {quantile(listed, 0.99):.2f} s, max {max(listed):.2f} s, {len(figures.listing.errors)} errors;"
+            f" rlrun --version meanwhile p50 {statistics.median(started):.2f} s"
+        )
     watch = figures.watch
-    print(f"server: peak {watch.peak_connections} connections to the database, peak {watch.peak_lock_waits}"
-          f" backends waiting on a lock, {watch.deadlocks} deadlocks")
+    print(
+        f"server: peak {watch.peak_connections} connections to the database, peak {watch.peak_lock_waits}"
+        f" backends waiting on a lock, {watch.deadlocks} deadlocks"
+    )
     for query, samples in watch.waiting_on.most_common(3):
         print(f"  waiting on a lock in {samples} samples: {query}")
     if watch.round_trips:
-        print(f"machine: load average {min(watch.load):.1f}–{max(watch.load):.1f} on {os.cpu_count()} CPUs; a bare"
-              f" SELECT 1 took p50 {statistics.median(watch.round_trips) * 1000:.1f} ms,"
-              f" p99 {quantile(watch.round_trips, 0.99) * 1000:.1f} ms meanwhile")
+        print(
+            f"machine: load average {min(watch.load):.1f}–{max(watch.load):.1f} on {os.cpu_count()} CPUs; a bare"
+            f" SELECT 1 took p50 {statistics.median(watch.round_trips) * 1000:.1f} ms,"
+            f" p99 {quantile(watch.round_trips, 0.99) * 1000:.1f} ms meanwhile"
+        )
     missing = args.sessions - figures.sessions_reported
     errors = len(figures.errors) + len(figures.listing.errors) + missing
     for line in sorted(set(figures.errors + figures.listing.errors))[:8]:
@@ -608,9 +675,11 @@ def report(figures: Figures, args: argparse.Namespace, cadence: Cadence) -> bool
     for line in figures.lost[:8]:
         print(f"  lost: {line}")
     met = errors == 0 and not figures.lost and worst <= TARGET_P99_MS
-    print(f"targets: errors {errors} (target 0), rows lost {len(figures.lost)} (target 0), worst p99 write"
-          f" {worst:.1f} ms, {steady_worst:.1f} ms while all ran (target ≤ {TARGET_P99_MS:g} ms):"
-          f" {'met' if met else 'NOT met'}")
+    print(
+        f"targets: errors {errors} (target 0), rows lost {len(figures.lost)} (target 0), worst p99 write"
+        f" {worst:.1f} ms, {steady_worst:.1f} ms while all ran (target ≤ {TARGET_P99_MS:g} ms):"
+        f" {'met' if met else 'NOT met'}"
+    )
     return met
 
 
@@ -623,8 +692,10 @@ def table(latencies: dict[str, list[float]], kinds: tuple[str, ...]) -> float:
             continue
         p99 = quantile(values, 0.99) * 1000
         worst = max(worst, p99)
-        print(f"{kind:<18} {len(values):>7} {statistics.median(values) * 1000:>8.1f} {p99:>8.1f}"
-              f" {max(values) * 1000:>8.1f}")
+        print(
+            f"{kind:<18} {len(values):>7} {statistics.median(values) * 1000:>8.1f} {p99:>8.1f}"
+            f" {max(values) * 1000:>8.1f}"
+        )
     return worst
 
 
@@ -637,19 +708,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each speed runs")
     parser.add_argument("--speeds", default="1,10", help="cadence multipliers, comma-separated")
     parser.add_argument("--fps", type=float, default=5000.0, help="frames per second of a session at 1×")
-    parser.add_argument("--pool-url", help="the URL of a connection pooler (PgBouncer) in front of the server, which"
-                        " sessions and `rlrun ls` connect through; its database name is replaced by the benchmark's")
-    parser.add_argument("--server-pid", type=int, help="the postmaster's pid, when the server runs on this machine:"
-                        " the CPU time its backends spend is reported per write")
-    parser.add_argument("--launch-spread", type=float, default=1.0,
-                        help="seconds over which the sessions' first frames are spread")
+    parser.add_argument(
+        "--pool-url",
+        help="the URL of a connection pooler (PgBouncer) in front of the server, which"
+        " sessions and `rlrun ls` connect through; its database name is replaced by the benchmark's",
+    )
+    parser.add_argument(
+        "--server-pid",
+        type=int,
+        help="the postmaster's pid, when the server runs on this machine:"
+        " the CPU time its backends spend is reported per write",
+    )
+    parser.add_argument(
+        "--launch-spread", type=float, default=1.0, help="seconds over which the sessions' first frames are spread"
+    )
     args = parser.parse_args()
     if not args.url:
         parser.error(f"give --url or set ${URL_ENV} to a PostgreSQL server's URL")
     cadence = real_cadence(args.fps)
-    print(f"server max_connections = {max_connections(args.url)}; {args.sessions} sessions hold one connection"
-          f" each (+ `rlrun ls`, + this process's watch), {'through ' + args.pool_url if args.pool_url else 'direct'};"
-          f" {os.cpu_count()} CPUs here")
+    print(
+        f"server max_connections = {max_connections(args.url)}; {args.sessions} sessions hold one connection"
+        f" each (+ `rlrun ls`, + this process's watch), {'through ' + args.pool_url if args.pool_url else 'direct'};"
+        f" {os.cpu_count()} CPUs here"
+    )
     verdicts = [report(measure(args.url, args, cadence, float(s)), args, cadence) for s in args.speeds.split(",")]
     sys.exit(0 if all(verdicts) else 1)
 

@@ -115,8 +115,9 @@ def rlrun_worker(folder: Path, gib: float, new: float) -> dict[str, Any]:
 
     frame_bytes = FRAME[0] * FRAME[1]
     capacity = int(gib * (1 << 30) / frame_bytes / (1 + 1 / 16))  # the frame ring is GIB bytes
-    memory = ReplayMemory(MemorySpec(capacity=capacity), (STACK, *FRAME), np.dtype(np.uint8), (), np.dtype(np.int64),
-                          frame_stack=STACK)
+    memory = ReplayMemory(
+        MemorySpec(capacity=capacity), (STACK, *FRAME), np.dtype(np.uint8), (), np.dtype(np.int64), frame_stack=STACK
+    )
     fill(memory.frames, 1)
     memory.rows["obs"] = np.arange(capacity)[:, None] + np.arange(STACK)  # consistent frame numbers
     memory.rows["next"] = np.arange(capacity) + STACK
@@ -125,8 +126,9 @@ def rlrun_worker(folder: Path, gib: float, new: float) -> dict[str, Any]:
 
     def write(name: str, previous: Path | None) -> snapshot.Written:
         state = memory.state_dict()
-        return snapshot.write(folder / name, snapshot.Snapshot(meta, {"memory": state["memory"]},
-                                                               logs=state["logs"]), previous=previous)
+        return snapshot.write(
+            folder / name, snapshot.Snapshot(meta, {"memory": state["memory"]}, logs=state["logs"]), previous=previous
+        )
 
     nbytes = memory.frames.nbytes + memory.rows.nbytes
     with peak_rss() as first_rss:
@@ -153,11 +155,20 @@ def rlrun_worker(folder: Path, gib: float, new: float) -> dict[str, Any]:
         saved = snapshot.read(second.path, second.sha256)
         memory.load_state_dict({"memory": saved.tensors["memory"], "logs": saved.logs})
         restore_seconds = time.perf_counter() - started
-    return {"bytes": nbytes, "transitions": capacity, "seconds": first_seconds, "extra_rss": first_rss["extra"],
-            "rss_before": first_rss["before"], "second_seconds": second_seconds,
-            "second_extra_rss": second_rss["extra"], "second_written_bytes": written_bytes,
-            "second_linked_files": linked, "verify_seconds": verify_seconds, "restore_seconds": restore_seconds,
-            "restore_extra_rss": restore_rss["extra"]}
+    return {
+        "bytes": nbytes,
+        "transitions": capacity,
+        "seconds": first_seconds,
+        "extra_rss": first_rss["extra"],
+        "rss_before": first_rss["before"],
+        "second_seconds": second_seconds,
+        "second_extra_rss": second_rss["extra"],
+        "second_written_bytes": written_bytes,
+        "second_linked_files": linked,
+        "verify_seconds": verify_seconds,
+        "restore_seconds": restore_seconds,
+        "restore_extra_rss": restore_rss["extra"],
+    }
 
 
 def _meta() -> Any:
@@ -182,8 +193,13 @@ def pickle_worker(folder: Path, gib: float) -> dict[str, Any]:
     memory = {"frames": frames, "actions": np.zeros(len(frames), np.int64)}
     with peak_rss() as used:
         seconds = timed(lambda: synced_dump(folder / "memory.pkl", lambda f: pickle.dump(memory, f)))
-    return {"bytes": frames.nbytes + memory["actions"].nbytes, "seconds": seconds, "extra_rss": used["extra"],
-            "rss_before": used["before"], "protocol": pickle.DEFAULT_PROTOCOL}
+    return {
+        "bytes": frames.nbytes + memory["actions"].nbytes,
+        "seconds": seconds,
+        "extra_rss": used["extra"],
+        "rss_before": used["before"],
+        "protocol": pickle.DEFAULT_PROTOCOL,
+    }
 
 
 def sb3_worker(folder: Path, gib: float) -> dict[str, Any]:
@@ -193,16 +209,28 @@ def sb3_worker(folder: Path, gib: float) -> dict[str, Any]:
     from stable_baselines3.common.save_util import save_to_pkl
 
     size = int(gib * (1 << 30) / (STACK * FRAME[0] * FRAME[1]))
-    buffer = ReplayBuffer(size, spaces.Box(0, 255, (STACK, *FRAME), np.uint8), spaces.Discrete(6), device="cpu",
-                          optimize_memory_usage=True, handle_timeout_termination=False)
+    buffer = ReplayBuffer(
+        size,
+        spaces.Box(0, 255, (STACK, *FRAME), np.uint8),
+        spaces.Discrete(6),
+        device="cpu",
+        optimize_memory_usage=True,
+        handle_timeout_termination=False,
+    )
     fill(buffer.observations, 3)
     buffer.full, buffer.pos = True, 0
     nbytes = sum(a.nbytes for a in (buffer.observations, buffer.actions, buffer.rewards, buffer.dones))
     path = folder / "buffer.pkl"
     with peak_rss() as used:
         seconds = timed(lambda: (save_to_pkl(path, buffer), fsync(path)))  # save_replay_buffer's own call
-    return {"bytes": nbytes, "transitions": size, "seconds": seconds, "extra_rss": used["extra"],
-            "rss_before": used["before"], "version": stable_baselines3.__version__}
+    return {
+        "bytes": nbytes,
+        "transitions": size,
+        "seconds": seconds,
+        "extra_rss": used["extra"],
+        "rss_before": used["before"],
+        "version": stable_baselines3.__version__,
+    }
 
 
 WORKERS = {"raw": raw_worker, "rlrun": rlrun_worker, "pickle": pickle_worker, "sb3": sb3_worker}
@@ -214,8 +242,12 @@ WORKERS = {"raw": raw_worker, "rlrun": rlrun_worker, "pickle": pickle_worker, "s
 
 def run_worker(python: str, name: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     extra = ["--new", str(args.new)] if name == "rlrun" else []
-    done = subprocess.run([python, __file__, "--worker", name, "--into", str(folder), "--gib", str(args.gib), *extra],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [python, __file__, "--worker", name, "--into", str(folder), "--gib", str(args.gib), *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -225,8 +257,11 @@ def run_worker(python: str, name: str, folder: Path, args: argparse.Namespace) -
 def dd(folder: Path, gib: float) -> dict[str, Any]:
     count = int(gib * 16)  # 64 MiB blocks
     started = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={folder / 'dd.bin'}", "bs=64M", f"count={count}", "conv=fdatasync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={folder / 'dd.bin'}", "bs=64M", f"count={count}", "conv=fdatasync"],
+        check=True,
+        capture_output=True,
+    )
     return {"bytes": count << 26, "seconds": time.perf_counter() - started}
 
 
@@ -234,8 +269,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=4.0, help="size of each memory, GiB")
     parser.add_argument("--new", type=float, default=0.05, help="fraction of new rows before the second snapshot")
-    parser.add_argument("--peer-python", default="/work/venvs/sb3/bin/python",
-                        help="a python with stable-baselines3 (skipped when missing)")
+    parser.add_argument(
+        "--peer-python",
+        default="/work/venvs/sb3/bin/python",
+        help="a python with stable-baselines3 (skipped when missing)",
+    )
     parser.add_argument("--folder", default="/work", help="where the temporary files go (its disk is measured)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the median is reported")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -269,23 +307,31 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
 
     def speed(r: dict[str, Any]) -> str:
         rate = r["bytes"] / r["seconds"]
-        return (f"{r['bytes'] / 2**30:5.2f} GiB in {r['seconds']:6.2f} s = {rate / 1e6:6.0f} MB/s"
-                f" ({rate / disk:4.0%} of dd)")
+        return (
+            f"{r['bytes'] / 2**30:5.2f} GiB in {r['seconds']:6.2f} s = {rate / 1e6:6.0f} MB/s"
+            f" ({rate / disk:4.0%} of dd)"
+        )
 
     print(f"replay snapshot, {args.gib} GiB memories, {args.folder}, median of {args.repeat}")
     print(f"  dd conv=fdatasync   {speed(results['dd'])}")
     print(f"  write+fsync random  {speed(results['raw'])}   (one write() of non-zero bytes: this disk's ceiling)")
     r = results["rlrun"]
-    print(f"  rlrun snapshot      {speed(r)}   extra RSS {r['extra_rss'] / 2**20:6.0f} MiB"
-          f" ({r['extra_rss'] / r['rss_before']:.1%} of {r['rss_before'] / 2**30:.2f} GiB)")
+    print(
+        f"  rlrun snapshot      {speed(r)}   extra RSS {r['extra_rss'] / 2**20:6.0f} MiB"
+        f" ({r['extra_rss'] / r['rss_before']:.1%} of {r['rss_before'] / 2**30:.2f} GiB)"
+    )
     fraction = r["second_written_bytes"] / r["bytes"]
-    print(f"  rlrun 2nd snapshot  {args.new:.0%} new rows: {r['second_seconds']:6.2f} s"
-          f" ({r['second_seconds'] / r['seconds']:.1%} of the first), wrote {r['second_written_bytes'] / 2**20:.0f}"
-          f" MiB ({fraction:.1%}), linked {r['second_linked_files']} segments, extra RSS"
-          f" {r['second_extra_rss'] / 2**20:.0f} MiB")
+    print(
+        f"  rlrun 2nd snapshot  {args.new:.0%} new rows: {r['second_seconds']:6.2f} s"
+        f" ({r['second_seconds'] / r['seconds']:.1%} of the first), wrote {r['second_written_bytes'] / 2**20:.0f}"
+        f" MiB ({fraction:.1%}), linked {r['second_linked_files']} segments, extra RSS"
+        f" {r['second_extra_rss'] / 2**20:.0f} MiB"
+    )
     print(f"  rlrun deep verify   {r['verify_seconds']:6.2f} s (sha256 of every file, before a resume)")
-    print(f"  rlrun restore       {r['restore_seconds']:6.2f} s (read: verify again, then map each segment and copy"
-          f" it into the rings), extra RSS {r['restore_extra_rss'] / 2**20:.0f} MiB")
+    print(
+        f"  rlrun restore       {r['restore_seconds']:6.2f} s (read: verify again, then map each segment and copy"
+        f" it into the rings), extra RSS {r['restore_extra_rss'] / 2**20:.0f} MiB"
+    )
     p = results["pickle"]
     print(f"  pickle.dump+fsync   {speed(p)}   extra RSS {p['extra_rss'] / 2**20:6.0f} MiB (protocol {p['protocol']})")
     if "sb3" in results:

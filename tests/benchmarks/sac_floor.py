@@ -41,9 +41,11 @@ def product_seconds(repeats: int) -> dict[str, float]:
     generator = torch.Generator().manual_seed(0)
     x, g, weight = (torch.randn(BATCH, WIDTH, generator=generator) for _ in range(3))
     bias = torch.randn(WIDTH, generator=generator)
-    forms = {"forward": lambda: torch.addmm(bias, x, weight.t()),
-             "weight gradient": lambda: torch.mm(g.t(), x),
-             "input gradient": lambda: torch.mm(g, weight)}
+    forms = {
+        "forward": lambda: torch.addmm(bias, x, weight.t()),
+        "weight gradient": lambda: torch.mm(g.t(), x),
+        "input gradient": lambda: torch.mm(g, weight),
+    }
     seconds = {}
     for name, product in forms.items():
         best = float("inf")
@@ -68,15 +70,19 @@ def main() -> None:
     steps_per_frame = spec.agent.gradient_steps / spec.agent.train_frequency
     python = sb3_python()
     print("sac_pendulum, one torch thread; CPU microseconds per frame")
-    print(f"{'round':>5} {'products':>9} {'SB3':>8} {'rlrun':>8} {'rlrun/SB3 speed':>16} "
-          f"{'bound':>6} {'rlrun/floor':>12}")
+    print(
+        f"{'round':>5} {'products':>9} {'SB3':>8} {'rlrun':>8} {'rlrun/SB3 speed':>16} {'bound':>6} {'rlrun/floor':>12}"
+    )
     for round_ in range(args.rounds):
         each = product_seconds(args.repeats)
         floor = steps_per_frame * sum(PRODUCTS[name] * each[name] for name in PRODUCTS)
         theirs = 1 / run_sb3(python, spec.to_json(), args.frames, 0)["cpu_fps"]
         ours = 1 / run_rlrun("sac_pendulum", args.frames, 0)["cpu_fps"]
-        print(f"{round_:>5} {floor * 1e6:>9.0f} {theirs * 1e6:>8.0f} {ours * 1e6:>8.0f} {theirs / ours:>15.2f}× "
-              f"{theirs / floor:>5.2f}× {ours / floor:>11.2f}", flush=True)
+        print(
+            f"{round_:>5} {floor * 1e6:>9.0f} {theirs * 1e6:>8.0f} {ours * 1e6:>8.0f} {theirs / ours:>15.2f}× "
+            f"{theirs / floor:>5.2f}× {ours / floor:>11.2f}",
+            flush=True,
+        )
     print("bound: SB3's time per frame over the products' alone, the most any exact rlrun could gain")
 
 

@@ -46,8 +46,10 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=1000, help="SAC's, both sides")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"frames per CPU-second, one torch thread each, {os.cpu_count()} cores "
-          f"(load average {os.getloadavg()[0]:.1f} at the start)")
+    print(
+        f"frames per CPU-second, one torch thread each, {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.1f} at the start)"
+    )
     print(f"{'built-in':<16} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6}")
     for builtin in args.builtins:
         theirs, ours = measure(builtin, args.frames, args.learning_starts, args.seed)

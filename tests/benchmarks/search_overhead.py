@@ -103,8 +103,10 @@ def main() -> None:
     print(f"  rlrun train x{args.trials} (processes) {train_s:8.2f} s  {train_s / args.trials:6.2f} s/trial")
     print(f"  search / trains ratio        {search_s / train_s:8.2f}")
     print(f"  overhead per trial           {(search_s - train_s) / args.trials:+8.2f} s (search - trains, per trial)")
-    print(f"  search time outside training {statistics.median(outside) / args.trials:8.2f} s/trial"
-          " (start-up once, suggestions, records, env and agent checks)")
+    print(
+        f"  search time outside training {statistics.median(outside) / args.trials:8.2f} s/trial"
+        " (start-up once, suggestions, records, env and agent checks)"
+    )
 
 
 if __name__ == "__main__":

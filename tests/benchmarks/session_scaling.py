@@ -34,7 +34,7 @@ from rlrun.spec.cores import OPENMP_WAIT_POLICY, let_idle_threads_sleep
 
 # CPU time of this process and of its live children (the env workers), from /proc: a worker's
 # time is counted while it runs, so its start-up (imports, the ROM) stays out, as the session's does.
-CPU = r'''
+CPU = r"""
 import multiprocessing, os, time
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -50,9 +50,11 @@ def cpu():
         except (OSError, IndexError):
             pass
     return total
-'''
+"""
 
-TRAIN = CPU + r'''
+TRAIN = (
+    CPU
+    + r"""
 import json, sys, tempfile
 from rlrun.session import events
 from rlrun.spec import load_spec
@@ -71,9 +73,12 @@ with tempfile.TemporaryDirectory() as home:
     train(load_spec(name, overrides), home=home, on_event=on_event)
 (f0, w0, c0), (f1, w1, c1) = marks[0], marks[-1]
 print(json.dumps({"fps": (f1 - f0) / (w1 - w0), "cpu_fps": (f1 - f0) / (c1 - c0)}))
-'''
+"""
+)
 
-STEP = CPU + r'''
+STEP = (
+    CPU
+    + r"""
 import json, sys
 from rlrun.envs import make_vector_env
 from rlrun.spec import load_spec
@@ -91,7 +96,8 @@ wall, used = time.perf_counter() - started, cpu() - c0
 env.close()
 done = len(actions) * spec.env.num_envs
 print(json.dumps({"fps": done / wall, "cpu_fps": done / used}))
-'''
+"""
+)
 
 
 def measure(script: str, spec: str, frames: int, edits: list[str], spin: bool = False) -> dict[str, float]:
@@ -102,8 +108,9 @@ def measure(script: str, spec: str, frames: int, edits: list[str], spin: bool = 
         env.pop(OPENMP_WAIT_POLICY, None)
     else:
         let_idle_threads_sleep(env)
-    done = subprocess.run([sys.executable, "-c", script, spec, json.dumps(edits), str(frames)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", script, spec, json.dumps(edits), str(frames)], capture_output=True, text=True, env=env
+    )
     if done.returncode != 0:
         raise SystemExit(f"a configuration failed ({edits}):\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -133,9 +140,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="the learner's `meta.device` (cuda: the GPU's)")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"{args.spec} on {cores} usable cores, learner on {args.device} "
-          f"(load average {os.getloadavg()[0]:.1f} at the start); "
-          "f/s: frames per wall second, f/cpu-s: per CPU-second of every process")
+    print(
+        f"{args.spec} on {cores} usable cores, learner on {args.device} "
+        f"(load average {os.getloadavg()[0]:.1f} at the start); "
+        "f/s: frames per wall second, f/cpu-s: per CPU-second of every process"
+    )
     for part, script, frames in (("stepping", STEP, args.stepping_frames), ("training", TRAIN, args.frames)):
         if frames <= 0:
             continue
@@ -146,14 +155,25 @@ def main() -> None:
             for where, threads, edits, spin in layouts(copies, args.workers, args.threads):
                 if part == "stepping" and (spin or (where == "this process" and threads != args.threads[0])):
                     continue  # no learner: threads change nothing
-                settings = [f"env.num_envs={copies}", f"meta.torch_threads={threads}", "meta.num_eval_episodes=1",
-                            f"meta.max_frame={frames}", f"meta.eval_frequency={frames}",
-                            f"meta.checkpoint_frequency={frames}", f"meta.log_frequency={max(frames // 8, 1)}",
-                            "meta.sessions=1", f"meta.device={args.device}", *edits]
+                settings = [
+                    f"env.num_envs={copies}",
+                    f"meta.torch_threads={threads}",
+                    "meta.num_eval_episodes=1",
+                    f"meta.max_frame={frames}",
+                    f"meta.eval_frequency={frames}",
+                    f"meta.checkpoint_frequency={frames}",
+                    f"meta.log_frequency={max(frames // 8, 1)}",
+                    "meta.sessions=1",
+                    f"meta.device={args.device}",
+                    *edits,
+                ]
                 result = measure(script, args.spec, frames, settings, spin)
                 base = base or result["fps"]
-                print(f"{copies:>6} {where:>18} {threads!s:>7} {result['fps']:>8.0f} {result['cpu_fps']:>8.0f} "
-                      f"{result['fps'] / base:>17.2f}x", flush=True)
+                print(
+                    f"{copies:>6} {where:>18} {threads!s:>7} {result['fps']:>8.0f} {result['cpu_fps']:>8.0f} "
+                    f"{result['fps'] / base:>17.2f}x",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

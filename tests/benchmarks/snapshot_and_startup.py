@@ -31,15 +31,32 @@ QUIET = ["--set", "meta.num_eval_episodes=1", "--set", "meta.eval_frequency=1000
 
 
 def snapshot_cost(name: str, home: Path, repeat: int) -> tuple[int, float, float]:
-    spec = load_spec(name, ["meta.max_frame=2000", "meta.checkpoint_frequency=1000000", "meta.eval_frequency=1000000",
-                            "meta.num_eval_episodes=1", "meta.sessions=1"])
+    spec = load_spec(
+        name,
+        [
+            "meta.max_frame=2000",
+            "meta.checkpoint_frequency=1000000",
+            "meta.eval_frequency=1000000",
+            "meta.num_eval_episodes=1",
+            "meta.sessions=1",
+        ],
+    )
     with Registry.open(home) as registry:
-        run = registry.create_run(run_id=f"b{name[:8]}", name=None, spec_name=name, algorithm=spec.agent.algorithm,
-                                  env_id=spec.env.id, max_frame=2000, seed=0, num_sessions=1,
-                                  spec_json=spec.model_dump_json(), host="bench", pid=0)
+        run = registry.create_run(
+            run_id=f"b{name[:8]}",
+            name=None,
+            spec_name=name,
+            algorithm=spec.agent.algorithm,
+            env_id=spec.env.id,
+            max_frame=2000,
+            seed=0,
+            num_sessions=1,
+            spec_json=spec.model_dump_json(),
+            host="bench",
+            pid=0,
+        )
         (record,) = registry.get_run(run.id).sessions
-        session = Session(_task(home, registry.url, run.id, record, spec, "train", None), registry,
-                          lambda event: None)
+        session = Session(_task(home, registry.url, run.id, record, spec, "train", None), registry, lambda event: None)
         session.run(StopRequest())
         writes, reads, size = [], [], 0
         for i in range(repeat):
@@ -70,13 +87,17 @@ def main() -> None:
             size, write, read = snapshot_cost(name, home / "snapshots", args.repeat)
             print(f"{name:<22} {size / 1024:>8.1f}kB {write * 1000:>7.1f}ms {read * 1000:>10.1f}ms")
         startup = home / "startup"
-        fresh = [command_seconds(["train", "reinforce_cartpole", "--frames", "1", *QUIET], startup)
-                 for _ in range(args.repeat)]
+        fresh = [
+            command_seconds(["train", "reinforce_cartpole", "--frames", "1", *QUIET], startup)
+            for _ in range(args.repeat)
+        ]
         command_seconds(["train", "reinforce_cartpole", "--frames", "2000", "--name", "base", *QUIET], startup)
         resumed = [command_seconds(["resume", "base", "--more", "1"], startup) for _ in range(args.repeat)]
-        print(f"start-up, median of {args.repeat}: train --frames 1 {statistics.median(fresh):.2f} s, "
-              f"resume --more 1 {statistics.median(resumed):.2f} s "
-              f"(ratio {statistics.median(resumed) / statistics.median(fresh):.2f})")
+        print(
+            f"start-up, median of {args.repeat}: train --frames 1 {statistics.median(fresh):.2f} s, "
+            f"resume --more 1 {statistics.median(resumed):.2f} s "
+            f"(ratio {statistics.median(resumed) / statistics.median(fresh):.2f})"
+        )
 
 
 if __name__ == "__main__":

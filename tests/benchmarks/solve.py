@@ -64,11 +64,19 @@ def main() -> int:
     parser.add_argument("specs", nargs="*", default=quick)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--need", type=int, default=3, help="seeds that must reach the threshold")
-    parser.add_argument("--set", dest="edits", action="append", default=[], metavar="KEY=VALUE",
-                        help="an edit to every spec, as `rlrun train --set` takes it")
+    parser.add_argument(
+        "--set",
+        dest="edits",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an edit to every spec, as `rlrun train --set` takes it",
+    )
     args = parser.parse_args()
-    print(f"{'spec':<20} {'algorithm × env':<22} {'budget':>7} {'bar':>6} {'frames to bar, per seed':<34} "
-          f"{'solved':>6} {'final eval (mean ± std over seeds)':>34} {'wall':>6}")
+    print(
+        f"{'spec':<20} {'algorithm × env':<22} {'budget':>7} {'bar':>6} {'frames to bar, per seed':<34} "
+        f"{'solved':>6} {'final eval (mean ± std over seeds)':>34} {'wall':>6}"
+    )
     missed = 0
     for name in args.specs:
         label, bar, firsts, finals, elapsed = solve(name, args.sessions, args.edits)
@@ -76,8 +84,11 @@ def main() -> int:
         missed += solved < args.need
         frames = ", ".join("-" if f is None else f"{f / 1000:g}k" for f in firsts)
         budget = load_spec(name, args.edits).meta.max_frame
-        print(f"{name:<20} {label:<22} {budget / 1000:>6g}k {bar:>6g} {frames:<34} {solved:>4}/{len(firsts)} "
-              f"{statistics.mean(finals):>25.1f} ± {statistics.pstdev(finals):<6.1f} {elapsed:>5.0f}s", flush=True)
+        print(
+            f"{name:<20} {label:<22} {budget / 1000:>6g}k {bar:>6g} {frames:<34} {solved:>4}/{len(firsts)} "
+            f"{statistics.mean(finals):>25.1f} ± {statistics.pstdev(finals):<6.1f} {elapsed:>5.0f}s",
+            flush=True,
+        )
     return 1 if missed else 0
 
 

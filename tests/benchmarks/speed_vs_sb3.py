@@ -47,11 +47,19 @@ from pathlib import Path
 
 SB3_VERSION = "2.9.2"
 SB3_ENV = Path.home() / ".cache" / "rlrun-bench" / "sb3"
-SPECS = ("ppo_cartpole", "a2c_cartpole", "dqn_cartpole", "ddqn_cartpole", "ppo_acrobot", "dqn_acrobot",
-         "ppo_pendulum", "sac_pendulum")
+SPECS = (
+    "ppo_cartpole",
+    "a2c_cartpole",
+    "dqn_cartpole",
+    "ddqn_cartpole",
+    "ppo_acrobot",
+    "dqn_acrobot",
+    "ppo_pendulum",
+    "sac_pendulum",
+)
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-SB3_LEARN_TIMED = r'''class Stopwatch(BaseCallback):
+SB3_LEARN_TIMED = r"""class Stopwatch(BaseCallback):
     def _on_step(self):
         if self.num_timesteps >= budget // 10 and not hasattr(self, "started"):
             self.started = (self.num_timesteps, time.perf_counter(), time.process_time())
@@ -61,11 +69,12 @@ SB3_LEARN_TIMED = r'''class Stopwatch(BaseCallback):
 watch = Stopwatch()
 model.learn(budget, callback=watch)
 frames = model.num_timesteps - watch.started[0]
-wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]'''
+wall, cpu = time.perf_counter() - watch.started[1], time.process_time() - watch.started[2]"""
 """An SB3 worker's training of `model` for `budget` frames, timed from the first tenth of the
 budget to its end (wall and CPU), as each SB3-side worker script measures it."""
 
-SB3_WORKER = r'''
+SB3_WORKER = (
+    r'''
 import json, math, sys, time
 import torch
 torch.set_num_threads(1)
@@ -152,16 +161,19 @@ else:
                 seed=seed, device="cpu")
 
 
-''' + SB3_LEARN_TIMED + r'''
+'''
+    + SB3_LEARN_TIMED
+    + r"""
 evaluation_env = normalized(make_vec_env(env_id, n_envs=1, seed=seed + 1000), training=False)
 if normalize:
     evaluation_env.obs_rms = env.obs_rms
 mean, std = evaluate_policy(model, evaluation_env, n_eval_episodes=spec["meta"]["num_eval_episodes"],
                             deterministic=True)
 print(json.dumps({"fps": frames / wall, "cpu_fps": frames / cpu, "mean": float(mean), "std": float(std)}))
-'''
+"""
+)
 
-RLRUN_WORKER = r'''
+RLRUN_WORKER = r"""
 import json, sys, tempfile, time
 from rlrun.session import events
 from rlrun.spec import load_spec
@@ -185,7 +197,7 @@ with tempfile.TemporaryDirectory() as home:
 (f0, w0, c0), (f1, w1, c1) = marks[0], marks[-1]
 print(json.dumps({"fps": (f1 - f0) / (w1 - w0), "cpu_fps": (f1 - f0) / (c1 - c0), "mean": evaluation.mean,
                   "std": evaluation.std}))
-'''
+"""
 
 
 def sb3_python() -> Path:
@@ -202,8 +214,12 @@ def sb3_python() -> Path:
 
 
 def run_sb3(python: Path, spec: dict, budget: int, seed: int) -> dict:
-    done = subprocess.run([str(python), "-c", SB3_WORKER, str(budget), str(seed), json.dumps(spec)],
-                          capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
+    done = subprocess.run(
+        [str(python), "-c", SB3_WORKER, str(budget), str(seed), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SINGLE_THREAD},
+    )
     if done.returncode != 0:
         raise SystemExit(f"SB3 worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -212,15 +228,27 @@ def run_sb3(python: Path, spec: dict, budget: int, seed: int) -> dict:
 def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None = None) -> dict:
     """Train one session of `name` (with `edits`, `--set` values) with the rlrun in `source` (None:
     this one); frames per second and per CPU-second of its loop, and its final evaluation."""
-    quiet = [f"meta.max_frame={budget}", f"meta.eval_frequency={budget}", f"meta.checkpoint_frequency={budget}",
-             f"meta.log_frequency={max(budget // 10, 1)}", f"meta.seed={seed}", "meta.sessions=1", *edits]
+    quiet = [
+        f"meta.max_frame={budget}",
+        f"meta.eval_frequency={budget}",
+        f"meta.checkpoint_frequency={budget}",
+        f"meta.log_frequency={max(budget // 10, 1)}",
+        f"meta.seed={seed}",
+        "meta.sessions=1",
+        *edits,
+    ]
     env = {**os.environ, **SINGLE_THREAD}
     if source is not None:
         env["PYTHONPATH"] = source
     # `python -c` puts its working directory first on sys.path, before PYTHONPATH: run from the
     # checkout timed, or a baseline run from this checkout's root would import this rlrun
-    done = subprocess.run([sys.executable, "-c", RLRUN_WORKER, name, json.dumps(quiet), str(budget)],
-                          capture_output=True, text=True, env=env, cwd=source)
+    done = subprocess.run(
+        [sys.executable, "-c", RLRUN_WORKER, name, json.dumps(quiet), str(budget)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=source,
+    )
     if done.returncode != 0:
         raise SystemExit(f"rlrun worker failed:\n{done.stderr[-3000:]}")
     result: dict = json.loads(done.stdout.strip().splitlines()[-1])
@@ -257,10 +285,20 @@ def chosen_specs(specs: list[str], algorithms: list[str] | None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--specs", nargs="+", default=list(SPECS), choices=SPECS, metavar="SPEC",
-                        help=f"built-ins to measure (default: all of {', '.join(SPECS)})")
-    parser.add_argument("--algorithms", nargs="+", choices=("ppo", "a2c", "dqn", "sac"),
-                        help="only the chosen specs trained by these algorithms")
+    parser.add_argument(
+        "--specs",
+        nargs="+",
+        default=list(SPECS),
+        choices=SPECS,
+        metavar="SPEC",
+        help=f"built-ins to measure (default: all of {', '.join(SPECS)})",
+    )
+    parser.add_argument(
+        "--algorithms",
+        nargs="+",
+        choices=("ppo", "a2c", "dqn", "sac"),
+        help="only the chosen specs trained by these algorithms",
+    )
     parser.add_argument("--frames", type=frames, help="every budget, e.g. 30k (default: each spec's max_frame)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--rounds", type=int, default=1, help="repeat each measure, alternating the sides")
@@ -272,8 +310,10 @@ def main() -> None:
     python = sb3_python()
     before = "   before f/cpu-s  after/before" if args.baseline else ""
     print("frames per CPU-second (one torch thread each; wall-clock ratio in brackets)")
-    print(f"{'spec':<14} {'seed':>4} {'frames':>8} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} "
-          f"{'(wall)':>7} {'SB3 return':>16} {'rlrun return':>16} {'rlrun/random':>13}{before}")
+    print(
+        f"{'spec':<14} {'seed':>4} {'frames':>8} {'SB3 f/cpu-s':>12} {'rlrun f/cpu-s':>14} {'ratio':>6} "
+        f"{'(wall)':>7} {'SB3 return':>16} {'rlrun return':>16} {'rlrun/random':>13}{before}"
+    )
     for name in chosen_specs(args.specs, args.algorithms):
         spec = load_spec(name)
         budget = args.frames or int(spec.meta.max_frame * args.budget_scale)
@@ -284,10 +324,12 @@ def main() -> None:
                 theirs = run_sb3(python, sb3_spec, budget, seed)
                 ours = run_rlrun(name, budget, seed)
                 old = run_rlrun(name, budget, seed, source=args.baseline) if args.baseline else None
-                line = (f"{name:<14} {seed:>4} {budget:>8} {theirs['cpu_fps']:>12.0f} {ours['cpu_fps']:>14.0f} "
-                        f"{ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} ({ours['fps'] / theirs['fps']:>5.2f}) "
-                        f"{theirs['mean']:>8.1f} ± {theirs['std']:<6.1f}{ours['mean']:>8.1f} ± {ours['std']:<6.1f}"
-                        f" {ours['fps'] / ceiling:>12.1%}")
+                line = (
+                    f"{name:<14} {seed:>4} {budget:>8} {theirs['cpu_fps']:>12.0f} {ours['cpu_fps']:>14.0f} "
+                    f"{ours['cpu_fps'] / theirs['cpu_fps']:>6.2f} ({ours['fps'] / theirs['fps']:>5.2f}) "
+                    f"{theirs['mean']:>8.1f} ± {theirs['std']:<6.1f}{ours['mean']:>8.1f} ± {ours['std']:<6.1f}"
+                    f" {ours['fps'] / ceiling:>12.1%}"
+                )
                 if old is not None:
                     line += f" {old['cpu_fps']:>16.0f} {ours['cpu_fps'] / old['cpu_fps']:>13.2f}"
                 print(line, flush=True)

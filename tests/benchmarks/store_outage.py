@@ -48,21 +48,47 @@ def reached(log: Path | None) -> int:
     return max((int(row["frame"] or 0) for row in rows(log)), default=-1)
 
 
-def one_outage(outage: float, args: argparse.Namespace, folder: Path, settings: dict[str, str],
-               server: int) -> dict[str, Any]:
+def one_outage(
+    outage: float, args: argparse.Namespace, folder: Path, settings: dict[str, str], server: int
+) -> dict[str, Any]:
     url = f"s3://{args.bucket}/{uuid.uuid4().hex[:8]}/runs"
     database = folder / f"registry-{int(outage)}.sqlite"
     cache, local_home = folder / f"cache-{int(outage)}", folder / f"local-{int(outage)}"
     base = {k: v for k, v in os.environ.items() if not k.startswith("RLRUN_")}
     common = {**base, **settings, "RLRUN_DB": f"sqlite:///{database}"}
-    argv = [sys.executable, "-m", "rlrun", "train", args.spec, "--frames", "100M", "--set",
-            f"meta.checkpoint_frequency={args.checkpoint_every}", "--set", "meta.log_frequency=2500"]
-    runs = {"s3": subprocess.Popen(argv, env={**common, "RLRUN_HOME": url, "RLRUN_CACHE": str(cache)},
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
-            "local": subprocess.Popen(argv, env={**common, "RLRUN_HOME": str(local_home)},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)}
-    logs = {"s3": lambda: next(cache.glob("homes/s3/*/*/runs/*/s0/metrics.csv"), None),
-            "local": lambda: next(local_home.glob("*/s0/metrics.csv"), None)}
+    argv = [
+        sys.executable,
+        "-m",
+        "rlrun",
+        "train",
+        args.spec,
+        "--frames",
+        "100M",
+        "--set",
+        f"meta.checkpoint_frequency={args.checkpoint_every}",
+        "--set",
+        "meta.log_frequency=2500",
+    ]
+    runs = {
+        "s3": subprocess.Popen(
+            argv,
+            env={**common, "RLRUN_HOME": url, "RLRUN_CACHE": str(cache)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "local": subprocess.Popen(
+            argv,
+            env={**common, "RLRUN_HOME": str(local_home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+    }
+    logs = {
+        "s3": lambda: next(cache.glob("homes/s3/*/*/runs/*/s0/metrics.csv"), None),
+        "local": lambda: next(local_home.glob("*/s0/metrics.csv"), None),
+    }
     deadline = time.monotonic() + 600
     while min(reached(find()) for find in logs.values()) < parse_size(args.checkpoint_every):  # a snapshot each
         assert all(p.poll() is None for p in runs.values()), {n: p.stderr.read() for n, p in runs.items()}  # type: ignore[union-attr]
@@ -89,17 +115,24 @@ def one_outage(outage: float, args: argparse.Namespace, folder: Path, settings: 
     for name, find in logs.items():
         walls = [float(row["wall_time"] or 0) for row in rows(find())]
         gaps = [b - a for a, b in itertools.pairwise(walls)]
-        report[name] = {"longest_gap_s": round(max(gaps), 2), "median_gap_s": round(statistics.median(gaps), 3),
-                        "frames_during_outage": during[name] - before[name], **ended[name],
-                        "newest_snapshot": newest_kind(database, name == "local", local_home)}
+        report[name] = {
+            "longest_gap_s": round(max(gaps), 2),
+            "median_gap_s": round(statistics.median(gaps), 3),
+            "frames_during_outage": during[name] - before[name],
+            **ended[name],
+            "newest_snapshot": newest_kind(database, name == "local", local_home),
+        }
     return report
 
 
 def newest_kind(database: Path, local: bool, local_home: Path) -> str:
     local_run = next(local_home.glob("*/s0")).parent.name
     with sqlite3.connect(database) as db:
-        found = db.execute("SELECT c.kind FROM checkpoints c JOIN sessions s ON s.id = c.session_id WHERE s.run_id"
-                           f" {'=' if local else '<>'} ? ORDER BY c.frame DESC LIMIT 1", (local_run,)).fetchone()
+        found = db.execute(
+            "SELECT c.kind FROM checkpoints c JOIN sessions s ON s.id = c.session_id WHERE s.run_id"
+            f" {'=' if local else '<>'} ? ORDER BY c.frame DESC LIMIT 1",
+            (local_run,),
+        ).fetchone()
     return str(found[0]) if found else "none"
 
 
@@ -112,8 +145,12 @@ def main() -> None:
     parser.add_argument("--bucket", default="rlrun-bench")
     args = parser.parse_args()
     server, endpoint = start_moto()
-    settings = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                "AWS_DEFAULT_REGION": "us-east-1"}
+    settings = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     os.environ.update(settings)
     import boto3
 

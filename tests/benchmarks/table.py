@@ -99,23 +99,48 @@ ROWS = [
     Row("a2c_cartpole", "SB3 2.9", classic_command("a2c_cartpole"), 100_000, classic("a2c_cartpole")),
     Row("dqn_cartpole", "SB3 2.9", classic_command("dqn_cartpole"), 20_000, classic("dqn_cartpole")),
     Row("ppo_pendulum", "SB3 2.9", classic_command("ppo_pendulum"), 8192, classic("ppo_pendulum")),
-    Row("ppo_pendulum", "CleanRL `ppo_continuous_action`", cleanrl_command("ppo_continuous_action:ppo_pendulum"),
-        4096, cleanrl("ppo_continuous_action:ppo_pendulum")),
+    Row(
+        "ppo_pendulum",
+        "CleanRL `ppo_continuous_action`",
+        cleanrl_command("ppo_continuous_action:ppo_pendulum"),
+        4096,
+        cleanrl("ppo_continuous_action:ppo_pendulum"),
+    ),
     Row("sac_pendulum", "SB3 2.9", classic_command("sac_pendulum"), 4096, classic("sac_pendulum")),
-    Row("sac_pendulum", "CleanRL `sac_continuous_action`", cleanrl_command("sac_continuous_action:sac_pendulum"),
-        2048, cleanrl("sac_continuous_action:sac_pendulum")),
+    Row(
+        "sac_pendulum",
+        "CleanRL `sac_continuous_action`",
+        cleanrl_command("sac_continuous_action:sac_pendulum"),
+        2048,
+        cleanrl("sac_continuous_action:sac_pendulum"),
+    ),
     Row("ppo_hopper", "SB3 2.9", mujoco_command("ppo_hopper"), 8192, mujoco("ppo_hopper")),
-    Row("ppo_hopper", "CleanRL `ppo_continuous_action`", cleanrl_command("ppo_continuous_action"), 4096,
-        cleanrl("ppo_continuous_action")),
+    Row(
+        "ppo_hopper",
+        "CleanRL `ppo_continuous_action`",
+        cleanrl_command("ppo_continuous_action"),
+        4096,
+        cleanrl("ppo_continuous_action"),
+    ),
     Row("sac_halfcheetah", "SB3 2.9", mujoco_command("sac_halfcheetah"), 4096, mujoco("sac_halfcheetah")),
-    Row("sac_halfcheetah", "CleanRL `sac_continuous_action`", cleanrl_command("sac_continuous_action"), 2048,
-        cleanrl("sac_continuous_action")),
+    Row(
+        "sac_halfcheetah",
+        "CleanRL `sac_continuous_action`",
+        cleanrl_command("sac_continuous_action"),
+        2048,
+        cleanrl("sac_continuous_action"),
+    ),
     Row("dqn_pong", "SB3 2.9", atari_command("dqn"), 10_000, atari("dqn"), step=10_000),
     Row("dqn_pong", "CleanRL `dqn_atari`", cleanrl_command("dqn_atari"), 2048, cleanrl("dqn_atari")),
     Row("ppo_breakout", "SB3 2.9", atari_command("ppo"), 10_240, atari("ppo"), step=10_240),
     Row("ppo_breakout", "CleanRL `ppo_atari`", cleanrl_command("ppo_atari"), 2048, cleanrl("ppo_atari")),
-    Row("ppo_breakout", "CleanRL `ppo_atari_envpool`", cleanrl_command("ppo_atari_envpool"), 2048,
-        cleanrl("ppo_atari_envpool")),
+    Row(
+        "ppo_breakout",
+        "CleanRL `ppo_atari_envpool`",
+        cleanrl_command("ppo_atari_envpool"),
+        2048,
+        cleanrl("ppo_atari_envpool"),
+    ),
 ]
 
 
@@ -136,8 +161,11 @@ def main() -> None:
     for row in rows:
         frames = row.budget(args.scale)
         theirs, ours = row.measure(args, frames)
-        print(f"| `{row.builtin}` | {row.peer} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f}× "
-              f"| `{row.command_line(frames)}` |", flush=True)
+        print(
+            f"| `{row.builtin}` | {row.peer} | {theirs:,.0f} | {ours:,.0f} | {ours / theirs:.2f}× "
+            f"| `{row.command_line(frames)}` |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,22 @@ CLOSE_SECONDS = "3"
 
 
 def row(frame: int) -> dict[str, Any]:
-    return {"frame": frame, "episode": frame // 20, "opt_step": frame // 100, "wall_time": frame / 2000,
-            "fps": 2000.0, "return_mean": 21.5, "length_mean": 21.5, "policy_loss": 0.01, "value_loss": 45.6,
-            "entropy": 0.69, "approx_kl": 1e-4, "explained_variance": 0.1, "grad_norm": 8.5, "lr": 0.002}
+    return {
+        "frame": frame,
+        "episode": frame // 20,
+        "opt_step": frame // 100,
+        "wall_time": frame / 2000,
+        "fps": 2000.0,
+        "return_mean": 21.5,
+        "length_mean": 21.5,
+        "policy_loss": 0.01,
+        "value_loss": 45.6,
+        "entropy": 0.69,
+        "approx_kl": 1e-4,
+        "explained_variance": 0.1,
+        "grad_norm": 8.5,
+        "lr": 0.002,
+    }
 
 
 def per_event(tracker: str, events: int) -> dict[str, float]:
@@ -60,15 +73,24 @@ def per_event(tracker: str, events: int) -> dict[str, float]:
             log.close()
             loop = time.perf_counter() - wall
         else:
-            relay = Relay([tracker], Identity("bench", 0, 0, builtin_document("reinforce_cartpole")), folder,
-                          rewind=False, backlog=[], wall_time=0.0)
+            relay = Relay(
+                [tracker],
+                Identity("bench", 0, 0, builtin_document("reinforce_cartpole")),
+                folder,
+                rewind=False,
+                backlog=[],
+                wall_time=0.0,
+            )
             for one in rows:
                 relay.add(one)
             loop = time.perf_counter() - wall
             (report,) = relay.close("finished", None)
             assert report.undelivered == 0, report
-        return {"loop_us": loop / events * 1e6, "cpu_us": (time.process_time() - cpu) / events * 1e6,
-                "wall_us": (time.perf_counter() - wall) / events * 1e6}
+        return {
+            "loop_us": loop / events * 1e6,
+            "cpu_us": (time.process_time() - cpu) / events * 1e6,
+            "wall_us": (time.perf_counter() - wall) / events * 1e6,
+        }
 
 
 def session(spec_name: str, frames: int, log: int, track: list[str]) -> dict[str, float]:
@@ -80,8 +102,9 @@ def session(spec_name: str, frames: int, log: int, track: list[str]) -> dict[str
     from rlrun.training.api import _task
 
     quiet = ["meta.eval_frequency=1000000000", "meta.num_eval_episodes=1", "meta.checkpoint_frequency=1000000000"]
-    spec = load_spec(spec_name, [f"meta.max_frame={frames}", f"meta.log_frequency={log}", *quiet,
-                                 f"meta.track={json.dumps(track)}"])
+    spec = load_spec(
+        spec_name, [f"meta.max_frame={frames}", f"meta.log_frequency={log}", *quiet, f"meta.track={json.dumps(track)}"]
+    )
     gaps: list[float] = []
     last = [time.perf_counter()]
 
@@ -92,15 +115,28 @@ def session(spec_name: str, frames: int, log: int, track: list[str]) -> dict[str
             last[0] = now
 
     with tempfile.TemporaryDirectory() as tmp, Registry.open(Path(tmp)) as registry:
-        run = registry.create_run(run_id="bench", name=None, spec_name=spec_name, algorithm=spec.agent.algorithm,
-                                  env_id=spec.env.id, max_frame=frames, seed=0, num_sessions=1,
-                                  spec_json=spec.model_dump_json(), host="bench", pid=0)
+        run = registry.create_run(
+            run_id="bench",
+            name=None,
+            spec_name=spec_name,
+            algorithm=spec.agent.algorithm,
+            env_id=spec.env.id,
+            max_frame=frames,
+            seed=0,
+            num_sessions=1,
+            spec_json=spec.model_dump_json(),
+            host="bench",
+            pid=0,
+        )
         (record,) = registry.get_run(run.id).sessions
         runner = Session(_task(Path(tmp), registry.url, run.id, record, spec, "train", None), registry, on_event)
         started = time.perf_counter()
         runner.run(StopRequest())
-        return {"wall_s": time.perf_counter() - started, "longest_gap_ms": max(gaps[1:-1] or [0.0]) * 1000,
-                "median_gap_ms": sorted(gaps)[len(gaps) // 2] * 1000}
+        return {
+            "wall_s": time.perf_counter() - started,
+            "longest_gap_ms": max(gaps[1:-1] or [0.0]) * 1000,
+            "median_gap_ms": sorted(gaps)[len(gaps) // 2] * 1000,
+        }
 
 
 class Stalling:
@@ -129,8 +165,13 @@ def closed_port() -> int:
 
 
 def child(args: list[str], env: dict[str, str]) -> dict[str, float]:
-    done = subprocess.run([sys.executable, __file__, "--one", json.dumps(args)], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", json.dumps(args)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -146,8 +187,11 @@ def main() -> None:
     options = parser.parse_args()
     if options.one:
         kind, *rest = json.loads(options.one)
-        result = per_event(rest[0], int(rest[1])) if kind == "event" else session(rest[0], int(rest[1]), int(rest[2]),
-                                                                                   rest[3])
+        result = (
+            per_event(rest[0], int(rest[1]))
+            if kind == "event"
+            else session(rest[0], int(rest[1]), int(rest[2]), rest[3])
+        )
         print(json.dumps(result))
         return
     from rlrun.sizes import parse_size
@@ -156,9 +200,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         (home / "wandb").mkdir()
-        env = {"MLFLOW_TRACKING_URI": f"sqlite:///{home / 'mlflow.db'}", "WANDB_MODE": "offline",
-               "WANDB_DIR": str(home / "wandb"), "WANDB_SILENT": "true", "RLRUN_TENSORBOARD": "0",
-               }
+        env = {
+            "MLFLOW_TRACKING_URI": f"sqlite:///{home / 'mlflow.db'}",
+            "WANDB_MODE": "offline",
+            "WANDB_DIR": str(home / "wandb"),
+            "WANDB_SILENT": "true",
+            "RLRUN_TENSORBOARD": "0",
+        }
         os.chdir(home)
         from mlflow import MlflowClient
 
@@ -183,11 +231,15 @@ def main() -> None:
         first = None
         for label, (track, extra) in variants.items():
             wait = CLOSE_SECONDS if extra else "600"  # a reachable tracker is waited for: it is measured whole
-            result = child(["session", options.spec, str(frames), str(options.log), track],
-                           {**env, **extra, "RLRUN_TRACKER_CLOSE_SECONDS": wait})
+            result = child(
+                ["session", options.spec, str(frames), str(options.log), track],
+                {**env, **extra, "RLRUN_TRACKER_CLOSE_SECONDS": wait},
+            )
             first = first or result["wall_s"]
-            print(f"  {label:20} {result['wall_s']:8.2f} {result['wall_s'] / first:8.2f}"
-                  f" {result['longest_gap_ms']:15.1f} {result['median_gap_ms']:14.1f}")
+            print(
+                f"  {label:20} {result['wall_s']:8.2f} {result['wall_s'] / first:8.2f}"
+                f" {result['longest_gap_ms']:15.1f} {result['median_gap_ms']:14.1f}"
+            )
 
 
 if __name__ == "__main__":

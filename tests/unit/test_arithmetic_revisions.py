@@ -58,9 +58,21 @@ def test_a_search_recorded_before_the_setting_keeps_revision_1_for_its_trials_ye
     from rlrun.search.plan import Settings, recorded_plan
 
     space = {"agent.optimizer.lr": {"loguniform": [1e-4, 3e-3]}}
-    record = SearchRecord("sa00000001", None, "sac_pendulum", json.dumps(builtin_document("sac_pendulum")),
-                          json.dumps(space), json.dumps(Settings(trials=3).to_json()), "crashed", None, None, None,
-                          None, 0.0, None)
+    record = SearchRecord(
+        "sa00000001",
+        None,
+        "sac_pendulum",
+        json.dumps(builtin_document("sac_pendulum")),
+        json.dumps(space),
+        json.dumps(Settings(trials=3).to_json()),
+        "crashed",
+        None,
+        None,
+        None,
+        None,
+        0.0,
+        None,
+    )
     assert recorded_plan(record).spec.meta.arithmetic == 1
 
 
@@ -72,8 +84,10 @@ def test_the_documented_table_is_the_table_of_flags() -> None:
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "explanation" / "arithmetic-revisions.md").read_text()
     rows = [line for line in page.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
-    assert rows == [f"| {n} | {', '.join(f'`{f}`' for f in introduced(n)) or '(none)'} | {a.changes} |"
-                    for n, a in REVISIONS.items()]
+    assert rows == [
+        f"| {n} | {', '.join(f'`{f}`' for f in introduced(n)) or '(none)'} | {a.changes} |"
+        for n, a in REVISIONS.items()
+    ]
     assert max(REVISIONS) == ARITHMETIC and all(introduced(n) for n in REVISIONS if n > 1)
 
 
@@ -84,6 +98,10 @@ def test_code_reads_flags_never_revision_numbers() -> None:
 
     root = Path(__file__).resolve().parents[2] / "rlrun"
     compared = re.compile(r"arithmetic\s*(>=|<=|==|!=|>|<)\s*\d|\d\s*(>=|<=|==|!=|>|<)\s*\S*arithmetic\b")
-    found = [f"{path.relative_to(root)}:{n}" for path in root.rglob("*.py")
-             for n, line in enumerate(path.read_text().splitlines(), 1) if compared.search(line)]
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in root.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if compared.search(line)
+    ]
     assert found == []

@@ -31,13 +31,17 @@ def _through_every_layer(env: Any) -> Any:
     return env
 
 
-@pytest.mark.parametrize(("game", "kwargs", "atari"), [
-    ("ALE/Breakout-v5", {}, {}),  # sticky actions, lost lives, game overs
-    ("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, {"frame_skip": 3}),  # no sticky layer
-    ("ALE/Pong-v5", {"obs_type": "rgb"}, {"grayscale": False}),  # colour screens max-pooled
-])  # fmt: skip
-def test_the_frame_loop_plays_what_the_layers_below_play(game: str, kwargs: dict[str, Any],
-                                                         atari: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("game", "kwargs", "atari"),
+    [
+        ("ALE/Breakout-v5", {}, {}),  # sticky actions, lost lives, game overs
+        ("ALE/Breakout-v5", {"repeat_action_probability": 0.0}, {"frame_skip": 3}),  # no sticky layer
+        ("ALE/Pong-v5", {"obs_type": "rgb"}, {"grayscale": False}),  # colour screens max-pooled
+    ],
+)
+def test_the_frame_loop_plays_what_the_layers_below_play(
+    game: str, kwargs: dict[str, Any], atari: dict[str, Any]
+) -> None:
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
     from rlrun.envs.atari import _plain_emulator_below

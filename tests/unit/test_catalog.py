@@ -36,13 +36,30 @@ def registry(home: Path) -> Iterator[Registry]:
         yield opened
 
 
-def make_run(registry: Registry, run_id: str, *, algorithm: str = "ppo", name: str | None = None,
-             evaluations: Sequence[Sequence[tuple[int, float]]] = ((),), finished: bool = True) -> None:
+def make_run(
+    registry: Registry,
+    run_id: str,
+    *,
+    algorithm: str = "ppo",
+    name: str | None = None,
+    evaluations: Sequence[Sequence[tuple[int, float]]] = ((),),
+    finished: bool = True,
+) -> None:
     """A run with one session per entry of `evaluations` (each session's (frame, mean) pairs);
     finished, or still running in this (live) process."""
-    registry.create_run(run_id=run_id, name=name, spec_name=f"{algorithm}_cartpole", algorithm=algorithm,
-                        env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=len(evaluations),
-                        spec_json="{}", host=HERE, pid=os.getpid())  # fmt: skip
+    registry.create_run(
+        run_id=run_id,
+        name=name,
+        spec_name=f"{algorithm}_cartpole",
+        algorithm=algorithm,
+        env_id="CartPole-v1",
+        max_frame=3000,
+        seed=0,
+        num_sessions=len(evaluations),
+        spec_json="{}",
+        host=HERE,
+        pid=os.getpid(),
+    )
     for session in registry.get_run(run_id).sessions:
         registry.start_session(session.id, host=HERE, pid=os.getpid())
         for frame, mean in evaluations[session.index]:
@@ -75,12 +92,25 @@ def test_lookup_reads_a_run_or_a_search(home: Path, registry: Registry) -> None:
     make_run(registry, "ra00000001", name="first", evaluations=[[(1000, 5.0), (2000, 9.0)]])
     session = registry.get_run("ra00000001").sessions[0]
     for frame in (1000, 2000, 3000):
-        registry.add_checkpoint(session.id, frame=frame, kind="best" if frame == 2000 else "latest",
-                                path=f"p{frame}", sha256="0", size_bytes=1)  # fmt: skip
+        registry.add_checkpoint(
+            session.id,
+            frame=frame,
+            kind="best" if frame == 2000 else "latest",
+            path=f"p{frame}",
+            sha256="0",
+            size_bytes=1,
+        )
     make_run(registry, "rb00000002", algorithm="dqn")
-    registry.create_search(search_id="sa00000001", name="sweep", spec_name="ppo_cartpole", spec_json="{}",
-                           space_json="{}", settings_json=json.dumps({"metric": "eval_mean"}), host=HERE,
-                           pid=os.getpid())  # fmt: skip
+    registry.create_search(
+        search_id="sa00000001",
+        name="sweep",
+        spec_name="ppo_cartpole",
+        spec_json="{}",
+        space_json="{}",
+        settings_json=json.dumps({"metric": "eval_mean"}),
+        host=HERE,
+        pid=os.getpid(),
+    )
     registry.add_trial("sa00000001", number=0, run_id="ra00000001", params_json="{}")
 
     found = catalog.lookup("latest@best", RunFilter.of(algorithm="ppo"), home=home)
@@ -119,8 +149,16 @@ def test_list_runs_pages_filters_and_counts(home: Path, registry: Registry) -> N
 def test_list_searches_newest_first(home: Path, registry: Registry) -> None:
     assert catalog.list_searches(home=home) == []
     for search_id in ("sa00000001", "sb00000002"):
-        registry.create_search(search_id=search_id, name=None, spec_name="ppo_cartpole", spec_json="{}",
-                               space_json="{}", settings_json="{}", host=HERE, pid=os.getpid())  # fmt: skip
+        registry.create_search(
+            search_id=search_id,
+            name=None,
+            spec_name="ppo_cartpole",
+            spec_json="{}",
+            space_json="{}",
+            settings_json="{}",
+            host=HERE,
+            pid=os.getpid(),
+        )
     assert [s.id for s, _, _ in catalog.list_searches(home=home)] == ["sb00000002", "sa00000001"]
     assert len(catalog.list_searches(home=home, limit=1)) == 1
 
@@ -137,7 +175,10 @@ def test_export_gathers_each_run_once_and_names_every_reference(home: Path, regi
 
     exported = catalog.export_metrics(["kl", "latest", "ra00000001"], home=home)
     assert [(reference, run.id) for reference, run in exported.named] == [
-        ("kl", "ra00000001"), ("latest", "rb00000002"), ("ra00000001", "ra00000001")]
+        ("kl", "ra00000001"),
+        ("latest", "rb00000002"),
+        ("ra00000001", "ra00000001"),
+    ]
     table = exported.table
     assert table["run"] == ["ra00000001"] * 3 + ["rb00000002"] and table["session"] == [0, 0, 1, 0]
     assert table["approx_kl"] == [0.1, 0.2, 0.3, None] and table["q_mean"] == [None, None, None, 1.5]
@@ -203,10 +244,21 @@ def test_a_running_run_refuses_the_plan_even_when_it_started_after_it(home: Path
 
 
 def test_the_package_exports_them_without_torch_or_sqlalchemy() -> None:
-    names = ("RunFilter", "list_runs", "list_searches", "lookup", "lookup_search", "export_metrics", "plot_data",
-             "plan_removal", "remove")
-    code = (f"import sys, rlrun; found = [getattr(rlrun, n) for n in {names!r}]; "
-            "print([m for m in ('torch', 'gymnasium', 'sqlalchemy', 'matplotlib') if m in sys.modules])")
+    names = (
+        "RunFilter",
+        "list_runs",
+        "list_searches",
+        "lookup",
+        "lookup_search",
+        "export_metrics",
+        "plot_data",
+        "plan_removal",
+        "remove",
+    )
+    code = (
+        f"import sys, rlrun; found = [getattr(rlrun, n) for n in {names!r}]; "
+        "print([m for m in ('torch', 'gymnasium', 'sqlalchemy', 'matplotlib') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
     import rlrun

@@ -34,8 +34,10 @@ def test_spec_list_and_show(cli: Cli) -> None:
     assert listed.code == 0 and lines[0].split() == ["spec", "algorithm", "env", "for"]
     assert [line.split()[0] for line in lines[1:]] == [*builtin_names(), *builtin_search_names()]
     assert {line.split()[-1] for line in lines[1:]} == {"train", "search"}
-    assert lines[1].split()[1:3] == [builtin_document(lines[1].split()[0])["agent"]["algorithm"],
-                                    builtin_document(lines[1].split()[0])["env"]["id"]]
+    assert lines[1].split()[1:3] == [
+        builtin_document(lines[1].split()[0])["agent"]["algorithm"],
+        builtin_document(lines[1].split()[0])["env"]["id"],
+    ]
     shown = cli("spec", "show", "ppo_cartpole")
     assert shown.code == 0 and json.loads(shown.stdout) == builtin_document("ppo_cartpole")
 
@@ -62,8 +64,9 @@ def test_a_domain_error_is_one_line_and_exit_2(home: Path, cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(("argv", "code"), [(["--version"], None), (["ls", "--colour"], 2), (["show", "0"], 2)])
-def test_main_exits_with_runs_code(argv: list[str], code: int | None, monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_exits_with_runs_code(
+    argv: list[str], code: int | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr("sys.argv", ["rlrun", *argv])
     if code is None:
         main()  # returns: exit status 0

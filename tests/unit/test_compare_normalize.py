@@ -8,11 +8,18 @@ import pytest
 from rlrun.compare import normalize
 
 
-@pytest.mark.parametrize(("env_id", "game"), [
-    ("ALE/Pong-v5", "Pong"), ("PongNoFrameskip-v4", "Pong"), ("ALE/MsPacman-v5", "MsPacman"),
-    ("BreakoutNoFrameskip-v4", "Breakout"), ("ALE/KungFuMaster-v5", "KungFuMaster"), ("CartPole-v1", None),
-    ("ALE/Tetris-v5", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("env_id", "game"),
+    [
+        ("ALE/Pong-v5", "Pong"),
+        ("PongNoFrameskip-v4", "Pong"),
+        ("ALE/MsPacman-v5", "MsPacman"),
+        ("BreakoutNoFrameskip-v4", "Breakout"),
+        ("ALE/KungFuMaster-v5", "KungFuMaster"),
+        ("CartPole-v1", None),
+        ("ALE/Tetris-v5", None),
+    ],
+)
 def test_atari_games_are_read_from_their_env_ids(env_id: str, game: str | None) -> None:
     assert normalize.atari_game(env_id) == game
 

@@ -29,6 +29,7 @@ def test_aggregates_and_improvement_are_rliables_and_leave_the_global_generator_
         for i, metric in enumerate(statistics.AGGREGATES):
             assert mine[name][metric] == (points[name][i], intervals[name][0][i], intervals[name][1][i])
     np.random.seed(9)
-    point, interval = rly.get_interval_estimates({"a,b": (scores["a"], scores["b"])},
-                                                 metrics.probability_of_improvement, reps=100)
+    point, interval = rly.get_interval_estimates(
+        {"a,b": (scores["a"], scores["b"])}, metrics.probability_of_improvement, reps=100
+    )
     assert probability["a,b"] == (point["a,b"], *np.ravel(interval["a,b"]))

@@ -24,8 +24,18 @@ def test_no_edit_is_no_change() -> None:
     assert check_edit(spec(), spec(), 5000) == []
 
 
-@pytest.mark.parametrize("edit", ["env.num_envs=4", "agent.gamma=0.9", "agent.network.hidden=[32, 32]",
-                                  "meta.seed=7", "agent.n_steps=64", "env.id=Acrobot-v1", "meta.arithmetic=1"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "env.num_envs=4",
+        "agent.gamma=0.9",
+        "agent.network.hidden=[32, 32]",
+        "meta.seed=7",
+        "agent.n_steps=64",
+        "env.id=Acrobot-v1",
+        "meta.arithmetic=1",
+    ],
+)
 def test_structural_settings_are_refused_with_old_and_new(edit: str) -> None:
     path = edit.split("=", 1)[0]
     found = changes(spec(), spec("ppo_cartpole", edit), 5000)
@@ -35,9 +45,18 @@ def test_structural_settings_are_refused_with_old_and_new(edit: str) -> None:
     assert "structural" in change.reason
 
 
-@pytest.mark.parametrize("edit", ["meta.eval_frequency=2000", "meta.log_frequency=100", "meta.checkpoint_frequency=3k",
-                                  "meta.keep_checkpoints=1", "meta.num_eval_episodes=3", "name=renamed",
-                                  "env.vectorization=async"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "meta.eval_frequency=2000",
+        "meta.log_frequency=100",
+        "meta.checkpoint_frequency=3k",
+        "meta.keep_checkpoints=1",
+        "meta.num_eval_episodes=3",
+        "name=renamed",
+        "env.vectorization=async",
+    ],
+)
 def test_record_only_settings_change_freely(edit: str) -> None:
     [change] = check_edit(spec(), spec("ppo_cartpole", edit), 50_000)
     assert (change.path, change.kind, change.allowed) == (edit.split("=")[0], "record-only", True)
@@ -97,7 +116,7 @@ def test_a_fork_refuses_only_what_a_snapshot_cannot_hold() -> None:
     assert conflicts[0].old == 8 and conflicts[0].new == 2
 
 
-@pytest.mark.parametrize("edit", ["agent.dueling=true", "agent.network.recurrent={\"size\": 32}"])
+@pytest.mark.parametrize("edit", ["agent.dueling=true", 'agent.network.recurrent={"size": 32}'])
 def test_a_fork_refuses_heads_and_memories_the_parents_weights_do_not_fit(edit: str) -> None:
     """A dueling network has one output more than a plain one, a memory has weights a plain network
     lacks: the parent's snapshot cannot be loaded into either."""
@@ -113,9 +132,17 @@ def test_the_device_may_change_on_resume_and_says_it_is_not_exact() -> None:
     assert fork_conflicts(spec(), spec("ppo_cartpole", "meta.device=auto")) == []
 
 
-@pytest.mark.parametrize("edit", ["env.atari.clip_rewards=false", "env.atari.terminal_on_life_loss=false",
-                                  "env.atari.noop_max=0", "env.atari.screen_size=64", "env.atari=null",
-                                  "agent.network.kind=mlp"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "env.atari.clip_rewards=false",
+        "env.atari.terminal_on_life_loss=false",
+        "env.atari.noop_max=0",
+        "env.atari.screen_size=64",
+        "env.atari=null",
+        "agent.network.kind=mlp",
+    ],
+)
 def test_atari_preprocessing_and_the_network_kind_are_structural_even_for_a_fork(edit: str) -> None:
     pytest.importorskip("ale_py")
     path = edit.split("=", 1)[0]

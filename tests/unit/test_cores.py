@@ -29,40 +29,44 @@ SESSIONS = [1, 2, 3, 4]
 COPIES = [1, 2, 3, 8, 16, 64]
 
 
-@pytest.mark.parametrize(("cores", "sessions", "copies", "threads", "workers", "split"), [
-    # both "auto": half the share to the workers (rounded down, at most one per copy), the rest to threads
-    (1, 1, 8, A, A, (1, 1)),
-    (2, 1, 8, A, A, (2, 1)),      # one worker would gain nothing: the session's process steps, 2 threads
-    (4, 1, 8, A, A, (2, 2)),
-    (16, 1, 16, A, A, (8, 8)),    # not 16 threads and 15 workers on 16 cores
-    (16, 1, 3, A, A, (13, 3)),    # a worker per copy at most; the threads take the rest
-    (16, 2, 16, A, A, (4, 4)),    # two sessions share the machine: 8 cores each
-    (16, 3, 16, A, A, (3, 2)),
-    (16, 4, 64, A, A, (2, 2)),
-    (64, 1, 64, A, A, (32, 32)),
-    (64, 4, 1, A, A, (16, 1)),    # one copy: stepped in the session's process
-    (64, 64, 64, A, A, (1, 1)),
-    (4, 8, 64, A, A, (1, 1)),     # more sessions than cores
-    # workers "auto", threads a number: what the threads leave
-    (16, 1, 16, 8, A, (8, 8)),    # not 15 workers beside 8 threads
-    (16, 1, 64, 1, A, (1, 15)),   # the default 1 thread: a core for the learner, as before
-    (16, 4, 64, 1, A, (1, 3)),
-    (16, 1, 8, 1, A, (1, 8)),
-    (16, 1, 64, 15, A, (15, 1)),  # one core left: the session's process steps
-    (4, 1, 8, 8, A, (8, 1)),      # more threads than cores: no workers
-    (2, 1, 8, 1, A, (1, 1)),
-    (64, 2, 64, 4, A, (4, 28)),
-    # threads "auto", workers a number (or "async": a process per copy): what the workers leave
-    (16, 1, 16, A, 12, (4, 12)),  # not 16 threads beside 12 workers
-    (16, 1, 16, A, 1, (16, 1)),
-    (16, 1, 16, A, 16, (1, 16)),  # at least 1
-    (64, 4, 8, A, 8, (8, 8)),
-    (2, 1, 4, A, 2, (1, 2)),
-    # both numbers: kept
-    (16, 1, 16, 3, 5, (3, 5)),
-])  # fmt: skip
-def test_split_cores(cores: int, sessions: int, copies: int, threads: int | str, workers: int | str,
-                     split: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("cores", "sessions", "copies", "threads", "workers", "split"),
+    [
+        # both "auto": half the share to the workers (rounded down, at most one per copy), the rest to threads
+        (1, 1, 8, A, A, (1, 1)),
+        (2, 1, 8, A, A, (2, 1)),  # one worker would gain nothing: the session's process steps, 2 threads
+        (4, 1, 8, A, A, (2, 2)),
+        (16, 1, 16, A, A, (8, 8)),  # not 16 threads and 15 workers on 16 cores
+        (16, 1, 3, A, A, (13, 3)),  # a worker per copy at most; the threads take the rest
+        (16, 2, 16, A, A, (4, 4)),  # two sessions share the machine: 8 cores each
+        (16, 3, 16, A, A, (3, 2)),
+        (16, 4, 64, A, A, (2, 2)),
+        (64, 1, 64, A, A, (32, 32)),
+        (64, 4, 1, A, A, (16, 1)),  # one copy: stepped in the session's process
+        (64, 64, 64, A, A, (1, 1)),
+        (4, 8, 64, A, A, (1, 1)),  # more sessions than cores
+        # workers "auto", threads a number: what the threads leave
+        (16, 1, 16, 8, A, (8, 8)),  # not 15 workers beside 8 threads
+        (16, 1, 64, 1, A, (1, 15)),  # the default 1 thread: a core for the learner, as before
+        (16, 4, 64, 1, A, (1, 3)),
+        (16, 1, 8, 1, A, (1, 8)),
+        (16, 1, 64, 15, A, (15, 1)),  # one core left: the session's process steps
+        (4, 1, 8, 8, A, (8, 1)),  # more threads than cores: no workers
+        (2, 1, 8, 1, A, (1, 1)),
+        (64, 2, 64, 4, A, (4, 28)),
+        # threads "auto", workers a number (or "async": a process per copy): what the workers leave
+        (16, 1, 16, A, 12, (4, 12)),  # not 16 threads beside 12 workers
+        (16, 1, 16, A, 1, (16, 1)),
+        (16, 1, 16, A, 16, (1, 16)),  # at least 1
+        (64, 4, 8, A, 8, (8, 8)),
+        (2, 1, 4, A, 2, (1, 2)),
+        # both numbers: kept
+        (16, 1, 16, 3, 5, (3, 5)),
+    ],
+)
+def test_split_cores(
+    cores: int, sessions: int, copies: int, threads: int | str, workers: int | str, split: tuple[int, int]
+) -> None:
     assert split_cores(cores_per_session(cores, sessions), copies, threads, workers) == Split(*split)
 
 
@@ -88,8 +92,14 @@ def _check_split(share: int, copies: int) -> None:
 
 
 def _spec(cores_settings: dict[str, object], **env: object) -> Spec:
-    return validate_spec({"name": "t", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1", **env},
-                          "meta": {"max_frame": 1000, **cores_settings}})
+    return validate_spec(
+        {
+            "name": "t",
+            "agent": {"algorithm": "reinforce"},
+            "env": {"id": "CartPole-v1", **env},
+            "meta": {"max_frame": 1000, **cores_settings},
+        }
+    )
 
 
 def test_the_spec_helpers_read_the_rule() -> None:
@@ -126,12 +136,15 @@ def test_workers_take_a_number_or_auto() -> None:
     assert EnvSpec(id="CartPole-v1").workers == 1  # old specs: in the session's process, as before
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"num_envs": 2, "workers": 3}, "more worker processes than the 2 copies"),
-    ({"num_envs": 2, "workers": 0}, 'use a whole number from 1 to 1024, or "auto"'),
-    ({"num_envs": 2, "workers": "many"}, 'use a whole number from 1 to 1024, or "auto"'),
-    ({"num_envs": 2, "workers": 2, "vectorization": "async"}, '"async" already gives each copy its own process'),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"num_envs": 2, "workers": 3}, "more worker processes than the 2 copies"),
+        ({"num_envs": 2, "workers": 0}, 'use a whole number from 1 to 1024, or "auto"'),
+        ({"num_envs": 2, "workers": "many"}, 'use a whole number from 1 to 1024, or "auto"'),
+        ({"num_envs": 2, "workers": 2, "vectorization": "async"}, '"async" already gives each copy its own process'),
+    ],
+)
 def test_workers_refused(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         EnvSpec(id="CartPole-v1", **settings)

@@ -25,8 +25,10 @@ def test_the_dev_extra_holds_the_unit_and_lint_tools_and_nothing_heavy() -> None
 def test_the_readme_names_the_dev_lane_beside_the_full_suite_and_keeps_its_opening() -> None:
     readme = (ROOT / "README.md").read_text()
     lines = [line.strip() for line in readme.splitlines() if line.strip()]
-    assert lines[1:3] == ["pip install torch==2.13.0 -e . && rlrun train reinforce_cartpole",
-                          "pip install torch==2.13.0 -e '.[test]' && python -m pytest"]
+    assert lines[1:3] == [
+        "pip install torch==2.13.0 -e . && rlrun train reinforce_cartpole",
+        "pip install torch==2.13.0 -e '.[test]' && python -m pytest",
+    ]
     tests = readme.split("## Tests", 1)[1].split("\n## ", 1)[0]
     assert "python -m pytest                              # everything" in tests
     assert f"-e '.[dev]' && {LANE}" in tests

@@ -44,7 +44,8 @@ def test_an_unknown_device_is_one_line_naming_the_forms(device: str) -> None:
     with pytest.raises(SpecError) as raised:
         load_spec("ppo_cartpole", [f"meta.device={device}"])
     assert raised.value.problems == [
-        f'meta.device = "{device}": not a device; use "auto", "cpu", "cuda" or "cuda:N" (N: the GPU\'s index)']
+        f'meta.device = "{device}": not a device; use "auto", "cpu", "cuda" or "cuda:N" (N: the GPU\'s index)'
+    ]
 
 
 def test_auto_resolves_to_cuda_only_where_torch_sees_a_gpu() -> None:
@@ -83,13 +84,16 @@ def test_cpu_and_auto_are_never_refused() -> None:
     check_device("auto")
 
 
-@pytest.mark.parametrize(("saved", "now", "exact"), [
-    (Where("cpu", None), Where("cpu", None), True),
-    (Where("cuda:0", H100), Where("cuda:1", H100), True),  # another GPU of the same model
-    (Where("cuda:0", H100), Where("cpu", None), False),
-    (Where("cpu", None), Where("cuda:0", H100), False),
-    (Where("cuda:0", A100), Where("cuda:0", H100), False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("saved", "now", "exact"),
+    [
+        (Where("cpu", None), Where("cpu", None), True),
+        (Where("cuda:0", H100), Where("cuda:1", H100), True),  # another GPU of the same model
+        (Where("cuda:0", H100), Where("cpu", None), False),
+        (Where("cpu", None), Where("cuda:0", H100), False),
+        (Where("cuda:0", A100), Where("cuda:0", H100), False),
+    ],
+)
 def test_a_snapshot_continues_exactly_only_on_the_same_kind_of_device(saved: Where, now: Where, exact: bool) -> None:
     reason = moved(saved, now)
     assert (reason is None) == exact
@@ -108,15 +112,28 @@ def test_snapshot_meta_records_the_device_and_older_files_have_none() -> None:
 
 
 def _meta_json() -> dict[str, Any]:
-    return {"kind": "final", "run_id": "r", "session_index": 0, "seed": 0,
-            "clock": {"frame": 1, "episode": 0, "opt_step": 0, "wall_time": 0.0}, "spec": {},
-            "random": {"python": [], "numpy": {}, "eval_env": None}, "env": None, "env_note": None, "obs": [],
-            "obs_dtype": "<f4", "episode_return": [], "episode_length": [], "recent_returns": [],
-            "last_losses": {}, "evaluations": [], "best": None}  # fmt: skip
+    return {
+        "kind": "final",
+        "run_id": "r",
+        "session_index": 0,
+        "seed": 0,
+        "clock": {"frame": 1, "episode": 0, "opt_step": 0, "wall_time": 0.0},
+        "spec": {},
+        "random": {"python": [], "numpy": {}, "eval_env": None},
+        "env": None,
+        "env_note": None,
+        "obs": [],
+        "obs_dtype": "<f4",
+        "episode_return": [],
+        "episode_length": [],
+        "recent_returns": [],
+        "last_losses": {},
+        "evaluations": [],
+        "best": None,
+    }
 
 
-@pytest.mark.parametrize("spec", ["ppo_cartpole", "dqn_cartpole", "reinforce_cartpole", "a2c_cartpole",
-                                  "sac_pendulum"])
+@pytest.mark.parametrize("spec", ["ppo_cartpole", "dqn_cartpole", "reinforce_cartpole", "a2c_cartpole", "sac_pendulum"])
 def test_an_agent_built_for_the_cpu_is_the_agent_built_before_devices(spec: str) -> None:
     """Weights are initialised on the CPU whatever the device; on the CPU nothing moves or copies."""
     loaded = load_spec(spec)

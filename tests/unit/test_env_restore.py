@@ -43,13 +43,16 @@ def _assert_same_future(a: Any, b: Any, actions: list[np.ndarray]) -> None:
     assert capture_vector_env(a)["envs"] == capture_vector_env(b)["envs"]
 
 
-@pytest.mark.parametrize(("env_id", "module", "how"), [
-    ("CartPole-v1", None, "env: captured"),
-    ("LunarLander-v3", "Box2D", "env: replayed"),
-    ("Hopper-v5", "mujoco", "env: captured"),
-    ("Ant-v5", "mujoco", "env: captured"),
-    ("Humanoid-v5", "mujoco", "env: captured"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("env_id", "module", "how"),
+    [
+        ("CartPole-v1", None, "env: captured"),
+        ("LunarLander-v3", "Box2D", "env: replayed"),
+        ("Hopper-v5", "mujoco", "env: captured"),
+        ("Ant-v5", "mujoco", "env: captured"),
+        ("Humanoid-v5", "mujoco", "env: captured"),
+    ],
+)
 def test_a_restored_env_continues_exactly(env_id: str, module: str | None, how: str) -> None:
     if module:
         pytest.importorskip(module)

@@ -26,11 +26,24 @@ def through_json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 3, "text", 0.1 + 0.2, np.float32(1.5), np.int64(-7), np.bool_(True),
-    np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], dtype=np.uint8), (1, 2.5, "a"), [np.float64(0.3)],
-    {"a": (np.int32(1), [2.0])},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        3,
+        "text",
+        0.1 + 0.2,
+        np.float32(1.5),
+        np.int64(-7),
+        np.bool_(True),
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.array([1, 2], dtype=np.uint8),
+        (1, 2.5, "a"),
+        [np.float64(0.3)],
+        {"a": (np.int32(1), [2.0])},
+    ],
+)
 def test_plain_values_round_trip_with_type_dtype_and_shape(value: Any) -> None:
     back = decode(through_json(encode(value, "x")))
     assert type(back) is type(value)

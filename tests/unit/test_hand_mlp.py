@@ -52,35 +52,63 @@ def test_which_networks_take_the_hand_path() -> None:
     assert not HandMLP.fits(nn.Sequential(cnn, nn.Linear(cnn.width, 2)))
 
 
-def _learned(edits: list[str], *, hand: bool, read_at_once: bool = False
-             ) -> tuple[dict, list[Mapping[str, float]]]:
+def _learned(edits: list[str], *, hand: bool, read_at_once: bool = False) -> tuple[dict, list[Mapping[str, float]]]:
     """A DQN agent's state and metrics after a few updates on the same random transitions: each
     update's metrics read after the last update (they are computed when read), or as it returns."""
-    small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.train_frequency=16",
-             "agent.gradient_steps=4", "agent.memory.capacity=500"]
+    small = [
+        "agent.network.hidden=[32, 16]",
+        "agent.learning_starts=64",
+        "agent.train_frequency=16",
+        "agent.gradient_steps=4",
+        "agent.memory.capacity=500",
+    ]
     config = load_spec("dqn_cartpole", [*small, *edits]).agent
     assert isinstance(config, Config)
     env = gym.make("CartPole-v1")
     torch.manual_seed(0)  # the networks' initial weights
-    agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
-                  device=torch.device("cpu"), kernels="auto" if hand else "autograd")
+    agent = Agent(
+        config,
+        env.observation_space,
+        env.action_space,
+        seed=3,
+        num_envs=1,
+        max_frame=2000,
+        device=torch.device("cpu"),
+        kernels="auto" if hand else "autograd",
+    )
     assert isinstance(agent.learner, QKernel) == hand
     rng = np.random.default_rng(0)
     metrics = []
     for frame in range(1, 161):
         obs = rng.standard_normal((1, 4)).astype(np.float32)
-        agent.observe(Step(obs, agent.act(obs), np.ones(1, np.float32), np.array([rng.random() < 0.05]),
-                           np.array([False]), obs + 0.01))
+        agent.observe(
+            Step(
+                obs,
+                agent.act(obs),
+                np.ones(1, np.float32),
+                np.array([rng.random() < 0.05]),
+                np.array([False]),
+                obs + 0.01,
+            )
+        )
         metrics.append(agent.update(Clock(frame=frame)))
         if read_at_once:
             metrics[-1] = dict(metrics[-1])
     return agent.state_dict(), metrics
 
 
-@pytest.mark.parametrize("edits", [
-    [], ["agent.double=true"], ["agent.loss=mse"], ["agent.network.activation=tanh"],
-    ["agent.target_update=polyak", "agent.tau=0.05"], ["agent.optimizer.name=rmsprop", "agent.optimizer.eps=1e-5"],
-], ids=["dqn", "double", "mse", "tanh", "polyak", "rmsprop"])
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [],
+        ["agent.double=true"],
+        ["agent.loss=mse"],
+        ["agent.network.activation=tanh"],
+        ["agent.target_update=polyak", "agent.tau=0.05"],
+        ["agent.optimizer.name=rmsprop", "agent.optimizer.eps=1e-5"],
+    ],
+    ids=["dqn", "double", "mse", "tanh", "polyak", "rmsprop"],
+)
 def test_dqn_learns_the_same_bits_by_hand(edits: list[str]) -> None:
     by_hand, hand_metrics = _learned(edits, hand=True)
     by_autograd, autograd_metrics = _learned(edits, hand=False)

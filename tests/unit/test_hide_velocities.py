@@ -12,8 +12,10 @@ from rlrun.envs.pomdp import HideVelocities
 from rlrun.errors import BadInput
 
 
-@pytest.mark.parametrize("env_id, hidden", [("CartPole-v1", [1, 3]), ("Pendulum-v1", [2]), ("Acrobot-v1", [4, 5]),
-                                            ("LunarLanderContinuous-v3", [2, 3, 5])])
+@pytest.mark.parametrize(
+    "env_id, hidden",
+    [("CartPole-v1", [1, 3]), ("Pendulum-v1", [2]), ("Acrobot-v1", [4, 5]), ("LunarLanderContinuous-v3", [2, 3, 5])],
+)
 def test_the_velocities_are_zero_and_the_rest_is_the_envs(env_id: str, hidden: list[int]) -> None:
     plain, masked = gym.make(env_id), HideVelocities(gym.make(env_id))
     seen, _ = plain.reset(seed=3)

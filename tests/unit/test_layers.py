@@ -17,19 +17,19 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rlrun"
 
 # Top to bottom. Rooms on one line are independent of each other.
 LAYERS: list[set[str]] = [
-    {"__main__", "__init__"},              # the command line's entry; the package's lazy public API
-    {"cli"},                               # parse, resolve, print; calls the library
-    {"search", "compare"},                 # trials are runs: through the training API; comparisons of
-                                           # runs (reads the home through catalog, statistics by rliable)
-    {"training", "enjoy", "catalog"},      # the train/resume API and executors; replaying a checkpoint;
-                                           # the home read for people (reads home and session logs)
-    {"session", "home"},                   # one seed's training loop; the runs home as folders
-    {"trackers"},                          # MLflow / W&B runs the session loop feeds, in the background
-    {"algorithms", "envs", "registry"},    # agents and memory; Gymnasium envs; the database
-    {"spec", "snapshot"},                  # the experiment's vocabulary; the snapshot format
-    {"refs"},                              # run references
+    {"__main__", "__init__"},  # the command line's entry; the package's lazy public API
+    {"cli"},  # parse, resolve, print; calls the library
+    {"search", "compare"},  # trials are runs: through the training API; comparisons of
+    # runs (reads the home through catalog, statistics by rliable)
+    {"training", "enjoy", "catalog"},  # the train/resume API and executors; replaying a checkpoint;
+    # the home read for people (reads home and session logs)
+    {"session", "home"},  # one seed's training loop; the runs home as folders
+    {"trackers"},  # MLflow / W&B runs the session loop feeds, in the background
+    {"algorithms", "envs", "registry"},  # agents and memory; Gymnasium envs; the database
+    {"spec", "snapshot"},  # the experiment's vocabulary; the snapshot format
+    {"refs"},  # run references
     {"paths", "sizes"},
-    {"storage"},                           # where a home's files are kept: disk, or object storage
+    {"storage"},  # where a home's files are kept: disk, or object storage
     {"errors", "clock", "ids", "seeding", "fsutil", "testhooks", "arithmetic"},
 ]
 FLAT_MODULES_AT_MOST = 12
@@ -108,10 +108,18 @@ def test_tests_take_shared_helpers_from_helper_modules() -> None:
     offenders = []
     for source in sorted(tests.rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(), str(source))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            offenders += [f"{source.relative_to(tests)}: {name}" for name in names
-                          if name.split(".")[0] == "conftest" or name.split(".")[0].startswith("test_")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            offenders += [
+                f"{source.relative_to(tests)}: {name}"
+                for name in names
+                if name.split(".")[0] == "conftest" or name.split(".")[0].startswith("test_")
+            ]
     assert not offenders, offenders
 
 
@@ -121,7 +129,9 @@ def test_a_session_task_is_described_without_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; import rlrun.session.task, rlrun.training.api; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium'}))")
+    code = (
+        "import sys; import rlrun.session.task, rlrun.training.api; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'gymnasium'}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

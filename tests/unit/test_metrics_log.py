@@ -20,8 +20,16 @@ NAMES = metrics_log.columns(["loss", "q_mean"])
 
 
 def row(frame: int, **values: float | None) -> dict[str, float | int | None]:
-    return {"frame": frame, "episode": frame // 100, "opt_step": frame // 10, "wall_time": frame / 1000, "fps": 1e3,
-            "return_mean": frame / 7, "length_mean": 21.5, **values}
+    return {
+        "frame": frame,
+        "episode": frame // 100,
+        "opt_step": frame // 10,
+        "wall_time": frame / 1000,
+        "fps": 1e3,
+        "return_mean": frame / 7,
+        "length_mean": 21.5,
+        **values,
+    }
 
 
 def test_columns_are_the_clock_the_common_ones_then_the_algorithms_in_order() -> None:
@@ -113,15 +121,20 @@ def test_an_unknown_metric_is_named_with_the_closest_one() -> None:
 
 
 def test_reading_the_log_imports_neither_torch_nor_sqlalchemy() -> None:
-    code = ("import sys, rlrun.session.metrics_log, rlrun.session.tensorboard_log; "
-            "print([m for m in ('torch', 'sqlalchemy', 'tensorboard') if m in sys.modules])")
+    code = (
+        "import sys, rlrun.session.metrics_log, rlrun.session.tensorboard_log; "
+        "print([m for m in ('torch', 'sqlalchemy', 'tensorboard') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
 def test_tensorboard_tags_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [tensorboard_log.tag(c) for c in ("return_mean", "fps", "approx_kl")] == [
-        "rollout/return_mean", "time/fps", "train/approx_kl"]
+        "rollout/return_mean",
+        "time/fps",
+        "train/approx_kl",
+    ]
     monkeypatch.setenv(tensorboard_log.ENABLE_ENV, "0")
     assert not tensorboard_log.enabled()
 

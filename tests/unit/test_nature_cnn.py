@@ -32,12 +32,23 @@ ACTIONS = spaces.Discrete(6)
 NATURE = ["agent.network.kind=nature_cnn", "agent.network.hidden=[32]"]
 
 
-@pytest.mark.parametrize(("name", "edits"), [
-    ("dqn_cartpole", ["agent.learning_starts=0", "agent.train_frequency=1", "agent.gradient_steps=1",
-                      "agent.batch_size=4", "agent.memory.capacity=100"]),
-    ("ppo_cartpole", ["agent.n_steps=4", "agent.batch_size=4", "agent.n_epochs=1"]),
-    ("a2c_cartpole", ["agent.n_steps=4"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "edits"),
+    [
+        (
+            "dqn_cartpole",
+            [
+                "agent.learning_starts=0",
+                "agent.train_frequency=1",
+                "agent.gradient_steps=1",
+                "agent.batch_size=4",
+                "agent.memory.capacity=100",
+            ],
+        ),
+        ("ppo_cartpole", ["agent.n_steps=4", "agent.batch_size=4", "agent.n_epochs=1"]),
+        ("a2c_cartpole", ["agent.n_steps=4"]),
+    ],
+)
 def test_dqn_ppo_and_a2c_act_and_learn_on_frames(name: str, edits: list[str]) -> None:
     spec = load_spec(name, [*NATURE, *edits, "env.num_envs=2"])
     agent = build_agent(spec, FRAMES, ACTIONS, seed=0)
@@ -81,10 +92,13 @@ def test_nature_defaults_and_colour_frames() -> None:
     assert single(torch.zeros(2, 84, 84, dtype=torch.uint8)).shape == (2, 512)
 
 
-@pytest.mark.parametrize(("space", "message"), [
-    (spaces.Box(-1, 1, (4,), np.float32), "needs image observations"),
-    (spaces.Box(0, 255, (4, 20, 20), np.uint8), "at least 36×36"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        (spaces.Box(-1, 1, (4,), np.float32), "needs image observations"),
+        (spaces.Box(0, 255, (4, 20, 20), np.uint8), "at least 36×36"),
+    ],
+)
 def test_what_is_not_a_frame_is_refused(space: spaces.Box, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         network(space, 2, NetworkSpec(kind="nature_cnn"))
@@ -147,8 +161,12 @@ def test_taking_rows_gathers_what_indexing_does(layout: str) -> None:
     `batch[index]`, for a rollout's channels-last frames and for anything else; into a kept
     buffer, the same."""
     frames = torch.randint(0, 256, (7, 4, 9, 9), dtype=torch.uint8)
-    batch = {"channels_last": frames.contiguous(memory_format=torch.channels_last), "row_major": frames,
-             "rows": frames.flatten(1).float(), "flat": torch.arange(7)}[layout]
+    batch = {
+        "channels_last": frames.contiguous(memory_format=torch.channels_last),
+        "row_major": frames,
+        "rows": frames.flatten(1).float(),
+        "flat": torch.arange(7),
+    }[layout]
     index = torch.tensor([5, 0, 3, 3, 6])
     taken, indexed = take_rows(batch, index), batch[index]
     assert torch.equal(taken, indexed) and taken.dtype == indexed.dtype
@@ -181,8 +199,10 @@ def test_ppo_on_kept_frames_learns_the_bits_of_the_forward_pass(batch_size: int)
     """A PPO update whose minibatches' frames are scaled into kept buffers learns what it learns
     when the network scales each minibatch itself: the same parameters, bit for bit (a rollout of
     8 split in minibatches of 3, the last one shorter; or one minibatch, scaled by the network)."""
-    spec = load_spec("ppo_cartpole", [*NATURE, "agent.n_steps=4", "env.num_envs=2", "agent.n_epochs=2",
-                                      f"agent.batch_size={batch_size}"])
+    spec = load_spec(
+        "ppo_cartpole",
+        [*NATURE, "agent.n_steps=4", "env.num_envs=2", "agent.n_epochs=2", f"agent.batch_size={batch_size}"],
+    )
     kept, plain = (build_agent(spec, FRAMES, ACTIONS, seed=0) for _ in range(2))
     assert isinstance(kept, OnPolicyAgent) and isinstance(plain, OnPolicyAgent)
     assert kept.frames is not None  # type: ignore[attr-defined]
@@ -235,8 +255,10 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
     assert (type(old.convolutions[0]), type(new.convolutions[0])) == (nn.Conv2d, ScalingConv2d)
     assert old.acting_dense is None and isinstance(new.acting_dense, TransposedWeights)
     assert old.state_dict().keys() == new.state_dict().keys()
-    assert all(torch.equal(a, b) and a.stride() == b.stride()
-               for a, b in zip(old.state_dict().values(), new.state_dict().values(), strict=True))
+    assert all(
+        torch.equal(a, b) and a.stride() == b.stride()
+        for a, b in zip(old.state_dict().values(), new.state_dict().values(), strict=True)
+    )
     outputs, grads = [], []
     for net in nets:
         out = net(frames)
@@ -255,8 +277,10 @@ def test_revision_2_computes_revision_1s_function_rounded_otherwise() -> None:
 def test_acting_on_transposed_weights_follows_every_change_of_the_weights() -> None:
     """Revision 2's acting copies of the dense weights are made again after an in-place step (an
     optimiser's: rlrun's fused Adam) and after `load_state_dict`: acting always reads the current weights."""
-    spec, frames = NetworkSpec(kind="nature_cnn", hidden=[32, 16]), torch.randint(0, 256, (3, 4, 84, 84),
-                                                                                    dtype=torch.uint8)
+    spec, frames = (
+        NetworkSpec(kind="nature_cnn", hidden=[32, 16]),
+        torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8),
+    )
     torch.manual_seed(0)
     net, other = NatureCNN(FRAMES, spec, arithmetic=revision(2)), NatureCNN(FRAMES, spec, arithmetic=revision(2))
 

@@ -46,8 +46,9 @@ def test_normalised_observations_and_rewards_follow_the_formulas() -> None:
     np.testing.assert_array_equal(normalizer.observation(obs), expected)
     returns = np.array([1.0, -2.0])  # 0.5 · 0 + r: the first step after a reset
     np.testing.assert_allclose(normalizer.ret_rms.mean, returns.mean() * 2 / (2 + 1e-4))
-    np.testing.assert_array_equal(rewards, np.clip(np.array([1.0, -2.0]) / np.sqrt(normalizer.ret_rms.var + 1e-8),
-                                                   -3, 3).astype(np.float32))
+    np.testing.assert_array_equal(
+        rewards, np.clip(np.array([1.0, -2.0]) / np.sqrt(normalizer.ret_rms.var + 1e-8), -3, 3).astype(np.float32)
+    )
     np.testing.assert_array_equal(normalizer.returns, [1.0, 0.0])  # the ended episode's return restarts
 
 
@@ -55,8 +56,12 @@ def test_parity_with_stable_baselines3_vec_normalize_bit_for_bit() -> None:
     """The same raw observations and rewards through SB3's VecNormalize and rlrun's Normalizer give
     the same normalised observations and rewards and the same statistics, across episode ends."""
     vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
-    sb3 = vec_env.VecNormalize(vec_env.DummyVecEnv([lambda: gym.make("Pendulum-v1", max_episode_steps=50)] * 2),
-                               gamma=0.95, clip_obs=3.0, clip_reward=4.0)
+    sb3 = vec_env.VecNormalize(
+        vec_env.DummyVecEnv([lambda: gym.make("Pendulum-v1", max_episode_steps=50)] * 2),
+        gamma=0.95,
+        clip_obs=3.0,
+        clip_reward=4.0,
+    )
     sb3.seed(3)
     ours = Normalizer(NormalizeSpec(gamma=0.95, clip_obs=3.0, clip_reward=4.0), sb3.observation_space, 2)
     first = sb3.reset()

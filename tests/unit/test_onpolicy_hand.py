@@ -43,16 +43,32 @@ def _learned(spec: str, edits: list[str], *, hand: bool, updates: int = 12) -> t
     env = gym.make(loaded.env.id)
     torch.manual_seed(0)  # the networks' initial weights
     agent_class = a2c.Agent if config.algorithm == "a2c" else ppo.Agent
-    agent = agent_class(config, env.observation_space, env.action_space, seed=3, num_envs=4,  # type: ignore[arg-type]
-                        max_frame=4 * 8 * updates, device=torch.device("cpu"), kernels="auto" if hand else "autograd")
+    agent = agent_class(
+        config,
+        env.observation_space,
+        env.action_space,
+        seed=3,
+        num_envs=4,  # type: ignore[arg-type]
+        max_frame=4 * 8 * updates,
+        device=torch.device("cpu"),
+        kernels="auto" if hand else "autograd",
+    )
     assert isinstance(agent.learner, ActorCriticKernel) == hand  # built-in MLP heads take the kernel
     rng = np.random.default_rng(0)
     size = int(np.prod(env.observation_space.shape))
     clock, metrics = Clock(), []
     for _ in range(8 * updates):
         obs = rng.standard_normal((4, size)).astype(np.float32)
-        agent.observe(Step(obs, agent.act(obs), rng.standard_normal(4).astype(np.float32), rng.random(4) < 0.1,
-                           rng.random(4) < 0.05, obs + 0.01))
+        agent.observe(
+            Step(
+                obs,
+                agent.act(obs),
+                rng.standard_normal(4).astype(np.float32),
+                rng.random(4) < 0.1,
+                rng.random(4) < 0.05,
+                obs + 0.01,
+            )
+        )
         clock.frame += 4
         metrics.append(agent.update(clock))
     assert sum(map(bool, metrics)) == updates
@@ -61,8 +77,9 @@ def _learned(spec: str, edits: list[str], *, hand: bool, updates: int = 12) -> t
 
 def _same(mine: object, torchs: object) -> bool:
     if isinstance(mine, dict):
-        return isinstance(torchs, dict) and mine.keys() == torchs.keys() and all(_same(mine[k], torchs[k])
-                                                                                 for k in mine)
+        return (
+            isinstance(torchs, dict) and mine.keys() == torchs.keys() and all(_same(mine[k], torchs[k]) for k in mine)
+        )
     if isinstance(mine, torch.Tensor):
         return isinstance(torchs, torch.Tensor) and torch.equal(mine, torchs)
     if isinstance(mine, np.ndarray):
@@ -74,20 +91,38 @@ def _same(mine: object, torchs: object) -> bool:
 
 CASES = {
     "a2c-cartpole": ("a2c_cartpole", []),
-    "a2c-entropy-normalized-relu": ("a2c_cartpole", ["agent.entropy_coef=0.01", "agent.normalize_advantages=true",
-                                                     "agent.network.activation=relu"]),
-    "a2c-gaussian-entropy-gae": ("a2c_cartpole", ["env.id=Pendulum-v1", "agent.entropy_coef=0.01",
-                                                  "agent.returns=gae"]),
+    "a2c-entropy-normalized-relu": (
+        "a2c_cartpole",
+        ["agent.entropy_coef=0.01", "agent.normalize_advantages=true", "agent.network.activation=relu"],
+    ),
+    "a2c-gaussian-entropy-gae": (
+        "a2c_cartpole",
+        ["env.id=Pendulum-v1", "agent.entropy_coef=0.01", "agent.returns=gae"],
+    ),
     "a2c-gaussian-adam": ("a2c_cartpole", ["env.id=Pendulum-v1", "agent.optimizer.name=adam"]),
     "ppo-cartpole": ("ppo_cartpole", ["agent.batch_size=12", "agent.n_epochs=3"]),
-    "ppo-entropy-value-clip": ("ppo_cartpole", ["agent.batch_size=32", "agent.n_epochs=2", "agent.entropy_coef=0.01",
-                                                "agent.clip_range_vf=0.05", "agent.network.activation=relu"]),
+    "ppo-entropy-value-clip": (
+        "ppo_cartpole",
+        [
+            "agent.batch_size=32",
+            "agent.n_epochs=2",
+            "agent.entropy_coef=0.01",
+            "agent.clip_range_vf=0.05",
+            "agent.network.activation=relu",
+        ],
+    ),
     "ppo-clip-zero": ("ppo_cartpole", ["agent.batch_size=32", "agent.n_epochs=2", "agent.clip_range=0.0"]),
     "ppo-gaussian": ("ppo_pendulum", ["agent.batch_size=16", "agent.n_epochs=2"]),
-    "ppo-gaussian-entropy-raw-advantages": ("ppo_pendulum", ["agent.batch_size=32", "agent.n_epochs=2",
-                                                             "agent.entropy_coef=0.01",
-                                                             "agent.normalize_advantages=false",
-                                                             "agent.optimizer.grad_clip=null"]),
+    "ppo-gaussian-entropy-raw-advantages": (
+        "ppo_pendulum",
+        [
+            "agent.batch_size=32",
+            "agent.n_epochs=2",
+            "agent.entropy_coef=0.01",
+            "agent.normalize_advantages=false",
+            "agent.optimizer.grad_clip=null",
+        ],
+    ),
 }
 
 
@@ -100,12 +135,14 @@ def test_on_policy_agents_learn_the_same_bits_by_hand(case: str) -> None:
     assert _same(by_hand, by_autograd)
 
 
-def _misordered(out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
-                grad_entropies: torch.Tensor | None) -> torch.Tensor:
+def _misordered(
+    out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor, grad_entropies: torch.Tensor | None
+) -> torch.Tensor:
     """The logits' gradient with its three parts summed in another order than autograd's engine."""
     all_log_probs = torch.log_softmax(out, dim=-1)
-    grad = all_log_probs.new_zeros(all_log_probs.shape).scatter_add_(-1, actions[..., None].long(),
-                                                                     grad_log_probs.unsqueeze(-1))
+    grad = all_log_probs.new_zeros(all_log_probs.shape).scatter_add_(
+        -1, actions[..., None].long(), grad_log_probs.unsqueeze(-1)
+    )
     assert grad_entropies is not None
     probs = all_log_probs.exp()
     grad_product = (-grad_entropies).unsqueeze(-1).expand(all_log_probs.shape)

@@ -26,8 +26,10 @@ def _train(optimizer_for, steps: int = 25) -> list[torch.Tensor]:
     ("lean", "reference"),
     [
         (lambda p: optim.Adam(p, lr=1e-2, eps=1e-5), lambda p: torch.optim.Adam(p, lr=1e-2, eps=1e-5, fused=True)),
-        (lambda p: optim.RMSprop(p, lr=1e-2, eps=1e-5),
-         lambda p: torch.optim.RMSprop(p, lr=1e-2, eps=1e-5, foreach=True)),
+        (
+            lambda p: optim.RMSprop(p, lr=1e-2, eps=1e-5),
+            lambda p: torch.optim.RMSprop(p, lr=1e-2, eps=1e-5, foreach=True),
+        ),
     ],
     ids=["adam", "rmsprop"],
 )

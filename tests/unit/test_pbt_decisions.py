@@ -34,8 +34,10 @@ def test_initial_values_depend_on_the_seed_and_member_only() -> None:
         assert 1e-4 <= params[LR.path] <= 1e-2 and 0 <= params[ENTROPY.path] <= 0.1
 
 
-@pytest.mark.parametrize(("size", "quantile", "count"), [(2, 0.25, 1), (4, 0.25, 1), (5, 0.25, 2), (8, 0.25, 2),
-                                                         (4, 0.5, 2), (5, 0.5, 2), (3, 0.9, 1)])
+@pytest.mark.parametrize(
+    ("size", "quantile", "count"),
+    [(2, 0.25, 1), (4, 0.25, 1), (5, 0.25, 2), (8, 0.25, 2), (4, 0.5, 2), (5, 0.5, 2), (3, 0.9, 1)],
+)
 def test_exploit_count_is_the_quantile_rounded_up_at_most_half(size: int, quantile: float, count: int) -> None:
     assert pbt.exploit_count(size, quantile) == count
 
@@ -56,8 +58,9 @@ def test_the_bottom_quantile_copies_the_top_and_explores_the_rest_go_on() -> Non
         else:
             assert decision.params == params[decision.member] and decision.mutated == ()
     other = pbt.decide(DIMENSIONS, seed=7, generation=4, scores=scores, params=params)
-    assert [d.params for d in other if d.exploited] != [d.params for d in decisions if d.exploited], \
+    assert [d.params for d in other if d.exploited] != [d.params for d in decisions if d.exploited], (
         "each generation draws afresh"
+    )
 
 
 def test_ties_and_nan_rank_deterministically() -> None:
@@ -93,8 +96,9 @@ def test_a_switched_schedule_is_a_consistent_edit_of_the_past() -> None:
     for frame, schedule in ((1000, once), (2000, twice)):
         document["agent"]["optimizer"]["lr"] = schedule
         edited = validate_spec(document)
-        assert [c for c in check_edit(first if frame == 1000 else _with(document, once), edited, frame)
-                if not c.allowed] == []
+        assert [
+            c for c in check_edit(first if frame == 1000 else _with(document, once), edited, frame) if not c.allowed
+        ] == []
         assert edited.agent.optimizer.lr.value(frame, 10_000) != edited.agent.optimizer.lr.value(frame + 1, 10_000)
     document["agent"]["optimizer"]["lr"] = pbt.switch_after(3e-4, 999, 5e-4)
     refused = check_edit(first, validate_spec(document), 1000)
@@ -129,8 +133,9 @@ def test_only_scheduled_settings_may_be_searched() -> None:
 
 def test_options_are_checked() -> None:
     assert pbt.Options(population=4, interval=1000).problems(10_000) == []
-    found = pbt.Options(population=1, interval=20_000, quantile=0.75, resample_probability=2,
-                        factors=(0.0,)).problems(10_000)
+    found = pbt.Options(population=1, interval=20_000, quantile=0.75, resample_probability=2, factors=(0.0,)).problems(
+        10_000
+    )
     assert [p.split(" ")[0] for p in found] == ["--population", "--interval", "--quantile", "--resample", "--factors"]
 
 

@@ -64,19 +64,37 @@ def test_a_tree_rebuilt_from_its_leaves_has_the_same_bits(capacity: int) -> None
 # -- prioritised replay ---------------------------------------------------------------------------
 
 
-def memory(*, num_envs: int = 1, n_step: int = 1, gamma: float = 1.0, capacity: int = 100,
-           prioritized: dict[str, float] | None = None) -> ReplayMemory:
+def memory(
+    *,
+    num_envs: int = 1,
+    n_step: int = 1,
+    gamma: float = 1.0,
+    capacity: int = 100,
+    prioritized: dict[str, float] | None = None,
+) -> ReplayMemory:
     spec = MemorySpec(capacity=capacity, prioritized=PrioritizedSpec(**prioritized) if prioritized else None)
-    return ReplayMemory(spec, (1,), np.dtype(np.float32), (), np.dtype(np.int64), num_envs=num_envs,
-                        n_step=n_step, gamma=gamma)
+    return ReplayMemory(
+        spec, (1,), np.dtype(np.float32), (), np.dtype(np.int64), num_envs=num_envs, n_step=n_step, gamma=gamma
+    )
 
 
-def add(mem: ReplayMemory, obs: list[float], reward: list[float], next_obs: list[float],
-        terminated: list[bool] | None = None, truncated: list[bool] | None = None) -> None:
+def add(
+    mem: ReplayMemory,
+    obs: list[float],
+    reward: list[float],
+    next_obs: list[float],
+    terminated: list[bool] | None = None,
+    truncated: list[bool] | None = None,
+) -> None:
     n = len(obs)
-    mem.add(np.array(obs, dtype=np.float32)[:, None], np.zeros(n, dtype=np.int64), np.array(reward, np.float32),
-            np.array(next_obs, dtype=np.float32)[:, None], np.array(terminated or [False] * n),
-            np.array(truncated or [False] * n))
+    mem.add(
+        np.array(obs, dtype=np.float32)[:, None],
+        np.zeros(n, dtype=np.int64),
+        np.array(reward, np.float32),
+        np.array(next_obs, dtype=np.float32)[:, None],
+        np.array(terminated or [False] * n),
+        np.array(truncated or [False] * n),
+    )
 
 
 def test_importance_weights_and_new_rows_at_the_largest_priority() -> None:
@@ -119,8 +137,14 @@ def test_a_prioritised_memory_restored_from_its_state_draws_the_same() -> None:
     a, b = memory(**settings), memory(**settings)  # type: ignore[arg-type]
     rng = np.random.default_rng(1)
     for step in range(40):  # wraps the rows (80 into 50)
-        add(a, [step, -step], rng.random(2).tolist(), [step + 1, -step - 1], [step % 9 == 8, False],
-            [False, step % 7 == 6])
+        add(
+            a,
+            [step, -step],
+            rng.random(2).tolist(),
+            [step + 1, -step - 1],
+            [step % 9 == 8, False],
+            [False, step % 7 == 6],
+        )
         if step % 5 == 4:
             slots, _ = a.draw_prioritized(6, torch.Generator().manual_seed(step), beta=0.5)
             a.set_priorities(slots, rng.normal(size=6))
@@ -179,14 +203,28 @@ def test_n_step_windows_follow_each_copy_of_a_vector_env() -> None:
 
 def test_n_step_windows_over_frame_stacks() -> None:
     """The next observation of a window is its last row's (stacks rebuilt from frame numbers)."""
-    mem = ReplayMemory(MemorySpec(capacity=10), (2, 1), np.dtype(np.float32), (), np.dtype(np.int64),
-                       frame_stack=2, n_step=2, gamma=0.5)
+    mem = ReplayMemory(
+        MemorySpec(capacity=10),
+        (2, 1),
+        np.dtype(np.float32),
+        (),
+        np.dtype(np.int64),
+        frame_stack=2,
+        n_step=2,
+        gamma=0.5,
+    )
     stacks = [[1, 1], [1, 2], [2, 3], [3, 4], [5, 5], [5, 6], [6, 7]]  # an episode of 3 steps, then 2
     for i, (obs, next_obs) in enumerate(pairwise(stacks)):
         if i == 3:
             continue  # [3, 4] ended the first episode: [5, 5] is the next one's first observation
-        mem.add(np.array(obs, np.float32).reshape(1, 2, 1), np.zeros(1, np.int64), np.array([2.0 ** i], np.float32),
-                np.array(next_obs, np.float32).reshape(1, 2, 1), np.array([i == 2]), np.array([False]))
+        mem.add(
+            np.array(obs, np.float32).reshape(1, 2, 1),
+            np.zeros(1, np.int64),
+            np.array([2.0**i], np.float32),
+            np.array(next_obs, np.float32).reshape(1, 2, 1),
+            np.array([i == 2]),
+            np.array([False]),
+        )
     batch = mem.batch(np.arange(5))
     assert batch["obs"][:, :, 0].tolist() == [[1, 1], [1, 2], [2, 3], [5, 5], [5, 6]]
     assert batch["next_obs"][:, :, 0].tolist() == [[2, 3], [3, 4], [3, 4], [6, 7], [6, 7]]
@@ -208,26 +246,29 @@ def test_dueling_adds_the_value_to_the_advantages_less_their_mean() -> None:
     assert q.tolist() == [[-1.0, 0.0, 4.0], [-3.0, 0.0, 3.0]]
 
 
-@pytest.mark.parametrize(("settings", "learner"), [
-    ({}, QKernel),
-    ({"dueling": True}, Autograd),  # the kernel declines what it cannot compute by hand
-    ({"memory": {"prioritized": {}}}, Autograd),  # a weighted loss
-    ({"n_step": 3}, QKernel),  # only the targets change (an update's all at once: a hard target, not double)
-    ({"n_step": 3, "dueling": True, "double": True, "memory": {"prioritized": {}}}, Autograd),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settings", "learner"),
+    [
+        ({}, QKernel),
+        ({"dueling": True}, Autograd),  # the kernel declines what it cannot compute by hand
+        ({"memory": {"prioritized": {}}}, Autograd),  # a weighted loss
+        ({"n_step": 3}, QKernel),  # only the targets change (an update's all at once: a hard target, not double)
+        ({"n_step": 3, "dueling": True, "double": True, "memory": {"prioritized": {}}}, Autograd),
+    ],
+)
 def test_the_kernel_serves_only_what_it_computes_exactly(settings: dict[str, Any], learner: type) -> None:
     env = gym.make("CartPole-v1")
     config = Config(**settings, learning_starts=0, batch_size=8, train_frequency=4, gradient_steps=2)
-    agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=2, max_frame=1000,
-                  device=torch.device("cpu"))
+    agent = Agent(
+        config, env.observation_space, env.action_space, seed=0, num_envs=2, max_frame=1000, device=torch.device("cpu")
+    )
     assert type(agent.learner) is learner
     rng = np.random.default_rng(0)
     clock = Clock()
     for _ in range(10):
         obs = rng.normal(size=(2, 4)).astype(np.float32)
         action = agent.act(obs)
-        agent.observe(Step(obs, action, np.ones(2, np.float32), rng.random(2) < 0.2, np.zeros(2, bool),
-                           obs + 0.1))
+        agent.observe(Step(obs, action, np.ones(2, np.float32), rng.random(2) < 0.2, np.zeros(2, bool), obs + 0.1))
         clock.frame += 2
         stats = agent.update(clock)
     assert clock.opt_step == 4 * 2 and np.isfinite(stats["loss"])  # rounds at frames 8, 12, 16, 20 (8 rows in)
@@ -236,10 +277,19 @@ def test_the_kernel_serves_only_what_it_computes_exactly(settings: dict[str, Any
 def test_dueling_over_each_kind_of_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "usernets"))
     frames = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
-    for space, network in ((frames, NetworkSpec(kind="nature_cnn", hidden=[16])),
-                           (gym.spaces.Box(-1, 1, (4,), np.float32), NetworkSpec(kind="my_nets:small_mlp"))):
-        agent = Agent(Config(dueling=True, network=network), space, gym.spaces.Discrete(3), seed=0, num_envs=1,
-                      max_frame=1000, device=torch.device("cpu"))
+    for space, network in (
+        (frames, NetworkSpec(kind="nature_cnn", hidden=[16])),
+        (gym.spaces.Box(-1, 1, (4,), np.float32), NetworkSpec(kind="my_nets:small_mlp")),
+    ):
+        agent = Agent(
+            Config(dueling=True, network=network),
+            space,
+            gym.spaces.Discrete(3),
+            seed=0,
+            num_envs=1,
+            max_frame=1000,
+            device=torch.device("cpu"),
+        )
         obs = np.stack([space.sample() for _ in range(5)])
         q = agent.q(torch.as_tensor(obs))
         assert isinstance(agent.q, Dueling) and q.shape == (5, 3)

@@ -13,17 +13,20 @@ from rlrun.training.ray.preflight import _unreachable, find_markers
 from rlrun.training.ray.runtime import forwarded_environment
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["train", "x", "--ray"], ["train", "x", "--ray="]),
-    (["train", "x", "--ray", "--frames", "1k"], ["train", "x", "--ray=", "--frames", "1k"]),
-    (["resume", "--ray", "latest"], ["resume", "--ray=", "latest"]),
-    (["resume", "--ray", "auto", "latest"], ["resume", "--ray", "auto", "latest"]),
-    (["resume", "--ray", "search:abc"], ["resume", "--ray=", "search:abc"]),
-    (["train", "x", "--ray", "10.0.0.5:6379"], ["train", "x", "--ray", "10.0.0.5:6379"]),
-    (["train", "x", "--ray", "ray://head:10001"], ["train", "x", "--ray", "ray://head:10001"]),
-    (["train", "x", "--ray=10.0.0.5:6379"], ["train", "x", "--ray=10.0.0.5:6379"]),
-    (["train", "x", "--", "--ray"], ["train", "x", "--", "--ray"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["train", "x", "--ray"], ["train", "x", "--ray="]),
+        (["train", "x", "--ray", "--frames", "1k"], ["train", "x", "--ray=", "--frames", "1k"]),
+        (["resume", "--ray", "latest"], ["resume", "--ray=", "latest"]),
+        (["resume", "--ray", "auto", "latest"], ["resume", "--ray", "auto", "latest"]),
+        (["resume", "--ray", "search:abc"], ["resume", "--ray=", "search:abc"]),
+        (["train", "x", "--ray", "10.0.0.5:6379"], ["train", "x", "--ray", "10.0.0.5:6379"]),
+        (["train", "x", "--ray", "ray://head:10001"], ["train", "x", "--ray", "ray://head:10001"]),
+        (["train", "x", "--ray=10.0.0.5:6379"], ["train", "x", "--ray=10.0.0.5:6379"]),
+        (["train", "x", "--", "--ray"], ["train", "x", "--", "--ray"]),
+    ],
+)
 def test_a_bare_ray_option_takes_no_address(argv: list[str], expected: list[str]) -> None:
     assert _bare_ray(argv) == expected
 

@@ -22,8 +22,16 @@ HIDE = 'env.wrappers=[{"class": "rlrun.envs.pomdp:HideVelocities"}]'
 
 
 def agent_and_env(algorithm: str, cell: str, *edits: str) -> tuple[Any, Any, Any]:
-    spec = rlrun.load_spec(f"{algorithm}_cartpole", [HIDE, f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}',
-                                                    "env.num_envs=3", "agent.n_steps=16", *edits])
+    spec = rlrun.load_spec(
+        f"{algorithm}_cartpole",
+        [
+            HIDE,
+            f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}',
+            "env.num_envs=3",
+            "agent.n_steps=16",
+            *edits,
+        ],
+    )
     env = make_env(spec.env)
     agent = build_agent(spec, env.observation_space, env.action_space, seed=3)
     return spec, agent, env
@@ -46,8 +54,9 @@ def collect(agent: Any, env: Any, steps: int, seed: int = 0) -> np.ndarray:
 USER_TORSO = "agent.network.kind=usernets.my_nets:small_mlp"
 
 
-@pytest.mark.parametrize(("algorithm", "cell", "edits"), [("ppo", "lstm", []), ("a2c", "gru", []),
-                                                          ("ppo", "gru", [USER_TORSO])])
+@pytest.mark.parametrize(
+    ("algorithm", "cell", "edits"), [("ppo", "lstm", []), ("a2c", "gru", []), ("ppo", "gru", [USER_TORSO])]
+)
 def test_learning_rereads_the_rollout_as_acting_read_it(algorithm: str, cell: str, edits: list[str]) -> None:
     """The rollout's log-probabilities and values, taken while acting step by step in NumPy, are
     what the torch cells give re-reading each env copy's sequence from its stored start memory,
@@ -67,8 +76,12 @@ def test_learning_rereads_the_rollout_as_acting_read_it(algorithm: str, cell: st
     obs = torch.from_numpy(rollout.obs).flatten(0, 1)
     with torch.no_grad():
         log_probs, _, values = agent.model.evaluate_sequences(
-            obs, torch.from_numpy(rollout.actions).flatten(0, 1), torch.from_numpy(agent.rollout_hidden),
-            torch.from_numpy(rollout.starts()), entropy=False)
+            obs,
+            torch.from_numpy(rollout.actions).flatten(0, 1),
+            torch.from_numpy(agent.rollout_hidden),
+            torch.from_numpy(rollout.starts()),
+            entropy=False,
+        )
     np.testing.assert_allclose(log_probs.numpy(), rollout.log_probs.ravel(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(values.numpy(), rollout.values.ravel(), rtol=1e-5, atol=1e-5)
 
@@ -85,8 +98,7 @@ def test_the_memory_is_state_and_an_episodes_end_clears_it() -> None:
     np.testing.assert_array_equal(again.act(obs), agent.act(obs))  # the same memory and generator: the same draw
 
     # an episode that ends clears its env copy's memory: the next step acts from a fresh one
-    step = Step(obs, agent.act(obs), np.ones(3, np.float32), np.array([False, True, False]),
-                np.zeros(3, bool), obs)
+    step = Step(obs, agent.act(obs), np.ones(3, np.float32), np.array([False, True, False]), np.zeros(3, bool), obs)
     agent.observe(step)
     assert not agent.hidden[:, 1].any() and agent.hidden[:, 0].any()
     out, _, values = agent.model.remember(obs, agent.hidden)

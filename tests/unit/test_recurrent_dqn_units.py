@@ -24,8 +24,15 @@ SPEC = "dqn_lstm_cartpole_novel"
 
 
 def agent_and_env(cell: str = "lstm", *edits: str) -> tuple[Any, Any, Any]:
-    spec = rlrun.load_spec(SPEC, [f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}', "env.num_envs=3",
-                                  "agent.network.hidden=[16]", *edits])
+    spec = rlrun.load_spec(
+        SPEC,
+        [
+            f'agent.network.recurrent={{"cell": "{cell}", "size": 8}}',
+            "env.num_envs=3",
+            "agent.network.hidden=[16]",
+            *edits,
+        ],
+    )
     env = make_env(spec.env)
     agent = build_agent(spec, env.observation_space, env.action_space, seed=3)
     return spec, agent, env
@@ -77,12 +84,17 @@ def test_a_replayed_sequence_gives_the_q_values_acting_computed() -> None:
     with torch.no_grad():
         q = agent.q.unroll(obs, batch["states"], batch["starts"])
         warmed = agent.q.unroll(obs, batch["states"], batch["starts"], burn_in=5)
-    acted = np.concatenate([agent.q.step(seen[first_step + k][copy : copy + 1],
-                                         states[first_step + k][:, copy : copy + 1])[0] for k in range(length)])
+    acted = np.concatenate(
+        [
+            agent.q.step(seen[first_step + k][copy : copy + 1], states[first_step + k][:, copy : copy + 1])[0]
+            for k in range(length)
+        ]
+    )
     np.testing.assert_allclose(q[:length, 0].numpy(), acted, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(warmed[:, 0].numpy(), q[5:, 0].numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(obs[:length, 0].numpy(), np.stack([seen[first_step + k][copy]
-                                                                      for k in range(length)]))
+    np.testing.assert_array_equal(
+        obs[:length, 0].numpy(), np.stack([seen[first_step + k][copy] for k in range(length)])
+    )
 
 
 def test_a_sequence_stops_at_its_copys_newest_row() -> None:
@@ -100,9 +112,13 @@ def test_n_step_targets_within_a_sequence_stop_at_an_episodes_end() -> None:
     _, agent, _ = agent_and_env("lstm", "agent.n_step=3", "agent.gamma=0.5", "agent.burn_in=0")
     steps = 6
     starts = torch.tensor([0, 0, 0, 1, 0, 1, 0], dtype=torch.float32)[:, None]  # episodes start at rows 3 and 5
-    batch = {"rewards": torch.ones(steps, 1), "terminated": torch.tensor([0, 0, 1, 0, 0, 0.0])[:, None],
-             "valid": torch.ones(steps, 1, dtype=torch.bool), "starts": starts,
-             "cut": torch.tensor([0, 0, 0, 0, 1, 0], dtype=torch.bool)[:, None]}  # row 4 truncated
+    batch = {
+        "rewards": torch.ones(steps, 1),
+        "terminated": torch.tensor([0, 0, 1, 0, 0, 0.0])[:, None],
+        "valid": torch.ones(steps, 1, dtype=torch.bool),
+        "starts": starts,
+        "cut": torch.tensor([0, 0, 0, 0, 1, 0], dtype=torch.bool)[:, None],
+    }  # row 4 truncated
     targets, learnt = agent._sequence_targets(batch, torch.full((steps, 1), 10.0))
     assert targets[:, 0].tolist() == [1.75, 1.5, 1.0, 1.5 + 0.25 * 10, 1.0 + 0.5 * 10, 1.0 + 0.5 * 10]
     assert learnt[:, 0].tolist() == [True, True, True, False, False, True]
@@ -132,8 +148,11 @@ def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() ->
     _, plain, _ = agent_and_env("lstm", "agent.network.recurrent=null")
     assert not remembers(plain) and "hidden" not in plain.state_dict()
     with pytest.raises(BadInput) as refused:
-        build_agent(rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),
-                    *_atari_spaces(), seed=0)
+        build_agent(
+            rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),
+            *_atari_spaces(),
+            seed=0,
+        )
     assert "nature_cnn" in str(refused.value) and "\n" not in str(refused.value)
 
 

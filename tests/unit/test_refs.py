@@ -62,9 +62,7 @@ def test_suffixes_keep_the_run_part() -> None:
     assert parse_ref("my-run@best").checkpoint_frame is None
 
 
-@pytest.mark.parametrize(
-    "text", ["latest", "latest~2", "7", "bk3", "latest~1/s1@best", "bk3@5000000", "run/s0"]
-)
+@pytest.mark.parametrize("text", ["latest", "latest~2", "7", "bk3", "latest~1/s1@best", "bk3@5000000", "run/s0"])
 def test_str_is_canonical(text: str) -> None:
     assert str(parse_ref(text)) == text
 
@@ -147,11 +145,20 @@ def test_bad_since_is_one_line_naming_the_forms(text: str) -> None:
 
 
 def test_filter_from_options() -> None:
-    chosen = RunFilter.of(status="crashed", algorithm="ppo", env="CartPole-v1", spec="ppo_cartpole", name="sweep-*",
-                          since="2d", sort="best", now=NOW)
+    chosen = RunFilter.of(
+        status="crashed",
+        algorithm="ppo",
+        env="CartPole-v1",
+        spec="ppo_cartpole",
+        name="sweep-*",
+        since="2d",
+        sort="best",
+        now=NOW,
+    )
     assert chosen.since == NOW - 172800 and chosen.narrows
-    assert chosen.describe() == ("--status crashed --algo ppo --env CartPole-v1 --spec ppo_cartpole --name sweep-*"
-                                 " --since 2d --sort best")
+    assert chosen.describe() == (
+        "--status crashed --algo ppo --env CartPole-v1 --spec ppo_cartpole --name sweep-* --since 2d --sort best"
+    )
     assert RunFilter.of() == RunFilter() and not RunFilter().narrows and RunFilter().describe() == ""
     assert not RunFilter.of(sort="frames").narrows  # sorting leaves every run in
     assert RunFilter.of(sort="frames").describe() == "--sort frames"
@@ -159,10 +166,18 @@ def test_filter_from_options() -> None:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"status": "finshed"}, "--status 'finshed' is not a run status (did you mean 'finished'?); use one of running,"),
-     ({"status": "done"}, "--status 'done' is not a run status; use one of running, finished, failed, preempted"),
-     ({"sort": "bset"}, "--sort 'bset' is not a sort order (did you mean 'best'?); use one of started, best, frames"),
-     ({"since": "yesterday"}, "--since 'yesterday' is not a time")],
+    [
+        (
+            {"status": "finshed"},
+            "--status 'finshed' is not a run status (did you mean 'finished'?); use one of running,",
+        ),
+        ({"status": "done"}, "--status 'done' is not a run status; use one of running, finished, failed, preempted"),
+        (
+            {"sort": "bset"},
+            "--sort 'bset' is not a sort order (did you mean 'best'?); use one of started, best, frames",
+        ),
+        ({"since": "yesterday"}, "--since 'yesterday' is not a time"),
+    ],
 )
 def test_bad_filter_values(options: dict[str, str], message: str) -> None:
     with pytest.raises(BadInput) as caught:
@@ -213,8 +228,9 @@ def run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ("./runs/abc/s1@50k", 1, "50000"),
     ],
 )
-def test_paths_name_their_run_folder_session_and_checkpoint(run_folder: Path, text: str, session: int | None,
-                                                           checkpoint: str | None) -> None:
+def test_paths_name_their_run_folder_session_and_checkpoint(
+    run_folder: Path, text: str, session: int | None, checkpoint: str | None
+) -> None:
     for form in (text, str(Path.cwd() / text)):  # relative and absolute
         assert parse_ref(form) == RunRef("path", path=str(run_folder), session=session, checkpoint=checkpoint)
 
@@ -225,7 +241,8 @@ def test_a_path_prints_as_its_run_folder(run_folder: Path) -> None:
 
 
 def test_a_text_that_reads_as_a_reference_is_one_even_when_a_folder_has_its_name(
-        run_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    run_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(run_folder.parent)  # ./abc/s1 exists here
     assert parse_ref("abc/s1") == RunRef("token", token="abc", session=1)
     assert parse_ref("abc") == RunRef("token", token="abc")

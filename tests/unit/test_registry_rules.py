@@ -50,13 +50,22 @@ def dead_pid() -> int:
     return child.pid
 
 
-def make_run(registry: Registry, run_id: str, *, sessions: int = 2, max_frame: int = 1000,
-             pid: int | None = None) -> RunRecord:  # fmt: skip
+def make_run(
+    registry: Registry, run_id: str, *, sessions: int = 2, max_frame: int = 1000, pid: int | None = None
+) -> RunRecord:
     return registry.create_run(
-        run_id=run_id, name=None, spec_name="reinforce_cartpole", algorithm="reinforce", env_id="CartPole-v1",
-        max_frame=max_frame, seed=7, num_sessions=sessions, spec_json=json.dumps({"name": "x"}), host=HERE,
+        run_id=run_id,
+        name=None,
+        spec_name="reinforce_cartpole",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=max_frame,
+        seed=7,
+        num_sessions=sessions,
+        spec_json=json.dumps({"name": "x"}),
+        host=HERE,
         pid=os.getpid() if pid is None else pid,
-    )  # fmt: skip
+    )
 
 
 def sessions(registry: Registry, run_id: str) -> list[SessionRecord]:
@@ -75,8 +84,11 @@ def reported(registry: Registry, run_id: str) -> dict[str, Any]:
     """Every way a reader sees the run's status: they must agree."""
     listed = {s.id: s.status for s in registry.list_runs(limit=None)}
     detail = registry.get_run(run_id)
-    by_filter = [status for status in records.LISTED_RUN_STATUSES
-                 if run_id in {s.id for s in registry.list_runs(status=status, limit=None)}]  # fmt: skip
+    by_filter = [
+        status
+        for status in records.LISTED_RUN_STATUSES
+        if run_id in {s.id for s in registry.list_runs(status=status, limit=None)}
+    ]
     assert by_filter == [detail.run.status], by_filter
     assert registry.count_runs(detail.run.status) >= 1
     assert registry.resolve(run_id).status == detail.run.status
@@ -164,8 +176,7 @@ def test_a_healthy_run_that_is_closing_is_not_crashed(registry: Registry) -> Non
 
 
 def _final_snapshot(registry: Registry, session: SessionRecord, frame: int, kind: str = "best+final") -> None:
-    registry.add_checkpoint(session.id, frame=frame, kind=kind, path=f"p{session.id}-{frame}", sha256="0",
-                            size_bytes=1)  # fmt: skip
+    registry.add_checkpoint(session.id, frame=frame, kind=kind, path=f"p{session.id}-{frame}", sha256="0", size_bytes=1)
 
 
 def test_killed_just_before_finish_session(registry: Registry) -> None:
@@ -248,17 +259,20 @@ def test_an_attempt_found_inexact_while_running_is_marked_approximate(registry: 
     run = make_run(registry, "ka00000002", sessions=2)
     s0, s1 = sessions(registry, run.id)
     exact = registry.add_attempt(s0.id, kind="train", host=HERE, pid=os.getpid(), start_frame=0)
-    noted = registry.add_attempt(s1.id, kind="resume", host=HERE, pid=os.getpid(), start_frame=0,
-                                 note="env: captured")
+    noted = registry.add_attempt(s1.id, kind="resume", host=HERE, pid=os.getpid(), start_frame=0, note="env: captured")
     registry.mark_attempt_approximate(exact.id, reason="op_a has no deterministic kernel")
     registry.mark_attempt_approximate(noted.id, reason="op_b has no deterministic kernel")
     attempts = {a.id: a for a in registry.get_run(run.id).attempts}
     assert (attempts[exact.id].approximate, attempts[exact.id].note) == (True, "op_a has no deterministic kernel")
     assert (attempts[noted.id].approximate, attempts[noted.id].note) == (
-        True, "env: captured; op_b has no deterministic kernel")
+        True,
+        "env: captured; op_b has no deterministic kernel",
+    )
     manifest = read_manifest(paths.run_dir(registry.home, run.id))
     assert [(a["approximate"], a["note"]) for a in manifest.attempts] == [
-        (True, "op_a has no deterministic kernel"), (True, "env: captured; op_b has no deterministic kernel")]
+        (True, "op_a has no deterministic kernel"),
+        (True, "env: captured; op_b has no deterministic kernel"),
+    ]
     with pytest.raises(RegistryError, match="no attempt with id 999"):
         registry.mark_attempt_approximate(999, reason="x")
 
@@ -346,8 +360,10 @@ def _migrated_columns(tmp_path: Path) -> dict[str, dict[str, bool]]:
         engine.dispose()
     conn = sqlite3.connect(db_file)
     try:
-        return {table: {row[1]: not row[3] and not row[5] for row in conn.execute(f"PRAGMA table_info({table})")}
-                for table in _RECORD_OF_TABLE}  # fmt: skip
+        return {
+            table: {row[1]: not row[3] and not row[5] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for table in _RECORD_OF_TABLE
+        }
     finally:
         conn.close()
 
@@ -394,8 +410,10 @@ def test_a_full_server_says_what_to_configure() -> None:
     from rlrun.registry.database import explained
 
     url = "postgresql+psycopg://rlrun:secret@db.example/rlrun"
-    for refusal in ("FATAL:  sorry, too many clients already",
-                    "FATAL:  remaining connection slots are reserved for non-replication superuser connections"):
+    for refusal in (
+        "FATAL:  sorry, too many clients already",
+        "FATAL:  remaining connection slots are reserved for non-replication superuser connections",
+    ):
         with pytest.raises(RegistryError) as raised, explained(url, (OSError,)):
             raise OSError(f'connection failed: connection to server at "10.0.0.5", port 5432 failed: {refusal}')
         message = str(raised.value)
@@ -408,14 +426,33 @@ def test_enjoy_prefers_the_checkpoint_labelled_best_when_scores_tie() -> None:
     from rlrun.registry import choose_checkpoint
     from rlrun.registry.records import CheckpointRecord, EvaluationRecord, RunDetail
 
-    run = RunRecord("r1", None, "reinforce_cartpole", "reinforce", "CartPole-v1", "finished", 3000, 1, 0, None,
-                    None, None, None, 0.0, 1.0)
+    run = RunRecord(
+        "r1",
+        None,
+        "reinforce_cartpole",
+        "reinforce",
+        "CartPole-v1",
+        "finished",
+        3000,
+        1,
+        0,
+        None,
+        None,
+        None,
+        None,
+        0.0,
+        1.0,
+    )
     session = SessionRecord(1, "r1", 0, 0, "finished", 3000, 10, 10, 500.0, 500.0, None, None, None, 0.0, 1.0, None)
     labels = {1000: "periodic", 2000: "best+periodic", 3000: "periodic+final"}
-    checkpoints = [CheckpointRecord(i, 1, "r1", 0, frame, kind, f"c{frame}", "0" * 64, 1, 0.0)
-                   for i, (frame, kind) in enumerate(labels.items())]
-    evaluations = [EvaluationRecord(i, 1, "r1", 0, frame, "train", mean, 0.0, mean, mean, 2, 0.0)
-                   for i, (frame, mean) in enumerate({1000: 20.0, 2000: 500.0, 3000: 500.0}.items())]
+    checkpoints = [
+        CheckpointRecord(i, 1, "r1", 0, frame, kind, f"c{frame}", "0" * 64, 1, 0.0)
+        for i, (frame, kind) in enumerate(labels.items())
+    ]
+    evaluations = [
+        EvaluationRecord(i, 1, "r1", 0, frame, "train", mean, 0.0, mean, mean, 2, 0.0)
+        for i, (frame, mean) in enumerate({1000: 20.0, 2000: 500.0, 3000: 500.0}.items())
+    ]
     detail = RunDetail(run, [session], checkpoints, evaluations, [], [], [])
     chosen = choose_checkpoint(detail, parse_ref("r1"))
     assert (chosen.checkpoint.frame, chosen.checkpoint.kind) == (2000, "best+periodic")

@@ -14,11 +14,19 @@ from rlrun.algorithms.replay import ReplayMemory
 from rlrun.spec import MemorySpec
 
 
-def fill(capacity: int, num_envs: int, stack: int, end: float, steps: int,
-         seed: int = 0) -> tuple[ReplayMemory, NaiveMemory]:
+def fill(
+    capacity: int, num_envs: int, stack: int, end: float, steps: int, seed: int = 0
+) -> tuple[ReplayMemory, NaiveMemory]:
     obs_shape = (stack, *FRAME) if stack > 1 else FRAME
-    memory = ReplayMemory(MemorySpec(capacity=capacity), obs_shape, np.dtype(np.uint8), (), np.dtype(np.int64),
-                          num_envs=num_envs, frame_stack=stack)
+    memory = ReplayMemory(
+        MemorySpec(capacity=capacity),
+        obs_shape,
+        np.dtype(np.uint8),
+        (),
+        np.dtype(np.int64),
+        num_envs=num_envs,
+        frame_stack=stack,
+    )
     naive = NaiveMemory(capacity, obs_shape)
     envs = StackedEnvs(num_envs, stack, end, seed)
     for _ in range(steps):
@@ -88,8 +96,14 @@ def test_a_memory_that_starts_mid_episode_stores_the_whole_stack() -> None:
 
 
 def test_an_atari_sized_memory_stays_within_eight_gigabytes() -> None:
-    memory = ReplayMemory(MemorySpec(capacity=1_000_000), (4, 84, 84), np.dtype(np.uint8), (), np.dtype(np.int64),
-                          num_envs=8, frame_stack=4)
+    memory = ReplayMemory(
+        MemorySpec(capacity=1_000_000),
+        (4, 84, 84),
+        np.dtype(np.uint8),
+        (),
+        np.dtype(np.int64),
+        num_envs=8,
+        frame_stack=4,
+    )
     total = memory.frames.nbytes + memory.rows.nbytes
     assert total < 7.7e9, total  # a naive float32 memory with next_obs: 226 GB; uint8 stacks: 56 GB
-

@@ -14,8 +14,14 @@ class Checkpoint:
     kind: str
 
 
-HISTORY = [Checkpoint(1, 1000, "best+periodic"), Checkpoint(2, 2000, "periodic"), Checkpoint(3, 3000, "periodic"),
-           Checkpoint(4, 3500, "best"), Checkpoint(5, 4000, "periodic"), Checkpoint(6, 4321, "preempt")]
+HISTORY = [
+    Checkpoint(1, 1000, "best+periodic"),
+    Checkpoint(2, 2000, "periodic"),
+    Checkpoint(3, 3000, "periodic"),
+    Checkpoint(4, 3500, "best"),
+    Checkpoint(5, 4000, "periodic"),
+    Checkpoint(6, 4321, "preempt"),
+]
 
 
 @pytest.mark.parametrize(

@@ -112,19 +112,38 @@ def _clamp_log_std(agent: Agent) -> None:
         last.bias[1:] = LOG_STD_MAX + 3
 
 
-def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand: bool, read_at_once: bool = False,
-             arithmetic: int = 1) -> tuple[dict, list[Mapping[str, float]]]:
+def _learned(
+    edits: list[str],
+    prepare: Callable[[Agent], None] | None,
+    *,
+    hand: bool,
+    read_at_once: bool = False,
+    arithmetic: int = 1,
+) -> tuple[dict, list[Mapping[str, float]]]:
     """A SAC agent's state and metrics after a few updates on the same random transitions (the
     metrics read when all are done, as a session reads them, or with `read_at_once` each as its
     update returns it), learning with revision `arithmetic` (1: the hand path is autograd's bits)."""
-    small = ["agent.network.hidden=[32, 16]", "agent.learning_starts=64", "agent.batch_size=32",
-             "agent.memory.capacity=500"]
+    small = [
+        "agent.network.hidden=[32, 16]",
+        "agent.learning_starts=64",
+        "agent.batch_size=32",
+        "agent.memory.capacity=500",
+    ]
     config = load_spec("sac_pendulum", [*small, *edits]).agent
     assert isinstance(config, Config)
     env = gym.make("Pendulum-v1")
     torch.manual_seed(0)  # the networks' initial weights
-    agent = Agent(config, env.observation_space, env.action_space, seed=3, num_envs=1, max_frame=2000,
-                  device=torch.device("cpu"), arithmetic=revision(arithmetic), kernels="auto" if hand else "autograd")
+    agent = Agent(
+        config,
+        env.observation_space,
+        env.action_space,
+        seed=3,
+        num_envs=1,
+        max_frame=2000,
+        device=torch.device("cpu"),
+        arithmetic=revision(arithmetic),
+        kernels="auto" if hand else "autograd",
+    )
     assert isinstance(agent.learner, SoftActorCriticKernel) == hand  # a built-in MLP takes the kernel
     if prepare is not None:
         prepare(agent)
@@ -132,8 +151,16 @@ def _learned(edits: list[str], prepare: Callable[[Agent], None] | None, *, hand:
     metrics: list[Mapping[str, float]] = []
     for frame in range(1, 121):
         obs = rng.standard_normal((1, 3)).astype(np.float32)
-        agent.observe(Step(obs, agent.act(obs), -rng.random(1).astype(np.float32), np.array([rng.random() < 0.05]),
-                           np.array([False]), obs + 0.01))
+        agent.observe(
+            Step(
+                obs,
+                agent.act(obs),
+                -rng.random(1).astype(np.float32),
+                np.array([rng.random() < 0.05]),
+                np.array([False]),
+                obs + 0.01,
+            )
+        )
         update = agent.update(Clock(frame=frame))
         metrics.append(dict(update) if read_at_once else update)
     return agent.state_dict(), metrics
@@ -154,10 +181,17 @@ def _same(mine: object, torchs: object) -> None:
         assert mine == torchs
 
 
-@pytest.mark.parametrize(("edits", "prepare"), [
-    ([], None), (["agent.network.activation=tanh"], None), (["agent.alpha=0.2"], None), ([], _tie_critics),
-    ([], _clamp_log_std),
-], ids=["sac", "tanh", "fixed-alpha", "tied-critics", "clamped-log-std"])
+@pytest.mark.parametrize(
+    ("edits", "prepare"),
+    [
+        ([], None),
+        (["agent.network.activation=tanh"], None),
+        (["agent.alpha=0.2"], None),
+        ([], _tie_critics),
+        ([], _clamp_log_std),
+    ],
+    ids=["sac", "tanh", "fixed-alpha", "tied-critics", "clamped-log-std"],
+)
 def test_sac_learns_the_same_bits_by_hand(edits: list[str], prepare: Callable[[Agent], None] | None) -> None:
     by_hand, hand_metrics = _learned(edits, prepare, hand=True)
     by_autograd, autograd_metrics = _learned(edits, prepare, hand=False)
@@ -180,11 +214,14 @@ def _close(mine: object, torchs: object) -> None:
         _same(mine, torchs)
 
 
-@pytest.mark.parametrize(("edits", "prepare"), [([], None), (["agent.network.activation=tanh"], None),
-                                                 ([], _tie_critics), ([], _clamp_log_std)],
-                         ids=["sac", "tanh", "tied-critics", "clamped-log-std"])
-def test_revision_2_learns_what_autograd_learns_up_to_rounding(edits: list[str],
-                                                                prepare: Callable[[Agent], None] | None) -> None:
+@pytest.mark.parametrize(
+    ("edits", "prepare"),
+    [([], None), (["agent.network.activation=tanh"], None), ([], _tie_critics), ([], _clamp_log_std)],
+    ids=["sac", "tanh", "tied-critics", "clamped-log-std"],
+)
+def test_revision_2_learns_what_autograd_learns_up_to_rounding(
+    edits: list[str], prepare: Callable[[Agent], None] | None
+) -> None:
     """Arithmetic revision 2's hand path (narrow products formed the other way round) computes
     SAC's update: autograd's up to rounding, not its bits."""
     by_hand, _ = _learned(edits, prepare, hand=True, arithmetic=2)
@@ -199,8 +236,11 @@ def test_one_ulp_off_in_the_temperatures_gradient_is_caught(monkeypatch: pytest.
     """The whole-agent comparison above can fail: the hand path's temperature gradient one float
     step away from autograd's is told apart."""
     exact = kernel.temperature_gradient
-    monkeypatch.setattr(kernel, "temperature_gradient", lambda log_prob, target_entropy: torch.nextafter(
-        exact(log_prob, target_entropy), torch.tensor(math.inf)))
+    monkeypatch.setattr(
+        kernel,
+        "temperature_gradient",
+        lambda log_prob, target_entropy: torch.nextafter(exact(log_prob, target_entropy), torch.tensor(math.inf)),
+    )
     by_hand, _ = _learned([], None, hand=True)
     by_autograd, _ = _learned([], None, hand=False)
     with pytest.raises(AssertionError):
@@ -234,12 +274,15 @@ def test_diagnostics_from_a_tensor_written_later_are_caught(monkeypatch: pytest.
 
 
 def test_an_activation_without_a_hand_backward_keeps_autograd() -> None:
-    config = load_spec("sac_pendulum", ["agent.network.hidden=[16]", "agent.network.activation=elu",
-                                        "agent.learning_starts=8", "agent.batch_size=8"]).agent
+    config = load_spec(
+        "sac_pendulum",
+        ["agent.network.hidden=[16]", "agent.network.activation=elu", "agent.learning_starts=8", "agent.batch_size=8"],
+    ).agent
     assert isinstance(config, Config)
     env = gym.make("Pendulum-v1")
-    agent = Agent(config, env.observation_space, env.action_space, seed=0, num_envs=1, max_frame=100,
-                  device=torch.device("cpu"))
+    agent = Agent(
+        config, env.observation_space, env.action_space, seed=0, num_envs=1, max_frame=100, device=torch.device("cpu")
+    )
     assert isinstance(agent.learner, sac.Autograd)
     obs = np.zeros((1, 3), np.float32)
     for frame in range(1, 11):

@@ -20,9 +20,21 @@ from rlrun.session import events
 NOON = datetime(2025, 5, 1, 12, 0).timestamp()
 
 
-@pytest.mark.parametrize(("value", "text"), [(0.954, "0.954"), (0.952, "0.952"), (25.5, "25.5"), (111.5, "111.5"),
-                                             (500.0, "500.0"), (12345.6, "12345.6"), (-0.0312, "-0.0312"),
-                                             (0.0, "0.0"), (None, "-"), (float("nan"), "-")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.954, "0.954"),
+        (0.952, "0.952"),
+        (25.5, "25.5"),
+        (111.5, "111.5"),
+        (500.0, "500.0"),
+        (12345.6, "12345.6"),
+        (-0.0312, "-0.0312"),
+        (0.0, "0.0"),
+        (None, "-"),
+        (float("nan"), "-"),
+    ],
+)
 def test_a_score_has_four_significant_digits_and_no_exponent(value: float | None, text: str) -> None:
     assert score(value) == text
 
@@ -34,9 +46,22 @@ def test_scores_side_by_side_take_the_decimals_that_tell_them_apart() -> None:
 
 
 def _run(row: int, best: float) -> RunSummary:
-    return RunSummary(row=row, id=f"r{row}", name=None, spec_name="ppo_cartpole", algorithm="ppo",
-                      env_id="CartPole-v1", status="finished", num_sessions=1, frames_done=1000, frames_target=1000,
-                      best_eval=best, created_at=NOON, finished_at=NOON, session_frame=1000)
+    return RunSummary(
+        row=row,
+        id=f"r{row}",
+        name=None,
+        spec_name="ppo_cartpole",
+        algorithm="ppo",
+        env_id="CartPole-v1",
+        status="finished",
+        num_sessions=1,
+        frames_done=1000,
+        frames_target=1000,
+        best_eval=best,
+        created_at=NOON,
+        finished_at=NOON,
+        session_frame=1000,
+    )
 
 
 def test_ls_tells_apart_best_evaluations_that_round_alike() -> None:
@@ -47,14 +72,38 @@ def test_ls_tells_apart_best_evaluations_that_round_alike() -> None:
 
 def _search(values: list[float]) -> SearchDetail:
     settings = {"metric": "eval_mean", "sampler": "tpe", "pruner": "none", "seed": 1, "trials": len(values)}
-    search = SearchRecord(id="q1", name=None, spec_name="ppo_cartpole", spec_json="{}",
-                          space_json=json.dumps({"agent.optimizer.lr": {"loguniform": [1e-4, 1e-2]}}),
-                          settings_json=json.dumps(settings), status="finished", host=None, pid=None, error=None,
-                          importance_json=None, created_at=NOON, finished_at=NOON)
-    trials = [TrialRecord(id=i + 1, search_id="q1", number=i, run_id=f"r{i}",
-                          params_json=json.dumps({"agent.optimizer.lr": 1e-3}), state="complete", value=value,
-                          intermediate_json=json.dumps([[1000, value]]), system_attrs_json="{}", note=None,
-                          created_at=NOON, finished_at=NOON) for i, value in enumerate(values)]
+    search = SearchRecord(
+        id="q1",
+        name=None,
+        spec_name="ppo_cartpole",
+        spec_json="{}",
+        space_json=json.dumps({"agent.optimizer.lr": {"loguniform": [1e-4, 1e-2]}}),
+        settings_json=json.dumps(settings),
+        status="finished",
+        host=None,
+        pid=None,
+        error=None,
+        importance_json=None,
+        created_at=NOON,
+        finished_at=NOON,
+    )
+    trials = [
+        TrialRecord(
+            id=i + 1,
+            search_id="q1",
+            number=i,
+            run_id=f"r{i}",
+            params_json=json.dumps({"agent.optimizer.lr": 1e-3}),
+            state="complete",
+            value=value,
+            intermediate_json=json.dumps([[1000, value]]),
+            system_attrs_json="{}",
+            note=None,
+            created_at=NOON,
+            finished_at=NOON,
+        )
+        for i, value in enumerate(values)
+    ]
     return SearchDetail(search, trials)
 
 

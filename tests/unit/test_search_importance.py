@@ -19,16 +19,38 @@ SPACE = {"agent.optimizer.lr": {"loguniform": [1e-4, 1e-2]}, "agent.entropy_coef
 
 def _search(values: list[float], importance: dict[str, float] | None = None) -> SearchDetail:
     settings = {"metric": "eval_mean", "sampler": "tpe", "pruner": "none", "seed": 1, "trials": len(values)}
-    search = SearchRecord(id="q1", name=None, spec_name="ppo_cartpole", spec_json="{}", space_json=json.dumps(SPACE),
-                          settings_json=json.dumps(settings), status="finished", host=None, pid=None, error=None,
-                          importance_json=None if importance is None else json.dumps(importance),
-                          created_at=NOON, finished_at=NOON)
-    trials = [TrialRecord(id=i + 1, search_id="q1", number=i, run_id=f"r{i}",
-                          params_json=json.dumps({"agent.optimizer.lr": 1e-3 * (i + 1),
-                                                  "agent.entropy_coef": 0.01 * i}),
-                          state="complete", value=value, intermediate_json=json.dumps([[1000, value]]),
-                          system_attrs_json="{}", note=None, created_at=NOON, finished_at=NOON)
-              for i, value in enumerate(values)]
+    search = SearchRecord(
+        id="q1",
+        name=None,
+        spec_name="ppo_cartpole",
+        spec_json="{}",
+        space_json=json.dumps(SPACE),
+        settings_json=json.dumps(settings),
+        status="finished",
+        host=None,
+        pid=None,
+        error=None,
+        importance_json=None if importance is None else json.dumps(importance),
+        created_at=NOON,
+        finished_at=NOON,
+    )
+    trials = [
+        TrialRecord(
+            id=i + 1,
+            search_id="q1",
+            number=i,
+            run_id=f"r{i}",
+            params_json=json.dumps({"agent.optimizer.lr": 1e-3 * (i + 1), "agent.entropy_coef": 0.01 * i}),
+            state="complete",
+            value=value,
+            intermediate_json=json.dumps([[1000, value]]),
+            system_attrs_json="{}",
+            note=None,
+            created_at=NOON,
+            finished_at=NOON,
+        )
+        for i, value in enumerate(values)
+    ]
     return SearchDetail(search, trials)
 
 

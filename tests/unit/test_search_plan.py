@@ -38,31 +38,48 @@ def test_pbt_settings_not_given_take_the_librarys_defaults(given_to_pbt: dict[st
     assert plan_search(document(), ["meta.max_frame=100k"], scheduler="pbt", population=4, interval="30k") == "planned"
     options = given_to_pbt["options"]
     assert options == pbt.Options(population=4, interval=30_000)
-    assert (options.quantile, options.resample_probability, options.factors) == \
-        (pbt.QUANTILE, pbt.RESAMPLE_PROBABILITY, pbt.FACTORS) == (0.25, 0.25, (0.8, 1.2))
+    assert (
+        (options.quantile, options.resample_probability, options.factors)
+        == (pbt.QUANTILE, pbt.RESAMPLE_PROBABILITY, pbt.FACTORS)
+        == (0.25, 0.25, (0.8, 1.2))
+    )
     assert given_to_pbt["metric"] == "eval_mean" and given_to_pbt["parallel"] == 1
     assert given_to_pbt["overrides"] == ["meta.max_frame=100k"]
 
 
 def test_pbt_settings_given_are_kept(given_to_pbt: dict[str, Any]) -> None:
-    plan_search(document(), scheduler="pbt", population=3, interval=20_000, quantile=0.5, resample_probability=0.1,
-                factors="0.5,2", metric="best_eval", parallel=2)
-    assert given_to_pbt["options"] == pbt.Options(population=3, interval=20_000, quantile=0.5,
-                                                  resample_probability=0.1, factors=(0.5, 2.0))
+    plan_search(
+        document(),
+        scheduler="pbt",
+        population=3,
+        interval=20_000,
+        quantile=0.5,
+        resample_probability=0.1,
+        factors="0.5,2",
+        metric="best_eval",
+        parallel=2,
+    )
+    assert given_to_pbt["options"] == pbt.Options(
+        population=3, interval=20_000, quantile=0.5, resample_probability=0.1, factors=(0.5, 2.0)
+    )
     assert (given_to_pbt["metric"], given_to_pbt["parallel"]) == ("best_eval", 2)
     plan_search(document(), scheduler="pbt", population=3, interval=20_000, factors=[0.9, 1.1])
     assert given_to_pbt["options"].factors == (0.9, 1.1)
 
 
-@pytest.mark.parametrize(("settings", "refusal"), [
-    ({"scheduler": "bandit"}, "--scheduler 'bandit' is not one of trials, pbt"),
-    ({"trials": 4, "population": 4, "quantile": 0.5}, "--population, --quantile set up population-based training"),
-    ({"scheduler": "pbt", "population": 4, "interval": 1000, "pruner": "none"}, "--pruner belong to a search of"),
-    ({"scheduler": "pbt", "population": 4}, "--scheduler pbt needs --population N and --interval FRAMES"),
-    ({"scheduler": "pbt", "population": 4, "interval": "1k", "factors": "big"}, "--factors 'big': give numbers"),
-])  # fmt: skip
-def test_settings_of_the_other_scheduler_are_refused(given_to_pbt: dict[str, Any], settings: dict[str, Any],
-                                                     refusal: str) -> None:
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"scheduler": "bandit"}, "--scheduler 'bandit' is not one of trials, pbt"),
+        ({"trials": 4, "population": 4, "quantile": 0.5}, "--population, --quantile set up population-based training"),
+        ({"scheduler": "pbt", "population": 4, "interval": 1000, "pruner": "none"}, "--pruner belong to a search of"),
+        ({"scheduler": "pbt", "population": 4}, "--scheduler pbt needs --population N and --interval FRAMES"),
+        ({"scheduler": "pbt", "population": 4, "interval": "1k", "factors": "big"}, "--factors 'big': give numbers"),
+    ],
+)
+def test_settings_of_the_other_scheduler_are_refused(
+    given_to_pbt: dict[str, Any], settings: dict[str, Any], refusal: str
+) -> None:
     with pytest.raises(BadInput, match=refusal):
         plan_search(document(), **settings)
     assert given_to_pbt == {}

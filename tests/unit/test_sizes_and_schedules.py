@@ -9,8 +9,18 @@ from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, Sched
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("20M", 20_000_000), ("1.5M", 1_500_000), ("500k", 500_000), ("500K", 500_000), ("2e6", 2_000_000),
-     ("20_000", 20_000), ("12", 12), (" 3k ", 3000), (7, 7), ("1g", 10**9)],
+    [
+        ("20M", 20_000_000),
+        ("1.5M", 1_500_000),
+        ("500k", 500_000),
+        ("500K", 500_000),
+        ("2e6", 2_000_000),
+        ("20_000", 20_000),
+        ("12", 12),
+        (" 3k ", 3000),
+        (7, 7),
+        ("1g", 10**9),
+    ],
 )
 def test_sizes(text: str | int, value: int) -> None:
     assert parse_size(text) == value
@@ -33,8 +43,11 @@ def test_sizes_stop_at_1e15_text_or_number() -> None:
 
 def test_a_lowercase_m_is_refused_as_minutes_not_millions() -> None:
     """Issue 27.13: `--since 90m` is minutes, so `--frames 20m` is not silently 20 million."""
-    with pytest.raises(SizeError, match=r"^--frames: '20m' has a lowercase m, which rlrun reads as minutes elsewhere;"
-                                        r" write 20M for millions of frames$"):
+    with pytest.raises(
+        SizeError,
+        match=r"^--frames: '20m' has a lowercase m, which rlrun reads as minutes elsewhere;"
+        r" write 20M for millions of frames$",
+    ):
         parse_size("20m", what="--frames")
     assert parse_size("20M") == 20 * 10**6
 
@@ -72,8 +85,10 @@ def test_piecewise_points_must_increase() -> None:
         (Linear(kind="linear", start=0.0, end=1e-3), "start is 0; it must be greater than 0"),
         (Linear(kind="linear", start=1e-3, end=-1e-4), "end is -0.0001; it must be greater than or equal to 0"),
         (Piecewise(kind="piecewise", points=[(0, 1e-3), (10, 5e-4), (20, 0.0)]), None),
-        (Piecewise(kind="piecewise", points=[(0, 1e-3), (10, 0.0), (20, 1e-3)]),
-         "the value at frame 10 is 0; it must be greater than 0"),
+        (
+            Piecewise(kind="piecewise", points=[(0, 1e-3), (10, 0.0), (20, 1e-3)]),
+            "the value at frame 10 is 0; it must be greater than 0",
+        ),
         (Piecewise(kind="piecewise", points=[(0, 0.0)]), "the value at frame 0 is 0; it must be greater than 0"),
         (Exponential(kind="exponential", start=1e-3, rate=0.5, every=10), None),
         (Exponential(kind="exponential", start=-1.0, rate=0.5, every=10), "start is -1; it must be greater than 0"),

@@ -18,13 +18,21 @@ from rlrun.spec import MemorySpec
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 META = snapshot.SnapshotMeta.from_json(
-    json.loads((FIXTURES / "snapshot-meta" / "captured-mid-episode.json").read_text()))
+    json.loads((FIXTURES / "snapshot-meta" / "captured-mid-episode.json").read_text())
+)
 CAPACITY, ENVS, STACK = 300, 2, 4
 
 
 def new_memory() -> ReplayMemory:
-    return ReplayMemory(MemorySpec(capacity=CAPACITY), (STACK, 3, 2), np.dtype(np.uint8), (), np.dtype(np.int64),
-                        num_envs=ENVS, frame_stack=STACK)
+    return ReplayMemory(
+        MemorySpec(capacity=CAPACITY),
+        (STACK, 3, 2),
+        np.dtype(np.uint8),
+        (),
+        np.dtype(np.int64),
+        num_envs=ENVS,
+        frame_stack=STACK,
+    )
 
 
 def play(memory: ReplayMemory, naive: NaiveMemory, envs: StackedEnvs, steps: int) -> None:
@@ -37,8 +45,9 @@ def play(memory: ReplayMemory, naive: NaiveMemory, envs: StackedEnvs, steps: int
 
 def save(memory: ReplayMemory, path: Path, previous: Path | None = None) -> snapshot.Written:
     state = memory.state_dict()
-    return snapshot.write(path, snapshot.Snapshot(META, {"memory": state["memory"]}, logs=state["logs"]),
-                          previous=previous)
+    return snapshot.write(
+        path, snapshot.Snapshot(META, {"memory": state["memory"]}, logs=state["logs"]), previous=previous
+    )
 
 
 def restore(path: Path, sha256: str) -> ReplayMemory:
@@ -65,7 +74,8 @@ def session(tmp_path: Path) -> tuple[ReplayMemory, NaiveMemory, StackedEnvs]:
 
 
 def test_a_second_snapshot_writes_only_the_new_rows_and_links_the_rest(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     memory, naive, envs = session
     first = save(memory, tmp_path / "f1")
     ends = {"rows": memory.rows_end, "frames": memory.frames_end}
@@ -86,7 +96,8 @@ def test_a_second_snapshot_writes_only_the_new_rows_and_links_the_rest(
 
 
 def test_segments_that_left_the_ring_are_no_longer_used(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     memory, naive, envs = session
     previous = None
     for k in range(6):
@@ -99,7 +110,8 @@ def test_segments_that_left_the_ring_are_no_longer_used(
 
 
 def test_a_resumed_memory_never_links_segments_written_after_its_snapshot(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     """The rewind: a session continued from snapshot 1 after snapshot 2 was written takes another
     path; its snapshot 3 shares segments with 1 only."""
     memory, _, envs = session
@@ -124,8 +136,8 @@ def assert_same_memory(a: ReplayMemory, b: ReplayMemory) -> None:
 
 
 def test_new_items_are_cut_at_the_segment_size_and_the_ring_wrap(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     memory, naive, _ = session
     monkeypatch.setattr(logs, "SEGMENT_BYTES", 64 * memory.rows.itemsize)
     written = save(memory, tmp_path / "f1")
@@ -137,7 +149,8 @@ def test_new_items_are_cut_at_the_segment_size_and_the_ring_wrap(
 
 
 def test_a_missing_previous_snapshot_means_writing_everything(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     memory, naive, _ = session
     written = save(memory, tmp_path / "f1", previous=tmp_path / "gone")
     assert all(p.stat().st_nlink == 1 for p in (written.path / layout.LOGS).iterdir())
@@ -145,7 +158,8 @@ def test_a_missing_previous_snapshot_means_writing_everything(
 
 
 def test_a_shared_segment_altered_fails_every_snapshot_that_uses_it(
-        session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path) -> None:
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     memory, naive, envs = session
     first = save(memory, tmp_path / "f1")
     play(memory, naive, envs, 5)
@@ -161,13 +175,21 @@ def test_a_shared_segment_altered_fails_every_snapshot_that_uses_it(
             snapshot.verify(written.path, written.sha256, deep=True)
 
 
-def test_a_ring_of_another_capacity_is_refused(session: tuple[ReplayMemory, NaiveMemory, StackedEnvs],
-                                               tmp_path: Path) -> None:
+def test_a_ring_of_another_capacity_is_refused(
+    session: tuple[ReplayMemory, NaiveMemory, StackedEnvs], tmp_path: Path
+) -> None:
     memory, _, _ = session
     written = save(memory, tmp_path / "f1")
     saved = snapshot.read(written.path, written.sha256)
-    other = ReplayMemory(MemorySpec(capacity=CAPACITY + 1), (STACK, 3, 2), np.dtype(np.uint8), (),
-                         np.dtype(np.int64), num_envs=ENVS, frame_stack=STACK)
+    other = ReplayMemory(
+        MemorySpec(capacity=CAPACITY + 1),
+        (STACK, 3, 2),
+        np.dtype(np.uint8),
+        (),
+        np.dtype(np.int64),
+        num_envs=ENVS,
+        frame_stack=STACK,
+    )
     with pytest.raises(snapshot.SnapshotError, match="capacity"):
         other.load_state_dict({"memory": saved.tensors["memory"], "logs": saved.logs})
 

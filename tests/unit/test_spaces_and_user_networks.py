@@ -55,8 +55,10 @@ def test_log_probs_and_entropy_are_the_sums_over_independent_components(name: st
     log_probs, entropy = policy.evaluate(logits, torch.from_numpy(actions), entropy=True)
     parts = reference(policy, logits)
     columns = torch.from_numpy(actions).reshape(64, -1)
-    expected = sum(d.log_prob(columns[:, i].to(logits.dtype) if isinstance(d, torch.distributions.Bernoulli)
-                              else columns[:, i]) for i, d in enumerate(parts))
+    expected = sum(
+        d.log_prob(columns[:, i].to(logits.dtype) if isinstance(d, torch.distributions.Bernoulli) else columns[:, i])
+        for i, d in enumerate(parts)
+    )
     assert torch.allclose(log_probs, expected, atol=1e-12)
     assert entropy is not None and torch.allclose(entropy, sum(d.entropy() for d in parts), atol=1e-12)
     np.testing.assert_allclose(sampled_log_probs, expected.numpy(), atol=1e-9)  # acting agrees with learning
@@ -97,13 +99,15 @@ def test_bernoulli_greedy_is_the_likelier_bit() -> None:
 
 # -- observations --------------------------------------------------------------------------------------
 
-STRUCTURED = spaces.Dict({
-    "position": spaces.Box(-1.0, 1.0, (2, 2), np.float32),
-    "goal": spaces.Discrete(3, start=1),
-    "keys": spaces.MultiBinary(2),
-    "doors": spaces.MultiDiscrete([2, 3]),
-    "nested": spaces.Tuple((spaces.Discrete(2), spaces.Box(0, 255, (3,), np.uint8))),
-})
+STRUCTURED = spaces.Dict(
+    {
+        "position": spaces.Box(-1.0, 1.0, (2, 2), np.float32),
+        "goal": spaces.Discrete(3, start=1),
+        "keys": spaces.MultiBinary(2),
+        "doors": spaces.MultiDiscrete([2, 3]),
+        "nested": spaces.Tuple((spaces.Discrete(2), spaces.Box(0, 255, (3,), np.uint8))),
+    }
+)
 
 
 class StructuredEnv(gym.Env[Any, int]):
@@ -157,24 +161,42 @@ def test_which_observation_spaces_a_network_takes() -> None:
         observation_handling(spaces.Dict({"s": spaces.Sequence(spaces.Discrete(2))}), "E")
 
 
-@pytest.mark.parametrize(("algorithm", "space", "message"), [
-    ("dqn", spaces.MultiDiscrete([3, 2]), "dqn cannot train on E: it acts in Discrete action spaces, "
-                                          "not MultiDiscrete([3 2]); use a2c, ppo or reinforce"),
-    ("sac", spaces.MultiBinary(2), "sac cannot train on E: it acts in Box action spaces, not MultiBinary(2); "
-                                   "use a2c, ppo or reinforce"),
-    ("reinforce", spaces.Box(-1, 1, (1,)), "use a2c, ppo or sac"),
-    ("ppo", spaces.Text(3), "wrap the env so it acts in a Box, Discrete, MultiDiscrete or MultiBinary space"),
-])
+@pytest.mark.parametrize(
+    ("algorithm", "space", "message"),
+    [
+        (
+            "dqn",
+            spaces.MultiDiscrete([3, 2]),
+            "dqn cannot train on E: it acts in Discrete action spaces, "
+            "not MultiDiscrete([3 2]); use a2c, ppo or reinforce",
+        ),
+        (
+            "sac",
+            spaces.MultiBinary(2),
+            "sac cannot train on E: it acts in Box action spaces, not MultiBinary(2); use a2c, ppo or reinforce",
+        ),
+        ("reinforce", spaces.Box(-1, 1, (1,)), "use a2c, ppo or sac"),
+        ("ppo", spaces.Text(3), "wrap the env so it acts in a Box, Discrete, MultiDiscrete or MultiBinary space"),
+    ],
+)
 def test_an_action_space_an_algorithm_cannot_act_in_is_refused_naming_the_ones_that_can(
-        algorithm: str, space: Any, message: str) -> None:
+    algorithm: str, space: Any, message: str
+) -> None:
     with pytest.raises(BadInput) as refused:
         check_action_space(algorithm, space, "E")
     assert message in str(refused.value)
 
 
-@pytest.mark.parametrize(("algorithm", "space"), [("ppo", spaces.MultiBinary(3)), ("a2c", spaces.MultiDiscrete([2])),
-                                                  ("reinforce", spaces.MultiBinary(1)), ("dqn", spaces.Discrete(2)),
-                                                  ("sac", spaces.Box(-1, 1, (2,)))])
+@pytest.mark.parametrize(
+    ("algorithm", "space"),
+    [
+        ("ppo", spaces.MultiBinary(3)),
+        ("a2c", spaces.MultiDiscrete([2])),
+        ("reinforce", spaces.MultiBinary(1)),
+        ("dqn", spaces.Discrete(2)),
+        ("sac", spaces.Box(-1, 1, (2,))),
+    ],
+)
 def test_the_action_spaces_each_algorithm_acts_in(algorithm: str, space: Any) -> None:
     check_action_space(algorithm, space, "E")
 
@@ -189,11 +211,14 @@ def my_nets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     sys.modules.pop("my_nets", None)
 
 
-@pytest.mark.parametrize(("kind", "problem"), [
-    ("cnn", 'not a network; use "mlp", "nature_cnn", or "module:factory"'),
-    ("my_nets.Net", "not a network"),
-    ("my_nets:", "not a network"),
-])
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("cnn", 'not a network; use "mlp", "nature_cnn", or "module:factory"'),
+        ("my_nets.Net", "not a network"),
+        ("my_nets:", "not a network"),
+    ],
+)
 def test_a_network_kind_is_built_in_or_an_import_path(kind: str, problem: str) -> None:
     document = builtin_document("ppo_cartpole")
     document["agent"]["network"] = {"kind": kind}
@@ -227,15 +252,20 @@ def test_a_user_network_is_built_from_the_seed_and_saved_as_weights_only(my_nets
     assert agent.act(np.zeros((3, 4), np.float32)).shape == (3,)
 
 
-@pytest.mark.parametrize(("kind", "problem"), [
-    ("no_such_module_xyz:Net", "cannot import no_such_module_xyz (ModuleNotFoundError"),
-    ("my_nets:small_mpl", 'module my_nets has no small_mpl; did you mean "my_nets:small_mlp"'),
-    ("my_nets:NotANetwork", "made a NotANetwork, not a torch nn.Module"),
-    ("my_nets:WIDTH", "WIDTH = 16 is not a torch nn.Module class or a function that returns one"),
-    ("my_nets:one_too_many", "returned a tensor of shape (2, 3) (torch.float32); it must return a float tensor of "
-                             "shape (2, 2)"),
-    ("my_nets:GoalNet", "calling it with (observation_space, 2, **agent.network.kwargs) raised TypeError"),
-])
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("no_such_module_xyz:Net", "cannot import no_such_module_xyz (ModuleNotFoundError"),
+        ("my_nets:small_mpl", 'module my_nets has no small_mpl; did you mean "my_nets:small_mlp"'),
+        ("my_nets:NotANetwork", "made a NotANetwork, not a torch nn.Module"),
+        ("my_nets:WIDTH", "WIDTH = 16 is not a torch nn.Module class or a function that returns one"),
+        (
+            "my_nets:one_too_many",
+            "returned a tensor of shape (2, 3) (torch.float32); it must return a float tensor of shape (2, 2)",
+        ),
+        ("my_nets:GoalNet", "calling it with (observation_space, 2, **agent.network.kwargs) raised TypeError"),
+    ],
+)
 def test_a_user_network_that_cannot_serve_is_one_line(my_nets: None, kind: str, problem: str) -> None:
     with pytest.raises(BadInput) as refused:
         _build(kind)

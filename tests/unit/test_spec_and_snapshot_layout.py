@@ -40,25 +40,29 @@ def imported_after(code: str) -> set[str]:
 def test_every_builtin_spec_validates_without_importing_torch(atari: bool) -> None:
     if atari:  # Atari's env ids are registered by ale-py (the `atari` extra), not by Gymnasium
         pytest.importorskip("ale_py")
-    loaded = imported_after(textwrap.dedent(f"""
+    loaded = imported_after(
+        textwrap.dedent(f"""
         from rlrun.spec import builtin_document, builtin_names, validate_spec
         for name in builtin_names():
             document = builtin_document(name)
             if document["env"]["id"].startswith("ALE/") == {atari}:
                 validate_spec(document)
-    """))
+    """)
+    )
     assert "rlrun" in loaded and "pydantic" in loaded
     assert "torch" not in loaded
     assert "gymnasium" in loaded  # env ids are checked against Gymnasium's registry
 
 
 def test_without_the_env_id_check_neither_torch_nor_gymnasium_is_imported() -> None:
-    loaded = imported_after(textwrap.dedent("""
+    loaded = imported_after(
+        textwrap.dedent("""
         from rlrun.spec import builtin_document, builtin_names, validate_spec
         for name in builtin_names():
             validate_spec(builtin_document(name), check_env_id=False)
         import rlrun.home.maintenance
-    """))
+    """)
+    )
     assert "rlrun" in loaded and not loaded & {"torch", "gymnasium", "numpy"}, loaded
 
 
@@ -116,8 +120,11 @@ def test_listing_sweeping_and_sizing_a_run_folder(tmp_path: Path) -> None:
     (torn / layout.STATE).write_bytes(b"half")
 
     complete = layout.snapshot_folders(run)
-    assert [(layout.session_index(p), p.name) for p in complete] == \
-           [(0, "f000000001000"), (0, "f000000002000"), (1, "f000000001000")]
+    assert [(layout.session_index(p), p.name) for p in complete] == [
+        (0, "f000000001000"),
+        (0, "f000000002000"),
+        (1, "f000000001000"),
+    ]
     assert layout.snapshot_folders(run, include_temporary=True) == [*complete[:2], torn, complete[2]]
     assert all(layout.is_complete(p) for p in complete) and not layout.is_complete(torn)
     first = complete[0]
@@ -150,8 +157,10 @@ def test_verify_catches_a_flipped_byte_a_missing_file_and_a_foreign_hash(tmp_pat
     folder = tmp_path / "f000000001000"
     sha = make_snapshot(folder, {layout.META: b'{"a": 1}', layout.STATE: bytes(range(256))})
     manifest = layout.verify(folder, sha)
-    hashes = {layout.META: hashlib.sha256(b'{"a": 1}').hexdigest(),
-              layout.STATE: hashlib.sha256(bytes(range(256))).hexdigest()}
+    hashes = {
+        layout.META: hashlib.sha256(b'{"a": 1}').hexdigest(),
+        layout.STATE: hashlib.sha256(bytes(range(256))).hexdigest(),
+    }
     assert manifest == {"format": layout.FORMAT_VERSION, "files": hashes, "logs": {}}
 
     state = bytearray((folder / layout.STATE).read_bytes())

@@ -11,10 +11,17 @@ def test_a_builtin_spec_names_no_user_code() -> None:
 
 def test_env_wrappers_and_network_modules_each_once_in_order() -> None:
     document = builtin_document("ppo_cartpole")
-    document["env"].update(id="my_robot.envs:Reach-v0", packages=["my_robot.sensors", "my_robot.envs"],
-                           wrappers=["my_robot.wrappers:Slip", {"class": "gymnasium.wrappers:ClipReward",
-                                                                "kwargs": {"min_reward": -1}}])
+    document["env"].update(
+        id="my_robot.envs:Reach-v0",
+        packages=["my_robot.sensors", "my_robot.envs"],
+        wrappers=["my_robot.wrappers:Slip", {"class": "gymnasium.wrappers:ClipReward", "kwargs": {"min_reward": -1}}],
+    )
     document["agent"]["network"] = {"kind": "my_nets.policies:Wide", "kwargs": {"width": 8}}
     spec = validate_spec(document, check_env_id=False)
-    assert user_code(spec) == ["my_robot.sensors", "my_robot.envs", "my_robot.wrappers", "gymnasium.wrappers",
-                               "my_nets.policies"]
+    assert user_code(spec) == [
+        "my_robot.sensors",
+        "my_robot.envs",
+        "my_robot.wrappers",
+        "gymnasium.wrappers",
+        "my_nets.policies",
+    ]

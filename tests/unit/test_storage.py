@@ -21,12 +21,14 @@ from rlrun.trackers import status as tracker_status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 META = snapshot.SnapshotMeta.from_json(
-    json.loads((FIXTURES / "snapshot-meta" / "captured-mid-episode.json").read_text()))
+    json.loads((FIXTURES / "snapshot-meta" / "captured-mid-episode.json").read_text())
+)
 
 
 @pytest.mark.parametrize("command", [["ls"], ["train", "reinforce_cartpole", "--frames", "1000"], ["gc"]])
 def test_a_url_home_without_a_registry_url_is_one_line_and_nothing_written(
-        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(storage.CACHE_ENV, str(tmp_path / "cache"))
     done = invoke(None, *command, "--home", "s3://bucket/runs")
@@ -95,8 +97,11 @@ def test_segments_are_shared_by_reference_and_collected_with_their_last_snapshot
     second = snapshot.write(checkpoints / "f000000000130", _logged(130), previous=first.path)
     shared = _segment_objects(mirror)
     # [0, 60) written once and named by both; the second wrote only [60, 100) and [100, 130) (the wrap)
-    assert sorted(key.rsplit("/", 1)[1].split(".")[1] for key in shared) == \
-        ["000000000000-000000000060", "000000000060-000000000100", "000000000100-000000000130"]
+    assert sorted(key.rsplit("/", 1)[1].split(".")[1] for key in shared) == [
+        "000000000000-000000000060",
+        "000000000060-000000000100",
+        "000000000100-000000000130",
+    ]
 
     reader = storage.open_home(url, local=tmp_path / "reader")  # another machine: nothing local
     read = snapshot.read(reader / "run" / "s0" / "checkpoints" / "f000000000130", second.sha256)
@@ -157,11 +162,30 @@ def _writer_and_reader(tmp_path: Path) -> tuple[Path, Path, storage.Mirror]:
 
 
 def _run_with_a_trial(registry: Registry, run_id: str = "ra00000001") -> None:
-    registry.create_search(search_id="sa00000001", name="sweep", spec_name="ppo_cartpole", spec_json="{}",
-                           space_json="{}", settings_json="{}", host="here", pid=1)  # fmt: skip
-    registry.create_run(run_id=run_id, name=None, spec_name="ppo_cartpole", algorithm="ppo",
-                        env_id="CartPole-v1", max_frame=3000, seed=0, num_sessions=1, spec_json="{}", host="here",
-                        pid=1, trial=TrialLink("sa00000001", 0, json.dumps({"lr": 0.001})))  # fmt: skip
+    registry.create_search(
+        search_id="sa00000001",
+        name="sweep",
+        spec_name="ppo_cartpole",
+        spec_json="{}",
+        space_json="{}",
+        settings_json="{}",
+        host="here",
+        pid=1,
+    )
+    registry.create_run(
+        run_id=run_id,
+        name=None,
+        spec_name="ppo_cartpole",
+        algorithm="ppo",
+        env_id="CartPole-v1",
+        max_frame=3000,
+        seed=0,
+        num_sessions=1,
+        spec_json="{}",
+        host="here",
+        pid=1,
+        trial=TrialLink("sa00000001", 0, json.dumps({"lr": 0.001})),
+    )
 
 
 def test_the_search_manifest_and_run_manifest_reach_the_store_in_each_write(tmp_path: Path) -> None:
@@ -171,8 +195,9 @@ def test_the_search_manifest_and_run_manifest_reach_the_store_in_each_write(tmp_
         search_manifest = paths.search_manifest(writer, "sa00000001")
         assert mirror.get_bytes(mirror.key(search_manifest)) == search_manifest.read_bytes()
         (trial,) = registry.get_search("sa00000001").trials
-        registry.record_trial(trial.id, intermediate_json="[[500, 9.5]]", system_attrs_json="{}", state="complete",
-                              value=9.5)  # fmt: skip
+        registry.record_trial(
+            trial.id, intermediate_json="[[500, 9.5]]", system_attrs_json="{}", state="complete", value=9.5
+        )
         stored = json.loads(mirror.get_bytes(mirror.key(search_manifest)) or b"{}")
         assert [(t["state"], t["value"]) for t in stored["trials"]] == [("complete", 9.5)]
         run_manifest = paths.run_dir(writer, "ra00000001") / paths.RUN_MANIFEST
@@ -203,8 +228,14 @@ def test_db_rebuild_reads_a_url_home_from_its_store(tmp_path: Path, monkeypatch:
         first = snapshot.write(checkpoints / "f000000000060", _logged(60))
         second = snapshot.write(checkpoints / "f000000000130", _logged(130), previous=first.path)
         for written, frame in ((first, 60), (second, 130)):
-            registry.add_checkpoint(session.id, frame=frame, kind="periodic", sha256=written.sha256,
-                                    path=str(written.path.relative_to(writer)), size_bytes=written.size_bytes)
+            registry.add_checkpoint(
+                session.id,
+                frame=frame,
+                kind="periodic",
+                sha256=written.sha256,
+                path=str(written.path.relative_to(writer)),
+                size_bytes=written.size_bytes,
+            )
         recorded = {c.path: (c.sha256, c.size_bytes) for c in registry.get_run("ra00000001").checkpoints}
     stale = reader / "rz00000009" / paths.RUN_MANIFEST  # deleted from the store by another machine's `rlrun rm`
     stale.parent.mkdir(parents=True)
@@ -242,9 +273,14 @@ class _Unreachable:
         raise ConnectionError("Cannot connect to host 127.0.0.1:1\nmore lines")
 
 
-@pytest.mark.parametrize(("url", "setting"), [("s3://b/runs", "AWS_ENDPOINT_URL"),
-                                              ("gs://b/runs", "STORAGE_EMULATOR_HOST"),
-                                              ("az://b/runs", "AZURE_STORAGE_CONNECTION_STRING")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "setting"),
+    [
+        ("s3://b/runs", "AWS_ENDPOINT_URL"),
+        ("gs://b/runs", "STORAGE_EMULATOR_HOST"),
+        ("az://b/runs", "AZURE_STORAGE_CONNECTION_STRING"),
+    ],
+)
 def test_an_unreachable_store_is_one_line_naming_its_endpoint_setting(url: str, setting: str, tmp_path: Path) -> None:
     """Before, every store's line named AWS_ENDPOINT_URL, which gcsfs and adlfs never read."""
     mirror = storage.Mirror(url, tmp_path, (_Unreachable(), url.split("://")[1]))
@@ -270,8 +306,9 @@ def test_a_store_that_answers_no_is_bad_input() -> None:
     assert refused.value.exit_code == 2
 
 
-def test_a_manifest_reaches_the_store_after_its_transaction_commits(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_manifest_reaches_the_store_after_its_transaction_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`rlrun stop` (and every registry write) commits before its PUT: a store that hangs holds no
     registry lock, so the sessions it would stop keep their heartbeats. Before, the PUT ran inside
     the transaction, and another connection saw no stop request while it waited."""
@@ -294,4 +331,3 @@ def test_a_manifest_reaches_the_store_after_its_transaction_commits(tmp_path: Pa
     assert outcome.stopping and seen_at_put and all(asked is not None for asked in seen_at_put), seen_at_put
     stored = json.loads(mirror.get_bytes(mirror.key(paths.run_dir(writer, "ra00000001") / paths.RUN_MANIFEST)) or b"{}")
     assert stored["run"]["stop_requested_at"] == outcome.requested_at
-

@@ -127,8 +127,7 @@ class Watch:
 
 
 def supervise(watch: Watch, work: list[Work] | Iterator[Work], at_most: int = 8, **options: Any) -> int:
-    supervisor = Supervisor(watch.on_message, watch.on_silent_death, at_most=at_most, handle_signals=False,
-                            **options)
+    supervisor = Supervisor(watch.on_message, watch.on_silent_death, at_most=at_most, handle_signals=False, **options)
     return supervisor.run(work)
 
 
@@ -303,10 +302,13 @@ print("returned", signal, flush=True)
 
 def test_a_first_signal_asks_every_worker_to_stop_and_a_second_kills_them_all() -> None:
     script = SCRIPT.format(here=str(Path(__file__).parent))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert process.stdout is not None
     try:
         pids = [int(process.stdout.readline().split()[1]) for _ in range(2)]

@@ -16,8 +16,12 @@ from rlrun.trackers import Identity, Point, flatten, history, status
 from rlrun.trackers import delivery as delivery_module
 from rlrun.trackers.delivery import Relay
 
-SPEC = {"name": "x", "agent": {"algorithm": "ppo", "optimizer": {"lr": 0.001}, "net": {"hidden": [64, 64]}},
-        "env": {"id": "CartPole-v1", "kwargs": {}}, "meta": {"max_frame": 1000}}
+SPEC = {
+    "name": "x",
+    "agent": {"algorithm": "ppo", "optimizer": {"lr": 0.001}, "net": {"hidden": [64, 64]}},
+    "env": {"id": "CartPole-v1", "kwargs": {}},
+    "meta": {"max_frame": 1000},
+}
 IDENTITY = Identity("abc", 0, 7, SPEC)
 
 
@@ -62,13 +66,22 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def relay(tmp_path: Path, tracker: Recording, *, rewind: bool = False, backlog: Sequence[Point] = ()) -> Relay:
-    return Relay(["recording"], IDENTITY, tmp_path, rewind=rewind, backlog=backlog, wall_time=0.0,
-                 make=lambda name: tracker)
+    return Relay(
+        ["recording"], IDENTITY, tmp_path, rewind=rewind, backlog=backlog, wall_time=0.0, make=lambda name: tracker
+    )
 
 
 def row(frame: int, loss: float | None = 0.5) -> dict[str, float | int | None]:
-    return {"frame": frame, "episode": frame // 10, "opt_step": frame // 100, "wall_time": frame / 1000,
-            "fps": 1000.0, "return_mean": 20.0, "length_mean": None, "loss": loss}
+    return {
+        "frame": frame,
+        "episode": frame // 10,
+        "opt_step": frame // 100,
+        "wall_time": frame / 1000,
+        "fps": 1000.0,
+        "return_mean": 20.0,
+        "length_mean": None,
+        "loss": loss,
+    }
 
 
 def test_the_spec_flattens_to_dotted_keys_lists_and_empty_objects_stay_values() -> None:
@@ -82,8 +95,10 @@ def test_a_history_is_the_points_a_live_session_sent_in_order() -> None:
     points = history(rows, [{"frame": 1000, "mean": 9.0, "std": 1.0}, {"frame": 700, "mean": 5.0, "std": 0.0}])
     assert [p.frame for p in points] == [500, 700, 1000, 1000]
     assert points[0].values == {"time/fps": 1000.0, "rollout/return_mean": 20.0, "train/loss": 0.5}
-    assert "train/loss" not in points[2].values and points[3].values == {"eval/return_mean": 9.0,
-                                                                          "eval/return_std": 1.0}
+    assert "train/loss" not in points[2].values and points[3].values == {
+        "eval/return_mean": 9.0,
+        "eval/return_std": 1.0,
+    }
     assert points[1].wall_time == 0.5 and points[3].wall_time == 1.0  # an evaluation: its latest row's time
 
     tracker = Recording()
@@ -118,7 +133,8 @@ def test_points_wait_out_an_outage_and_arrive_in_order(tmp_path: Path) -> None:
 
 
 def test_a_tracker_still_down_at_close_is_given_up_on_and_what_it_missed_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(delivery_module.CLOSE_SECONDS_ENV, "0.3")
     tracker = Recording()
     tracker.down = True

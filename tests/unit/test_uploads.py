@@ -66,13 +66,16 @@ def test_only_the_newest_copy_of_a_file_is_put() -> None:
     uploads.close()
 
 
-@pytest.mark.parametrize(("kind", "later", "dropped"), [
-    ("periodic", [], True),
-    ("best+periodic", ["periodic"], False),
-    ("best+periodic", ["periodic", "best"], True),
-    ("best", [], False),
-    ("periodic+final", [], False),
-    ("preempt", ["best"], False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "later", "dropped"),
+    [
+        ("periodic", [], True),
+        ("best+periodic", ["periodic"], False),
+        ("best+periodic", ["periodic", "best"], True),
+        ("best", [], False),
+        ("periodic+final", [], False),
+        ("preempt", ["best"], False),
+    ],
+)
 def test_a_full_queue_drops_only_what_retention_would_not_keep(kind: str, later: list[str], dropped: bool) -> None:
     assert _superseded(kind, later) is dropped

@@ -43,7 +43,8 @@ def test_a_user_env_is_known_by_its_module_or_by_a_package_imported_first(user_c
 
 def test_the_current_folder_holds_user_modules_searched_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cwd_robot.py").write_text(
-        "import gymnasium as gym\ngym.register('CwdRobot-v0', entry_point='my_robot.envs:Reach')\n")
+        "import gymnasium as gym\ngym.register('CwdRobot-v0', entry_point='my_robot.envs:Reach')\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))] + [str(USERENVS)])
     try:
@@ -56,8 +57,9 @@ def test_the_current_folder_holds_user_modules_searched_last(tmp_path: Path, mon
         sys.modules.pop("cwd_robot", None)
 
 
-def test_ray_ships_the_users_packages_and_files_not_what_is_installed(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_ships_the_users_packages_and_files_not_what_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     package = tmp_path / "shipped_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -65,11 +67,14 @@ def test_ray_ships_the_users_packages_and_files_not_what_is_installed(tmp_path: 
     (tmp_path / "shipped_file.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert shipped_modules(["shipped_pkg.envs", "shipped_file", "numpy", "json", "shipped_pkg"]) == [
-        str(package), str(tmp_path / "shipped_file.py")]
+        str(package),
+        str(tmp_path / "shipped_file.py"),
+    ]
 
 
-def test_ray_cannot_ship_a_namespace_package_spread_over_folders(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_cannot_ship_a_namespace_package_spread_over_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for side in ("a", "b"):
         (tmp_path / side / "spread_robot").mkdir(parents=True)
         monkeypatch.syspath_prepend(str(tmp_path / side))

@@ -90,8 +90,12 @@ class TextObs(MultiBinaryActions):
     observation_space = spaces.Text(8)  # type: ignore[assignment]
 
 
-ENVS = {"DictObs-v0": "DictObs", "MultiDiscreteActions-v0": "MultiDiscreteActions",
-        "MultiBinaryActions-v0": "MultiBinaryActions", "TextObs-v0": "TextObs"}
+ENVS = {
+    "DictObs-v0": "DictObs",
+    "MultiDiscreteActions-v0": "MultiDiscreteActions",
+    "MultiBinaryActions-v0": "MultiBinaryActions",
+    "TextObs-v0": "TextObs",
+}
 
 for _id, _class in ENVS.items():
     if _id not in gym.registry:  # imported under two names (my_envs, usernets.my_envs): registered once

@@ -52,18 +52,52 @@ class Kernel:
 
 
 KERNELS: tuple[Kernel, ...] = (
-    Kernel("actor_critic", ("a2c", "ppo"),
-           "separate built-in MLP heads (ReLU or tanh) with a categorical (Discrete) or Gaussian (Box) policy", (),
-           (("ppo_cartpole", ("meta.max_frame=512", "agent.n_epochs=2", "agent.batch_size=64")),
-            ("a2c_cartpole", ("meta.max_frame=400",)))),
-    Kernel("q_network", ("dqn",), "a built-in MLP (ReLU or tanh); not dueling heads, prioritised replay's "
-           "weighted loss or a memory", (),
-           (("dqn_cartpole", ("meta.max_frame=400", "agent.learning_starts=100", "agent.train_frequency=16",
-                              "agent.gradient_steps=4", "agent.batch_size=32")),)),
-    Kernel("soft_actor_critic", ("sac",), "built-in MLPs (ReLU or tanh)",
-           ("narrow_products_wide_first", "bf16_wide_products"),
-           (("sac_pendulum", ("meta.max_frame=300", "agent.learning_starts=100", "agent.batch_size=32",
-                              "agent.network.hidden=[32, 32]", "meta.arithmetic=1")),)),
+    Kernel(
+        "actor_critic",
+        ("a2c", "ppo"),
+        "separate built-in MLP heads (ReLU or tanh) with a categorical (Discrete) or Gaussian (Box) policy",
+        (),
+        (
+            ("ppo_cartpole", ("meta.max_frame=512", "agent.n_epochs=2", "agent.batch_size=64")),
+            ("a2c_cartpole", ("meta.max_frame=400",)),
+        ),
+    ),
+    Kernel(
+        "q_network",
+        ("dqn",),
+        "a built-in MLP (ReLU or tanh); not dueling heads, prioritised replay's weighted loss or a memory",
+        (),
+        (
+            (
+                "dqn_cartpole",
+                (
+                    "meta.max_frame=400",
+                    "agent.learning_starts=100",
+                    "agent.train_frequency=16",
+                    "agent.gradient_steps=4",
+                    "agent.batch_size=32",
+                ),
+            ),
+        ),
+    ),
+    Kernel(
+        "soft_actor_critic",
+        ("sac",),
+        "built-in MLPs (ReLU or tanh)",
+        ("narrow_products_wide_first", "bf16_wide_products"),
+        (
+            (
+                "sac_pendulum",
+                (
+                    "meta.max_frame=300",
+                    "agent.learning_starts=100",
+                    "agent.batch_size=32",
+                    "agent.network.hidden=[32, 32]",
+                    "meta.arithmetic=1",
+                ),
+            ),
+        ),
+    ),
 )
 
 
@@ -86,8 +120,9 @@ def find_q_network(q: nn.Module, target: nn.Module, kernels: str) -> QKernel | N
     return QKernel(q, target) if QKernel.fits(q) else None
 
 
-def find_soft_actor_critic(actor: Any, critic: Any, critic_target: Any, arithmetic: Arithmetic, kernels: str
-                      ) -> SoftActorCriticKernel | None:
+def find_soft_actor_critic(
+    actor: Any, critic: Any, critic_target: Any, arithmetic: Arithmetic, kernels: str
+) -> SoftActorCriticKernel | None:
     """The kernel that takes SAC's critics' and actor's gradient steps, or None."""
     if kernels != "auto":
         return None

@@ -44,8 +44,14 @@ class ActorCriticKernel:
 
     @staticmethod
     def fits(model: ActorCritic, loss: str) -> bool:
-        return (loss in GRADIENTS and model.shared is None and model.recurrent is None and HandMLP.fits(model.actor)
-                and HandMLP.fits(model.critic) and (model.continuous or type(model.policy) is Categorical))
+        return (
+            loss in GRADIENTS
+            and model.shared is None
+            and model.recurrent is None
+            and HandMLP.fits(model.actor)
+            and HandMLP.fits(model.critic)
+            and (model.continuous or type(model.policy) is Categorical)
+        )
 
     def __init__(self, model: ActorCritic, loss: str) -> None:
         assert self.fits(model, loss)
@@ -59,8 +65,9 @@ class ActorCriticKernel:
         """What `backward` needs from the last `evaluate`: the actor's output, the actions, each network's layers."""
 
     @torch.no_grad()
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
-                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, *, entropy: bool, scaled: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """What `ActorCritic.evaluate` returns, the same bits without gradients; `step` follows
         (never on frames, so never `scaled`)."""
         assert not scaled, "no kernel for convolutions"
@@ -71,16 +78,23 @@ class ActorCriticKernel:
         self._evaluated = (out, actions, actor_saved, critic_saved)
         return log_probs, entropies, values
 
-    def step(self, loss: ClippedSurrogate | AdvantageLoss, optimizer: torch.optim.Optimizer, spec: OptimizerSpec,
-             frame: int, max_frame: int) -> torch.Tensor:
+    def step(
+        self,
+        loss: ClippedSurrogate | AdvantageLoss,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> torch.Tensor:
         """One gradient step down `loss` (made of the last `evaluate`'s outputs): its gradients by
         hand, then the optimiser's step; the gradient norm before clipping, as `optimise` returns it."""
         grads = self.backward(*GRADIENTS[loss.NAME](loss))
         return apply_gradients(optimizer, grads, spec, frame, max_frame)
 
     @torch.no_grad()
-    def backward(self, grad_log_probs: torch.Tensor, grad_entropies: torch.Tensor | None, grad_values: torch.Tensor
-                 ) -> list[torch.Tensor]:
+    def backward(
+        self, grad_log_probs: torch.Tensor, grad_entropies: torch.Tensor | None, grad_values: torch.Tensor
+    ) -> list[torch.Tensor]:
         """Set the model's parameters' `.grad` to the gradient of a loss whose gradients with respect
         to the last `evaluate`'s log-probabilities, entropies (None: the loss does not read them)
         and values are these, and return them in `model.parameters()` order."""
@@ -96,8 +110,13 @@ class ActorCriticKernel:
         self.actor.backward_from(actor_saved, grad_out, workspace=self.scratch)
         return [p.grad for p in self.params if p.grad is not None]  # all of them, set just above
 
-    def _gaussian_backward(self, out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
-                           grad_entropies: torch.Tensor | None) -> torch.Tensor:
+    def _gaussian_backward(
+        self,
+        out: torch.Tensor,
+        actions: torch.Tensor,
+        grad_log_probs: torch.Tensor,
+        grad_entropies: torch.Tensor | None,
+    ) -> torch.Tensor:
         """The gradient of the mean `out`; the log standard deviation's set on it. The forward
         (`ActorCritic.heads`), for the record:
             z = (actions - out) / log_std.exp()
@@ -131,12 +150,13 @@ def entropy_bonus_gradient(one: torch.Tensor, coef: float, n: int) -> torch.Tens
     return ((-one) * coef).expand(n) / n
 
 
-def _categorical_backward(out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor,
-                          grad_entropies: torch.Tensor | None) -> torch.Tensor:
+def _categorical_backward(
+    out: torch.Tensor, actions: torch.Tensor, grad_log_probs: torch.Tensor, grad_entropies: torch.Tensor | None
+) -> torch.Tensor:
     """The gradient of the logits `out`. The forward (`Categorical.evaluate`), for the record:
-        all_log_probs = log_softmax(out)
-        log_probs = all_log_probs.gather(-1, actions[..., None]).squeeze(-1)
-        entropies = -(all_log_probs.exp() * all_log_probs).sum(-1)"""
+    all_log_probs = log_softmax(out)
+    log_probs = all_log_probs.gather(-1, actions[..., None]).squeeze(-1)
+    entropies = -(all_log_probs.exp() * all_log_probs).sum(-1)"""
     all_log_probs = torch.log_softmax(out, dim=-1)  # remade by the same kernel
     index = actions[..., None].long()
     from_gather = all_log_probs.new_zeros(all_log_probs.shape).scatter_add_(-1, index, grad_log_probs.unsqueeze(-1))

@@ -46,10 +46,16 @@ _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0
     # compute it (given `grad_input`, written there: it may be `grad` itself, elementwise); the
     # overloads themselves, as the packet `torch.ops.aten.x` would look them up on every call
-    nn.ReLU: lambda grad, out, **into: (torch.ops.aten.threshold_backward.grad_input(grad, out, 0, **into) if into
-                                        else torch.ops.aten.threshold_backward.default(grad, out, 0)),
-    nn.Tanh: lambda grad, out, **into: (torch.ops.aten.tanh_backward.grad_input(grad, out, **into) if into
-                                        else torch.ops.aten.tanh_backward.default(grad, out)),
+    nn.ReLU: lambda grad, out, **into: (
+        torch.ops.aten.threshold_backward.grad_input(grad, out, 0, **into)
+        if into
+        else torch.ops.aten.threshold_backward.default(grad, out, 0)
+    ),
+    nn.Tanh: lambda grad, out, **into: (
+        torch.ops.aten.tanh_backward.grad_input(grad, out, **into)
+        if into
+        else torch.ops.aten.tanh_backward.default(grad, out)
+    ),
 }
 
 
@@ -86,8 +92,9 @@ pass that does not need its own buffers sharing one workspace keeps the whole st
 the cache. The kernels are the same either way, and so are the bits."""
 
 
-def buffer(workspace: Workspace | None, key: int, shape: tuple[int, ...] | torch.Size, like: torch.Tensor
-           ) -> torch.Tensor | None:
+def buffer(
+    workspace: Workspace | None, key: int, shape: tuple[int, ...] | torch.Size, like: torch.Tensor
+) -> torch.Tensor | None:
     """The `workspace`'s buffer `key` (None without a workspace), made afresh when its shape, dtype
     or device is not `like`'s."""
     if workspace is None:
@@ -106,8 +113,9 @@ class HandMLP:
         """Linear layers with a ReLU or tanh between each two (and none after the last)."""
         if not isinstance(net, nn.Sequential) or len(net) % 2 == 0:
             return False
-        return all(isinstance(module, nn.Linear) if i % 2 == 0 else type(module) in _BACKWARD
-                   for i, module in enumerate(net))
+        return all(
+            isinstance(module, nn.Linear) if i % 2 == 0 else type(module) in _BACKWARD for i, module in enumerate(net)
+        )
 
     NARROW = 8
     """A layer with at most this many inputs or outputs is narrow (`narrow`)."""
@@ -144,7 +152,8 @@ class HandMLP:
         wide = Bf16Products() if bf16 else contextlib.nullcontext()
         self._products: list[Any] = [
             wide if min(linear.in_features, linear.out_features) > self.NARROW else contextlib.nullcontext()
-            for linear in self.linears]
+            for linear in self.linears
+        ]
 
     @without_grad
     def forward(self, x: torch.Tensor, *, keep: bool = False) -> torch.Tensor:
@@ -196,9 +205,16 @@ class HandMLP:
                     x = torch.addmm(bias, x, weight_t)
         return x, saved
 
-    def backward_from(self, saved: list[torch.Tensor], grad: torch.Tensor, *, params: bool = True,
-                      inputs: bool = False, workspace: Workspace | None = None,
-                      input_columns: slice | None = None) -> torch.Tensor | None:
+    def backward_from(
+        self,
+        saved: list[torch.Tensor],
+        grad: torch.Tensor,
+        *,
+        params: bool = True,
+        inputs: bool = False,
+        workspace: Workspace | None = None,
+        input_columns: slice | None = None,
+    ) -> torch.Tensor | None:
         """The backward pass of the `run` that kept `saved`, for the output's gradient `grad`: with
         `params`, each parameter's `.grad` set to its gradient; with `inputs`, the gradient of the
         input returned (else None). Autograd's kernels, in its layouts, so its bits. With a

@@ -42,9 +42,17 @@ class QKernel:
         Only each pass's output is kept: their hidden layers may share a workspace."""
         return (self.target if target else self.q).run(obs, self.targets_scratch)[0]
 
-    def step(self, obs: torch.Tensor, chosen: torch.Tensor, target: torch.Tensor, loss: str,
-             optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-             ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    def step(
+        self,
+        obs: torch.Tensor,
+        chosen: torch.Tensor,
+        target: torch.Tensor,
+        loss: str,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """`dqn.Autograd.step`: the loss (None: its gradient needs only `taken` and `target`, so it
         is a diagnostic, formed if read), the Q-values of the actions taken, the gradient norm."""
         q, saved = self.q.run(obs, self.scratch)

@@ -55,8 +55,9 @@ def _made_once(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
 def _zero(like: torch.Tensor) -> torch.Tensor:
     """A zero-dimensional 0 of `like`'s dtype and device (what a gradient that does not flow is
     filled with)."""
-    zero: torch.Tensor = _made_once(("zero", like.dtype, like.device),
-                                    lambda: torch.zeros((), dtype=like.dtype, device=like.device))
+    zero: torch.Tensor = _made_once(
+        ("zero", like.dtype, like.device), lambda: torch.zeros((), dtype=like.dtype, device=like.device)
+    )
     return zero
 
 
@@ -106,6 +107,7 @@ class SoftActorCriticKernel:
     def _mean_gradients(loss: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The mean's backward (1 / rows, each row), its negation (the minimum's gradient) and half
         that (a tie's share), as the actor's backward computes them."""
+
         def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             grad = torch.ones_like(loss).expand(rows) / rows
             grad_min = -grad
@@ -124,18 +126,32 @@ class SoftActorCriticKernel:
         q2 = self.targets[1].run(inputs, self.scratch)[0].squeeze(-1)
         return torch.min(q1, q2) - alpha * next_log_prob
 
-    def critic_step(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor,
-                    optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        target: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`sac.Autograd.critic_step`: both critics' values of the replayed actions and their loss,
         after a step down it."""
         q1, q2, loss, grads = self.critic_gradients(obs, action, target)
         apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
         return q1, q2, loss
 
-    def actor_step(self, obs: torch.Tensor, generator: torch.Generator, alpha: float,
-                   optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def actor_step(
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator,
+        alpha: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """`sac.Autograd.actor_step`: the actor's loss and its sampled actions' log-probabilities,
         after a step down it."""
         loss, log_prob, grads = self.actor_loss(obs, generator, alpha)
@@ -143,15 +159,23 @@ class SoftActorCriticKernel:
         return loss, log_prob
 
     @staticmethod
-    def temperature_step(log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float,
-                         optimizer: torch.optim.Optimizer, spec: OptimizerSpec, frame: int, max_frame: int) -> None:
+    def temperature_step(
+        log_alpha: torch.Tensor,
+        log_prob: torch.Tensor,
+        target_entropy: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> None:
         """`sac.Autograd.temperature_step`: a step of the temperature down its loss."""
         log_alpha.grad = temperature_gradient(log_prob, target_entropy)
         apply_gradients(optimizer, [log_alpha.grad], spec, frame, max_frame, measured=False)
 
     @without_grad
-    def critic_gradients(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    def critic_gradients(
+        self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Both critics' values of the replayed actions, the critics' loss, and its gradients (set
         on the critics' parameters, in `Critic.parameters()` order)."""
         inputs = torch.cat([obs, action], dim=-1)
@@ -168,8 +192,9 @@ class SoftActorCriticKernel:
         return q1, q2, loss, [*self.critics[0].gradients(), *self.critics[1].gradients()]
 
     @without_grad
-    def actor_loss(self, obs: torch.Tensor, generator: torch.Generator, alpha: float
-                   ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    def actor_loss(
+        self, obs: torch.Tensor, generator: torch.Generator, alpha: float
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The actor's loss, its sampled actions' log-probabilities, and its gradients (set on the
         actor's parameters). The critics' weights get none (they would be computed, then thrown
         away, by the next critic step): the gradient flows through them to the actions only. Each
@@ -188,10 +213,12 @@ class SoftActorCriticKernel:
         grad_q1 = torch.where(tie, grad_tied, grad_min).masked_fill_(q1 > q2, 0)
         grad_q2 = torch.where(tie, grad_tied, grad_min).masked_fill_(q1 < q2, 0)
         actions = slice(obs.shape[-1], None)  # the cat's backward: the inputs' gradient for the actions
-        grad_in1 = self.critics[0].backward_from(saved1, grad_q1.unsqueeze(-1), params=False, inputs=True,
-                                                 workspace=self.scratch, input_columns=actions)
-        grad_in2 = self.critics[1].backward_from(saved2, grad_q2.unsqueeze(-1), params=False, inputs=True,
-                                                 workspace=self.scratch, input_columns=actions)
+        grad_in1 = self.critics[0].backward_from(
+            saved1, grad_q1.unsqueeze(-1), params=False, inputs=True, workspace=self.scratch, input_columns=actions
+        )
+        grad_in2 = self.critics[1].backward_from(
+            saved2, grad_q2.unsqueeze(-1), params=False, inputs=True, workspace=self.scratch, input_columns=actions
+        )
         assert grad_in1 is not None and grad_in2 is not None
         grad_action = grad_in1 + grad_in2
         self.actor.backward_from(saved, squashed_backward(sample, grad_log_prob, grad_action), workspace=self.scratch)

@@ -34,7 +34,9 @@ class Config(OnPolicyConfig):
     def _whole_sequences(self) -> Config:
         if self.network.recurrent is not None and self.batch_size % self.n_steps:
             fits = max(1, self.batch_size // self.n_steps) * self.n_steps
-            raise ValueError(f"batch_size {self.batch_size} is not a multiple of n_steps {self.n_steps}: with a "
-                             "memory each minibatch is whole sequences of n_steps; use batch_size "
-                             f"{fits} ({fits // self.n_steps} env copies per minibatch)")
+            raise ValueError(
+                f"batch_size {self.batch_size} is not a multiple of n_steps {self.n_steps}: with a "
+                "memory each minibatch is whole sequences of n_steps; use batch_size "
+                f"{fits} ({fits // self.n_steps} env copies per minibatch)"
+            )
         return self

@@ -52,6 +52,20 @@ from rlrun.training.ray.run_supervisor import DetachedSupervisor, unfinished
 from rlrun.training.ray.runtime import import_ray
 from rlrun.training.ray.worker import WorkerStopped, continue_lost_attempt, run_attempt
 
-__all__ = ["ADDRESS_ENV", "SUPERVISOR_NAMESPACE", "DetachedSupervisor", "RayExecutor", "RayTrials",
-           "SupervisionTaken", "WorkerStopped", "continue_lost_attempt", "import_ray", "ray_executor", "run_attempt",
-           "start_detached", "supervisor_label", "unfinished", "until_done"]
+__all__ = [
+    "ADDRESS_ENV",
+    "SUPERVISOR_NAMESPACE",
+    "DetachedSupervisor",
+    "RayExecutor",
+    "RayTrials",
+    "SupervisionTaken",
+    "WorkerStopped",
+    "continue_lost_attempt",
+    "import_ray",
+    "ray_executor",
+    "run_attempt",
+    "start_detached",
+    "supervisor_label",
+    "unfinished",
+    "until_done",
+]

@@ -32,24 +32,34 @@ def detached_name(of: str) -> str:
     return f"rlrun-{of}-{uuid.uuid4().hex[:6]}"
 
 
-def start_detached(ray: Any, actor_class: type, name: str, placement: str | None, args: tuple[Any, ...], *,
-                   what: str, again: str) -> str:  # fmt: skip
+def start_detached(
+    ray: Any, actor_class: type, name: str, placement: str | None, args: tuple[Any, ...], *, what: str, again: str
+) -> str:
     """Start a detached actor of `actor_class` named `name` (namespace `rlrun`, started again by Ray
     for ever, no CPU, on the nodes that offer the resource `placement` when given, rlrun's settings
     in its environment) and return where it runs once it says so (its `ready`): TrainingFailed
     naming `what` and what to do (`again`) when it does not start."""
-    actor = ray.remote(actor_class).options(
-        name=name, namespace=SUPERVISOR_NAMESPACE, lifetime="detached", max_restarts=-1, num_cpus=0,
-        resources={placement: SUPERVISOR_SHARE} if placement else None,
-        runtime_env={"env_vars": forwarded_environment()},
-    ).remote(*args)
+    actor = (
+        ray.remote(actor_class)
+        .options(
+            name=name,
+            namespace=SUPERVISOR_NAMESPACE,
+            lifetime="detached",
+            max_restarts=-1,
+            num_cpus=0,
+            resources={placement: SUPERVISOR_SHARE} if placement else None,
+            runtime_env={"env_vars": forwarded_environment()},
+        )
+        .remote(*args)
+    )
     try:
         where: str = ray.get(actor.ready.remote(), timeout=PROBE_SECONDS)
     except Exception as error:
         with contextlib.suppress(Exception):
             ray.kill(actor, no_restart=True)
-        raise TrainingFailed(f"{what} did not start on the cluster ({type(error).__name__}: {error});"
-                             f" {again}") from None
+        raise TrainingFailed(
+            f"{what} did not start on the cluster ({type(error).__name__}: {error}); {again}"
+        ) from None
     return where
 
 
@@ -57,12 +67,16 @@ def check_supervisor_placement(ray: Any, resource: str) -> None:
     """`--supervisor-on RESOURCE`: some live node must offer it, else Ray would wait for one for
     ever; bad input at once, before anything is written. Ray's own resources are not custom ones."""
     if resource.strip() != resource or not resource or resource in ("CPU", "GPU", "memory", "object_store_memory"):
-        raise BadInput(f"--supervisor-on {resource!r}: give the name of a custom resource that the nodes meant for"
-                       " supervisors offer (`ray start --resources '{\"on_demand\": 1}'`)")
+        raise BadInput(
+            f"--supervisor-on {resource!r}: give the name of a custom resource that the nodes meant for"
+            " supervisors offer (`ray start --resources '{\"on_demand\": 1}'`)"
+        )
     offered = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= SUPERVISOR_SHARE]
     if not offered:
-        raise BadInput(f"--supervisor-on {resource}: no live node of the Ray cluster offers the resource {resource};"
-                       f" start one with `ray start --resources '{{\"{resource}\": 1}}'`, or drop --supervisor-on")
+        raise BadInput(
+            f"--supervisor-on {resource}: no live node of the Ray cluster offers the resource {resource};"
+            f" start one with `ray start --resources '{{\"{resource}\": 1}}'`, or drop --supervisor-on"
+        )
 
 
 def supervisor_label(name: str, node: str = "") -> str:

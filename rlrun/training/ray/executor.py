@@ -35,9 +35,17 @@ class SupervisionTaken(Exception):  # not an error: a detached supervisor's cue 
 
 
 class RayExecutor:
-    def __init__(self, address: str | None = None, *, cpus: float = 1.0, gpus: float = 0.0,
-                 handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False, supervisor_on: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        cpus: float = 1.0,
+        gpus: float = 0.0,
+        handle_signals: bool = True,
+        stop: StopRequest | None = None,
+        detach: bool = False,
+        supervisor_on: str | None = None,
+    ) -> None:
         import_ray()  # a missing extra is said at once, before the spec is even loaded
         self.address = address or os.environ.get(ADDRESS_ENV) or "auto"
         self.cpus, self.gpus = cpus, gpus
@@ -88,15 +96,22 @@ class RayExecutor:
         import logging
 
         try:
-            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
-                     runtime_env={"py_modules": shipped} if shipped else None)  # fmt: skip
+            ray.init(
+                address=self.address,
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+                configure_logging=True,
+                runtime_env={"py_modules": shipped} if shipped else None,
+            )
         except (ConnectionError, RuntimeError, ValueError) as error:
             # Ray's first sentence only: the rest is its own advice (`--address`, RAY_ADDRESS), which
             # rlrun's line gives in rlrun's terms.
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0].rstrip(".")
-            raise ClusterUnreachable(f"no Ray cluster at --ray {self.address}: {detail}; start one with"
-                                     " `ray start --head` or give its address"
-                                     f" (--ray HOST:PORT or ${ADDRESS_ENV})") from None
+            raise ClusterUnreachable(
+                f"no Ray cluster at --ray {self.address}: {detail}; start one with"
+                " `ray start --head` or give its address"
+                f" (--ray HOST:PORT or ${ADDRESS_ENV})"
+            ) from None
         self._connected_here = True
 
     def close(self) -> None:
@@ -129,8 +144,15 @@ class RayExecutor:
         handed_out = [replace(t, lease_base=_lease_of(t)) for t in tasks]  # once: a restart gets the same
         name = detached_name(tasks[0].run_id)
         args = (handed_out, name, self.cpus, self.gpus)
-        where = start_detached(ray, DetachedSupervisor, name, self.supervisor_on, args, what="the run's supervisor",
-                               again=f"continue the run with `rlrun resume {tasks[0].run_id} --ray`")
+        where = start_detached(
+            ray,
+            DetachedSupervisor,
+            name,
+            self.supervisor_on,
+            args,
+            what="the run's supervisor",
+            again=f"continue the run with `rlrun resume {tasks[0].run_id} --ray`",
+        )
         return Execution([], 0, supervisor=where)
 
     def _supervise(self, ray: Any, tasks: list[SessionTask], on_event: OnEvent) -> Execution:
@@ -139,11 +161,18 @@ class RayExecutor:
         from rlrun.session.loop import SUPERSEDED
 
         here = ray.get_runtime_context().get_node_id()
-        mailbox = ray.remote(num_cpus=0)(Mailbox).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
+        mailbox = (
+            ray.remote(num_cpus=0)(Mailbox)
+            .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            .remote()
+        )
         attempt = ray.remote(run_attempt).options(
-            num_cpus=self.cpus, num_gpus=self.gpus, max_retries=MAX_RETRIES, retry_exceptions=[WorkerStopped],
-            runtime_env={"env_vars": forwarded_environment()})
+            num_cpus=self.cpus,
+            num_gpus=self.gpus,
+            max_retries=MAX_RETRIES,
+            retry_exceptions=[WorkerStopped],
+            runtime_env={"env_vars": forwarded_environment()},
+        )
         # A detached supervisor's tasks come with theirs, taken when they were first handed out.
         handed_out = [t if t.lease_base is not None else replace(t, lease_base=_lease_of(t)) for t in tasks]
         pending = {attempt.remote(t, mailbox): t for t in handed_out}
@@ -224,14 +253,28 @@ def _lease_of(task: SessionTask) -> int:
         return registry.get_session(task.run_id, task.index).lease
 
 
-def ray_executor(address: str | None, *, cpus: float | None = None, gpus: float | None = None,
-                 handle_signals: bool = True, stop: StopRequest | None = None,
-                 detach: bool = False, supervisor_on: str | None = None) -> RayExecutor:  # fmt: skip
+def ray_executor(
+    address: str | None,
+    *,
+    cpus: float | None = None,
+    gpus: float | None = None,
+    handle_signals: bool = True,
+    stop: StopRequest | None = None,
+    detach: bool = False,
+    supervisor_on: str | None = None,
+) -> RayExecutor:
     """The executor `--ray [ADDRESS]` asks for (ADDRESS: $RLRUN_RAY_ADDRESS, else "auto"); with
     `detach` (`--detach`), the run's supervision is handed to the cluster, on the nodes that offer
     the resource `supervisor_on` (`--supervisor-on`) when given."""
-    return RayExecutor(address, cpus=1.0 if cpus is None else cpus, gpus=0.0 if gpus is None else gpus,
-                       handle_signals=handle_signals, stop=stop, detach=detach, supervisor_on=supervisor_on)
+    return RayExecutor(
+        address,
+        cpus=1.0 if cpus is None else cpus,
+        gpus=0.0 if gpus is None else gpus,
+        handle_signals=handle_signals,
+        stop=stop,
+        detach=detach,
+        supervisor_on=supervisor_on,
+    )
 
 
 @dataclass(frozen=True)
@@ -247,8 +290,7 @@ class RayTrials:
     handle_signals: bool = True
 
     def __call__(self, stop: StopRequest) -> RayExecutor:
-        return ray_executor(self.address, cpus=self.cpus, gpus=self.gpus, handle_signals=self.handle_signals,
-                            stop=stop)
+        return ray_executor(self.address, cpus=self.cpus, gpus=self.gpus, handle_signals=self.handle_signals, stop=stop)
 
     def for_worker(self) -> RayTrials:
         return replace(self, handle_signals=False)

@@ -33,8 +33,10 @@ def check_reachable(address: str) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
     except OSError as error:
-        raise ClusterUnreachable(f"no Ray cluster at --ray {address}: {error.strerror or error}; start one with"
-                                 " `ray start --head` or give its address (--ray HOST:PORT)") from None
+        raise ClusterUnreachable(
+            f"no Ray cluster at --ray {address}: {error.strerror or error}; start one with"
+            " `ray start --head` or give its address (--ray HOST:PORT)"
+        ) from None
 
 
 def shipped_modules(modules: Sequence[str]) -> list[str]:
@@ -46,12 +48,15 @@ def shipped_modules(modules: Sequence[str]) -> list[str]:
         top = module.split(".")[0]
         found = importlib.util.find_spec(top)
         if found is None:
-            raise BadInput(f"{top} (named by the spec) cannot be found on this machine to ship to the Ray workers;"
-                           f" {WHERE}")
+            raise BadInput(
+                f"{top} (named by the spec) cannot be found on this machine to ship to the Ray workers; {WHERE}"
+            )
         locations = list(found.submodule_search_locations or [])
         if len(locations) > 1:
-            raise BadInput(f"{top} is a namespace package spread over {len(locations)} folders, which Ray cannot ship"
-                           " (py_modules takes one folder); give it an __init__.py, or install it on every node")
+            raise BadInput(
+                f"{top} is a namespace package spread over {len(locations)} folders, which Ray cannot ship"
+                " (py_modules takes one folder); give it an __init__.py, or install it on every node"
+            )
         path = locations[0] if locations else found.origin
         if path is None or not os.path.exists(path):
             continue  # built in or frozen: part of Python itself
@@ -62,14 +67,25 @@ def shipped_modules(modules: Sequence[str]) -> list[str]:
 
 def _installed(path: Path) -> bool:
     """Whether `path` lies in this Python's site-packages or standard library."""
-    roots = [*site.getsitepackages(), site.getusersitepackages(),
-             *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))]
+    roots = [
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    ]
     resolved = path.resolve()
     return any(resolved.is_relative_to(Path(root).resolve()) for root in roots if root)
 
 
-def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *,
-                  modules: Sequence[str] = (), every_node: bool = False) -> None:  # fmt: skip
+def check_storage(
+    ray: Any,
+    home: Path,
+    db_url: str,
+    cpus: float,
+    gpus: float,
+    *,
+    modules: Sequence[str] = (),
+    every_node: bool = False,
+) -> None:
     """Write a marker file into the home (and beside a SQLite registry) and have a probe task on
     every node that may run a session look for it, and import the user's `modules` as a session
     would (the job ships those not installed): a node that cannot see or import one is bad input naming the
@@ -102,16 +118,24 @@ def check_storage(ray: Any, home: Path, db_url: str, cpus: float, gpus: float, *
         if nodes and every_node:
             nodes = alive
         if not nodes:
-            raise ClusterUnreachable(f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
-                                     " session; add nodes or ask for less (--cpus, --gpus)")
+            raise ClusterUnreachable(
+                f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
+                " session; add nodes or ask for less (--cpus, --gpus)"
+            )
         probe = ray.remote(find_markers)
-        found = [probe.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                 .remote(markers, token, list(modules)) for n in nodes]  # fmt: skip
+        found = [
+            probe.options(
+                num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(markers, token, list(modules))
+            for n in nodes
+        ]
         try:
             answers = ray.get(found, timeout=PROBE_SECONDS)
         except Exception as error:
-            raise BadInput(f"the Ray cluster's nodes did not answer a storage check ({type(error).__name__}: {error});"
-                           " check that rlrun is installed on every node") from None
+            raise BadInput(
+                f"the Ray cluster's nodes did not answer a storage check ({type(error).__name__}: {error});"
+                " check that rlrun is installed on every node"
+            ) from None
         for node, missing in zip(nodes, answers, strict=True):
             if missing:
                 raise BadInput(_unreachable(node, missing[0], places, db_file is not None))
@@ -135,18 +159,26 @@ def _unreachable(node: dict[str, Any], what: str, places: dict[str, Path], sqlit
     where = f"node {node.get('NodeManagerAddress', '?')} ({node['NodeID'][:16]})"
     if what.startswith(_MODULE):
         module, _, error = what.removeprefix(_MODULE).partition(" ")
-        return (f"{where} cannot import {module} {error}, which the spec names; install what it needs on"
-                " every node (a module found here beside the spec or on PYTHONPATH is shipped to the workers)")
+        return (
+            f"{where} cannot import {module} {error}, which the spec names; install what it needs on"
+            " every node (a module found here beside the spec or on PYTHONPATH is shipped to the workers)"
+        )
     if what == "SQLite registry":
-        return (f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
-                " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS")
+        return (
+            f"{where} cannot reach the SQLite registry in {places[what]}; a registry for several hosts belongs"
+            " on PostgreSQL (RLRUN_DB=postgresql+psycopg://...): SQLite's locking is unsafe on NFS"
+        )
     if storage.mirror_of(places[what]) is not None:
         url = storage.address(places[what])
-        return (f"{where} cannot reach the runs home {url} in object storage; give every node credentials for it"
-                f" (as the cloud's own tools find them) and, where it needs one, {storage.endpoint_setting(url)}")
+        return (
+            f"{where} cannot reach the runs home {url} in object storage; give every node credentials for it"
+            f" (as the cloud's own tools find them) and, where it needs one, {storage.endpoint_setting(url)}"
+        )
     advice = " and RLRUN_DB on PostgreSQL" if sqlite else ""
-    return (f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
-            f" path (NFS, a cluster file system){advice}")
+    return (
+        f"{where} cannot see the runs home {places[what]}; put --home on storage every node mounts at the same"
+        f" path (NFS, a cluster file system){advice}"
+    )
 
 
 _MODULE = "module "

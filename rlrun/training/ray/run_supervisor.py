@@ -42,12 +42,20 @@ class DetachedSupervisor(DetachedActor):
     def _take_over(self, name: str, *, restarted: bool) -> Callable[[], None]:
         first = self._tasks[0]
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
-            took = registry.supervise_run(first.run_id, supervisor=self.where, host=socket.gethostname(),
-                                          pid=os.getpid(), again_as=supervisor_label(name) if restarted else None)
+            took = registry.supervise_run(
+                first.run_id,
+                supervisor=self.where,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                again_as=supervisor_label(name) if restarted else None,
+            )
         # A restart that finds the run taken over (a resume while Ray could not place this actor)
         # or ended leaves it alone, and ends for good: two supervisors would fight over its leases.
-        return functools.partial(_supervise_detached, self._tasks, self._cpus, self._gpus, self.where) if took \
+        return (
+            functools.partial(_supervise_detached, self._tasks, self._cpus, self._gpus, self.where)
+            if took
             else lambda: None
+        )
 
 
 def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, where: str) -> None:
@@ -62,8 +70,7 @@ def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, wher
     executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
     executor.supervising_as = where
     with contextlib.suppress(SupervisionTaken):
-        execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks \
-            else Execution([])
+        execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks else Execution([])
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             settle_run(registry, first.run_id, execution)
 
@@ -73,6 +80,7 @@ def unfinished(registry: Registry, tasks: Sequence[SessionTask]) -> list[Session
     `rlrun stop` (a session preempted otherwise, by its worker's SIGTERM, was being retried)."""
     run = registry.get_run(tasks[0].run_id)
     stopped = registry.stop_requested(run.run.id)
-    done = {s.index for s in run.sessions
-            if s.status in ("finished", "failed") or (s.status == "preempted" and stopped)}
+    done = {
+        s.index for s in run.sessions if s.status in ("finished", "failed") or (s.status == "preempted" and stopped)
+    }
     return [t for t in tasks if t.index not in done]

@@ -27,6 +27,9 @@ def forwarded_environment() -> dict[str, str]:
     variables, which reads it when torch loads there."""
     from rlrun.spec.cores import OPENMP_WAIT_POLICY
 
-    return {k: v for k, v in os.environ.items()
-            if (k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV))
-            or k == OPENMP_WAIT_POLICY}  # fmt: skip
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if (k.startswith("RLRUN_") and k not in ("RLRUN_HOME", "RLRUN_DB", storage.CACHE_ENV))
+        or k == OPENMP_WAIT_POLICY
+    }

@@ -63,8 +63,10 @@ def cluster_lost(address: str, why: str, open_tasks: list[SessionTask]) -> Clust
     run_id = open_tasks[0].run_id if open_tasks else "?"
     for task in open_tasks:
         _recorded_end(task, f"its Ray cluster was lost: {why}", status="preempted")
-    return ClusterLost(f"the Ray cluster was lost ({why}); run {run_id} keeps its snapshots: continue it with"
-                       f" `rlrun resume {run_id} --ray {address}` once the cluster is back")
+    return ClusterLost(
+        f"the Ray cluster was lost ({why}); run {run_id} keeps its snapshots: continue it with"
+        f" `rlrun resume {run_id} --ray {address}` once the cluster is back"
+    )
 
 
 class AttemptWatch:
@@ -120,8 +122,12 @@ class AttemptWatch:
             except RegistryError:
                 return found  # the registry is out for longer than its retries: look again next round
             started = task.lease_base is not None and lease > task.lease_base
-            if started and silent is not None and silent > stale_after_seconds() and \
-                    self.presumed.get(task.session_id) != lease:  # fmt: skip
+            if (
+                started
+                and silent is not None
+                and silent > stale_after_seconds()
+                and self.presumed.get(task.session_id) != lease
+            ):
                 self.presumed[task.session_id] = lease
                 found.append(ref)
         return found
@@ -149,7 +155,13 @@ def _recorded_end(task: SessionTask, message: str, status: str = "failed") -> ev
     with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         if session.status in ("pending", "running", CRASHED):  # not ended (crashed: as read, silent a while)
-            registry.finish_session(session.id, status=status, frame=session.frame, episode=session.episode,
-                                    opt_step=session.opt_step, error=message)
+            registry.finish_session(
+                session.id,
+                status=status,
+                frame=session.frame,
+                episode=session.episode,
+                opt_step=session.opt_step,
+                error=message,
+            )
             return events.SessionEnded(task.index, status, session.frame, session.best_eval, message)
         return events.SessionEnded(task.index, session.status, session.frame, session.best_eval, session.error)

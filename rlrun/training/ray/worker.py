@@ -36,6 +36,7 @@ def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
     stop = StopRequest()
     ended: list[events.SessionEnded] = []
     with Relay(mailbox, stop) as relay, stop_on_signals(stop):
+
         def emit(event: events.Event) -> None:
             if isinstance(event, events.SessionEnded):
                 ended.append(event)
@@ -44,8 +45,10 @@ def run_attempt(task: SessionTask, mailbox: Any) -> events.SessionEnded:
         with contextlib.suppress(SessionFailed):  # recorded, and reported through `emit`
             run_session(task, emit, stop, on_lease=continue_lost_attempt)
     if ended and ended[-1].status == "preempted" and not relay.stopped_by_driver and not _stop_asked(task):
-        raise WorkerStopped(f"session s{task.index} of run {task.run_id} was stopped on node {task.node}"
-                            f" (signal {stop.signal}) with a snapshot")
+        raise WorkerStopped(
+            f"session s{task.index} of run {task.run_id} was stopped on node {task.node}"
+            f" (signal {stop.signal}) with a snapshot"
+        )
     return ended[-1]
 
 
