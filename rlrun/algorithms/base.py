@@ -61,9 +61,55 @@ class Agent(Protocol):
         come from tensors the update computes anyway: they never change what it learns."""
         ...
 
+    @property
+    def actor(self) -> Actor:
+        """How this agent plays (`Actor`): the one acting path outside training."""
+        ...
+
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Actor(Protocol):
+    """How an agent plays: the one acting path. Evaluation, `enjoy`, `load_policy`, `record` and the
+    ONNX/TorchScript export use only this, so a new algorithm gets all of them by writing its actor
+    (in its own file, beside its networks). Training's `act` may be built on the same `step`, with
+    the agent's own state and generator; an actor's `step` never touches either.
+
+    State is what the agent remembers between steps of an episode (`agent.network.recurrent`):
+    float32 arrays of shape (parts, batch, size) (an LSTM's h and c, a GRU's h), the batch axis
+    second as torch's cells keep it. A memoryless actor has `state_shape` None and its state is
+    always None."""
+
+    state_shape: tuple[int, ...] | None
+    """One env copy's state without the batch axis, (parts, size); None without a memory."""
+
+    def initial_state(self, batch: int) -> Any:
+        """The state `batch` fresh episodes start from (zeros; None without a memory)."""
+        ...
+
+    def step(
+        self, obs: np.ndarray, state: Any, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, Any]:
+        """Actions for a batch of observations (normalised as the agent sees them) as the env takes
+        them, and the state after reading them; the `state` passed in is never changed. Greedy when
+        `deterministic`; else drawn from `generator` alone (ValueError when none is given)."""
+        ...
+
+    def graph(self) -> ActingGraph:
+        """The greedy path as a plain torch module (never the hand-written kernels): what the
+        exporter traces after the normalisation it adds."""
+        ...
+
+
+class ActingGraph(nn.Module):
+    """An actor's greedy path as torch: `forward(observation)` (with a memory: `forward(observation,
+    state)`) returns one tensor per name in `outputs`: `action` first, as the env takes it, then the
+    algorithm's own (`q_values`, `logits`, `mean`, `log_std`), and `next_state` last with a memory.
+    `observation` is a batch as the agent's `act` takes it (after the normalisation), in the env's dtype."""
+
+    outputs: tuple[str, ...] = ("action",)
 
 
 class Remembering(Protocol):
