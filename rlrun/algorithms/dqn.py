@@ -31,6 +31,7 @@ from torch import nn
 
 from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import (
+    ActingGraph,
     Fast,
     Metrics,
     Step,
@@ -157,6 +158,114 @@ class RecurrentQ(nn.Module):
         return Dueling.aggregate(out) if self.dueling else out
 
 
+class QActor:
+    """How a DQN agent plays (`base.Actor`): epsilon-greedy or Boltzmann over its Q-values, at the
+    schedules' values for the agent's last update's frame, drawn from the caller's generator alone;
+    greedy when `deterministic`. With a memory (`RecurrentQ`) the state is the cell's, as training's
+    is; without one it is None. Training's `act` is this same `step`, from the agent's own state and
+    generator."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.state_shape: tuple[int, ...] | None = None
+        if isinstance(agent.q, RecurrentQ):
+            self.state_shape = (agent.q.cell.parts, agent.q.cell.size)
+
+    def initial_state(self, batch: int) -> np.ndarray | None:
+        q = self.agent.q
+        return q.initial(batch) if isinstance(q, RecurrentQ) else None
+
+    def step(
+        self,
+        obs: np.ndarray,
+        state: np.ndarray | None,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        agent = self.agent
+        after: np.ndarray | None = None
+        if isinstance(agent.q, RecurrentQ):
+            assert state is not None, "an agent with a memory acts from a state: initial_state(n) for fresh episodes"
+            q, after = agent.q.step(obs, state)
+            values: Callable[[], np.ndarray] = lambda: q  # noqa: E731
+        else:
+            values = lambda: agent.fast_q(obs)  # noqa: E731
+        if deterministic:
+            return values().argmax(axis=-1), after
+        if generator is None:
+            raise ValueError("an actor draws its exploring actions from the caller's generator: pass one")
+        return agent._choose(len(obs), values, generator), after
+
+    def graph(self) -> ActingGraph:
+        q = self.agent.q
+        if isinstance(q, RecurrentQ):
+            return RecurrentQGraph(q).eval()
+        return QGraph(q, cnn=self.agent.config.network.kind == "nature_cnn").eval()
+
+
+def _rows(observation: torch.Tensor) -> torch.Tensor:
+    """A batch of observations as `Fast` feeds a network: float32 rows (the batch axis traced)."""
+    return observation.to(torch.float32).reshape(observation.shape[0], -1)
+
+
+class QGraph(ActingGraph):
+    """A memoryless Q-network's greedy path: the greedy action (int64) and the Q-values. The CNN
+    takes the frames as they are (it scales them itself), the others float32 rows."""
+
+    outputs = ("action", "q_values")
+
+    def __init__(self, q: nn.Module, *, cnn: bool) -> None:
+        super().__init__()
+        self.q, self.cnn = q, cnn
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q: torch.Tensor = self.q(observation if self.cnn else _rows(observation))
+        return q.argmax(dim=-1), q
+
+
+class CellStep(nn.Module):
+    """One step of a `recurrent.Cell` from `state` on its torso's output `x`, in torch, as
+    `Cell.step` computes it: the state after (its h first)."""
+
+    def __init__(self, cell: Cell) -> None:
+        super().__init__()
+        self.lstm = cell.lstm
+        self.w_ih, self.w_hh, self.b_ih, self.b_hh = cell.weights
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        read = x @ self.w_ih.t() + self.b_ih
+        kept = state[0] @ self.w_hh.t() + self.b_hh
+        if self.lstm:  # torch's LSTM gates (i, f, g, o)
+            i, f, g, o = (read + kept).chunk(4, dim=-1)
+            c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+            return torch.stack([torch.sigmoid(o) * torch.tanh(c), c])
+        r_i, z_i, n_i = read.chunk(3, dim=-1)  # the GRU's (r, z, n)
+        r_h, z_h, n_h = kept.chunk(3, dim=-1)
+        z = torch.sigmoid(z_i + z_h)
+        n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
+        return (n + z * (state[0] - n))[None]
+
+
+class RecurrentQGraph(ActingGraph):
+    """R2D2's greedy path (`RecurrentQ`): its torso on float32 rows, one cell step from `state`
+    and the (dueling) head; the greedy action (int64), the Q-values and the state after."""
+
+    outputs = ("action", "q_values", "next_state")
+
+    def __init__(self, q: RecurrentQ) -> None:
+        super().__init__()
+        self.torso, self.cell, self.head, self.dueling = q.torso, CellStep(q.cell), q.head, q.dueling
+
+    def forward(
+        self, observation: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        after = self.cell(self.torso(_rows(observation)), state)
+        out: torch.Tensor = self.head(after[0])
+        q = Dueling.aggregate(out) if self.dueling else out
+        return q.argmax(dim=-1), q, after
+
+
 def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic: Arithmetic) -> nn.Module:
     """The spec's Q-network: one output per action, or `Dueling` heads over the network built for
     one more; a user's network that cannot give that many is refused (BadInput, one line)."""
@@ -277,8 +386,14 @@ class Agent:
         self.generator = torch.Generator().manual_seed(seed)
         self.frame = 0
         """The clock's frame at the last update: exploration schedules are read at it."""
+        self._actor = QActor(self)
 
     # -- acting ---------------------------------------------------------------------------------
+
+    @property
+    def actor(self) -> QActor:
+        """How this agent plays (`base.Actor`): the one acting path outside training."""
+        return self._actor
 
     def act(
         self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
@@ -288,13 +403,12 @@ class Agent:
                 raise RuntimeError(
                     "an agent with a memory plays through act_remembering: training's memory is for training's steps"
                 )
-            assert isinstance(self.q, RecurrentQ)
-            q, after = self.q.step(obs, self.hidden)  # explored or not, every step advances the memory
+            # explored or not, every step advances the memory
+            actions, after = self.actor.step(obs, self.hidden, generator=self.generator)
+            assert after is not None
             self._acted = (self.hidden, after)
-            return self._choose(len(obs), lambda: q, self.generator)
-        if deterministic:
-            return self.fast_q(obs).argmax(axis=-1)
-        return self._choose(len(obs), lambda: self.fast_q(obs), generator or self.generator)
+            return actions
+        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
 
     def _choose(self, count: int, values: Callable[[], np.ndarray], g: torch.Generator) -> np.ndarray:
         """Exploring actions for `count` observations whose Q-values `values` gives, drawn from `g`."""
@@ -317,14 +431,13 @@ class Agent:
         generator: torch.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
-        agent's own memory and generator are not touched."""
-        assert isinstance(self.q, RecurrentQ)
-        q, after = self.q.step(obs, memory)
-        if deterministic:
-            return q.argmax(axis=-1), after
-        if generator is None:
+        agent's own memory and generator are not touched. The actor's `step`, kept for the callers
+        that have not moved to it."""
+        if not deterministic and generator is None:
             raise ValueError("acting from a memory draws its actions from the caller's generator: pass one")
-        return self._choose(len(obs), lambda: q, generator), after
+        actions, after = self.actor.step(obs, memory, deterministic=deterministic, generator=generator)
+        assert after is not None
+        return actions, after
 
     def observe(self, step: Step) -> None:
         if self.hidden is None:
