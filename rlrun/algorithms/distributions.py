@@ -11,11 +11,13 @@ computed directly, without `torch.distributions`, which costs more than the netw
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import log_softmax, sample_categorical
@@ -45,6 +47,10 @@ class Policy(Protocol):
 
     def from_env(self, actions: np.ndarray) -> np.ndarray:
         """A batch of the env's actions as the policy draws them (`to_env` undone)."""
+        ...
+
+    def greedy_graph(self) -> nn.Module:
+        """`greedy` then `to_env` as torch, for an actor's `graph`: logits in, the env's actions out."""
         ...
 
 
@@ -86,6 +92,9 @@ class Categorical:
 
     def from_env(self, actions: np.ndarray) -> np.ndarray:
         return actions
+
+    def greedy_graph(self) -> nn.Module:
+        return GreedyGraph(lambda out: out.argmax(dim=-1), (), np.dtype(np.int64))
 
 
 class MultiCategorical:
@@ -130,6 +139,14 @@ class MultiCategorical:
     def from_env(self, actions: np.ndarray) -> np.ndarray:
         return actions.reshape(len(actions), -1).astype(np.int64) - self.start
 
+    def greedy_graph(self) -> nn.Module:
+        sizes = self.sizes
+
+        def choose(out: torch.Tensor) -> torch.Tensor:
+            return torch.stack([part.argmax(dim=-1) for part in out.split(sizes, dim=-1)], dim=-1)
+
+        return GreedyGraph(choose, self.env_shape, self.env_dtype, start=self.start)
+
 
 class Bernoulli:
     """One independent bit per element of a MultiBinary space (of any shape): 1 with probability
@@ -168,3 +185,29 @@ class Bernoulli:
 
     def from_env(self, actions: np.ndarray) -> np.ndarray:
         return actions.reshape(len(actions), -1).astype(np.int64)
+
+    def greedy_graph(self) -> nn.Module:
+        return GreedyGraph(lambda out: (out > 0).to(torch.int64), self.env_shape, self.env_dtype)
+
+
+class GreedyGraph(nn.Module):
+    """A discrete policy's greedy action as the env takes it, in torch (`Policy.greedy_graph`):
+    `choose` from the logits, plus each component's `start` (a MultiDiscrete's), then the env's
+    shape and dtype."""
+
+    def __init__(
+        self,
+        choose: Callable[[torch.Tensor], torch.Tensor],
+        env_shape: tuple[int, ...],
+        env_dtype: Any,
+        start: np.ndarray | None = None,
+    ) -> None:
+        super().__init__()
+        self.choose, self.env_shape = choose, tuple(env_shape)
+        self.env_dtype = torch.from_numpy(np.zeros(0, env_dtype)).dtype
+        self.start: torch.Tensor | None
+        self.register_buffer("start", None if start is None else torch.from_numpy(np.asarray(start, np.int64)))
+
+    def forward(self, out: torch.Tensor) -> torch.Tensor:
+        chosen = self.choose(out) if self.start is None else self.choose(out) + self.start
+        return chosen.reshape(out.shape[0], *self.env_shape).to(self.env_dtype)

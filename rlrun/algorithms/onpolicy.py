@@ -20,12 +20,14 @@ from torch import nn
 
 from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import (
+    ActingGraph,
     Fast,
     NatureCNN,
     Step,
     channels_last_zeros,
     copy_into,
     explained_variance,
+    flat_float,
     obs_size,
     orthogonal,
     to_device,
@@ -120,15 +122,13 @@ class ActorCritic(nn.Module):
         assert memory is not None
         return self.fast_critic(self.recurrent.critic_output(self.features(obs), memory))[:, 0]
 
-    def remember(
-        self, obs: np.ndarray, memory: np.ndarray, *, critic: bool = True
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """With a memory: the actor's output on `obs`, the memory after reading it, and the
-        critic's values (None when `critic` is false: its part of the memory is left as it was)."""
+    def remember(self, obs: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """With a memory (training's): the actor's output on `obs`, the memory after reading it,
+        and the critic's values."""
         assert self.recurrent is not None
-        after, critic_out = self.recurrent.step(self.features(obs), memory, critic=critic)
+        after, critic_out = self.recurrent.step(self.features(obs), memory)
         out = self.fast_actor(after[0])
-        return out, after, self.fast_critic(critic_out)[:, 0] if critic else None
+        return out, after, self.fast_critic(critic_out)[:, 0]
 
     # -- learning, in torch ---------------------------------------------------------------------
 
@@ -180,6 +180,91 @@ class ActorCritic(nn.Module):
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """What the env is given: continuous actions clipped to its bounds, discrete ones in its shape."""
         return np.clip(actions, self.low, self.high) if self.policy is None else self.policy.to_env(actions)
+
+
+class ActorCriticActor:
+    """How an A2C or PPO agent plays (`base.Actor`): its actor head over the observations, or
+    over the actor's cell with a memory (the state is that cell's alone: playing needs no value)."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        self.model = model
+        recurrent = model.recurrent
+        self.state_shape = None if recurrent is None else (recurrent.parts, recurrent.size)
+
+    def initial_state(self, batch: int) -> np.ndarray | None:
+        if self.state_shape is None:
+            return None
+        parts, size = self.state_shape
+        return np.zeros((parts, batch, size), np.float32)
+
+    def step(
+        self,
+        obs: np.ndarray,
+        state: np.ndarray | None,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        model = self.model
+        features = model.features(obs)
+        if model.recurrent is not None:
+            assert state is not None
+            state = model.recurrent.actor_step(features, state)
+            features = state[0]
+        out = model.fast_actor(features)
+        if deterministic:
+            return model.to_env(model.pick(out)), state
+        if generator is None:
+            raise ValueError("an actor draws its actions from the caller's generator: pass one")
+        return model.to_env(model.draw(out, generator)[0]), state
+
+    def graph(self) -> ActingGraph:
+        return ActorCriticGraph(self.model) if self.model.recurrent is None else RecurrentActorCriticGraph(self.model)
+
+
+class ActorCriticGraph(ActingGraph):
+    """The greedy actor as torch (`ActorCriticActor.graph`): `logits`, or a Gaussian's `mean`
+    (clipped to the env's bounds for the action) and its state-independent `log_std`."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        super().__init__()
+        self.shared, self.actor = model.shared, model.actor
+        self.outputs = ("action", "logits") if model.policy is not None else ("action", "mean", "log_std")
+        self.greedy = None if model.policy is None else model.policy.greedy_graph()
+        self.fixed_log_std: torch.Tensor  # not `log_std`: an ONNX initializer may not share an output's name
+        self.low: torch.Tensor
+        self.high: torch.Tensor
+        if model.policy is None:
+            self.register_buffer("fixed_log_std", model.log_std.detach().clone())
+            self.register_buffer("low", torch.from_numpy(np.asarray(model.low)))
+            self.register_buffer("high", torch.from_numpy(np.asarray(model.high)))
+
+    def features(self, observation: torch.Tensor) -> torch.Tensor:
+        """What the actor's layers read: float rows, or the shared convolutions' (which scale the frames)."""
+        return flat_float(observation if self.shared is None else self.shared(observation))
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.heads(self.actor(self.features(observation)))
+
+    def heads(self, out: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.greedy is not None:
+            return self.greedy(out), out
+        action = torch.maximum(torch.minimum(out, self.high), self.low)  # np.clip
+        return action, out, self.fixed_log_std.expand(out.shape[0], -1)
+
+
+class RecurrentActorCriticGraph(ActorCriticGraph):
+    """`ActorCriticGraph` with a memory: the actor's torso and cell before its head; `next_state` last."""
+
+    def __init__(self, model: ActorCritic) -> None:
+        super().__init__(model)
+        assert model.recurrent is not None
+        self.torso, self.cell = model.recurrent.actor_torso, model.recurrent.actor_cell.graph()
+        self.outputs = (*self.outputs, "next_state")
+
+    def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+        after = self.cell(self.torso(self.features(observation)), state)
+        return *self.heads(self.actor(after[0])), after
 
 
 def _linear_head(inputs: int, outputs: int, gain: float) -> nn.Sequential:
@@ -366,9 +451,12 @@ class OnPolicyAgent:
         if self.model.recurrent is not None:
             self.hidden = self.model.recurrent.initial(num_envs)
             self.rollout_hidden = self.hidden.copy()
-            # the Remembering interface (`base.remembers`), only on agents with a memory
-            self.initial_memory = self._initial_memory
-            self.act_remembering = self._act_remembering
+        self._actor = ActorCriticActor(self.model)
+
+    @property
+    def actor(self) -> ActorCriticActor:
+        """How the agent plays outside training (`base.Actor`)."""
+        return self._actor
 
     def act(
         self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
@@ -376,10 +464,9 @@ class OnPolicyAgent:
         if self.hidden is not None:
             if deterministic or generator is not None:
                 raise RuntimeError(
-                    "an agent with a memory plays through act_remembering: training's memory is for training's steps"
+                    "an agent with a memory plays through its actor: training's memory is for training's steps"
                 )
             out, after, values = self.model.remember(obs, self.hidden)
-            assert values is not None
             actions, log_probs = self.model.draw(out, self.generator)
             self._acted = (actions, log_probs, values, after)
             return self.model.to_env(actions)
@@ -390,28 +477,6 @@ class OnPolicyAgent:
         if generator is None:  # a training step: remember what the rollout needs about it
             self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0], None)
         return self.model.to_env(actions)
-
-    def _initial_memory(self, batch: int) -> np.ndarray:
-        """A memory for `batch` fresh episodes (`base.Remembering`)."""
-        assert self.model.recurrent is not None
-        return self.model.recurrent.initial(batch)
-
-    def _act_remembering(
-        self,
-        obs: np.ndarray,
-        memory: np.ndarray,
-        *,
-        deterministic: bool = False,
-        generator: torch.Generator | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions from the caller's `memory` and the memory after `obs` (`base.Remembering`): the
-        agent's own memory and generator are not touched, and the critic's part is left as it was."""
-        out, after, _ = self.model.remember(obs, memory, critic=False)
-        if deterministic:
-            return self.model.to_env(self.model.pick(out)), after
-        if generator is None:
-            raise ValueError("acting from a memory draws its actions from the caller's generator: pass one")
-        return self.model.to_env(self.model.draw(out, generator)[0]), after
 
     def observe(self, step: Step) -> None:
         assert self._acted is not None, "observe() follows a training act()"

@@ -10,8 +10,9 @@ hidden layers, the convolutions, or the user's network) and before the linear he
 starts from zeros at each episode's start.
 
 A memory is one float32 array of shape (parts, batch, size): the actor's cell's state, then the
-critic's (an LSTM's h and c, a GRU's h), so that zeroing where episodes ended, copying it into a
-snapshot and handing it to the caller are one operation each.
+critic's (an LSTM's h and c, a GRU's h), so that zeroing where episodes ended and copying it into
+a snapshot are one operation each. Playing (`onpolicy.ActorCriticActor`) carries the actor's part
+alone: no value is needed there.
 
 Acting steps the cells in NumPy on views of their weights (`Cell.step`, as `base.Fast` does the
 MLPs): a handful of observations per step, where torch's dispatch costs more than the arithmetic.
@@ -89,6 +90,10 @@ class Cell(nn.Module):
         n = np.tanh(n_i + _sigmoid(r_i + r_h) * n_h)
         return (n + z * (h - n))[None].astype(np.float32, copy=False)
 
+    def graph(self) -> CellGraph:
+        """`step` as a plain torch module, for an actor's `graph` (export traces it)."""
+        return CellGraph(self)
+
     def _step_torch(self, x: np.ndarray, state: np.ndarray) -> np.ndarray:
         device = self.weights[0].device
         inputs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)[None]
@@ -121,6 +126,29 @@ class Cell(nn.Module):
             outs.append(out)
         final = torch.cat(held) if isinstance(held, tuple) else held
         return (torch.cat(outs) if len(outs) > 1 else outs[0]), final
+
+
+class CellGraph(nn.Module):
+    """One step of a `Cell` in torch, as `Cell.step` computes it: `forward(x, state)` is the state
+    after reading `x` (its h first). The cell's own parameters, under no new names."""
+
+    def __init__(self, cell: Cell) -> None:
+        super().__init__()
+        self.lstm = cell.lstm
+        self.w_ih, self.w_hh, self.b_ih, self.b_hh = cell.weights
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        read = x @ self.w_ih.t() + self.b_ih
+        kept = state[0] @ self.w_hh.t() + self.b_hh
+        if self.lstm:  # torch's LSTM gates (i, f, g, o)
+            i, f, g, o = (read + kept).chunk(4, dim=-1)
+            c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+            return torch.stack([torch.sigmoid(o) * torch.tanh(c), c])
+        r_i, z_i, n_i = read.chunk(3, dim=-1)  # the GRU's (r, z, n)
+        r_h, z_h, n_h = kept.chunk(3, dim=-1)
+        z = torch.sigmoid(z_i + z_h)
+        n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
+        return (n + z * (state[0] - n))[None]
 
 
 def torso(obs_space: spaces.Space, network: NetworkSpec, width: int) -> tuple[nn.Module, int]:
@@ -164,14 +192,19 @@ class Recurrent(nn.Module):
     def initial(self, batch: int) -> np.ndarray:
         return np.zeros((2 * self.parts, batch, self.size), dtype=np.float32)
 
-    def step(self, features: np.ndarray, memory: np.ndarray, *, critic: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """The memory after reading `features` and the critic's cell output; `critic=False` leaves
-        the critic's part as it was (playing, where no value is needed)."""
+    def step(self, features: np.ndarray, memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The memory after reading `features` and the critic's cell output."""
         assert self.fast_torsos is not None
         p = self.parts
-        actor = self.actor_cell.step(self.fast_torsos[0](features), memory[:p])
-        after = self.critic_cell.step(self.fast_torsos[1](features), memory[p:]) if critic else memory[p:]
+        actor = self.actor_step(features, memory[:p])
+        after = self.critic_cell.step(self.fast_torsos[1](features), memory[p:])
         return np.concatenate([actor, after]), after[0]
+
+    def actor_step(self, features: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """The actor's cell's state (`parts` arrays) after reading `features` from `state`: what
+        playing carries, the critic's cell left out (no value is needed there)."""
+        assert self.fast_torsos is not None
+        return self.actor_cell.step(self.fast_torsos[0](features), state)
 
     def critic_output(self, features: np.ndarray, memory: np.ndarray) -> np.ndarray:
         """The critic's cell's output on `features`, from the critic's part of `memory` (unchanged)."""

@@ -12,13 +12,53 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import nn
 
-from rlrun.algorithms.base import Fast, Step, explained_variance, mlp_or_user
-from rlrun.algorithms.distributions import policy_for
+from rlrun.algorithms.base import ActingGraph, Fast, Step, explained_variance, flat_float, mlp_or_user
+from rlrun.algorithms.distributions import Policy, policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.spec.agents.reinforce import Config
+
+
+class Actor:
+    """How a REINFORCE agent plays (`base.Actor`): its policy network's logits, without a memory."""
+
+    state_shape = None
+
+    def __init__(self, policy: nn.Module, fast_policy: Fast, distribution: Policy) -> None:
+        self.policy, self.fast_policy, self.distribution = policy, fast_policy, distribution
+
+    def initial_state(self, batch: int) -> None:
+        return None
+
+    def step(
+        self, obs: np.ndarray, state: None, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, None]:
+        logits = self.fast_policy(obs)
+        if deterministic:
+            return self.distribution.to_env(self.distribution.greedy(logits)), None
+        if generator is None:
+            raise ValueError("an actor draws its actions from the caller's generator: pass one")
+        return self.distribution.to_env(self.distribution.sample(logits, generator)[0]), None
+
+    def graph(self) -> ActingGraph:
+        return Graph(self.policy, self.distribution)
+
+
+class Graph(ActingGraph):
+    """The greedy policy as torch (`Actor.graph`): the action and the `logits` it is chosen from."""
+
+    outputs = ("action", "logits")
+
+    def __init__(self, policy: nn.Module, distribution: Policy) -> None:
+        super().__init__()
+        self.policy, self.greedy = policy, distribution.greedy_graph()
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.policy(flat_float(observation))
+        return self.greedy(logits), logits
 
 
 class Agent:
@@ -44,6 +84,8 @@ class Agent:
         self.distribution = policy_for(action_space)  # Discrete, MultiDiscrete or MultiBinary: rlrun.spec.spaces
         self.policy = mlp_or_user(obs_space, self.distribution.outputs, config.network, output_gain=0.01).to(device)
         self.fast_policy = Fast(self.policy)
+        self.actor = Actor(self.policy, self.fast_policy, self.distribution)
+        """How the agent plays outside training (`base.Actor`)."""
         self.value = mlp_or_user(obs_space, 1, config.network).to(device) if config.baseline == "value" else None
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if self.value else [])
         self.optimizer = make_optimizer(config.optimizer, params, max_frame)

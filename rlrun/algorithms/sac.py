@@ -22,6 +22,7 @@ from torch.nn import functional
 
 from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import (
+    ActingGraph,
     Fast,
     Metrics,
     Step,
@@ -200,6 +201,57 @@ def _step_stats(steps: list[StepTensors], flush: Callable[[], AbstractContextMan
     return step_means(_STEP_STATS, rows)
 
 
+class SquashedActor:
+    """How a SAC agent plays (`base.Actor`): the tanh-squashed Gaussian's mean (greedy) or a draw
+    from it, scaled to the env's bounds; no memory."""
+
+    state_shape = None
+
+    def __init__(self, policy: Actor, fast_policy: Fast, low: np.ndarray, high: np.ndarray) -> None:
+        self.policy, self.fast_policy, self.low, self.high = policy, fast_policy, low, high
+
+    def initial_state(self, batch: int) -> None:
+        return None
+
+    def step(
+        self, obs: np.ndarray, state: None, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, None]:
+        mean, log_std = np.split(self.fast_policy(obs), 2, axis=-1)
+        if deterministic:
+            return self.to_env(np.tanh(mean)), None
+        if generator is None:
+            raise ValueError("an actor draws its actions from the caller's generator: pass one")
+        noise = torch.randn(mean.shape, generator=generator).numpy()
+        return self.to_env(np.tanh(mean + np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)) * noise)), None
+
+    def to_env(self, squashed: np.ndarray) -> np.ndarray:
+        """Actions in [-1, 1] scaled to the env's bounds."""
+        return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
+
+    def graph(self) -> ActingGraph:
+        return SquashedGraph(self.policy, self.low, self.high)
+
+
+class SquashedGraph(ActingGraph):
+    """The greedy policy as torch (`SquashedActor.graph`): the squashed mean scaled to the bounds,
+    and the Gaussian's `mean` and `log_std` (clamped as sampling clamps it)."""
+
+    outputs = ("action", "mean", "log_std")
+
+    def __init__(self, policy: Actor, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__()
+        self.body = policy.body
+        self.low: torch.Tensor
+        self.span: torch.Tensor
+        self.register_buffer("low", torch.from_numpy(np.asarray(low)))
+        self.register_buffer("span", torch.from_numpy(np.asarray(high - low)))
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        mean, log_std = self.body(flat_float(observation)).chunk(2, dim=-1)
+        action = self.low + (torch.tanh(mean) + 1) * 0.5 * self.span
+        return action, mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+
 class Agent:
     METRICS = (*_STEP_STATS, "lr")
     """`alpha`: the entropy coefficient; `q_mean`: the smaller critic's mean on replayed actions;
@@ -226,17 +278,19 @@ class Agent:
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
-        self.actor = Actor(obs_dim, action_dim, config.network).to(device)
-        self.fast_actor = Fast(self.actor.body)
+        self.policy = Actor(obs_dim, action_dim, config.network).to(device)
+        self.fast_actor = Fast(self.policy.body)
+        self.actor = SquashedActor(self.policy, self.fast_actor, self.low, self.high)
+        """How the agent plays outside training (`base.Actor`)."""
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.target_update = TargetUpdate(self.critic_target, self.critic)
         self.learner: Autograd | kernel_for.SoftActorCriticKernel = kernel_for.find_soft_actor_critic(
-            self.actor, self.critic, self.critic_target, arithmetic, kernels
-        ) or Autograd(self.actor, self.critic, self.critic_target)
+            self.policy, self.critic, self.critic_target, arithmetic, kernels
+        ) or Autograd(self.policy, self.critic, self.critic_target)
         """Takes the gradient steps: autograd, or a kernel that computes the same (built-in MLPs:
         `rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
-        self.actor_optimizer = make_optimizer(config.optimizer, list(self.actor.parameters()), max_frame)
+        self.actor_optimizer = make_optimizer(config.optimizer, list(self.policy.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = make_optimizer(config.optimizer, [self.log_alpha], max_frame)
@@ -265,14 +319,8 @@ class Agent:
         training = not deterministic and generator is None
         if training and self.frame < self.config.learning_starts:
             squashed = torch.rand((len(obs), len(self.low)), generator=self.generator).numpy() * 2 - 1
-        else:
-            mean, log_std = np.split(self.fast_actor(obs), 2, axis=-1)
-            if deterministic:
-                squashed = np.tanh(mean)
-            else:
-                noise = torch.randn(mean.shape, generator=generator or self.generator).numpy()
-                squashed = np.tanh(mean + np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)) * noise)
-        return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
+            return self.actor.to_env(squashed)
+        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
 
     def observe(self, step: Step) -> None:
         squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
@@ -326,7 +374,7 @@ class Agent:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
+            "actor": self.policy.state_dict(),
             "critic": self.critic.state_dict(),
             "critic_target": self.critic_target.state_dict(),
             "actor_optimizer": self.actor_optimizer.state_dict(),
@@ -339,7 +387,7 @@ class Agent:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
+        self.policy.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.critic_target.load_state_dict(state["critic_target"])
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])

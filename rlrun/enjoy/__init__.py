@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,7 @@ from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord,
 from rlrun.spec.cores import torch_threads
 
 if TYPE_CHECKING:
-    from rlrun.enjoy.onnx import PolicyFile
+    from rlrun.enjoy.onnx_policy import PolicyFile
 
 MAX_EPISODES = 10_000
 """The most episodes one `enjoy` plays: a score needs far fewer, and a slip of the finger
@@ -149,7 +151,7 @@ def enjoy(
         )
     policy_file = None
     if policy is not None:
-        from rlrun.enjoy.onnx import check_policy_file
+        from rlrun.enjoy.onnx_policy import check_policy_file
 
         policy_file = check_policy_file(policy)  # the extra and the file, before the registry is read
     located = locate(reference, filters, home=home)
@@ -221,7 +223,8 @@ def _check_output(render: bool, video: Path | None) -> None:
 class Acting:
     """A checkpoint ready to act as enjoy plays it: the spec it was trained with, the env that
     evaluation builds (its observations are what the agent acts on), the agent with the
-    checkpoint's weights, and the frozen normalisation statistics (None: no `env.normalize`)."""
+    checkpoint's weights (it plays through `agent.actor`), and the frozen normalisation
+    statistics (None: no `env.normalize`)."""
 
     spec: Any
     env: Any
@@ -239,7 +242,9 @@ def acting_env(target: EnjoyTarget, render_mode: str | None = None) -> tuple[Any
 
 
 def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = None) -> Acting:
-    """The checkpoint's agent, verified against the registry's sha256 before it is loaded."""
+    """The checkpoint's agent, verified against the registry's sha256 before it is loaded: the one
+    loader of enjoy, `load_policy`, `record` and export. The caller's global generators (torch's,
+    NumPy's, Python's) are left as they were: building an agent seeds torch's."""
     from rlrun import snapshot
     from rlrun.algorithms import build_agent
     from rlrun.envs.normalize import make_normalizer
@@ -248,13 +253,43 @@ def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = No
     saved = snapshot.read(root / target.checkpoint.path, target.checkpoint.sha256)  # verified before any step
     spec, env = acting_env(target, render_mode)
     try:
-        agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
+        with _global_generators_kept():
+            agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
         agent.load_state_dict(acting_state(saved.tensors["agent"]))
         normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics
     except BaseException:
         env.close()
         raise
     return Acting(spec, env, agent, normalizer)
+
+
+@contextmanager
+def _global_generators_kept() -> Iterator[None]:
+    """torch's, NumPy's and Python's global generators as they were before, whatever ran inside."""
+    import random
+
+    import torch
+
+    python, numpy, torch_rng = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy)
+        torch.set_rng_state(torch_rng)
+
+
+@contextmanager
+def torch_threads_for(spec: Any) -> Iterator[None]:
+    """torch's thread count as the run's sessions act with it, the caller's back after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _play(
@@ -268,8 +303,6 @@ def _play(
     video: Path | None,
     policy: PolicyFile | None = None,
 ) -> EnjoyResult:
-    import torch
-
     from rlrun import seeding
     from rlrun.enjoy.video import VideoWriter
     from rlrun.session.evaluation import play
@@ -277,23 +310,21 @@ def _play(
     render_mode = "human" if render else "rgb_array" if video else None
     if policy is None:
         acting = load_acting(root, target, render_mode=render_mode)
+        spec, env, actor, normalizer = acting.spec, acting.env, acting.agent.actor, acting.normalizer
     else:  # the file in place of the checkpoint: its graph normalises the observations itself
-        from rlrun.enjoy.onnx import OnnxAgent
+        from rlrun.enjoy.onnx_policy import OnnxActor
 
         spec, env = acting_env(target, render_mode)
         try:
-            acting = Acting(spec, env, OnnxAgent.open(policy, env), None)
+            actor, normalizer = OnnxActor.open(policy, env), None
         except BaseException:
             env.close()
             raise
-    spec, env = acting.spec, acting.env
-    torch.set_num_threads(torch_threads(spec, spec.meta.sessions))
     writer = VideoWriter(video, fps=env.metadata.get("render_fps", 30)) if video is not None else None
     try:
         seeds = seeding.enjoy_episode_seeds(seed, episodes)
-        played = play(
-            acting.agent, env, seeds, deterministic=not stochastic, on_frame=writer, normalizer=acting.normalizer
-        )
+        with torch_threads_for(spec):
+            played = play(actor, env, seeds, deterministic=not stochastic, on_frame=writer, normalizer=normalizer)
     finally:
         if writer is not None:
             writer.close()

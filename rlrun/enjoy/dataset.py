@@ -135,26 +135,23 @@ def _collect(
     dataset's folder. A dataset cut short by an error is removed: nothing is left half-written."""
     import shutil
 
-    import torch
     from minari.storage import get_dataset_path
 
-    from rlrun.enjoy import load_acting
+    from rlrun.enjoy import load_acting, torch_threads_for
     from rlrun.session.evaluation import play
-    from rlrun.spec.cores import torch_threads
 
     acting = load_acting(root, target)
-    threads = torch.get_num_threads()
     recorder = _Recorder(acting.env)
     folder = Path(get_dataset_path(dataset_id))
     try:
-        torch.set_num_threads(torch_threads(acting.spec, acting.spec.meta.sessions))  # as enjoy acts
-        played = play(
-            acting.agent,
-            recorder,
-            metadata["episode_seeds"],
-            deterministic=not metadata["stochastic"],
-            normalizer=acting.normalizer,
-        )
+        with torch_threads_for(acting.spec):  # as enjoy acts
+            played = play(
+                acting.agent.actor,
+                recorder,
+                metadata["episode_seeds"],
+                deterministic=not metadata["stochastic"],
+                normalizer=acting.normalizer,
+            )
         buffers = recorder.buffers()
         try:
             with warnings.catch_warnings():  # its advice to name an author, an e-mail, a code permalink
@@ -176,7 +173,6 @@ def _collect(
             shutil.rmtree(folder, ignore_errors=True)
             raise
     finally:
-        torch.set_num_threads(threads)
         acting.env.close()
     return played.returns, int(sum(played.lengths)), str(folder)
 

@@ -4,18 +4,19 @@
     policy = rlrun.load_policy("latest", home="runs")        # the best checkpoint, as `rlrun enjoy`
     env = policy.make_env()                                  # the run's env, as enjoy builds it
     obs, _ = env.reset(seed=0)
-    action = policy.act(obs)                                 # what enjoy would choose
+    action, state = policy.act(obs)                          # what enjoy would choose
 
-A policy with a memory (`agent.network.recurrent`: `policy.recurrent`) takes the state its last
-step gave and gives the next one: `action, state = policy.act(obs, state)`, from `state=None` at
-each episode's start, as enjoy plays each episode from a fresh memory.
+`act` always gives `(action, state)`, as SB3's `predict` does. A policy with a memory
+(`agent.network.recurrent`: `policy.recurrent`) takes the state its last step gave and gives the
+next one: `action, state = policy.act(obs, state)`, from `state=None` at each episode's start, as
+enjoy plays each episode from a fresh memory; a memoryless one gives `state` None.
 
 `act` takes what the run's env gives (`make_env`: `gym.make` of the spec's env with its
 wrappers, Atari preprocessing and frame stack, as evaluation and enjoy build it) and chooses
 what `rlrun enjoy` chooses there: the observation normalisation statistics of the snapshot are
-applied, frozen, and the agent's own `act` picks the action. Preprocessing that lives in the env
-(Atari's frame skip, max-pooling, resize, grey scale, frame stack) stays in the env: it needs
-the emulator, so a policy takes the frames that come out of it.
+applied, frozen, and the agent's actor (`rlrun.algorithms.base.Actor`) picks the action.
+Preprocessing that lives in the env (Atari's frame skip, max-pooling, resize, grey scale, frame
+stack) stays in the env: it needs the emulator, so a policy takes the frames that come out of it.
 
 Nothing is written (the registry is only read); loading imports torch and the algorithm's agent,
 not the training loop.
@@ -30,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from rlrun.algorithms.base import Actor
     from rlrun.enjoy import EnjoyTarget
     from rlrun.refs import RunFilter, RunRef
 
 
 @dataclass
 class Policy:
-    """A checkpoint's acting policy. `act(observation)` gives the action for one observation (or
-    a batch of them, with a leading axis) as the env takes it."""
+    """A checkpoint's acting policy. `act(observation, state)` gives the action for one observation
+    (or a batch of them, with a leading axis) as the env takes it, and the state after it."""
 
     target: EnjoyTarget
     spec: Any
@@ -71,19 +73,24 @@ class Policy:
         return self.target.checkpoint.sha256
 
     @property
+    def actor(self) -> Actor:
+        """How the checkpoint's agent plays (`rlrun.algorithms.base.Actor`)."""
+        actor: Actor = self.agent.actor
+        return actor
+
+    @property
     def recurrent(self) -> bool:
         """Whether `act` takes and gives a recurrent state (a run with `agent.network.recurrent`)."""
-        from rlrun.algorithms.base import remembers
+        return self.actor.state_shape is not None
 
-        return remembers(self.agent)
-
-    def act(self, observation: Any, state: Any = None, deterministic: bool = True, generator: Any = None) -> Any:
-        """The action for `observation` (as the run's env gives it), the greedy one unless
-        `deterministic` is false; then drawn from `generator` (a `torch.Generator`; default: the
-        policy's own, seeded from `seed`). A recurrent policy takes its `state` (None: a fresh
-        episode's; else what its previous step returned, for the same batch of episodes) and
-        returns `(action, next_state)`; the state given is never changed. Others take no state and
-        return the action alone."""
+    def act(
+        self, observation: Any, state: Any = None, deterministic: bool = True, generator: Any = None
+    ) -> tuple[Any, Any]:
+        """`(action, next_state)` for `observation` (as the run's env gives it): the greedy action
+        unless `deterministic` is false; then drawn from `generator` (a `torch.Generator`; default:
+        the policy's own, seeded from `seed`). `state`: None at a fresh episode's start, else what
+        the previous step returned for the same batch of episodes; it is never changed. A policy
+        without a memory takes no state and gives None (as SB3's `predict`)."""
         if state is not None and not self.recurrent:
             raise ValueError(f"run {self.run_id}'s policy is not recurrent: it takes no state (pass state=None)")
         obs = np.asarray(observation)
@@ -97,12 +104,9 @@ class Policy:
         batch = obs[None] if single else obs
         seen = batch if self.normalizer is None else self.normalizer.observation(batch)
         drawn_from = None if deterministic else generator or self.generator
-        if self.recurrent:
-            memory = self.agent.initial_memory(len(batch)) if state is None else state
-            actions, after = self.agent.act_remembering(seen, memory, deterministic=deterministic, generator=drawn_from)
-            return (actions[0] if single else actions), after
-        actions = self.agent.act(seen, deterministic=deterministic, generator=drawn_from)
-        return actions[0] if single else actions
+        held = self.actor.initial_state(len(batch)) if state is None else state
+        actions, after = self.actor.step(seen, held, deterministic=deterministic, generator=drawn_from)
+        return (actions[0] if single else actions), after
 
     def make_env(self, render_mode: str | None = None) -> Any:
         """A fresh copy of the env `act` takes observations from, as `rlrun enjoy` builds it."""
@@ -123,15 +127,12 @@ def load_policy(
     """The acting policy of the checkpoint `reference` names (`rlrun enjoy`'s choice: the best
     session's best checkpoint by default), `checkpoint` as its `@` suffix says it: "best",
     "latest" or a frame count ("5M", 5_000_000). The snapshot is verified against the registry's
-    sha256 first; nothing is written, and torch's global random generator is left as it was.
+    sha256 first; nothing is written, and the global random generators are left as they were.
     `option`: how messages name `checkpoint` (the command line's `--checkpoint`)."""
-    import torch
-
     from rlrun.enjoy import load_acting, locate, with_checkpoint
 
     located = locate(with_checkpoint(reference, checkpoint, option), filters, home=home)
-    with torch.random.fork_rng(devices=[]):  # building an agent seeds torch's generator: the caller's is kept
-        acting = load_acting(located.root, located.target)
+    acting = load_acting(located.root, located.target)
     spaces = acting.env.observation_space, acting.env.action_space
     acting.env.close()
     return Policy(located.target, acting.spec, acting.agent, acting.normalizer, *spaces, seed=seed)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import storage
-from rlrun.algorithms.base import Agent
+from rlrun.algorithms.base import Actor
 from rlrun.envs import make_env
 from rlrun.envs.normalize import Normalizer
 from rlrun.envs.state import restore_wrappers_state
@@ -70,7 +70,7 @@ class Recorder:
         play: Play,
         frame: int,
         seed: int,
-        agent: Agent,
+        actor: Actor,
         normalizer: Normalizer | None,
         wrappers: list[Any] | None,
         evaluated_return: float,
@@ -81,7 +81,7 @@ class Recorder:
             return None
         path = self.path_of(frame)
         try:
-            episode_return = self._write(play, path, seed, agent, normalizer, wrappers)
+            episode_return = self._write(play, path, seed, actor, normalizer, wrappers)
         except Exception as error:  # output never stops training: said once, and no more videos
             self.given_up = True
             reason = str(error) if isinstance(error, BadInput) else f"meta.eval_video failed: {describe(error)}"
@@ -98,7 +98,7 @@ class Recorder:
         return Video(frame, path, episode_return, problem)
 
     def _write(
-        self, play: Play, path: Path, seed: int, agent: Agent, normalizer: Normalizer | None, wrappers: list[Any] | None
+        self, play: Play, path: Path, seed: int, actor: Actor, normalizer: Normalizer | None, wrappers: list[Any] | None
     ) -> float:
         """Play the episode into `path`, atomically; returns its return."""
         made = self.env is None
@@ -112,7 +112,7 @@ class Recorder:
         writer = VideoWriter(path, fps=env.metadata.get("render_fps", 30), atomic=True)
         try:
             played = play(
-                agent,
+                actor,
                 env,
                 [seed],
                 deterministic=self.spec.meta.eval_deterministic,

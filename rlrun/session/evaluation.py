@@ -24,7 +24,7 @@ import torch
 
 from rlrun import seeding, testhooks
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import Agent, remembers
+from rlrun.algorithms.base import Actor, Agent
 from rlrun.envs import make_env
 from rlrun.envs.normalize import Normalizer, make_normalizer
 from rlrun.envs.state import generator_state, make_generator, restore_wrappers_state, wrappers_state
@@ -102,8 +102,9 @@ def evaluate(
     evaluation neither depends on nor disturbs any other random stream (nor the training env's
     normalisation statistics, which it reads frozen)."""
     seeds = episode_seeds(seed, frame, episodes)
+    actor = agent.actor
     played = play(
-        agent, env, seeds, deterministic=deterministic, epsilon=epsilon, max_steps=max_steps, normalizer=normalizer
+        actor, env, seeds, deterministic=deterministic, epsilon=epsilon, max_steps=max_steps, normalizer=normalizer
     )
     return Evaluation(frame=frame, returns=played.returns, lengths=played.lengths, truncated=played.truncated)
 
@@ -114,7 +115,7 @@ def episode_seeds(seed: int, frame: int, episodes: int) -> list[int]:
 
 
 def play(
-    agent: Agent,
+    actor: Actor,
     env: gym.Env[Any, Any],
     seeds: list[int],
     *,
@@ -124,31 +125,27 @@ def play(
     on_frame: Callable[[Any], None] | None = None,
     normalizer: Normalizer | None = None,
 ) -> Played:
-    """One episode per seed; the env, any action sampling and the ε-random actions are seeded from
-    it. `on_frame` gets the env's render after every step. The agent sees observations through
-    `normalizer`, frozen (never updated here); returns are the env's own rewards. An episode still
-    running after `max_steps` steps is cut there."""
+    """One episode per seed, played by `actor`; the env, any action sampling and the ε-random
+    actions are seeded from it. `on_frame` gets the env's render after every step. The actor sees
+    observations through `normalizer`, frozen (never updated here); returns are the env's own
+    rewards. An episode still running after `max_steps` steps is cut there."""
     returns, lengths, cut = [], [], []
     random_actions = copy.deepcopy(env.action_space)  # the env's own space's generator stays untouched
-    remembering = agent if remembers(agent) else None
+    remembers = actor.state_shape is not None
     for episode_seed in seeds:
         generator = None if deterministic else torch.Generator().manual_seed(episode_seed)
         explore = np.random.default_rng(seeding.derive(episode_seed, seeding.EVAL_EXPLORATION))
         random_actions.seed(seeding.derive(episode_seed, seeding.EVAL_EXPLORATION, 1))
         obs, _ = env.reset(seed=episode_seed)
-        memory = None if remembering is None else remembering.initial_memory(1)  # each episode from a fresh memory
+        state = actor.initial_state(1)  # each episode from a fresh memory
         total, length, done, truncated = 0.0, 0, False, False
         while not done:
-            if remembering is not None:  # the memory reads every observation, whichever action is taken
-                remembered, memory = remembering.act_remembering(
-                    _seen(obs, normalizer), memory, deterministic=deterministic, generator=generator
+            explored = epsilon > 0 and explore.random() < epsilon
+            if remembers or not explored:  # a memory reads every observation, whichever action is taken
+                chosen, state = actor.step(
+                    _seen(obs, normalizer), state, deterministic=deterministic, generator=generator
                 )
-            if epsilon > 0 and explore.random() < epsilon:
-                action = random_actions.sample()
-            elif remembering is not None:
-                action = remembered[0]
-            else:
-                action = agent.act(_seen(obs, normalizer), deterministic=deterministic, generator=generator)[0]
+            action = random_actions.sample() if explored else chosen[0]
             obs, reward, terminated, ended_by_limit, _ = env.step(action)
             if on_frame is not None:
                 on_frame(env.render())
@@ -273,8 +270,9 @@ class Evaluator:
         after = self.env_state()
         recorded = None
         if video and self.recorder is not None:
+            first = episode_seeds(self.seed, frame, 1)[0]
             recorded = self.recorder.record(
-                play, frame, episode_seeds(self.seed, frame, 1)[0], agent, normalizer, wrappers, evaluation.returns[0]
+                play, frame, first, agent.actor, normalizer, wrappers, evaluation.returns[0]
             )
         return Outcome(evaluation, after, recorded)
 

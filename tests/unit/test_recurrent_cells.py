@@ -14,7 +14,7 @@ import torch
 import rlrun
 from rlrun.algorithms import build_agent
 from rlrun.algorithms import kernels as kernel_for
-from rlrun.algorithms.base import Step, remembers
+from rlrun.algorithms.base import Step
 from rlrun.envs import make_env
 from rlrun.errors import BadInput
 
@@ -102,15 +102,21 @@ def test_the_memory_is_state_and_an_episodes_end_clears_it() -> None:
     agent.observe(step)
     assert not agent.hidden[:, 1].any() and agent.hidden[:, 0].any()
     out, _, values = agent.model.remember(obs, agent.hidden)
-    fresh, _, fresh_values = agent.model.remember(obs[1:2], agent.initial_memory(1))
+    fresh, _, fresh_values = agent.model.remember(obs[1:2], agent.model.recurrent.initial(1))
     np.testing.assert_allclose(out[1:2], fresh, rtol=1e-6)
     np.testing.assert_allclose(values[1:2], fresh_values, rtol=1e-6)
 
-    # playing from a memory of the caller's never touches training's, nor the memory passed in
-    before, memory = agent.hidden.copy(), agent.initial_memory(3)
-    actions, after = agent.act_remembering(obs, memory, deterministic=True)
+    # playing from a state of the caller's (the actor's cell alone) never touches training's
+    # memory, nor the state passed in; its greedy actions read what training's actor part reads
+    before, memory = agent.hidden.copy(), agent.actor.initial_state(3)
+    assert memory.shape == (2, 3, 8) and agent.actor.state_shape == (2, 8)
+    actions, after = agent.actor.step(obs, memory, deterministic=True)
     assert not memory.any() and after.shape == memory.shape and actions.shape == (3,)
     np.testing.assert_array_equal(agent.hidden, before)
+    trained, _, _ = agent.model.remember(obs, np.concatenate([memory, memory]))
+    np.testing.assert_array_equal(actions, trained.argmax(axis=-1))
+    with pytest.raises(ValueError, match="generator"):
+        agent.actor.step(obs, memory)
 
     agent.restart_episodes()  # a resume that could not restore the env mid-episode
     assert not agent.hidden.any()
@@ -119,9 +125,10 @@ def test_the_memory_is_state_and_an_episodes_end_clears_it() -> None:
 def test_no_kernel_learns_through_a_memory() -> None:
     _, agent, _ = agent_and_env("ppo", "lstm")
     assert kernel_for.find_actor_critic(agent.model, "ppo", "auto") is None
-    assert remembers(agent)
+    assert agent.actor.state_shape is not None
     _, plain, _ = agent_and_env("ppo", "lstm", "agent.network.recurrent=null")
-    assert not remembers(plain) and "hidden" not in plain.state_dict()
+    assert plain.actor.state_shape is None and plain.actor.initial_state(2) is None
+    assert "hidden" not in plain.state_dict()
 
 
 def test_minibatches_are_whole_sequences_and_only_ppo_and_a2c_remember() -> None:

@@ -106,7 +106,7 @@ def _tie_critics(agent: Agent) -> None:
 
 def _clamp_log_std(agent: Agent) -> None:
     """Log-stds past LOG_STD_MAX at first, where the clamp stops their gradient."""
-    last = agent.actor.body[-1]
+    last = agent.policy.body[-1]
     assert isinstance(last, torch.nn.Linear)
     with torch.no_grad():
         last.bias[1:] = LOG_STD_MAX + 3
