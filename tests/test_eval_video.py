@@ -143,7 +143,7 @@ def test_without_the_video_extra_it_says_so_once_and_records_nothing(
         play,
         100,
         7,
-        agent=None,
+        actor=None,
         normalizer=None,
         wrappers=None,  # type: ignore[arg-type]
         evaluated_return=0.0,
@@ -156,7 +156,7 @@ def test_without_the_video_extra_it_says_so_once_and_records_nothing(
             play,
             200,
             7,
-            agent=None,
+            actor=None,
             normalizer=None,
             wrappers=None,  # type: ignore[arg-type]
             evaluated_return=0.0,

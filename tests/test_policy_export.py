@@ -1,16 +1,23 @@
-"""A trained checkpoint outside rlrun's own loop (issue 42): `rlrun.load_policy(...).act` chooses what
-`rlrun enjoy` chooses, and `rlrun export --onnx` writes a graph that `rlrun enjoy --policy` plays to
-the checkpoint's returns (DQN and PPO on CartPole, SAC on Pendulum, DQN on Pong); a file that is
-another checkpoint's, changed, or no model at all is refused in one line, exit 2, nothing recorded.
+"""A trained checkpoint outside rlrun's own loop (issues 42, 50): `rlrun.load_policy(...).act` chooses
+what `rlrun enjoy` chooses, `rlrun record` records what it chooses, and `rlrun export --onnx` writes a
+graph whose greedy action is the policy's, bit for bit, and that `rlrun enjoy --policy` plays to the
+checkpoint's returns (DQN and PPO on CartPole, SAC on Pendulum, REINFORCE over MultiDiscrete actions,
+A2C with a memory over MultiBinary ones, DQN on Pong); all of them act through the agent's one
+`Actor`. A file that is another checkpoint's, changed, or no model at all is refused in one line,
+exit 2, nothing recorded; loading a checkpoint leaves the caller's global generators as they were.
 
 One tiny in-process training per algorithm, in one home shared by the module; PPO and SAC
 normalise their observations (`env.normalize`), so the statistics in the graph are exercised."""
 
 from __future__ import annotations
 
+import importlib.util
+import random
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,13 +39,25 @@ RUNS = {  # run name: (built-in spec, settings)
     "dqn": ("dqn_cartpole", [*TINY, *FAST["dqn"]]),
     "ppo": ("ppo_cartpole", [*TINY, *FAST["ppo"], *NORMALIZED]),
     "sac": ("sac_pendulum", [*TINY, *FAST["sac"], *NORMALIZED]),
+    "reinforce": ("reinforce_cartpole", [*TINY, "env.id=MultiDiscreteActions-v0"]),
+    "a2c": (
+        "a2c_cartpole",
+        [*TINY, "env.id=MultiBinaryActions-v0", 'agent.network.recurrent={"cell": "gru", "size": 8}'],
+    ),
 }
+CONTINUOUS = {"sac"}
+"""Runs whose actions are floats: a batch's products may round otherwise than one row's (BLAS)."""
+USERNETS = Path(__file__).parent / "usernets"
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One home holding a tiny run of each algorithm, named after it."""
     import rlrun
+
+    with pytest.MonkeyPatch.context() as patch:  # the user's envs (MultiDiscrete, MultiBinary actions)
+        patch.syspath_prepend(str(USERNETS))
+        import my_envs  # noqa: F401  # registers them in this process, for good
 
     home = tmp_path_factory.mktemp("policies") / "runs"
     for name, (spec, settings) in RUNS.items():
@@ -71,33 +90,56 @@ def enjoy_rows(home: Path) -> int:
         return int(db.execute("select count(*) from evaluations where kind = 'enjoy'").fetchone()[0])
 
 
+def played_by_policy(policy: Any, seed: int, episodes: int) -> Iterator[tuple[int, list[Any], list[Any], float]]:
+    """Enjoy's episodes of `seed` played by `policy` on the env it builds, its state carried from
+    step to step: per episode, its index, the observations acted on, the actions and the return."""
+    from rlrun import seeding
+
+    env = policy.make_env()
+    try:
+        for k in range(episodes):
+            obs, _ = env.reset(seed=seeding.derive(seed, seeding.ENJOY, k))
+            seen, actions, total, done, state = [], [], 0.0, False, None
+            while not done:
+                seen.append(obs)
+                action, state = policy.act(obs, state)
+                assert (state is None) == (not policy.recurrent)
+                actions.append(action)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total, done = total + float(reward), terminated or truncated
+            yield k, seen, actions, total
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("name", list(RUNS))
 def test_load_policy_chooses_what_enjoy_chooses(trained: Path, name: str) -> None:
     """Enjoy's episodes, replayed with the policy on the env it builds: the same actions at every
-    step, so the same returns and lengths; a batch of observations acts as its rows do."""
+    step, so the same returns and lengths; a batch of observations (each a fresh episode's) acts
+    as its rows do."""
     import rlrun
-    from rlrun import seeding
     from rlrun.enjoy import enjoy
 
     result = enjoy(name, home=trained, episodes=2)
     policy = rlrun.load_policy(name, home=trained)
     assert (policy.run_id, policy.checkpoint_frame) == (result.run_id, result.checkpoint_frame)
-    env = policy.make_env()
+    assert policy.recurrent == (name == "a2c")
     seen = []
-    for k, episode in enumerate(result.episodes):
-        obs, _ = env.reset(seed=seeding.derive(result.seed, seeding.ENJOY, k))
-        total, length, done = 0.0, 0, False
-        while not done:
-            seen.append(obs)
-            obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
-            total, length, done = total + float(reward), length + 1, terminated or truncated
-        assert (total, length) == (episode.episode_return, episode.length)
-    env.close()
+    for k, observations, actions, total in played_by_policy(policy, result.seed, 2):
+        assert (total, len(actions)) == (result.episodes[k].episode_return, result.episodes[k].length)
+        seen += observations
     batch = np.stack(seen)
-    # a batch's products may round otherwise than one row's (BLAS): continuous actions within float tolerance
-    np.testing.assert_allclose(policy.act(batch), np.stack([policy.act(o) for o in seen]), rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="not recurrent"):
-        policy.act(seen[0], state=np.zeros(1))
+    actions, state = policy.act(batch)
+    assert (state is None) == (not policy.recurrent)
+    assert state is None or state.shape[1] == len(batch)
+    one_by_one = np.stack([policy.act(o)[0] for o in seen])
+    if name in CONTINUOUS:  # a batch's products may round otherwise than one row's (BLAS)
+        np.testing.assert_allclose(actions, one_by_one, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(actions, one_by_one)
+    if not policy.recurrent:
+        with pytest.raises(ValueError, match="not recurrent"):
+            policy.act(seen[0], state=np.zeros(1))
     # the checkpoint named apart, as its @ suffix would: the same choice
     assert (
         rlrun.load_policy(f"{name}@latest", home=trained).checkpoint_frame
@@ -123,6 +165,84 @@ def test_the_onnx_file_plays_the_checkpoints_returns(trained: Path, exported: di
     assert len(metadata["rlrun.checkpoint_sha256"]) == 64
 
 
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_graphs_action_is_the_policys_greedy_action(trained: Path, exported: dict[str, Path], name: str) -> None:
+    """The file's `action` on the observations of enjoy's episodes, one step at a time (its
+    `next_state` carried, with a memory), is the action `load_policy` chose there, in the env's
+    dtype: bit for bit for discrete actions, within float tolerance for continuous ones."""
+    import onnxruntime
+
+    import rlrun
+
+    policy = rlrun.load_policy(name, home=trained)
+    session = onnxruntime.InferenceSession(str(exported[name]))
+    names = [o.name for o in session.get_outputs()]
+    assert names[0] == "action" and (names[-1] == "next_state") == policy.recurrent
+    for _, observations, actions, _ in played_by_policy(policy, 0, 1):
+        state = policy.actor.initial_state(1)
+        for obs, chosen in zip(observations, actions, strict=True):
+            feeds = {"observation": obs[None]} if state is None else {"observation": obs[None], "state": state}
+            out = dict(zip(names, session.run(None, feeds), strict=True))
+            state = out.get("next_state")
+            assert out["action"][0].dtype == np.asarray(chosen).dtype
+            if name in CONTINUOUS:
+                np.testing.assert_allclose(out["action"][0], chosen, rtol=1e-5, atol=1e-6)
+            else:
+                np.testing.assert_array_equal(out["action"][0], chosen)
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_record_records_what_load_policy_plays(
+    trained: Path, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rlrun record`'s episodes are enjoy's (its returns) and its actions are the ones
+    `load_policy` chooses on the recorded observations, its state carried through each episode."""
+    minari = pytest.importorskip("minari")
+    import rlrun
+    from rlrun.enjoy import enjoy
+    from rlrun.enjoy.dataset import record
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    recorded = record(name, home=trained, dataset_id=f"rlrun/{name}-v0", episodes=2)
+    assert recorded.returns == [e.episode_return for e in enjoy(name, home=trained, episodes=2).episodes]
+    policy = rlrun.load_policy(name, home=trained)
+    for episode in minari.load_dataset(f"rlrun/{name}-v0").iterate_episodes():
+        state = None
+        for obs, action in zip(episode.observations[:-1], episode.actions, strict=True):
+            chosen, state = policy.act(obs, state)
+            np.testing.assert_array_equal(chosen, action)
+
+
+def generators() -> tuple[Any, ...]:
+    import torch
+
+    return torch.get_rng_state().tolist(), np.random.get_state()[1].tolist(), random.getstate()
+
+
+def test_loading_a_checkpoint_leaves_the_callers_generators_alone(trained: Path, tmp_path: Path) -> None:
+    """`load_policy`, `enjoy`, `export_onnx` and `record` load the checkpoint through one loader,
+    which builds the agent (that seeds torch's generator) and gives the caller's generators back."""
+    import torch
+
+    import rlrun
+    from rlrun.enjoy import enjoy
+    from rlrun.enjoy.onnx import export_onnx
+
+    torch.manual_seed(11), np.random.seed(12), random.seed(13)
+    before = generators()
+    rlrun.load_policy("a2c", home=trained)
+    enjoy("reinforce", home=trained, episodes=1)
+    export_onnx("ppo", tmp_path / "p.onnx", home=trained)
+    assert generators() == before
+    if importlib.util.find_spec("minari") is not None:  # the extra that `record` needs
+        from rlrun.enjoy.dataset import record
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+            record("dqn", home=trained, dataset_id="rlrun/kept-v0", episodes=1)
+        assert generators() == before
+
+
 def test_the_graph_holds_the_normalisation_and_the_stochastic_heads(trained: Path, exported: dict[str, Path]) -> None:
     """The raw observation goes in: the graph's action is the policy's; the Gaussian's outputs are there."""
     import onnxruntime
@@ -134,7 +254,7 @@ def test_the_graph_holds_the_normalisation_and_the_stochastic_heads(trained: Pat
     obs = np.stack([env.reset(seed=k)[0] for k in range(8)])
     session = onnxruntime.InferenceSession(str(exported["ppo"]))
     action, logits = session.run(None, {"observation": obs})
-    np.testing.assert_array_equal(action, policy.act(obs))
+    np.testing.assert_array_equal(action, policy.act(obs)[0])
     assert logits.shape == (8, 2)
     sac = onnxruntime.InferenceSession(str(exported["sac"]))
     assert [o.name for o in sac.get_outputs()] == ["action", "mean", "log_std"]

@@ -48,9 +48,9 @@ class Agent(Protocol):
     def act(
         self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
     ) -> np.ndarray:
-        """Actions for a batch of observations. Training sampling uses the agent's own generator;
-        evaluation passes `deterministic=True` or a generator of its own, so it never consumes
-        training randomness."""
+        """Training's actions for a batch of observations, drawn from the agent's own generator
+        (and memory). Playing outside training goes through `actor`, which never touches either;
+        `deterministic` and `generator` are kept for callers of the agent itself."""
         ...
 
     def observe(self, step: Step) -> None: ...
@@ -113,7 +113,10 @@ class ActingGraph(nn.Module):
 
 
 class Remembering(Protocol):
-    """An agent with a memory (`agent.network.recurrent`). Training's memory of each env copy is
+    """Superseded by `Actor` (issue 50): nothing in rlrun calls it. Kept only while DQN's own unit
+    tests (tests/unit/test_recurrent_dqn_units.py) still import `remembers`; it goes with them.
+
+    An agent with a memory (`agent.network.recurrent`). Training's memory of each env copy is
     the agent's own, kept in its state (so in every snapshot) and cleared where an episode ends.
     Evaluation, `enjoy` and `load_policy` act from a memory the caller holds instead:
     `initial_memory(n)` for n fresh episodes, and `act_remembering`, which gives the actions and the

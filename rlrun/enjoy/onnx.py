@@ -65,30 +65,31 @@ def acting_graph(actor: Actor, normalizer: Any) -> ActingGraph:
 
 
 class Normalized(ActingGraph):
-    """`Normalizer.observation` (in float64, as it computes, then float32) before `graph`."""
+    """`Normalizer.observation` (in float64, as it computes, then float32) before the actor's graph
+    (`policy`: not `graph`, which names a traced module's own graph)."""
 
     def __init__(self, graph: ActingGraph, normalizer: Any) -> None:
         super().__init__()
         rms, spec = normalizer.obs_rms, normalizer.spec
-        self.graph, self.outputs, self.clip = graph, graph.outputs, float(spec.clip_obs)
-        self.mean: torch.Tensor
-        self.scale: torch.Tensor
-        self.register_buffer("mean", torch.from_numpy(np.array(rms.mean, np.float64)))
-        self.register_buffer("scale", torch.from_numpy(np.sqrt(rms.var + spec.epsilon)))
+        self.policy, self.outputs, self.clip = graph, graph.outputs, float(spec.clip_obs)
+        self.obs_mean: torch.Tensor  # not `mean`: an ONNX initializer may not share an output's name
+        self.obs_scale: torch.Tensor
+        self.register_buffer("obs_mean", torch.from_numpy(np.array(rms.mean, np.float64)))
+        self.register_buffer("obs_scale", torch.from_numpy(np.sqrt(rms.var + spec.epsilon)))
 
     def normalize(self, observation: torch.Tensor) -> torch.Tensor:
-        scaled = (observation.to(torch.float64) - self.mean) / self.scale
+        scaled = (observation.to(torch.float64) - self.obs_mean) / self.obs_scale
         return scaled.clamp(-self.clip, self.clip).to(torch.float32)
 
     def forward(self, observation: torch.Tensor) -> Any:
-        return self.graph(self.normalize(observation))
+        return self.policy(self.normalize(observation))
 
 
 class NormalizedWithState(Normalized):
     """`Normalized` for a graph with a memory: the state passes through."""
 
     def forward(self, observation: torch.Tensor, state: torch.Tensor) -> Any:  # type: ignore[override]
-        return self.graph(self.normalize(observation), state)
+        return self.policy(self.normalize(observation), state)
 
 
 # -- export -----------------------------------------------------------------------------------------
