@@ -17,11 +17,9 @@ from rlrun.registry.records import SearchRecord
 from rlrun.search import space as search_space
 from rlrun.search.driver import Driver
 from rlrun.search.population import PbtDriver, PbtSettings, plan_population
-from rlrun.search.settings import METRICS, PRUNE_AFTER, PRUNERS, SAMPLERS, SearchPlan, Settings
+from rlrun.search.settings import SearchPlan, Settings
 from rlrun.search.trials_plan import plan_trials
 from rlrun.spec import recorded_spec
-
-__all__ = ["METRICS", "PRUNERS", "PRUNE_AFTER", "SAMPLERS", "SCHEDULERS", "SearchPlan", "Settings", "plan_search"]
 
 
 @dataclass(frozen=True)
