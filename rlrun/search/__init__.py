@@ -16,7 +16,9 @@ new sampler, would suggest something else. So a search killed at any moment and 
 run's snapshots exactly (`rlrun.training.resume`): with one trial at a time, the resumed search is
 the uninterrupted one, trial for trial.
 
-The package, by idea: `plan` (settings and plan, checked before anything is written), `calls`
+The package, by idea: `plan` (the table of schedulers: each one's settings, planner, recorded
+settings and driver), `settings` (a search's settings and plan, as data), `trials_plan` (a search
+of trials, checked before anything is written), `calls`
 (`run_search`, `resume_search`, `drive_search`), `driver` (the search's records, heartbeat and
 signals around its trials), `trial` (one trial: suggested, trained as a run, scored, pruned),
 `optuna_adapter` (Optuna behind one door), `outcomes` (what a search reports); `space` (the search
@@ -28,7 +30,8 @@ from __future__ import annotations
 from rlrun.search.calls import HandOver, drive_search, resume_search, run_search
 from rlrun.search.optuna_adapter import importance
 from rlrun.search.outcomes import SearchResult, TrialOutcome
-from rlrun.search.plan import METRICS, PRUNERS, SAMPLERS, SearchPlan, Settings, plan_search
+from rlrun.search.plan import plan_search
+from rlrun.search.settings import METRICS, PRUNERS, SAMPLERS, SearchPlan, Settings
 
 __all__ = [
     "METRICS",

@@ -17,10 +17,10 @@ from rlrun.ids import new_run_id
 from rlrun.refs import check_run_name, parse_search_ref
 from rlrun.registry import Registry
 from rlrun.registry.records import SearchRecord
-from rlrun.search.driver import Driver
 from rlrun.search.optuna_adapter import load_optuna
 from rlrun.search.outcomes import OnTrial, SearchResult, outcome_of
-from rlrun.search.plan import SearchPlan, Settings, recorded_plan
+from rlrun.search.plan import driver_for, recorded_plan
+from rlrun.search.settings import SearchPlan, Settings
 from rlrun.search.trial import MakeExecutor
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
@@ -81,7 +81,7 @@ def run_search(
         on_start(record)
     if hand_over is not None:
         return _handed_over(hand_over, root, url, record)
-    return _driver(plan.settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
+    return driver_for(plan.settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
 
 
 def _handed_over(hand_over: HandOver, root: Path, url: str, record: SearchRecord) -> SearchResult:
@@ -134,7 +134,7 @@ def resume_search(
     stopping.raise_if_stopped(f"before search {record.id} was reopened; nothing was written")
     with Registry.open(root, url) as registry:
         registry.reopen_search(record.id, host=socket.gethostname(), pid=os.getpid())
-    return _driver(settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
+    return driver_for(settings)(root, url, record, plan, on_event, on_trial, make_executor).drive()
 
 
 def drive_search(root: Path, url: str, search_id: str, make_executor: MakeExecutor) -> SearchResult:
@@ -145,17 +145,9 @@ def drive_search(root: Path, url: str, search_id: str, make_executor: MakeExecut
         record = registry.get_search(search_id).search
     plan = recorded_plan(record)
     load_optuna()
-    driver = _driver(plan.settings)(root, url, record, plan, None, None, make_executor)
+    driver = driver_for(plan.settings)(root, url, record, plan, None, None, make_executor)
     driver.handle_signals = False
     return driver.drive()
-
-
-def _driver(settings: Settings) -> type[Driver]:
-    if getattr(settings, "scheduler", None) == "pbt":
-        from rlrun.search.population import PbtDriver
-
-        return PbtDriver
-    return Driver
 
 
 def _check_executor(make_executor: MakeExecutor | None, settings: Settings, root: Path, url: str, spec: Spec) -> None:

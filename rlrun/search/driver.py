@@ -19,7 +19,7 @@ from rlrun.registry.records import SearchRecord, TrialRecord
 from rlrun.search.heartbeat import DriverHeartbeat
 from rlrun.search.optuna_adapter import importance
 from rlrun.search.outcomes import OnTrial, SearchResult, outcome_of
-from rlrun.search.plan import SearchPlan
+from rlrun.search.settings import SearchPlan
 from rlrun.search.trial import MakeExecutor, Trial, WorkerExecutors, local_executor, trial_worker
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest

@@ -17,7 +17,7 @@ from rlrun.search.space import Dimension
 if TYPE_CHECKING:
     import optuna
 
-    from rlrun.search.plan import Settings
+    from rlrun.search.settings import Settings
 
 
 SAMPLER_STREAM = 101

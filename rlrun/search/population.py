@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from signal import SIGTERM
@@ -35,9 +36,11 @@ from rlrun.search import pbt
 from rlrun.search import space as search_space
 from rlrun.search.driver import Driver
 from rlrun.search.outcomes import TrialOutcome
-from rlrun.search.plan import SearchPlan, Settings, plan_search
+from rlrun.search.settings import SearchPlan, Settings
 from rlrun.search.trial import Job, WorkerExecutors, train_trial
+from rlrun.search.trials_plan import plan_trials
 from rlrun.session.stopping import StopRequest
+from rlrun.sizes import parse_size
 from rlrun.spec import validate_spec
 
 SCHEDULER = "pbt"
@@ -73,6 +76,42 @@ class PbtSettings(Settings):
 # Planning
 
 
+def plan_population(
+    source: str | Path | dict[str, Any],
+    overrides: list[str] | None = None,
+    *,
+    metric: str,
+    parallel: int,
+    population: int | None = None,
+    interval: int | str | None = None,
+    quantile: float | None = None,
+    resample_probability: float | None = None,
+    factors: Sequence[float] | str | None = None,
+) -> SearchPlan:
+    """A PBT search as `rlrun search --scheduler pbt` asks for it (`plan_pbt`), PBT's settings not
+    given at `pbt.Options`' defaults."""
+    if population is None or interval is None:
+        raise BadInput("--scheduler pbt needs --population N and --interval FRAMES, e.g. --population 8 --interval 50k")
+    given: dict[str, Any] = {
+        "interval": parse_size(interval, what="--interval"),
+        "quantile": quantile,
+        "resample_probability": resample_probability,
+        "factors": None if factors is None else _factors(factors),
+    }
+    options = pbt.Options(population=population, **{key: value for key, value in given.items() if value is not None})
+    return plan_pbt(source, overrides, options=options, metric=metric, parallel=parallel)
+
+
+def _factors(factors: Sequence[float] | str) -> tuple[float, ...]:
+    """PBT's factors, as numbers or as their text (`0.8,1.2`, as the command line takes them)."""
+    if not isinstance(factors, str):
+        return tuple(factors)
+    try:
+        return tuple(float(part) for part in factors.split(","))
+    except ValueError:
+        raise BadInput(f"--factors {factors!r}: give numbers separated by commas, e.g. 0.8,1.2") from None
+
+
 def plan_pbt(
     source: str | Path | dict[str, Any],
     overrides: list[str] | None = None,
@@ -84,7 +123,7 @@ def plan_pbt(
     """A PBT search of a spec with a `search` block, training up to `parallel` members of a
     generation at once; BadInput (or SpecError) before anything is written when it cannot run:
     among others, a searched setting that cannot change mid-run."""
-    base = plan_search(source, overrides, trials=1, metric=metric, sampler="random", pruner="none", parallel=parallel)
+    base = plan_trials(source, overrides, trials=1, metric=metric, sampler="random", pruner="none", parallel=parallel)
     from rlrun.spec.consistency import flatten
     from rlrun.spec.schedules import _ScheduleBase
 

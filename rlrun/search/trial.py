@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rlrun.catalog.scores import score as format_score
 from rlrun.errors import BadInput, ClusterLost, ClusterUnreachable
 from rlrun.registry import Registry
-from rlrun.registry.records import TrialLink, TrialRecord
+from rlrun.registry.records import SearchRecord, TrialLink, TrialRecord
 from rlrun.search import space as search_space
 from rlrun.search.optuna_adapter import decode_params, encode_params, new_study, optuna_distributions
-from rlrun.search.outcomes import TrialOutcome
+from rlrun.search.outcomes import OnTrial, TrialOutcome
+from rlrun.search.settings import SearchPlan
 from rlrun.session import events, stopping
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import validate_spec
 
 if TYPE_CHECKING:
-    from rlrun.search.driver import Driver
     from rlrun.training.executor import Executor
 
 
@@ -42,6 +42,21 @@ class WorkerExecutors(Protocol):
     def __call__(self, stop: StopRequest) -> Executor: ...
 
     def for_worker(self) -> WorkerExecutors: ...
+
+
+class Searching(Protocol):
+    """What a trial needs of its search's driver (`rlrun.search.driver.Driver`): the search, where
+    its runs train and with what, and whom to tell."""
+
+    root: Path
+    record: SearchRecord
+    plan: SearchPlan
+    make_executor: MakeExecutor
+    handle_signals: bool
+    interrupted: str | None
+    """Why the search stopped short of failing (its cluster was lost), set by a trial."""
+    on_event: Callable[[events.Event], None]
+    on_trial: OnTrial
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,12 @@ class Trial:
     perhaps pruned on its evaluations."""
 
     def __init__(
-        self, driver: Driver, registry: Registry, number: int, existing: TrialRecord | None, history: list[TrialRecord]
+        self,
+        driver: Searching,
+        registry: Registry,
+        number: int,
+        existing: TrialRecord | None,
+        history: list[TrialRecord],
     ) -> None:
         self.driver, self.registry, self.number, self.existing = driver, registry, number, existing
         settings = driver.plan.settings

@@ -2,10 +2,11 @@
 
 `loop` is the training loop, and `task` the unit of work an executor runs (plain data); beside
 them, the parts a session is made of: `checkpoints` (when snapshots are taken, and how they are
-staged, uploaded, recorded and retained), `state` (what a snapshot captures of a session, and how
-it is restored), `evaluation` (its own env and random stream), `device`, `events` (what it
-reports), `stopping` (signals become a snapshot and a clean stop), `metrics_log` (the training log
-in its folder, and the `metrics` reader) and `tensorboard_log` (that log's optional mirror). Only
+staged, uploaded, recorded and retained), `state` (the session's progress as data, what a snapshot
+captures of a session, and how it is restored), `evaluation` (its own env and random stream),
+`device`, `events` (what it reports), `stopping` (signals become a snapshot and a clean stop),
+`metrics_log` (the training log in its folder, and the `metrics` reader) and `tensorboard_log`
+(that log's optional mirror). Only
 `loop`, `checkpoints`, `state` and `evaluation` import torch; this package's own import costs
 nothing, so `rlrun ls` may use its torch-free parts.
 """

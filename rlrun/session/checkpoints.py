@@ -19,18 +19,43 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rlrun import paths, snapshot, storage
-from rlrun.session import events, metrics_log, state, uploads
+from rlrun.registry import Registry
+from rlrun.session import events, uploads
+from rlrun.session.state import SessionProgress
+from rlrun.session.task import SessionTask
 from rlrun.snapshot import layout, remote, retention
 
-if TYPE_CHECKING:
-    from rlrun.session.loop import Session
+Job = Callable[[], None]
+
+
+class Source(Protocol):
+    """What a session's snapshots need of it: its progress (the frame, the evaluations and the best),
+    a capture of its whole state, and its logs as they stand."""
+
+    @property
+    def progress(self) -> SessionProgress: ...
+
+    def capture(self, kind: str) -> snapshot.Snapshot:
+        """The session's state now, as a snapshot of `kind` (`rlrun.session.state.capture`)."""
+        ...
+
+    def evaluation_running(self) -> bool:
+        """Whether an evaluation submitted is not recorded yet."""
+        ...
+
+    def flush_logs(self, sync: bool = False) -> None: ...
+
+    def log_uploads(self) -> list[tuple[str, Job | None]]:
+        """A job per log file (named) that puts it, as it stands, in the home's store (None: nothing to put)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -60,15 +85,33 @@ class _Upload:
 
 
 class Checkpoints:
-    """The snapshots of one session process; `session` is whose state they capture and where they
-    are recorded."""
+    """The snapshots of one session process: `source` is whose state they capture, `task` the
+    session they are recorded for in `registry` (each event said through `emit`), in `home`,
+    `keep` periodic ones kept."""
 
-    def __init__(self, session: Session, previous: Path | None) -> None:
-        self.session = session
+    def __init__(
+        self,
+        source: Source,
+        *,
+        task: SessionTask,
+        registry: Registry,
+        home: Path,
+        keep: int,
+        emit: Callable[[events.Event], None],
+        previous: Path | None,
+    ) -> None:
+        self.source, self.task, self.registry, self.home, self.keep, self.emit = (
+            source,
+            task,
+            registry,
+            home,
+            keep,
+            emit,
+        )
         self.previous = previous
         """The snapshot this process's state descends from (resumed from, then each one written):
         the next snapshot shares its replay memory's segments instead of writing them again."""
-        self.last_frame = -1 if previous is None else session.clock.frame
+        self.last_frame = -1 if previous is None else source.progress.clock.frame
         """The frame of the newest snapshot this process's state is in (a resume's: its own), put
         in place or staged for upload."""
         self.held: list[Held] = []
@@ -82,8 +125,8 @@ class Checkpoints:
         self._closed = False
         self.store: uploads.Uploads | None = None
         """The session's calls to its object store (None in a local home, which has none)."""
-        if storage.mirror_of(session.home) is not None:
-            self.store = uploads.Uploads(lambda: session.registry.fenced(_nothing))
+        if storage.mirror_of(home) is not None:
+            self.store = uploads.Uploads(lambda: registry.fenced(_nothing))
 
     def take(self, kinds: list[str], evaluated: bool = False) -> None:
         """Write a snapshot of this frame: at once when every evaluation up to it is recorded,
@@ -91,25 +134,25 @@ class Checkpoints:
         then rewritten); one due only because of an evaluation that was not the best is dropped.
         The last snapshot of a process (its end, a stop) returns only once every snapshot is
         uploaded and recorded."""
-        session = self.session
-        frame = session.clock.frame
+        source = self.source
+        frame = source.progress.clock.frame
         ending = bool({"final", "preempt"} & set(kinds))
         self.poll()
         if frame == self.last_frame:  # a stop right after a scheduled snapshot: that one already holds this state
             if ending:
                 self.settle()
             return
-        known = session.evaluator.pending_frame() is None
+        known = not source.evaluation_running()
         if known:
             kinds = self._best_at(frame, evaluated) + kinds
             if not kinds:
                 return
-        session.registry.fenced(lambda: session.flush_logs(sync=True))  # the log always reaches the newest snapshot
+        self.registry.fenced(lambda: source.flush_logs(sync=True))  # the log always reaches the newest snapshot
         self.upload_logs()  # ahead of the snapshot: the store's log too reaches it
         if known:
-            self._publish(self._prepare(state.capture(session, "+".join(kinds))), frame, "+".join(kinds))
+            self._publish(self._prepare(source.capture("+".join(kinds))), frame, "+".join(kinds))
         else:
-            captured = state.capture(session, "+".join(kinds) or "pending")
+            captured = source.capture("+".join(kinds) or "pending")
             self.held.append(Held(frame, kinds, evaluated, self._prepare(captured), captured.meta))
         if ending:
             self.settle()
@@ -133,11 +176,7 @@ class Checkpoints:
         uploader (a home in object storage)."""
         if self.store is None:
             return
-        session = self.session
-        jobs = [(session.metrics.path.name, metrics_log.upload_job(session.metrics.path))]
-        if session.tensorboard is not None:
-            jobs += session.tensorboard.upload_jobs()
-        for name, job in jobs:
+        for name, job in self.source.log_uploads():
             if job is not None:
                 self.store.submit_newest(name, job)
 
@@ -173,17 +212,18 @@ class Checkpoints:
 
     def _best_at(self, frame: int, evaluated: bool) -> list[str]:
         """["best"] when the evaluation at `frame` (recorded) is the best so far."""
-        best = self.session.best
+        best = self.source.progress.best
         return ["best"] if evaluated and best is not None and best.frame == frame else []
 
     def _prepare(self, captured: snapshot.Snapshot) -> snapshot.Prepared:
-        session = self.session
-        directory = paths.checkpoints_dir(session.home, session.task.run_id, session.task.index)
+        directory = paths.checkpoints_dir(self.home, self.task.run_id, self.task.index)
         newest = self._newest
         previous = (
             self.previous if newest is None else newest.temporary if newest.temporary.exists() else newest.destination
         )
-        return snapshot.prepare(directory / snapshot.snapshot_name(session.clock.frame), captured, previous=previous)
+        return snapshot.prepare(
+            directory / snapshot.snapshot_name(self.source.progress.clock.frame), captured, previous=previous
+        )
 
     def _release(self, held: Held) -> None:
         kinds = self._best_at(held.frame, held.evaluated) + held.kinds
@@ -191,14 +231,14 @@ class Checkpoints:
             held.prepared.discard()
             return
         kind = "+".join(kinds)
-        session = self.session
+        progress = self.source.progress
         meta = replace(
             held.meta,
             kind=kind,
-            evaluations=list(session.evaluations),
-            best=session.best,
-            random=replace(held.meta.random, eval_env=session.eval_env_state.generator),
-            eval_wrappers=session.eval_env_state.wrappers,
+            evaluations=list(progress.evaluations),
+            best=progress.best,
+            random=replace(held.meta.random, eval_env=progress.eval_env_state.generator),
+            eval_wrappers=progress.eval_env_state.wrappers,
         )
         self._publish(held.prepared.with_meta(meta), held.frame, kind)
 
@@ -259,15 +299,15 @@ class Checkpoints:
 
     def _record_snapshot(self, upload: _Upload) -> None:
         """Put a complete snapshot in place and record it: the registry row is the commit."""
-        session, prepared = self.session, upload.prepared
+        prepared = upload.prepared
         try:
             # The rename happens inside the fenced transaction that records it: a stale attempt
             # neither puts its folder in place nor records it.
-            session.registry.add_checkpoint(
-                session.task.session_id,
+            self.registry.add_checkpoint(
+                self.task.session_id,
                 frame=upload.frame,
                 kind=upload.kind,
-                path=str(prepared.destination.relative_to(session.home)),
+                path=str(prepared.destination.relative_to(self.home)),
                 sha256=prepared.sha256,
                 size_bytes=prepared.size_bytes,
                 publish=prepared.publish,
@@ -276,19 +316,18 @@ class Checkpoints:
             prepared.discard()
             raise
         self.previous = prepared.destination
-        session.emit(events.Checkpointed(session.task.index, upload.frame, upload.kind, str(prepared.destination)))
+        self.emit(events.Checkpointed(self.task.index, upload.frame, upload.kind, str(prepared.destination)))
         self._retain()
 
     def _retain(self) -> None:
         """Apply the retention rule (`rlrun.snapshot.retention`). The row goes first, so the registry never
         points at a deleted folder; the store's objects go after the uploads handed over before."""
-        session = self.session
-        records = session.registry.checkpoints(session.task.session_id)
-        keep = retention.to_keep(records, session.meta.keep_checkpoints)
+        records = self.registry.checkpoints(self.task.session_id)
+        keep = retention.to_keep(records, self.keep)
         for record in records:
             if record.id not in keep:
-                session.registry.remove_checkpoint(record.id)
-                path = session.home / record.path
+                self.registry.remove_checkpoint(record.id)
+                path = self.home / record.path
                 layout.remove(path)
                 if self.store is not None:
                     self.store.submit(lambda path=path: remote.remove(path))  # type: ignore[misc]

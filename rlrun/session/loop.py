@@ -3,8 +3,10 @@
 The loop is the only place where the clock advances. Cadences (log, evaluation, checkpoint) fire
 when the frame count crosses a multiple of their period, and everything they do is a function of
 the clock and the session seed, never of wall time. A session may start fresh or from a snapshot;
-either way the frames that follow are the same, bit for bit. The snapshot cadence is
-`rlrun.session.checkpoints`, and what a snapshot holds of the session `rlrun.session.state`.
+either way the frames that follow are the same, bit for bit. The loop's progress is data
+(`rlrun.session.state.SessionProgress`), which a snapshot holds with the agent, the env, the
+normaliser and the generators (`rlrun.session.state`); the snapshot cadence is
+`rlrun.session.checkpoints`.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ import socket
 import sys
 import time
 import traceback
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext, suppress
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 import torch
@@ -27,16 +28,17 @@ import torch
 from rlrun import paths, seeding, snapshot, storage, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
-from rlrun.clock import Clock, crossed
+from rlrun.clock import crossed
 from rlrun.envs import make_vector_env, seed_spaces, true_next_obs
 from rlrun.envs.normalize import make_normalizer
 from rlrun.registry import Registry
 from rlrun.registry.database import LeaseLost
 from rlrun.registry.liveness import heartbeat_seconds
 from rlrun.session import eval_video, events, metrics_log, state, tensorboard_log
-from rlrun.session.checkpoints import Checkpoints
+from rlrun.session.checkpoints import Checkpoints, Job
 from rlrun.session.device import nondeterministic_ops, resolve_device, where
 from rlrun.session.evaluation import Evaluation, Evaluator, Outcome
+from rlrun.session.state import SessionProgress
 from rlrun.session.stopping import StopRequest
 from rlrun.session.task import SessionTask  # `rlrun.session.loop.SessionTask`, its old home, still works
 from rlrun.spec import recorded_spec
@@ -44,8 +46,6 @@ from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
 from rlrun.trackers.delivery import open_relay
-
-RECENT_EPISODES = 100
 
 Emit = Callable[[events.Event], None]
 
@@ -56,6 +56,14 @@ class ProgressCounts(TypedDict):
     opt_step: int
 
 
+@runtime_checkable
+class SampledMemory(Protocol):
+    """A replay memory (`rlrun.algorithms.replay.ReplayMemory`): it keeps the env's own observations
+    and rewards, and `view` is how each batch is normalised as it is sampled."""
+
+    view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None
+
+
 SUPERSEDED = "superseded"
 """How an attempt that lost the session's lease to a newer one ends: it writes nothing more, and
 the registry keeps the newer attempt's account (not a stored status)."""
@@ -63,9 +71,9 @@ the registry keeps the newer attempt's account (not a stored status)."""
 
 class Session:
     """One session process's training: the loop, and the cadences of its metrics and evaluations.
-    Its snapshots are a collaborator's (`self.checkpoints`: when they are taken, how they are
-    staged, uploaded, recorded and retained); what one captures of this session and how it is put
-    back is `rlrun.session.state`'s."""
+    Where training stands is `self.progress`; its snapshots are a collaborator's (`self.checkpoints`:
+    when they are taken, how they are staged, uploaded, recorded and retained); what one captures
+    and how it is put back is `rlrun.session.state`'s."""
 
     def __init__(self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None) -> None:
         self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
@@ -85,6 +93,7 @@ class Session:
         self.env = make_vector_env(self.spec.env, sessions=sharing, threads=threads)
         self.device = resolve_device(self.meta.device)
         self.where = where(self.device)
+        self.origin = state.Origin(task, self.spec, self.where)
         self.agent = build_agent(
             self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed, str(self.device)
         )
@@ -96,41 +105,62 @@ class Session:
             str(self.device),
             videos=lambda frame: paths.eval_video(self.home, task.run_id, task.index, frame),
         )
-        self.eval_env_state = self.evaluator.env_state()
-        """The evaluation env's state after the newest evaluation recorded (what a snapshot holds)."""
-        self.clock = Clock()
-        self.obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
-        """The env's own observation the next action is chosen from (normalised only as the agent sees it)."""
+        eval_env_state = self.evaluator.env_state()
+        obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
+        self.progress = SessionProgress.start(obs, self.spec.env.num_envs, eval_env_state)
         seed_spaces(self.env, task.seed)
         self.normalizer = make_normalizer(self.spec.env, self.env.single_observation_space)
         memory = getattr(self.agent, "memory", None)
-        self.replays = memory is not None
+        self.replays = isinstance(memory, SampledMemory)
         """A replay memory keeps the env's own observations and rewards and normalises each batch
         as it is sampled (as SB3's buffers do); a rollout keeps what the agent saw."""
         if self.normalizer is not None:
-            self.normalizer.reset(self.obs)
-            if memory is not None:
+            self.normalizer.reset(obs)
+            if isinstance(memory, SampledMemory):
                 memory.view = self.normalizer.batch
-        n = self.spec.env.num_envs
-        self.episode_return = np.zeros(n, dtype=np.float64)
-        self.episode_length = np.zeros(n, dtype=np.int64)
-        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
-        self.recent_lengths: deque[int] = deque(maxlen=RECENT_EPISODES)
         self.metrics_kept: list[metrics_log.Row] = []
         """The metrics rows a resume continues after (the snapshot's source log, cut back)."""
         self.metrics: metrics_log.MetricsLog  # opened by `run` (`_open_metrics`)
         self.tensorboard: tensorboard_log.Mirror | None = None
-        self.evaluations: list[dict[str, Any]] = []
-        self.best: snapshot.Best | None = None
-        self.last_losses: Mapping[str, float] = {}
         self.approximate: str | None = None
         """Why this process could not continue exactly (None when it did)."""
         self.env_restored: str | None = None
         """How a resume put the env back ("env: captured", "env: replayed 143 steps")."""
         resumed_from = None if task.resume_from is None else self.home / task.resume_from
         if resumed_from is not None:
-            state.restore(self, snapshot.read(resumed_from, task.resume_sha256))
-        self.checkpoints = Checkpoints(self, previous=resumed_from)
+            self._resume(snapshot.read(resumed_from, task.resume_sha256))
+        self.checkpoints = Checkpoints(
+            self,
+            task=task,
+            registry=registry,
+            home=self.home,
+            keep=self.meta.keep_checkpoints,
+            emit=emit,
+            previous=resumed_from,
+        )
+
+    def _resume(self, saved: snapshot.Snapshot) -> None:
+        """Continue from `saved`: the session's state, its evaluation env's, and the metrics rows
+        up to its frame (the source log's, cut back; an older snapshot carried them)."""
+        resumed = state.restore(saved, self.progress, self.agent, self.env, self.normalizer, origin=self.origin)
+        self.evaluator.restore_env(self.progress.eval_env_state)
+        self.approximate, self.env_restored = resumed.approximate, resumed.env_restored
+        source = metrics_log.path(paths.session_dir(self.home, saved.meta.run_id, saved.meta.session_index))
+        self.metrics_kept = metrics_log.rows_up_to(source, self.progress.clock.frame) or list(saved.meta.metrics or ())
+
+    # -- what its snapshots need of it (`rlrun.session.checkpoints.Source`) -----------------------
+
+    def capture(self, kind: str) -> snapshot.Snapshot:
+        return state.capture(self.progress, self.agent, self.env, self.normalizer, origin=self.origin, kind=kind)
+
+    def evaluation_running(self) -> bool:
+        return self.evaluator.pending_frame() is not None
+
+    def log_uploads(self) -> list[tuple[str, Job | None]]:
+        jobs: list[tuple[str, Job | None]] = [(self.metrics.path.name, metrics_log.upload_job(self.metrics.path))]
+        if self.tensorboard is not None:
+            jobs += self.tensorboard.upload_jobs()
+        return jobs
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -143,7 +173,7 @@ class Session:
             kind=self.task.attempt,
             host=socket.gethostname(),
             pid=os.getpid(),
-            start_frame=self.clock.frame,
+            start_frame=self.progress.clock.frame,
             approximate=self.approximate is not None,
             note="; ".join(filter(None, [self.approximate, self.env_restored, self._device_note()])) or None,
             node=self.task.node,
@@ -152,7 +182,9 @@ class Session:
         status, error, lost = "failed", None, False
         try:
             self.registry.start_session(self.task.session_id, host=socket.gethostname(), pid=os.getpid())
-            self.emit(events.SessionStarted(self.task.index, self.task.seed, self.clock.frame, self.meta.max_frame))
+            self.emit(
+                events.SessionStarted(self.task.index, self.task.seed, self.progress.clock.frame, self.meta.max_frame)
+            )
             self._open_metrics()
             try:
                 with self._watching_nondeterminism():
@@ -168,9 +200,9 @@ class Session:
             raise
         finally:
             if not lost:  # a stale attempt leaves the session to the one that took it over
-                self.registry.finish_session(self.task.session_id, status=status, error=error, **self.progress())
-        best = self.best.mean if self.best else None
-        self.emit(events.SessionEnded(self.task.index, status, self.clock.frame, best))
+                self.registry.finish_session(self.task.session_id, status=status, error=error, **self.counts())
+        best = self.progress.best_mean()
+        self.emit(events.SessionEnded(self.task.index, status, self.progress.clock.frame, best))
         return status
 
     def _device_note(self) -> str | None:
@@ -189,55 +221,56 @@ class Session:
         )
 
     def _train(self, stop: StopRequest) -> str:
+        clock = self.progress.clock  # advanced in place by `_step`
         started = last_beat = time.monotonic()
         beat_every = heartbeat_seconds()
-        start_frame, start_wall = self.clock.frame, self.clock.wall_time
+        start_frame, start_wall = clock.frame, clock.wall_time
         signal_at = testhooks.signal_at_frame()
-        while not self.meta.reached(self.clock.frame, self.best.mean if self.best else None):
+        while not self.meta.reached(clock.frame, self.progress.best_mean()):
             if stop.signal:
                 self._record_evaluations(wait=True)
                 self.checkpoints.take(["preempt"])
                 return "preempted"
-            before = self.clock.frame
+            before = clock.frame
             self._step()
             self.checkpoints.poll()
-            if before < signal_at <= self.clock.frame:
+            if before < signal_at <= clock.frame:
                 os.kill(os.getpid(), signal.SIGTERM)
-            testhooks.freeze_at_frame(before, self.clock.frame)
+            testhooks.freeze_at_frame(before, clock.frame)
             now = time.monotonic()
-            self.clock.wall_time = start_wall + now - started
-            finished = self.clock.frame >= self.meta.max_frame
-            if crossed(before, self.clock.frame, self.meta.log_frequency) or finished:
+            clock.wall_time = start_wall + now - started
+            finished = clock.frame >= self.meta.max_frame
+            if crossed(before, clock.frame, self.meta.log_frequency) or finished:
                 self._report(
-                    fps=(self.clock.frame - start_frame) / max(now - started, 1e-9),
-                    record=crossed(before, self.clock.frame, self.meta.log_frequency),
+                    fps=(clock.frame - start_frame) / max(now - started, 1e-9),
+                    record=crossed(before, clock.frame, self.meta.log_frequency),
                 )
-            evaluated = crossed(before, self.clock.frame, self.meta.eval_frequency) or finished
+            evaluated = crossed(before, clock.frame, self.meta.eval_frequency) or finished
             if evaluated:
                 # numbered over the session's evaluations, those its snapshot carries included
                 self.evaluator.submit(
-                    self.clock.frame,
+                    clock.frame,
                     self.agent,
                     self.normalizer,
-                    number=len(self.evaluations) + self.evaluator.unrecorded(),
+                    number=len(self.progress.evaluations) + self.evaluator.unrecorded(),
                 )
             # A return target is known reached at the evaluation's own frame, never a few steps later
             # when an overlapped evaluation happens to end: the same stop on every resume.
             self._record_evaluations(wait=finished or (evaluated and self.meta.stop_at_return is not None))
-            finished = self.meta.reached(self.clock.frame, self.best.mean if self.best else None)
+            finished = self.meta.reached(clock.frame, self.progress.best_mean())
             kinds = []
-            if crossed(before, self.clock.frame, self.meta.checkpoint_frequency):
+            if crossed(before, clock.frame, self.meta.checkpoint_frequency):
                 kinds.append("periodic")
             if finished:
                 kinds.append("final")
             if kinds or evaluated:
                 self.checkpoints.take(kinds, evaluated=evaluated)
             if now - last_beat >= beat_every:
-                asked = self.registry.heartbeat(self.task.session_id, **self.progress(), publish=self.flush_logs)
+                asked = self.registry.heartbeat(self.task.session_id, **self.counts(), publish=self.flush_logs)
                 if asked and not stop.signal:  # `rlrun stop`, from anywhere: as a SIGTERM here would
                     stop.request(signal.SIGTERM)
                 last_beat = now
-            if testhooks.hold_at_frame(before, self.clock.frame):
+            if testhooks.hold_at_frame(before, clock.frame):
                 self._hold()
         testhooks.crash_point("session-finishing")
         return "finished"
@@ -250,31 +283,32 @@ class Session:
         testhooks.hold(lambda: {} if trackers is None else trackers.taken())
 
     def _step(self) -> None:
-        seen = self._seen(self.obs)
+        progress = self.progress
+        seen = self._seen(progress.obs)
         action = self.agent.act(seen)
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         done = terminated | truncated
         final = true_next_obs(next_obs, done, info)
         if self.normalizer is None:
-            step = Step(self.obs, action, reward, terminated, truncated, final)
+            step = Step(progress.obs, action, reward, terminated, truncated, final)
         else:
             learned = self.normalizer.step(next_obs, reward, done)
             step = (
-                Step(self.obs, action, reward, terminated, truncated, final)
+                Step(progress.obs, action, reward, terminated, truncated, final)
                 if self.replays
                 else Step(seen, action, learned, terminated, truncated, self.normalizer.observation(final))
             )
         self.agent.observe(step)
-        self.obs = next_obs
-        self.clock.frame += self.spec.env.num_envs
-        self.episode_return += reward
-        self.episode_length += 1
+        progress.obs = next_obs
+        progress.clock.frame += self.spec.env.num_envs
+        progress.episode_return += reward
+        progress.episode_length += 1
         for i in np.flatnonzero(done):
-            self.recent_returns.append(float(self.episode_return[i]))
-            self.recent_lengths.append(int(self.episode_length[i]))
-            self.episode_return[i], self.episode_length[i] = 0.0, 0
-            self.clock.episode += 1
-        self.last_losses = self.agent.update(self.clock) or self.last_losses
+            progress.recent_returns.append(float(progress.episode_return[i]))
+            progress.recent_lengths.append(int(progress.episode_length[i]))
+            progress.episode_return[i], progress.episode_length[i] = 0.0, 0
+            progress.clock.episode += 1
+        progress.last_losses = self.agent.update(progress.clock) or progress.last_losses
 
     def _seen(self, obs: np.ndarray) -> np.ndarray:
         """An observation as the agent sees it: normalised with the statistics as they stand."""
@@ -293,7 +327,7 @@ class Session:
             self.metrics = metrics_log.MetricsLog.create(metrics_log.path(folder), names, self.metrics_kept)
 
         self.registry.fenced(create)  # under the lease: a stale attempt never cuts a newer one's log
-        self.tensorboard = tensorboard_log.open_mirror(folder, self.clock.frame, self.metrics_kept)
+        self.tensorboard = tensorboard_log.open_mirror(folder, self.progress.clock.frame, self.metrics_kept)
         identity = Identity(
             self.task.run_id,
             self.task.index,
@@ -307,7 +341,7 @@ class Session:
             folder,
             attempt=self.task.attempt,
             rows=self.metrics_kept,
-            evaluations=[Evaluation(**e).summary() for e in self.evaluations],
+            evaluations=[Evaluation(**e).summary() for e in self.progress.evaluations],
         )
 
     def flush_logs(self, sync: bool = False) -> None:
@@ -338,7 +372,7 @@ class Session:
             if self.tensorboard is not None:
                 self.tensorboard.close()
             if self.trackers is not None:
-                self.trackers.close(status, self.best.mean if self.best else None)
+                self.trackers.close(status, self.progress.best_mean())
                 self._say_tracker_warnings()  # a tracker found out of reach after the last report
                 folder = paths.session_dir(self.home, self.task.run_id, self.task.index)
                 with suppress(LeaseLost):  # taken over meanwhile: the newer attempt's report is the one
@@ -352,15 +386,15 @@ class Session:
     def _report(self, fps: float, record: bool) -> None:
         """The metrics log grows only on the log cadence, so it does not depend on where a run
         happened to stop; the display hears about the last frame too."""
-        return_mean = float(np.mean(self.recent_returns)) if self.recent_returns else None
+        return_mean = float(np.mean(self.progress.recent_returns)) if self.progress.recent_returns else None
         if record:
-            length_mean = float(np.mean(self.recent_lengths)) if self.recent_lengths else None
+            length_mean = float(np.mean(self.progress.recent_lengths)) if self.progress.recent_lengths else None
             row = {
-                **self.clock.to_json(),
+                **self.progress.clock.to_json(),
                 "fps": fps,
                 "return_mean": return_mean,
                 "length_mean": length_mean,
-                **self.last_losses,
+                **self.progress.last_losses,
             }
             self.metrics.append(row)
             if self.tensorboard is not None:
@@ -371,13 +405,13 @@ class Session:
         self.emit(
             events.Progress(
                 self.task.index,
-                self.clock.frame,
+                self.progress.clock.frame,
                 self.meta.max_frame,
-                self.clock.episode,
+                self.progress.clock.episode,
                 fps,
                 return_mean,
                 headline,
-                self.last_losses.get(headline),
+                self.progress.last_losses.get(headline),
             )
         )
         self._say_tracker_warnings()
@@ -401,16 +435,16 @@ class Session:
     def _record(self, outcome: Outcome) -> None:
         result = outcome.evaluation
         summary = result.summary()
-        self.evaluations.append(result.to_json())
-        self.eval_env_state = outcome.env_after
+        self.progress.evaluations.append(result.to_json())
+        self.progress.eval_env_state = outcome.env_after
         self.registry.add_evaluation(self.task.session_id, **summary)
         if self.tensorboard is not None:
             self.tensorboard.add_evaluation(result.frame, result.mean)
         if self.trackers is not None:
             self.trackers.add_evaluation(result.frame, result.mean, result.std)
-        is_best = self.best is None or result.mean > self.best.mean
+        is_best = self.progress.best is None or result.mean > self.progress.best.mean
         if is_best:
-            self.best = snapshot.Best(frame=result.frame, mean=result.mean)
+            self.progress.best = snapshot.Best(frame=result.frame, mean=result.mean)
         self.emit(events.Evaluated(self.task.index, result.frame, result.mean, result.std, is_best))
         if outcome.video is not None:
             self._deliver_video(outcome.video)
@@ -428,8 +462,12 @@ class Session:
         if self.trackers is not None:
             self.trackers.add_file(video.frame, video.path, eval_video.FOLDER)
 
-    def progress(self) -> ProgressCounts:
-        return {"frame": self.clock.frame, "episode": self.clock.episode, "opt_step": self.clock.opt_step}
+    def counts(self) -> ProgressCounts:
+        return {
+            "frame": self.progress.clock.frame,
+            "episode": self.progress.clock.episode,
+            "opt_step": self.progress.clock.opt_step,
+        }
 
 
 class SessionFailed(Exception):
@@ -468,13 +506,13 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
     except LeaseLost as lost:
         # Said on stderr (a worker's log on a cluster): this attempt writes nothing anywhere else.
         sys.stderr.write(f"rlrun: session s{task.index} of run {task.run_id}: {lost}\n")
-        frame = session.clock.frame if session is not None else 0
+        frame = session.progress.clock.frame if session is not None else 0
         emit(events.SessionEnded(task.index, SUPERSEDED, frame, None, str(lost)))
         return SUPERSEDED
     except Exception as error:
         message = describe(error)
         if session is not None:
-            progress = session.progress()
+            progress = session.counts()
         else:  # it never started: the session keeps the progress it has on record
             record = registry.get_session(task.run_id, task.index)
             progress = ProgressCounts(frame=record.frame, episode=record.episode, opt_step=record.opt_step)

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from rlrun import testhooks
+from rlrun.spec.sections import AUTO, EnvSpec, Spec
 
-if TYPE_CHECKING:  # the spec's sections import this module
-    from rlrun.spec.sections import EnvSpec, Spec
-
-AUTO = "auto"
 Auto = Literal["auto"]
 
 

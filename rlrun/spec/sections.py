@@ -21,7 +21,6 @@ from pydantic import (
 from rlrun.arithmetic import ARITHMETIC
 from rlrun.errors import SizeError
 from rlrun.sizes import parse_size
-from rlrun.spec.cores import AUTO
 from rlrun.spec.schedules import Constant, Schedule
 
 
@@ -33,6 +32,9 @@ def _size(raw: Any) -> Any:
             raise ValueError(str(error).split(": ", 1)[-1]) from None
     return raw
 
+
+AUTO = "auto"
+"""A count rlrun decides from the machine (`meta.torch_threads`, `env.workers`: `rlrun.spec.cores`)."""
 
 ALE_NAMESPACE = "ALE/"
 """Atari games' ids (`ALE/Pong-v5`): registered by ale-py, the `atari` extra, when one is used."""

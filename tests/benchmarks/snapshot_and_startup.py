@@ -21,7 +21,6 @@ from pathlib import Path
 
 from rlrun import snapshot
 from rlrun.registry import Registry
-from rlrun.session import state
 from rlrun.session.loop import Session
 from rlrun.session.stopping import StopRequest
 from rlrun.spec import builtin_names, load_spec
@@ -61,7 +60,7 @@ def snapshot_cost(name: str, home: Path, repeat: int) -> tuple[int, float, float
         writes, reads, size = [], [], 0
         for i in range(repeat):
             started = time.perf_counter()
-            written = snapshot.write(home / f"{name}-{i}", state.capture(session, "bench"))
+            written = snapshot.write(home / f"{name}-{i}", session.capture("bench"))
             writes.append(time.perf_counter() - started)
             started = time.perf_counter()
             snapshot.read(written.path, written.sha256)

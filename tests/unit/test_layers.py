@@ -4,6 +4,8 @@ A room is a top-level module (`rlrun/refs.py`) or package (`rlrun/registry/`). E
 those inside functions and under TYPE_CHECKING too: a room may import only rooms on a lower layer,
 so no two rooms import each other, directly or around a circle, and a newcomer can tell from the
 layers where a change belongs. Changing a layer here is a design decision: say why in the commit.
+Inside a room the same holds between its modules: no two import each other, directly or around a
+circle (a package's face, its `__init__`, left out: it only gathers the room's names).
 """
 
 from __future__ import annotations
@@ -40,10 +42,16 @@ def rooms() -> set[str]:
     return found | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
 
 
-def imported_rooms(path: Path) -> set[str]:
-    """The rooms `path` imports (absolute `rlrun.X` imports and relative ones), itself included."""
-    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """rlrun/search/plan.py -> rlrun.search.plan; a package's face keeps its `.__init__`."""
+    return ".".join(path.relative_to(package.parent).with_suffix("").parts)
+
+
+def import_targets(path: Path, package: Path = PACKAGE) -> list[str]:
+    """What `path` names in its imports, anywhere in it (absolute and relative ones): each module,
+    and for `from M import N` also M.N, which may be a module."""
+    module = module_name(path, package).removesuffix(".__init__")
+    home = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -51,11 +59,16 @@ def imported_rooms(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")
+                parts = home.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             targets += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return targets
+
+
+def imported_rooms(path: Path) -> set[str]:
+    """The rooms `path` imports (absolute `rlrun.X` imports and relative ones), itself included."""
     known = rooms()
-    return {t.split(".")[1] for t in targets if t.startswith("rlrun.") and t.split(".")[1] in known}
+    return {t.split(".")[1] for t in import_targets(path) if t.startswith("rlrun.") and t.split(".")[1] in known}
 
 
 def room_of(path: Path) -> str:
@@ -79,6 +92,59 @@ def test_imports_go_down_the_layers(source: Path) -> None:
     room = room_of(source)
     upward = sorted(r for r in imported_rooms(source) - {room} if layer_of(r) <= layer_of(room))
     assert not upward, f"{source.relative_to(PACKAGE.parent)} ({room}) imports {upward}: not below it in LAYERS"
+
+
+def imports_inside_rooms(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """The imports between modules (files) of one room, faces left out: rlrun.session.loop ->
+    rlrun.session.state."""
+    files = {module_name(f, package) for f in package.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        module = module_name(path, package)
+        if module.count(".") < 2 or module.endswith(".__init__"):  # a flat module is a room alone
+            continue
+        for target in import_targets(path, package):
+            if target in files and target != module and target.split(".")[1] == module.split(".")[1]:
+                edges.setdefault(module, set()).add(target)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other, directly or around a loop, each circle once."""
+
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for after in edges.get(todo.pop(), ()):
+                if after not in seen:
+                    seen.add(after)
+                    todo.append(after)
+        return seen
+
+    reach = {module: reachable(module) for module in edges}
+    found: list[list[str]] = []
+    for module in sorted(edges):
+        circle = sorted(other for other in reach[module] if module in reach.get(other, ()))
+        if circle and circle not in found:
+            found.append(circle)
+    return found
+
+
+def test_no_circles_between_the_modules_of_a_room() -> None:
+    found = [" <-> ".join(circle) for circle in circles(imports_inside_rooms())]
+    assert not found, f"modules of one room that import each other: {found}; move what both need below both"
+
+
+def test_the_kernels_face_imports_no_algorithm() -> None:
+    """Algorithms ask the kernels' table for a kernel (`rlrun.algorithms.kernels`); the table names
+    only its kernels' modules, never an algorithm back (not even for a type)."""
+    face = PACKAGE / "algorithms" / "kernels" / "__init__.py"
+    back = [
+        t
+        for t in import_targets(face)
+        if t.startswith("rlrun.algorithms.") and not t.startswith("rlrun.algorithms.kernels")
+    ]
+    assert not back, f"the kernels' face imports {back}"
 
 
 def test_few_flat_modules() -> None:

@@ -9,18 +9,20 @@ round some products another way (the flags it reads).
 At the sizes rlrun's built-ins learn at, autograd's bookkeeping costs more than the arithmetic; the
 kernels are most of why rlrun trains more frames per CPU-second than Stable-Baselines3.
 
-Each kernel declares what it serves (`KERNELS`); an algorithm asks for its kind of kernel here
-(`find_actor_critic`, `find_q_network`, `find_soft_actor_critic`) and gets None when none serves it (another
-network, another loss, `meta.kernels: "autograd"`), and falls back to autograd. A new algorithm
+`KERNELS` is the dispatcher: each kernel declares what it serves and how it is built for an
+algorithm's parts. An algorithm asks for its kind of kernel here (`find_actor_critic`,
+`find_q_network`, `find_soft_actor_critic`: lookups in the table) and gets None when none serves it
+(another network, another loss, `meta.kernels: "autograd"`), and falls back to autograd. A new algorithm
 needs no kernel. `tests/test_kernels.py` trains every registered kernel's example against
 autograd, bit for bit, over a whole tiny training.
 
-This module is light (no torch): the declarations are read by the spec's consistency rules; each
-kernel's module is imported when an agent asks for it.
+This module is light (no torch) and imports no algorithm: the declarations are read by the spec's
+consistency rules; each kernel's module is imported when an agent asks for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +34,11 @@ if TYPE_CHECKING:
     from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
     from rlrun.algorithms.kernels.q_network import QKernel
     from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel
-    from rlrun.algorithms.onpolicy import ActorCritic
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """What a kernel serves, and where it is."""
+    """What a kernel serves, where it is, and how it is built."""
 
     name: str
     """`rlrun.algorithms.kernels.<name>`, the module."""
@@ -49,6 +50,33 @@ class Kernel:
     one, it rounds differently from autograd (`Arithmetic.kernel_is_autograd` says for a run)."""
     examples: tuple[tuple[str, tuple[str, ...]], ...]
     """Built-in specs and edits it serves that train in seconds (tests/test_kernels.py)."""
+    build: Callable[..., Any]
+    """The kernel for an algorithm's parts (its `find_*` says which), or None when it does not fit
+    them; its module is imported only here."""
+
+
+def _actor_critic(model: nn.Module, loss: str) -> ActorCriticKernel | None:
+    if model.recurrent is not None:  # a memory's cells: autograd's (no kernel learns through one)
+        return None
+    from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
+
+    return ActorCriticKernel(model, loss) if ActorCriticKernel.fits(model, loss) else None
+
+
+def _q_network(q: nn.Module, target: nn.Module) -> QKernel | None:
+    from rlrun.algorithms.kernels.q_network import QKernel
+
+    return QKernel(q, target) if QKernel.fits(q) else None
+
+
+def _soft_actor_critic(
+    actor: Any, critic: Any, critic_target: Any, arithmetic: Arithmetic
+) -> SoftActorCriticKernel | None:
+    from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel
+
+    if not SoftActorCriticKernel.fits(critic):
+        return None
+    return SoftActorCriticKernel(actor, critic, critic_target, arithmetic=arithmetic)
 
 
 KERNELS: tuple[Kernel, ...] = (
@@ -61,6 +89,7 @@ KERNELS: tuple[Kernel, ...] = (
             ("ppo_cartpole", ("meta.max_frame=512", "agent.n_epochs=2", "agent.batch_size=64")),
             ("a2c_cartpole", ("meta.max_frame=400",)),
         ),
+        _actor_critic,
     ),
     Kernel(
         "q_network",
@@ -79,6 +108,7 @@ KERNELS: tuple[Kernel, ...] = (
                 ),
             ),
         ),
+        _q_network,
     ),
     Kernel(
         "soft_actor_critic",
@@ -97,37 +127,35 @@ KERNELS: tuple[Kernel, ...] = (
                 ),
             ),
         ),
+        _soft_actor_critic,
     ),
 )
 
 
-def find_actor_critic(model: ActorCritic, loss: str, kernels: str) -> ActorCriticKernel | None:
+def find_actor_critic(model: nn.Module, loss: str, kernels: str) -> ActorCriticKernel | None:
     """The kernel that learns `model` (an on-policy `ActorCritic`) down the loss named `loss`, or None
     (always for a model with a memory: no kernel learns through a recurrent cell)."""
-    if kernels != "auto" or model.recurrent is not None:  # a memory's cells: autograd's
-        return None
-    from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
-
-    return ActorCriticKernel(model, loss) if ActorCriticKernel.fits(model, loss) else None
+    found: ActorCriticKernel | None = _find("actor_critic", kernels, model, loss)
+    return found
 
 
 def find_q_network(q: nn.Module, target: nn.Module, kernels: str) -> QKernel | None:
     """The kernel that runs a Q-network `q` and its `target` and steps `q` down a TD loss, or None."""
-    if kernels != "auto":
-        return None
-    from rlrun.algorithms.kernels.q_network import QKernel
-
-    return QKernel(q, target) if QKernel.fits(q) else None
+    found: QKernel | None = _find("q_network", kernels, q, target)
+    return found
 
 
 def find_soft_actor_critic(
     actor: Any, critic: Any, critic_target: Any, arithmetic: Arithmetic, kernels: str
 ) -> SoftActorCriticKernel | None:
     """The kernel that takes SAC's critics' and actor's gradient steps, or None."""
+    found: SoftActorCriticKernel | None = _find("soft_actor_critic", kernels, actor, critic, critic_target, arithmetic)
+    return found
+
+
+def _find(name: str, kernels: str, *parts: Any) -> Any:
+    """The kernel `name` built for `parts` (None when it does not fit them), where the run lets
+    kernels serve (`meta.kernels: "auto"`); None otherwise."""
     if kernels != "auto":
         return None
-    from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel
-
-    if not SoftActorCriticKernel.fits(critic):
-        return None
-    return SoftActorCriticKernel(actor, critic, critic_target, arithmetic=arithmetic)
+    return next(kernel for kernel in KERNELS if kernel.name == name).build(*parts)

@@ -24,7 +24,7 @@ stop the same way, and none is retried. Events and the driver's stop request tra
 small actor on the driver's node (`Mailbox`); sessions poll it a few times a second, never per step.
 
 With `detach` (`--detach`), what the driver does is done on the cluster instead, by the same code
-(`RayExecutor._supervise`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
+(`rlrun.training.ray.supervision`) in a detached actor (`DetachedSupervisor`) that Ray restarts wherever it
 can when its node dies; `run` returns once the actor has taken the run over. A supervisor takes a
 run back after a restart only while the registry still names it (`Registry.supervise_run`), and
 leaves a run that a resume took over: one supervisor at a time, whoever started last.
@@ -36,7 +36,8 @@ Python 3 never reads as this package.)
 One idea per module:
     runtime         Ray itself, and the environment every process rlrun starts there takes along
     preflight       before anything is written: the address, the modules to ship, the storage check
-    executor        the driver: `RayExecutor`, supervising the sessions' tasks; `ray_executor`
+    executor        the driver: `RayExecutor`, connecting, checking, then supervising; `ray_executor`
+    supervision     the sessions' tasks supervised to their end, from the driver or a detached supervisor
     mailbox         events and stop requests between the driver and its sessions
     watches         the cluster, each attempt, and how each task ended, as the driver sees them
     worker          one attempt at a session, on a worker; a retried one continues
@@ -47,9 +48,10 @@ One idea per module:
 from __future__ import annotations
 
 from rlrun.training.ray.detached import SUPERVISOR_NAMESPACE, start_detached, supervisor_label, until_done
-from rlrun.training.ray.executor import ADDRESS_ENV, RayExecutor, RayTrials, SupervisionTaken, ray_executor
+from rlrun.training.ray.executor import RayExecutor, RayTrials, ray_executor
 from rlrun.training.ray.run_supervisor import DetachedSupervisor, unfinished
-from rlrun.training.ray.runtime import import_ray
+from rlrun.training.ray.runtime import ADDRESS_ENV, import_ray
+from rlrun.training.ray.supervision import SupervisionTaken
 from rlrun.training.ray.worker import WorkerStopped, continue_lost_attempt, run_attempt
 
 __all__ = [

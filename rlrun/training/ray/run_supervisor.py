@@ -1,5 +1,5 @@
 """A detached run's supervisor (`--detach`): a detached actor that does on the cluster what
-`rlrun train --ray` does from the user's machine, with the same code (`RayExecutor._supervise`),
+`rlrun train --ray` does from the user's machine, with the same code (`rlrun.training.ray.supervision`),
 from what the registry says is left to do."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from rlrun.registry import Registry
 from rlrun.session.task import SessionTask
 from rlrun.training.executor import Execution
 from rlrun.training.ray.detached import DetachedActor, supervisor_label
-from rlrun.training.ray.executor import RayExecutor, SupervisionTaken
-from rlrun.training.ray.runtime import import_ray
+from rlrun.training.ray.runtime import cluster_address, import_ray
+from rlrun.training.ray.supervision import Supervision, SupervisionTaken
 
 
 class DetachedSupervisor(DetachedActor):
@@ -67,10 +67,9 @@ def _supervise_detached(tasks: list[SessionTask], cpus: float, gpus: float, wher
     first = tasks[0]
     with Registry.open(paths.task_home(first.home), first.db_url) as registry:
         open_tasks = unfinished(registry, tasks)
-    executor = RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False)
-    executor.supervising_as = where
+    supervision = Supervision(cluster_address(), cpus, gpus, handle_signals=False, supervising_as=where)
     with contextlib.suppress(SupervisionTaken):
-        execution = executor._supervise(import_ray(), open_tasks, lambda event: None) if open_tasks else Execution([])
+        execution = supervision.run(import_ray(), open_tasks, lambda event: None) if open_tasks else Execution([])
         with Registry.open(paths.task_home(first.home), first.db_url) as registry:
             settle_run(registry, first.run_id, execution)
 

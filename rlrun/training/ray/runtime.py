@@ -10,6 +10,13 @@ from typing import Any
 from rlrun import storage
 from rlrun.errors import BadInput, install_hint
 
+ADDRESS_ENV = "RLRUN_RAY_ADDRESS"
+
+
+def cluster_address(given: str | None = None) -> str:
+    """The cluster's address: the one given (`--ray ADDRESS`), else $RLRUN_RAY_ADDRESS, else Ray's "auto"."""
+    return given or os.environ.get(ADDRESS_ENV) or "auto"
+
 
 def import_ray() -> Any:
     """Ray, or the one line that says how to get it."""
