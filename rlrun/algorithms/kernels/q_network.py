@@ -1,7 +1,7 @@
 """The kernel of a Q-network (DQN's, for a built-in MLP): its forward passes and the TD loss's
 gradient step by hand (`HandMLP`), each operation's gradient as autograd's formula computes it,
 with the same kernels: autograd's bits (tests/unit/test_hand_mlp.py holds whole agents to that,
-tests/test_kernels.py whole trainings). The learner interface of `dqn.Autograd`."""
+tests/test_kernels.py whole trainings). The learner interface of `q_learning.Autograd`."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class QKernel:
         max_frame: int,
         weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """`dqn.Autograd.step`: the loss (None: its gradient needs only `taken` and `target`, so it
+        """`q_learning.Autograd.step`: the loss (None: its gradient needs only `taken` and `target`, so it
         is a diagnostic, formed if read), the Q-values of the actions taken, the gradient norm.
         The unweighted loss only: an agent with prioritised replay's weights learns by autograd."""
         if weights is not None:
