@@ -141,8 +141,7 @@ class Agent:
 
     def restart_episodes(self) -> None:
         """The env restarted every episode (a resume that could not restore it mid-episode): each
-        copy's next observation is a new episode's first, for the memory, and its state starts
-        from zeros."""
+        copy's next observation is a new episode's first, and its state starts from zeros."""
         self.memory.known[:] = False
         if self.hidden is not None:
             self.hidden[...] = 0.0
@@ -150,9 +149,8 @@ class Agent:
     # -- learning -------------------------------------------------------------------------------
 
     def update(self, clock: Clock) -> Mapping[str, float]:
-        self.frame = before = clock.frame
-        previous = before - self.num_envs
-        config = self.config
+        config, self.frame = self.config, clock.frame
+        before, previous = clock.frame, clock.frame - self.num_envs
         if config.target_update == "hard" and crossed(previous, before, config.target_update_frequency):
             self.target_update.copy()
         if before < config.learning_starts or self.memory.size < config.batch_size:
