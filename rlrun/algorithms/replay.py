@@ -435,7 +435,7 @@ class ReplayMemory:
         learning = numbers[burn_in:]
         _, steps = self._windows(learning, np.minimum(self.rows_end, first + n * length)[None])
         position = np.arange(burn_in, length)[:, None]
-        last = np.where(valid[burn_in:], position + steps - 1, position)  # past the newest row: itself
+        last = position + steps - 1  # the learning step each window ends at (itself past the newest row)
         column = np.arange(len(slots))[None]
         cut = (starts[1:] == 1) & (seq["terminated"] == 0)
         returns, discounts = self._running_returns(batch["rewards"], position, steps)
