@@ -23,13 +23,22 @@ a few of the oldest rows are excluded. `sample` draws slots uniformly with the a
 and redraws, with the same generator, the ones that are excluded, so a batch is uniform over the
 rows that can be sampled and depends only on the generator's state and the memory's contents.
 
-n-step returns (`n_step` > 1) are formed when a batch is drawn, from the rows that follow each
-drawn one for its copy (row r + k·num_envs): the window stops after n rows, at an episode's end
-(where the next row's observation is not this one's next: a termination or a truncation), or at
-the newest row added (a window still open is cut there and bootstraps from the newest row's next
-observation, as Stable-Baselines3's n-step buffer does). Nothing n-step is stored: the rows and
-their snapshots are the one-step memory's (so they stay append-only and incremental, and the agent
-holds no queue of pending steps to snapshot), and a batch is a function of the memory's contents.
+n-step returns (`n_step` > 1) are formed when a batch is drawn, by one rule for transitions and
+sequences alike (`_windows`): a drawn row's window runs over the rows that follow it for its copy
+(row r + k·num_envs) and stops after n rows, at an episode's end (where the next row's observation
+is not this one's next: a termination or a truncation), at the newest row added (a window still open
+is cut there and bootstraps from the newest row's next observation, as Stable-Baselines3's n-step
+buffer does), or at a sequence's end. A batch carries each window's discounted rewards, its
+bootstrap's discount and its last row's `terminated`: a learner's TD target is
+`rewards + discounts · (1 − terminated) · V(last next observation)` whatever drew it. Nothing n-step
+is stored: the rows and their snapshots are the one-step memory's (so they stay append-only and
+incremental, and the agent holds no queue of pending steps to snapshot), and a batch is a function
+of the memory's contents. The sums keep the rounding each batch has always had (`_returns`):
+transitions' in float64, sequences' accumulated in float32 (R2D2's), so old runs keep their bits.
+
+Batches are typed (as Stable-Baselines3's `ReplayBufferSamples`): `Transitions` (`batch`,
+`sample_batches`, `draw_prioritized`) and `Sequences` (`sequences`). `sample` hands SAC the same
+transitions as a dict of tensors.
 
 Prioritised replay (`spec.prioritized`, Schaul et al., 2016, proportional) keeps p^alpha for each
 slot in a `SumTree`; a new row gets the largest priority seen so far, and the agent sets the
@@ -50,7 +59,7 @@ flattened), `actions`, `rewards`, `terminated` as whole arrays; `load_state_dict
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -59,6 +68,69 @@ from rlrun.spec import MemorySpec
 
 BATCH_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
 LOGS = ("rows", "frames")
+
+BatchView = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+"""What a learner sees of a batch's arrays ("obs", "next_obs", "rewards": the env's own, per row;
+elementwise): the env's normalisation's (`rlrun.envs.normalize.Normalizer.batch`)."""
+
+
+class Transitions(NamedTuple):
+    """A batch of transitions, row for row (a leading (count, batch) with `sample_batches`).
+    With n-step returns, "rewards" are each window's discounted sum, "next_obs" and "terminated"
+    its last row's, and "discounts" gamma^(rows in the window); at n_step 1, "discounts" is None
+    (the learner's gamma: the number, as it always was)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+    discounts: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    """Prioritised replay's importance-sampling weights, (N·P(i))^−beta over their largest."""
+
+    def to(self, device: torch.device) -> Transitions:
+        """The batch on the device the networks learn on (on the CPU: itself, not a copy)."""
+        return self if device.type == "cpu" else self.map(lambda value: value.to(device))
+
+    def map(self, function: Callable[[torch.Tensor], torch.Tensor]) -> Transitions:
+        """`function` of every tensor (None stays None)."""
+        return Transitions._make(None if value is None else function(value) for value in self)
+
+
+class Sequences(NamedTuple):
+    """A recurrent agent's batch (R2D2's), step-major: `batch` sequences of `length` consecutive
+    rows of one env copy, the first `burn_in` steps only warming the state up. The fields from
+    "actions" on are the learning steps' (the `length − burn_in` after the burn-in): their n-step
+    windows (the memory's one rule) and which are learnt from."""
+
+    obs: torch.Tensor
+    """(length + 1, batch, *obs): position k + 1 is what row k led to (the next row's observation
+    or, after the last valid row, that row's next observation)."""
+    starts: torch.Tensor
+    """(length + 1, batch) float32: 1 where a position's observation is a new episode's first."""
+    valid: torch.Tensor
+    """(length, batch): False past the copy's newest row (the last valid row repeated)."""
+    states: torch.Tensor
+    """(parts, batch, size): the memory the agent acted from at each first row."""
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    """Each learning step's window's discounted rewards."""
+    discounts: torch.Tensor
+    """gamma^(steps in the window), float32."""
+    terminated: torch.Tensor
+    """The window's last step's."""
+    last: torch.Tensor
+    """int64: the learning step each window ends at, whose next observation it bootstraps from."""
+    learnt: torch.Tensor
+    """Valid steps whose bootstrap is known (not a truncation the sequence runs past)."""
+    weights: torch.Tensor | None = None
+    """(batch,): prioritised replay's importance-sampling weights."""
+
+    def to(self, device: torch.device) -> Sequences:
+        if device.type == "cpu":
+            return self
+        return Sequences._make(None if value is None else value.to(device) for value in self)
 
 
 class SumTree:
@@ -166,9 +238,10 @@ class ReplayMemory:
         """Frame numbers of each copy's current observation (valid where `known`)."""
         self.known = np.zeros(num_envs, dtype=bool)
         """False before a copy's first step and after its episode ended: its observation is new."""
-        self.view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
-        """What the learner sees of a batch, set by whoever owns the env's normalisation
-        (`rlrun.envs.normalize`): the memory keeps the env's own observations and rewards."""
+        self.view: BatchView | None = None
+        """What the learner sees of a batch (`BatchView`), set by whoever owns the env's
+        normalisation (the session loop, `rlrun.envs.normalize`): the memory keeps the env's own
+        observations and rewards; None: the learner sees them as they are."""
         self.priorities = SumTree(self.capacity) if spec.prioritized is not None else None
         """p^alpha of each slot, for prioritised replay; None: uniform."""
         self.max_priority = 1.0
@@ -239,15 +312,17 @@ class ReplayMemory:
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """A uniform batch (with replacement) over the rows that can be sampled, drawn with the
-        agent's generator: excluded slots are drawn again until none is left."""
-        return self.batch(self._draw(batch_size, generator))
+        agent's generator: excluded slots are drawn again until none is left. SAC's: the
+        `Transitions` as a dict of tensors."""
+        batch = self.batch(self._draw(batch_size, generator))
+        return {name: value for name, value in batch._asdict().items() if value is not None}
 
-    def sample_batches(self, count: int, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def sample_batches(self, count: int, batch_size: int, generator: torch.Generator) -> Transitions:
         """`count` batches stacked along a new first axis: the ones `count` calls of `sample` draw
         (the same draws of the generator, in the same order), gathered in one pass, since the
         memory does not change between them."""
         slots = np.concatenate([self._draw(batch_size, generator) for _ in range(count)])
-        return {name: value.reshape(count, batch_size, *value.shape[1:]) for name, value in self.batch(slots).items()}
+        return self.batch(slots).map(lambda value: value.reshape(count, batch_size, *value.shape[1:]))
 
     def draw(self, batch_size: int, generator: torch.Generator) -> np.ndarray:
         """`sample`'s slots alone."""
@@ -264,15 +339,13 @@ class ReplayMemory:
 
     def draw_prioritized(
         self, batch_size: int, generator: torch.Generator, beta: float
-    ) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
+    ) -> tuple[np.ndarray, Transitions]:
         """A prioritised batch and the slots it holds: slot i drawn with probability P(i) = p_i^alpha /
         Σ p^alpha, stratified (one uniform number from the agent's generator in each of batch_size
         equal parts of the total); excluded slots are drawn again, each from the whole total. The
-        batch's "weights" are the importance-sampling weights (N·P(i))^−beta over their largest."""
+        batch's `weights` are the importance-sampling weights (N·P(i))^−beta over their largest."""
         slots, weights = self.draw_prioritized_slots(batch_size, generator, beta)
-        batch = self.batch(slots)
-        batch["weights"] = torch.from_numpy(weights)
-        return slots, batch
+        return slots, self.batch(slots)._replace(weights=torch.from_numpy(weights))
 
     def draw_prioritized_slots(
         self, batch_size: int, generator: torch.Generator, beta: float
@@ -305,16 +378,15 @@ class ReplayMemory:
         self.priorities.set(slots, priorities)
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
-    def batch(self, slots: np.ndarray) -> dict[str, torch.Tensor]:
+    def batch(self, slots: np.ndarray) -> Transitions:
         """The transitions in `slots` (which must be sampleable), observations in the env's dtype
-        and shape; with `n_step` > 1, "rewards" are each window's discounted sum, "next_obs" and
-        "terminated" its last row's, and "discounts" gamma^(rows in the window)."""
+        and shape, n-step windows made (`Transitions`)."""
         rows = self.rows[slots]
         if self.n_step == 1:
             last, rewards, steps = rows, rows["reward"], None
         else:
-            ends, rewards, steps = self._windows(slots)
-            last = self.rows[ends]
+            ends, steps = self._windows(self._row_numbers(slots), self.rows_end)
+            last, rewards = self.rows[ends % self.capacity], self._window_rewards(ends, steps)
         frames = rows["obs"]
         following = np.concatenate([last["obs"][:, 1:], last["next"][:, None]], axis=1)
         shape = (len(slots), *self.obs_shape)
@@ -327,21 +399,22 @@ class ReplayMemory:
         }
         if self.view is not None:
             batch = self.view(batch)  # elementwise on rewards: each of a window's, before the sum
+        discounts = None
         if steps is not None:
-            batch = {**batch, **self._returns(batch["rewards"], steps)}
-        return {name: torch.from_numpy(array) for name, array in batch.items()}
+            batch["rewards"], discounts = self._returns(batch["rewards"], steps)
+        fields = [torch.from_numpy(batch[name]) for name in BATCH_FIELDS]
+        return Transitions._make([*fields, None if discounts is None else torch.from_numpy(discounts), None])
 
-    def sequences(self, slots: np.ndarray, length: int) -> dict[str, torch.Tensor]:
-        """A recurrent agent's batch (R2D2's): from each of `slots` (which must be sampleable),
-        `length` consecutive rows of its env copy (rows r, r + num_envs, …), step-major (length,
-        batch), and "states", the memory the agent acted from at each first row (parts, batch,
-        size). A sequence runs on across an episode's end ("starts": 1 where a row's observation is
-        a new episode's first, where the learner zeroes its state, as the agent did) and stops at
-        its copy's newest row ("valid": 0 past it, the last valid row repeated). "obs" has one
-        position more (length + 1): position k + 1 is what row k led to, the next row's observation
-        or, after the last valid row, that row's next observation (the final one where its episode
-        ended). "cut": 1 where row k's episode was truncated and the sequence goes on into the
-        next: its final observation is in no position, so the learner does not learn that step."""
+    def sequences(
+        self, slots: np.ndarray, length: int, burn_in: int = 0, weights: np.ndarray | None = None
+    ) -> Sequences:
+        """A recurrent agent's batch (R2D2's, `Sequences`): from each of `slots` (which must be
+        sampleable), `length` consecutive rows of its env copy (rows r, r + num_envs, …) and the
+        memory the agent acted from at the first. A sequence runs on across an episode's end
+        ("starts": where the learner zeroes its state, as the agent did) and stops at its copy's
+        newest row. A learning step whose episode was truncated while the sequence goes on into
+        the next is not learnt from: its final observation is in no position. `weights`:
+        prioritised replay's, carried along."""
         rows, n = self.rows, self.num_envs
         first = self._row_numbers(slots)
         numbers = first[None] + n * np.arange(length)[:, None]
@@ -358,41 +431,54 @@ class ReplayMemory:
         batch = {"obs": obs, "next_obs": obs[:0], "rewards": np.ascontiguousarray(seq["reward"])}
         if self.view is not None:
             batch = self.view(batch)
+        # the learning steps' windows, by the transitions' rule, bounded by the sequence's end too
+        learning = numbers[burn_in:]
+        _, steps = self._windows(learning, np.minimum(self.rows_end, first + n * length)[None])
+        position = np.arange(burn_in, length)[:, None]
+        last = position + steps - 1  # the learning step each window ends at (itself past the newest row)
+        column = np.arange(len(slots))[None]
+        cut = (starts[1:] == 1) & (seq["terminated"] == 0)
+        returns, discounts = self._running_returns(batch["rewards"], position, steps)
         assert self.states is not None
-        return {
-            name: torch.from_numpy(np.ascontiguousarray(value))
-            for name, value in {
-                "obs": batch["obs"].reshape(length + 1, len(slots), *self.obs_shape),
-                "actions": seq["action"],
-                "rewards": batch["rewards"],
-                "terminated": seq["terminated"],
-                "starts": starts,
-                "valid": valid,
-                "cut": (starts[1:] == 1) & (seq["terminated"] == 0),
-                "states": np.swapaxes(self.states[slots], 0, 1),
-            }.items()
-        }
+        fields = (
+            batch["obs"].reshape(length + 1, len(slots), *self.obs_shape),
+            starts,
+            valid,
+            np.swapaxes(self.states[slots], 0, 1),
+            seq["action"][burn_in:],
+            returns,
+            discounts,
+            seq["terminated"][last, column],
+            last - burn_in,
+            valid[burn_in:] & ~cut[last, column],
+        )
+        tensors = [torch.from_numpy(np.ascontiguousarray(value)) for value in fields]
+        return Sequences._make([*tensors, None if weights is None else torch.from_numpy(weights)])
 
-    def _windows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each drawn row's n-step window: the slot of its last row, its rewards (batch × n_step,
-        0 past the window's end) and its length. A row's copy continues it in row r + num_envs when
-        that row's observation ends with this one's next frame: a copy whose episode ended
-        (terminated or truncated) starts its next row from a new observation."""
+    def _windows(self, numbers: np.ndarray, limit: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """The n-step rule: each window's last row number and its length in rows, from rows
+        `numbers` (counted from the first ever added). A window continues into its copy's next row
+        (row r + num_envs) while that row is below `limit` (the rows added; a sequence's end) and
+        its observation ends with this one's next frame: a copy whose episode ended (terminated or
+        truncated) starts its next row from a new observation."""
         capacity, rows = self.capacity, self.rows
-        current = self._row_numbers(slots)
-        going = np.ones(len(slots), dtype=bool)
-        steps = np.ones(len(slots), dtype=np.int64)
-        rewards = np.zeros((len(slots), self.n_step), dtype=np.float32)
-        rewards[:, 0] = rows["reward"][slots]
-        for k in range(1, self.n_step):
+        current = numbers
+        going = np.ones(numbers.shape, dtype=bool)
+        steps = np.ones(numbers.shape, dtype=np.int64)
+        for _ in range(1, self.n_step):
             following = current + self.num_envs
-            going &= following < self.rows_end
+            going &= following < limit
             there = np.where(going, following, current) % capacity
             going &= rows["obs"][there, -1] == rows["next"][current % capacity]
             current = np.where(going, following, current)
-            rewards[:, k] = np.where(going, rows["reward"][current % capacity], 0.0)
             steps += going
-        return current % capacity, rewards, steps
+        return current, steps
+
+    def _window_rewards(self, ends: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """Each window's rewards (batch × n_step, 0 past its end), from its last row and length."""
+        k = np.arange(self.n_step)
+        numbers = ends[:, None] - self.num_envs * (steps[:, None] - 1 - k)
+        return np.where(k < steps[:, None], self.rows["reward"][numbers % self.capacity], 0.0).astype(np.float32)
 
     def _row_numbers(self, slots: np.ndarray) -> np.ndarray:
         """The number (counted from the first ever added) of the row each slot holds."""
@@ -400,16 +486,29 @@ class ReplayMemory:
             return np.asarray(slots, dtype=np.int64)
         return self.rows_end - self.capacity + (np.asarray(slots, dtype=np.int64) - self.rows_end) % self.capacity
 
-    def _returns(self, rewards: np.ndarray, steps: np.ndarray) -> dict[str, np.ndarray]:
-        """A window's rewards summed, discounted (float64 sums, float32 results), and the
-        discount of its bootstrap, gamma^length."""
+    def _returns(self, rewards: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Transitions' windows' rewards (batch × n_step) summed, discounted (float64 sums, float32
+        results), and the discount of their bootstrap, gamma^length."""
         window = np.arange(self.n_step) < steps[:, None]
         powers = self.gamma ** np.arange(self.n_step, dtype=np.float64)
         returns = (np.where(window, rewards, 0.0).astype(np.float64) * powers).sum(axis=1)
-        return {
-            "rewards": returns.astype(np.float32),
-            "discounts": (self.gamma ** steps.astype(np.float64)).astype(np.float32),
-        }
+        return returns.astype(np.float32), (self.gamma ** steps.astype(np.float64)).astype(np.float32)
+
+    def _running_returns(
+        self, rewards: np.ndarray, position: np.ndarray, steps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sequences' windows' discounted rewards and bootstrap discounts, accumulated step by step
+        in float32 (R2D2's rounding): the window of the learning step at `position` sums the
+        sequence's `rewards` (length, batch) over `steps` positions."""
+        gamma = np.float32(self.gamma)
+        total = rewards[position[:, 0]].copy()
+        discount = np.full_like(total, gamma)
+        for k in range(1, self.n_step):
+            going = k < steps
+            ahead = rewards[np.minimum(position + k, len(rewards) - 1), np.arange(rewards.shape[1])[None]]
+            total = np.where(going, total + discount * ahead, total)
+            discount = np.where(going, discount * gamma, discount)
+        return total, discount
 
     # -- state ----------------------------------------------------------------------------------
 

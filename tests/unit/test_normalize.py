@@ -140,11 +140,11 @@ def test_a_replay_memory_keeps_raw_data_and_normalises_what_it_samples() -> None
     raw = memory.batch(np.array([0]))
     memory.view = normalizer.batch
     seen = memory.batch(np.array([0]))
-    np.testing.assert_array_equal(raw["obs"].numpy(), obs)  # stored as the env gave it
-    np.testing.assert_array_equal(seen["obs"].numpy(), normalizer.observation(obs))
-    np.testing.assert_array_equal(seen["next_obs"].numpy(), normalizer.observation(obs + 1))
-    np.testing.assert_array_equal(seen["rewards"].numpy(), normalizer.reward(np.array([2.0], np.float32)))
-    assert torch.equal(seen["actions"], raw["actions"])
+    np.testing.assert_array_equal(raw.obs.numpy(), obs)  # stored as the env gave it
+    np.testing.assert_array_equal(seen.obs.numpy(), normalizer.observation(obs))
+    np.testing.assert_array_equal(seen.next_obs.numpy(), normalizer.observation(obs + 1))
+    np.testing.assert_array_equal(seen.rewards.numpy(), normalizer.reward(np.array([2.0], np.float32)))
+    assert torch.equal(seen.actions, raw.actions)
 
 
 def test_a_normalised_observation_must_be_a_box() -> None:

@@ -107,8 +107,8 @@ def test_importance_weights_and_new_rows_at_the_largest_priority() -> None:
     slots, batch = mem.draw_prioritized(8, torch.Generator().manual_seed(0), beta=1.0)
     assert slots.tolist() == [0, 1, 2, 2, 3, 3, 3, 3]
     # (N·P)^-1 = (4 · [1/8, 1/8, 1/4, 1/2])^-1 = [2, 2, 1, 0.5], over the largest drawn
-    assert batch["weights"].tolist() == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25]
-    assert batch["obs"][:, 0].tolist() == [0.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
+    assert batch.weights.tolist() == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25]
+    assert batch.obs[:, 0].tolist() == [0.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
     add(mem, [4], [0.0], [5])
     assert mem.priorities.leaves[4] == 4.0
 
@@ -154,8 +154,10 @@ def test_a_prioritised_memory_restored_from_its_state_draws_the_same() -> None:
     assert np.array_equal(bits(b.priorities.nodes), bits(a.priorities.nodes)) and b.max_priority == a.max_priority
     draws = [m.draw_prioritized(16, torch.Generator().manual_seed(7), beta=0.7) for m in (a, b)]
     assert draws[0][0].tolist() == draws[1][0].tolist()
-    for name, value in draws[0][1].items():
-        assert torch.equal(value, draws[1][1][name]), name
+    for name, value in draws[0][1]._asdict().items():
+        assert (value is None and getattr(draws[1][1], name) is None) or torch.equal(
+            value, getattr(draws[1][1], name)
+        ), name
 
 
 def test_a_fork_that_turns_prioritised_replay_on_starts_every_row_at_priority_one() -> None:
@@ -183,11 +185,11 @@ def test_n_step_windows_stop_at_terminations_truncations_and_the_newest_row() ->
     for i, reward in enumerate([64.0, 128.0]):
         add(mem, [30 + i], [reward], [31 + i])
     batch = mem.batch(np.arange(8))
-    assert batch["obs"][:, 0].tolist() == [10, 11, 12, 13, 20, 21, 30, 31]
-    assert batch["rewards"].tolist() == [1 + 1 + 1, 2 + 2 + 2, 4 + 4, 8, 16 + 16, 32, 64 + 64, 128]
-    assert batch["discounts"].tolist() == [0.125, 0.125, 0.25, 0.5, 0.25, 0.5, 0.25, 0.5]
-    assert batch["next_obs"][:, 0].tolist() == [13, 14, 14, 14, 22, 22, 32, 32]
-    assert batch["terminated"].tolist() == [0, 1, 1, 1, 0, 0, 0, 0]
+    assert batch.obs[:, 0].tolist() == [10, 11, 12, 13, 20, 21, 30, 31]
+    assert batch.rewards.tolist() == [1 + 1 + 1, 2 + 2 + 2, 4 + 4, 8, 16 + 16, 32, 64 + 64, 128]
+    assert batch.discounts.tolist() == [0.125, 0.125, 0.25, 0.5, 0.25, 0.5, 0.25, 0.5]
+    assert batch.next_obs[:, 0].tolist() == [13, 14, 14, 14, 22, 22, 32, 32]
+    assert batch.terminated.tolist() == [0, 1, 1, 1, 0, 0, 0, 0]
 
 
 def test_n_step_windows_follow_each_copy_of_a_vector_env() -> None:
@@ -196,9 +198,9 @@ def test_n_step_windows_follow_each_copy_of_a_vector_env() -> None:
     add(mem, [1, 101], [2.0, 20.0], [2, 102], terminated=[False, True])
     add(mem, [2, 200], [4.0, 40.0], [3, 201])
     batch = mem.batch(np.arange(6))
-    assert batch["rewards"].tolist() == [1 + 1, 10 + 10, 2 + 2, 20, 4, 40]
-    assert batch["next_obs"][:, 0].tolist() == [2, 102, 3, 102, 3, 201]
-    assert batch["terminated"].tolist() == [0, 1, 0, 1, 0, 0]
+    assert batch.rewards.tolist() == [1 + 1, 10 + 10, 2 + 2, 20, 4, 40]
+    assert batch.next_obs[:, 0].tolist() == [2, 102, 3, 102, 3, 201]
+    assert batch.terminated.tolist() == [0, 1, 0, 1, 0, 0]
 
 
 def test_n_step_windows_over_frame_stacks() -> None:
@@ -226,16 +228,17 @@ def test_n_step_windows_over_frame_stacks() -> None:
             np.array([False]),
         )
     batch = mem.batch(np.arange(5))
-    assert batch["obs"][:, :, 0].tolist() == [[1, 1], [1, 2], [2, 3], [5, 5], [5, 6]]
-    assert batch["next_obs"][:, :, 0].tolist() == [[2, 3], [3, 4], [3, 4], [6, 7], [6, 7]]
-    assert batch["rewards"].tolist() == [1 + 1, 2 + 2, 4, 16 + 16, 32]
-    assert batch["terminated"].tolist() == [0, 1, 1, 0, 0]
+    assert batch.obs[:, :, 0].tolist() == [[1, 1], [1, 2], [2, 3], [5, 5], [5, 6]]
+    assert batch.next_obs[:, :, 0].tolist() == [[2, 3], [3, 4], [3, 4], [6, 7], [6, 7]]
+    assert batch.rewards.tolist() == [1 + 1, 2 + 2, 4, 16 + 16, 32]
+    assert batch.terminated.tolist() == [0, 1, 1, 0, 0]
 
 
 def test_one_step_batches_are_the_one_step_memorys() -> None:
     mem = memory()
     add(mem, [0], [1.5], [1], terminated=[True])
-    assert set(mem.batch(np.arange(1))) == {"obs", "actions", "rewards", "next_obs", "terminated"}
+    batch = mem.batch(np.arange(1))
+    assert batch.discounts is None and batch.weights is None  # the learner's gamma, as it always was
 
 
 # -- dueling --------------------------------------------------------------------------------------
@@ -293,4 +296,4 @@ def test_dueling_over_each_kind_of_network(monkeypatch: pytest.MonkeyPatch) -> N
         obs = np.stack([space.sample() for _ in range(5)])
         q = agent.q(torch.as_tensor(obs))
         assert isinstance(agent.q, Dueling) and q.shape == (5, 3)
-        assert np.allclose(agent.fast_q(obs), q.detach().numpy(), atol=1e-5)  # acting reads the same values
+        assert np.allclose(agent.actor.values(obs), q.detach().numpy(), atol=1e-5)  # acting reads the same values

@@ -17,8 +17,11 @@ from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step, remembers
 from rlrun.algorithms.dqn import Autograd, RecurrentQ
 from rlrun.algorithms.kernels.q_network import QKernel
+from rlrun.algorithms.q_learning import td_target
+from rlrun.algorithms.replay import ReplayMemory
 from rlrun.envs import make_env
 from rlrun.errors import BadInput
+from rlrun.spec import MemorySpec
 
 SPEC = "dqn_lstm_cartpole_novel"
 
@@ -77,13 +80,13 @@ def test_a_replayed_sequence_gives_the_q_values_acting_computed() -> None:
     seen, states, dones = collect(agent, env, 40)
     length, first_step, copy = 20, 7, 1
     batch = agent.memory.sequences(np.array([3 * first_step + copy]), length)
-    starts = batch["starts"][:length, 0].numpy()
-    assert starts.any() and batch["valid"].all()
+    starts = batch.starts[:length, 0].numpy()
+    assert starts.any() and batch.valid.all()
     assert starts[1:].tolist() == [float(dones[first_step + k][copy]) for k in range(length - 1)]
-    obs = batch["obs"].float()
+    obs = batch.obs.float()
     with torch.no_grad():
-        q = agent.q.unroll(obs, batch["states"], batch["starts"])
-        warmed = agent.q.unroll(obs, batch["states"], batch["starts"], burn_in=5)
+        q = agent.q.unroll(obs, batch.states, batch.starts)
+        warmed = agent.q.unroll(obs, batch.states, batch.starts, burn_in=5)
     acted = np.concatenate(
         [
             agent.q.step(seen[first_step + k][copy : copy + 1], states[first_step + k][:, copy : copy + 1])[0]
@@ -101,27 +104,40 @@ def test_a_sequence_stops_at_its_copys_newest_row() -> None:
     _, agent, env = agent_and_env()
     collect(agent, env, 10)
     batch = agent.memory.sequences(np.array([3 * 6 + 2]), 8)  # rows of steps 6..9 exist, not 10..13
-    assert batch["valid"][:, 0].tolist() == [True] * 4 + [False] * 4
-    assert not batch["starts"][5:, 0].any()
+    assert batch.valid[:, 0].tolist() == [True] * 4 + [False] * 4
+    assert not batch.starts[5:, 0].any()
 
 
 def test_n_step_targets_within_a_sequence_stop_at_an_episodes_end() -> None:
     """Rewards 1, γ = 0.5, three steps: a window sums what its episode has left of them, and
     bootstraps where it stops (nothing after a termination; past a truncation the sequence runs
-    on into, the step is not learnt from)."""
-    _, agent, _ = agent_and_env("lstm", "agent.n_step=3", "agent.gamma=0.5", "agent.burn_in=0")
-    steps = 6
-    starts = torch.tensor([0, 0, 0, 1, 0, 1, 0], dtype=torch.float32)[:, None]  # episodes start at rows 3 and 5
-    batch = {
-        "rewards": torch.ones(steps, 1),
-        "terminated": torch.tensor([0, 0, 1, 0, 0, 0.0])[:, None],
-        "valid": torch.ones(steps, 1, dtype=torch.bool),
-        "starts": starts,
-        "cut": torch.tensor([0, 0, 0, 0, 1, 0], dtype=torch.bool)[:, None],
-    }  # row 4 truncated
-    targets, learnt = agent._sequence_targets(batch, torch.full((steps, 1), 10.0))
+    on into, the step is not learnt from). The memory makes the windows, by the transitions' rule."""
+    memory = ReplayMemory(
+        MemorySpec(capacity=16),
+        (1,),
+        np.dtype(np.float32),
+        (),
+        np.dtype(np.int64),
+        n_step=3,
+        gamma=0.5,
+        state_shape=(1, 2),
+    )
+    # episodes: rows 0-2 (terminated), rows 3-4 (truncated), rows 5-6
+    for obs, terminated, truncated in [(0, 0, 0), (1, 0, 0), (2, 1, 0), (10, 0, 0), (11, 0, 1), (20, 0, 0), (21, 0, 0)]:
+        memory.add(
+            np.array([[obs]], np.float32),
+            np.zeros(1, np.int64),
+            np.ones(1, np.float32),
+            np.array([[obs + 1]], np.float32),
+            np.array([bool(terminated)]),
+            np.array([bool(truncated)]),
+            np.zeros((1, 1, 2), np.float32),
+        )
+    batch = memory.sequences(np.array([0]), 6)
+    targets = td_target(batch.rewards, batch.discounts, batch.terminated, torch.full((6, 1, 1), 10.0))
     assert targets[:, 0].tolist() == [1.75, 1.5, 1.0, 1.5 + 0.25 * 10, 1.0 + 0.5 * 10, 1.0 + 0.5 * 10]
-    assert learnt[:, 0].tolist() == [True, True, True, False, False, True]
+    assert batch.learnt[:, 0].tolist() == [True, True, True, False, False, True]
+    assert batch.last[:, 0].tolist() == [2, 2, 2, 4, 4, 5]
 
 
 def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() -> None:

@@ -1,7 +1,7 @@
 """The kernel of a Q-network (DQN's, for a built-in MLP): its forward passes and the TD loss's
 gradient step by hand (`HandMLP`), each operation's gradient as autograd's formula computes it,
 with the same kernels: autograd's bits (tests/unit/test_hand_mlp.py holds whole agents to that,
-tests/test_kernels.py whole trainings). The learner interface of `dqn.Autograd`."""
+tests/test_kernels.py whole trainings). The learner interface of `q_learning.Autograd`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rlrun.algorithms.optim import apply_gradients
 from rlrun.spec import OptimizerSpec
 
 LOSS_BACKWARD = {  # d loss / d taken given d loss / d loss (a 1), by autograd's kernels for each of
-    # `dqn`'s losses (`.default`: the overload itself; the packet `torch.ops.aten.x` looks it up on
+    # `q_learning`'s losses (`.default`: the overload itself; the packet `torch.ops.aten.x` looks it up on
     # every call); taken and target have the same shape
     "huber": lambda grad, taken, target: torch.ops.aten.smooth_l1_loss_backward.default(grad, taken, target, 1, 1.0),
     "mse": lambda grad, taken, target: torch.ops.aten.mse_loss_backward.default(grad, taken, target, 1),
@@ -52,9 +52,13 @@ class QKernel:
         spec: OptimizerSpec,
         frame: int,
         max_frame: int,
+        weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """`dqn.Autograd.step`: the loss (None: its gradient needs only `taken` and `target`, so it
-        is a diagnostic, formed if read), the Q-values of the actions taken, the gradient norm."""
+        """`q_learning.Autograd.step`: the loss (None: its gradient needs only `taken` and `target`, so it
+        is a diagnostic, formed if read), the Q-values of the actions taken, the gradient norm.
+        The unweighted loss only: an agent with prioritised replay's weights learns by autograd."""
+        if weights is not None:
+            raise ValueError("the Q-network kernel steps the unweighted TD loss: weights are autograd's")
         q, saved = self.q.run(obs, self.scratch)
         taken = q.gather(1, chosen).squeeze(1)
         # the loss's gradient, then the gather's, as autograd forms them, for the network's backward
