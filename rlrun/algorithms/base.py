@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeGuard, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -110,29 +110,6 @@ class ActingGraph(nn.Module):
     `observation` is a batch as the agent's `act` takes it (after the normalisation), in the env's dtype."""
 
     outputs: tuple[str, ...] = ("action",)
-
-
-class Remembering(Protocol):
-    """Superseded by `Actor` (issue 50): nothing in rlrun calls it. Kept only while DQN's own unit
-    tests (tests/unit/test_recurrent_dqn_units.py) still import `remembers`; it goes with them.
-
-    An agent with a memory (`agent.network.recurrent`). Training's memory of each env copy is
-    the agent's own, kept in its state (so in every snapshot) and cleared where an episode ends.
-    Evaluation, `enjoy` and `load_policy` act from a memory the caller holds instead:
-    `initial_memory(n)` for n fresh episodes, and `act_remembering`, which gives the actions and the
-    memory after reading `obs` (the one passed in is never changed), so playing never touches
-    training's memory or random generators."""
-
-    def initial_memory(self, batch: int) -> Any: ...
-
-    def act_remembering(
-        self, obs: np.ndarray, memory: Any, *, deterministic: bool = False, generator: torch.Generator | None = None
-    ) -> tuple[np.ndarray, Any]: ...
-
-
-def remembers(agent: object) -> TypeGuard[Remembering]:
-    """Whether `agent` acts from a memory (`Remembering`)."""
-    return callable(getattr(agent, "act_remembering", None))
 
 
 class Metrics(Mapping[str, float]):

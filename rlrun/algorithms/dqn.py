@@ -107,8 +107,6 @@ class Agent:
             self.sequences = SequenceLearner(
                 config, self.q, self.target, self.optimizer, self.memory, self.generator, max_frame, device
             )
-            # `base.Remembering`, until its callers use the actor
-            self.initial_memory, self.act_remembering = self._actor.initial_state, self._actor.step
         else:
             self._actor = QActor(self.q, exploration, cnn=config.network.kind == "nature_cnn")
 

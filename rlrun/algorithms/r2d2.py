@@ -111,29 +111,6 @@ class RecurrentActor:
         return RecurrentQGraph(self.q).eval()
 
 
-class CellStep(nn.Module):
-    """One step of a `recurrent.Cell` from `state` on its torso's output `x`, in torch, as
-    `Cell.step` computes it: the state after (its h first)."""
-
-    def __init__(self, cell: Cell) -> None:
-        super().__init__()
-        self.lstm = cell.lstm
-        self.w_ih, self.w_hh, self.b_ih, self.b_hh = cell.weights
-
-    def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        read = x @ self.w_ih.t() + self.b_ih
-        kept = state[0] @ self.w_hh.t() + self.b_hh
-        if self.lstm:  # torch's LSTM gates (i, f, g, o)
-            i, f, g, o = (read + kept).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
-            return torch.stack([torch.sigmoid(o) * torch.tanh(c), c])
-        r_i, z_i, n_i = read.chunk(3, dim=-1)  # the GRU's (r, z, n)
-        r_h, z_h, n_h = kept.chunk(3, dim=-1)
-        z = torch.sigmoid(z_i + z_h)
-        n = torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h)
-        return (n + z * (state[0] - n))[None]
-
-
 class RecurrentQGraph(ActingGraph):
     """R2D2's greedy path: its torso on float32 rows, one cell step from `state` and the (dueling)
     head; the greedy action (int64), the Q-values and the state after."""
@@ -142,7 +119,7 @@ class RecurrentQGraph(ActingGraph):
 
     def __init__(self, q: RecurrentQ) -> None:
         super().__init__()
-        self.torso, self.cell, self.head, self.dueling = q.torso, CellStep(q.cell), q.head, q.dueling
+        self.torso, self.cell, self.head, self.dueling = q.torso, q.cell.graph(), q.head, q.dueling
 
     def forward(
         self, observation: torch.Tensor, state: torch.Tensor

@@ -310,12 +310,10 @@ class ReplayMemory:
         """Which slots hold a row whose frames are all still in the frame ring."""
         return self.rows["obs"][slots, 0] >= self.frames_end - self.frame_capacity
 
-    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def sample(self, batch_size: int, generator: torch.Generator) -> Transitions:
         """A uniform batch (with replacement) over the rows that can be sampled, drawn with the
-        agent's generator: excluded slots are drawn again until none is left. SAC's: the
-        `Transitions` as a dict of tensors."""
-        batch = self.batch(self._draw(batch_size, generator))
-        return {name: value for name, value in batch._asdict().items() if value is not None}
+        agent's generator: excluded slots are drawn again until none is left (SAC's)."""
+        return self.batch(self._draw(batch_size, generator))
 
     def sample_batches(self, count: int, batch_size: int, generator: torch.Generator) -> Transitions:
         """`count` batches stacked along a new first axis: the ones `count` calls of `sample` draw

@@ -31,7 +31,6 @@ from rlrun.algorithms.base import (
     mlp,
     obs_size,
     step_means,
-    to_device,
 )
 from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
@@ -354,14 +353,14 @@ class Agent:
         """One gradient step of the critics, the actor and the temperature; returns the tensors its
         `_STEP_STATS` come from."""
         config = self.config
-        batch = to_device(self.memory.sample(config.batch_size, self.generator), self.device)
-        obs, next_obs = flat_float(batch["obs"]), flat_float(batch["next_obs"])
+        batch = self.memory.sample(config.batch_size, self.generator).to(self.device)
+        obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
         alpha = self.alpha()
         learner, schedule = self.learner, (config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
             next_q = learner.target_values(next_obs, self.generator, alpha)
-            target = batch["rewards"] + config.gamma * (1 - batch["terminated"]) * next_q
-        q1, q2, critic_loss = learner.critic_step(obs, batch["actions"], target, self.critic_optimizer, *schedule)
+            target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
+        q1, q2, critic_loss = learner.critic_step(obs, batch.actions, target, self.critic_optimizer, *schedule)
         actor_loss, log_prob = learner.actor_step(obs, self.generator, alpha, self.actor_optimizer, *schedule)
         if config.alpha == "auto":
             learner.temperature_step(self.log_alpha, log_prob, self.target_entropy, self.alpha_optimizer, *schedule)

@@ -14,7 +14,7 @@ import torch
 
 import rlrun
 from rlrun.algorithms import build_agent
-from rlrun.algorithms.base import Step, remembers
+from rlrun.algorithms.base import Step
 from rlrun.algorithms.dqn import Autograd, RecurrentQ
 from rlrun.algorithms.kernels.q_network import QKernel
 from rlrun.algorithms.q_learning import td_target
@@ -144,8 +144,7 @@ def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() ->
     spec, agent, env = agent_and_env("gru")
     seen, _, _ = collect(agent, env, 12)
     assert isinstance(agent.q, RecurrentQ) and isinstance(agent.learner, Autograd) and not QKernel.fits(agent.q)
-    playing = remembers(agent)  # (not narrowed: the agent's own attributes are read below)
-    assert playing
+    assert agent.actor.state_shape == (1, 8)
     state = agent.state_dict()
     assert state["hidden"].shape == (1, 3, 8) and set(state["logs"]) == {"rows", "frames", "states"}
     again: Any = build_agent(spec, env.observation_space, env.action_space, seed=4)
@@ -154,15 +153,15 @@ def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() ->
     np.testing.assert_array_equal(again.memory.states, agent.memory.states)
     np.testing.assert_array_equal(again.act(seen[-1]), agent.act(seen[-1]))
 
-    before, memory = agent.hidden.copy(), agent.initial_memory(3)
-    actions, after = agent.act_remembering(seen[-1], memory, deterministic=True)
+    before, memory = agent.hidden.copy(), agent.actor.initial_state(3)
+    actions, after = agent.actor.step(seen[-1], memory, deterministic=True)
     assert not memory.any() and after.shape == memory.shape and actions.shape == (3,)
     np.testing.assert_array_equal(agent.hidden, before)  # playing never touches training's memory
     agent.restart_episodes()
     assert not agent.hidden.any() and not agent.memory.known.any()
 
     _, plain, _ = agent_and_env("lstm", "agent.network.recurrent=null")
-    assert not remembers(plain) and "hidden" not in plain.state_dict()
+    assert plain.actor.state_shape is None and "hidden" not in plain.state_dict()
     with pytest.raises(BadInput) as refused:
         build_agent(
             rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),

@@ -227,4 +227,4 @@ def test_a_format_1_snapshot_still_verifies_and_its_memory_loads() -> None:
     for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
         np.testing.assert_array_equal(getattr(batch, name).numpy(), old[name][oldest_first][ok], err_msg=name)
     generator = torch.Generator().manual_seed(0)
-    assert memory.sample(32, generator)["obs"].shape == (32, 4)
+    assert memory.sample(32, generator).obs.shape == (32, 4)
