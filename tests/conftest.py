@@ -41,6 +41,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         option.numprocesses = min(len(os.sched_getaffinity(0)) + 1, 4)
     if option.numprocesses and option.dist == "no" and not option.distload:
         option.dist = "loadfile"
+    if option.dist in ("loadfile", "loadscope"):
+        # pytest-xdist otherwise hands out the files by their number of tests, most first (its
+        # --loadscope-reorder, on by default), not in the order pytest_collection_modifyitems gives
+        # them: tests/test_ray.py (33 tests) started ~150 s in, after files of many quick tests, and
+        # ended last; the costliest files came last too, leaving one worker alone at the end.
+        option.loadscopereorder = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,13 +139,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
     # pytest-xdist hands out the files in this order, each to the next idle worker: the longest
-    # first, so that it does not start when the rest are nearly done (a stable sort: the others
-    # keep their order, the same on every worker, as pytest-xdist requires).
-    items.sort(key=lambda item: Path(str(item.path)).name not in LONGEST_FIRST)
+    # first, so that it does not start when the rest are nearly done, then the costliest, so that
+    # the last files handed out are short ones and the workers end together (a stable sort: the
+    # others keep their order, the same on every worker, as pytest-xdist requires).
+    items.sort(key=_hand_out_order)
 
 
 LONGEST_FIRST = {"test_ray.py"}
 """Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
+
+COSTLIEST = (
+    "test_pbt.py",
+    "test_resume.py",
+    "test_search.py",
+    "test_compare.py",
+    "test_env_workers.py",
+    "test_resume_envs.py",
+    "test_trackers.py",
+    "test_resume_edits.py",
+    "test_user_spaces_networks.py",
+    "test_user_env.py",
+    "test_crash_windows.py",
+    "test_old_bits.py",
+    "test_quality.py",
+    "test_resume_normalize.py",
+    "test_eval_overlap.py",
+    "test_cli_registry.py",
+    "test_rough_edges.py",
+    "test_live_display.py",
+    "test_sac_hand.py",
+    "test_object_store.py",
+    "test_cli_concurrency.py",
+    "test_resume_atari.py",
+    "test_reliability.py",
+)
+"""After LONGEST_FIRST, the files that cost most, costliest first (CPU seconds in `.ci/run`'s timing
+report); the rest follow in collection order."""
+
+
+def _hand_out_order(item: pytest.Item) -> int:
+    name = Path(str(item.path)).name
+    if name in LONGEST_FIRST:
+        return 0
+    return 1 + COSTLIEST.index(name) if name in COSTLIEST else 1 + len(COSTLIEST)
 
 
 @pytest.fixture
