@@ -103,6 +103,15 @@ class Actor(Protocol):
         ...
 
 
+def zero_state(state_shape: tuple[int, ...] | None, batch: int) -> np.ndarray | None:
+    """`Actor.initial_state` of an actor whose memory starts at zeros: (parts, batch, size) float32
+    for `state_shape` (parts, size), None without a memory."""
+    if state_shape is None:
+        return None
+    parts, size = state_shape
+    return np.zeros((parts, batch, size), np.float32)
+
+
 class ActingGraph(nn.Module):
     """An actor's greedy path as torch: `forward(observation)` (with a memory: `forward(observation,
     state)`) returns one tensor per name in `outputs`: `action` first, as the env takes it, then the

@@ -31,6 +31,7 @@ from rlrun.algorithms.base import (
     obs_size,
     orthogonal,
     to_device,
+    zero_state,
 )
 from rlrun.algorithms.base import network as make_network
 from rlrun.algorithms.distributions import Policy, policy_for
@@ -192,10 +193,7 @@ class ActorCriticActor:
         self.state_shape = None if recurrent is None else (recurrent.parts, recurrent.size)
 
     def initial_state(self, batch: int) -> np.ndarray | None:
-        if self.state_shape is None:
-            return None
-        parts, size = self.state_shape
-        return np.zeros((parts, batch, size), np.float32)
+        return zero_state(self.state_shape, batch)
 
     def step(
         self,

@@ -112,10 +112,9 @@ class OnnxActor:
         self.session, self.dtype, self.state_shape = session, dtype, state_shape
 
     def initial_state(self, batch: int) -> np.ndarray | None:
-        if self.state_shape is None:
-            return None
-        parts, size = self.state_shape
-        return np.zeros((parts, batch, size), np.float32)
+        from rlrun.algorithms.base import zero_state  # the checkpoint's actors' rule (this module stays torch-free)
+
+        return zero_state(self.state_shape, batch)
 
     def step(
         self, obs: np.ndarray, state: np.ndarray | None, *, deterministic: bool = True, generator: Any = None
