@@ -97,9 +97,10 @@ def compare(
     as_json: AsJson = False,
 ) -> None:
     """Compare runs with the statistics the field trusts (rliable): per group the IQM, median, mean
-    and optimality gap with 95% stratified-bootstrap intervals, and the probability that one group
-    improves on another. Each session is a seed, each env a task. With --baseline, a verdict:
-    identical (bit for bit), improved, regressed or inconclusive. Read-only."""
+    and (on normalised scores) optimality gap with 95% stratified-bootstrap intervals, and the
+    probability that one group improves on another. Each session is a seed, each env a task. With
+    --baseline, a verdict: identical (bit for bit), improved, regressed or inconclusive; with --gate,
+    as the exit code, and a run still running is refused unless --allow-running. Read-only."""
     from rlrun import compare as comparing
     from rlrun.cli import views
 
