@@ -2,6 +2,8 @@
 rliable's statistics, or, with --baseline and --gate, a verdict as an exit code. Reads the registry
 and the run folders, never writes them (the image aside)."""
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from rlrun.compare import Comparison
     from rlrun.refs import RunFilter
 
+_HEADERS = {"iqm": "IQM", "median": "median", "mean": "mean", "optimality_gap": "optimality gap"}
 GATE_EXIT_CODES = {"identical": 0, "improved": 0, "regressed": 1, "inconclusive": 4}
 """`--gate`: the exit code of each verdict (2 stays bad input, 3 a registry that does not answer)."""
 
@@ -47,7 +50,15 @@ def compare(
             help="Scores on one scale across envs: min-max by the env's known range, or Atari human-normalised.",
         ),
     ] = "none",
-    reps: Annotated[int, typer.Option(metavar="N", help="Bootstrap repetitions for the intervals.")] = 50_000,
+    reps: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Bootstrap repetitions for the intervals. 2000 (rliable's default for performance profiles, the"
+            " RL Zoo's for intervals): a first look in seconds; 50000 (rliable's default for interval estimates):"
+            " the paper-grade figure, minutes.",
+        ),
+    ] = 2_000,
     seed: Annotated[int, typer.Option(metavar="S", help="Seed of the bootstrap: the same seed, the same numbers.")] = 0,
     baseline: Annotated[
         list[str] | None,
@@ -58,7 +69,18 @@ def compare(
         ),
     ] = None,
     gate: Annotated[
-        bool, typer.Option("--gate", help="With --baseline: exit 0 identical or improved, 1 regressed, 4 inconclusive.")
+        bool,
+        typer.Option(
+            "--gate",
+            help="With --baseline: exit 0 identical or improved, 1 regressed, 4 inconclusive; a run still"
+            " running is refused (exit 2).",
+        ),
+    ] = False,
+    allow_running: Annotated[
+        bool,
+        typer.Option(
+            "--allow-running", help="With --gate: judge a run still running on its evaluations so far (with a note)."
+        ),
     ] = False,
     output: Annotated[
         Path | None,
@@ -75,29 +97,35 @@ def compare(
     as_json: AsJson = False,
 ) -> None:
     """Compare runs with the statistics the field trusts (rliable): per group the IQM, median, mean
-    and optimality gap with 95% stratified-bootstrap intervals, and the probability that one group
-    improves on another. Each session is a seed, each env a task. With --baseline, a verdict:
-    identical (bit for bit), improved, regressed or inconclusive. Read-only."""
+    and (on normalised scores) optimality gap with 95% stratified-bootstrap intervals, and the
+    probability that one group improves on another. Each session is a seed, each env a task. With
+    --baseline, a verdict: identical (bit for bit), improved, regressed or inconclusive; with --gate,
+    as the exit code, and a run still running is refused unless --allow-running. Read-only."""
     from rlrun import compare as comparing
     from rlrun.cli import views
 
     if gate and not baseline:
         raise BadInput("--gate judges against a baseline; add --baseline REFERENCE")
+    if allow_running and not gate:
+        raise BadInput("--allow-running is for --gate (a comparison alone notes a run still running); add --gate")
     if output is not None:
         from rlrun.catalog.figures import check_output
 
         check_output(output)
-    result = comparing.compare(
-        references,
-        filters,
-        by=by,
-        metric=score,
-        normalize_by=normalize,
-        reps=reps,
-        seed=seed,
-        baseline=baseline or (),
-        home=home,
-    )
+    with _bar() as progress:
+        result = comparing.compare(
+            references,
+            filters,
+            by=by,
+            metric=score,
+            normalize_by=normalize,
+            reps=reps,
+            seed=seed,
+            baseline=baseline or (),
+            home=home,
+            allow_running=allow_running or not gate,
+            progress=progress,
+        )
     for reference, run in result.named:
         say(views.resolved(run, reference_label(reference, filters)))
     for note in result.notes:
@@ -116,6 +144,36 @@ def compare(
         raise SystemExit(GATE_EXIT_CODES[result.verdict])
 
 
+@contextmanager
+def _bar() -> Iterator[Callable[[int], Callable[[], None]]]:
+    """A Rich progress bar on stderr over the bootstrap, on a terminal only (a pipe or a log gets
+    the result alone), gone once it is done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from rlrun.cli.output import make_console
+
+    console = make_console()
+    bar = Progress(
+        TextColumn("bootstrap"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+    def start(total: int) -> Callable[[], None]:
+        task = bar.add_task("bootstrap", total=total)
+        bar.start()
+        return lambda: bar.advance(task)
+
+    try:
+        yield start
+    finally:
+        bar.stop()
+
+
 def table(result: "Comparison") -> str:
     """The comparison as a person reads it: one row per group, then the probabilities, then the verdict."""
     from rlrun.catalog.scores import score
@@ -128,11 +186,12 @@ def table(result: "Comparison") -> str:
                 "verdict: identical (metrics logs and final snapshots equal, bit for bit)",
             ]
         )
-    header = ["group", "seeds", "IQM", "median", "mean", "optimality gap"]
+    shown = [m for m in ("iqm", "median", "mean", "optimality_gap") if m in result.groups[0].estimates]
+    header = ["group", "seeds", *(_HEADERS[m] for m in shown)]
     rows = [header]
     for group in result.groups:
         cells = [group.name, str(group.seeds)]
-        for metric in ("iqm", "median", "mean", "optimality_gap"):
+        for metric in shown:
             e = group.estimates[metric]
             cells.append(f"{score(e.point)} [{score(e.low)}, {score(e.high)}]")
         rows.append(cells)

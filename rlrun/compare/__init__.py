@@ -19,6 +19,7 @@ from __future__ import annotations
 from rlrun.compare.comparison import (
     DEFAULT_REPS,
     DEFAULT_SEED,
+    PAPER_REPS,
     VERDICTS,
     Comparison,
     GroupResult,
@@ -30,6 +31,7 @@ from rlrun.compare.comparison import (
 __all__ = [
     "DEFAULT_REPS",
     "DEFAULT_SEED",
+    "PAPER_REPS",
     "VERDICTS",
     "Comparison",
     "GroupResult",

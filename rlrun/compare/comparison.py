@@ -6,7 +6,7 @@ folders, nothing written."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,19 @@ from rlrun.errors import BadInput
 from rlrun.refs import RunFilter
 from rlrun.registry import RunRecord
 
-DEFAULT_REPS = 50_000
+DEFAULT_REPS = 2_000
+"""Bootstrap repetitions by default: rliable's default for its performance profiles
+(`create_performance_profile(reps=2000)`) and the RL Zoo's for its intervals, so that a first look
+takes seconds. `PAPER_REPS` (`--reps 50000`) is rliable's default for `get_interval_estimates`, the
+figure its paper reports."""
+PAPER_REPS = 50_000
 DEFAULT_SEED = 0
 VERDICTS = ("identical", "improved", "regressed", "inconclusive")
 BASELINE = "baseline"
+NO_GAP_NOTE = (
+    "no optimality gap under --normalize none: it measures how far scores fall short of 1, which raw"
+    " returns have no meaning for; add --normalize minmax (or human for Atari) to see it"
+)
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,13 @@ class GroupResult:
     name: str
     runs: list[str]
     seeds: int
-    estimates: dict[str, Estimate]  # median, iqm, mean, optimality_gap
+    estimates: dict[str, Estimate]  # median, iqm, mean, optimality_gap (not under --normalize none)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "runs": self.runs, "seeds": self.seeds}
-        for metric in ("iqm", "median", "mean", "optimality_gap") if self.estimates else ():  # none: identical
+        for metric in ("iqm", "median", "mean", "optimality_gap"):  # none: identical; no gap: raw returns
+            if metric not in self.estimates:
+                continue
             estimate = self.estimates[metric]
             data[metric], data[f"{metric}_ci"] = estimate.point, [estimate.low, estimate.high]
         return data
@@ -117,13 +128,26 @@ def compare(
     seed: int = DEFAULT_SEED,
     baseline: Sequence[str] = (),
     home: Path | str | None = None,
+    allow_running: bool = True,
+    progress: Callable[[int], statistics.Tick] | None = None,
 ) -> Comparison:
     """Compare the runs `references` name, grouped `by` spec, algorithm or name; with `baseline`,
     the runs it names are one group (`baseline`) and all the others another (`new`), and the
-    comparison carries a verdict: identical (bit for bit), improved, regressed or inconclusive."""
+    comparison carries a verdict: identical (bit for bit), improved, regressed or inconclusive.
+
+    A run still running is scored on its evaluations so far, with a note saying so; with
+    `allow_running=False` (what `--gate` asks unless `--allow-running`) it is bad input instead.
+    `progress(total)`, when given, is called once the bootstrap is about to start with the number
+    of statistic evaluations it will make, and returns what to call after each one."""
     check_options(by, metric, normalize_by, reps)
     found = runs.find(references, filters, home=home)
     old = runs.find(baseline, filters, home=home) if baseline else None
+    still = still_running([*found.runs, *(old.runs if old is not None else [])])
+    if still and not allow_running:
+        raise BadInput(
+            f"{still[0]} is still running: the gate would judge it on part of its training; wait for it"
+            " to end (rlrun ls), stop it, or add --allow-running to judge its evaluations so far"
+        )
     if old is not None:
         mine = {f.detail.run.id for f in found.runs}
         shared = [f.detail.run for f in old.runs if f.detail.run.id in mine]
@@ -133,7 +157,8 @@ def compare(
             )
         groups = [_group("new", found.runs), _group(BASELINE, old.runs)]
         if identity.identical(found.runs, old.runs):
-            return _identical(groups, metric, normalize_by, reps, seed, found.named + old.named)
+            notes = [f"{run} is still running" for run in still]
+            return _identical(groups, metric, normalize_by, reps, seed, found.named + old.named, notes)
     else:
         groups = [
             _group(name, [f for f in found.runs if runs.group_key(f.detail.run, by) == name])
@@ -147,18 +172,24 @@ def compare(
     tasks = _check_tasks(groups, normalize_by)
     for group in groups:
         _check_seeds(group)
-    notes = [
+    notes = [f"{run} is still running: its scores are its evaluations so far" for run in still]
+    notes += [
         normalize.missing_reason(task, normalize_by)
         for task in tasks
         if normalize_by != "none" and normalize.scale(task, normalize_by) is None
     ]
+    if normalize_by == "none":
+        notes.append(NO_GAP_NOTE)
     scores = {g.name: _matrix(g, tasks, metric, normalize_by) for g in groups}
-    estimates = statistics.aggregates(scores, reps=reps, seed=seed)
     pairs = _pairs([g.name for g in groups], baseline=bool(baseline))
+    tick = progress(statistics.calls(reps) * (len(groups) + len(pairs))) if progress is not None else None
+    estimates = statistics.aggregates(scores, reps=reps, seed=seed, tick=tick)
     probabilities = statistics.improvements(
-        {f"{a},{b}": (scores[a], scores[b]) for a, b in pairs}, reps=reps, seed=seed
+        {f"{a},{b}": (scores[a], scores[b]) for a, b in pairs}, reps=reps, seed=seed, tick=tick
     )
     improvement = [Improvement(a, b, probabilities[f"{a},{b}"]) for a, b in pairs]
+    if normalize_by == "none":  # computed with the others (the same resamples), reported nowhere
+        estimates = {name: {k: e for k, e in by.items() if k != "optimality_gap"} for name, by in estimates.items()}
     results = [GroupResult(g.name, [r.name or r.id for r in g.runs], g.seeds, estimates[g.name]) for g in groups]
     verdict = verdict_of(improvement[0].estimate) if baseline else None
     curves = {g.name: _curve(g, tasks, normalize_by) for g in groups}
@@ -187,7 +218,25 @@ def check_options(by: str, metric: str, normalize_by: str, reps: int) -> None:
         if value not in choices:
             raise BadInput(f"{option} {value!r} is not one of {', '.join(choices)}")
     if reps < 1:
-        raise BadInput(f"--reps {reps} must be at least 1 (rliable's default is {DEFAULT_REPS:,})")
+        raise BadInput(
+            f"--reps {reps} must be at least 1 ({DEFAULT_REPS:,} by default; {PAPER_REPS:,}, rliable's"
+            " default for intervals, for a paper)"
+        )
+
+
+def still_running(found: Sequence[Any]) -> list[str]:
+    """Each run (as `run NAME`) that is still running, with the frames its sessions have reached."""
+    from rlrun.sizes import format_size
+
+    said = []
+    for item in found:
+        run = item.detail.run
+        if run.status != "running":
+            continue
+        frames = sorted({s.frame for s in item.detail.sessions})
+        at = format_size(frames[0]) if len(frames) == 1 else f"{format_size(frames[0])}-{format_size(frames[-1])}"
+        said.append(f"run {run.name or run.id} (at frame {at} of {format_size(run.max_frame)})")
+    return said
 
 
 def _group(name: str, found: Sequence[Any]) -> Group:
@@ -199,7 +248,13 @@ def _group(name: str, found: Sequence[Any]) -> Group:
 
 
 def _identical(
-    groups: list[Group], metric: str, normalize_by: str, reps: int, seed: int, named: list[tuple[str, RunRecord]]
+    groups: list[Group],
+    metric: str,
+    normalize_by: str,
+    reps: int,
+    seed: int,
+    named: list[tuple[str, RunRecord]],
+    notes: list[str],
 ) -> Comparison:
     """Bit-identical runs: no statistics to compute; each group's numbers are its scores' own."""
     results = [GroupResult(g.name, [r.name or r.id for r in g.runs], g.seeds if g.sessions else 0, {}) for g in groups]
@@ -212,7 +267,7 @@ def _identical(
         reps,
         seed,
         "identical",
-        [],
+        notes,
         named,
     )
 

@@ -1,7 +1,8 @@
 """The report image of a comparison (`rlrun compare -o report.png`): each group's IQM, median, mean
-and optimality gap with their intervals; performance profiles (the fraction of runs scoring above
-each threshold) with their bands; the IQM over frames with its band. Every number drawn comes from
-rliable (`rlrun.compare.statistics`); the bands from `FIGURE_REPS` repetitions.
+and optimality gap (not on raw returns, `--normalize none`: it means nothing there) with their
+intervals; performance profiles (the fraction of runs scoring above each threshold) with their
+bands; the IQM over frames with its band. Every number drawn comes from rliable
+(`rlrun.compare.statistics`); the bands from `FIGURE_REPS` repetitions.
 
 Drawn with matplotlib's headless Agg renderer on a bare `Figure` (no pyplot, no display), its
 metadata fixed, so the same comparison writes the same bytes.
@@ -58,9 +59,10 @@ def draw(comparison: Comparison, output: Path, *, title: str | None = None) -> P
 
 
 def _intervals(panel: Any, comparison: Comparison, names: list[str], colors: dict[str, str], scale: str) -> None:
-    axes = panel.subplots(1, len(_AGGREGATES), sharey=True)
     by_name = {g.name: g for g in comparison.groups}
-    for ax, (key, label) in zip(axes, _AGGREGATES, strict=True):
+    shown = [(key, label) for key, label in _AGGREGATES if key in by_name[names[0]].estimates]  # no gap: raw
+    axes = panel.subplots(1, len(shown), sharey=True)
+    for ax, (key, label) in zip(axes, shown, strict=True):
         for row, name in enumerate(names):
             estimate = by_name[name].estimates[key]
             ax.barh(row, estimate.high - estimate.low, left=estimate.low, height=0.6, color=colors[name], alpha=0.7)

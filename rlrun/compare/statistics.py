@@ -17,7 +17,7 @@ rliable is the optional extra `compare`, imported here only, when a comparison i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,6 +30,28 @@ FIGURE_REPS = 2000
 """Bootstrap repetitions behind the figure's bands (rliable's default for performance profiles, and
 the RL Zoo's for both): the bands are drawn, not reported, and a curve costs a bootstrap per point."""
 CONFIDENCE = 0.95
+
+Tick = Callable[[], None]
+"""Called once per evaluation of a statistic on a resample (and once on the scores themselves):
+what a progress bar over the bootstrap counts."""
+
+
+def calls(reps: int) -> int:
+    """How many times one `get_interval_estimates` entry (a group, or a pair) evaluates its
+    statistic: once per repetition, and twice on the scores themselves (rliable's point estimate,
+    and arch's own before it resamples)."""
+    return reps + 2
+
+
+def _counted(func: Any, tick: Tick | None) -> Any:
+    if tick is None:
+        return func
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        tick()
+        return func(*args, **kwargs)
+
+    return counted
 
 
 def rliable() -> tuple[Any, Any]:
@@ -70,13 +92,16 @@ class Estimate(NamedTuple):
     high: float
 
 
-def aggregates(scores: Mapping[str, np.ndarray], *, reps: int, seed: int) -> dict[str, dict[str, Estimate]]:
+def aggregates(
+    scores: Mapping[str, np.ndarray], *, reps: int, seed: int, tick: Tick | None = None
+) -> dict[str, dict[str, Estimate]]:
     """Each group's median, IQM, mean and optimality gap with their 95% stratified-bootstrap
-    intervals: one `rly.get_interval_estimates` call over every group, after `np.random.seed(seed)`."""
+    intervals: one `rly.get_interval_estimates` call over every group, after `np.random.seed(seed)`;
+    `tick` is called `calls(reps)` times per group."""
     library, metrics = rliable()
     with seeded(seed):
         points, intervals = library.get_interval_estimates(
-            dict(scores), aggregate_function(metrics), reps=reps, confidence_interval_size=CONFIDENCE
+            dict(scores), _counted(aggregate_function(metrics), tick), reps=reps, confidence_interval_size=CONFIDENCE
         )
     return {
         name: {
@@ -87,15 +112,21 @@ def aggregates(scores: Mapping[str, np.ndarray], *, reps: int, seed: int) -> dic
     }
 
 
-def improvements(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: int, seed: int) -> dict[str, Estimate]:
+def improvements(
+    pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], *, reps: int, seed: int, tick: Tick | None = None
+) -> dict[str, Estimate]:
     """P(X > Y) for each pair `(X, Y)`, with its interval: one `rly.get_interval_estimates` call
-    with `metrics.probability_of_improvement` over every pair, after `np.random.seed(seed)`."""
+    with `metrics.probability_of_improvement` over every pair, after `np.random.seed(seed)`; `tick`
+    is called `calls(reps)` times per pair."""
     if not pairs:
         return {}
     library, metrics = rliable()
     with seeded(seed):
         points, intervals = library.get_interval_estimates(
-            dict(pairs), metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE
+            dict(pairs),
+            _counted(metrics.probability_of_improvement, tick),
+            reps=reps,
+            confidence_interval_size=CONFIDENCE,
         )
     return {
         key: Estimate(_number(points[key]), _number(intervals[key][0]), _number(intervals[key][1])) for key in pairs

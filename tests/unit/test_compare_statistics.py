@@ -33,3 +33,16 @@ def test_aggregates_and_improvement_are_rliables_and_leave_the_global_generator_
         {"a,b": (scores["a"], scores["b"])}, metrics.probability_of_improvement, reps=100
     )
     assert probability["a,b"] == (point["a,b"], *np.ravel(interval["a,b"]))
+
+
+def test_a_tick_per_evaluation_of_the_statistic_for_a_progress_bar() -> None:
+    """Issue 53: what `rlrun compare`'s progress bar counts: `calls(reps)` per group and per pair."""
+    rng = np.random.default_rng(5)
+    scores = {"a": rng.normal(size=(3, 2)), "b": rng.normal(size=(4, 2))}
+    ticks: list[None] = []
+    plain = statistics.aggregates(scores, reps=40, seed=1)
+    assert statistics.aggregates(scores, reps=40, seed=1, tick=lambda: ticks.append(None)) == plain
+    assert len(ticks) == 2 * statistics.calls(40)
+    ticks.clear()
+    statistics.improvements({"a,b": (scores["a"], scores["b"])}, reps=30, seed=1, tick=lambda: ticks.append(None))
+    assert len(ticks) == statistics.calls(30)
