@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -504,8 +505,15 @@ def _launch(
     executor: Executor,
     callbacks: Sequence[object] = (),
 ) -> TrainResult:
+    stop_now = _answering_evaluations(executor, callbacks)
+    if stop_now is not None:
+        tasks = [replace(task, answer_evaluations=True) for task in tasks]
     delivery = Delivery(
-        run.id, callbacks, on_event or (lambda event: None), request_stop=lambda: control.stop(run.id, home=root)
+        run.id,
+        callbacks,
+        on_event or (lambda event: None),
+        request_stop=lambda: control.stop(run.id, home=root),
+        stop_now=stop_now,
     )
     try:
         execution = executor.run(tasks, delivery)
@@ -537,6 +545,22 @@ def _launch(
         max_frame=run.max_frame,
         stopped_by=delivery.stopped_by,
     )
+
+
+def _answering_evaluations(executor: Executor, callbacks: Sequence[object]) -> Callable[[], None] | None:
+    """When a callback hears evaluations and the sessions run here or in local worker processes:
+    what stops every session at its next step, as a signal would (the sessions then wait for each
+    evaluation to be heard, so a callback's False stops the run at that evaluation's frame). None
+    elsewhere (a cluster's sessions stop at their next heartbeat)."""
+    from rlrun.session.stopping import StopRequest
+    from rlrun.training.local import LocalExecutor
+
+    if not isinstance(executor, LocalExecutor) or not any(hasattr(c, "on_evaluation") for c in callbacks):
+        return None
+    if executor.stop is None:
+        executor.stop = StopRequest()
+    stop = executor.stop
+    return lambda: stop.request(signal.SIGTERM) if not stop.signal else None
 
 
 def settle_run(registry: Registry, run_id: str, execution: Execution) -> str:
