@@ -519,6 +519,8 @@ def _launch(
         execution = executor.run(tasks, delivery)
     finally:
         delivery.close()
+        if stop_now is not None:  # the stop was this run's: an executor used again starts unstopped
+            executor.stop = None  # type: ignore[attr-defined]  # a LocalExecutor's
     if execution.supervisor is not None:
         return TrainResult(
             run.id,
@@ -551,15 +553,16 @@ def _answering_evaluations(executor: Executor, callbacks: Sequence[object]) -> C
     """When a callback hears evaluations and the sessions run here or in local worker processes:
     what stops every session at its next step, as a signal would (the sessions then wait for each
     evaluation to be heard, so a callback's False stops the run at that evaluation's frame). None
-    elsewhere (a cluster's sessions stop at their next heartbeat)."""
+    elsewhere (a cluster's sessions stop at their next heartbeat), and where the caller gave the
+    executor a stop of its own (a search's): a callback's stop is not theirs to take."""
     from rlrun.session.stopping import StopRequest
     from rlrun.training.local import LocalExecutor
 
-    if not isinstance(executor, LocalExecutor) or not any(hasattr(c, "on_evaluation") for c in callbacks):
+    if not isinstance(executor, LocalExecutor) or executor.stop is not None:
         return None
-    if executor.stop is None:
-        executor.stop = StopRequest()
-    stop = executor.stop
+    if not any(hasattr(c, "on_evaluation") for c in callbacks):
+        return None
+    stop = executor.stop = StopRequest()
     return lambda: stop.request(signal.SIGTERM) if not stop.signal else None
 
 
