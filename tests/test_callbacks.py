@@ -99,20 +99,50 @@ class Raising:
     ],
     ids=["returns False", "raises"],
 )
-def test_a_callback_stops_the_run_as_rlrun_stop_does_and_resume_is_exact(
+def test_a_callback_stops_the_run_at_that_evaluation_and_resume_is_exact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, straight: dict[str, Any], callback: object, reason: str
 ) -> None:
-    monkeypatch.setenv(HEARTBEAT_ENV, "0.05")  # the stop request is read at the next heartbeat
+    monkeypatch.setenv(HEARTBEAT_ENV, "3600")  # no heartbeat: the stop cannot wait for one
     result = train_with(tmp_path, callback)
     assert (result["status"], result["stopped_by"]) == ("preempted", reason)
     [session] = result["sessions"]
-    assert 2000 <= session["frame"] < BUDGET
+    assert session["frame"] == 2000  # the evaluation's own frame, not a step later
     with Registry.open(tmp_path, create=False) as registry:
         newest = max(registry.get_run(result["run_id"]).checkpoints, key=lambda c: c.frame)
-    assert "preempt" in newest.kind
+    assert newest.frame == 2000  # its snapshot there is the one a resume continues from
     resume_ok(tmp_path)
     with environment(tmp_path):
         assert_same_run(straight, final_state(tmp_path))
+
+
+def test_in_worker_processes_a_false_stops_at_that_evaluation_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sessions, each in a process of its own: each waits for its evaluations to be heard, so
+    the one whose evaluation the callback answered stops at its frame, and none goes past it."""
+    monkeypatch.setenv(HEARTBEAT_ENV, "3600")
+    argv = [*CADENCE, *fast(SPEC), "--frames", "3000", "--set", "meta.sessions=2"]
+    result = train_here(tmp_path, SPEC, argv, callbacks=[StopAtEvaluation(1000)]).json()
+    assert (result["status"], result["stopped_by"]) == ("preempted", "StopAtEvaluation.on_evaluation returned False")
+    frames = [session["frame"] for session in result["sessions"]]
+    assert max(frames) == 1000, frames
+
+
+class Video:
+    def __init__(self) -> None:
+        self.videos: list[str | None] = []
+
+    def on_evaluation(self, info: EvaluationInfo) -> None:
+        self.videos.append(info.video)
+
+
+def test_the_evaluation_record_names_its_video(tmp_path: Path) -> None:
+    pytest.importorskip("imageio", reason="an evaluation video needs the video extra")
+    video = Video()
+    argv = [*CADENCE, *fast(SPEC), "--frames", "1000", "--set", "meta.eval_video=1"]
+    train_here(tmp_path, SPEC, argv, callbacks=[video])
+    [path] = video.videos
+    assert path is not None and Path(path).is_file() and Path(path).suffix == ".mp4", path
 
 
 def test_a_callback_without_hooks_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -108,3 +108,30 @@ def test_bad_input_is_one_line_and_writes_nothing(
     monkeypatch.setitem(sys.modules, "minari", None)  # the extra not installed
     _one_line(invoke(trained_home, "record", "tiny", "--minari", "cp/other-v0"), "[minari]", "pip install")
     assert not (_datasets / "cp" / "other-v0").exists()
+
+
+def test_an_env_registered_with_a_class_records_and_loads_back(
+    trained_home: Path, _datasets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registered as docs/tutorials/own-environment.md does, `entry_point=Reach` (a class, not a
+    "module:Class" string): Gymnasium cannot write such a spec as JSON, and Minari stored it."""
+    import dataclasses
+
+    import gymnasium as gym
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    from rlrun.enjoy import dataset
+
+    by_class = dataclasses.replace(gym.registry["CartPole-v1"], entry_point=CartPoleEnv)
+    monkeypatch.setitem(gym.registry, "CartPole-v1", by_class)
+    recorded = _record(trained_home, "cp/byclass-v0")
+    loaded = minari.load_dataset("cp/byclass-v0")
+    assert loaded.total_episodes == 3 and loaded.total_steps == recorded["steps"]
+    assert loaded.spec.env_spec is not None
+    assert loaded.spec.env_spec.entry_point == "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
+    assert isinstance(loaded.recover_environment().unwrapped, CartPoleEnv)
+    # A write that fails leaves nothing behind: not the dataset, not the namespace Minari began.
+    monkeypatch.setattr(dataset, "_json_spec", lambda spec: spec)  # as before: the class as it is
+    with pytest.raises(ValueError, match="Callable found"):  # in this process the error is raised
+        invoke(trained_home, "record", "tiny", "--episodes", "1", "--minari", "fresh/byclass-v0")
+    assert not (_datasets / "fresh").exists()

@@ -18,6 +18,7 @@ is written to the run or the registry. Minari writes under `MINARI_DATASETS_PATH
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import warnings
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ def _collect(
     acting = load_acting(root, target)
     recorder = _Recorder(acting.env)
     folder = Path(get_dataset_path(dataset_id))
+    created = _first_new_folder(folder, dataset_id)  # the dataset's, or a namespace's Minari makes
     try:
         with torch_threads_for(acting.spec):  # as enjoy acts
             played = play(
@@ -156,10 +158,13 @@ def _collect(
         try:
             with warnings.catch_warnings():  # its advice to name an author, an e-mail, a code permalink
                 warnings.simplefilter("ignore", UserWarning)
+                spec = _json_spec(acting.env.spec)
                 dataset = minari.create_dataset_from_buffers(
                     dataset_id,
                     buffers,
-                    env=acting.env,
+                    env=_Described(acting.env, spec) if spec is not None else None,
+                    observation_space=acting.env.observation_space,
+                    action_space=acting.env.action_space,
                     algorithm_name=f"rlrun {acting.spec.agent.algorithm}",
                     description=f"{len(buffers)} episodes of rlrun run {target.run.id} ({target.run.spec_name}),"
                     f" checkpoint at frame {target.checkpoint.frame:,} (sha256"
@@ -170,11 +175,54 @@ def _collect(
                 )  # the observations exactly as the env gave them
             dataset.storage.update_metadata({METADATA_KEY: metadata})
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(created, ignore_errors=True)
             raise
     finally:
         acting.env.close()
     return played.returns, int(sum(played.lengths)), str(folder)
+
+
+def _first_new_folder(folder: Path, dataset_id: str) -> Path:
+    """The outermost folder of `folder`'s namespaces (and itself) that does not exist yet: what a
+    failed write must remove so that nothing is left (Minari writes a new namespace's
+    namespace_metadata.json before the dataset)."""
+    depth = dataset_id.count("/")  # the namespaces' folders above the dataset's
+    created = folder
+    for parent in list(folder.parents)[:depth]:
+        if parent.exists():
+            break
+        created = parent
+    return created
+
+
+def _json_spec(spec: Any) -> Any:
+    """The env's spec as Minari can store it: a class or function `entry_point` (as
+    `gym.register("Reach-v0", entry_point=Reach)` gives) named by its `module:name`, which Gymnasium
+    imports back; None when the spec still cannot be written (kwargs that are not JSON, no spec at
+    all): the dataset then holds the spaces, not the spec."""
+    if spec is None:
+        return None
+    entry = spec.entry_point
+    if callable(entry):
+        entry = f"{entry.__module__}:{entry.__qualname__}"
+    described = dataclasses.replace(spec, entry_point=entry)
+    try:
+        described.to_json()
+    except (ValueError, TypeError):
+        return None
+    return described
+
+
+class _Described(gym.Wrapper[Any, Any, Any, Any]):
+    """The env, as Minari reads it, with the spec it can store."""
+
+    def __init__(self, env: gym.Env[Any, Any], spec: Any) -> None:
+        super().__init__(env)
+        self._described = spec
+
+    @property
+    def spec(self) -> Any:  # type: ignore[override]  # read-only here: what Minari stores
+        return self._described
 
 
 class _Recorder(gym.Wrapper[Any, Any, Any, Any]):

@@ -36,6 +36,8 @@ class Evaluated:
     mean: float
     std: float
     is_best: bool
+    video: str | None = None
+    """The evaluation's video file, when one was recorded (`meta.eval_video`)."""
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,12 @@ class Session:
     when they are taken, how they are staged, uploaded, recorded and retained); what one captures
     and how it is put back is `rlrun.session.state`'s."""
 
-    def __init__(self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None) -> None:
+    def __init__(
+        self, task: SessionTask, registry: Registry, emit: Emit, lease: int | None = None, heard: Heard = None
+    ) -> None:
         self.task, self.registry, self.emit, self.lease = task, registry, emit, lease
+        self.heard = heard
+        """Waits until every event emitted so far was heard (None: `emit` delivers before it returns)."""
         self.spec = recorded_spec(task.spec, check_env_id=True)
         self.meta = self.spec.meta
         self.home = paths.task_home(task.home)
@@ -255,8 +259,10 @@ class Session:
                     number=len(self.progress.evaluations) + self.evaluator.unrecorded(),
                 )
             # A return target is known reached at the evaluation's own frame, never a few steps later
-            # when an overlapped evaluation happens to end: the same stop on every resume.
-            self._record_evaluations(wait=finished or (evaluated and self.meta.stop_at_return is not None))
+            # when an overlapped evaluation happens to end: the same stop on every resume. So is a
+            # callback's stop (`task.answer_evaluations`): it is heard before the next step.
+            answered = self.meta.stop_at_return is not None or self.task.answer_evaluations
+            self._record_evaluations(wait=finished or (evaluated and answered))
             finished = self.meta.reached(clock.frame, self.progress.best_mean())
             kinds = []
             if crossed(before, clock.frame, self.meta.checkpoint_frequency):
@@ -445,7 +451,14 @@ class Session:
         is_best = self.progress.best is None or result.mean > self.progress.best.mean
         if is_best:
             self.progress.best = snapshot.Best(frame=result.frame, mean=result.mean)
-        self.emit(events.Evaluated(self.task.index, result.frame, result.mean, result.std, is_best))
+        video = outcome.video.path if outcome.video is not None else None
+        self.emit(
+            events.Evaluated(
+                self.task.index, result.frame, result.mean, result.std, is_best, None if video is None else str(video)
+            )
+        )
+        if self.task.answer_evaluations and self.heard is not None:
+            self.heard()  # a callback that stops the run has asked before the next step
         if outcome.video is not None:
             self._deliver_video(outcome.video)
 
@@ -481,9 +494,13 @@ def describe(error: BaseException) -> str:
 
 
 OnLease = Callable[[Registry, SessionTask, int], SessionTask]
+Heard = Callable[[], None] | None
+"""Waits until the process that hears a session's events has heard every one sent so far."""
 
 
-def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLease | None = None) -> str:
+def run_session(
+    task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLease | None = None, heard: Heard = None
+) -> str:
     """Train one session, recording it in the registry; returns its final status. A failure is
     recorded on the session (status failed, with the message) and raised as SessionFailed.
 
@@ -501,7 +518,7 @@ def run_session(task: SessionTask, emit: Emit, stop: StopRequest, on_lease: OnLe
             registry.fence(task.session_id, lease)
             if on_lease is not None:
                 task = on_lease(registry, task, lease)
-            session = Session(task, registry, emit, lease)
+            session = Session(task, registry, emit, lease, heard)
             return session.run(stop)  # records its own failures
     except LeaseLost as lost:
         # Said on stderr (a worker's log on a cluster): this attempt writes nothing anywhere else.
@@ -536,6 +553,6 @@ def run_session_process(task: SessionTask, queue: Any, shared_stop: Any) -> None
     stop = StopRequest(shared_stop)
     with stop_on_signals(stop):
         try:
-            run_session(task, queue.put, stop)
+            run_session(task, queue.put, stop, heard=getattr(queue, "wait_heard", None))
         except SessionFailed:
             raise SystemExit(1) from None

@@ -34,3 +34,7 @@ class SessionTask:
     executor runs it once)."""
     node: str | None = None
     """The cluster node this attempt runs on, as recorded with the attempt (None: not on a cluster)."""
+    answer_evaluations: bool = False
+    """The executor hears each evaluation before the session goes on (a callback's `on_evaluation`
+    may stop the run there): the session waits for its evaluations, as under `meta.stop_at_return`,
+    and, after each, for the executor to have heard it."""

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -504,13 +505,22 @@ def _launch(
     executor: Executor,
     callbacks: Sequence[object] = (),
 ) -> TrainResult:
+    stop_now = _answering_evaluations(executor, callbacks)
+    if stop_now is not None:
+        tasks = [replace(task, answer_evaluations=True) for task in tasks]
     delivery = Delivery(
-        run.id, callbacks, on_event or (lambda event: None), request_stop=lambda: control.stop(run.id, home=root)
+        run.id,
+        callbacks,
+        on_event or (lambda event: None),
+        request_stop=lambda: control.stop(run.id, home=root),
+        stop_now=stop_now,
     )
     try:
         execution = executor.run(tasks, delivery)
     finally:
         delivery.close()
+        if stop_now is not None:  # the stop was this run's: an executor used again starts unstopped
+            executor.stop = None  # type: ignore[attr-defined]  # a LocalExecutor's
     if execution.supervisor is not None:
         return TrainResult(
             run.id,
@@ -537,6 +547,23 @@ def _launch(
         max_frame=run.max_frame,
         stopped_by=delivery.stopped_by,
     )
+
+
+def _answering_evaluations(executor: Executor, callbacks: Sequence[object]) -> Callable[[], None] | None:
+    """When a callback hears evaluations and the sessions run here or in local worker processes:
+    what stops every session at its next step, as a signal would (the sessions then wait for each
+    evaluation to be heard, so a callback's False stops the run at that evaluation's frame). None
+    elsewhere (a cluster's sessions stop at their next heartbeat), and where the caller gave the
+    executor a stop of its own (a search's): a callback's stop is not theirs to take."""
+    from rlrun.session.stopping import StopRequest
+    from rlrun.training.local import LocalExecutor
+
+    if not isinstance(executor, LocalExecutor) or executor.stop is not None:
+        return None
+    if not any(hasattr(c, "on_evaluation") for c in callbacks):
+        return None
+    stop = executor.stop = StopRequest()
+    return lambda: stop.request(signal.SIGTERM) if not stop.signal else None
 
 
 def settle_run(registry: Registry, run_id: str, execution: Execution) -> str:

@@ -13,9 +13,12 @@ as SB3's `BaseCallback`, PFRL's hooks or RLlib's callbacks do, with rlrun's guar
 
 - A hook never changes training's bits. It runs beside training, on views; whatever it draws from
   Python's, NumPy's or torch's global random generators is given back before training goes on.
-- A hook that returns `False` asks the run to stop exactly as `rlrun stop` does: every session
-  stops at its next heartbeat with a snapshot, the run ends `preempted`, and `rlrun resume`
-  continues it bit for bit. `TrainResult.stopped_by` says which hook asked.
+- A hook that returns `False` asks the run to stop as `rlrun stop` does: every session stops with a
+  snapshot, the run ends `preempted`, and `rlrun resume` continues it bit for bit. An
+  `on_evaluation` that returns `False` stops its session at that evaluation's frame (the sessions,
+  here or in local worker processes, wait for each evaluation to be heard, as under
+  `meta.stop_at_return`; the others stop at their next step); any other hook's, and on a cluster
+  (Ray), at the next heartbeat. `TrainResult.stopped_by` says which hook asked.
 - A hook that raises is reported once (a warning, and the `Warned` event a display shows) and
   stops the run the same way; the exception's line is in `TrainResult.stopped_by`. Training's own
   outcome is never lost to a hook's error.
@@ -75,6 +78,8 @@ class EvaluationInfo:
     mean: float
     std: float
     is_best: bool
+    video: str | None = None
+    """The evaluation's video file (`meta.eval_video`), when one was recorded; else None."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,8 @@ def _view(run_id: str, event: events.Event) -> tuple[str, Any] | None:
             return "on_start", StartInfo(run_id, index, seed, frame, max_frame)
         case events.Progress(index, frame, max_frame, episode, fps, mean, headline, value):
             return "on_log", LogInfo(run_id, index, frame, max_frame, episode, fps, mean, headline, value)
-        case events.Evaluated(index, frame, mean, std, is_best):
-            return "on_evaluation", EvaluationInfo(run_id, index, frame, mean, std, is_best)
+        case events.Evaluated(index, frame, mean, std, is_best, video):
+            return "on_evaluation", EvaluationInfo(run_id, index, frame, mean, std, is_best, video)
         case events.Checkpointed(index, frame, kind, path):
             return "on_snapshot", SnapshotInfo(run_id, index, frame, kind, path)
         case events.SessionEnded(index, status, frame, best_eval, error):
@@ -153,10 +158,17 @@ class Delivery:
     """The events of one run, to its callbacks and then to `on_event` (the display's)."""
 
     def __init__(
-        self, run_id: str, callbacks: Sequence[object], on_event: OnEvent, request_stop: Callable[[], object]
+        self,
+        run_id: str,
+        callbacks: Sequence[object],
+        on_event: OnEvent,
+        request_stop: Callable[[], object],
+        stop_now: Callable[[], object] | None = None,
     ) -> None:
         self.run_id, self.callbacks, self.on_event = run_id, list(callbacks), on_event
         self._request_stop = request_stop
+        self._stop_now = stop_now
+        """What stops the sessions at their next step, at once (None: the request, at a heartbeat)."""
         self._stopping: threading.Thread | None = None
         self.stopped_by: str | None = None
 
@@ -190,6 +202,8 @@ class Delivery:
         if self._stopping is not None:
             return
         self.stopped_by = reason
+        if self._stop_now is not None:  # before the session that reported takes another step
+            self._stop_now()
         self._stopping = threading.Thread(target=self._request_stop, name="rlrun-callback-stop", daemon=True)
         self._stopping.start()
 

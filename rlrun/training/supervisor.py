@@ -64,18 +64,34 @@ class Work:
 class Outbox:
     """A worker's side of its pipe. Sends are whole messages, one thread at a time."""
 
-    def __init__(self, connection: Any) -> None:
+    def __init__(self, connection: Any, heard: Any = None) -> None:
         self._connection = connection
         self._lock = threading.Lock()
+        self._sent = 0
+        self._heard = heard
+        """How many of this worker's messages the supervisor has delivered (a shared integer)."""
 
     def put(self, message: Any) -> None:
         with self._lock:
             self._connection.send(message)
+            self._sent += 1
+
+    def wait_heard(self) -> None:
+        """Wait until the supervisor has delivered every message sent so far, and passed on any
+        stop its callbacks asked for meanwhile (a callback's answer to an evaluation). Returns at
+        once when the supervisor has gone: the worker is then an orphan, and ends on its own."""
+        if self._heard is None:
+            return
+        parent = os.getppid()
+        while self._heard.value < self._sent and os.getppid() == parent:
+            time.sleep(0.001)
 
 
-def _worker_main(target: Callable[..., None], args: tuple[Any, ...], connection: Any, shared_stop: Any) -> None:
+def _worker_main(
+    target: Callable[..., None], args: tuple[Any, ...], connection: Any, shared_stop: Any, heard: Any = None
+) -> None:
     try:
-        target(*args, Outbox(connection), shared_stop)
+        target(*args, Outbox(connection, heard), shared_stop)
     finally:
         connection.close()  # the supervisor reads to the pipe's end, then judges the exit
 
@@ -88,6 +104,8 @@ class _Worker:
     """Shared with the process."""
     inbox: Any
     """The supervisor's end of the worker's pipe; None once read to its end."""
+    heard: Any = None
+    """How many of its messages were delivered (shared with the process: `Outbox.wait_heard`)."""
 
     def close_inbox(self) -> None:
         if self.inbox is not None:
@@ -152,11 +170,12 @@ class Supervisor:
     def _start_while_room(self, pending: Iterator[Work], context: Any) -> None:
         while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
             stop = StopRequest(context.Value("i", 0))
+            heard = context.Value("q", 0, lock=False)  # written here only
             inbox, outbox = context.Pipe(duplex=False)
             process = context.Process(
-                target=_worker_main, name=work.name, args=(work.target, work.args, outbox, stop.shareable())
+                target=_worker_main, name=work.name, args=(work.target, work.args, outbox, stop.shareable(), heard)
             )
-            self._running[work.key] = _Worker(work, process, stop, inbox)
+            self._running[work.key] = _Worker(work, process, stop, inbox, heard)
             self._pass_on_stops()  # before it starts: a worker started after a stop stops at once
             try:
                 process.start()
@@ -193,7 +212,10 @@ class Supervisor:
         except (EOFError, OSError):
             worker.close_inbox()
             return
-        if self.on_message(key, message) and key in self._running:
+        last = self.on_message(key, message)
+        self._pass_on_stops()  # one its delivery asked for reaches the worker before it hears back
+        worker.heard.value += 1
+        if last and key in self._running:
             self._reap(key)
 
     def _reap_silent_deaths(self) -> None:

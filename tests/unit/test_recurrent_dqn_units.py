@@ -140,7 +140,7 @@ def test_n_step_targets_within_a_sequence_stop_at_an_episodes_end() -> None:
     assert batch.last[:, 0].tolist() == [2, 2, 2, 4, 4, 5]
 
 
-def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() -> None:
+def test_the_memory_is_state_and_no_kernel_learns_it() -> None:
     spec, agent, env = agent_and_env("gru")
     seen, _, _ = collect(agent, env, 12)
     assert isinstance(agent.q, RecurrentQ) and isinstance(agent.learner, Autograd) and not QKernel.fits(agent.q)
@@ -162,6 +162,10 @@ def test_the_memory_is_state_no_kernel_learns_it_and_a_cnn_torso_is_refused() ->
 
     _, plain, _ = agent_and_env("lstm", "agent.network.recurrent=null")
     assert plain.actor.state_shape is None and "hidden" not in plain.state_dict()
+
+
+def test_a_cnn_torso_is_refused() -> None:
+    pytest.importorskip("ale_py", reason="dqn_pong's env needs the atari extra (pip install 'rlrun[atari]')")
     with pytest.raises(BadInput) as refused:
         build_agent(
             rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),
