@@ -24,7 +24,9 @@ from rlrun.spec.user_imports import cannot_import, first_line, try_import
 # by the id's name (before its version), or by its namespace (the games ale-py registers).
 EXTRAS = {
     "LunarLander": "box2d",
+    "LunarLanderContinuous": "box2d",
     "BipedalWalker": "box2d",
+    "BipedalWalkerHardcore": "box2d",
     "CarRacing": "box2d",
     **dict.fromkeys(
         [

@@ -25,3 +25,21 @@ def test_env_wrappers_and_network_modules_each_once_in_order() -> None:
         "gymnasium.wrappers",
         "my_nets.policies",
     ]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "extra"),
+    [
+        ("LunarLander-v3", "box2d"),
+        ("LunarLanderContinuous-v3", "box2d"),
+        ("BipedalWalkerHardcore-v3", "box2d"),
+        ("Hopper-v5", "mujoco"),
+        ("ALE/Pong-v5", "atari"),
+        ("CartPole-v1", None),
+    ],
+)
+def test_an_env_id_names_the_extra_its_physics_needs(env_id: str, extra: str | None) -> None:
+    """The install hint of a missing package names the extra: a continuous variant's id included."""
+    from rlrun.spec.env_ids import extra_for
+
+    assert extra_for(env_id) == extra
