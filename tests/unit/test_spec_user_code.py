@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rlrun.spec import builtin_document, user_code, validate_spec
 
 
