@@ -36,7 +36,7 @@ def test_ls_counts_a_crashed_runs_progress_up_to_its_newest_snapshot(tmp_path: P
     assert crashed.code != 0
     listed = invoke(tmp_path, "ls", "--json").json()[0]
     assert (listed["status"], listed["session_frame"], listed["frames_done"]) == ("crashed", 2000, 2000)
-    table = invoke(tmp_path, "ls").stderr
+    table = invoke(tmp_path, "ls").stdout
     assert " 2k/3k " in table, table
 
 
@@ -71,7 +71,7 @@ def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(
 
 
 def terminal_lines(home: Path, columns: int, *args: str, cwd: Path | None = None) -> list[str]:
-    """The lines `rlrun ARGS` writes to stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
+    """The lines `rlrun ARGS` writes to stdout and stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
     drawn = on_a_terminal(home, columns, *args, cwd=cwd)
     return [line for line in re.split(r"\r\n|\r|\n", drawn) if line.strip()]
 
@@ -116,12 +116,12 @@ def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_
     assert invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "mine").code == 0
     searched = invoke(home, "search", str(search_spec(tmp_path)), "--trials", "2", "--pruner", "none")
     assert searched.code == 0, searched.stderr
-    listed = invoke(home, "ls").stderr.splitlines()
+    listed = invoke(home, "ls").stdout.splitlines()
     # The trials' runs (rows 1 and 2) are counted, not listed; the run that is not a trial keeps its row.
     assert listed[0].split()[:3] == ["#", "id", "name"]
     assert [line.split()[:3] for line in listed[1:-1]] == [["3", invoke(home, "ls", "--json").json()[2]["id"], "mine"]]
     assert listed[-1] == "and 2 trial runs: --trials"
-    everything = invoke(home, "ls", "--trials").stderr.splitlines()
+    everything = invoke(home, "ls", "--trials").stdout.splitlines()
     assert [line.split()[0] for line in everything[1:]] == ["1", "2", "3"]
     assert len(invoke(home, "ls", "--json").json()) == 3  # scripts read every run
     assert "(mine)" in invoke(home, "show", "3").stderr.splitlines()[0]

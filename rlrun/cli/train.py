@@ -260,7 +260,7 @@ def enjoy(
     if as_json:
         print_json(result.to_json())
     else:
-        console.print(enjoy_table(result))
+        make_console(stdout=True).print(enjoy_table(result))  # the answer: on stdout
         video_line = enjoy_video_line(result)
         if video_line:
             console.print(video_line, highlight=False, markup=False, soft_wrap=True)
