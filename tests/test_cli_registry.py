@@ -167,9 +167,9 @@ def test_ls_csv_has_the_json_fields(zoo: Path) -> None:
 
 @pytest.mark.slow  # trains
 def test_ls_says_what_it_shows(zoo: Path) -> None:
-    page = ok(invoke(zoo, "ls", "-n", "2")).stderr
+    page = ok(invoke(zoo, "ls", "-n", "2")).stdout
     assert page.splitlines()[0] == "2 of 4 runs"
-    narrowed = ok(invoke(zoo, "ls", "--algo", "reinforce", "-n", "1")).stderr
+    narrowed = ok(invoke(zoo, "ls", "--algo", "reinforce", "-n", "1")).stdout
     assert narrowed.splitlines()[0] == "1 of 3 runs matching --algo reinforce"
     nothing = ok(invoke(zoo, "ls", "--algo", "dqn"))
     assert nothing.stderr == f"no runs match --algo dqn (4 runs in {zoo}); see `rlrun ls`\n"
@@ -310,6 +310,13 @@ def test_show_tells_the_whole_story(zoo: Path) -> None:
     assert f"forks: {ids['fork']}" in ok(invoke(zoo, "show", "alpha")).stdout
     document = ok(invoke(zoo, "show", ids["fork"], "--json")).json()
     assert document["run"]["parent_id"] == ids["alpha"] and len(document["spec_revisions"]) == 2
+
+
+@pytest.mark.slow  # trains
+def test_a_resume_that_switches_the_algorithm_is_refused_in_one_line(zoo: Path) -> None:
+    refused = invoke(zoo, "resume", "alpha", "--set", "agent.algorithm=ppo")
+    assert refused.code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "its algorithm cannot change at resume" in refused.stderr and "unknown key" not in refused.stderr
 
 
 @pytest.mark.slow  # trains

@@ -5,10 +5,13 @@ keep the umask's mode. No training: a registry row written directly stands for a
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import cli_env
 
 from rlrun.registry import Registry
@@ -58,3 +61,43 @@ def test_ls_through_a_real_pipe_finds_the_run_and_stderr_holds_no_table(tmp_path
     )
     assert shown.returncode == 0 and int(shown.stdout) >= 1, shown.stdout + shown.stderr
     assert "→ run" in shown.stderr and "sessions" not in shown.stderr  # which run: a note; the detail: stdout
+
+
+def test_a_blocks_check_names_the_key_not_the_whole_block() -> None:
+    from rlrun.errors import SpecError
+    from rlrun.spec import builtin_document, validate_spec
+
+    document = builtin_document("ppo_lstm_cartpole_novel")
+    document["agent"].update(batch_size=100, n_steps=32)
+    with pytest.raises(SpecError) as refused:
+        validate_spec(document)
+    assert str(refused.value).startswith(
+        "agent.batch_size = 100: is not a multiple of agent.n_steps (32); with a memory each minibatch is whole"
+    ), str(refused.value)
+    assert "algorithm" not in str(refused.value)  # not the agent block, key by key
+
+
+def test_a_resume_that_switches_the_algorithm_says_so_rather_than_an_unknown_key() -> None:
+    from rlrun.errors import BadInput
+    from rlrun.spec import load_spec
+    from rlrun.training.api import _edited_spec
+
+    previous = load_spec("reinforce_cartpole")
+    with pytest.raises(BadInput) as refused:
+        _edited_spec(previous, "a1b2c3d4e5", frames=None, more=None, spec=None, overrides=["agent.algorithm=ppo"])
+    said = str(refused.value)
+    assert said.startswith('agent.algorithm = "ppo": run a1b2c3d4e5 trains reinforce, and its algorithm cannot'), said
+    assert "unknown key" not in said and "`rlrun spec show ppo_cartpole`" in said
+
+
+def test_a_pushed_bundle_keeps_the_umasks_mode(tmp_path: Path) -> None:
+    from rlrun.home.bundle import _Target
+
+    before = os.umask(0o022)
+    try:
+        target = _Target.of(str(tmp_path / "run.rlrun"), "a1b2c3d4e5")
+        with target.writing() as file:
+            file.write(b"bundle")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE((tmp_path / "run.rlrun").stat().st_mode) == 0o644  # as `cp` or `tar` would make it

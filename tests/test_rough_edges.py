@@ -224,7 +224,7 @@ def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
     )
     assert stopped.code == 128 + 15, stopped.stderr
     assert invoke(tmp_path, "resume", "again").code == 0
-    shown = invoke(tmp_path, "show", "again").stderr
+    shown = invoke(tmp_path, "show", "again").stdout
     revisions = shown.split("spec revisions\n")[1].split("\n\n")[0].splitlines()
     assert [row.split()[0] for row in revisions[1:]] == ["0"], shown
     assert "none" not in revisions[-1].split()
