@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_env
+from helpers import cli_env, invoke
 
 from rlrun.registry import Registry
 
@@ -101,3 +101,32 @@ def test_a_pushed_bundle_keeps_the_umasks_mode(tmp_path: Path) -> None:
     finally:
         os.umask(before)
     assert stat.S_IMODE((tmp_path / "run.rlrun").stat().st_mode) == 0o644  # as `cp` or `tar` would make it
+
+
+def test_every_hint_carries_the_home_it_was_given(tmp_path: Path) -> None:
+    home, empty = tmp_path / "other", tmp_path / "empty"
+    run_id = fake_run(home)
+    missing = invoke(None, "show", "zzz", "--home", str(home))
+    assert missing.stderr == f"error: no run matches 'zzz'; see `rlrun ls --home {home}`\n"
+    stopped = invoke(None, "stop", "piped", "--home", str(home))
+    assert f"continue it with `rlrun resume {run_id} --home {home}`" in stopped.stderr, stopped.stderr
+    fresh = invoke(None, "ls", "--home", str(empty))
+    assert fresh.stderr.endswith(f"start one with `rlrun train reinforce_cartpole --home {empty}`\n")
+    # from $RLRUN_HOME the next command finds the home by itself: nothing added
+    assert invoke(empty, "ls").stderr.endswith("start one with `rlrun train reinforce_cartpole`\n")
+    # what the next command is given is its own
+    assert invoke(None, "show", "zzz", "--home", str(home)).stderr.count("--home") == 1
+
+
+def test_suggest_leaves_a_given_option_and_commands_without_a_home_alone() -> None:
+    from rlrun import hints
+
+    with hints.context():
+        hints.given("--home", "my runs")
+        assert hints.suggest("rlrun show a1") == "rlrun show a1 --home 'my runs'"
+        assert hints.suggest("rlrun show a1 --home x") == "rlrun show a1 --home x"
+        assert hints.suggest("rlrun spec show ppo_cartpole") == "rlrun spec show ppo_cartpole"
+        assert hints.in_context("see `rlrun ls` or `rlrun stop`") == (
+            "see `rlrun ls --home 'my runs'` or `rlrun stop --home 'my runs'`"
+        )
+    assert hints.suggest("rlrun show a1") == "rlrun show a1"  # the command's context ends with it
