@@ -83,7 +83,8 @@ def test_ls_and_show_fit_80_columns_without_splitting_a_word(tmp_path: Path) -> 
         narrow = terminal_lines(tmp_path, 80, *command)
         assert not [line for line in narrow if len(line) > 80], "\n".join(narrow)
         # Off a terminal nothing is cut: every word on the narrow terminal is a whole word there.
-        whole = set(invoke(tmp_path, *command).stderr.split())
+        off = invoke(tmp_path, *command)
+        whole = set((off.stdout + off.stderr).split())
         assert {word for line in narrow for word in line.split()} <= whole, "\n".join(narrow)
         assert "baseline-run" in narrow[0 if command == ["ls"] else 1] or "baseline-run" in "\n".join(narrow)
     listed = terminal_lines(tmp_path, 80, "ls")
