@@ -119,7 +119,7 @@ def test_every_hint_carries_the_home_it_was_given(tmp_path: Path) -> None:
 
 
 def test_suggest_leaves_a_given_option_and_commands_without_a_home_alone() -> None:
-    from rlrun import hints
+    from rlrun.cli import hints
 
     with hints.context():
         hints.given("--home", "my runs")

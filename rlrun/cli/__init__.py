@@ -23,10 +23,8 @@ import sys
 import typer
 from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
-from rlrun import hints
-
 # Importing the command modules registers their commands on the app.
-from rlrun.cli import compare, exports, home, registry_commands, search, specs, train, travel  # noqa: F401
+from rlrun.cli import compare, exports, hints, home, registry_commands, search, specs, train, travel  # noqa: F401
 from rlrun.cli.app import app, in_help_order
 from rlrun.cli.output import make_console, outlived
 from rlrun.errors import EditRefused, RlrunError, SpecError

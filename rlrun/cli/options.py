@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
 def _home_given(context: typer.Context, parameter: typer.CallbackParam, value: str | None) -> str | None:
     """A --home typed on the command line goes into every command the command suggests
-    (`rlrun.hints`); one from $RLRUN_HOME does not need to: the next command reads it too."""
+    (`rlrun.cli.hints`); one from $RLRUN_HOME does not need to: the next command reads it too."""
     source = context.get_parameter_source(parameter.name or "home")
     if value is not None and source is not None and source.name == "COMMANDLINE":
-        from rlrun import hints
+        from rlrun.cli import hints
 
         hints.given("--home", value)
     return value

@@ -28,15 +28,15 @@ def make_console(*, stdout: bool = False) -> Any:
 
 def say(text: str) -> None:
     """A line for the person at the terminal: progress, a warning, a hint (stderr), each command it
-    suggests with the context this one was given (`rlrun.hints`)."""
-    from rlrun.hints import in_context
+    suggests with the context this one was given (`rlrun.cli.hints`)."""
+    from rlrun.cli.hints import in_context
 
     sys.stderr.write(in_context(text) + "\n")
 
 
 def answer(text: str) -> None:
     """A table or listing, the command's answer (stdout: for `grep`, a pager, a file)."""
-    from rlrun.hints import in_context
+    from rlrun.cli.hints import in_context
 
     sys.stdout.write(in_context(text) + "\n")
 

@@ -8,6 +8,7 @@ import typer
 
 from rlrun.catalog.scores import score
 from rlrun.cli.app import app
+from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
     AsJson,
     Cpus,
@@ -23,7 +24,6 @@ from rlrun.cli.options import (
 )
 from rlrun.cli.output import make_console, print_json, say
 from rlrun.errors import BadInput, TrainingFailed
-from rlrun.hints import in_context
 
 if TYPE_CHECKING:
     from rlrun.refs import RunFilter

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rlrun.cli.app import app
+from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
     ONE_RUN_FILTERS,
     AsJson,
@@ -27,7 +28,6 @@ from rlrun.cli.options import (
 from rlrun.cli.output import make_console, print_json, say
 from rlrun.cli.search import resume_search_command, search_hand_over, stop_search_command
 from rlrun.errors import TrainingFailed
-from rlrun.hints import in_context
 
 if TYPE_CHECKING:
     from rlrun.refs import RunFilter
