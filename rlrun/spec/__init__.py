@@ -351,6 +351,9 @@ def _did_you_mean(word: str, candidates: list[str]) -> str:
 
 
 _SCHEDULE_KINDS = {"constant", "linear", "piecewise", "exponential"}
+_SHOWN_BLOCK = 80
+"""The longest block an error line shows whole (a schedule, `{}`); a longer one (the whole agent)
+would bury the reason, so its path alone says which."""
 
 
 def _describe(error: ValidationError, model: type[BaseModel], prefix: tuple[str, ...]) -> list[str]:
@@ -387,7 +390,7 @@ def _line(path: str, item: Any, model: type[BaseModel], loc: tuple[str, ...]) ->
         said = json.dumps(named) if _jsonable(named) else repr(named)
         return f"{problem.path(block)} = {said}: {problem.said(block)}"
     message = message.removeprefix("Value error, ")
-    if isinstance(value, dict):  # a whole block: its path says which; its keys would bury the reason
+    if isinstance(value, dict) and len(shown) > _SHOWN_BLOCK:  # a whole block: its path says which
         return f"{path}: {message[0].lower()}{message[1:]}"
     return f"{path} = {shown}: {message[0].lower()}{message[1:]}"
 
