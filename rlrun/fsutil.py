@@ -17,6 +17,21 @@ def write_synced(path: Path, data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def umask_mode(mode: int = 0o666) -> int:
+    """`mode` as the process's umask leaves it, the mode `open` gives a new file: what a file made
+    by `tempfile.mkstemp` (always 0600) gets before it takes its final name."""
+    try:  # Linux says it without changing it (os.umask can only be read by setting it)
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return mode & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return mode & ~current
+
+
 def fsync_path(path: Path) -> None:
     """fsync a folder (so the names in it are durable), or a file already written and closed (its
     dirty pages belong to the file, not to the descriptor that wrote them)."""

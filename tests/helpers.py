@@ -208,7 +208,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def on_a_terminal(home: Path, columns: int, *args: str, cwd: Path | None = None) -> str:
-    """What `rlrun ARGS` draws on stderr, a pseudo-terminal `columns` wide and 40 lines high, its
+    """What `rlrun ARGS` draws on its stdout and stderr, both a pseudo-terminal `columns` wide and 40 lines high, its
     escape sequences removed; the command must exit 0. A fresh interpreter (as a user's shell starts
     it), with no colour or terminal setting of the test's environment forced on it."""
     import fcntl
@@ -224,7 +224,7 @@ def on_a_terminal(home: Path, columns: int, *args: str, cwd: Path | None = None)
     process = subprocess.Popen(
         [sys.executable, "-m", "rlrun", *args],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=follower,
         stderr=follower,
         env=env,
         cwd=cwd,

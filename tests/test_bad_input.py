@@ -409,7 +409,7 @@ CASES = [
         "env.num_envs=2",
         "--set",
         "env.workers=3",
-        hint='workers = 3: more worker processes than the 2 copies (num_envs); use at most 2, or "auto"',
+        hint='env.workers = 3: more worker processes than the 2 copies (env.num_envs); use at most 2, or "auto"',
     ),
     case("train", RC, "--set", "env.workers=0", hint='env.workers = 0: use a whole number from 1 to 1024, or "auto"'),
     case(

@@ -104,8 +104,8 @@ def test_ls_lists_newest_first_with_rows_and_aggregates(zoo: Path) -> None:
     )
     assert rows[0]["frames_done"] == 4000 and rows[0]["algorithm"] == "reinforce"
     human = ok(invoke(zoo, "ls"))
-    assert human.stdout == ""
-    lines = human.stderr.splitlines()
+    assert human.stderr == ""  # the table is the answer: on stdout
+    lines = human.stdout.splitlines()
     assert lines[0].split()[:3] == ["#", "id", "name"] and len(lines) == 5
     # frames: the slowest session against the per-session target, not summed over sessions
     assert "finished" in lines[1] and "gamma" in lines[2] and "3k/3k" in lines[3] and beta["session_frame"] == 3000
@@ -121,7 +121,7 @@ def test_ls_duration_is_training_time_not_the_idle_gap_before_a_resume(tmp_path:
     span = run["finished_at"] - run["created_at"]
     assert 0 < run["training_seconds"] < span - 3.5  # both attempts of a session, not the gap between them
     assert (run["session_frame"], run["frames_done"]) == (3000, 6000)
-    line = ok(invoke(home, "ls")).stderr.splitlines()[1]
+    line = ok(invoke(home, "ls")).stdout.splitlines()[1]
     assert "3k/3k" in line and line.split()[-1] == duration(run["training_seconds"])
 
 
@@ -167,9 +167,9 @@ def test_ls_csv_has_the_json_fields(zoo: Path) -> None:
 
 @pytest.mark.slow  # trains
 def test_ls_says_what_it_shows(zoo: Path) -> None:
-    page = ok(invoke(zoo, "ls", "-n", "2")).stderr
+    page = ok(invoke(zoo, "ls", "-n", "2")).stdout
     assert page.splitlines()[0] == "2 of 4 runs"
-    narrowed = ok(invoke(zoo, "ls", "--algo", "reinforce", "-n", "1")).stderr
+    narrowed = ok(invoke(zoo, "ls", "--algo", "reinforce", "-n", "1")).stdout
     assert narrowed.splitlines()[0] == "1 of 3 runs matching --algo reinforce"
     nothing = ok(invoke(zoo, "ls", "--algo", "dqn"))
     assert nothing.stderr == f"no runs match --algo dqn (4 runs in {zoo}); see `rlrun ls`\n"
@@ -288,7 +288,7 @@ def test_a_fresh_home_stays_untouched(tmp_path: Path) -> None:
 @pytest.mark.slow  # trains
 def test_show_tells_the_whole_story(zoo: Path) -> None:
     ids = ids_by_name(zoo)
-    beta = ok(invoke(zoo, "show", "beta")).stderr
+    beta = ok(invoke(zoo, "show", "beta")).stdout
     for part in (
         "sessions",
         "evaluation return (mean of sessions): ",
@@ -304,12 +304,19 @@ def test_show_tells_the_whole_story(zoo: Path) -> None:
     assert json.loads(spec.stdout)["meta"]["max_frame"] == 3000
     session_lines = [line for line in beta.splitlines() if line.strip().startswith(("s0 ", "s1 "))][:2]
     assert all(any(c in line for c in "▁▂▃▄▅▆▇█") for c in session_lines for line in [c])
-    fork = ok(invoke(zoo, "show", ids["fork"])).stderr
+    fork = ok(invoke(zoo, "show", ids["fork"])).stdout
     assert f"forked from {ids['alpha']} at frame 3k" in fork
     assert "meta.eval_frequency: 1000 → 1500" in fork and "meta.max_frame: 3000 → 4000" in fork
-    assert f"forks: {ids['fork']}" in ok(invoke(zoo, "show", "alpha")).stderr
+    assert f"forks: {ids['fork']}" in ok(invoke(zoo, "show", "alpha")).stdout
     document = ok(invoke(zoo, "show", ids["fork"], "--json")).json()
     assert document["run"]["parent_id"] == ids["alpha"] and len(document["spec_revisions"]) == 2
+
+
+@pytest.mark.slow  # trains
+def test_a_resume_that_switches_the_algorithm_is_refused_in_one_line(zoo: Path) -> None:
+    refused = invoke(zoo, "resume", "alpha", "--set", "agent.algorithm=ppo")
+    assert refused.code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "its algorithm cannot change at resume" in refused.stderr and "unknown key" not in refused.stderr
 
 
 @pytest.mark.slow  # trains

@@ -96,14 +96,14 @@ def test_ls_and_show(trained: tuple[Path, dict, str]) -> None:
     (row,) = listed.json()
     assert row["id"] == document["run_id"] and row["status"] == "finished" and row["frames_done"] == 3000
     table = rlrun(home, "ls")
-    assert document["run_id"] in table.stderr and "reinforce_cartpole" in table.stderr and table.stdout == ""
+    assert document["run_id"] in table.stdout and "reinforce_cartpole" in table.stdout and table.stderr == ""
     for reference in ("latest", "1", "tiny", document["run_id"], document["run_id"][:8]):
         shown = rlrun(home, "show", reference, "--json")
         assert shown.code == 0, shown.stderr
         assert shown.json()["run"]["id"] == document["run_id"]
         assert f"→ run {document['run_id']}" in shown.stderr
     human = rlrun(home, "show", "tiny")
-    assert "checkpoints" in human.stderr and "evaluations" in human.stderr
+    assert "checkpoints" in human.stdout and "evaluations" in human.stdout
 
 
 def test_bad_references_exit_2_with_one_line(trained: tuple[Path, dict, str]) -> None:

@@ -133,7 +133,7 @@ def test_ls_and_show_read_the_population(straight: tuple[Path, Path]) -> None:
     assert len(listed) == 12
     shown = rlrun(home, "show", "search:latest")
     assert shown.code == 0, shown.stderr
-    tree = shown.stderr[shown.stderr.index("lineage (") :]
+    tree = shown.stdout[shown.stdout.index("lineage (") :]
     exploits = [line for line in lineage(home) if line["parent_member"] not in (None, line["member"])]
     assert tree.count("← m") == len(exploits) and tree.count(" g2 run ") == 4
     as_json = rlrun(home, "show", "search:latest", "--json").json()

@@ -82,7 +82,7 @@ def _assert_resumed_exactly(home: Path, case: str) -> None:
     assert not resumed.approximate, resumed.note
     assert resumed.note is not None and resumed.note.startswith(f"env: {CASES[case][2]}"), resumed.note
     shown = invoke(home, "show", "latest")  # in this process: the command line's own handler
-    assert f"yes (env: {CASES[case][2]}" in " ".join(shown.stderr.split()), shown.stderr
+    assert f"yes (env: {CASES[case][2]}" in " ".join(shown.stdout.split()), shown.stdout
 
 
 def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -> None:

@@ -36,7 +36,7 @@ def test_ls_counts_a_crashed_runs_progress_up_to_its_newest_snapshot(tmp_path: P
     assert crashed.code != 0
     listed = invoke(tmp_path, "ls", "--json").json()[0]
     assert (listed["status"], listed["session_frame"], listed["frames_done"]) == ("crashed", 2000, 2000)
-    table = invoke(tmp_path, "ls").stderr
+    table = invoke(tmp_path, "ls").stdout
     assert " 2k/3k " in table, table
 
 
@@ -71,7 +71,7 @@ def test_ls_counts_a_heartbeat_beyond_the_newest_snapshot(
 
 
 def terminal_lines(home: Path, columns: int, *args: str, cwd: Path | None = None) -> list[str]:
-    """The lines `rlrun ARGS` writes to stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
+    """The lines `rlrun ARGS` writes to stdout and stderr on a pseudo-terminal `columns` wide (`on_a_terminal`)."""
     drawn = on_a_terminal(home, columns, *args, cwd=cwd)
     return [line for line in re.split(r"\r\n|\r|\n", drawn) if line.strip()]
 
@@ -83,7 +83,8 @@ def test_ls_and_show_fit_80_columns_without_splitting_a_word(tmp_path: Path) -> 
         narrow = terminal_lines(tmp_path, 80, *command)
         assert not [line for line in narrow if len(line) > 80], "\n".join(narrow)
         # Off a terminal nothing is cut: every word on the narrow terminal is a whole word there.
-        whole = set(invoke(tmp_path, *command).stderr.split())
+        off = invoke(tmp_path, *command)
+        whole = set((off.stdout + off.stderr).split())
         assert {word for line in narrow for word in line.split()} <= whole, "\n".join(narrow)
         assert "baseline-run" in narrow[0 if command == ["ls"] else 1] or "baseline-run" in "\n".join(narrow)
     listed = terminal_lines(tmp_path, 80, "ls")
@@ -116,12 +117,12 @@ def test_ls_keeps_a_searchs_trial_runs_behind_a_count_and_trials_shows_them(tmp_
     assert invoke(home, "train", "reinforce_cartpole", *TINY, "--name", "mine").code == 0
     searched = invoke(home, "search", str(search_spec(tmp_path)), "--trials", "2", "--pruner", "none")
     assert searched.code == 0, searched.stderr
-    listed = invoke(home, "ls").stderr.splitlines()
+    listed = invoke(home, "ls").stdout.splitlines()
     # The trials' runs (rows 1 and 2) are counted, not listed; the run that is not a trial keeps its row.
     assert listed[0].split()[:3] == ["#", "id", "name"]
     assert [line.split()[:3] for line in listed[1:-1]] == [["3", invoke(home, "ls", "--json").json()[2]["id"], "mine"]]
     assert listed[-1] == "and 2 trial runs: --trials"
-    everything = invoke(home, "ls", "--trials").stderr.splitlines()
+    everything = invoke(home, "ls", "--trials").stdout.splitlines()
     assert [line.split()[0] for line in everything[1:]] == ["1", "2", "3"]
     assert len(invoke(home, "ls", "--json").json()) == 3  # scripts read every run
     assert "(mine)" in invoke(home, "show", "3").stderr.splitlines()[0]
@@ -224,7 +225,7 @@ def test_a_plain_resume_adds_no_empty_spec_revision_row(tmp_path: Path) -> None:
     )
     assert stopped.code == 128 + 15, stopped.stderr
     assert invoke(tmp_path, "resume", "again").code == 0
-    shown = invoke(tmp_path, "show", "again").stderr
+    shown = invoke(tmp_path, "show", "again").stdout
     revisions = shown.split("spec revisions\n")[1].split("\n\n")[0].splitlines()
     assert [row.split()[0] for row in revisions[1:]] == ["0"], shown
     assert "none" not in revisions[-1].split()

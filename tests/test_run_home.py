@@ -80,8 +80,9 @@ def test_an_s3_run_named_without_its_home(s3_run: dict[str, Any], home: Path, tm
     assert shown.stderr.startswith(f"latest → run {run_id}, reinforce_cartpole, finished, in {folder}\n"), shown.stderr
     assert cache not in shown.stdout + shown.stderr
     listed = invoke(home, "ls", "--home", url, "--algo", "ppo", env=env)
-    assert listed.code == 0 and f"(1 runs in {url})" in listed.stderr, listed.stderr
-    assert cache not in listed.stderr
+    assert listed.code == 0 and f"(1 runs in {url})" in listed.stderr, listed.stderr  # nothing listed: a note
+    assert f"see `rlrun ls --home {url}`" in listed.stderr  # the hint keeps the home it was given
+    assert cache not in listed.stdout + listed.stderr
     assert invoke(home, "ls", "--json", env=env).json()[0]["home"] == url
 
     # named with its home, enjoy works, and says where the run is by its URL

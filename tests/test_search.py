@@ -87,7 +87,7 @@ def test_search_scores_prunes_and_reads_back(straight: tuple[Path, Path]) -> Non
             assert trial.note.startswith(f"pruned at frame {trial.intermediate[-1][0]:,}: eval_mean")
             assert trial.intermediate[-1][0] < 3000
     shown = invoke(home, "show", "search:latest")
-    assert shown.code == 0 and "best trials:" in shown.stderr and "parameter importance" in shown.stderr
+    assert shown.code == 0 and "best trials:" in shown.stdout and "parameter importance" in shown.stdout
     listed = invoke(home, "ls", "--search", "latest", "--json").json()
     assert [t["number"] for t in listed] == list(range(6)) and listed[0]["params"] == done[0].params
     assert invoke(home, "plot", "search:latest", "-o", str(home / "search.png")).code == 0

@@ -24,7 +24,7 @@ import typer
 from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
 # Importing the command modules registers their commands on the app.
-from rlrun.cli import compare, exports, home, registry_commands, search, specs, train, travel  # noqa: F401
+from rlrun.cli import compare, exports, hints, home, registry_commands, search, specs, train, travel  # noqa: F401
 from rlrun.cli.app import app, in_help_order
 from rlrun.cli.output import make_console, outlived
 from rlrun.errors import EditRefused, RlrunError, SpecError
@@ -78,6 +78,11 @@ def run(argv: list[str]) -> int:
     usage errors become one line on stderr and an exit code, never a traceback. In-process
     callers (tests, scripts) get exactly what the command line gets."""
     argv = _bare_ray(argv)
+    with hints.context():
+        return _run(argv)
+
+
+def _run(argv: list[str]) -> int:
     try:
         # Not standalone: Typer hands usage errors to us instead of printing them its own way.
         code = app(args=argv, prog_name="rlrun", standalone_mode=False)
@@ -85,14 +90,14 @@ def run(argv: list[str]) -> int:
         from rlrun.cli.display import refusal_table
 
         make_console().print(refusal_table(error.changes))
-        sys.stderr.write(f"error: {error}\n")
+        sys.stderr.write(hints.in_context(f"error: {error}\n"))
         return error.exit_code
     except SpecError as error:
         for problem in error.problems:
             sys.stderr.write(f"error: {problem}\n")
         return error.exit_code
     except RlrunError as error:
-        sys.stderr.write(f"error: {error}\n")
+        sys.stderr.write(hints.in_context(f"error: {error}\n"))
         return error.exit_code
     except typer.TyperException as error:  # usage errors: unknown option or command, missing argument, bad value
         context = getattr(error, "ctx", None)
@@ -104,7 +109,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as stop:  # a command's own status: 128+signal after a graceful stop, 1 when rm is declined
         if stop.code is None or isinstance(stop.code, int):
             return stop.code or 0
-        sys.stderr.write(f"{stop.code}\n")  # what Python itself does with a message
+        sys.stderr.write(hints.in_context(f"{stop.code}\n"))  # what Python itself does with a message
         return 1
     # typer.Exit (--version, help for a bare group, Ctrl-C) comes back as its code.
     return code if isinstance(code, int) else 0

@@ -1,8 +1,8 @@
 """What rlrun shows a person while it trains, resumes and replays: the live training display and
-Rich tables, on stderr. (The registry commands' views are plain text, in `rlrun.cli.views`, so they
-start fast.)
+Rich tables, progress on stderr and a table that answers the command on stdout. (The registry
+commands' views are plain text, in `rlrun.cli.views`, so they start fast.)
 
-Standard output is kept for `--json`. Nothing here imports torch or gymnasium.
+Nothing here imports torch or gymnasium.
 """
 
 from __future__ import annotations
@@ -38,6 +38,15 @@ def stderr_console() -> Console:
     """Rich output on stderr. Piped into a file or another program, lines are not cut at 80
     columns: tables keep their ids and paths whole."""
     console = Console(stderr=True)
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    return console
+
+
+def stdout_console() -> Console:
+    """Rich output on stdout, for a table that is the command's answer (`enjoy`'s episodes), with
+    the same width rule as `stderr_console`."""
+    console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 200)
     return console

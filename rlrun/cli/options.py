@@ -16,10 +16,22 @@ if TYPE_CHECKING:
     from rlrun.refs import RunFilter
 
 
+def _home_given(context: typer.Context, parameter: typer.CallbackParam, value: str | None) -> str | None:
+    """A --home typed on the command line goes into every command the command suggests
+    (`rlrun.cli.hints`); one from $RLRUN_HOME does not need to: the next command reads it too."""
+    source = context.get_parameter_source(parameter.name or "home")
+    if value is not None and source is not None and source.name == "COMMANDLINE":
+        from rlrun.cli import hints
+
+        hints.given("--home", value)
+    return value
+
+
 # A string, not a Path: a home may be a URL (s3://bucket/runs), which Path would fold into s3:/bucket/runs.
 Home = Annotated[
     str | None,
     typer.Option(
+        callback=_home_given,
         envvar=paths.HOME_ENV,
         show_envvar=False,
         metavar="PATH|URL",

@@ -1,5 +1,6 @@
-"""How commands speak: a line for the person at the terminal on stderr, Rich's console for
-training (loaded on use), JSON alone on stdout (`--json`).
+"""How commands speak: tables and listings on stdout (`rlrun ls | grep ppo` works, as with `ls`,
+`git log`, `docker ps`), or JSON alone there with `--json`; progress, warnings and hints for the
+person at the terminal on stderr, Rich's console for training (loaded on use).
 
 Whoever reads a command's output may go away while it runs: `rlrun train ... | head -2`, a pager
 closed, a `tee` killed, a terminal lost. From then on its output goes nowhere, and the command goes
@@ -17,15 +18,27 @@ GONE = {errno.EPIPE, errno.EIO}
 """How a write says its reader is gone: a pipe closed at the other end; a terminal hung up."""
 
 
-def make_console() -> Any:
-    from rlrun.cli.display import stderr_console
+def make_console(*, stdout: bool = False) -> Any:
+    """Rich's console on stderr (progress, warnings, hints), or with `stdout` for a table that is the
+    command's answer."""
+    from rlrun.cli.display import stderr_console, stdout_console
 
-    return stderr_console()
+    return stdout_console() if stdout else stderr_console()
 
 
 def say(text: str) -> None:
-    """A line for the person at the terminal (stderr: stdout is kept for --json)."""
-    sys.stderr.write(text + "\n")
+    """A line for the person at the terminal: progress, a warning, a hint (stderr), each command it
+    suggests with the context this one was given (`rlrun.cli.hints`)."""
+    from rlrun.cli.hints import in_context
+
+    sys.stderr.write(in_context(text) + "\n")
+
+
+def answer(text: str) -> None:
+    """A table or listing, the command's answer (stdout: for `grep`, a pager, a file)."""
+    from rlrun.cli.hints import in_context
+
+    sys.stdout.write(in_context(text) + "\n")
 
 
 def print_json(document: Any) -> None:

@@ -11,7 +11,7 @@ import typer
 from rlrun import paths
 from rlrun.cli.app import app
 from rlrun.cli.options import AsJson, Home, filtered, reference_argument, reference_label, references_argument
-from rlrun.cli.output import print_json, say
+from rlrun.cli.output import answer, print_json, say
 from rlrun.errors import BadInput
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def list_runs(
         width = views.terminal_width()
         if listing.runs:
             # "1 of 3 runs" would count the trial runs the line under the table counts
-            say(
+            answer(
                 views.runs_table(
                     listing.runs,
                     total=listing.total - listing.hidden_trials,
@@ -72,8 +72,10 @@ def list_runs(
                     width=width,
                 )
             )
-        if listing.hidden_trials:
-            say(views.fit(views.hidden_trials(listing.hidden_trials, alone=not listing.runs), width))
+        if listing.hidden_trials:  # under the table, its last line; alone, a hint as "no runs" is
+            (answer if listing.runs else say)(
+                views.fit(views.hidden_trials(listing.hidden_trials, alone=not listing.runs), width)
+            )
 
 
 def _list_searches(reference: str | None, home: str | None, as_json: bool, limit: int | None) -> None:
@@ -87,18 +89,17 @@ def _list_searches(reference: str | None, home: str | None, as_json: bool, limit
         if as_json:
             print_json([{**s.to_json(), "ended": ended, "best": best} for s, ended, best in found])
         else:
-            say(
-                views.searches_table(found, colour=views.colour_enabled())
-                if found
-                else f"no searches in {paths.home_address(root)} yet; start one with `rlrun search SPEC`"
-            )
+            if found:
+                answer(views.searches_table(found, colour=views.colour_enabled()))
+            else:
+                say(f"no searches in {paths.home_address(root)} yet; start one with `rlrun search SPEC`")
         return
     chosen = catalog.lookup_search(reference, home=home)
     say(views.resolved_search(chosen.detail.search, chosen.reference))
     if as_json:
         print_json([t.to_json() for t in chosen.detail.trials])
     else:
-        say(views.trials_table(chosen.detail, colour=views.colour_enabled()))
+        answer(views.trials_table(chosen.detail, colour=views.colour_enabled()))
 
 
 @app.command(short_help="Show a run: sessions, checkpoints, evals.")
@@ -133,7 +134,8 @@ def show(
     if isinstance(found, catalog.SearchLookup):
         _show_search(found, as_json)
         return
-    say(views.fit(views.resolved(found.run, reference_label(reference, filters), found.where), views.terminal_width()))
+    which = views.resolved(found.run, reference_label(reference, filters), found.where)
+    say(views.fit(which, views.terminal_width(sys.stderr)))
     if found.checkpoint is not None:
         say(f"checkpoint: session s{found.checkpoint.session.index}, frame {found.checkpoint.checkpoint.frame:,}")
     if metrics:
@@ -143,7 +145,7 @@ def show(
     elif as_json:
         print_json(found.to_json())
     else:
-        say(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width()))
+        answer(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width()))
         for line in views.tracker_lines(found.run.id, found.trackers):
             say(line)
 
@@ -158,9 +160,9 @@ def _show_search(found: Any, as_json: bool) -> None:
             document["lineage"] = [line.to_json() for line in found.lineage]
         print_json(document)
     else:
-        say(views.search_detail(found.detail, colour=views.colour_enabled()))
+        answer(views.search_detail(found.detail, colour=views.colour_enabled()))
         if found.lineage:
-            say(views.lineage_tree(found.detail, found.lineage))
+            answer(views.lineage_tree(found.detail, found.lineage))
 
 
 def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
@@ -173,7 +175,7 @@ def _show_metrics(detail: Any, root: Path, as_json: bool) -> None:
         print_json(metrics_log.gather(logs))
         return
     tables = [(f"s{log.session}", metrics_log.read(log.path) if log.path.exists() else {}) for log in logs]
-    say(views.metrics_summary(tables, colour=views.colour_enabled()))
+    answer(views.metrics_summary(tables, colour=views.colour_enabled()))
 
 
 @app.command(short_help="Delete runs, their folders included.")
@@ -209,7 +211,7 @@ def rm(
 def _confirm(question: str) -> bool:
     sys.stderr.write(question)
     sys.stderr.flush()
-    answer = sys.stdin.readline()
-    if not answer:
+    reply = sys.stdin.readline()
+    if not reply:
         sys.stderr.write("\n(no answer on stdin; pass --yes to delete without asking)\n")
-    return answer.strip().lower() in ("y", "yes")
+    return reply.strip().lower() in ("y", "yes")

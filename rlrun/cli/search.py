@@ -8,6 +8,7 @@ import typer
 
 from rlrun.catalog.scores import score
 from rlrun.cli.app import app
+from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
     AsJson,
     Cpus,
@@ -129,8 +130,10 @@ def search(
             else f"{settings.population} members, an exploit every {settings.interval:,} frames"
         )
         console.print(
-            f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
-            f"{', '.join(d.path for d in plan.dimensions)}; {how}, score {settings.metric}",
+            in_context(
+                f"search {record.id}{label}: {settings.trials} trials of {plan.spec.name} over "
+                f"{', '.join(d.path for d in plan.dimensions)}; {how}, score {settings.metric}"
+            ),
             highlight=False,
             markup=False,
         )
@@ -169,7 +172,7 @@ def _trial_line(console: Any) -> Any:
         scored = score(outcome.value)
         note = f" ({outcome.note})" if outcome.note else ""
         console.print(
-            f"trial {outcome.number} {outcome.state} (run {outcome.run_id}): {scored}{note}  {params}",
+            in_context(f"trial {outcome.number} {outcome.state} (run {outcome.run_id}): {scored}{note}  {params}"),
             highlight=False,
             markup=False,
         )
@@ -182,8 +185,10 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
     signal after a graceful stop."""
     if result.detached:
         console.print(
-            f"search {result.search_id} detached: driven by {result.detached}; follow it with"
-            f" `rlrun ls --search search:{result.search_id}` or `rlrun show search:{result.search_id}`",
+            in_context(
+                f"search {result.search_id} detached: driven by {result.detached}; follow it with"
+                f" `rlrun ls --search search:{result.search_id}` or `rlrun show search:{result.search_id}`"
+            ),
             highlight=False,
             markup=False,
         )
@@ -193,13 +198,17 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
         return
     if result.nothing_to_do:
         console.print(
-            f"nothing to do: search {result.search_id} has ended all its trials", highlight=False, markup=False
+            in_context(f"nothing to do: search {result.search_id} has ended all its trials"),
+            highlight=False,
+            markup=False,
         )
         return
     if result.signal > 0:
         console.print(
-            f"search {result.search_id} stopped by signal {result.signal}; continue it with"
-            f" `rlrun resume search:{result.search_id}`",
+            in_context(
+                f"search {result.search_id} stopped by signal {result.signal}; continue it with"
+                f" `rlrun resume search:{result.search_id}`"
+            ),
             highlight=False,
             markup=False,
         )
@@ -212,7 +221,7 @@ def _conclude_search(result: Any, console: Any, as_json: bool) -> None:
     best = result.best
     found = f"; best: trial {best.number} (run {best.run_id}), {score(best.value)}" if best else ""
     console.print(
-        f"search {result.search_id} {result.status}{found}: see `rlrun show search:{result.search_id}`",
+        in_context(f"search {result.search_id} {result.status}{found}: see `rlrun show search:{result.search_id}`"),
         highlight=False,
         markup=False,
     )

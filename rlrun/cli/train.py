@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rlrun.cli.app import app
+from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
     ONE_RUN_FILTERS,
     AsJson,
@@ -81,8 +82,10 @@ def train(
     def announce(run: Any) -> None:
         label = f" ({run.name})" if run.name else ""
         console.print(
-            f"run {run.id}{label}: {loaded.name}, {loaded.agent.algorithm} on {loaded.env.id}, "
-            f"{run.num_sessions} session(s), {run.max_frame:,} frames each",
+            in_context(
+                f"run {run.id}{label}: {loaded.name}, {loaded.agent.algorithm} on {loaded.env.id}, "
+                f"{run.num_sessions} session(s), {run.max_frame:,} frames each"
+            ),
             highlight=False,
             markup=False,
         )
@@ -97,8 +100,10 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
     supervisor), 1 a session failed, 128 + the signal after a graceful stop."""
     if result.detached:
         console.print(
-            f"run {result.run_id} detached: supervised by {result.detached}; follow it with"
-            f" `rlrun ls` or `rlrun show {result.run_id}`, stop it with `rlrun stop {result.run_id}`",
+            in_context(
+                f"run {result.run_id} detached: supervised by {result.detached}; follow it with"
+                f" `rlrun ls` or `rlrun show {result.run_id}`, stop it with `rlrun stop {result.run_id}`"
+            ),
             highlight=False,
             markup=False,
         )
@@ -110,14 +115,18 @@ def _conclude(result: Any, console: Any, as_json: bool) -> None:
         raise TrainingFailed(f"run {result.run_id} failed: {result.error}; see `rlrun show {result.run_id}`")
     if result.outcome == "preempted":
         console.print(
-            f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
-            f" `rlrun resume {result.run_id}`",
+            in_context(
+                f"run {result.run_id} stopped by signal {result.signal} with a snapshot; continue it with"
+                f" `rlrun resume {result.run_id}`"
+            ),
             highlight=False,
             markup=False,
         )
         raise SystemExit(128 + result.signal)
     console.print(
-        f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`", highlight=False, markup=False
+        in_context(f"run {result.run_id} {result.status}: see `rlrun show {result.run_id}`"),
+        highlight=False,
+        markup=False,
     )
 
 
@@ -194,8 +203,10 @@ def _nothing_to_do(result: Any, console: Any, as_json: bool) -> None:
         print_json(result.to_json())
     trained = max(s.frame for s in result.sessions)
     console.print(
-        f"nothing to do: run {result.run_id} has trained {trained:,} of its {result.max_frame:,} frames;"
-        " raise the target with --frames or --more",
+        in_context(
+            f"nothing to do: run {result.run_id} has trained {trained:,} of its {result.max_frame:,} frames;"
+            " raise the target with --frames or --more"
+        ),
         highlight=False,
         markup=False,
     )
@@ -260,7 +271,7 @@ def enjoy(
     if as_json:
         print_json(result.to_json())
     else:
-        console.print(enjoy_table(result))
+        make_console(stdout=True).print(enjoy_table(result))  # the answer: on stdout
         video_line = enjoy_video_line(result)
         if video_line:
             console.print(video_line, highlight=False, markup=False, soft_wrap=True)

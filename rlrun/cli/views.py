@@ -50,14 +50,14 @@ class Cell(NamedTuple):
 
 def colour_enabled(stream: Any = None) -> bool:
     """Colour on a terminal, unless NO_COLOR asks otherwise (https://no-color.org)."""
-    stream = stream or sys.stderr
+    stream = stream or sys.stdout
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
 def terminal_width(stream: Any = None) -> int | None:
     """The terminal's width in columns (COLUMNS first, as the shell sets it), or None off a terminal:
     piped into a file or another program, lines are not cut, so ids and paths stay whole."""
-    stream = stream or sys.stderr
+    stream = stream or sys.stdout
     if not (hasattr(stream, "isatty") and stream.isatty()):
         return None
     given = os.environ.get("COLUMNS", "")

@@ -50,7 +50,7 @@ from typing import IO, Any, NamedTuple
 
 from rlrun import __version__, paths, storage
 from rlrun.errors import BadInput, StoreUnreachable
-from rlrun.fsutil import fsync_path
+from rlrun.fsutil import fsync_path, umask_mode
 from rlrun.registry import Registry, RunRecord
 from rlrun.snapshot import layout
 
@@ -245,6 +245,7 @@ class _Target:
         folder = self.local.parent if self.local is not None else None
         handle, temporary = tempfile.mkstemp(prefix=".push-", suffix=".tmp", dir=folder)
         try:
+            os.fchmod(handle, umask_mode())  # mkstemp's 0600 would keep the bundle from whoever it is for
             with os.fdopen(handle, "wb") as file:
                 yield file
                 file.flush()

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from rlrun.arithmetic import ARITHMETIC, as_recorded_document
 from rlrun.errors import SpecError
 from rlrun.spec.agents import algorithm_names, config_class
+from rlrun.spec.problems import KeyProblem
 from rlrun.spec.sections import (
     ALE_NAMESPACE,
     AgentConfig,
@@ -227,19 +228,45 @@ def _algorithm_switch(document: dict[str, Any], edited: dict[str, Any], problems
         return None
     keys = [p[len(prefix) : p.index(":")] for p in left]
     env_id = edited.get("env", {}).get("id") if isinstance(edited.get("env"), dict) else None
-    same_env = [
-        n
-        for n in builtin_names()
-        if (b := builtin_document(n))["agent"]["algorithm"] == after and b["env"]["id"] == env_id
-    ]
-    same_env.sort(key=lambda n: not n.startswith(f"{after}_"))  # dqn_cartpole before ddqn_cartpole
-    start = f"`rlrun spec show {same_env[0]}`" if same_env else "`rlrun spec list`"
+    start = spec_to_start_from(after, env_id)
     line = (
         f"agent.algorithm = {json.dumps(after)}: switches {document.get('name', 'the spec')} from {before} to"
         f" {after}, which has none of {before}'s settings {', '.join(keys)}; start from a {after} spec"
         f" ({start}) and edit that"
     )
     return [line, *(p for p in problems if p not in left)]
+
+
+def spec_to_start_from(algorithm: str, env_id: str | None) -> str:
+    """The command that prints a built-in spec of `algorithm` on `env_id` (`rlrun spec list` when
+    there is none): where a switch of algorithm starts."""
+    same_env = [
+        n
+        for n in builtin_names()
+        if (b := builtin_document(n))["agent"]["algorithm"] == algorithm and b["env"]["id"] == env_id
+    ]
+    same_env.sort(key=lambda n: not n.startswith(f"{algorithm}_"))  # dqn_cartpole before ddqn_cartpole
+    return f"`rlrun spec show {same_env[0]}`" if same_env else "`rlrun spec list`"
+
+
+def algorithm_switch_at_resume(previous: Spec, document: dict[str, Any], run_id: str) -> str | None:
+    """Why a resume (or fork) of `run_id` cannot take `document`, an edit that switches its
+    algorithm, before its settings are checked one by one against the other algorithm (each then
+    "an unknown key", which reads as the spec's fault). None: the algorithm stays."""
+    agent = document.get("agent")
+    after = agent.get("algorithm") if isinstance(agent, dict) else None
+    before = previous.agent.algorithm
+    if after is None or after == before:
+        return None
+    shown = json.dumps(after)
+    if after not in algorithm_names():
+        return None  # an unknown name: validate_spec says so, with the names it takes
+    env_id = previous.env.id
+    return (
+        f"agent.algorithm = {shown}: run {run_id} trains {before}, and its algorithm cannot change at resume,"
+        f" nor in a --fork (its snapshots hold {before}'s networks and optimiser); train a new run from a"
+        f" {after} spec instead ({spec_to_start_from(after, env_id)})"
+    )
 
 
 def validate_spec(document: dict[str, Any], *, check_env_id: bool = True) -> Spec:
@@ -324,6 +351,9 @@ def _did_you_mean(word: str, candidates: list[str]) -> str:
 
 
 _SCHEDULE_KINDS = {"constant", "linear", "piecewise", "exponential"}
+_SHOWN_BLOCK = 80
+"""The longest block an error line shows whole (a schedule, `{}`); a longer one (the whole agent)
+would bury the reason, so its path alone says which."""
 
 
 def _describe(error: ValidationError, model: type[BaseModel], prefix: tuple[str, ...]) -> list[str]:
@@ -353,7 +383,15 @@ def _line(path: str, item: Any, model: type[BaseModel], loc: tuple[str, ...]) ->
     if kind == "union_tag_invalid":
         kinds = "constant, linear, piecewise or exponential"
         return f"{path} = {shown}: unknown kind; use a number or a schedule with kind {kinds}"
+    problem = (item.get("ctx") or {}).get("error")
+    if isinstance(problem, KeyProblem):  # a block's check about one of its keys: that key, not the block
+        block = "" if path == "spec" else path
+        named = problem.value(value)
+        said = json.dumps(named) if _jsonable(named) else repr(named)
+        return f"{problem.path(block)} = {said}: {problem.said(block)}"
     message = message.removeprefix("Value error, ")
+    if isinstance(value, dict) and len(shown) > _SHOWN_BLOCK:  # a whole block: its path says which
+        return f"{path}: {message[0].lower()}{message[1:]}"
     return f"{path} = {shown}: {message[0].lower()}{message[1:]}"
 
 

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
+from rlrun.spec.problems import KeyProblem
+
 MAX_FRAME: Final = "max_frame"
 FrameAnchor = Annotated[int, Field(ge=0)] | Literal["max_frame"]
 
@@ -104,7 +106,7 @@ class Piecewise(_ScheduleBase):
     def _frames_increase(self) -> Piecewise:
         frames = [frame for frame, _ in self.points]
         if any(b <= a for a, b in pairwise(frames)):
-            raise ValueError("points must be in strictly increasing frame order")
+            raise KeyProblem("points", "must be in strictly increasing frame order")
         return self
 
     def value(self, frame: int, max_frame: int) -> float:

@@ -21,6 +21,7 @@ from pydantic import (
 from rlrun.arithmetic import ARITHMETIC
 from rlrun.errors import SizeError
 from rlrun.sizes import parse_size
+from rlrun.spec.problems import KeyProblem
 from rlrun.spec.schedules import Constant, Schedule
 
 
@@ -116,7 +117,7 @@ class NetworkSpec(Strict):
     @model_validator(mode="after")
     def _kwargs_for_user_networks(self) -> NetworkSpec:
         if self.kwargs and not self.user:
-            raise ValueError(f'kwargs are for a "module:factory" network, not {self.kind}; remove them')
+            raise KeyProblem("kwargs", f'are for a "module:factory" network, not {self.kind}; remove them')
         return self
 
     @model_validator(mode="before")
@@ -189,11 +190,12 @@ class AgentConfig(Strict):
             from rlrun.spec.agents import ALGORITHMS, config_class  # the table of algorithms, read when needed
 
             takers = ", ".join(name for name in ALGORITHMS if config_class(name).REMEMBERS)
-            raise ValueError(
-                f"{self.algorithm} takes no memory: remove network.recurrent, or use an algorithm that does ({takers})"
+            raise KeyProblem(
+                "network.recurrent",
+                f"{self.algorithm} takes no memory: remove it, or use an algorithm that does ({takers})",
             )
         if isinstance(memory, MemorySpec) and memory.prioritized is not None and not self.PRIORITIZES:
-            raise ValueError(f"{self.algorithm}'s replay memory draws uniformly: remove memory.prioritized")
+            raise KeyProblem("memory.prioritized", f"{self.algorithm}'s replay memory draws uniformly: remove it")
         return self
 
 
@@ -330,14 +332,16 @@ class EnvSpec(Strict):
         if self.workers == AUTO or self.workers == 1:
             return self
         if self.vectorization == "async":
-            raise ValueError(
-                f'workers = {self.workers}: "async" already gives each copy its own process; '
-                'use "sync" with workers, or leave workers at 1'
+            raise KeyProblem(
+                "workers",
+                '{vectorization} "async" already gives each copy its own process; use "sync" with workers,'
+                " or leave workers at 1",
             )
         if isinstance(self.workers, int) and self.workers > self.num_envs:
-            raise ValueError(
-                f"workers = {self.workers}: more worker processes than the {self.num_envs} copies "
-                f'(num_envs); use at most {self.num_envs}, or "auto"'
+            raise KeyProblem(
+                "workers",
+                f"more worker processes than the {self.num_envs} copies ({{num_envs}}); use at most"
+                f' {self.num_envs}, or "auto"',
             )
         return self
 

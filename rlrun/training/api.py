@@ -30,7 +30,16 @@ from rlrun.registry.records import TrialLink
 from rlrun.session.device import check_device, torch_state_kept
 from rlrun.session.stopping import raise_if_stopped
 from rlrun.session.task import SessionTask
-from rlrun.spec import MetaSpec, Spec, apply_overrides, read_document, recorded_spec, user_code, validate_spec
+from rlrun.spec import (
+    MetaSpec,
+    Spec,
+    algorithm_switch_at_resume,
+    apply_overrides,
+    read_document,
+    recorded_spec,
+    user_code,
+    validate_spec,
+)
 from rlrun.spec.consistency import Change, EditRefused, check_edit, diff_json, fork_conflicts
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import check_installed
@@ -301,7 +310,7 @@ def plan_resume(
             " stop it with SIGTERM or wait for it to end"
         )
     previous = recorded_spec(json.loads(registry.latest_spec(run.id).spec_json), check_env_id=True)
-    edited = _edited_spec(previous, frames=frames, more=more, spec=spec, overrides=overrides or [])
+    edited = _edited_spec(previous, run.id, frames=frames, more=more, spec=spec, overrides=overrides or [])
     detail = registry.get_run(run.id)
     skipped: list[str] = []
     starts = [
@@ -334,7 +343,7 @@ def _at_target(root: Path, session: SessionRecord, start: CheckpointRecord | Non
 
 
 def _edited_spec(
-    previous: Spec, *, frames: int | None, more: int | None, spec: str | Path | None, overrides: list[str]
+    previous: Spec, run_id: str, *, frames: int | None, more: int | None, spec: str | Path | None, overrides: list[str]
 ) -> Spec:
     if frames is not None and more is not None:
         raise BadInput("give --frames (the new target) or --more (added to it), not both")
@@ -342,6 +351,9 @@ def _edited_spec(
     if frames is not None or more is not None:
         target = frames if frames is not None else previous.meta.max_frame + (more or 0)
         document = apply_overrides(document, [f"meta.max_frame={target}"])
+    switched = algorithm_switch_at_resume(previous, document, run_id)
+    if switched is not None:
+        raise BadInput(switched)
     return as_recorded(validate_spec(document), previous)
 
 

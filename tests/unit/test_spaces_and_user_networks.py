@@ -228,7 +228,7 @@ def test_a_network_kind_is_built_in_or_an_import_path(kind: str, problem: str) -
 
 def test_kwargs_are_for_user_networks_only() -> None:
     assert NetworkSpec(kind="pkg.mod:Net", kwargs={"width": 3}).user
-    with pytest.raises(ValueError, match='kwargs are for a "module:factory" network, not mlp'):
+    with pytest.raises(ValueError, match='kwargs: are for a "module:factory" network, not mlp'):
         NetworkSpec(kwargs={"width": 3})
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from rlrun.spec import OptimizerSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig
+from rlrun.spec.problems import KeyProblem
 from rlrun.spec.schedules import Constant, Schedule
 
 
@@ -34,9 +35,9 @@ class Config(OnPolicyConfig):
     def _whole_sequences(self) -> Config:
         if self.network.recurrent is not None and self.batch_size % self.n_steps:
             fits = max(1, self.batch_size // self.n_steps) * self.n_steps
-            raise ValueError(
-                f"batch_size {self.batch_size} is not a multiple of n_steps {self.n_steps}: with a "
-                "memory each minibatch is whole sequences of n_steps; use batch_size "
-                f"{fits} ({fits // self.n_steps} env copies per minibatch)"
+            raise KeyProblem(
+                "batch_size",
+                f"is not a multiple of {{n_steps}} ({self.n_steps}); with a memory each minibatch is whole"
+                f" sequences of n_steps; use batch_size {fits} ({fits // self.n_steps} env copies per minibatch)",
             )
         return self
