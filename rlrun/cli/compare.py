@@ -11,7 +11,7 @@ import typer
 
 from rlrun.cli.app import app
 from rlrun.cli.options import AsJson, Home, filtered, reference_label
-from rlrun.cli.output import print_json, say
+from rlrun.cli.output import answer, print_json, say
 from rlrun.errors import BadInput
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def compare(
     if as_json:
         print_json(result.to_json())
     else:
-        say(table(result))
+        answer(table(result))  # the comparison is the answer: stdout, for a file or a pager
     if gate and result.verdict is not None and GATE_EXIT_CODES[result.verdict]:
         raise SystemExit(GATE_EXIT_CODES[result.verdict])
 
