@@ -348,9 +348,13 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
         deadline = time.monotonic() + 30
         for pipe, process in zip(self._pipes, self._processes, strict=True):
             with contextlib.suppress(EOFError, OSError):
-                if pipe.poll(max(0.0, deadline - time.monotonic())):
-                    os.read(pipe.fileno(), 1)
-                    pipe.recv()
+                # the reply to "close", after any of a command interrupted before its reply was read
+                while pipe.poll(max(0.0, deadline - time.monotonic())):
+                    code = os.read(pipe.fileno(), 1)
+                    if code in (REPLY, STEPPED_WITH, FAILED):
+                        pipe.recv()
+                    if code in (REPLY, b""):
+                        break
             pipe.close()
             process.join(timeout=max(0.0, deadline - time.monotonic()))
             if process.is_alive():
