@@ -17,9 +17,11 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import zygote
@@ -218,6 +220,118 @@ def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any
     assert_tensors_equal(sync[102:], resumed[1:], "steps", same_types=True)
     back, _ = play({}, restore=their_state)
     assert_tensors_equal(sync[102:], back[1:], "steps", same_types=True)
+
+
+@pytest.mark.parametrize(
+    ("family", "transport"),
+    [("classic", "shared"), ("atari", "shared"), ("mujoco", "shared"), ("classic", "pipes")],
+)
+def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str) -> None:
+    """Every env family through both transports of `BlockVectorEnv` (shared memory, the default, and
+    pickles through the pipes): the observations, rewards, flags and infos of every step (Atari's
+    and MuJoCo's infos of plain numbers packed, the ends of episodes pickled) and each copy's
+    captured state against SyncVectorEnv's, bit for bit, and the state restored into a sync env
+    steps on the same."""
+    from functools import partial
+
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from rlrun.envs import make_recorded_env, seed_spaces
+    from rlrun.envs.state import capture_vector_env, restore_vector_env
+    from rlrun.envs.workers import BlockVectorEnv
+    from rlrun.spec import EnvSpec, load_spec
+
+    if family == "atari":
+        pytest.importorskip("ale_py")
+        spec, steps = load_spec("ppo_breakout", ["env.num_envs=3"]).env, 120
+    elif family == "mujoco":
+        pytest.importorskip("mujoco")
+        spec, steps = EnvSpec(id="Hopper-v5", num_envs=3), 120
+    else:
+        spec, steps = EnvSpec(id="CartPole-v1", num_envs=3), 150
+    make = partial(make_recorded_env, spec)
+    rng = np.random.default_rng(0)
+    probe = make()
+    space = probe.action_space
+    probe.close()
+    if hasattr(space, "n"):
+        actions: Any = rng.integers(0, space.n, (steps, spec.num_envs))
+    else:
+        actions = rng.uniform(-1, 1, (steps, spec.num_envs, *space.shape)).astype(space.dtype)
+    middle = steps // 2
+
+    def play(env: Any, restore: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+        seen: list[Any] = [env.reset(seed=3)]
+        seed_spaces(env, 7)
+        state: dict[str, Any] = {}
+        if restore is not None:
+            restore_vector_env(env, restore)
+        for step in range(middle + 1 if restore else 0, steps):
+            seen.append(env.step(actions[step]))
+            if step == middle:
+                state = {**capture_vector_env(env), "own": {}}  # the sync env's last-step buffers aside
+        env.close()
+        return seen, state
+
+    def sync_env() -> SyncVectorEnv:
+        return SyncVectorEnv([make] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+    sync, sync_state = play(sync_env())
+    block = BlockVectorEnv(make, spec.num_envs, 2, transport=transport)  # type: ignore[arg-type]
+    assert block.transport == transport
+    theirs, their_state = play(block)
+    assert_tensors_equal(sync, theirs, "steps", same_types=True)
+    assert sync_state == their_state
+    assert any(step[2].any() or step[3].any() for step in sync[1:]), "no episode ended: autoreset untested"
+    back, _ = play(sync_env(), restore=their_state)
+    assert_tensors_equal(sync[middle + 2 :], back[1:], "steps", same_types=True)
+
+
+def test_a_worker_killed_or_hung_fails_naming_its_copies() -> None:
+    """kill -9 of a worker: the next step raises a WorkerError naming the worker, its copies and its
+    exit code, and the env is broken (every later command says so) but closes. A worker that does
+    not answer in time is ended, named with the copy it was stepping."""
+    from functools import partial
+
+    from rlrun.envs import make_recorded_env
+    from rlrun.envs.workers import BlockVectorEnv, WorkerError
+    from rlrun.spec import EnvSpec
+
+    make = partial(make_recorded_env, EnvSpec(id="CartPole-v1", num_envs=4))
+    env = BlockVectorEnv(make, 4, 2)
+    env.reset(seed=0)
+    env.step(np.zeros(4, dtype=np.int64))
+    os.kill(env._processes[1].pid, signal.SIGKILL)
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\)"):
+        env.step(np.zeros(4, dtype=np.int64))
+    with pytest.raises(WorkerError, match="failed earlier: env worker 1"):
+        env.call("rlrun_capture")
+    env.close()
+
+    hung = BlockVectorEnv(partial(_Sleepy, make), 4, 2)
+    hung.timeout = 2.0  # after the start-up (the workers import this module)
+    hung.reset(seed=0)
+    hung.set_attr("sleep_at_step", [None, None, None, 2])
+    hung.step(np.zeros(4, dtype=np.int64))
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) did not answer within 2 s at copy 3"):
+        hung.step(np.zeros(4, dtype=np.int64))
+    assert not hung._processes[1].is_alive()
+    hung.close()
+
+
+class _Sleepy(gym.Wrapper):  # type: ignore[type-arg]
+    """A copy that sleeps for a minute at its step number `sleep_at_step` (a hung env)."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__(make())
+        self.sleep_at_step: int | None = None
+        self.steps = 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if self.steps == self.sleep_at_step:
+            time.sleep(60)
+        return self.env.step(action)
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
