@@ -79,7 +79,10 @@ def test_kill_9_after_a_snapshot_resumes_the_family_bit_for_bit(straight: dict[s
     ("edits", "hint"),
     [
         (["agent.n_step=0"], "agent.n_step"),
-        (['agent.memory.prioritized={"alpha": 0.6}'], "remove memory.prioritized"),
+        (
+            ['agent.memory.prioritized={"alpha": 0.6}'],
+            'agent.memory.prioritized = {"alpha": 0.6}: sac\'s replay memory draws uniformly: remove it',
+        ),
         (["agent.dueling=true", "agent.network.kind=my_nets:one_too_many"], "agent.dueling asks it for 3 outputs"),
     ],
 )

@@ -228,7 +228,7 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
     shown = zygote.run(argv, environment, timeout=60)
-    assert "retry (automatic)" in shown.stderr and lost[1].node in shown.stderr
+    assert "retry (automatic)" in shown.stdout and lost[1].node in shown.stdout
 
 
 @pytest.mark.any_home
@@ -720,7 +720,7 @@ def test_a_detached_run_outlives_its_driver_and_its_supervisors_node(
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
     shown = zygote.run(argv, environment, timeout=60)
-    assert f"detached: was supervised by actor rlrun/rlrun-{run.run.id}-" in shown.stderr, shown.stderr
+    assert f"detached: was supervised by actor rlrun/rlrun-{run.run.id}-" in shown.stdout, shown.stdout + shown.stderr
 
 
 def actor_ended(cluster: Any, label: str, timeout: float = 120) -> bool:
