@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-_GIVEN: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("rlrun_hint_context", default=())
+_GIVEN: ContextVar[tuple[tuple[str, str], ...] | None] = ContextVar("rlrun_hint_context", default=None)
+"""None outside a command's run: parsing a command line without running it (the docs' checks parse
+every command they show) records nothing that a later command would inherit."""
 
 WITHOUT_HOME = ("spec", "version", "help")
 """The commands that take no --home: the built-in specs are the same in every home."""
@@ -37,7 +39,9 @@ def context() -> Iterator[None]:
 
 def given(option: str, value: str) -> None:
     """Record an option the person typed (`--home`, `other`), for every command suggested after."""
-    _GIVEN.set((*(pair for pair in _GIVEN.get() if pair[0] != option), (option, value)))
+    held = _GIVEN.get()
+    if held is not None:
+        _GIVEN.set((*(pair for pair in held if pair[0] != option), (option, value)))
 
 
 def suggest(command: str) -> str:
@@ -46,7 +50,7 @@ def suggest(command: str) -> str:
     words = command.split()
     if len(words) < 2 or words[1] in WITHOUT_HOME or words[1].startswith("-"):
         return command
-    extra = [f"{option} {_quoted(value)}" for option, value in _GIVEN.get() if option not in words]
+    extra = [f"{option} {_quoted(value)}" for option, value in _GIVEN.get() or () if option not in words]
     return " ".join([command, *extra])
 
 
