@@ -1,16 +1,19 @@
 """The documentation cannot drift from the code: the site builds with --strict (no broken link,
 anchor or generated reference), every `rlrun ...` command line in the README's and the docs' code
-blocks parses against the real command line, and every spec in the docs validates against the real
-schema. Fast: nothing trains (a command line is parsed, never run)."""
+blocks parses against the real command line, every spec in the docs validates against the real
+schema, and no table breaks into literal `|` text (which --strict lets through). Fast: nothing
+trains (a command line is parsed, never run)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,87 @@ def validate_spec_block(text: str) -> None:
         plan_search(document, trials=1)
         return
     validate_spec(document, check_env_id=":" not in document.get("env", {}).get("id", ""))
+
+
+def stray_table_rows(page: Path) -> list[str]:
+    """The lines of a page that read as table rows (they start with `|`) but render as text: a
+    table broken by a paragraph or a blank line inside it leaves its rows as literal `|` text, and
+    `mkdocs build --strict` passes it. The page renders with mkdocs.yml's own Markdown extensions,
+    so a table is one exactly where the site has one."""
+    import markdown
+
+    extensions, extension_configs = _site_markdown_extensions()
+    html = markdown.markdown(page.read_text(), extensions=extensions, extension_configs=extension_configs)
+    text = _TextOutsideTablesAndCode()
+    text.feed(html)
+    return [line.strip() for line in "".join(text.parts).splitlines() if line.strip().startswith("|")]
+
+
+@functools.cache
+def _site_markdown_extensions() -> tuple[list[str], dict[str, Any]]:
+    """mkdocs.yml's Markdown extensions with mkdocs' own defaults (toc, tables, fenced_code)."""
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    return config["markdown_extensions"], config["mdx_configs"]
+
+
+class _TextOutsideTablesAndCode(HTMLParser):
+    """The text of an HTML page less what tables and code blocks hold (where a `|` is meant); an
+    inline code span keeps its backticks, so a line that opens with one (`|` ...) is no row."""
+
+    KEEP_OUT = frozenset({"table", "pre"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.depth = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.depth += tag in self.KEEP_OUT
+        self._backtick(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag in self.KEEP_OUT
+        self._backtick(tag)
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.parts.append(data)
+
+    def _backtick(self, tag: str) -> None:
+        if tag == "code":
+            self.handle_data("`")
+
+
+BROKEN_TABLE = """Outputs:
+
+| algorithm | outputs |
+|---|---|
+| DQN | `action`, `q_values` |
+
+A paragraph written inside the table ends it.
+
+| PPO | `action`, `logits` |
+| SAC | `action`, `mean`, `log_std` |
+"""
+
+
+def test_a_broken_table_is_caught(tmp_path: Path) -> None:
+    """docs/how-to/deploy.md's old bug: a paragraph inside the ONNX outputs table turned its last
+    two rows into literal `|` text. The whole table, the paragraph after it, passes."""
+    page = tmp_path / "page.md"
+    page.write_text(BROKEN_TABLE)
+    assert stray_table_rows(page) == ["| PPO | `action`, `logits` |", "| SAC | `action`, `mean`, `log_std` |"]
+    table, paragraph = BROKEN_TABLE.split("\nA paragraph written inside the table ends it.\n\n")
+    page.write_text(table + paragraph + "\nA paragraph after the table.\n")
+    assert stray_table_rows(page) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_tables_are_whole(page: Path) -> None:
+    where = page.relative_to(ROOT)
+    assert stray_table_rows(page) == [], f"{where}: rows outside a table (no blank line or paragraph inside one)"
 
 
 def test_site_builds_strictly(tmp_path: Path) -> None:
