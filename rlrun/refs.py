@@ -350,7 +350,20 @@ class RunFilter(NamedTuple):
         """A filter from command-line values; a bad value raises BadInput naming the option.
         `of` is `--of SPEC`, the spec-name filter every command that takes a reference accepts
         (`resume`'s `--spec` is an edited spec file, so `--of` is the name that never collides);
-        `spec` is the older `--spec NAME` of `ls`, `show`, `enjoy`, `plot` and `rm`."""
+        `spec` is the older `--spec NAME` of `ls`, `show`, `enjoy`, `plot` and `rm`.
+
+        Args:
+            status: Only runs with this status: running, finished, failed, preempted, crashed.
+            algorithm: Only runs of this algorithm (`ppo`).
+            env: Only runs on this env id (`CartPole-v1`).
+            spec: Only runs of this spec name (`ls --spec`).
+            name: Only runs whose name matches this glob (`cartpole-*`).
+            since: Only runs started since: 2d, 12h, 30m, 1w or a date such as 2025-05-01.
+            sort: Row order: started (newest first; the default), best (best evaluation first) or
+                frames (most frames first).
+            now: The time `since` counts back from (None: now).
+            of: Only runs of this spec name (`--of`), as `spec`.
+        """
         if of is not None and spec is not None and of.lower() != spec.lower():
             raise BadInput(f"--of {of} and --spec {spec} name different specs; give one of them")
         if status is not None and status not in STATUSES:

@@ -76,7 +76,18 @@ def plot_data(
 ) -> RunCurves | SearchLookup | PopulationCurves:
     """The curves of the runs `references` name, or the search one `search:` reference names
     (a search is drawn alone: score against trial, or a population's members against frames).
-    An unknown `metric` is refused before anything is drawn, naming the closest logged one."""
+    An unknown `metric` is refused before anything is drawn, naming the closest logged one.
+
+    Args:
+        references: The runs, as `rlrun plot` takes them, or one `search:` reference alone.
+        filters: Which runs the reference counts among (`RunFilter.of(status="finished")`); None: every run.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        metric: A logged metric to draw against frames (`approx_kl`); None: the evaluation curve.
+
+    Returns:
+        `RunCurves` (one curve a run), a `SearchLookup` (score against trial) or
+        `PopulationCurves` (a PBT population's members against frames).
+    """
     if any(is_search_ref(reference) for reference in references):
         if len(references) != 1:
             raise BadInput("rlrun plot draws one search at a time (score against trial); name only it")

@@ -18,7 +18,15 @@ class MetricsTable(NamedTuple):
 
 
 def export_metrics(references: Sequence[str] = ("latest",), *, home: Path | str | None = None) -> MetricsTable:
-    """Every session's metrics log of the runs `references` name, gathered into one table."""
+    """Every session's metrics log of the runs `references` name, gathered into one table.
+
+    Args:
+        references: The runs, each as `rlrun export --metrics` takes it (latest, a row, an id, a name).
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        Each reference with the run it names, and the columns (`table`).
+    """
     found = find_runs(references, home=home, command="export")
     return MetricsTable(found.named, gathered(found.runs))
 

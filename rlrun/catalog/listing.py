@@ -29,7 +29,18 @@ def list_runs(
 
     `trials=False` leaves out the runs that train a search's trials (a search of 30 trials would
     fill the page) and counts them instead. The others keep their row numbers, so a row is the
-    same run with or without its neighbours: `rlrun show 12` names the run ls numbered 12."""
+    same run with or without its neighbours: `rlrun show 12` names the run ls numbered 12.
+
+    Args:
+        filters: Which runs to list and in what order (`RunFilter.of(algorithm="ppo", sort="best")`);
+            None: every run, newest first.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        limit: The most runs to list; None: every one.
+        trials: Whether to list the runs that train a search's trials.
+
+    Returns:
+        The page of runs (`runs`, each with its `row`) and the counts (`total`, `everything`).
+    """
     chosen = filters or RunFilter()
     root = paths.resolve_home(home)
     with Registry.open(root, create=False) as registry:
@@ -47,6 +58,14 @@ def list_searches(
     *, home: Path | str | None = None, limit: int | None = 20
 ) -> list[tuple[SearchRecord, int, float | None]]:
     """Searches newest first, at most `limit` (None: all), each with its count of ended trials and
-    its best value. Read-only."""
+    its best value. Read-only.
+
+    Args:
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        limit: The most searches to list; None: every one.
+
+    Returns:
+        (search, ended trials, best value or None) for each search.
+    """
     with Registry.open(paths.resolve_home(home), create=False) as registry:
         return registry.list_searches(limit)

@@ -53,7 +53,20 @@ def lookup(
     reference: str = "latest", filters: RunFilter | None = None, *, home: Path | str | None = None
 ) -> RunLookup | SearchLookup:
     """The run or the search (`search:...`) `reference` names. The filters narrow runs only: a
-    search reference names one search whatever they say."""
+    search reference names one search whatever they say.
+
+    Args:
+        reference: A run (latest, latest~N, a row, an id, prefix or name, a run folder; `@best`,
+            `@latest` or `@FRAME` for a checkpoint) or a search (`search:latest`, `search:ID`).
+        filters: Which runs the reference counts among (`RunFilter.of(status="finished")`); None: every run.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        A `RunLookup` (the run, its detail, the checkpoint named) or a `SearchLookup`.
+
+    Raises:
+        RunReferenceError: The reference is unknown, ambiguous or out of range.
+    """
     target = parse_target(reference)
     if isinstance(target, SearchRef):
         return _search(target, home)
@@ -87,7 +100,15 @@ def _tracker_reports(home: Path, detail: RunDetail) -> tuple[TrackerReport, ...]
 
 
 def lookup_search(reference: str = "search:latest", *, home: Path | str | None = None) -> SearchLookup:
-    """The search `reference` names, `search:` optional (`abc` is `search:abc`)."""
+    """The search `reference` names, `search:` optional (`abc` is `search:abc`).
+
+    Args:
+        reference: `search:latest`, `search:ID` (or a prefix of it) or a search's name.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        The search's detail (its trials) and, for population-based training, its lineage.
+    """
     return _search(search_target(reference), home)
 
 

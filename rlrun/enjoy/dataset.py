@@ -71,7 +71,22 @@ def record(
     """Play `episodes` episodes with the checkpoint `reference` names (as `rlrun enjoy` chooses and
     plays it; `checkpoint`: best, latest or a frame count) and write them as the Minari dataset
     `dataset_id`. BadInput, nothing written, when the extra is missing, the id is malformed or
-    taken, or the reference names no checkpoint."""
+    taken, or the reference names no checkpoint.
+
+    Args:
+        reference: The run, as `rlrun enjoy` takes it.
+        filters: Which runs the reference counts among (`RunFilter.of(status="finished")`); None: every run.
+        dataset_id: The Minari dataset id to write, `(namespace/)name-v(version)` (`cartpole/dqn-expert-v0`),
+            not taken yet.
+        episodes: How many episodes to play and write.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        seed: The first episode's seed; None: the session's seed, as enjoy plays it.
+        stochastic: Sample the actions rather than take the greedy one.
+        checkpoint: "best", "latest" or a frame count; None: the reference's own, else the best.
+
+    Returns:
+        The dataset's id, where Minari keeps it, and what it holds.
+    """
     from rlrun.enjoy import MAX_EPISODES, locate, with_checkpoint
 
     minari = _minari()

@@ -90,7 +90,20 @@ class Policy:
         unless `deterministic` is false; then drawn from `generator` (a `torch.Generator`; default:
         the policy's own, seeded from `seed`). `state`: None at a fresh episode's start, else what
         the previous step returned for the same batch of episodes; it is never changed. A policy
-        without a memory takes no state and gives None (as SB3's `predict`)."""
+        without a memory takes no state and gives None (as SB3's `predict`).
+
+        Args:
+            observation: One observation as the run's env gives it, or a batch with a leading axis.
+            state: The state the previous step returned; None at an episode's start.
+            deterministic: Take the greedy action; False draws one.
+            generator: A `torch.Generator` to draw from when not `deterministic` (None: the policy's own).
+
+        Returns:
+            The action (one, or a batch) and the state after it (None without a memory).
+
+        Raises:
+            ValueError: A state given to a policy without a memory, or an observation of another shape.
+        """
         if state is not None and not self.recurrent:
             raise ValueError(f"run {self.run_id}'s policy is not recurrent: it takes no state (pass state=None)")
         obs = np.asarray(observation)
@@ -109,7 +122,11 @@ class Policy:
         return (actions[0] if single else actions), after
 
     def make_env(self, render_mode: str | None = None) -> Any:
-        """A fresh copy of the env `act` takes observations from, as `rlrun enjoy` builds it."""
+        """A fresh copy of the env `act` takes observations from, as `rlrun enjoy` builds it.
+
+        Args:
+            render_mode: Gymnasium's render mode (`"human"`, `"rgb_array"`); None: no rendering.
+        """
         from rlrun.envs import make_env
 
         return make_env(self.spec.env, render_mode=render_mode)
@@ -128,7 +145,22 @@ def load_policy(
     session's best checkpoint by default), `checkpoint` as its `@` suffix says it: "best",
     "latest" or a frame count ("5M", 5_000_000). The snapshot is verified against the registry's
     sha256 first; nothing is written, and the global random generators are left as they were.
-    `option`: how messages name `checkpoint` (the command line's `--checkpoint`)."""
+    `option`: how messages name `checkpoint` (the command line's `--checkpoint`).
+
+    Args:
+        reference: The run, as `rlrun enjoy` takes it (latest, a row, an id, prefix or name, a run
+            folder; `/sK` for one session).
+        filters: Which runs the reference counts among (`RunFilter.of(status="finished")`); None: every run.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        checkpoint: "best", "latest" or a frame count ("5M", 5_000_000); None: the reference's own
+            `@` suffix, else the best.
+        seed: Seeds the policy's own generator, which `act(..., deterministic=False)` samples from.
+        option: How messages name `checkpoint` (the command line's `--checkpoint`).
+
+    Returns:
+        The policy: `act(observation, state=None, deterministic=True)` gives `(action, state)`;
+        `make_env()` builds the run's env as enjoy does.
+    """
     from rlrun.enjoy import load_acting, locate, with_checkpoint
 
     located = locate(with_checkpoint(reference, checkpoint, option), filters, home=home)

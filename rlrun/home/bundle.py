@@ -106,7 +106,16 @@ def push(reference: str, destination: str, *, home: Path | str | None = None) ->
     installed fsspec library reaches (`s3://…`, `gs://…`, `az://…`, `hf://…`); a folder (an existing
     one, or a path or URL ending in `/`) gets `<run id>.rlrun`. A bundle already there is replaced
     whole (a rename on disk, one PUT in a store): a reader finds the old one or the new one. A run
-    that is still running is refused: its files are still changing."""
+    that is still running is refused: its files are still changing.
+
+    Args:
+        reference: The run, as `rlrun show` takes it.
+        destination: A file path or URL, or a folder (ending in `/`) to write `<run id>.rlrun` in.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        The run, where the bundle went, its size and the manifest's sha256 (to pin on pull).
+    """
     from rlrun.home.folders import open_registry
     from rlrun.refs import whole_run
 
@@ -270,7 +279,17 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
     """Add the run in the bundle at `source` (a file path or a URL) to the home, as `rlrun import`
     adds a run folder: every file checked against the bundle's manifest (and the manifest against
     `expected_sha256` when given), every snapshot against its own; the run registered last. A run
-    the home already has (its id, or its name on another run) is refused: nothing is written."""
+    the home already has (its id, or its name on another run) is refused: nothing is written.
+
+    Args:
+        source: The bundle: a file path or a URL an installed fsspec library reaches.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        expected_sha256: The manifest's sha256 as `push` reported it: a bundle that differs is
+            refused.
+
+    Returns:
+        The run as the registry now lists it, and the bundle's sha256.
+    """
     from rlrun.home.maintenance import check_imports, import_runs
 
     root = paths.resolve_home(home)

@@ -80,7 +80,17 @@ def plan_removal(
     """The runs `references` name (whole runs: `latest@1k` is refused, not read as `latest`) and
     what deleting them would free, each in the home it lives in, its store contacted first (one that
     cannot be reached is refused naming the run's home, nothing deleted). Read-only: `remove(plan)`
-    deletes."""
+    deletes.
+
+    Args:
+        references: The runs to delete, as `rlrun rm` takes them.
+        filters: Which runs the reference counts among (`RunFilter.of(status="finished")`); None: every run.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        The runs, the bytes deleting them frees (`bytes_freed`) and the runs that refuse it
+        (`refused`: a running run's folder is in use).
+    """
     root = paths.resolve_home(home)
     chosen: dict[str, tuple[str, RunRecord]] = {}
     with Registry.open(root, create=False) as registry:
@@ -116,7 +126,14 @@ def _reach(home: Path, run_id: str) -> None:
 def remove(plan: RemovalPlan) -> int:
     """Delete the plan's runs, rows then folders (and their objects, in object storage); returns the
     bytes freed. Statuses are read again first: a person may take minutes to confirm, and a run
-    resumed meanwhile keeps its folder."""
+    resumed meanwhile keeps its folder.
+
+    Args:
+        plan: What `plan_removal` decided.
+
+    Returns:
+        The bytes freed.
+    """
     with Registry.open(plan.home, create=False) as registry:
         now = [registry.resolve(run.id, anywhere=True) for run in plan.runs]
         plan._replace(refused=[run for run in now if run.status == "running"]).check()

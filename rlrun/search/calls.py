@@ -54,7 +54,23 @@ def run_search(
     `make_executor` makes each trial's executor (by default the local one), given the stop the
     pruner requests; trials trained at once make theirs in their worker processes
     (`WorkerExecutors`). `hand_over`: the search is recorded here and driven elsewhere; returns
-    once it is."""
+    once it is.
+
+    Args:
+        plan: What `plan_search` decided.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        name: A name for the search, unique in the home.
+        on_event: Hears every event the trials' sessions report, as for `train`.
+        on_trial: Hears each trial's outcome as it ends.
+        on_start: Hears of the search once it is recorded, before its first trial.
+        make_executor: Makes each trial's executor, given the stop the pruner requests; None: the
+            local one.
+        hand_over: Where the search is driven instead of here (`--detach`); None: here.
+
+    Returns:
+        The search's id and status, its trials' outcomes (`best`: the best scored), and the
+        signal that stopped it (0: none).
+    """
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)
@@ -103,7 +119,20 @@ def resume_search(
 ) -> SearchResult:
     """Continue a search: ended trials are kept, an interrupted one continues from its run's
     snapshots, the rest are suggested as they would have been. A finished search: nothing to do.
-    `hand_over`: continued elsewhere (as `run_search` says); returns once it is."""
+    `hand_over`: continued elsewhere (as `run_search` says); returns once it is.
+
+    Args:
+        ref: The search: `search:latest`, `search:ID` or its name.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        on_event: As for `run_search`.
+        on_trial: As for `run_search`.
+        on_start: As for `run_search`.
+        make_executor: As for `run_search`.
+        hand_over: As for `run_search`.
+
+    Returns:
+        As for `run_search`.
+    """
     root = paths.resolve_home(home)
     storage.reach(root)
     url = paths.database_url(root)

@@ -94,7 +94,27 @@ def plan_search(
     None takes its default (metric eval_mean; sampler tpe, or grid for an all-grid space; pruner
     median after PRUNE_AFTER trials; PBT's quantile, resample probability and factors: `pbt.Options`);
     a setting of another scheduler is refused. BadInput (or SpecError) when it cannot run, before
-    anything is written or Optuna is imported."""
+    anything is written or Optuna is imported.
+
+    Args:
+        source: A spec with a `search` block: a file, a built-in name, or a dict.
+        overrides: Edits to the base spec as `key=value` (`--set`).
+        scheduler: "trials" (a run per trial, suggested by Optuna) or "pbt" (population-based training).
+        trials: Trials to run; None: every point of an all-grid space.
+        metric: A trial's score: "eval_mean" (final evaluation; the default) or "best_eval", over sessions.
+        sampler: "tpe" (the default), "random", or "grid" (the default when every dimension is a grid).
+        pruner: Stop poor trials early: "median" (the default), "halving" or "none".
+        parallel: Trials (PBT: members of a generation) trained at a time.
+        prune_after: Trials the median pruner waits for before it prunes (default 5).
+        population: PBT: members.
+        interval: PBT: frames between exploits, a count or a size ("50k").
+        quantile: PBT: the bottom fraction that copies the top one (default 0.25).
+        resample_probability: PBT: the chance a value is drawn again rather than scaled (default 0.25).
+        factors: PBT: the factors that scale an explored value (default 0.8, 1.2; or "0.8,1.2").
+
+    Returns:
+        The search, decided: the base spec, its space and the settings, for `run_search`.
+    """
     if scheduler not in SCHEDULERS:
         raise BadInput(f"--scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}; use one of them")
     given: dict[str, Any] = {

@@ -260,7 +260,15 @@ def to_csv(table: Mapping[str, Sequence[Any]]) -> str:
 
 def metrics(reference: str = "latest", *, home: Path | str | None = None) -> dict[str, list[Any]]:
     """The Python API: a run's training metrics, every session, as columns (`run`, `session`,
-    then the log's), ready for `pandas.DataFrame(...)` or `polars.DataFrame(...)`."""
+    then the log's), ready for `pandas.DataFrame(...)` or `polars.DataFrame(...)`.
+
+    Args:
+        reference: The run: latest, latest~N, a row, an id, prefix or name, or a run folder.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+
+    Returns:
+        Columns by name, each a list with one value per logged step.
+    """
     from rlrun.registry import Registry
 
     root = paths.resolve_home(home)

@@ -197,7 +197,20 @@ def apply_overrides(document: dict[str, Any], overrides: list[str]) -> dict[str,
 
 
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
-    """Read, override and validate a spec; raises SpecError listing every problem."""
+    """Read, override and validate a spec; raises SpecError listing every problem.
+
+    Args:
+        source: A spec file (JSON), the name of a built-in spec (`rlrun spec list`), or the spec as a
+            dict.
+        overrides: Edits as `key=value`, applied before validation (`["meta.max_frame=20k"]`, as
+            `--set`).
+
+    Returns:
+        The validated spec, as `train` takes it.
+
+    Raises:
+        SpecError: Every problem at once, each naming its key and the fix.
+    """
     document = source if isinstance(source, dict) else read_document(source)
     edited = apply_overrides(document, overrides or [])
     try:

@@ -61,6 +61,16 @@ class SessionOutcome:
 
 @dataclass(frozen=True)
 class TrainResult:
+    """What `train` or `resume` did.
+
+    Attributes:
+        run_id: The run's id (a fork's: the new run's).
+        name: The run's name, if it has one.
+        home: The runs home the run lives in.
+        status: The whole run's status, as `rlrun ls` reports it.
+        sessions: Each session's outcome: index, seed, status, frame, best evaluation, error.
+    """
+
     run_id: str
     name: str | None
     home: str
@@ -121,7 +131,31 @@ def train(
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
     with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
     search trial the run trains, recorded with the run in one transaction. `callbacks` hear what
-    the sessions report and may stop the run (`rlrun.training.callbacks`)."""
+    the sessions report and may stop the run (`rlrun.training.callbacks`).
+
+    Args:
+        spec: The validated spec to train (`load_spec`), as `rlrun train SPEC --set ...` reads it.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        name: A name for the run, unique in the home, that references accept in place of its id.
+        on_event: Hears every event the sessions report (progress, evaluations, snapshots, ends),
+            as the command line's display does.
+        on_start: Hears of the run once it is recorded, before it trains.
+        handle_signals: Whether SIGINT/SIGTERM stop every session at its next step with a snapshot
+            (a second signal ends at once); False leaves the process's signal handlers alone.
+        executor: Where the sessions run (`rlrun.training.executor`); None: the local one (this
+            process for one session, one spawned process each for several).
+        trial: The search trial the run trains (searches set it; left None otherwise).
+        callbacks: Objects with any of `on_start`, `on_log`, `on_evaluation`, `on_snapshot` and
+            `on_end`; a hook that returns False stops the run (`rlrun.training.callbacks`).
+
+    Returns:
+        The run's id, status and each session's outcome.
+
+    Raises:
+        BadInput: Something asked for cannot be done (a name taken, an env the algorithm cannot
+            train, a missing extra); nothing is written.
+        Unavailable: The registry's database, the object store or the cluster does not answer.
+    """
     check_callbacks(callbacks)
     root = paths.resolve_home(home)
     storage.reach(root)
@@ -408,7 +442,35 @@ def resume(
     `ref` names the run among those `filters` let through. When every session has already reached
     its target, nothing is written and the result says `nothing_to_do` (safe to requeue).
     `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains;
-    `callbacks` as for `train`."""
+    `callbacks` as for `train`.
+
+    Args:
+        ref: The run: latest, latest~N, a row, an id, prefix or name, or a run folder; `/sK` for
+            one session.
+        filters: Which runs `ref` counts among (`RunFilter.of(algorithm="ppo")`); None: every run.
+        home: The runs home: a folder or an object-store URL (None: $RLRUN_HOME, else ./runs).
+        frames: A new frame target per session (`--frames`).
+        more: Frames to add to each session's target (`--more`).
+        spec: An edited spec file (`--spec`), consistent with what was already trained.
+        overrides: Spec edits as `key=value` (`--set meta.eval_frequency=5k`).
+        fork: Branch a new run from the snapshot instead of continuing this one.
+        on_event: Hears every event the sessions report, as for `train`.
+        on_plan: Hears what the resume will do (which sessions start, from which snapshot) before
+            anything is written.
+        handle_signals: As for `train`.
+        executor: As for `train`.
+        on_start: Hears of the run (a fork: the new one) once it is recorded, before it trains.
+        trial: The search trial the run trains (searches set it; left None otherwise).
+        callbacks: As for `train`.
+
+    Returns:
+        The run's id, status and each session's outcome; `nothing_to_do` when none had frames left.
+
+    Raises:
+        BadInput: An unknown reference, or an edit that would change what was trained
+            (`EditRefused`, naming each change); nothing is written.
+        Unavailable: As for `train`.
+    """
     check_callbacks(callbacks)
     root = paths.resolve_home(home)
     storage.reach(root)
