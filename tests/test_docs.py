@@ -241,6 +241,29 @@ def test_the_python_api_documents_every_parameter(path: str) -> None:
 UNLISTED = {"rlrun.Spec"}  # the spec's keys have a page of their own (reference/spec.md)
 
 
+def nav_pages() -> list[str]:
+    """Every page mkdocs.yml's navigation lists, as a path under docs/."""
+    from mkdocs.config import load_config
+
+    def walk(items: Any) -> list[str]:
+        pages = []
+        for item in items if isinstance(items, list) else [items]:
+            for entry in item.values() if isinstance(item, dict) else [item]:
+                pages += walk(entry) if isinstance(entry, (list, dict)) else [entry]
+        return pages
+
+    return walk(load_config(str(ROOT / "mkdocs.yml"))["nav"])
+
+
+def test_the_home_page_links_every_page() -> None:
+    """docs/index.md's "Where to go" names every page of the navigation, each with what it is for:
+    a page the nav gains needs its line there too."""
+    linked = set(re.findall(r"\]\(([^)#]+\.md)", (ROOT / "docs" / "index.md").read_text()))
+    pages = nav_pages()
+    assert len(pages) >= 40 and "index.md" in pages
+    assert [page for page in pages if page not in linked | {"index.md"}] == []
+
+
 def test_site_builds_strictly(tmp_path: Path) -> None:
     """Every page, link, anchor and generated table; a warning is a failure (mkdocs.yml: strict)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
