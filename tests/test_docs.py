@@ -174,34 +174,52 @@ class _TextOutsideTablesAndCode(HTMLParser):
             self.handle_data("`")
 
 
-BROKEN_TABLE = """Outputs:
+def lines_swallowed_by_tables(page: Path) -> list[str]:
+    """The lines a table takes in as rows though they do not start with `|`: after a table's
+    delimiter row (`|---|---|`) every line up to a blank one is a row to Markdown, so a paragraph
+    written into a table without blank lines around it becomes a row of one cell."""
+    found, in_table, fenced = [], False, False
+    for line in (text.strip() for text in page.read_text().splitlines()):
+        fenced ^= line.startswith("```")
+        if fenced or not line:
+            in_table = False
+        elif not line.startswith("|"):
+            found += [line] if in_table else []
+        elif TABLE_DELIMITER.fullmatch(line):
+            in_table = True
+    return found
 
-| algorithm | outputs |
+
+TABLE_DELIMITER = re.compile(r"\|(\s*:?-{3,}:?\s*\|)*\s*:?-{3,}:?\s*\|?")
+
+TABLE = """| algorithm | outputs |
 |---|---|
 | DQN | `action`, `q_values` |
-
-A paragraph written inside the table ends it.
-
-| PPO | `action`, `logits` |
+"""
+ROWS = """| PPO | `action`, `logits` |
 | SAC | `action`, `mean`, `log_std` |
 """
+PARAGRAPH = "A paragraph written inside the table.\n"
 
 
 def test_a_broken_table_is_caught(tmp_path: Path) -> None:
-    """docs/how-to/deploy.md's old bug: a paragraph inside the ONNX outputs table turned its last
-    two rows into literal `|` text. The whole table, the paragraph after it, passes."""
+    """docs/how-to/deploy.md's old bug: a paragraph inside the ONNX outputs table, between blank
+    lines, turned its last two rows into literal `|` text; without the blank lines, the paragraph
+    becomes a row. The whole table, the paragraph after it, passes."""
     page = tmp_path / "page.md"
-    page.write_text(BROKEN_TABLE)
+    page.write_text(f"Outputs:\n\n{TABLE}\n{PARAGRAPH}\n{ROWS}")
     assert stray_table_rows(page) == ["| PPO | `action`, `logits` |", "| SAC | `action`, `mean`, `log_std` |"]
-    table, paragraph = BROKEN_TABLE.split("\nA paragraph written inside the table ends it.\n\n")
-    page.write_text(table + paragraph + "\nA paragraph after the table.\n")
-    assert stray_table_rows(page) == []
+    page.write_text(f"Outputs:\n\n{TABLE}{PARAGRAPH}{ROWS}")
+    assert lines_swallowed_by_tables(page) == [PARAGRAPH.strip()]
+    page.write_text(f"Outputs:\n\n{TABLE}{ROWS}\n{PARAGRAPH}\n```text\n|---|---|\nnot a row\n```\n")
+    assert stray_table_rows(page) == lines_swallowed_by_tables(page) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
 def test_tables_are_whole(page: Path) -> None:
     where = page.relative_to(ROOT)
     assert stray_table_rows(page) == [], f"{where}: rows outside a table (no blank line or paragraph inside one)"
+    assert lines_swallowed_by_tables(page) == [], f"{where}: lines a table reads as rows (start each row with |)"
 
 
 def undocumented_parameters(path: str) -> list[str]:
