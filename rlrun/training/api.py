@@ -129,9 +129,7 @@ def train(
     callbacks: Sequence[object] = (),
 ) -> TrainResult:
     """Train a run of `spec.meta.sessions` sessions; returns when every session has ended, or,
-    with a detaching executor, once a supervisor on the cluster has taken them over. `trial`: the
-    search trial the run trains, recorded with the run in one transaction. `callbacks` hear what
-    the sessions report and may stop the run (`rlrun.training.callbacks`).
+    with a detaching executor, once a supervisor on the cluster has taken them over.
 
     Args:
         spec: The validated spec to train (`load_spec`), as `rlrun train SPEC --set ...` reads it.
@@ -144,7 +142,8 @@ def train(
             (a second signal ends at once); False leaves the process's signal handlers alone.
         executor: Where the sessions run (`rlrun.training.executor`); None: the local one (this
             process for one session, one spawned process each for several).
-        trial: The search trial the run trains (searches set it; left None otherwise).
+        trial: The search trial the run trains, recorded with the run in one transaction (searches
+            set it; left None otherwise).
         callbacks: Objects with any of `on_start`, `on_log`, `on_evaluation`, `on_snapshot` and
             `on_end`; a hook that returns False stops the run (`rlrun.training.callbacks`).
 
@@ -439,10 +438,8 @@ def resume(
 ) -> TrainResult:
     """Continue a run (or, with `fork`, branch a new one) from each session's newest intact
     snapshot, optionally with a spec edit that must be consistent with what was already trained.
-    `ref` names the run among those `filters` let through. When every session has already reached
-    its target, nothing is written and the result says `nothing_to_do` (safe to requeue).
-    `on_start` hears of the run (a fork: the new one) once it is recorded, before it trains;
-    `callbacks` as for `train`.
+    When every session has already reached its target, nothing is written and the result says
+    `nothing_to_do` (safe to requeue).
 
     Args:
         ref: The run: latest, latest~N, a row, an id, prefix or name, or a run folder; `/sK` for
