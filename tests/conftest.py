@@ -408,13 +408,17 @@ def trained_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def wrapping_dqn_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The wrapping DQN run (tests/same_run.py) never interrupted, straight to WRAPPING_TARGET on a
-    local disk: its final state, which each interrupted-and-resumed replay-memory run must equal."""
-    from same_run import WRAPPING_TARGET, final_state, train_wrapping_dqn  # torch: not for the unit lane
+    local disk: its final state, which each interrupted-and-resumed replay-memory run must equal.
+    Trained once per test run (`built_once`), not once per pytest-xdist worker: its two files
+    (test_replay_snapshots.py, test_object_store.py) usually run on different workers."""
+    from same_run import WRAPPING_SETTINGS, WRAPPING_TARGET, built_once, final_state, train_wrapping_dqn  # torch
 
-    home = tmp_path_factory.mktemp("wrapping-reference") / "runs"
-    done = train_wrapping_dqn(home, WRAPPING_TARGET)
-    assert done.code == 0, done.stderr
-    return final_state(home)
+    def trained(folder: Path) -> None:
+        done = train_wrapping_dqn(folder / "runs", WRAPPING_TARGET)
+        assert done.code == 0, done.stderr
+
+    key = ["wrapping-dqn", WRAPPING_TARGET, *WRAPPING_SETTINGS]
+    return final_state(built_once(tmp_path_factory, key, trained) / "runs")
 
 
 @pytest.fixture
