@@ -149,32 +149,40 @@ LONGEST_FIRST = {"test_ray.py"}
 """Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
 
 COSTLIEST = (
-    "test_pbt.py",
     "test_resume.py",
     "test_search.py",
+    "test_pbt.py",
     "test_compare.py",
-    "test_env_workers.py",
-    "test_resume_envs.py",
-    "test_trackers.py",
-    "test_resume_edits.py",
-    "test_user_spaces_networks.py",
     "test_user_env.py",
-    "test_crash_windows.py",
-    "test_old_bits.py",
-    "test_quality.py",
-    "test_resume_normalize.py",
+    "test_trackers.py",
+    "test_user_spaces_networks.py",
+    "test_env_workers.py",
+    "test_resume_edits.py",
+    "test_resume_envs.py",
     "test_eval_overlap.py",
+    "test_quality.py",
+    "test_crash_windows.py",
     "test_cli_registry.py",
-    "test_rough_edges.py",
-    "test_live_display.py",
     "test_sac_hand.py",
+    "test_old_bits.py",
+    "test_resume_normalize.py",
+    "test_live_display.py",
     "test_object_store.py",
-    "test_cli_concurrency.py",
     "test_resume_atari.py",
+    "test_registry.py",
+    "test_rough_edges.py",
+    "test_recurrent_dqn.py",
+    "test_enjoy.py",
+    "test_policy_export.py",
+    "test_store_outage.py",
+    "test_one_machine_cluster.py",
     "test_reliability.py",
+    "test_cli_concurrency.py",
 )
-"""After LONGEST_FIRST, the files that cost most, costliest first (CPU seconds in `.ci/run`'s timing
-report); the rest follow in collection order."""
+"""After LONGEST_FIRST, the files that hold a worker longest, longest first (each file's wall seconds
+in `.ci/run`'s timing report: a worker is taken for a file's wall time, whatever its CPU time), so
+that the files handed out last are the short ones and the workers end together; the rest follow in
+collection order. test_quality.py where its mypy takes longest: a first run, without mypy's cache."""
 
 
 def _hand_out_order(item: pytest.Item) -> int:
