@@ -99,11 +99,13 @@ def _yield_to_the_longest(item: pytest.Item) -> None:
 
 
 CPU_AT_START = pytest.StashKey[float]()
+STARTED_AT = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     item.stash[CPU_AT_START] = _cpu_seconds()
+    item.stash[STARTED_AT] = time.time()
     yield
 
 
@@ -113,9 +115,13 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     whatever else shared the cores meanwhile (two workers on two cores stretch each other's wall time,
     not their CPU time). This process's and the children it awaited: the commands and session
     processes a test starts (those forked from tests/zygote.py through its own count); a Ray
-    cluster's workers count when its module's fixture reaps them."""
+    cluster's workers count when its module's fixture reaps them. Also the pytest-xdist worker that ran
+    it and when it started: .ci/timings.py draws each worker's span from them (do they end together,
+    how many cores the run kept busy)."""
     yield
     item.user_properties.append(("cpu", f"{_cpu_seconds() - item.stash[CPU_AT_START]:.2f}"))
+    item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+    item.user_properties.append(("started", f"{item.stash[STARTED_AT]:.2f}"))
 
 
 def _cpu_seconds() -> float:
