@@ -129,6 +129,41 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + zygote.cpu_seconds()
 
 
+MACHINE_AT_START = pytest.StashKey[tuple[float, tuple[int, int, int]]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the process that reports: pytest-xdist's controller
+        session.config.stash[MACHINE_AT_START] = (time.monotonic(), _machine_ticks())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How busy the machine's cores were over the test session, every process on it counted (the
+    tests' own CPU in the JUnit report misses what no test awaits: Ray's daemons, PostgreSQL, pytest's
+    collection in each worker, other users): near the cores, one more pytest-xdist worker would only
+    share them; well under, the workers wait and one more would fill the idle time."""
+    if MACHINE_AT_START not in config.stash or not any(_machine_ticks()):
+        return
+    started, (busy, idle, waiting) = config.stash[MACHINE_AT_START]
+    now_busy, now_idle, now_waiting = _machine_ticks()
+    seconds, tick = time.monotonic() - started, os.sysconf("SC_CLK_TCK")
+    terminalreporter.write_line(
+        f"machine over the session ({seconds:.0f} s, {os.cpu_count()} cores): {(now_busy - busy) / tick / seconds:.2f}"
+        f" cores busy, {(now_idle - idle) / tick / seconds:.2f} idle, {(now_waiting - waiting) / tick / seconds:.2f}"
+        " waiting on I/O"
+    )
+
+
+def _machine_ticks() -> tuple[int, int, int]:
+    """Linux's count of clock ticks all cores spent busy, idle and idle waiting on I/O (/proc/stat);
+    zeros elsewhere."""
+    try:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    except (OSError, ValueError):
+        return 0, 0, 0
+    return user + nice + system + irq + softirq + steal, idle, iowait
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`any_home(store_only={"straight": "dqn"})`: the home in object storage is tried only where the
     test's other parameters are those (one algorithm per path: the store's paths do not depend on the
