@@ -57,9 +57,9 @@ def main(path: str) -> None:
 
 def print_workers(spans: dict[str, list[tuple[float, float, float]]]) -> None:
     """Each pytest-xdist worker's first start and last end (seconds from the first test's start),
-    its tests' wall and CPU seconds; then the CPU the tests kept busy over the run's span: well under
-    the machine's cores means the workers wait (one more worker would fill it), at them that they
-    share the cores."""
+    its tests' wall and CPU seconds; then the CPU the tests kept busy over the run's span. That counts
+    only what the tests awaited: pytest's own summary line ("machine over the session", tests/conftest.py)
+    counts every process, and says whether the cores sat idle (one more worker would fill them)."""
     first = min(start for tests in spans.values() for start, _, _ in tests)
     last = max(start + seconds for tests in spans.values() for start, seconds, _ in tests)
     print("\nworkers (from the first test's start; each test's own seconds, summed):")
