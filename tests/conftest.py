@@ -200,6 +200,7 @@ COSTLIEST = (
     "test_env_workers.py",
     "test_resume_edits.py",
     "test_resume_envs.py",
+    "test_slurm.py",  # the one-node SLURM cluster's tests (~60-90 s), on its way from the slurm branch
     "test_eval_overlap.py",
     "test_quality.py",
     "test_crash_windows.py",
