@@ -24,9 +24,13 @@ def main(path: str) -> None:
     cpu: dict[str, Counter[str]] = {"lane": Counter(), "file": Counter()}
     count: defaultdict[str, int] = defaultdict(int)
     slowest: list[tuple[float, float, str]] = []
+    spans: defaultdict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for test in tests:
         properties = {p.get("name"): p.get("value") for p in test.iter("property")}
         seconds, cpu_seconds = float(test.get("time") or 0), float(properties.get("cpu") or 0)
+        started = properties.get("started")
+        if started:
+            spans[properties.get("worker") or "?"].append((float(started), seconds, cpu_seconds))
         lane = properties.get("lane") or "?"
         module = (test.get("classname") or "").split(".")
         file = "/".join(part for part in module if part[:1].islower() or part.startswith("test_")) + ".py"
@@ -47,6 +51,25 @@ def main(path: str) -> None:
     print("\ntests, the 10 longest in wall seconds:")
     for cpu_seconds, seconds, name in sorted(slowest, key=lambda test: -test[1])[:10]:
         print(f"  {seconds:8.1f} s  {cpu_seconds:8.1f} cpu-s  {name}")
+    if spans:
+        print_workers(spans)
+
+
+def print_workers(spans: dict[str, list[tuple[float, float, float]]]) -> None:
+    """Each pytest-xdist worker's first start and last end (seconds from the first test's start),
+    its tests' wall and CPU seconds; then the CPU the tests kept busy over the run's span. That counts
+    only what the tests awaited: pytest's own summary line ("machine over the session", tests/conftest.py)
+    counts every process, and says whether the cores sat idle (one more worker would fill them)."""
+    first = min(start for tests in spans.values() for start, _, _ in tests)
+    last = max(start + seconds for tests in spans.values() for start, seconds, _ in tests)
+    print("\nworkers (from the first test's start; each test's own seconds, summed):")
+    for worker, tests in sorted(spans.items()):
+        began = min(start for start, _, _ in tests) - first
+        ended = max(start + seconds for start, seconds, _ in tests) - first
+        wall, cpu = sum(seconds for _, seconds, _ in tests), sum(cpu for _, _, cpu in tests)
+        print(f"  {worker:6} {began:7.1f} s to {ended:7.1f} s  {wall:8.1f} s  {cpu:8.1f} cpu-s  {len(tests):5} tests")
+    busy = sum(cpu for tests in spans.values() for _, _, cpu in tests)
+    print(f"  span {last - first:.1f} s; the tests' CPU over it: {busy / max(last - first, 1e-9):.2f} cores on average")
 
 
 if __name__ == "__main__":

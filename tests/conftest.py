@@ -99,11 +99,13 @@ def _yield_to_the_longest(item: pytest.Item) -> None:
 
 
 CPU_AT_START = pytest.StashKey[float]()
+STARTED_AT = pytest.StashKey[float]()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     item.stash[CPU_AT_START] = _cpu_seconds()
+    item.stash[STARTED_AT] = time.time()
     yield
 
 
@@ -113,14 +115,53 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     whatever else shared the cores meanwhile (two workers on two cores stretch each other's wall time,
     not their CPU time). This process's and the children it awaited: the commands and session
     processes a test starts (those forked from tests/zygote.py through its own count); a Ray
-    cluster's workers count when its module's fixture reaps them."""
+    cluster's workers count when its module's fixture reaps them. Also the pytest-xdist worker that ran
+    it and when it started: .ci/timings.py draws each worker's span from them (do they end together,
+    how many cores the run kept busy)."""
     yield
     item.user_properties.append(("cpu", f"{_cpu_seconds() - item.stash[CPU_AT_START]:.2f}"))
+    item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+    item.user_properties.append(("started", f"{item.stash[STARTED_AT]:.2f}"))
 
 
 def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + zygote.cpu_seconds()
+
+
+MACHINE_AT_START = pytest.StashKey[tuple[float, tuple[int, int, int]]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the process that reports: pytest-xdist's controller
+        session.config.stash[MACHINE_AT_START] = (time.monotonic(), _machine_ticks())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How busy the machine's cores were over the test session, every process on it counted (the
+    tests' own CPU in the JUnit report misses what no test awaits: Ray's daemons, PostgreSQL, pytest's
+    collection in each worker, other users): near the cores, one more pytest-xdist worker would only
+    share them; well under, the workers wait and one more would fill the idle time."""
+    if MACHINE_AT_START not in config.stash or not any(_machine_ticks()):
+        return
+    started, (busy, idle, waiting) = config.stash[MACHINE_AT_START]
+    now_busy, now_idle, now_waiting = _machine_ticks()
+    seconds, tick = time.monotonic() - started, os.sysconf("SC_CLK_TCK")
+    terminalreporter.write_line(
+        f"machine over the session ({seconds:.0f} s, {os.cpu_count()} cores): {(now_busy - busy) / tick / seconds:.2f}"
+        f" cores busy, {(now_idle - idle) / tick / seconds:.2f} idle, {(now_waiting - waiting) / tick / seconds:.2f}"
+        " waiting on I/O"
+    )
+
+
+def _machine_ticks() -> tuple[int, int, int]:
+    """Linux's count of clock ticks all cores spent busy, idle and idle waiting on I/O (/proc/stat);
+    zeros elsewhere."""
+    try:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    except (OSError, ValueError):
+        return 0, 0, 0
+    return user + nice + system + irq + softirq + steal, idle, iowait
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -149,32 +190,41 @@ LONGEST_FIRST = {"test_ray.py"}
 """Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
 
 COSTLIEST = (
-    "test_pbt.py",
     "test_resume.py",
     "test_search.py",
+    "test_pbt.py",
     "test_compare.py",
-    "test_env_workers.py",
-    "test_resume_envs.py",
-    "test_trackers.py",
-    "test_resume_edits.py",
-    "test_user_spaces_networks.py",
     "test_user_env.py",
-    "test_crash_windows.py",
-    "test_old_bits.py",
-    "test_quality.py",
-    "test_resume_normalize.py",
+    "test_trackers.py",
+    "test_user_spaces_networks.py",
+    "test_env_workers.py",
+    "test_resume_edits.py",
+    "test_resume_envs.py",
+    "test_slurm.py",  # the one-node SLURM cluster's tests (~60-90 s), on its way from the slurm branch
     "test_eval_overlap.py",
+    "test_quality.py",
+    "test_crash_windows.py",
     "test_cli_registry.py",
-    "test_rough_edges.py",
-    "test_live_display.py",
     "test_sac_hand.py",
+    "test_old_bits.py",
+    "test_resume_normalize.py",
+    "test_live_display.py",
     "test_object_store.py",
-    "test_cli_concurrency.py",
     "test_resume_atari.py",
+    "test_registry.py",
+    "test_rough_edges.py",
+    "test_recurrent_dqn.py",
+    "test_enjoy.py",
+    "test_policy_export.py",
+    "test_store_outage.py",
+    "test_one_machine_cluster.py",
     "test_reliability.py",
+    "test_cli_concurrency.py",
 )
-"""After LONGEST_FIRST, the files that cost most, costliest first (CPU seconds in `.ci/run`'s timing
-report); the rest follow in collection order."""
+"""After LONGEST_FIRST, the files that hold a worker longest, longest first (each file's wall seconds
+in `.ci/run`'s timing report: a worker is taken for a file's wall time, whatever its CPU time), so
+that the files handed out last are the short ones and the workers end together; the rest follow in
+collection order. test_quality.py where its mypy takes longest: a first run, without mypy's cache."""
 
 
 def _hand_out_order(item: pytest.Item) -> int:
@@ -408,13 +458,17 @@ def trained_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def wrapping_dqn_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The wrapping DQN run (tests/same_run.py) never interrupted, straight to WRAPPING_TARGET on a
-    local disk: its final state, which each interrupted-and-resumed replay-memory run must equal."""
-    from same_run import WRAPPING_TARGET, final_state, train_wrapping_dqn  # torch: not for the unit lane
+    local disk: its final state, which each interrupted-and-resumed replay-memory run must equal.
+    Trained once per test run (`built_once`), not once per pytest-xdist worker: its two files
+    (test_replay_snapshots.py, test_object_store.py) usually run on different workers."""
+    from same_run import WRAPPING_SETTINGS, WRAPPING_TARGET, built_once, final_state, train_wrapping_dqn  # torch
 
-    home = tmp_path_factory.mktemp("wrapping-reference") / "runs"
-    done = train_wrapping_dqn(home, WRAPPING_TARGET)
-    assert done.code == 0, done.stderr
-    return final_state(home)
+    def trained(folder: Path) -> None:
+        done = train_wrapping_dqn(folder / "runs", WRAPPING_TARGET)
+        assert done.code == 0, done.stderr
+
+    key = ["wrapping-dqn", WRAPPING_TARGET, *WRAPPING_SETTINGS]
+    return final_state(built_once(tmp_path_factory, key, trained) / "runs")
 
 
 @pytest.fixture

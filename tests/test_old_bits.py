@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import zygote
 from helpers import cli_env
 from same_run import assert_same_run, final_state
 
@@ -55,24 +56,34 @@ def old_rlrun(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
         subprocess.run([git, "archive", "--output", str(archive), commit, "rlrun", "migrations"], cwd=ROOT, check=True)
         with tarfile.open(archive) as tar:
             tar.extractall(folder, filter="data")
+        _assert_imported_from(folder)
         unpacked[revision] = folder
     return unpacked
 
 
+def _older(source: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` with the rlrun unpacked at `source` imported ahead of the installed one."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))}
+
+
+def _assert_imported_from(source: Path) -> None:
+    """A process given `_older(source, ...)` runs the old code, not the installed one (checked once per
+    revision: a fresh interpreter importing rlrun costs a second or two)."""
+    imported = subprocess.run(
+        [sys.executable, "-c", "import rlrun; print(rlrun.__file__)"],
+        env=_older(source, dict(os.environ)),
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(imported.stdout.strip()).is_relative_to(source)
+
+
 def _train(home: Path, spec: str, frames: int, *edits: str, source: Path | None = None) -> None:
-    """`rlrun train` with a short cadence, by today's rlrun or the one unpacked at `source`."""
-    env = cli_env(home)
-    if source is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
-        imported = subprocess.run(
-            [sys.executable, "-c", "import rlrun; print(rlrun.__file__)"],
-            env=env,
-            cwd=source,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert Path(imported.stdout.strip()).is_relative_to(source)  # the old code, not the installed one
+    """`rlrun train` with a short cadence, by the rlrun unpacked at `source` (a fresh interpreter,
+    importing it from there), or by today's (forked from tests/zygote.py, which has imported it
+    already: the same interpreter and libraries, without paying for their import again)."""
     settings = [
         f"meta.max_frame={frames}",
         "meta.seed=3",
@@ -81,14 +92,18 @@ def _train(home: Path, spec: str, frames: int, *edits: str, source: Path | None 
         f"meta.log_frequency={frames // 4}",
         *edits,
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "rlrun", "train", spec, *(a for s in settings for a in ("--set", s))],
-        env=env,
-        cwd=source or home.parent,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    argv = ["train", spec, *(a for s in settings for a in ("--set", s))]
+    if source is None:
+        done = zygote.run(argv, cli_env(home), timeout=600)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "rlrun", *argv],
+            env=_older(source, cli_env(home)),
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
