@@ -17,11 +17,9 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import zygote
@@ -112,6 +110,34 @@ def test_sigterm_mid_episode_with_workers(workers_run: dict[str, Any], home: Pat
 
 def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
     killed_after_a_snapshot(home, SPEC, *_args(*WORKERS))
+    resume_ok(home, "latest")
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def test_kill_9_of_one_worker_mid_rollout(workers_run: dict[str, Any], home: Path) -> None:
+    """One env worker killed (-9) while its session is between two steps of a rollout: the session
+    fails at its next step naming the worker and its copies, and a resume from its newest snapshot
+    replays the copies and ends as the run trained straight through, recorded exact."""
+    flag = home.parent / "frozen"
+    process = zygote.start(
+        ["train", SPEC, *CADENCE, *_args(*WORKERS)],
+        env={**cli_env(home), FREEZE_ENV: f"2345@{flag}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for(lambda: flag.exists() and flag.read_text() != "", process)
+    session = int(flag.read_text())
+    workers = _spawned_children(session)
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGKILL)
+    os.kill(session, signal.SIGCONT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    named = r"s0 failed at frame 2\.3\d+k: WorkerError: env worker \d \(copies \d-\d\) ended \(exit code -9\)"
+    assert re.search(named, stderr), stderr
     resume_ok(home, "latest")
     _assert_replayed_exactly(home)
     assert_same_run(workers_run, final_state(home))
@@ -288,50 +314,49 @@ def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str
 
 
 def test_a_worker_killed_or_hung_fails_naming_its_copies() -> None:
-    """kill -9 of a worker: the next step raises a WorkerError naming the worker, its copies and its
+    """kill -9 of a worker between two steps (the session's write to it fails) or while it steps
+    (its reply never comes): the step raises a WorkerError naming the worker, its copies and its
     exit code, and the env is broken (every later command says so) but closes. A worker that does
     not answer in time is ended, named with the copy it was stepping."""
     from functools import partial
+
+    from misbehaving_env import Misbehaving
 
     from rlrun.envs import make_recorded_env
     from rlrun.envs.workers import BlockVectorEnv, WorkerError
     from rlrun.spec import EnvSpec
 
-    make = partial(make_recorded_env, EnvSpec(id="CartPole-v1", num_envs=4))
+    # the workers import the wrapper's small module, not this one (torch's import, at every start)
+    make = partial(Misbehaving, partial(make_recorded_env, EnvSpec(id="CartPole-v1", num_envs=4)))
+    actions = np.zeros(4, dtype=np.int64)
     env = BlockVectorEnv(make, 4, 2)
     env.reset(seed=0)
-    env.step(np.zeros(4, dtype=np.int64))
-    os.kill(env._processes[1].pid, signal.SIGKILL)
-    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\)"):
-        env.step(np.zeros(4, dtype=np.int64))
+    env.step(actions)
+    env._processes[1].kill()
+    env._processes[1].join()
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\) \(stepping\)"):
+        env.step(actions)
     with pytest.raises(WorkerError, match="failed earlier: env worker 1"):
         env.call("rlrun_capture")
     env.close()
 
-    hung = BlockVectorEnv(partial(_Sleepy, make), 4, 2)
-    hung.timeout = 2.0  # after the start-up (the workers import this module)
+    dying = BlockVectorEnv(make, 4, 2)
+    dying.reset(seed=0)
+    dying.set_attr("die_at_step", [None, None, None, 2])
+    dying.step(actions)
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\) at copy 3"):
+        dying.step(actions)
+    dying.close()
+
+    hung = BlockVectorEnv(make, 4, 2)
+    hung.timeout = 2.0  # after the start-up (the workers' imports)
     hung.reset(seed=0)
     hung.set_attr("sleep_at_step", [None, None, None, 2])
-    hung.step(np.zeros(4, dtype=np.int64))
+    hung.step(actions)
     with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) did not answer within 2 s at copy 3"):
-        hung.step(np.zeros(4, dtype=np.int64))
+        hung.step(actions)
     assert not hung._processes[1].is_alive()
     hung.close()
-
-
-class _Sleepy(gym.Wrapper):  # type: ignore[type-arg]
-    """A copy that sleeps for a minute at its step number `sleep_at_step` (a hung env)."""
-
-    def __init__(self, make: Any) -> None:
-        super().__init__(make())
-        self.sleep_at_step: int | None = None
-        self.steps = 0
-
-    def step(self, action: Any) -> Any:
-        self.steps += 1
-        if self.steps == self.sleep_at_step:
-            time.sleep(60)
-        return self.env.step(action)
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
@@ -426,14 +451,14 @@ def test_auto_for_both_splits_the_cores_and_a_resume_resolves_the_workers_anew(h
     auto = _args("--set", "env.workers=auto", "--set", "meta.torch_threads=auto")
     trained, pid = _frozen_at(home, 2000, 4, "train", SPEC, *CADENCE, *auto)
     try:
-        assert _spawned_children(pid) == 2
+        assert len(_spawned_children(pid)) == 2
         assert json.loads(rlrun(home, "show", "latest", "--spec-json").stdout)["meta"]["torch_threads"] == 2
     finally:
         os.killpg(trained.pid, signal.SIGKILL)
         trained.wait(timeout=30)
     resumed, pid = _frozen_at(home, 3000, 16, "resume", "latest")
     try:
-        assert _spawned_children(pid) == 4
+        assert len(_spawned_children(pid)) == 4
     finally:
         os.kill(pid, signal.SIGCONT)
     _, stderr = resumed.communicate(timeout=300)
@@ -460,18 +485,19 @@ def _frozen_at(home: Path, frame: int, cores: int, *args: str) -> tuple[subproce
     return process, int(flag.read_text())
 
 
-def _spawned_children(pid: int) -> int:
-    """The processes that `pid` started through multiprocessing's spawn (its env workers; its
-    resource tracker is not one)."""
-    count = 0
+def _spawned_children(pid: int) -> list[int]:
+    """The processes that `pid` started through multiprocessing's spawn (its env workers, in the
+    order they started; its resource tracker is not one)."""
+    children = []
     for entry in Path("/proc").iterdir():
         try:
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             command = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        count += parent == pid and b"spawn_main" in command
-    return count
+        if parent == pid and b"spawn_main" in command:
+            children.append(int(entry.name))
+    return sorted(children)
 
 
 def test_a_training_command_lets_idle_openmp_threads_sleep(home: Path) -> None:

@@ -39,6 +39,7 @@ import select
 import signal
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -104,6 +105,11 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             child.close()
             self._pipes.append(parent)
             self._processes.append(process)
+        # At exit, multiprocessing joins its daemonic processes after a SIGTERM, which workers
+        # ignore: an env left open (an exception past its owner) would hang the exit. Closing the
+        # session's ends of the pipes first (this runs before multiprocessing's exit hook, which
+        # was registered before) ends them as a session killed with -9 does.
+        weakref.finalize(self, _close_pipes, list(self._pipes))
         self._fds = [pipe.fileno() for pipe in self._pipes]
         self._worker_of = {fd: index for index, fd in enumerate(self._fds)}
         self._poller = select.poll()
@@ -140,10 +146,21 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
     def _send(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         """Send one command to every worker (each its payload), then wait for every reply, in order."""
         self._check_usable()
-        for pipe, payload in zip(self._pipes, payloads, strict=True):
-            os.write(pipe.fileno(), COMMAND)
-            pipe.send((command, payload))
+        for index, payload in enumerate(payloads):
+            self._post(index, COMMAND, (command, payload), doing=command)
         return self._gather(REPLY, command)
+
+    def _post(self, index: int, code: bytes, message: Any = None, *, doing: str) -> None:
+        """Write `code` (and pickled `message`, unless None) to worker `index`. A worker already
+        gone (killed between two commands: its end of the pipe is closed) fails the command as one
+        that ends while answering it does, naming its copies, and breaks the env."""
+        pipe = self._pipes[index]
+        try:
+            os.write(pipe.fileno(), code)
+            if message is not None:
+                pipe.send(message)
+        except OSError:  # BrokenPipeError, ConnectionResetError
+            raise WorkerError(self._lost(index, doing, f"ended (exit code {self._exit_code(index)})")) from None
 
     def _gather(self, expected: bytes, doing: str = "starting") -> list[Any]:
         """Every worker's reply, in order: its payload (`expected` REPLY), or a step's extras (None:
@@ -272,13 +289,12 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             and actions.dtype == shared.dtype
         ):
             shared[...] = actions
-            for fd in self._fds:
-                os.write(fd, STEP)
+            for index in range(len(self._pipes)):
+                self._post(index, STEP, doing="stepping")
         else:  # not one array of the space's dtype: each copy is handed its own, as SyncVectorEnv does
             per_copy = self._per_copy(list(iterate(self.action_space, actions)))
-            for pipe, block_actions in zip(self._pipes, per_copy, strict=True):
-                os.write(pipe.fileno(), STEP_WITH)
-                pipe.send(block_actions)
+            for index, block_actions in enumerate(per_copy):
+                self._post(index, STEP_WITH, block_actions, doing="stepping")
         return self._stepped(batch, self._gather(STEPPED, "stepping"))
 
     def _stepped(self, batch: Batch, extras: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -363,6 +379,11 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
         if self._batch is not None:
             self._batch.close()
             self._batch = None
+
+
+def _close_pipes(pipes: list[Connection]) -> None:
+    for pipe in pipes:
+        pipe.close()
 
 
 # -- the worker process -----------------------------------------------------------------------------
