@@ -1,7 +1,8 @@
 """Many cores for one session (issue 26): `env.workers` steps the copies in blocks, one worker
 process each, and `env.vectorization: async` one process each; both train the same bits as
-stepping them in the session's process; a resume is exact after SIGTERM or kill -9, and may switch
-among the three (and change the number of workers). `meta.torch_threads: "auto"`
+stepping them in the session's process (every env family, a user's env and a recurrent agent among
+them, issue 51); a resume is exact after SIGTERM or kill -9 of the session or of one worker, and
+may switch among the three (and change the number of workers). `meta.torch_threads: "auto"`
 is recorded as a number when the run is created, and "auto" for both splits the cores between
 the learner's threads and the workers.
 
@@ -99,6 +100,21 @@ def test_auto_workers_train_the_same_bits(sync_run: dict[str, Any], home: Path) 
     done = train(home, SPEC, *_args("--set", "env.workers=auto"))
     assert done.code == 0, done.stderr
     assert_same_as_sync(sync_run, final_state(home))
+
+
+def test_a_recurrent_agent_trains_the_same_bits_with_workers(
+    tmp_path_factory: pytest.TempPathFactory, home: Path
+) -> None:
+    """Recurrent PPO (an LSTM, CartPole with its velocities hidden) over copies stepped in 2 workers
+    ends in the snapshot of the run that stepped them in the session's process (the one
+    tests/test_recurrent.py resumes against): each copy's memory follows its own copy."""
+    from test_recurrent import settings
+
+    spec, args = settings("ppo-lstm")
+    straight = reference_state(tmp_path_factory, spec, *args)
+    done = train(home, spec, *args, *WORKERS)
+    assert done.code == 0, done.stderr
+    assert_same_as_sync(straight, final_state(home))
 
 
 def test_sigterm_mid_episode_with_workers(workers_run: dict[str, Any], home: Path) -> None:
@@ -248,38 +264,44 @@ def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any
     assert_tensors_equal(sync[102:], back[1:], "steps", same_types=True)
 
 
-@pytest.mark.parametrize(
-    ("family", "transport"),
-    [("classic", "shared"), ("atari", "shared"), ("mujoco", "shared"), ("classic", "pipes")],
-)
-def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str) -> None:
-    """Every env family through both transports of `BlockVectorEnv` (shared memory, the default, and
-    pickles through the pipes): the observations, rewards, flags and infos of every step (Atari's
-    and MuJoCo's infos of plain numbers packed, the ends of episodes pickled) and each copy's
-    captured state against SyncVectorEnv's, bit for bit, and the state restored into a sync env
-    steps on the same."""
+FAMILIES = {  # an env of each family, the copies and the steps that end some episode of each
+    "classic": ("CartPole-v1", 150),
+    "box2d": ("LunarLander-v3", 120),
+    "mujoco": ("Hopper-v5", 120),
+    "atari": ("ppo_breakout", 120),
+    "user-replayed": ("my_robot.envs:Reach-v0", 160),
+    "user-protocol": ("my_robot.envs:Push-v0", 160),
+}
+NEEDS = {"box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py"}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_stepping_mode_gives_what_a_sync_env_gives(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every env family (classic control, Box2D, MuJoCo, Atari, a user's env replayed and one with
+    the state protocol) stepped for the same actions in every mode (`BlockVectorEnv`'s shared memory,
+    the default, and its pipes; "async", a process per copy) against SyncVectorEnv in this process:
+    the observations, rewards, flags and infos of every step (Atari's and MuJoCo's infos of plain
+    numbers packed, the ends of episodes pickled) and each copy's captured state, bit for bit; the
+    state a worker captured, restored into a sync env, steps on the same."""
     from functools import partial
 
-    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+    from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     from rlrun.envs import make_recorded_env, seed_spaces
     from rlrun.envs.state import capture_vector_env, restore_vector_env
     from rlrun.envs.workers import BlockVectorEnv
     from rlrun.spec import EnvSpec, load_spec
 
-    if family == "atari":
-        pytest.importorskip("ale_py")
-        spec, steps = load_spec("ppo_breakout", ["env.num_envs=3"]).env, 120
-    elif family == "mujoco":
-        pytest.importorskip("mujoco")
-        spec, steps = EnvSpec(id="Hopper-v5", num_envs=3), 120
-    else:
-        spec, steps = EnvSpec(id="CartPole-v1", num_envs=3), 150
+    if family in NEEDS:
+        pytest.importorskip(NEEDS[family])
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "userenvs"))  # spawned workers inherit sys.path
+    name, steps = FAMILIES[family]
+    spec = load_spec(name, ["env.num_envs=3"]).env if family == "atari" else EnvSpec(id=name, num_envs=3)
     make = partial(make_recorded_env, spec)
-    rng = np.random.default_rng(0)
     probe = make()
     space = probe.action_space
     probe.close()
+    rng = np.random.default_rng(0)
     if hasattr(space, "n"):
         actions: Any = rng.integers(0, space.n, (steps, spec.num_envs))
     else:
@@ -303,14 +325,34 @@ def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str
         return SyncVectorEnv([make] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
 
     sync, sync_state = play(sync_env())
-    block = BlockVectorEnv(make, spec.num_envs, 2, transport=transport)  # type: ignore[arg-type]
-    assert block.transport == transport
-    theirs, their_state = play(block)
-    assert_tensors_equal(sync, theirs, "steps", same_types=True)
-    assert sync_state == their_state
     assert any(step[2].any() or step[3].any() for step in sync[1:]), "no episode ended: autoreset untested"
+    modes = {
+        "shared": lambda: BlockVectorEnv(make, spec.num_envs, 2),
+        "pipes": lambda: BlockVectorEnv(make, spec.num_envs, 2, transport="pipes"),
+        "async": lambda: AsyncVectorEnv(
+            [make] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn"
+        ),
+    }
+    for mode, build in modes.items():
+        env = build()
+        assert getattr(env, "transport", mode) == mode
+        theirs, their_state = play(env)
+        assert_tensors_equal(sync, theirs, f"{mode} steps", same_types=True)
+        if family.startswith("user"):
+            # Known gap: Reach's spaces are class attributes, one object that SyncVectorEnv's copies
+            # share (each copy's seeding overwrites the last's), which copies in other processes
+            # cannot share; their spaces' generators differ, nothing else (no step draws from them).
+            assert _spaces_aside(sync_state) == _spaces_aside(their_state), mode
+        else:
+            assert sync_state == their_state, mode
     back, _ = play(sync_env(), restore=their_state)
     assert_tensors_equal(sync[middle + 2 :], back[1:], "steps", same_types=True)
+
+
+def _spaces_aside(state: dict[str, Any]) -> dict[str, Any]:
+    """A vector env's captured state without its copies' spaces (their generators)."""
+    envs = [{k: v for k, v in copy.items() if k not in ("action_space", "observation_space")} for copy in state["envs"]]
+    return {**state, "envs": envs}
 
 
 def test_a_worker_killed_or_hung_fails_naming_its_copies() -> None:
