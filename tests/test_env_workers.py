@@ -102,17 +102,26 @@ def test_auto_workers_train_the_same_bits(sync_run: dict[str, Any], home: Path) 
     assert_same_as_sync(sync_run, final_state(home))
 
 
+RECURRENT = [  # recurrent PPO, its minibatches whole sequences of one copy (tests/test_recurrent.py's kind)
+    "--frames",
+    "2000",
+    "--set",
+    'env.wrappers=[{"class": "rlrun.envs.pomdp:HideVelocities"}]',
+    "--set",
+    'agent.network.recurrent={"cell": "lstm", "size": 16}',
+    "--set",
+    "env.num_envs=4",
+]
+
+
 def test_a_recurrent_agent_trains_the_same_bits_with_workers(
     tmp_path_factory: pytest.TempPathFactory, home: Path
 ) -> None:
     """Recurrent PPO (an LSTM, CartPole with its velocities hidden) over copies stepped in 2 workers
-    ends in the snapshot of the run that stepped them in the session's process (the one
-    tests/test_recurrent.py resumes against): each copy's memory follows its own copy."""
-    from test_recurrent import settings
-
-    spec, args = settings("ppo-lstm")
-    straight = reference_state(tmp_path_factory, spec, *args)
-    done = train(home, spec, *args, *WORKERS)
+    ends in the snapshot of the run that stepped them in the session's process: each copy's memory
+    follows its own copy."""
+    straight = reference_state(tmp_path_factory, "ppo_cartpole", *RECURRENT)
+    done = train(home, "ppo_cartpole", *RECURRENT, *WORKERS)
     assert done.code == 0, done.stderr
     assert_same_as_sync(straight, final_state(home))
 
