@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ BUDGET = 4000
 SETTINGS = ["--set", "agent.network.hidden=[32, 32]", "--set", "env.num_envs=4", "--frames", str(BUDGET)]
 WORKERS = ["--set", "env.workers=2"]
 ASYNC = ["--set", "env.vectorization=async"]
+NEEDS_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
 
 
 def _args(*extra: str) -> list[str]:
@@ -140,21 +142,12 @@ def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
     assert_same_run(workers_run, final_state(home))
 
 
+@NEEDS_PROC
 def test_kill_9_of_one_worker_mid_rollout(workers_run: dict[str, Any], home: Path) -> None:
     """One env worker killed (-9) while its session is between two steps of a rollout: the session
     fails at its next step naming the worker and its copies, and a resume from its newest snapshot
     replays the copies and ends as the run trained straight through, recorded exact."""
-    flag = home.parent / "frozen"
-    process = zygote.start(
-        ["train", SPEC, *CADENCE, *_args(*WORKERS)],
-        env={**cli_env(home), FREEZE_ENV: f"2345@{flag}"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    wait_for(lambda: flag.exists() and flag.read_text() != "", process)
-    session = int(flag.read_text())
+    process, session = _frozen_at(home, 2345, 2, "train", SPEC, *CADENCE, *_args(*WORKERS))
     workers = _spawned_children(session)
     assert len(workers) == 2
     os.kill(workers[1], signal.SIGKILL)
@@ -166,6 +159,34 @@ def test_kill_9_of_one_worker_mid_rollout(workers_run: dict[str, Any], home: Pat
     resume_ok(home, "latest")
     _assert_replayed_exactly(home)
     assert_same_run(workers_run, final_state(home))
+
+
+@NEEDS_PROC
+def test_kill_9_of_the_session_alone_ends_its_workers(workers_run: dict[str, Any], home: Path) -> None:
+    """The session's process killed (-9) mid-rollout, its workers not (an OOM killer picks one
+    process): each worker ends as its pipe closes, none left stepping for nobody, and the run
+    resumes exact."""
+    process, session = _frozen_at(home, 2345, 2, "train", SPEC, *CADENCE, *_args(*WORKERS))
+    workers = _spawned_children(session)
+    assert len(workers) == 2
+    os.kill(session, signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its session"
+        time.sleep(0.05)
+    resume_ok(home, "latest")
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (ended, waiting for a parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
@@ -493,7 +514,7 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
     assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 1)
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts the workers through /proc")
+@NEEDS_PROC
 def test_auto_for_both_splits_the_cores_and_a_resume_resolves_the_workers_anew(home: Path, tmp_path: Path) -> None:
     """Threads and workers both "auto" on a machine of 4 cores (as the test hook makes the run see
     it): the run records 2 threads and its session steps the 4 copies in 2 workers, not 4 threads
