@@ -17,8 +17,9 @@ pipes too (one pickled message each way per worker and step), as every step did 
 whose observations are not arrays (a Text or Graph space) always do.
 
 The wait for the workers blocks on their pipes (a spin before blocking bought nothing on 2 busy
-cores: the spinning session takes a worker's core). A worker that ends (killed, crashed) or does
-not answer within `timeout` seconds fails the command with a `WorkerError` naming the worker, its
+cores: the spinning session takes a worker's core). A worker that ends (killed, crashed: while it
+steps, or between two commands, when the session's write to it fails) or does not answer within
+`timeout` seconds fails the command with a `WorkerError` naming the worker, its
 copies and the copy it was at (each worker marks in shared memory the copy it is stepping,
 capturing or restoring); one that hung is ended, and the env is then broken: every later command
 says so, and `close` ends the rest.
@@ -26,12 +27,14 @@ says so, and `close` ends the rest.
 A worker ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group, and a scheduler such
 as SLURM may signal every process of a job): the session decides when to stop, and it needs its
 workers alive to capture their copies into the preemption snapshot. A worker ends when the session
-closes the env, when the session exits (daemonic processes are ended at exit), or when its pipe
-closes under it (the session was killed with -9).
+closes the env, or when its pipe closes under it: the session was killed with -9, or exits with the
+env still open (an exit hook closes the session's ends first, since multiprocessing's own would
+wait for workers that ignore its SIGTERM).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
@@ -39,7 +42,6 @@ import select
 import signal
 import time
 import traceback
-import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -96,6 +98,7 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
         context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
         self._pipes: list[Connection] = []
         self._processes: list[Any] = []
+        self._close_at_exit = _PipeCloser(self._pipes)
         for index, block in enumerate(self.blocks):
             parent, child = context.Pipe()
             process = context.Process(
@@ -107,9 +110,9 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             self._processes.append(process)
         # At exit, multiprocessing joins its daemonic processes after a SIGTERM, which workers
         # ignore: an env left open (an exception past its owner) would hang the exit. Closing the
-        # session's ends of the pipes first (this runs before multiprocessing's exit hook, which
-        # was registered before) ends them as a session killed with -9 does.
-        weakref.finalize(self, _close_pipes, list(self._pipes))
+        # session's ends of the pipes first ends them as a session killed with -9 does; atexit runs
+        # this before multiprocessing's own hook, registered when the first process started.
+        atexit.register(self._close_at_exit)
         self._fds = [pipe.fileno() for pipe in self._pipes]
         self._worker_of = {fd: index for index, fd in enumerate(self._fds)}
         self._poller = select.poll()
@@ -376,14 +379,21 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             if process.is_alive():
                 process.kill()
                 process.join()
+        atexit.unregister(self._close_at_exit)
         if self._batch is not None:
             self._batch.close()
             self._batch = None
 
 
-def _close_pipes(pipes: list[Connection]) -> None:
-    for pipe in pipes:
-        pipe.close()
+class _PipeCloser:
+    """Closes the session's ends of an env's pipes (at exit, for an env left open)."""
+
+    def __init__(self, pipes: list[Connection]) -> None:
+        self.pipes = pipes
+
+    def __call__(self) -> None:
+        for pipe in self.pipes:
+            pipe.close()
 
 
 # -- the worker process -----------------------------------------------------------------------------
