@@ -23,7 +23,8 @@ annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 typer=
 
 if [ "${1:-}" = "--prepare" ]; then
     mkdir -p .whl
-    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >>"$(git rev-parse --git-common-dir)/info/exclude"
+    exclude="$(git rev-parse --git-common-dir)/info/exclude"
+    grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"
     for package in $PACKAGES; do
         python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
             --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
