@@ -1,7 +1,8 @@
 """Many cores for one session (issue 26): `env.workers` steps the copies in blocks, one worker
 process each, and `env.vectorization: async` one process each; both train the same bits as
-stepping them in the session's process; a resume is exact after SIGTERM or kill -9, and may switch
-among the three (and change the number of workers). `meta.torch_threads: "auto"`
+stepping them in the session's process (every env family, a user's env and a recurrent agent among
+them, issue 51); a resume is exact after SIGTERM or kill -9 of the session or of one worker, and
+may switch among the three (and change the number of workers). `meta.torch_threads: "auto"`
 is recorded as a number when the run is created, and "auto" for both splits the cores between
 the learner's threads and the workers.
 
@@ -21,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import zygote
@@ -50,6 +50,7 @@ BUDGET = 4000
 SETTINGS = ["--set", "agent.network.hidden=[32, 32]", "--set", "env.num_envs=4", "--frames", str(BUDGET)]
 WORKERS = ["--set", "env.workers=2"]
 ASYNC = ["--set", "env.vectorization=async"]
+NEEDS_PROC = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
 
 
 def _args(*extra: str) -> list[str]:
@@ -103,6 +104,30 @@ def test_auto_workers_train_the_same_bits(sync_run: dict[str, Any], home: Path) 
     assert_same_as_sync(sync_run, final_state(home))
 
 
+RECURRENT = [  # recurrent PPO, its minibatches whole sequences of one copy (tests/test_recurrent.py's kind)
+    "--frames",
+    "2000",
+    "--set",
+    'env.wrappers=[{"class": "rlrun.envs.pomdp:HideVelocities"}]',
+    "--set",
+    'agent.network.recurrent={"cell": "lstm", "size": 16}',
+    "--set",
+    "env.num_envs=4",
+]
+
+
+def test_a_recurrent_agent_trains_the_same_bits_with_workers(
+    tmp_path_factory: pytest.TempPathFactory, home: Path
+) -> None:
+    """Recurrent PPO (an LSTM, CartPole with its velocities hidden) over copies stepped in 2 workers
+    ends in the snapshot of the run that stepped them in the session's process: each copy's memory
+    follows its own copy."""
+    straight = reference_state(tmp_path_factory, "ppo_cartpole", *RECURRENT)
+    done = train(home, "ppo_cartpole", *RECURRENT, *WORKERS)
+    assert done.code == 0, done.stderr
+    assert_same_as_sync(straight, final_state(home))
+
+
 def test_sigterm_mid_episode_with_workers(workers_run: dict[str, Any], home: Path) -> None:
     preempted_mid_episode(home, SPEC, *_args(*WORKERS))
     resume_ok(home)
@@ -115,6 +140,53 @@ def test_kill_9_with_workers(workers_run: dict[str, Any], home: Path) -> None:
     resume_ok(home, "latest")
     _assert_replayed_exactly(home)
     assert_same_run(workers_run, final_state(home))
+
+
+@NEEDS_PROC
+def test_kill_9_of_one_worker_mid_rollout(workers_run: dict[str, Any], home: Path) -> None:
+    """One env worker killed (-9) while its session is between two steps of a rollout: the session
+    fails at its next step naming the worker and its copies, and a resume from its newest snapshot
+    replays the copies and ends as the run trained straight through, recorded exact."""
+    process, session = _frozen_at(home, 2345, 2, "train", SPEC, *CADENCE, *_args(*WORKERS))
+    workers = _spawned_children(session)
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGKILL)
+    os.kill(session, signal.SIGCONT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    named = r"s0 failed at frame 2\.3\d+k: WorkerError: env worker \d \(copies \d-\d\) ended \(exit code -9\)"
+    assert re.search(named, stderr), stderr
+    resume_ok(home, "latest")
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+@NEEDS_PROC
+def test_kill_9_of_the_session_alone_ends_its_workers(workers_run: dict[str, Any], home: Path) -> None:
+    """The session's process killed (-9) mid-rollout, its workers not (an OOM killer picks one
+    process): each worker ends as its pipe closes, none left stepping for nobody, and the run
+    resumes exact."""
+    process, session = _frozen_at(home, 2345, 2, "train", SPEC, *CADENCE, *_args(*WORKERS))
+    workers = _spawned_children(session)
+    assert len(workers) == 2
+    os.kill(session, signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its session"
+        time.sleep(0.05)
+    resume_ok(home, "latest")
+    _assert_replayed_exactly(home)
+    assert_same_run(workers_run, final_state(home))
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (ended, waiting for a parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
@@ -222,38 +294,45 @@ def test_blocks_and_async_copies_give_what_a_sync_env_gives(other: dict[str, Any
     assert_tensors_equal(sync[102:], back[1:], "steps", same_types=True)
 
 
-@pytest.mark.parametrize(
-    ("family", "transport"),
-    [("classic", "shared"), ("atari", "shared"), ("mujoco", "shared"), ("classic", "pipes")],
-)
-def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str) -> None:
-    """Every env family through both transports of `BlockVectorEnv` (shared memory, the default, and
-    pickles through the pipes): the observations, rewards, flags and infos of every step (Atari's
-    and MuJoCo's infos of plain numbers packed, the ends of episodes pickled) and each copy's
-    captured state against SyncVectorEnv's, bit for bit, and the state restored into a sync env
-    steps on the same."""
+FAMILIES = {  # an env of each family, the copies and the steps that end some episode of each
+    "classic": ("CartPole-v1", 150),
+    "box2d": ("LunarLander-v3", 120),
+    "mujoco": ("Hopper-v5", 120),
+    "atari": ("ppo_breakout", 120),
+    "user-replayed": ("my_robot.envs:Reach-v0", 160),
+    "user-protocol": ("my_robot.envs:Push-v0", 160),
+}
+NEEDS = {"box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py"}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_stepping_mode_gives_what_a_sync_env_gives(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every env family (classic control, Box2D, MuJoCo, Atari, a user's env replayed and one with
+    the state protocol) stepped for the same actions in every mode (`BlockVectorEnv`'s shared memory,
+    the default; "async", a process per copy; and, for classic control, `BlockVectorEnv`'s pipes,
+    the transport of observations that are not arrays) against SyncVectorEnv in this process:
+    the observations, rewards, flags and infos of every step (Atari's and MuJoCo's infos of plain
+    numbers packed, the ends of episodes pickled) and each copy's captured state, bit for bit; the
+    state a worker captured, restored into a sync env, steps on the same."""
     from functools import partial
 
-    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+    from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     from rlrun.envs import make_recorded_env, seed_spaces
     from rlrun.envs.state import capture_vector_env, restore_vector_env
     from rlrun.envs.workers import BlockVectorEnv
     from rlrun.spec import EnvSpec, load_spec
 
-    if family == "atari":
-        pytest.importorskip("ale_py")
-        spec, steps = load_spec("ppo_breakout", ["env.num_envs=3"]).env, 120
-    elif family == "mujoco":
-        pytest.importorskip("mujoco")
-        spec, steps = EnvSpec(id="Hopper-v5", num_envs=3), 120
-    else:
-        spec, steps = EnvSpec(id="CartPole-v1", num_envs=3), 150
+    if family in NEEDS:
+        pytest.importorskip(NEEDS[family])
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "userenvs"))  # spawned workers inherit sys.path
+    name, steps = FAMILIES[family]
+    spec = load_spec(name, ["env.num_envs=3"]).env if family == "atari" else EnvSpec(id=name, num_envs=3)
     make = partial(make_recorded_env, spec)
-    rng = np.random.default_rng(0)
     probe = make()
     space = probe.action_space
     probe.close()
+    rng = np.random.default_rng(0)
     if hasattr(space, "n"):
         actions: Any = rng.integers(0, space.n, (steps, spec.num_envs))
     else:
@@ -277,61 +356,81 @@ def test_worker_stepping_gives_what_a_sync_env_gives(family: str, transport: str
         return SyncVectorEnv([make] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
 
     sync, sync_state = play(sync_env())
-    block = BlockVectorEnv(make, spec.num_envs, 2, transport=transport)  # type: ignore[arg-type]
-    assert block.transport == transport
-    theirs, their_state = play(block)
-    assert_tensors_equal(sync, theirs, "steps", same_types=True)
-    assert sync_state == their_state
     assert any(step[2].any() or step[3].any() for step in sync[1:]), "no episode ended: autoreset untested"
+    modes = {
+        "shared": lambda: BlockVectorEnv(make, spec.num_envs, 2),
+        "async": lambda: AsyncVectorEnv(
+            [make] * spec.num_envs, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn"
+        ),
+    }
+    if family == "classic":  # the pipes carry what every family's steps carry, pickled: one suffices
+        modes["pipes"] = lambda: BlockVectorEnv(make, spec.num_envs, 2, transport="pipes")
+    for mode, build in modes.items():
+        env = build()
+        assert getattr(env, "transport", mode) == mode
+        theirs, their_state = play(env)
+        assert_tensors_equal(sync, theirs, f"{mode} steps", same_types=True)
+        if family.startswith("user"):
+            # Known gap: Reach's spaces are class attributes, one object that SyncVectorEnv's copies
+            # share (each copy's seeding overwrites the last's), which copies in other processes
+            # cannot share; their spaces' generators differ, nothing else (no step draws from them).
+            assert _spaces_aside(sync_state) == _spaces_aside(their_state), mode
+        else:
+            assert sync_state == their_state, mode
     back, _ = play(sync_env(), restore=their_state)
     assert_tensors_equal(sync[middle + 2 :], back[1:], "steps", same_types=True)
 
 
+def _spaces_aside(state: dict[str, Any]) -> dict[str, Any]:
+    """A vector env's captured state without its copies' spaces (their generators)."""
+    envs = [{k: v for k, v in copy.items() if k not in ("action_space", "observation_space")} for copy in state["envs"]]
+    return {**state, "envs": envs}
+
+
 def test_a_worker_killed_or_hung_fails_naming_its_copies() -> None:
-    """kill -9 of a worker: the next step raises a WorkerError naming the worker, its copies and its
+    """kill -9 of a worker between two steps (the session's write to it fails) or while it steps
+    (its reply never comes): the step raises a WorkerError naming the worker, its copies and its
     exit code, and the env is broken (every later command says so) but closes. A worker that does
     not answer in time is ended, named with the copy it was stepping."""
     from functools import partial
+
+    from misbehaving_env import Misbehaving
 
     from rlrun.envs import make_recorded_env
     from rlrun.envs.workers import BlockVectorEnv, WorkerError
     from rlrun.spec import EnvSpec
 
-    make = partial(make_recorded_env, EnvSpec(id="CartPole-v1", num_envs=4))
+    # the workers import the wrapper's small module, not this one (torch's import, at every start)
+    make = partial(Misbehaving, partial(make_recorded_env, EnvSpec(id="CartPole-v1", num_envs=4)))
+    actions = np.zeros(4, dtype=np.int64)
     env = BlockVectorEnv(make, 4, 2)
     env.reset(seed=0)
-    env.step(np.zeros(4, dtype=np.int64))
-    os.kill(env._processes[1].pid, signal.SIGKILL)
-    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\)"):
-        env.step(np.zeros(4, dtype=np.int64))
+    env.step(actions)
+    env._processes[1].kill()
+    env._processes[1].join()
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\) \(stepping\)"):
+        env.step(actions)
     with pytest.raises(WorkerError, match="failed earlier: env worker 1"):
         env.call("rlrun_capture")
     env.close()
 
-    hung = BlockVectorEnv(partial(_Sleepy, make), 4, 2)
-    hung.timeout = 2.0  # after the start-up (the workers import this module)
+    dying = BlockVectorEnv(make, 4, 2)
+    dying.reset(seed=0)
+    dying.set_attr("die_at_step", [None, None, None, 2])
+    dying.step(actions)
+    with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) ended \(exit code -9\) at copy 3"):
+        dying.step(actions)
+    dying.close()
+
+    hung = BlockVectorEnv(make, 4, 2)
+    hung.timeout = 2.0  # after the start-up (the workers' imports)
     hung.reset(seed=0)
     hung.set_attr("sleep_at_step", [None, None, None, 2])
-    hung.step(np.zeros(4, dtype=np.int64))
+    hung.step(actions)
     with pytest.raises(WorkerError, match=r"env worker 1 \(copies 2-3\) did not answer within 2 s at copy 3"):
-        hung.step(np.zeros(4, dtype=np.int64))
+        hung.step(actions)
     assert not hung._processes[1].is_alive()
     hung.close()
-
-
-class _Sleepy(gym.Wrapper):  # type: ignore[type-arg]
-    """A copy that sleeps for a minute at its step number `sleep_at_step` (a hung env)."""
-
-    def __init__(self, make: Any) -> None:
-        super().__init__(make())
-        self.sleep_at_step: int | None = None
-        self.steps = 0
-
-    def step(self, action: Any) -> Any:
-        self.steps += 1
-        if self.steps == self.sleep_at_step:
-            time.sleep(60)
-        return self.env.step(action)
 
 
 def test_auto_torch_threads_are_recorded_as_a_number(home: Path) -> None:
@@ -415,7 +514,7 @@ def test_auto_counts_the_sessions_of_other_runs_running_on_this_machine(home: Pa
     assert json.loads(shown.stdout)["meta"]["torch_threads"] == cores_per_session(usable_cores(), 1)
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts the workers through /proc")
+@NEEDS_PROC
 def test_auto_for_both_splits_the_cores_and_a_resume_resolves_the_workers_anew(home: Path, tmp_path: Path) -> None:
     """Threads and workers both "auto" on a machine of 4 cores (as the test hook makes the run see
     it): the run records 2 threads and its session steps the 4 copies in 2 workers, not 4 threads
@@ -426,14 +525,14 @@ def test_auto_for_both_splits_the_cores_and_a_resume_resolves_the_workers_anew(h
     auto = _args("--set", "env.workers=auto", "--set", "meta.torch_threads=auto")
     trained, pid = _frozen_at(home, 2000, 4, "train", SPEC, *CADENCE, *auto)
     try:
-        assert _spawned_children(pid) == 2
+        assert len(_spawned_children(pid)) == 2
         assert json.loads(rlrun(home, "show", "latest", "--spec-json").stdout)["meta"]["torch_threads"] == 2
     finally:
         os.killpg(trained.pid, signal.SIGKILL)
         trained.wait(timeout=30)
     resumed, pid = _frozen_at(home, 3000, 16, "resume", "latest")
     try:
-        assert _spawned_children(pid) == 4
+        assert len(_spawned_children(pid)) == 4
     finally:
         os.kill(pid, signal.SIGCONT)
     _, stderr = resumed.communicate(timeout=300)
@@ -460,18 +559,19 @@ def _frozen_at(home: Path, frame: int, cores: int, *args: str) -> tuple[subproce
     return process, int(flag.read_text())
 
 
-def _spawned_children(pid: int) -> int:
-    """The processes that `pid` started through multiprocessing's spawn (its env workers; its
-    resource tracker is not one)."""
-    count = 0
+def _spawned_children(pid: int) -> list[int]:
+    """The processes that `pid` started through multiprocessing's spawn (its env workers, in the
+    order they started; its resource tracker is not one)."""
+    children = []
     for entry in Path("/proc").iterdir():
         try:
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             command = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        count += parent == pid and b"spawn_main" in command
-    return count
+        if parent == pid and b"spawn_main" in command:
+            children.append(int(entry.name))
+    return sorted(children)
 
 
 def test_a_training_command_lets_idle_openmp_threads_sleep(home: Path) -> None:

@@ -17,8 +17,9 @@ pipes too (one pickled message each way per worker and step), as every step did 
 whose observations are not arrays (a Text or Graph space) always do.
 
 The wait for the workers blocks on their pipes (a spin before blocking bought nothing on 2 busy
-cores: the spinning session takes a worker's core). A worker that ends (killed, crashed) or does
-not answer within `timeout` seconds fails the command with a `WorkerError` naming the worker, its
+cores: the spinning session takes a worker's core). A worker that ends (killed, crashed: while it
+steps, or between two commands, when the session's write to it fails) or does not answer within
+`timeout` seconds fails the command with a `WorkerError` naming the worker, its
 copies and the copy it was at (each worker marks in shared memory the copy it is stepping,
 capturing or restoring); one that hung is ended, and the env is then broken: every later command
 says so, and `close` ends the rest.
@@ -26,12 +27,14 @@ says so, and `close` ends the rest.
 A worker ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group, and a scheduler such
 as SLURM may signal every process of a job): the session decides when to stop, and it needs its
 workers alive to capture their copies into the preemption snapshot. A worker ends when the session
-closes the env, when the session exits (daemonic processes are ended at exit), or when its pipe
-closes under it (the session was killed with -9).
+closes the env, or when its pipe closes under it: the session was killed with -9, or exits with the
+env still open (an exit hook closes the session's ends first, since multiprocessing's own would
+wait for workers that ignore its SIGTERM).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
@@ -95,6 +98,7 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
         context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
         self._pipes: list[Connection] = []
         self._processes: list[Any] = []
+        self._close_at_exit = _PipeCloser(self._pipes)
         for index, block in enumerate(self.blocks):
             parent, child = context.Pipe()
             process = context.Process(
@@ -104,6 +108,11 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             child.close()
             self._pipes.append(parent)
             self._processes.append(process)
+        # At exit, multiprocessing joins its daemonic processes after a SIGTERM, which workers
+        # ignore: an env left open (an exception past its owner) would hang the exit. Closing the
+        # session's ends of the pipes first ends them as a session killed with -9 does; atexit runs
+        # this before multiprocessing's own hook, registered when the first process started.
+        atexit.register(self._close_at_exit)
         self._fds = [pipe.fileno() for pipe in self._pipes]
         self._worker_of = {fd: index for index, fd in enumerate(self._fds)}
         self._poller = select.poll()
@@ -140,10 +149,21 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
     def _send(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         """Send one command to every worker (each its payload), then wait for every reply, in order."""
         self._check_usable()
-        for pipe, payload in zip(self._pipes, payloads, strict=True):
-            os.write(pipe.fileno(), COMMAND)
-            pipe.send((command, payload))
+        for index, payload in enumerate(payloads):
+            self._post(index, COMMAND, (command, payload), doing=command)
         return self._gather(REPLY, command)
+
+    def _post(self, index: int, code: bytes, message: Any = None, *, doing: str) -> None:
+        """Write `code` (and pickled `message`, unless None) to worker `index`. A worker already
+        gone (killed between two commands: its end of the pipe is closed) fails the command as one
+        that ends while answering it does, naming its copies, and breaks the env."""
+        pipe = self._pipes[index]
+        try:
+            os.write(pipe.fileno(), code)
+            if message is not None:
+                pipe.send(message)
+        except OSError:  # BrokenPipeError, ConnectionResetError
+            raise WorkerError(self._lost(index, doing, f"ended (exit code {self._exit_code(index)})")) from None
 
     def _gather(self, expected: bytes, doing: str = "starting") -> list[Any]:
         """Every worker's reply, in order: its payload (`expected` REPLY), or a step's extras (None:
@@ -272,13 +292,12 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             and actions.dtype == shared.dtype
         ):
             shared[...] = actions
-            for fd in self._fds:
-                os.write(fd, STEP)
+            for index in range(len(self._pipes)):
+                self._post(index, STEP, doing="stepping")
         else:  # not one array of the space's dtype: each copy is handed its own, as SyncVectorEnv does
             per_copy = self._per_copy(list(iterate(self.action_space, actions)))
-            for pipe, block_actions in zip(self._pipes, per_copy, strict=True):
-                os.write(pipe.fileno(), STEP_WITH)
-                pipe.send(block_actions)
+            for index, block_actions in enumerate(per_copy):
+                self._post(index, STEP_WITH, block_actions, doing="stepping")
         return self._stepped(batch, self._gather(STEPPED, "stepping"))
 
     def _stepped(self, batch: Batch, extras: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -360,9 +379,21 @@ class BlockVectorEnv(VectorEnv[Any, Any, Any]):
             if process.is_alive():
                 process.kill()
                 process.join()
+        atexit.unregister(self._close_at_exit)
         if self._batch is not None:
             self._batch.close()
             self._batch = None
+
+
+class _PipeCloser:
+    """Closes the session's ends of an env's pipes (at exit, for an env left open)."""
+
+    def __init__(self, pipes: list[Connection]) -> None:
+        self.pipes = pipes
+
+    def __call__(self) -> None:
+        for pipe in self.pipes:
+            pipe.close()
 
 
 # -- the worker process -----------------------------------------------------------------------------

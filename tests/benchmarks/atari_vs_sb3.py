@@ -98,7 +98,9 @@ def edits(algorithm: str, budget: int) -> list[str]:
     return short_eval
 
 
-def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, device: str = "cpu") -> dict[str, float]:
+def run_sb3(
+    python: Path, algorithm: str, spec: dict, budget: int, seed: int, device: str = "cpu", timeout: float | None = None
+) -> dict[str, float]:
     """SB3's agent steps per second and per CPU-second, its networks on `device` (torch's name)."""
     args = [
         str(python),
@@ -111,7 +113,7 @@ def run_sb3(python: Path, algorithm: str, spec: dict, budget: int, seed: int, de
         str(seed),
         device,
     ]
-    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD})
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}, timeout=timeout)
     if done.returncode != 0:
         raise SystemExit(f"SB3 worker failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -225,7 +225,9 @@ def run_sb3(python: Path, spec: dict, budget: int, seed: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None = None) -> dict:
+def run_rlrun(
+    name: str, budget: int, seed: int, *edits: str, source: str | None = None, timeout: float | None = None
+) -> dict:
     """Train one session of `name` (with `edits`, `--set` values) with the rlrun in `source` (None:
     this one); frames per second and per CPU-second of its loop, and its final evaluation."""
     quiet = [
@@ -248,6 +250,7 @@ def run_rlrun(name: str, budget: int, seed: int, *edits: str, source: str | None
         text=True,
         env=env,
         cwd=source,
+        timeout=timeout,
     )
     if done.returncode != 0:
         raise SystemExit(f"rlrun worker failed:\n{done.stderr[-3000:]}")
