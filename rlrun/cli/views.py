@@ -577,8 +577,9 @@ def _attempts(detail: RunDetail, width: int | None) -> str:
 
 
 def _kind(kind: str) -> str:
-    """An attempt's kind; a retry says it was automatic (the cluster executor's, not a person's)."""
-    return "retry (automatic)" if kind == "retry" else kind
+    """An attempt's kind; a retry or a requeue says it was automatic (the cluster executor's or
+    SLURM's, not a person's)."""
+    return f"{kind} (automatic)" if kind in ("retry", "requeue") else kind
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,7 +50,9 @@ class StopOutcome:
 def resume_command(run: RunRecord) -> str:
     """The command that continues `run` the way it ran: a detached run (a cluster actor supervised
     it) detached again, on the cluster `--ray` finds; a plain `rlrun resume` would bring it back to
-    this terminal, to end with it."""
+    this terminal, to end with it. A run of SLURM jobs is submitted again."""
+    if run.slurm_jobs:
+        return f"rlrun resume {run.id} --slurm"
     return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
 
 
