@@ -301,6 +301,8 @@ class RunSummary(NamedTuple):
     home: str | None = None
     """The home the run lives in: its URL (`s3://bucket/prefix`) or folder (`RunRecord.home`; the
     registry's own home for a run recorded before rlrun kept it)."""
+    slurm_jobs: str | None = None
+    """The SLURM jobs that run its sessions (`RunRecord.slurm_jobs`; None: not on SLURM)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()

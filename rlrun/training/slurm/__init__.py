@@ -37,6 +37,18 @@ One idea per module:
 
 from __future__ import annotations
 
-from rlrun.training.slurm.submission import SlurmExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlrun.training.slurm.submission import SlurmExecutor
 
 __all__ = ["SlurmExecutor"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on use: `rlrun ls` reaches `queue` through this package, and needs nothing else of it.
+    if name == "SlurmExecutor":
+        from rlrun.training.slurm.submission import SlurmExecutor
+
+        return SlurmExecutor
+    raise AttributeError(name)

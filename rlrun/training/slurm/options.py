@@ -40,5 +40,7 @@ def described(slurm: SlurmSpec | None) -> str:
         return "--slurm"
     flags = {"partition": "--partition", "time": "--time", "cpus": "--cpus", "gpus": "--gpus", "memory": "--memory"}
     given = slurm.model_dump(exclude_defaults=True)
+    lines = given.pop("sbatch", {})
     shown = [f"{flags.get(key, f'meta.slurm.{key}')} {value}" for key, value in given.items()]
+    shown += [f"--sbatch {key}={value}" for key, value in lines.items()]
     return "--slurm " + " ".join(shown) if shown else "--slurm"
