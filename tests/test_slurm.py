@@ -13,6 +13,7 @@ test hooks hold or freeze each session at a chosen frame, idle, until its test a
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Result, fast, invoke, run_cli
+from helpers import Result, fast, invoke, run_cli, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
@@ -44,6 +45,9 @@ FREEZE_AT = 2345
 """Mid-episode (and mid-rollout): where a frozen session waits for its test to requeue, kill or stop it."""
 HOLD_AT = 1000
 """Where the time-limited session waits, after that frame's snapshot, for SLURM's warning (USR2)."""
+SEARCH = ["--trials", "3"]
+SEARCH_FREEZE_AT = 1500
+"""Mid-way through the first trial (reinforce_cartpole, 3,000 frames a trial: `helpers.search_spec`)."""
 TIME_LIMITED = ["--time", "1", "--set", "meta.slurm.signal_delay=50"]
 """A minute's limit, warned 50 s before it: SLURM sends USR2 within its 30 s check period after that."""
 
@@ -100,22 +104,34 @@ def launch(home: Path, *args: str, env: dict[str, str]) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launched]]:
-    """The four interrupted runs, submitted at once: each holds or freezes at its frame, idle."""
+    """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm")
-    runs = {}
-    for name in ("requeued", "killed", "stopped", "timed_out"):
-        home, flag = base / name / "runs", base / f"{name}.flag"
-        hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
-        run_id, job = launch(
-            home,
-            *(TIME_LIMITED if name == "timed_out" else []),
-            env={**hook, HEARTBEAT_ENV: "0.2"},
-        )
-        runs[name] = Launched(home, run_id, job, flag)
-    yield runs
-    for run in runs.values():  # a failed test's job, held or frozen, would wait for ever
-        subprocess.run(["scancel", run.job], check=False, timeout=30)
+    runs: dict[str, Launched] = {}
+    try:
+        for name in ("timed_out", "requeued", "killed", "stopped"):  # the time limit's clock first: the longest wait
+            home, flag = base / name / "runs", base / f"{name}.flag"
+            hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
+            limits = TIME_LIMITED if name == "timed_out" else []
+            run_id, job = launch(home, *limits, env={**hook, HEARTBEAT_ENV: "0.2"})
+            runs[name] = Launched(home, run_id, job, flag)
+        runs["search"] = search_launched(base)
+        yield runs
+    finally:
+        for run in runs.values():  # a failed test's job, held or frozen, would wait for ever
+            subprocess.run(["scancel", run.job], check=False, timeout=30)
+
+
+def search_launched(base: Path) -> Launched:
+    """A 3-trial search whose driver is a SLURM job, frozen in its first trial at SEARCH_FREEZE_AT."""
+    home, flag = base / "search" / "runs", base / "search.flag"
+    home.mkdir(parents=True)
+    spec = search_spec(home.parent)
+    done = run_cli(home, "search", str(spec), *SEARCH, "--slurm", env={FREEZE_ENV: f"{SEARCH_FREEZE_AT}@{flag}"})
+    assert done.code == 0, done.stderr
+    job = re.search(r"driven by SLURM job (\d+)", done.stderr)
+    assert job, done.stderr
+    return Launched(home, "search:latest", job[1], flag)
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +218,29 @@ def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launc
     assert kinds[0] == ("train", "preempted", False) and kinds[-1] == ("requeue", "finished", False)
     assert all(kind == "requeue" and not approximate for kind, _, approximate in kinds[1:])
     assert "timed-out" in run.log()
+
+
+def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched], tmp_path: Path) -> None:
+    """The driver's job requeued mid-trial: the job run again takes the search back and continues it,
+    the same search as one driven locally without interruption, trial for trial, the interrupted
+    trial's run bit for bit."""
+    run = launched["search"]
+    frozen(run)
+    slurm("scontrol", "requeue", run.job)
+    local_home = tmp_path / "runs"
+    local = run_cli(local_home, "search", str(search_spec(tmp_path)), *SEARCH)  # while SLURM requeues
+    assert local.code == 0, local.stderr
+    wait_for(lambda: job_over(run.job), f"job {run.job} to end", timeout=180)
+    remote, straight = trials(run.home), trials(local_home)
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == [
+        (t.number, t.params, t.state, t.value) for t in straight
+    ]
+    assert len(remote) == 3 and all(t.state == "complete" for t in remote)
+    assert [a.kind for a in Launched(run.home, remote[0].run_id, run.job, run.flag).detail().attempts] == [
+        "train",
+        "resume",
+    ]
+    assert_same_run(final_state(local_home, straight[0].run_id), final_state(run.home, remote[0].run_id))
 
 
 # ---- bad input and outages: one line, nothing recorded --------------------------------------

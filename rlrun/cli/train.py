@@ -191,7 +191,7 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
-        hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on)
+        hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
         given = {
             "--frames": frames,
             "--more": more,
@@ -199,8 +199,13 @@ def resume(
             "--set": overrides,
             "--fork": fork,
             filters.describe(): filters.narrows,
+            # a search's driver job is submitted with the options its spec recorded
+            "--partition, --time, --memory, --account, --qos, --sbatch or --wait": [
+                given for given in (partition, time, memory, account, qos, sbatch, wait or None) if given is not None
+            ],
         }  # the filters as typed: `--status finished --algo ppo`
-        resume_search_command(reference, home, as_json, given, trial_executors(ray, cpus, gpus), hand_over)
+        executors = None if slurm else trial_executors(ray, cpus, gpus)
+        resume_search_command(reference, home, as_json, given, executors, hand_over)
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size

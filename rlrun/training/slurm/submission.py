@@ -72,13 +72,16 @@ class SlurmExecutor:
             return Execution([], supervisor=label)
         return _waited(tasks, jobs)
 
-    def _executor(self, home: Path, run_id: str) -> Any:
-        submitit = import_submitit()
-        return submitit.AutoExecutor(folder=paths.run_dir(home, run_id) / "slurm", cluster="slurm")
+    def submit(self, folder: Path, name: str, slurm: SlurmSpec | None, job: Any) -> str:
+        """Submit the callable `job` (a session's, a search driver's) as the SLURM job `name` with
+        the options `slurm`, submitit's files (the job pickled, its log) in `folder`; its id."""
+        executor = _submitit_executor(folder)
+        executor.update_parameters(**submitit_parameters(slurm, name))
+        return str(executor.submit(job).job_id)
 
     def _script(self, home: Path, name: str) -> str:
         """The batch script submitit would submit with these options (for `sbatch --test-only`)."""
-        executor = self._executor(home, "check")
+        executor = _submitit_executor(home / "slurm-check")
         executor.update_parameters(**submitit_parameters(self.slurm, name))
         return str(executor._executor._make_submission_file_text("true", "check"))
 
@@ -87,9 +90,12 @@ class SlurmExecutor:
         from rlrun.training.slurm.job import SessionJob
 
         slurm = validate_spec(task.spec).meta.slurm
-        executor = self._executor(home, task.run_id)
-        executor.update_parameters(**submitit_parameters(slurm, f"rlrun-{task.run_id}-s{task.index}"))
-        return str(executor.submit(SessionJob(task)).job_id)
+        folder = paths.run_dir(home, task.run_id) / "slurm"
+        return self.submit(folder, f"rlrun-{task.run_id}-s{task.index}", slurm, SessionJob(task))
+
+
+def _submitit_executor(folder: Path) -> Any:
+    return import_submitit().AutoExecutor(folder=folder, cluster="slurm")
 
 
 def _waited(tasks: Sequence[SessionTask], jobs: list[str]) -> Execution:
@@ -111,7 +117,10 @@ def _waited(tasks: Sequence[SessionTask], jobs: list[str]) -> Execution:
             time.sleep(POLL_SECONDS)
     with Registry.open(home, first.db_url) as registry:
         ended = [_ended(registry.get_session(t.run_id, t.index)) for t in tasks]
-    return Execution(ended, signal.SIGTERM if asked else 0)
+    # A session stopped with a snapshot (here, by `rlrun stop`, or by SLURM for good) ends the command
+    # as a stopped local run does: 128 + SIGTERM, with how to continue it.
+    stopped = asked or any(e.status == "preempted" for e in ended)
+    return Execution(ended, signal.SIGTERM if stopped else 0)
 
 
 def _ended(session: Any) -> events.SessionEnded:
