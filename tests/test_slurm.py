@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Result, fast, invoke, run_cli, search_spec, trials
+from helpers import Result, fast, heavy_modules, invoke, run_cli, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
@@ -202,6 +202,7 @@ def test_rlrun_stop_ends_the_job_with_a_snapshot(launched: dict[str, Launched]) 
     assert attempts(run) == [("train", "preempted", False)]
     shown = invoke(run.home, "show", run.run_id)
     assert f"slurm: job {run.job} " in shown.stdout
+    assert heavy_modules(run.home, "ls") == ""  # squeue asked, nothing heavy imported
 
 
 def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launched], straight: dict[str, Any]) -> None:

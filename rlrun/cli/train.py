@@ -200,8 +200,19 @@ def resume(
             "--fork": fork,
             filters.describe(): filters.narrows,
             # a search's driver job is submitted with the options its spec recorded
-            "--partition, --time, --memory, --account, --qos, --sbatch or --wait": [
-                given for given in (partition, time, memory, account, qos, sbatch, wait or None) if given is not None
+            "--partition, --time, --memory, --account, --qos, --sbatch, --wait (or --cpus, --gpus with --slurm)": [
+                given
+                for given in (
+                    partition,
+                    time,
+                    memory,
+                    account,
+                    qos,
+                    sbatch,
+                    wait or None,
+                    *((cpus, gpus) if slurm else ()),
+                )
+                if given is not None
             ],
         }  # the filters as typed: `--status finished --algo ppo`
         executors = None if slurm else trial_executors(ray, cpus, gpus)
