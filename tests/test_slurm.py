@@ -163,6 +163,12 @@ def test_scontrol_requeue_mid_episode_continues_exactly(
     run = launched["requeued"]
     frozen(run)
     slurm("scontrol", "requeue", run.job)  # SIGCONT and SIGTERM to the job, then back in the queue
+    wait_for(lambda: job_state(run.job) == "PENDING", "the requeued job to wait in the queue")
+    listed = invoke(run.home, "ls")
+    assert "preempted (PENDING)" in listed.stdout, listed.stdout
+    beside = invoke(run.home, "resume", run.run_id, "--slurm")  # the requeued job continues the run itself
+    assert beside.code == 2, beside.stderr
+    assert f"job {run.job} is PENDING" in beside.stderr or "still running" in beside.stderr, beside.stderr
     finished_as_straight(run, straight)
     assert attempts(run) == [("train", "preempted", False), ("requeue", "finished", False)]
     requeued = run.detail().attempts[1].start_frame

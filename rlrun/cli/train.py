@@ -232,7 +232,7 @@ def resume(
     def planned(plan: Any) -> None:
         console.print(resume_plan(plan, reference_label(reference, filters)))
         if slurm:
-            executor.use(plan.spec.meta.slurm)
+            executor.use(plan.spec.meta.slurm, earlier=None if plan.fork else plan.run)
 
     with TrainingDisplay(console) as display:
         result = resume_run(

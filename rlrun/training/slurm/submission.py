@@ -14,7 +14,7 @@ from typing import Any
 
 from rlrun import paths
 from rlrun.errors import BadInput
-from rlrun.registry import Registry
+from rlrun.registry import Registry, RunRecord
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.session.task import SessionTask
@@ -42,11 +42,13 @@ class SlurmExecutor:
         """Wait for the jobs to end (requeues included) instead of returning once they are submitted."""
         self.slurm: SlurmSpec | None = None
         """The spec's `meta.slurm`, when the caller knows it before `prepare` (`use`), for the check."""
+        self.earlier: RunRecord | None = None
+        """The run a resume continues, whose earlier jobs must have left the queue (`use`)."""
 
-    def use(self, slurm: SlurmSpec | None) -> None:
+    def use(self, slurm: SlurmSpec | None, earlier: RunRecord | None = None) -> None:
         """The options the jobs will be submitted with (the spec's `meta.slurm`), so `prepare` can
-        have SLURM check them before anything is written."""
-        self.slurm = slurm
+        have SLURM check them before anything is written; and for a resume, the run it continues."""
+        self.slurm, self.earlier = slurm, earlier
 
     def prepare(self, home: Path, db_url: str, *, modules: Sequence[str] = ()) -> None:
         """submitit installed, the home a folder the nodes can share (not an object store), the
@@ -56,6 +58,8 @@ class SlurmExecutor:
             raise BadInput(f"--slurm needs a home folder that the cluster's nodes share, not {home}; use a folder")
         queue.check_controller()
         queue.check_script(self._script(home, "rlrun-check"), described(self.slurm))
+        if self.earlier is not None:
+            _check_left_the_queue(self.earlier)
 
     def close(self) -> None:
         """Nothing taken."""
@@ -96,6 +100,19 @@ class SlurmExecutor:
 
 def _submitit_executor(folder: Path) -> Any:
     return import_submitit().AutoExecutor(folder=folder, cluster="slurm")
+
+
+def _check_left_the_queue(run: RunRecord) -> None:
+    """A run whose earlier job is still queued or running (a requeue waiting to start) is not
+    resumed beside it: that job continues the run itself, or `scancel` ends it first."""
+    states = queue.job_states((run.slurm_jobs or "").split(",") if run.slurm_jobs else [])
+    waiting = [f"job {job} is {state}" for job, state in states.items() if state in queue.ACTIVE]
+    if waiting:
+        raise BadInput(
+            f"run {run.id}'s SLURM {', '.join(waiting)}: it continues the run itself; wait for it,"
+            f" or end it with `scancel {' '.join(job for job, state in states.items() if state in queue.ACTIVE)}`"
+            " and resume then"
+        )
 
 
 def _waited(tasks: Sequence[SessionTask], jobs: list[str]) -> Execution:
