@@ -192,6 +192,7 @@ def resume(
     target = parse_target(reference)
     if isinstance(target, SearchRef):
         hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
+        slurm_options = [partition, time, memory, account, qos, sbatch, wait or None, *((cpus, gpus) if slurm else ())]
         given = {
             "--frames": frames,
             "--more": more,
@@ -201,18 +202,7 @@ def resume(
             filters.describe(): filters.narrows,
             # a search's driver job is submitted with the options its spec recorded
             "--partition, --time, --memory, --account, --qos, --sbatch, --wait (or --cpus, --gpus with --slurm)": [
-                given
-                for given in (
-                    partition,
-                    time,
-                    memory,
-                    account,
-                    qos,
-                    sbatch,
-                    wait or None,
-                    *((cpus, gpus) if slurm else ()),
-                )
-                if given is not None
+                given for given in slurm_options if given is not None
             ],
         }  # the filters as typed: `--status finished --algo ppo`
         executors = None if slurm else trial_executors(ray, cpus, gpus)
