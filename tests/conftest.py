@@ -149,6 +149,7 @@ LONGEST_FIRST = {"test_ray.py"}
 """Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
 
 COSTLIEST = (
+    "test_slurm.py",  # ~50 s of wall time, mostly waiting on SLURM: never the last file handed out
     "test_pbt.py",
     "test_resume.py",
     "test_search.py",
