@@ -275,6 +275,7 @@ def refused(home: Path, *args: str, env: dict[str, str] | None = None) -> Result
     [
         (["--partition", "nowhere"], "--partition nowhere"),
         (["--gpus", "1"], "--gpus 1"),
+        (["--time", "500"], "--time 500"),
         (["--sbatch", "constraint=a100"], "--sbatch constraint=a100"),
     ],
 )

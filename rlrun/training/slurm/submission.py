@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlrun import paths
-from rlrun.errors import BadInput
+from rlrun.errors import BadInput, TrainingFailed
 from rlrun.registry import Registry, RunRecord
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
@@ -69,9 +69,13 @@ class SlurmExecutor:
         home = paths.task_home(first.home)
         with Registry.open(home, first.db_url) as registry:
             handed_out = [replace(t, lease_base=registry.get_session(t.run_id, t.index).lease) for t in tasks]
-            jobs = [self._submit(home, task) for task in handed_out]
-            label = f"SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
-            registry.record_slurm_jobs(first.run_id, jobs, supervisor=label)
+            jobs: list[str] = []
+            try:
+                jobs += [self._submit(home, task) for task in handed_out]
+            finally:  # the jobs submitted, even when a later submission failed
+                label = f"SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
+                if jobs:
+                    registry.record_slurm_jobs(first.run_id, jobs, supervisor=label)
         if not self.wait:
             return Execution([], supervisor=label)
         return _waited(tasks, jobs)
@@ -90,12 +94,21 @@ class SlurmExecutor:
         return str(executor._executor._make_submission_file_text("true", "check"))
 
     def _submit(self, home: Path, task: SessionTask) -> str:
+        """Submit a session's job: TrainingFailed in one line when SLURM refuses it now (the run is
+        recorded; its sessions without a job are continued by `rlrun resume RUN --slurm`)."""
         from rlrun.spec import validate_spec
         from rlrun.training.slurm.job import SessionJob
 
         slurm = validate_spec(task.spec).meta.slurm
         folder = paths.run_dir(home, task.run_id) / "slurm"
-        return self.submit(folder, f"rlrun-{task.run_id}-s{task.index}", slurm, SessionJob(task))
+        try:
+            return self.submit(folder, f"rlrun-{task.run_id}-s{task.index}", slurm, SessionJob(task))
+        except Exception as error:  # submitit's: a failed sbatch (CalledProcessError, FailedJobError)
+            said = " ".join(str(error).split())[:300]
+            raise TrainingFailed(
+                f"run {task.run_id}: SLURM did not take session s{task.index}'s job ({said}); continue it with"
+                f" `rlrun resume {task.run_id} --slurm` once SLURM answers"
+            ) from None
 
 
 def _submitit_executor(folder: Path) -> Any:
