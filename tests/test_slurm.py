@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Result, fast, heavy_modules, invoke, run_cli, search_spec, trials
+import zygote
+from helpers import Result, cli_env, fast, heavy_modules, invoke, run_cli, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
@@ -93,14 +94,26 @@ def job_over(job: str) -> bool:
     return job_state(job) not in ACTIVE
 
 
-def launch(home: Path, *args: str, env: dict[str, str]) -> tuple[str, str]:
-    """`rlrun train SPEC --slurm`, returned once the job is queued: the run's id and its job."""
-    done = run_cli(home, "train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, "--slurm", *args, env=env)
-    assert done.code == 0, done.stderr
+def launching(home: Path, argv: list[str], env: dict[str, str]) -> Any:
+    """`rlrun ARGV --slurm` started (it returns once its job is queued)."""
+    home.mkdir(parents=True)
+    return zygote.start(
+        [*argv, "--slurm"], {**cli_env(home), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def submitted(home: Path, flag: Path, command: Any) -> Launched:
+    """The run, or search, a `launching` command recorded, with its job."""
+    _, stderr = command.communicate(timeout=120)
+    assert command.returncode == 0, stderr
+    if command.args[0] == "search":
+        job = re.search(r"driven by SLURM job (\d+)", stderr)
+        assert job, stderr
+        return Launched(home, "search:latest", job[1], flag)
     with Registry.open(home, create=False) as registry:
         run = registry.resolve("latest")
     assert run.slurm_jobs and run.supervisor == f"SLURM job {run.slurm_jobs}"
-    return run.id, run.slurm_jobs
+    return Launched(home, run.id, run.slurm_jobs, flag)
 
 
 @pytest.fixture(scope="module")
@@ -108,18 +121,23 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Lau
     """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm")
+    commands = {}
+    for name in ("timed_out", "requeued", "killed", "stopped"):
+        home, flag = base / name / "runs", base / f"{name}.flag"
+        hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
+        limits = TIME_LIMITED if name == "timed_out" else []
+        argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, *limits]
+        commands[name] = (home, flag, launching(home, argv, {**hook, HEARTBEAT_ENV: "0.2"}))
+    home, flag = base / "search" / "runs", base / "search.flag"
+    argv = ["search", str(search_spec(base)), *SEARCH]
+    commands["search"] = (home, flag, launching(home, argv, {FREEZE_ENV: f"{SEARCH_FREEZE_AT}@{flag}"}))
     runs: dict[str, Launched] = {}
     try:
-        for name in ("timed_out", "requeued", "killed", "stopped"):  # the time limit's clock first: the longest wait
-            home, flag = base / name / "runs", base / f"{name}.flag"
-            hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
-            limits = TIME_LIMITED if name == "timed_out" else []
-            run_id, job = launch(home, *limits, env={**hook, HEARTBEAT_ENV: "0.2"})
-            runs[name] = Launched(home, run_id, job, flag)
+        for name, (home, flag, command) in commands.items():
+            runs[name] = submitted(home, flag, command)
         # Released as soon as SLURM's warning comes, whatever the tests are doing: held past the time
         # limit, the job would be killed (TIMEOUT) before submitit could requeue it.
         threading.Thread(target=release_on_warning, args=(runs["timed_out"],), daemon=True).start()
-        runs["search"] = search_launched(base)
         yield runs
     finally:
         for run in runs.values():  # a failed test's job, held or frozen, would wait for ever
@@ -135,18 +153,6 @@ def release_on_warning(run: Launched) -> None:
         if run.flag.exists() and "Caught signal SIGUSR2" in run.log():
             run.flag.unlink()
         time.sleep(0.2)
-
-
-def search_launched(base: Path) -> Launched:
-    """A 3-trial search whose driver is a SLURM job, frozen in its first trial at SEARCH_FREEZE_AT."""
-    home, flag = base / "search" / "runs", base / "search.flag"
-    home.mkdir(parents=True)
-    spec = search_spec(home.parent)
-    done = run_cli(home, "search", str(spec), *SEARCH, "--slurm", env={FREEZE_ENV: f"{SEARCH_FREEZE_AT}@{flag}"})
-    assert done.code == 0, done.stderr
-    job = re.search(r"driven by SLURM job (\d+)", done.stderr)
-    assert job, done.stderr
-    return Launched(home, "search:latest", job[1], flag)
 
 
 @pytest.fixture(scope="module")
