@@ -179,17 +179,19 @@ def finished_as_straight(run: Launched, straight: dict[str, Any]) -> None:
 def test_scontrol_requeue_mid_episode_continues_exactly(
     launched: dict[str, Launched], straight: dict[str, Any]
 ) -> None:
-    """`scontrol requeue`: SLURM sends SIGTERM (the session snapshots at its next step, mid-episode)
-    and runs the job again, which continues the same run and session: an attempt of kind requeue."""
+    """`scontrol requeue` (held, then released): SLURM sends SIGTERM (the session snapshots at its
+    next step, mid-episode) and runs the job again, which continues the same run and session: an
+    attempt of kind requeue. While it waits in the queue, `ls` says so and a resume is refused."""
     run = launched["requeued"]
     frozen(run)
-    slurm("scontrol", "requeue", run.job)  # SIGCONT and SIGTERM to the job, then back in the queue
+    # SIGCONT and SIGTERM to the job, then back in the queue: held there while the test looks at it
+    slurm("scontrol", "requeuehold", run.job)
     wait_for(lambda: job_state(run.job) == "PENDING", "the requeued job to wait in the queue")
     listed = invoke(run.home, "ls")
     assert "preempted (PENDING)" in listed.stdout, listed.stdout
     beside = invoke(run.home, "resume", run.run_id, "--slurm")  # the requeued job continues the run itself
-    assert beside.code == 2, beside.stderr
-    assert f"job {run.job} is PENDING" in beside.stderr or "still running" in beside.stderr, beside.stderr
+    assert beside.code == 2 and f"job {run.job} is PENDING" in beside.stderr, beside.stderr
+    slurm("scontrol", "release", run.job)
     finished_as_straight(run, straight)
     assert attempts(run) == [("train", "preempted", False), ("requeue", "finished", False)]
     requeued = run.detail().attempts[1].start_frame
