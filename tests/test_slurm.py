@@ -301,6 +301,11 @@ def test_a_controller_that_does_not_answer(tmp_path: Path) -> None:
     assert done.code == 3 and "SLURM controller does not answer" in done.stderr, done.stderr
 
 
+def test_without_slurm_commands(tmp_path: Path) -> None:
+    done = refused(tmp_path / "runs", env={"PATH": str(tmp_path)})  # no sbatch, squeue or scontrol there
+    assert done.code == 2 and "`scontrol` is not on PATH" in done.stderr, done.stderr
+
+
 def test_without_the_slurm_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "submitit", None)  # as if not installed: import fails
     done = refused(tmp_path / "runs")

@@ -25,9 +25,13 @@ ACTIVE = (*WAITING, "RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING")
 
 
 def _command(*argv: str) -> subprocess.CompletedProcess[str]:
-    """Run a SLURM command; Unavailable when it is missing or the controller does not answer in time."""
+    """Run a SLURM command: BadInput when it is missing (this is no SLURM client), Unavailable when
+    the controller does not answer in time."""
     if shutil.which(argv[0]) is None:
-        raise Unavailable(f"SLURM's `{argv[0]}` is not on PATH; run rlrun where SLURM's client commands are")
+        raise BadInput(
+            f"--slurm: SLURM's `{argv[0]}` is not on PATH; run rlrun on a machine that submits SLURM jobs"
+            " (a login node), or put SLURM's client commands on PATH"
+        )
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=ANSWER_SECONDS, check=False)
     except subprocess.TimeoutExpired:
