@@ -178,7 +178,8 @@ Sbatch = Annotated[
     ),
 ]
 Wait = Annotated[
-    bool, typer.Option("--wait", help="With --slurm: wait until the jobs end (requeues included), as without it.")
+    bool,
+    typer.Option("--wait", help="With --slurm: wait for the jobs to end (requeues included) instead of returning."),
 ]
 
 
