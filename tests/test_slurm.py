@@ -12,6 +12,7 @@ test hooks hold or freeze each session at a chosen frame, idle, until its test a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -205,14 +206,16 @@ def test_a_job_killed_without_warning_resumes_exactly(launched: dict[str, Launch
     frozen(run)
     slurm("scancel", "--signal=KILL", run.job)
     wait_for(lambda: job_over(run.job), f"job {run.job} to end")
-    resumed = run_cli(run.home, "resume", run.run_id, "--slurm", "--wait")
+    resumed = run_cli(run.home, "resume", run.run_id, "--slurm", "--wait", "--time", "30")  # a placement edit
     assert resumed.code == 0, resumed.stderr
     with Registry.open(run.home, create=False) as registry:
         again = registry.resolve(run.run_id).slurm_jobs
     assert again and again != run.job
     assert run.detail().run.status == "finished"
     assert_same_run(straight, final_state(run.home, run.run_id))
-    assert [kind for kind, _, _ in attempts(run)] == ["train", "resume"]
+    assert [(kind, approximate) for kind, _, approximate in attempts(run)] == [("train", False), ("resume", False)]
+    with Registry.open(run.home, create=False) as registry:
+        assert json.loads(registry.latest_spec(run.run_id).spec_json)["meta"]["slurm"]["time"] == 30
 
 
 def test_rlrun_stop_ends_the_job_with_a_snapshot(launched: dict[str, Launched]) -> None:
