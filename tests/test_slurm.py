@@ -30,7 +30,7 @@ from helpers import Result, cli_env, fast, heavy_modules, invoke, run_cli, searc
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
-from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV
+from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, STALE_ENV
 
 SLURM_ENV = "RLRUN_TEST_SLURM"
 CONF = os.environ.get(SLURM_ENV)
@@ -129,6 +129,12 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Lau
         limits = TIME_LIMITED if name == "timed_out" else []
         argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, *limits]
         commands[name] = (home, flag, launching(home, argv, {**hook, HEARTBEAT_ENV: "0.2"}))
+    queued = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, "--sbatch", "begin=now+1hour"]
+    commands["queued"] = (
+        base / "queued" / "runs",
+        base / "queued.flag",
+        launching(base / "queued" / "runs", queued, {HEARTBEAT_ENV: "0.2"}),
+    )
     home, flag = base / "search" / "runs", base / "search.flag"
     argv = ["search", str(search_spec(base)), *SEARCH]
     commands["search"] = (home, flag, launching(home, argv, {FREEZE_ENV: f"{SEARCH_FREEZE_AT}@{flag}"}))
@@ -235,6 +241,22 @@ def test_rlrun_stop_ends_the_job_with_a_snapshot(launched: dict[str, Launched]) 
     shown = invoke(run.home, "show", run.run_id)
     assert f"slurm: job {run.job} " in shown.stdout
     assert heavy_modules(run.home, "ls") == ""  # squeue asked, nothing heavy imported
+
+
+def test_rlrun_stop_of_a_queued_job(launched: dict[str, Launched]) -> None:
+    """`rlrun stop` of a run whose job has not started: once it starts, its session stops at its
+    first heartbeat with a snapshot, preempted, and the job ends without a requeue."""
+    run = launched["queued"]
+    assert job_state(run.job) == "PENDING"
+    # Silent past the liveness limit (shortened here), its session reads crashed: the queued job says otherwise.
+    stopped = invoke(run.home, "stop", run.run_id, env={STALE_ENV: "0.1"})
+    assert stopped.code == 0 and "crashed" in stopped.stderr and "stop requested" in stopped.stderr, stopped.stderr
+    slurm("scontrol", "update", f"jobid={run.job}", "StartTime=now")
+    wait_for(lambda: job_over(run.job), f"job {run.job} to end")
+    detail = run.detail()
+    assert detail.run.status == "preempted", run.log()[-3000:]
+    assert max(detail.checkpoints, key=lambda c: c.frame).kind == "preempt"
+    assert attempts(run) == [("train", "preempted", False)]
 
 
 def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launched], straight: dict[str, Any]) -> None:

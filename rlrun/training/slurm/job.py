@@ -47,6 +47,8 @@ class SessionJob:
         """Train the session until it ends or is stopped, then settle the run; its status."""
         ended: list[events.SessionEnded] = []
         self._stop = StopRequest()
+        if _stop_asked(self.task):  # `rlrun stop` while the job waited in the queue: a snapshot, at once
+            self._stop.request(signal.SIGTERM)
         self._thread = threading.Thread(target=self._attempt, args=(ended,), name="rlrun-session")
         with _stopping_on_signals(self._stop):
             self._thread.start()
@@ -113,6 +115,11 @@ def _continues(task: SessionTask) -> bool:
     with Registry.open(paths.task_home(task.home), task.db_url) as registry:
         session = registry.get_session(task.run_id, task.index)
         return session.status not in ("finished", "failed") and not registry.stop_requested(task.run_id)
+
+
+def _stop_asked(task: SessionTask) -> bool:
+    with Registry.open(paths.task_home(task.home), task.db_url) as registry:
+        return registry.stop_requested(task.run_id)
 
 
 def _settled(task: SessionTask, ended: list[events.SessionEnded]) -> str:
