@@ -190,6 +190,7 @@ LONGEST_FIRST = {"test_ray.py"}
 """Files that take a worker far longer than any other (`.ci/run`'s timing report says which)."""
 
 COSTLIEST = (
+    "test_slurm.py",  # ~50-70 s of wall time, mostly waiting on SLURM: early, never the last file handed out
     "test_resume.py",
     "test_search.py",
     "test_pbt.py",
@@ -200,7 +201,6 @@ COSTLIEST = (
     "test_env_workers.py",
     "test_resume_edits.py",
     "test_resume_envs.py",
-    "test_slurm.py",  # the one-node SLURM cluster's tests (~60-90 s), on its way from the slurm branch
     "test_eval_overlap.py",
     "test_quality.py",
     "test_crash_windows.py",

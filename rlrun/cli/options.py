@@ -126,10 +126,12 @@ Ray = Annotated[
     ),
 ]
 Cpus = Annotated[
-    float | None, typer.Option("--cpus", min=0, metavar="FLOAT", help="With --ray: CPUs per session (default 1).")
+    float | None,
+    typer.Option("--cpus", min=0, metavar="FLOAT", help="With --ray or --slurm: CPUs per session (default 1)."),
 ]
 Gpus = Annotated[
-    float | None, typer.Option("--gpus", min=0, metavar="FLOAT", help="With --ray: GPUs per session (default 0).")
+    float | None,
+    typer.Option("--gpus", min=0, metavar="FLOAT", help="With --ray or --slurm: GPUs per session (default 0)."),
 ]
 Detach = Annotated[
     bool,
@@ -146,6 +148,75 @@ SupervisorOn = Annotated[
         " (on-demand nodes, say, not spot ones).",
     ),
 ]
+
+
+# `--slurm`: each session a SLURM job, submitted through submitit (`rlrun.training.slurm`). Its
+# options are edits of the spec's `meta.slurm` section (`slurm_edits`), so a resume submits the same
+# way unless told otherwise; named as submitit names them.
+Slurm = Annotated[
+    bool,
+    typer.Option(
+        "--slurm", help="Run each session as a SLURM job (submitit); the command returns once they are queued."
+    ),
+]
+Partition = Annotated[
+    str | None, typer.Option("--partition", metavar="TEXT", help="With --slurm: the partition (meta.slurm.partition).")
+]
+Time = Annotated[
+    int | None,
+    typer.Option("--time", min=1, metavar="MINUTES", help="With --slurm: each job's time limit (default 60)."),
+]
+Memory = Annotated[
+    float | None, typer.Option("--memory", min=0, metavar="GB", help="With --slurm: memory per job, in GB.")
+]
+Account = Annotated[str | None, typer.Option("--account", metavar="TEXT", help="With --slurm: the account to charge.")]
+Qos = Annotated[str | None, typer.Option("--qos", metavar="TEXT", help="With --slurm: the quality of service.")]
+Sbatch = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sbatch", metavar="KEY=VALUE", help="With --slurm: a further #SBATCH option: constraint=a100 (repeatable)."
+    ),
+]
+Wait = Annotated[
+    bool,
+    typer.Option("--wait", help="With --slurm: wait for the jobs to end (requeues included) instead of returning."),
+]
+
+
+def slurm_edits(
+    slurm: bool,
+    *,
+    cpus: float | None = None,
+    gpus: float | None = None,
+    partition: str | None = None,
+    time: int | None = None,
+    memory: float | None = None,
+    account: str | None = None,
+    qos: str | None = None,
+    sbatch: list[str] | None = None,
+    wait: bool = False,
+) -> list[str]:
+    """The `--slurm` options as the spec edits they are (`meta.slurm.KEY=VALUE`); BadInput for one
+    given without --slurm, or a count that is not whole."""
+    given = {"partition": partition, "time": time, "memory": memory, "account": account, "qos": qos}
+    if not slurm:
+        named = [f"--{key}" for key, value in given.items() if value is not None]
+        named += ["--sbatch"] if sbatch else []
+        named += ["--wait"] if wait else []
+        if named:
+            raise BadInput(f"{', '.join(named)} submit{'s' if len(named) == 1 else ''} SLURM jobs; add --slurm")
+        return []
+    for flag, count in (("--cpus", cpus), ("--gpus", gpus)):
+        if count is not None and not float(count).is_integer():
+            raise BadInput(f"{flag} {count:g}: SLURM allocates whole {flag[2:].upper()}s; give a whole number")
+        given[flag[2:]] = None if count is None else int(count)
+    edits = [f"meta.slurm.{key}={json.dumps(value)}" for key, value in given.items() if value is not None]
+    for line in sbatch or ():
+        key, equals, value = line.partition("=")
+        if not equals or not key.strip() or key.startswith("-"):
+            raise BadInput(f"--sbatch {line!r}: give KEY=VALUE, an sbatch option without its dashes (constraint=a100)")
+        edits.append(f"meta.slurm.sbatch.{key.strip()}={json.dumps(value)}")
+    return edits
 
 
 def reference_argument(text: str) -> Any:
@@ -190,8 +261,17 @@ def session_executor(
     stop: Any = None,
     detach: bool = False,
     supervisor_on: str | None = None,
+    slurm: bool = False,
+    wait: bool = False,
 ) -> Any:
-    """The executor the options ask for: None (the local one) without --ray."""
+    """The executor the options ask for: None (the local one) without --ray or --slurm. With
+    --slurm, --cpus and --gpus are `slurm_edits`' (the caller's), not Ray's."""
+    if slurm:
+        if ray is not None or detach:
+            raise BadInput("--slurm submits SLURM jobs, which outlive the command; drop --ray and --detach")
+        from rlrun.training.slurm import SlurmExecutor
+
+        return SlurmExecutor(wait=wait)
     check_detach("run", ray, detach, supervisor_on)
     if ray is None:
         if cpus is not None or gpus is not None:

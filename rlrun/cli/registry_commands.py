@@ -70,6 +70,7 @@ def list_runs(
                     filters=filters.describe(),
                     colour=views.colour_enabled(),
                     width=width,
+                    jobs=views.slurm_states(run.slurm_jobs for run in listing.runs),
                 )
             )
         if listing.hidden_trials:  # under the table, its last line; alone, a hint as "no runs" is
@@ -145,7 +146,8 @@ def show(
     elif as_json:
         print_json(found.to_json())
     else:
-        answer(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width()))
+        jobs = views.slurm_states([found.run.slurm_jobs])
+        answer(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width(), jobs=jobs))
         for line in views.tracker_lines(found.run.id, found.trackers):
             say(line)
 

@@ -10,15 +10,23 @@ from rlrun.catalog.scores import score
 from rlrun.cli.app import app
 from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
+    Account,
     AsJson,
     Cpus,
     Detach,
     Gpus,
     Home,
+    Memory,
+    Partition,
+    Qos,
     Ray,
+    Sbatch,
+    Slurm,
     SupervisorOn,
+    Time,
     Track,
     check_detach,
+    slurm_edits,
     track_edit,
     trial_executors,
 )
@@ -91,6 +99,13 @@ def search(
     gpus: Gpus = None,
     detach: Detach = False,
     supervisor_on: SupervisorOn = None,
+    slurm: Slurm = False,
+    partition: Partition = None,
+    time: Time = None,
+    memory: Memory = None,
+    account: Account = None,
+    qos: Qos = None,
+    sbatch: Sbatch = None,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -101,9 +116,13 @@ def search(
     from rlrun.cli.display import TrainingDisplay
     from rlrun.search import plan_search, run_search
 
+    edits = slurm_edits(
+        slurm, cpus=cpus, gpus=gpus, partition=partition, time=time, memory=memory, account=account, qos=qos,
+        sbatch=sbatch,
+    )  # fmt: skip
     plan = plan_search(
         spec,
-        list(overrides or ()) + track_edit(track),
+        list(overrides or ()) + track_edit(track) + edits,
         scheduler=scheduler,
         trials=trials,
         sampler=sampler,
@@ -117,8 +136,8 @@ def search(
         resample_probability=resample,
         factors=factors,
     )
-    make_executor = trial_executors(ray, cpus, gpus)
-    hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on)
+    make_executor = None if slurm else trial_executors(ray, cpus, gpus)
+    hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
     console = make_console()
 
     def announce(record: Any) -> None:
@@ -153,9 +172,24 @@ def search(
 
 
 def search_hand_over(
-    ray: str | None, cpus: float | None, gpus: float | None, detach: bool, supervisor_on: str | None
+    ray: str | None,
+    cpus: float | None,
+    gpus: float | None,
+    detach: bool,
+    supervisor_on: str | None,
+    *,
+    slurm: bool = False,
 ) -> Any:
-    """Where `--detach` hands a search's driving (None: it stays with this command)."""
+    """Where `--detach` (a Ray actor) or `--slurm` (a SLURM job) hands a search's driving (None: it
+    stays with this command)."""
+    if slurm:
+        if ray is not None or detach:
+            raise BadInput(
+                "--slurm drives the search from a SLURM job, which outlives the command; drop --ray and --detach"
+            )
+        from rlrun.search.slurm import SlurmHandOver
+
+        return SlurmHandOver()
     check_detach("search", ray, detach, supervisor_on)
     if not detach:
         return None

@@ -10,18 +10,27 @@ from rlrun.cli.app import app
 from rlrun.cli.hints import in_context
 from rlrun.cli.options import (
     ONE_RUN_FILTERS,
+    Account,
     AsJson,
     Cpus,
     Detach,
     Gpus,
     Home,
+    Memory,
+    Partition,
+    Qos,
     Ray,
+    Sbatch,
+    Slurm,
     SupervisorOn,
+    Time,
     Track,
+    Wait,
     filtered,
     reference_argument,
     reference_label,
     session_executor,
+    slurm_edits,
     track_edit,
     trial_executors,
 )
@@ -58,6 +67,14 @@ def train(
     gpus: Gpus = None,
     detach: Detach = False,
     supervisor_on: SupervisorOn = None,
+    slurm: Slurm = False,
+    partition: Partition = None,
+    time: Time = None,
+    memory: Memory = None,
+    account: Account = None,
+    qos: Qos = None,
+    sbatch: Sbatch = None,
+    wait: Wait = False,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -75,8 +92,14 @@ def train(
     if seed is not None:
         edits.append(f"meta.seed={seed}")
     edits += track_edit(track)
-    executor = session_executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on)
+    edits += slurm_edits(
+        slurm, cpus=cpus, gpus=gpus, partition=partition, time=time, memory=memory, account=account, qos=qos,
+        sbatch=sbatch, wait=wait,
+    )  # fmt: skip
+    executor = session_executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on, slurm=slurm, wait=wait)
     loaded = load_spec(spec, edits)
+    if slurm:
+        executor.use(loaded.meta.slurm)
     console = make_console()
 
     def announce(run: Any) -> None:
@@ -151,6 +174,14 @@ def resume(
     gpus: Gpus = None,
     detach: Detach = False,
     supervisor_on: SupervisorOn = None,
+    slurm: Slurm = False,
+    partition: Partition = None,
+    time: Time = None,
+    memory: Memory = None,
+    account: Account = None,
+    qos: Qos = None,
+    sbatch: Sbatch = None,
+    wait: Wait = False,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -160,7 +191,8 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
-        hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on)
+        hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
+        slurm_options = [partition, time, memory, account, qos, sbatch, wait or None, *((cpus, gpus) if slurm else ())]
         given = {
             "--frames": frames,
             "--more": more,
@@ -168,15 +200,30 @@ def resume(
             "--set": overrides,
             "--fork": fork,
             filters.describe(): filters.narrows,
+            # a search's driver job is submitted with the options its spec recorded
+            "--partition, --time, --memory, --account, --qos, --sbatch, --wait (or --cpus, --gpus with --slurm)": [
+                given for given in slurm_options if given is not None
+            ],
         }  # the filters as typed: `--status finished --algo ppo`
-        resume_search_command(reference, home, as_json, given, trial_executors(ray, cpus, gpus), hand_over)
+        executors = None if slurm else trial_executors(ray, cpus, gpus)
+        resume_search_command(reference, home, as_json, given, executors, hand_over)
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan
     from rlrun.sizes import parse_size
     from rlrun.training import resume as resume_run
 
-    executor = session_executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on)
+    edits = list(overrides or ()) + slurm_edits(
+        slurm, cpus=cpus, gpus=gpus, partition=partition, time=time, memory=memory, account=account, qos=qos,
+        sbatch=sbatch, wait=wait,
+    )  # fmt: skip
+    executor = session_executor(ray, cpus, gpus, detach=detach, supervisor_on=supervisor_on, slurm=slurm, wait=wait)
     console = make_console()
+
+    def planned(plan: Any) -> None:
+        console.print(resume_plan(plan, reference_label(reference, filters)))
+        if slurm:
+            executor.use(plan.spec.meta.slurm, earlier=None if plan.fork else plan.run)
+
     with TrainingDisplay(console) as display:
         result = resume_run(
             target,
@@ -185,11 +232,11 @@ def resume(
             frames=None if frames is None else parse_size(frames, what="--frames"),
             more=None if more is None else parse_size(more, what="--more"),
             spec=spec_file,
-            overrides=list(overrides or ()),
+            overrides=edits,
             fork=fork,
             on_event=display,
             executor=executor,
-            on_plan=lambda plan: console.print(resume_plan(plan, reference_label(reference, filters))),
+            on_plan=planned,
         )
     if result.nothing_to_do:
         _nothing_to_do(result, console, as_json)

@@ -223,8 +223,16 @@ _LS_DROP = ("algorithm", "sessions", "training", "env", "started", "spec")
 
 
 def runs_table(
-    runs: Sequence[RunSummary], *, total: int, filters: str = "", colour: bool = False, width: int | None = None
+    runs: Sequence[RunSummary],
+    *,
+    total: int,
+    filters: str = "",
+    colour: bool = False,
+    width: int | None = None,
+    jobs: dict[str, str] | None = None,
 ) -> str:
+    """`jobs`: the SLURM jobs' states by id (`slurm_states`), shown after the status of a run whose
+    jobs are queued or running (`preempted (PENDING)`: requeued, waiting to continue)."""
     title = [f"{len(runs)} of {total} runs"] if total > len(runs) else []
     if filters:
         title.append(f"{'' if title else f'{len(runs)} run{_s(len(runs))} '}matching {filters}")
@@ -239,7 +247,7 @@ def runs_table(
                 run.spec_name,
                 run.algorithm,
                 run.env_id,
-                status_cell(run.status),
+                _with_jobs(status_cell(run.status), run.slurm_jobs, jobs),
                 str(run.num_sessions),
                 f"{format_size(run.session_frame)}/{format_size(per_session)}",
                 best,
@@ -308,14 +316,38 @@ def nothing_listed(listing: RunListing) -> str:
     return f"no runs in {paths.home_address(listing.home)} yet; start one with `rlrun train reinforce_cartpole`"
 
 
+def slurm_states(jobs: Iterable[str | None]) -> dict[str, str]:
+    """How SLURM says the runs' jobs stand (`runs.slurm_jobs`, comma-separated), in one `squeue`
+    call; {} when no run has any, or SLURM cannot be asked."""
+    ids = [job for listed in jobs if listed for job in listed.split(",")]
+    if not ids:
+        return {}
+    from rlrun.training.slurm.queue import job_states
+
+    return job_states(ids)
+
+
+def _with_jobs(cell: Cell, listed: str | None, jobs: dict[str, str] | None) -> Cell:
+    """A run's status, followed by its SLURM jobs' states while one is queued or running."""
+    from rlrun.training.slurm.queue import ACTIVE
+
+    if not listed or not jobs:
+        return cell
+    active = sorted({jobs[job] for job in listed.split(",") if jobs.get(job) in ACTIVE})
+    return Cell(f"{cell.text} ({', '.join(active)})", cell.style) if active else cell
+
+
 # ---------------------------------------------------------------------------------------------
 # show
 
 
-def run_detail(detail: RunDetail, *, colour: bool = False, width: int | None = None) -> str:
+def run_detail(
+    detail: RunDetail, *, colour: bool = False, width: int | None = None, jobs: dict[str, str] | None = None
+) -> str:
     """Everything `rlrun show` prints about a run, section by section; within `width` columns (a
-    terminal's) its tables give way column by column and its lines wrap between words."""
-    sections = [_header(detail, colour, width), _sessions(detail, colour, width)]
+    terminal's) its tables give way column by column and its lines wrap between words. `jobs`: its
+    SLURM jobs' states (`slurm_states`)."""
+    sections = [_header(detail, colour, width, jobs), _sessions(detail, colour, width)]
     trend = _trend(detail)
     if trend:
         sections.append(trend)
@@ -352,7 +384,7 @@ def _between_dots(parts: Sequence[str], width: int | None) -> list[str]:
     return lines
 
 
-def _header(detail: RunDetail, colour: bool, width: int | None) -> str:
+def _header(detail: RunDetail, colour: bool, width: int | None, jobs: dict[str, str] | None = None) -> str:
     run = detail.run
     plural = "s" if run.num_sessions != 1 else ""
     about = [
@@ -372,6 +404,10 @@ def _header(detail: RunDetail, colour: bool, width: int | None) -> str:
         lines.append(f"error: {run.error}")
     if run.supervisor:
         lines.append(f"detached: {'supervised' if run.status == 'running' else 'was supervised'} by {run.supervisor}")
+    if run.slurm_jobs:
+        states = jobs or {}
+        said = ", ".join(f"job {job} {states.get(job, '(state unknown)')}" for job in run.slurm_jobs.split(","))
+        lines.append(f"slurm: {said}")
     if run.stop_requested_at is not None and run.status == "running":
         lines.append(
             f"stop requested {when(run.stop_requested_at)} (`rlrun stop`): its sessions stop at their next"
@@ -577,8 +613,9 @@ def _attempts(detail: RunDetail, width: int | None) -> str:
 
 
 def _kind(kind: str) -> str:
-    """An attempt's kind; a retry says it was automatic (the cluster executor's, not a person's)."""
-    return "retry (automatic)" if kind == "retry" else kind
+    """An attempt's kind; a retry or a requeue says it was automatic (the cluster executor's or
+    SLURM's, not a person's)."""
+    return f"{kind} (automatic)" if kind in ("retry", "requeue") else kind
 
 
 # ---------------------------------------------------------------------------------------------

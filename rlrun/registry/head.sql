@@ -22,6 +22,7 @@ CREATE TABLE runs (
 	supervisor VARCHAR(255),
 	stop_requested_at FLOAT,
 	home TEXT,
+	slurm_jobs TEXT,
 	CONSTRAINT pk_runs PRIMARY KEY (id),
 	CONSTRAINT uq_runs_name UNIQUE (name),
 	CONSTRAINT fk_runs_parent_id_runs FOREIGN KEY(parent_id) REFERENCES runs (id) ON DELETE SET NULL

@@ -213,6 +213,7 @@ class Reads(Connected):
                 session_frame=slowest,
                 training_seconds=busy,
                 home=run.home or home,
+                slurm_jobs=run.slurm_jobs,
             )
             for i, (run, frames, best, settled, slowest, busy) in enumerate(rows)
         ]

@@ -26,8 +26,9 @@ ENDED = ("finished", "failed", "preempted")
 
 # Attempts: every process that works on a session (the first training, each resume or fork).
 # "retry": started by the cluster executor on its own after an attempt was lost (a node or worker
-# died, or a worker was asked to stop by its node), not by a person.
-ATTEMPT_KINDS = ("train", "resume", "fork", "retry")
+# died, or a worker was asked to stop by its node), not by a person. "requeue": a SLURM job that
+# SLURM (or submitit, after the job's signal) put back in the queue continued its session.
+ATTEMPT_KINDS = ("train", "resume", "fork", "retry", "requeue")
 ATTEMPT_END_STATUSES = (*ENDED, CRASHED)  # crashed: closed by a later attempt that found it open
 
 # Searches and their trials (`rlrun search`). A search's "crashed", like a run's, is computed on
@@ -70,6 +71,9 @@ class RunRecord(NamedTuple):
     home: str | None = None
     """Where the run's folder lives: its home's URL (`s3://bucket/prefix`) or absolute folder
     (`paths.home_address`); None for a run recorded before rlrun kept it: the registry's own home."""
+    slurm_jobs: str | None = None
+    """The SLURM jobs that run its sessions, comma-separated in session order (`--slurm`; None: the
+    run does not run on SLURM)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -297,6 +301,8 @@ class RunSummary(NamedTuple):
     home: str | None = None
     """The home the run lives in: its URL (`s3://bucket/prefix`) or folder (`RunRecord.home`; the
     registry's own home for a run recorded before rlrun kept it)."""
+    slurm_jobs: str | None = None
+    """The SLURM jobs that run its sessions (`RunRecord.slurm_jobs`; None: not on SLURM)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -344,6 +350,7 @@ RUN_COLUMNS = (
     "supervisor",
     "stop_requested_at",
     "home",
+    "slurm_jobs",
 )
 SESSION_COLUMNS = (
     "id",

@@ -338,6 +338,12 @@ class Writes(Connected):
 
         self._write(record)
 
+    def record_slurm_jobs(self, run_id: str, jobs: list[str], *, supervisor: str) -> None:
+        """Record the SLURM jobs that run the run's sessions (in session order) and the scheduler as
+        its supervisor: the command that submitted them is no launcher to check (it returns), so
+        host and pid are cleared, as a detached run's are (`supervise_run`)."""
+        self._update_run(run_id, slurm_jobs=",".join(jobs), supervisor=supervisor, host=None, pid=None)
+
     def request_stop(self, run_id: str) -> float | None:
         """Ask a run to stop: its sessions stop at their next heartbeat with a snapshot, wherever
         they run. Safe to repeat: the first request's time stands, and is returned (None: this
@@ -372,6 +378,7 @@ class Writes(Connected):
             "pid": pid,
             "supervisor": None,
             "stop_requested_at": None,
+            "slurm_jobs": None,
         }
         if max_frame is not None:
             values["max_frame"] = max_frame

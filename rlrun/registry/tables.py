@@ -68,6 +68,8 @@ class RunRow(Base):
     # `paths.home_address` names it (NULL: recorded before 0009, the home the registry is opened
     # with). A registry in $RLRUN_DB may list runs of several homes; commands find each in its own.
     home: Mapped[str | None] = mapped_column(Text)
+    # The SLURM jobs that run its sessions, comma-separated in session order (`--slurm`; NULL: none).
+    slurm_jobs: Mapped[str | None] = mapped_column(Text)
 
 
 class SessionRow(Base):

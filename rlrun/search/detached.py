@@ -89,13 +89,13 @@ def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, resta
     from rlrun.search import drive_search
     from rlrun.training.ray import RayExecutor
 
-    if not restarted or _taken_back(root, url, search_id):
+    if not restarted or taken_back(root, url, search_id):
         drive_search(
             root, url, search_id, lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop)
         )
 
 
-def _taken_back(root: Path, url: str, search_id: str) -> bool:
+def taken_back(root: Path, url: str, search_id: str) -> bool:
     """A restarted driver's wait: True once it has taken the search back (it read crashed), False
     when the search ended meanwhile (under another driver, or before the restart)."""
     while True:

@@ -187,7 +187,9 @@ def apply_overrides(document: dict[str, Any], overrides: list[str]) -> dict[str,
         path, value = parse_override(text)
         node = result
         for depth, key in enumerate(path[:-1]):
-            child = node.setdefault(key, {})
+            # A key under a section the document leaves null (`meta.slurm.time` when a recorded spec
+            # has `"slurm": null`) starts that section, as under one it leaves out.
+            child = node[key] = node.get(key) if node.get(key) is not None else {}
             if not isinstance(child, dict):
                 where = ".".join(path[: depth + 1])
                 raise SpecError([f"--set {text!r}: {where} is {child!r}, not an object with keys"])

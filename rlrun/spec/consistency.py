@@ -22,6 +22,7 @@ from rlrun.errors import EditRefused
 from rlrun.spec import Spec
 from rlrun.spec.agents.dqn import importance_exponent
 from rlrun.spec.schedules import Constant, Exponential, Linear, Piecewise, _anchor, _ScheduleBase
+from rlrun.spec.sections import SlurmSpec
 
 RECORD_ONLY = {
     "name",
@@ -44,6 +45,9 @@ RECORD_ONLY = {
 # Where the networks learn: a resume may move them (a GPU snapshot continues on the CPU, or on
 # another GPU); the registry records that resume as approximate when the device differs.
 PLACEMENT = {"meta.device"}
+# Where and how `--slurm` submits the jobs (the section whole when one side has none): nothing trained
+# depends on it, so a resume may change any of it and stays exact.
+SUBMISSION = {"meta.slurm", *(f"meta.slurm.{key}" for key in SlurmSpec.model_fields)}
 # What a fork cannot change: the snapshot's tensors and env state would not fit.
 FORK_FIXED = (
     "agent.algorithm",
@@ -163,6 +167,8 @@ def _classify(path: str, before: Any, after: Any, old: Spec, new: Spec, frame: i
         return Change(path, before, after, "record-only", True, "only changes what is recorded")
     if path in PLACEMENT:
         return Change(path, before, after, "placement", True, "where it learns; on another device it is not exact")
+    if path in SUBMISSION:
+        return Change(path, before, after, "placement", True, "where its SLURM jobs run; the bits are the same")
     if path == "meta.kernels":
         return _kernels_change(before, after, old, new)
     if path == "meta.stop_at_return":

@@ -352,6 +352,34 @@ ATARI_EVAL_EMULATOR_FRAMES = 18_000
 """The DQN papers' cap on an Atari evaluation episode: five minutes of play at 60 frames per second."""
 
 
+class SlurmSpec(Strict):
+    """Where and how `--slurm` submits each session's job, in submitit's terms
+    (`rlrun.training.slurm`); the command line's `--partition`, `--time`, ... override each key.
+    Placement only: a resume may change any of them, and the bits trained stay the same."""
+
+    partition: str | None = Field(default=None, min_length=1, max_length=200)
+    """The partition each job is submitted to (null: the cluster's default)."""
+    time: int | None = Field(default=None, gt=0)
+    """Each job's time limit in minutes (submitit's `timeout_min`; null: 60). Before it ends SLURM
+    signals the job (`signal_delay`), which snapshots and requeues it: up to 3 times after timeouts."""
+    cpus: int | None = Field(default=None, gt=0)
+    """CPUs per session's job (`cpus_per_task`; null: 1)."""
+    gpus: int | None = Field(default=None, ge=0)
+    """GPUs per session's job (`gpus_per_node`; null: none)."""
+    memory: float | None = Field(default=None, gt=0)
+    """Memory per job in GB (`mem_gb`; null: the partition's default)."""
+    account: str | None = Field(default=None, min_length=1, max_length=200)
+    """The account the jobs are charged to (null: the user's default)."""
+    qos: str | None = Field(default=None, min_length=1, max_length=200)
+    """The quality of service of the jobs (null: the default)."""
+    sbatch: dict[str, str] = Field(default_factory=dict)
+    """Further `#SBATCH` lines, as KEY: VALUE (`{"constraint": "a100"}` is `--constraint=a100`);
+    submitit's `slurm_additional_parameters`."""
+    signal_delay: int | None = Field(default=None, gt=0)
+    """Seconds before the time limit at which SLURM sends USR2, which snapshots and requeues the job
+    (submitit's `signal_delay_s`; null: 90)."""
+
+
 class MetaSpec(Strict):
     max_frame: Frames
     """Frame budget of each session (env transitions summed over `num_envs`)."""
@@ -434,6 +462,9 @@ class MetaSpec(Strict):
     host memory whatever the device. On CUDA a resume is exact on the same GPU model where torch has
     deterministic kernels; the registry records a session that used one without, or that resumed on
     another device, as approximate."""
+    slurm: SlurmSpec | None = None
+    """How `--slurm` submits the sessions' jobs (partition, time limit, CPUs, ...): see `SlurmSpec`.
+    Read only with `--slurm`; placement, as `device` is."""
 
     def reached(self, frame: int, best_return: float | None) -> bool:
         """Whether a session at `frame` whose best evaluation's mean is `best_return` (None: none

@@ -50,7 +50,9 @@ class StopOutcome:
 def resume_command(run: RunRecord) -> str:
     """The command that continues `run` the way it ran: a detached run (a cluster actor supervised
     it) detached again, on the cluster `--ray` finds; a plain `rlrun resume` would bring it back to
-    this terminal, to end with it."""
+    this terminal, to end with it. A run of SLURM jobs is submitted again."""
+    if run.slurm_jobs:
+        return f"rlrun resume {run.id} --slurm"
     return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
 
 
@@ -59,15 +61,24 @@ def stop(
 ) -> StopOutcome:
     """Ask the run `ref` names to stop with snapshots; returns at once (its sessions stop at their
     next heartbeat, a few seconds). A run that has ended, or crashed, has nothing to stop: said in
-    the outcome, nothing written."""
+    the outcome, nothing written. A run whose SLURM job waits in the queue (not started yet, or
+    requeued) is stopping too: its sessions stop at their first heartbeat once the job starts."""
     root = paths.resolve_home(home)
     with Registry.open(root, paths.database_url(root), create=False) as registry:
         run = registry.resolve(ref, filters)
-        if run.status != "running":
+        if run.status != "running" and not _queued_on_slurm(run):
             return StopOutcome(run, None)
         earlier = registry.request_stop(run.id)
         asked = earlier if earlier is not None else registry.resolve(run.id).stop_requested_at
     return StopOutcome(run, asked, repeated=earlier is not None)
+
+
+def _queued_on_slurm(run: RunRecord) -> bool:
+    if not run.slurm_jobs:
+        return False
+    from rlrun.training.slurm.queue import WAITING, job_states
+
+    return any(state in WAITING for state in job_states(run.slurm_jobs.split(",")).values())
 
 
 @dataclass(frozen=True)
