@@ -268,6 +268,8 @@ def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launc
     assert kinds[0] == ("train", "preempted", False) and kinds[-1] == ("requeue", "finished", False)
     assert all(kind == "requeue" and not approximate for kind, _, approximate in kinds[1:])
     assert "Caught signal SIGUSR2" in run.log() and "this job is timed-out" in run.log()
+    # submitit's job pickle lies there, unpickled by the job: a folder only its owner may write in
+    assert (run.home / run.run_id / "slurm").stat().st_mode & 0o777 == 0o700
 
 
 def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched], tmp_path: Path) -> None:

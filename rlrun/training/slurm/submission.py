@@ -83,6 +83,11 @@ class SlurmExecutor:
     def submit(self, folder: Path, name: str, slurm: SlurmSpec | None, job: Any) -> str:
         """Submit the callable `job` (a session's, a search driver's) as the SLURM job `name` with
         the options `slurm`, submitit's files (the job pickled, its log) in `folder`; its id."""
+        # submitit's protocol: it pickles `job` (rlrun's plain task data) here, and its job process
+        # unpickles it. The one file rlrun lets anything unpickle, so the folder is the owner's alone:
+        # whoever else could write in it could run code in the job.
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
         executor = _submitit_executor(folder)
         executor.update_parameters(**submitit_parameters(slurm, name))
         return str(executor.submit(job).job_id)
