@@ -47,11 +47,15 @@ class StopOutcome:
         }
 
 
-def resume_command(run: RunRecord) -> str:
-    """The command that continues `run` the way it ran: a detached run (a cluster actor supervised
-    it) detached again, on the cluster `--ray` finds; a plain `rlrun resume` would bring it back to
-    this terminal, to end with it."""
-    return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
+def resume_command(record: RunRecord | SearchRecord) -> str:
+    """The command that continues a run or search the way it ran: a detached one (a cluster actor
+    supervised the run, or drove the search) detached again, on the cluster `--ray` finds; a plain
+    `rlrun resume` would bring it back to this terminal, to end with it."""
+    if isinstance(record, SearchRecord):
+        reference, detached = f"search:{record.id}", record.driver
+    else:
+        reference, detached = record.id, record.supervisor
+    return f"rlrun resume {reference} --ray --detach" if detached else f"rlrun resume {reference}"
 
 
 def stop(
