@@ -188,3 +188,45 @@ def test_a_store_that_does_not_answer_is_one_line_and_draws_nothing_from_the_tra
     assert random.getstate() == drawn, "the store's retries drew from the training's random stream"
     said = str(refused.value)
     assert "does not answer" in said and mirror.url in said and "\n" not in said, said
+
+
+def test_gcs_and_azure_libraries_retry_with_jitter_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gcsfs's retries (its `retry_request`, here a real retry after a refused connection) and the
+    stores' other jitter draw from a stream of their own once a home's file system is opened, in
+    whatever form they import it (`import random`, `from random import uniform`); the global stream
+    the snapshots record is left as it was."""
+    pytest.importorskip("gcsfs", reason="a home in GCS needs the gcs extra")
+    import asyncio
+    import random
+    import sys
+    import types
+
+    import aiohttp
+    import fsspec.config
+    import gcsfs.retry
+    from conftest import GCS_SETTINGS
+
+    from rlrun import storage
+
+    for key, value in {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    by_name = types.ModuleType("azure.rlrun_probe")  # a library module that imported the global stream's method
+    by_name.uniform = random.uniform  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, by_name.__name__, by_name)
+    storage.filesystem("gs://nowhere/runs")
+    refused = [aiohttp.ClientConnectionError("refused")]
+
+    @gcsfs.retry.retry_request(retries=2)
+    async def answered_the_second_time() -> str:
+        if refused:
+            raise refused.pop()
+        return "answered"
+
+    random.seed(7)
+    drawn = random.getstate()
+    assert asyncio.run(answered_the_second_time()) == "answered" and not refused
+    by_name.uniform(0, 1)  # type: ignore[attr-defined]
+    assert random.getstate() == drawn, "a store's library drew from the training's random stream"
+    assert gcsfs.retry.random.Random is random.Random, "the module's classes are left alone (azure makes its own)"
