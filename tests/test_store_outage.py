@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import zygote
-from helpers import builtin_for, environment, fast, store_home
+from helpers import GCS_SETTINGS, builtin_for, environment, fast, store_home
 from same_run import assert_same_run, final_state, train_here
 
 from rlrun.session import metrics_log, uploads
@@ -204,7 +204,6 @@ def test_gcs_and_azure_libraries_retry_with_jitter_of_their_own(monkeypatch: pyt
     import aiohttp
     import fsspec.config
     import gcsfs.retry
-    from conftest import GCS_SETTINGS
 
     from rlrun import storage
 

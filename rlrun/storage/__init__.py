@@ -361,6 +361,8 @@ homes use its "legacy" mode (`_timeouts`)."""
 _STORE_PACKAGES = ("aiobotocore", "aiohttp", "adlfs", "azure", "botocore", "gcsfs", "google", "msal", "s3fs")
 """The top-level packages of the stores' libraries: every module of theirs that holds the global
 stream (`import random`) or one of its methods (`from random import random`) is given its own."""
+_GIVEN_THEIR_OWN: set[str] = set()
+"""The modules `_own_random_stream` has looked through: each file system opened looks only at new ones."""
 
 
 def _own_random_stream() -> None:
@@ -390,7 +392,10 @@ def _own_random_stream() -> None:
     stream = types.ModuleType("random")
     stream.__dict__.update({key: rebound(value) for key, value in vars(random).items()})
     for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] not in _STORE_PACKAGES or not isinstance(module, types.ModuleType):
+        if name in _GIVEN_THEIR_OWN or name.partition(".")[0] not in _STORE_PACKAGES:
+            continue
+        _GIVEN_THEIR_OWN.add(name)
+        if not isinstance(module, types.ModuleType):
             continue
         for attribute, value in list(vars(module).items()):
             if value is random:
