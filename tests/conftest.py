@@ -22,6 +22,11 @@ from helpers import GCS_SETTINGS, TINY, Result, home_settings, invoke, store_hom
 
 UNIT = Path(__file__).resolve().parent / "unit"
 
+# gcsfs picks its file system when first imported: one imported before the GCS fixtures set
+# GCS_SETTINGS (a test that imports it, in a worker that then runs the GCS tests) would ask the
+# emulator for Storage Control over gRPC, which it does not serve, for minutes on each upload.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", GCS_SETTINGS["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"])
+
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns "auto" into a number
 def pytest_cmdline_main(config: pytest.Config) -> None:
