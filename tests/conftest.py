@@ -18,9 +18,14 @@ from typing import Any
 
 import pytest
 import zygote
-from helpers import TINY, Result, home_settings, invoke, store_home
+from helpers import GCS_SETTINGS, TINY, Result, home_settings, invoke, store_home
 
 UNIT = Path(__file__).resolve().parent / "unit"
+
+# gcsfs picks its file system when first imported: one imported before the GCS fixtures set
+# GCS_SETTINGS (a test that imports it, in a worker that then runs the GCS tests) would ask the
+# emulator for Storage Control over gRPC, which it does not serve, for minutes on each upload.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", GCS_SETTINGS["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"])
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns "auto" into a number
@@ -279,14 +284,6 @@ def s3_bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[key] = value
         server.stop()
-
-
-GCS_SETTINGS = {"FSSPEC_GS_TOKEN": "anon", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
-"""How every process reaches the GCS emulator, each library's own way (besides gcsfs's
-STORAGE_EMULATOR_HOST): anonymous requests (fsspec's configuration from the environment: without it
-gcsfs would try the machine's Google credentials, then the metadata server), and gcsfs's plain JSON-API
-file system: its default one first asks the bucket's layout of Storage Control, a gRPC service no
-emulator serves, and warns on every call."""
 
 
 @pytest.fixture(scope="session")

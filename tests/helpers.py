@@ -289,3 +289,11 @@ def snapshot_of(home: Path) -> tuple[dict[str, list[Any]], list[tuple[str, int, 
         if p.is_file() and not p.name.startswith("registry.sqlite")
     )
     return rows, files
+
+
+GCS_SETTINGS = {"FSSPEC_GS_TOKEN": "anon", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+"""How every process reaches the GCS emulator, each library's own way (besides gcsfs's
+STORAGE_EMULATOR_HOST): anonymous requests (fsspec's configuration from the environment: without it
+gcsfs would try the machine's Google credentials, then the metadata server), and gcsfs's plain JSON-API
+file system: its default one first asks the bucket's layout of Storage Control, a gRPC service no
+emulator serves, and warns on every call."""

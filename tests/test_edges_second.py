@@ -130,3 +130,33 @@ def test_suggest_leaves_a_given_option_and_commands_without_a_home_alone() -> No
             "see `rlrun ls --home 'my runs'` or `rlrun stop --home 'my runs'`"
         )
     assert hints.suggest("rlrun show a1") == "rlrun show a1"  # the command's context ends with it
+
+
+def test_stopping_a_detached_search_suggests_resuming_it_detached(tmp_path: Path) -> None:
+    """A search a cluster actor drives (its row names the actor, as `DetachedSearchDriver` records
+    it) is continued detached again, as a detached run is; once a command has taken it over, plain."""
+    home = tmp_path / "runs"
+    with Registry.open(home) as registry:
+        search_id = registry.create_search(
+            search_id="sd00000001",
+            name=None,
+            spec_name="reinforce_cartpole",
+            spec_json="{}",
+            space_json="{}",
+            settings_json=json.dumps({"trials": 2, "metric": "eval_mean"}),
+            host="box",
+            pid=1,
+        ).id
+        registry.reopen_search(search_id, host="node", pid=2, driver="actor rlrun/rlrun-search-sd00000001-a1 on node 1")
+    stopped = invoke(None, "stop", f"search:{search_id}", "--home", str(home))
+    assert stopped.code == 0, stopped.stderr
+    assert f"continue it with `rlrun resume search:{search_id} --ray --detach --home {home}`" in stopped.stderr
+    with Registry.open(home) as registry:
+        registry.reopen_search(search_id, host="box", pid=3)  # `rlrun resume search:` in a terminal
+        assert registry.resolve_search(f"search:{search_id}").driver is None
+    again = invoke(None, "stop", f"search:{search_id}", "--home", str(home))
+    assert f"continue it with `rlrun resume search:{search_id} --home {home}`" in again.stderr, again.stderr
+    with Registry.open(home) as registry:  # a SLURM job drives it (`rlrun search --slurm`): submitted again
+        registry.reopen_search(search_id, host="node", pid=4, driver="slurm job 42")
+    on_slurm = invoke(None, "stop", f"search:{search_id}", "--home", str(home))
+    assert f"continue it with `rlrun resume search:{search_id} --slurm --home {home}`" in on_slurm.stderr

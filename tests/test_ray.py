@@ -1011,6 +1011,8 @@ def test_a_detached_search_stopped_then_resumed_detached(
         homes["cluster"], registry_url, "stop", search if stopping == "the search" else trial.run_id
     )
     assert stopped.code == 0 and "stop requested" in stopped.stderr, stopped.stderr
+    if stopping == "the search":  # the hint continues it the way it ran: detached again
+        assert f"`rlrun resume {search} --ray --detach" in stopped.stderr, stopped.stderr
 
     def status() -> str:
         with Registry.open(homes["cluster"], registry_url, create=False) as registry:

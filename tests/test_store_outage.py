@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import zygote
-from helpers import builtin_for, environment, fast, store_home
+from helpers import GCS_SETTINGS, builtin_for, environment, fast, store_home
 from same_run import assert_same_run, final_state, train_here
 
 from rlrun.session import metrics_log, uploads
@@ -188,3 +189,148 @@ def test_a_store_that_does_not_answer_is_one_line_and_draws_nothing_from_the_tra
     assert random.getstate() == drawn, "the store's retries drew from the training's random stream"
     said = str(refused.value)
     assert "does not answer" in said and mirror.url in said and "\n" not in said, said
+
+
+def _skip_without(package: str, reason: str) -> None:
+    """Skip unless `package` is installed, without importing it: gcsfs reads GCS_SETTINGS when imported
+    (with its default settings it would ask the emulator for Storage Control over gRPC, in vain)."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(reason)
+
+
+def test_gcs_and_azure_libraries_retry_with_jitter_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gcsfs's retries (its `retry_request`, here a real retry after a refused connection) and the
+    stores' other jitter draw from a stream of their own once a home's file system is opened, in
+    whatever form they import it (`import random`, `from random import uniform`); the global stream
+    the snapshots record is left as it was."""
+    _skip_without("gcsfs", "a home in GCS needs the gcs extra")
+    import asyncio
+    import random
+    import sys
+    import types
+
+    import fsspec.config
+
+    from rlrun import storage
+
+    for key, value in {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(key, value)
+    import aiohttp
+    import gcsfs.retry
+
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    by_name = types.ModuleType("azure.rlrun_probe")  # a library module that imported the global stream's method
+    by_name.uniform = random.uniform  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, by_name.__name__, by_name)
+    storage.filesystem("gs://nowhere/runs")
+    refused = [aiohttp.ClientConnectionError("refused")]
+
+    @gcsfs.retry.retry_request(retries=2)
+    async def answered_the_second_time() -> str:
+        if refused:
+            raise refused.pop()
+        return "answered"
+
+    random.seed(7)
+    drawn = random.getstate()
+    assert asyncio.run(answered_the_second_time()) == "answered" and not refused
+    by_name.uniform(0, 1)  # type: ignore[attr-defined]
+    assert random.getstate() == drawn, "a store's library drew from the training's random stream"
+    assert gcsfs.retry.random.Random is random.Random, "the module's classes are left alone (azure makes its own)"
+
+
+GCS_DOWN = 4.0
+"""Seconds the GCS server is down: gcsfs's retries of a refused request wait 1, 2, 4, 8, 16 s (plus
+jitter), so an upload caught by the outage comes through at its third or fourth try."""
+
+
+def _gcs_server(port: int, data: Path, log: Path) -> subprocess.Popen[bytes]:
+    """gcp-storage-emulator on loopback keeping its objects on disk under `data`, so that one started
+    again after a kill serves what was uploaded before."""
+    argv = ["start", "--host", "127.0.0.1", "--port", str(port), "--default-bucket", "outage", "--quiet"]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gcp_storage_emulator", *argv],
+            env={**os.environ, "STORAGE_BASE": str(data)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _answering(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/storage/v1/b/outage", timeout=5):
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "the GCS server did not start"
+            time.sleep(0.1)
+
+
+def test_a_gcs_server_killed_mid_upload_and_restarted_leaves_the_snapshots_bits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GCS server is killed while a run in GCS trains and uploads its snapshots, and started
+    again on its disk GCS_DOWN s later: gcsfs retries the refused requests (with jitter from its own
+    stream, not Python's global one that every snapshot records) and the run ends as its
+    uninterrupted twin, bit for bit. Every wait here is bounded: a hang fails the test."""
+    _skip_without("gcp_storage_emulator", "the GCS tests need gcp-storage-emulator")
+    _skip_without("gcsfs", "a home in GCS needs the gcs extra")
+    import fsspec.config
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data, log = tmp_path / "gcs-data", tmp_path / "gcs.log"
+    data.mkdir()
+    settings = {**GCS_SETTINGS, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
+    for key, value in settings.items():  # this process reads the store too (`final_state`)
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    servers = [_gcs_server(port, data, log)]
+    run = None
+    try:
+        _answering(port, servers[0])
+        url = f"gs://outage/{uuid.uuid4().hex[:8]}/runs"
+        home, cache = store_home(url, tmp_path / "gs-runs"), tmp_path / "cache"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RLRUN_")}
+        env = {**base, **settings, "RLRUN_HOME": url, "RLRUN_CACHE": str(cache), "RLRUN_STORE_TIMEOUT": "2",
+               "RLRUN_DB": f"sqlite:///{home / 'registry.sqlite'}"}  # fmt: skip
+        run = zygote.start(["train", SPEC, *ARGV], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(cache.glob("homes/*/outage/*/runs/*/s0/checkpoints/f*")):  # its first snapshot
+            assert run.poll() is None, f"the run ended before the outage: {run.communicate(timeout=30)[1]}"
+            assert time.monotonic() < deadline, "no snapshot in 120 s"
+            time.sleep(0.05)
+        servers[0].kill()
+        servers[0].wait(timeout=30)
+        down_at = time.monotonic()
+        with environment(None):  # the twin, on a local disk, while the store is down
+            twin = tmp_path / "twin"
+            done = train_here(twin, SPEC, ARGV)
+            assert done.code == 0, done.stderr
+            twin_state = final_state(twin)
+        time.sleep(max(0.0, down_at + GCS_DOWN - time.monotonic()))
+        servers.append(_gcs_server(port, data, log))
+        _answering(port, servers[-1])
+        err = run.communicate(timeout=240)[1]
+        assert run.returncode == 0, err
+        run_id = next(cache.glob("homes/*/outage/*/runs/*/s0")).parent.name
+        assert_same_run(twin_state, final_state(home, run_id))  # read from the store: a fresh working copy
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+            run.communicate(timeout=30)
+        for server in servers:
+            server.kill()
+            server.wait(timeout=30)

@@ -24,6 +24,7 @@ in spans between those starts so that torch's own LSTM and GRU loops run the ste
 from __future__ import annotations
 
 import itertools
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -117,15 +118,31 @@ class Cell(nn.Module):
         steps = len(x)
         cuts = [0, *(torch.nonzero(starts[1:].any(dim=1)).flatten() + 1).tolist(), steps]
         held = (state[0:1], state[1:2]) if self.lstm else state[0:1]
+        kept = (1.0 - starts).unsqueeze(-1)  # once, not a subtraction per span (the same values)
         outs = []
         for begin, end in itertools.pairwise(cuts):
             if begin > 0:  # episodes start here: their state from zeros
-                kept = (1.0 - starts[begin]).view(1, -1, 1)
-                held = (held[0] * kept, held[1] * kept) if isinstance(held, tuple) else held * kept
-            out, held = self.rnn(x[begin:end], held)
+                held = (held[0] * kept[begin], held[1] * kept[begin]) if isinstance(held, tuple) else held * kept[begin]
+                out, held = self._span(x[begin:end], held)
+            else:  # the module's own call checks the arguments and the weights, for every span
+                out, held = self.rnn(x[begin:end], held)
             outs.append(out)
         final = torch.cat(held) if isinstance(held, tuple) else held
         return (torch.cat(outs) if len(outs) > 1 else outs[0]), final
+
+    def _span(self, x: torch.Tensor, held: Any) -> tuple[torch.Tensor, Any]:
+        """`self.rnn(x, held)` without its checks: the op it calls, with its arguments. Episodes
+        start at nearly every step of a short-episode batch, so most spans are a step or two, and
+        the module's checks (of the arguments, of whether its weights were replaced) cost a
+        quarter of each; the unroll's first span made them for all (same weights, same shapes)."""
+        rnn = self.rnn
+        weights = cast(list[torch.Tensor], rnn._flat_weights)
+        flags = (rnn.bias, rnn.num_layers, rnn.dropout, rnn.training, rnn.bidirectional, rnn.batch_first)
+        if self.lstm:
+            out, h, c = torch.lstm(x, held, weights, *flags)
+            return out, (h, c)
+        out, h = torch.gru(x, held, weights, *flags)
+        return out, h
 
 
 class CellGraph(nn.Module):

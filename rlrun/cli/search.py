@@ -292,7 +292,7 @@ def _views() -> Any:
 
 def stop_search_command(target: Any, filters: "RunFilter", home: str | None, as_json: bool) -> None:
     from rlrun.cli import views
-    from rlrun.training.control import stop_search
+    from rlrun.training.control import resume_command, stop_search
 
     if filters.narrows:
         raise BadInput(f"{filters.describe()} narrow runs; a search is named by its reference alone: drop them")
@@ -303,7 +303,7 @@ def stop_search_command(target: Any, filters: "RunFilter", home: str | None, as_
         print_json(outcome.to_json())
     if not outcome.stopping:
         advice = (
-            f"; continue it with `rlrun resume search:{search.id}`"
+            f"; continue it with `{resume_command(search)}`"
             if search.status in ("crashed", "preempted", "interrupted")
             else ""
         )
@@ -318,5 +318,5 @@ def stop_search_command(target: Any, filters: "RunFilter", home: str | None, as_
         say(
             f"search {search.id}: stop requested; it starts no more trials and its trials in flight stop with"
             f" snapshots (`rlrun ls --searches` says preempted once they have); continue it with"
-            f" `rlrun resume search:{search.id}`"
+            f" `{resume_command(search)}`"
         )

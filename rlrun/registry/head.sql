@@ -48,6 +48,7 @@ CREATE TABLE searches (
 	finished_at FLOAT,
 	heartbeat_at FLOAT,
 	stop_requested_at FLOAT,
+	driver VARCHAR(255),
 	CONSTRAINT pk_searches PRIMARY KEY (id),
 	CONSTRAINT uq_searches_name UNIQUE (name)
 );

@@ -196,6 +196,9 @@ class SearchRecord(NamedTuple):
     """The driver's last sign of life, on the database's clock (`liveness.Liveness.search_of`)."""
     stop_requested_at: float | None = None
     """When `rlrun stop search:` asked the search to stop (the database's clock); None: nobody did."""
+    driver: str | None = None
+    """The cluster actor that drives the search (`--detach`, as `runs.supervisor` names a run's);
+    None: the command that started or resumed it drives it."""
 
     def to_json(self) -> dict[str, Any]:
         """The spec, space, settings and importance as JSON values rather than strings holding JSON."""
@@ -402,6 +405,7 @@ SEARCH_COLUMNS = (
     "finished_at",
     "heartbeat_at",
     "stop_requested_at",
+    "driver",
 )
 TRIAL_COLUMNS = (
     "id",

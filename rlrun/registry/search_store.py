@@ -90,14 +90,16 @@ class SearchWrites(Writes):
             raise BadInput(f"search id {search_id!r} or name {name!r} is already taken") from error
         return search
 
-    def reopen_search(self, search_id: str, *, host: str | None, pid: int | None) -> None:
+    def reopen_search(self, search_id: str, *, host: str | None, pid: int | None, driver: str | None = None) -> None:
         """Mark a search running again (`rlrun resume search:...`), driven by this process, with no
-        stop asked of it."""
+        stop asked of it. `driver`: this process is a detached driver, the cluster actor so named
+        (None: a command drives it, whatever drove it before)."""
         with self._transaction(write=True) as tx:
             count = tx.execute(
                 "UPDATE searches SET status = 'running', host = :host, pid = :pid, error = NULL,"
-                " finished_at = NULL, heartbeat_at = :now, stop_requested_at = NULL WHERE id = :id",
-                {"host": host, "pid": pid, "now": tx.now(), "id": search_id},
+                " finished_at = NULL, heartbeat_at = :now, stop_requested_at = NULL, driver = :driver"
+                " WHERE id = :id",
+                {"host": host, "pid": pid, "now": tx.now(), "id": search_id, "driver": driver},
             )
             if count == 0:
                 raise RegistryError(f"no search with id {search_id} in the registry")

@@ -183,6 +183,7 @@ class SearchRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float)
     heartbeat_at: Mapped[float | None] = mapped_column(Float)  # the driver's last sign of life (database clock)
     stop_requested_at: Mapped[float | None] = mapped_column(Float)  # `rlrun stop search:` (database clock)
+    driver: Mapped[str | None] = mapped_column(String(255))  # a detached search's actor (NULL: a command)
 
 
 class TrialRow(Base):

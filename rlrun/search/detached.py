@@ -79,23 +79,25 @@ class DetachedSearchDriver(DetachedActor):
     def _take_over(self, name: str, *, restarted: bool) -> Callable[[], None]:
         if not restarted:
             with Registry.open(self._root, self._url) as registry:
-                registry.reopen_search(self._search_id, host=socket.gethostname(), pid=os.getpid())
-        return functools.partial(_drive, self._root, self._url, self._search_id, self._cpus, self._gpus, restarted)
+                registry.reopen_search(self._search_id, host=socket.gethostname(), pid=os.getpid(), driver=self.where)
+        return functools.partial(
+            _drive, self._root, self._url, self._search_id, self._cpus, self._gpus, restarted, self.where
+        )
 
 
-def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, restarted: bool) -> None:
+def _drive(root: Path, url: str, search_id: str, cpus: float, gpus: float, restarted: bool, where: str) -> None:
     """The driver's work (`until_done`): the search driven to its end, after a restart once it is
-    this actor's to drive."""
+    this actor's to drive (`where`: the actor, as the registry names the search's driver)."""
     from rlrun.search import drive_search
     from rlrun.training.ray import RayExecutor
 
-    if not restarted or taken_back(root, url, search_id):
+    if not restarted or taken_back(root, url, search_id, where):
         drive_search(
             root, url, search_id, lambda stop: RayExecutor(cpus=cpus, gpus=gpus, handle_signals=False, stop=stop)
         )
 
 
-def taken_back(root: Path, url: str, search_id: str) -> bool:
+def taken_back(root: Path, url: str, search_id: str, where: str) -> bool:
     """A restarted driver's wait: True once it has taken the search back (it read crashed), False
     when the search ended meanwhile (under another driver, or before the restart)."""
     while True:
@@ -110,7 +112,7 @@ def taken_back(root: Path, url: str, search_id: str) -> bool:
                 if t.state == "running" and t.run_id is not None
             )
             if status == "crashed" and settled:
-                registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid())
+                registry.reopen_search(search_id, host=socket.gethostname(), pid=os.getpid(), driver=where)
                 return True
         if status not in ("running", "crashed"):
             return False

@@ -81,11 +81,13 @@ class SearchDriverJob:
         from rlrun.search import drive_search
         from rlrun.search.detached import taken_back
         from rlrun.training.local import LocalExecutor
+        from rlrun.training.slurm.queue import driver_label
 
         root = paths.task_home(self.home)
+        where = driver_label(os.environ.get("SLURM_JOB_ID", "?"))  # what `rlrun stop search:` reads
         if not restarted:
             with Registry.open(root, self.url) as registry:
-                registry.reopen_search(self.search_id, host=socket.gethostname(), pid=os.getpid())
-        elif not taken_back(root, self.url, self.search_id):
+                registry.reopen_search(self.search_id, host=socket.gethostname(), pid=os.getpid(), driver=where)
+        elif not taken_back(root, self.url, self.search_id, where):
             return
         drive_search(root, self.url, self.search_id, lambda stop: LocalExecutor(handle_signals=False, stop=stop))

@@ -29,6 +29,7 @@ the Dask project. The core never imports it: only a URL home does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -311,13 +312,18 @@ def endpoint_setting(url: str) -> str:
     return _ENDPOINTS.get(_EXTRAS.get(scheme, ""), f"the settings of fsspec's library for {scheme}://")
 
 
+def _extra_of(url: str) -> str | None:
+    """The extra that installs the library of `url`'s store (None: a scheme rlrun names none for)."""
+    return _EXTRAS.get(_URL.match(url).group(1).lower())  # type: ignore[union-attr]
+
+
 def filesystem(url: str, named: str | None = None) -> tuple[Any, str]:
     """The fsspec file system of `url` and its key, with a home's libraries, extras and settings
     (timeouts, retries, their own random stream); a missing library or an unknown scheme is
     BadInput naming `named` (default: `--home URL`)."""
     named = named or f"--home {url}"
     scheme = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
-    extra = _EXTRAS.get(scheme)
+    extra = _extra_of(url)
     try:
         import fsspec
         from fsspec.core import url_to_fs
@@ -338,34 +344,75 @@ def filesystem(url: str, named: str | None = None) -> tuple[Any, str]:
     return fs, root.rstrip("/")
 
 
-_LIBRARIES_DRAWING_RANDOM = ("botocore.retryhandler", "botocore.utils", "aiohttp.connector")
+_LIBRARIES_DRAWING_RANDOM = (
+    "botocore.retryhandler",
+    "botocore.utils",
+    "aiohttp.connector",
+    "gcsfs.retry",
+    "google.auth._exponential_backoff",
+    "azure.core.pipeline.policies._authentication",
+    "azure.core.pipeline.policies._authentication_async",
+)
 """Modules of the stores' libraries that draw from Python's global `random` stream when called (retry
-jitter, the order waiting connections are served in). botocore's "standard" retry mode binds the
-global stream when it is imported, so S3 homes use its "legacy" mode (`_timeouts`)."""
+jitter: botocore's, gcsfs's and google-auth's; the order waiting connections are served in; the
+jitter of azure-core's token refresh), imported here so that they are given their own stream before
+they first draw. botocore's "standard" retry mode binds the global stream when it is imported, so S3
+homes use its "legacy" mode (`_timeouts`)."""
+_STORE_PACKAGES = ("aiobotocore", "aiohttp", "adlfs", "azure", "botocore", "gcsfs", "google", "msal", "s3fs")
+"""The top-level packages of the stores' libraries: every module of theirs that holds the global
+stream (`import random`) or one of its methods (`from random import random`) is given its own."""
+_GIVEN_THEIR_OWN: set[str] = set()
+"""The modules `_own_random_stream` has looked through: each file system opened looks only at new ones."""
 
 
 def _own_random_stream() -> None:
     """Give the stores' libraries a `random` stream of their own. A training's snapshots record
     Python's global stream, and these libraries draw from it on background threads (the session's
     uploader) at moments the network decides: a retry during a store's outage would change what a
-    snapshot holds, and a resumed run would no longer be the uninterrupted one bit for bit."""
+    snapshot holds, and a resumed run would no longer be the uninterrupted one bit for bit. (gcsfs's
+    batched delete imports `random` inside the function, out of reach: `Mirror.delete` deletes one
+    object at a time in GCS.)"""
     import importlib
     import random
+    import sys
+    import types
 
-    own = random.Random()
     for name in _LIBRARIES_DRAWING_RANDOM:
         try:
-            module = importlib.import_module(name)
+            importlib.import_module(name)
         except ImportError:
             continue
-        if getattr(module, "random", None) is random:
-            module.random = own  # type: ignore[attr-defined]
+    own, shared = random.Random(), getattr(random.random, "__self__")  # noqa: B009  # the global stream
+
+    def rebound(value: Any) -> Any:  # a method of the global stream: the same method of `own`
+        return getattr(own, value.__name__) if getattr(value, "__self__", None) is shared else value
+
+    # The module's names (its classes too: azure's policies make a `random.Random()` of their own),
+    # its functions drawing from `own`.
+    stream = types.ModuleType("random")
+    stream.__dict__.update({key: rebound(value) for key, value in vars(random).items()})
+    for name, module in list(sys.modules.items()):
+        if name in _GIVEN_THEIR_OWN or name.partition(".")[0] not in _STORE_PACKAGES:
+            continue
+        _GIVEN_THEIR_OWN.add(name)
+        if not isinstance(module, types.ModuleType):
+            continue
+        for attribute, value in list(vars(module).items()):
+            if value is random:
+                setattr(module, attribute, stream)
+            elif value is not (mine := rebound(value)):  # `from random import random`
+                setattr(module, attribute, mine)
 
 
 def _timeouts(extra: str | None) -> dict[str, Any]:
     """How long a request to the store may go unanswered (`TIMEOUT_ENV`), each library's way; a
     request that is not answered is tried twice in all, then given up (`Mirror` says so)."""
     seconds = float(os.environ.get(TIMEOUT_ENV) or 10)
+    # GCS keeps aiohttp's own limits (5 minutes a request; gcsfs tries 6 times, 1 to 16 s apart).
+    # gcsfs's requests_timeout bounds a whole request, body included: it cut a large snapshot's
+    # upload at every try on a loaded machine (as it would on a slow link). Bounding the reads only,
+    # gcsfs sends again a chunk of a resumable upload that the server had stored, whose range the
+    # server then refuses: an answer, so the upload fails instead of waiting.
     if extra == "s3":
         return {
             "config_kwargs": {
@@ -404,6 +451,9 @@ class Mirror:
     def __init__(self, url: str, local: Path, opened: tuple[Any, str]) -> None:
         self.url, self.local = url, local
         self.fs, self.root = opened
+        self.one_by_one = _extra_of(url) == "gcs"
+        """Delete one object at a time: gcsfs's batched delete retries with jitter from Python's
+        global stream, which it imports inside the function (`_own_random_stream` cannot reach it)."""
 
     def key(self, path: Path) -> str:
         return f"{self.root}/{path.relative_to(self.local).as_posix()}".rstrip("/")
@@ -481,7 +531,11 @@ class Mirror:
     @_answered
     def delete(self, keys: Iterable[str]) -> None:
         keys = list(keys)
-        if keys:
+        if keys and self.one_by_one:
+            for key in keys:
+                with contextlib.suppress(FileNotFoundError):  # as a batch's delete ignores one gone already
+                    self.fs.rm_file(key)
+        elif keys:
             self.fs.rm(keys)
 
     def delete_tree(self, path: Path) -> None:

@@ -22,6 +22,7 @@ from rlrun import paths
 from rlrun.refs import RunFilter, RunRef
 from rlrun.registry import Registry, RunRecord
 from rlrun.registry.records import SearchRecord
+from rlrun.training.slurm.queue import is_slurm_driver
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,20 @@ class StopOutcome:
         }
 
 
-def resume_command(run: RunRecord) -> str:
-    """The command that continues `run` the way it ran: a detached run (a cluster actor supervised
-    it) detached again, on the cluster `--ray` finds; a plain `rlrun resume` would bring it back to
-    this terminal, to end with it. A run of SLURM jobs is submitted again."""
-    if run.slurm_jobs:
-        return f"rlrun resume {run.id} --slurm"
-    return f"rlrun resume {run.id} --ray --detach" if run.supervisor else f"rlrun resume {run.id}"
+def resume_command(record: RunRecord | SearchRecord) -> str:
+    """The command that continues a run or search the way it ran: a detached one (a cluster actor
+    supervised the run, or drove the search) detached again, on the cluster `--ray` finds; a plain
+    `rlrun resume` would bring it back to this terminal, to end with it. One of SLURM's jobs (a
+    run's sessions, a search's driver) is submitted again."""
+    if isinstance(record, SearchRecord):
+        reference, detached = f"search:{record.id}", record.driver
+        on_slurm = is_slurm_driver(detached)
+    else:
+        reference, detached = record.id, record.supervisor
+        on_slurm = bool(record.slurm_jobs)
+    if on_slurm:
+        return f"rlrun resume {reference} --slurm"
+    return f"rlrun resume {reference} --ray --detach" if detached else f"rlrun resume {reference}"
 
 
 def stop(

@@ -23,6 +23,18 @@ WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", 
 ACTIVE = (*WAITING, "RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING")
 """States of a job that is not done with its session."""
 
+DRIVER_LABEL = "slurm job "
+"""How the registry names a search driven by a SLURM job (`searches.driver`: "slurm job 42")."""
+
+
+def driver_label(job_id: str) -> str:
+    return f"{DRIVER_LABEL}{job_id}"
+
+
+def is_slurm_driver(driver: str | None) -> bool:
+    """Whether a search's recorded driver is a SLURM job (its resume is submitted again)."""
+    return bool(driver and driver.startswith(DRIVER_LABEL))
+
 
 def _command(*argv: str) -> subprocess.CompletedProcess[str]:
     """Run a SLURM command: BadInput when it is missing (this is no SLURM client), Unavailable when
