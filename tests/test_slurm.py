@@ -209,7 +209,10 @@ def test_a_job_killed_without_warning_resumes_exactly(launched: dict[str, Launch
     """`scancel --signal=KILL`: nothing is snapshotted; `rlrun resume --slurm --wait` submits a new
     job, which continues from the newest snapshot before the kill."""
     run = launched["killed"]
-    frozen(run)
+    # The session's process dies while frozen, as on a lost node; then SLURM ends the job. (scancel
+    # alone wakes a stopped process with SIGCONT before its KILL lands: on a busy machine the session
+    # trained to its end in between, once, and there was nothing left to resume.)
+    os.kill(frozen(run), signal.SIGKILL)
     slurm("scancel", "--signal=KILL", run.job)
     wait_for(lambda: job_over(run.job), f"job {run.job} to end")
     resumed = run_cli(run.home, "resume", run.run_id, "--slurm", "--wait", "--time", "30")  # a placement edit
