@@ -295,9 +295,25 @@ def check_detach(what: str, ray: str | None, detach: bool, supervisor_on: str | 
         )
 
 
-def trial_executors(ray: str | None, cpus: float | None, gpus: float | None) -> Any:
+def trial_executors(
+    ray: str | None,
+    cpus: float | None,
+    gpus: float | None,
+    *,
+    slurm: bool = False,
+    wait: bool = False,
+    slurm_spec: Any = None,
+) -> Any:
     """What makes each search trial's executor from the stop its pruner requests: None (the local
-    one) without --ray. The options are checked now, once."""
+    one) without --ray, and with --slurm alone (the driver's job trains them); with --slurm --wait,
+    each trial's sessions as SLURM jobs that this command waits for. The options are checked now, once."""
+    if slurm:
+        session_executor(ray, None, None, slurm=True)  # --ray refused as for a run
+        if not wait:
+            return None
+        from rlrun.training.slurm import SlurmTrials
+
+        return SlurmTrials(slurm_spec)
     if session_executor(ray, cpus, gpus) is None:
         return None
     from rlrun.training.ray import RayTrials

@@ -25,6 +25,7 @@ from rlrun.cli.options import (
     SupervisorOn,
     Time,
     Track,
+    Wait,
     check_detach,
     slurm_edits,
     track_edit,
@@ -106,6 +107,7 @@ def search(
     account: Account = None,
     qos: Qos = None,
     sbatch: Sbatch = None,
+    wait: Wait = False,
     home: Home = None,
     as_json: AsJson = False,
 ) -> None:
@@ -118,7 +120,7 @@ def search(
 
     edits = slurm_edits(
         slurm, cpus=cpus, gpus=gpus, partition=partition, time=time, memory=memory, account=account, qos=qos,
-        sbatch=sbatch,
+        sbatch=sbatch, wait=wait,
     )  # fmt: skip
     plan = plan_search(
         spec,
@@ -136,8 +138,8 @@ def search(
         resample_probability=resample,
         factors=factors,
     )
-    make_executor = None if slurm else trial_executors(ray, cpus, gpus)
-    hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
+    make_executor = trial_executors(ray, cpus, gpus, slurm=slurm, wait=wait, slurm_spec=plan.spec.meta.slurm)
+    hand_over = None if wait else search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
     console = make_console()
 
     def announce(record: Any) -> None:

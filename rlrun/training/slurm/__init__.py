@@ -40,15 +40,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlrun.training.slurm.submission import SlurmExecutor
+    from rlrun.training.slurm.submission import SlurmExecutor, SlurmTrials
 
-__all__ = ["SlurmExecutor"]
+__all__ = ["SlurmExecutor", "SlurmTrials"]
 
 
 def __getattr__(name: str) -> Any:
     # Loaded on use: `rlrun ls` reaches `queue` through this package, and needs nothing else of it.
-    if name == "SlurmExecutor":
-        from rlrun.training.slurm.submission import SlurmExecutor
+    if name in __all__:
+        from rlrun.training.slurm import submission
 
-        return SlurmExecutor
+        return getattr(submission, name)
     raise AttributeError(name)

@@ -8,7 +8,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ def import_submitit() -> Any:
 
 
 class SlurmExecutor:
-    def __init__(self, *, wait: bool = False) -> None:
+    def __init__(self, *, wait: bool = False, stop: StopRequest | None = None) -> None:
         self.wait = wait
         """Wait for the jobs to end (requeues included) instead of returning once they are submitted."""
+        self.stop = stop or StopRequest()
+        """While waiting: asked (by a signal, or by a search's pruner) to stop the run (`rlrun stop`)."""
         self.slurm: SlurmSpec | None = None
         """The spec's `meta.slurm`, when the caller knows it before `prepare` (`use`), for the check."""
         self.earlier: RunRecord | None = None
@@ -78,7 +80,7 @@ class SlurmExecutor:
                     registry.record_slurm_jobs(first.run_id, jobs, supervisor=label)
         if not self.wait:
             return Execution([], supervisor=label)
-        return _waited(tasks, jobs)
+        return _waited(tasks, jobs, on_event, self.stop)
 
     def submit(self, folder: Path, name: str, slurm: SlurmSpec | None, job: Any) -> str:
         """Submit the callable `job` (a session's, a search driver's) as the SLURM job `name` with
@@ -133,29 +135,58 @@ def _check_left_the_queue(run: RunRecord) -> None:
         )
 
 
-def _waited(tasks: Sequence[SessionTask], jobs: list[str]) -> Execution:
+@dataclass(frozen=True)
+class SlurmTrials:
+    """Each search trial's executor when its sessions run as SLURM jobs (`rlrun search --slurm
+    --wait`, and a search's driver job), given the stop its pruner requests: submit the trial's jobs
+    and wait for them, passing their evaluations on as they are recorded, so the pruner decides as
+    it would locally. One trial at a time (no `for_worker`): batches in the search's own order."""
+
+    slurm: SlurmSpec | None = None
+    """The search spec's `meta.slurm`, for the check before anything is written."""
+
+    def __call__(self, stop: StopRequest) -> SlurmExecutor:
+        executor = SlurmExecutor(wait=True, stop=stop)
+        executor.use(self.slurm)
+        return executor
+
+
+def _waited(tasks: Sequence[SessionTask], jobs: list[str], on_event: OnEvent, stop: StopRequest) -> Execution:
     """`--wait`: until every job has left SLURM's queue for good (a requeued one comes back), then
-    each session's end as the registry has it. A SIGINT/SIGTERM here asks the run to stop, as
-    `rlrun stop` does: its sessions stop at their next heartbeat with a snapshot."""
+    each session's end as the registry has it; meanwhile each evaluation, as the registry records
+    it. A SIGINT/SIGTERM here, or `stop` requested (a pruner), asks the run to stop, as `rlrun stop`
+    does: its sessions stop at their next heartbeat with a snapshot."""
     from rlrun.training import control
 
     first = tasks[0]
     home = paths.task_home(first.home)
-    stop = StopRequest()
     asked = False
-    with stop_on_signals(stop):
-        while any(state in queue.ACTIVE for state in queue.job_states(jobs).values()):
+    told: set[int] = set()
+    with stop_on_signals(stop), Registry.open(home, first.db_url) as registry:
+        while True:
+            active = any(state in queue.ACTIVE for state in queue.job_states(jobs).values())
+            _tell_evaluations(registry, first.run_id, told, on_event)  # after the states: the last ones too
+            if not active:
+                break
             if stop.signal and not asked:
                 asked = True
                 with contextlib.suppress(Exception):
                     control.stop(first.run_id, home=home)
             time.sleep(POLL_SECONDS)
-    with Registry.open(home, first.db_url) as registry:
         ended = [_ended(registry.get_session(t.run_id, t.index)) for t in tasks]
     # A session stopped with a snapshot (here, by `rlrun stop`, or by SLURM for good) ends the command
     # as a stopped local run does: 128 + SIGTERM, with how to continue it.
     stopped = asked or any(e.status == "preempted" for e in ended)
     return Execution(ended, signal.SIGTERM if stopped else 0)
+
+
+def _tell_evaluations(registry: Registry, run_id: str, told: set[int], on_event: OnEvent) -> None:
+    """The run's training evaluations recorded since the last look, in the order the sessions made
+    them, as the events a local run would have sent."""
+    fresh = [e for e in registry.get_run(run_id).evaluations if e.kind == "train" and e.id not in told]
+    for evaluation in sorted(fresh, key=lambda e: (e.frame, e.session_index)):
+        told.add(evaluation.id)
+        on_event(events.Evaluated(evaluation.session_index, evaluation.frame, evaluation.mean, evaluation.std, False))
 
 
 def _ended(session: Any) -> events.SessionEnded:
