@@ -118,9 +118,39 @@ def submitted(home: Path, flag: Path, command: Any) -> Launched:
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launched]]:
-    """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
+def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """`rlrun search --slurm --wait` started first (its trials' jobs then train beside the others')."""
     os.environ["SLURM_CONF"] = str(CONF)
+    base = tmp_path_factory.mktemp("slurm-trials")
+    command = launching(base / "runs", ["search", str(search_spec(base)), *SEARCH, "--wait"], {})
+    try:
+        yield base / "runs", command
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+@pytest.fixture(scope="module")
+def local_search(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same search driven locally, uninterrupted: the home it is recorded in."""
+    home = tmp_path_factory.mktemp("local-search") / "runs"
+    local = run_cli(home, "search", str(search_spec(home.parent)), *SEARCH)
+    assert local.code == 0, local.stderr
+    return home
+
+
+def same_trials(home: Path, local_home: Path) -> list[Any]:
+    """The search recorded in `home` is the local one, trial for trial; its trials."""
+    remote, straight = trials(home), trials(local_home)
+    assert [(t.number, t.params, t.state, t.value) for t in remote] == [
+        (t.number, t.params, t.state, t.value) for t in straight
+    ]
+    return remote
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, Any]) -> Iterator[dict[str, Launched]]:
+    """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
     base = tmp_path_factory.mktemp("slurm")
     commands = {}
     for name in ("timed_out", "requeued", "killed", "stopped"):
@@ -275,27 +305,39 @@ def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launc
     assert (run.home / run.run_id / "slurm").stat().st_mode & 0o777 == 0o700
 
 
-def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched], tmp_path: Path) -> None:
+def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched], local_search: Path) -> None:
     """The driver's job requeued mid-trial: the job run again takes the search back and continues it,
     the same search as one driven locally without interruption, trial for trial, the interrupted
     trial's run bit for bit."""
     run = launched["search"]
     frozen(run)
     slurm("scontrol", "requeue", run.job)
-    local_home = tmp_path / "runs"
-    local = run_cli(local_home, "search", str(search_spec(tmp_path)), *SEARCH)  # while SLURM requeues
-    assert local.code == 0, local.stderr
+    local_home = local_search  # trained while SLURM requeues
     wait_for(lambda: job_over(run.job), f"job {run.job} to end", timeout=180)
-    remote, straight = trials(run.home), trials(local_home)
-    assert [(t.number, t.params, t.state, t.value) for t in remote] == [
-        (t.number, t.params, t.state, t.value) for t in straight
-    ]
+    remote, straight = same_trials(run.home, local_home), trials(local_home)
     assert len(remote) == 3 and all(t.state == "complete" for t in remote)
     assert [a.kind for a in Launched(run.home, remote[0].run_id, run.job, run.flag).detail().attempts] == [
         "train",
         "resume",
     ]
     assert_same_run(final_state(local_home, straight[0].run_id), final_state(run.home, remote[0].run_id))
+
+
+def test_a_search_whose_trials_are_jobs(trial_jobs: tuple[Path, Any], local_search: Path) -> None:
+    """`--slurm --wait`: the driver here, each trial's session a SLURM job it waits for (their
+    evaluations reaching its pruner from the registry): the same search as the local one, trial for
+    trial, each trial's run bit for bit, recorded as run by its job."""
+    home, command = trial_jobs
+    _, stderr = command.communicate(timeout=180)
+    assert command.returncode == 0, stderr
+    remote = same_trials(home, local_search)
+    assert len(remote) == 3
+    for trial, straight in zip(remote, trials(local_search), strict=True):
+        with Registry.open(home, create=False) as registry:
+            run = registry.get_run(trial.run_id).run
+        assert run.slurm_jobs and run.supervisor == f"SLURM job {run.slurm_jobs}"
+        if trial.state == "complete":
+            assert_same_run(final_state(local_search, straight.run_id), final_state(home, trial.run_id))
 
 
 # ---- bad input and outages: one line, nothing recorded --------------------------------------
