@@ -183,6 +183,12 @@ Wait = Annotated[
 ]
 
 
+def check_slurm_alone(what: str, ray: str | None, detach: bool) -> None:
+    """--slurm with neither --ray nor --detach: its jobs (`what` they are) outlive the command."""
+    if ray is not None or detach:
+        raise BadInput(f"--slurm {what} the command; drop --ray and --detach")
+
+
 def slurm_edits(
     slurm: bool,
     *,
@@ -267,8 +273,7 @@ def session_executor(
     """The executor the options ask for: None (the local one) without --ray or --slurm. With
     --slurm, --cpus and --gpus are `slurm_edits`' (the caller's), not Ray's."""
     if slurm:
-        if ray is not None or detach:
-            raise BadInput("--slurm submits SLURM jobs, which outlive the command; drop --ray and --detach")
+        check_slurm_alone("submits SLURM jobs, which outlive", ray, detach)
         from rlrun.training.slurm import SlurmExecutor
 
         return SlurmExecutor(wait=wait)

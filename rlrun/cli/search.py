@@ -27,6 +27,7 @@ from rlrun.cli.options import (
     Track,
     Wait,
     check_detach,
+    check_slurm_alone,
     slurm_edits,
     track_edit,
     trial_executors,
@@ -185,10 +186,7 @@ def search_hand_over(
     """Where `--detach` (a Ray actor) or `--slurm` (a SLURM job) hands a search's driving (None: it
     stays with this command)."""
     if slurm:
-        if ray is not None or detach:
-            raise BadInput(
-                "--slurm drives the search from a SLURM job, which outlives the command; drop --ray and --detach"
-            )
+        check_slurm_alone("drives the search from a SLURM job, which outlives", ray, detach)
         from rlrun.search.slurm import SlurmHandOver
 
         return SlurmHandOver()

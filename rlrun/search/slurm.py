@@ -22,9 +22,7 @@ from typing import Any
 from rlrun import paths
 from rlrun.registry import Registry
 from rlrun.spec import Spec, user_code
-
-JOIN_SECONDS = 0.2
-"""How often the job's main thread looks up from the driver (its signals are taken between)."""
+from rlrun.training.slurm.job import JOIN_SECONDS  # as a session's job: its main thread keeps the signals
 
 
 class SlurmHandOver:

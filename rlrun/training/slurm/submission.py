@@ -126,12 +126,12 @@ def _check_left_the_queue(run: RunRecord) -> None:
     """A run whose earlier job is still queued or running (a requeue waiting to start) is not
     resumed beside it: that job continues the run itself, or `scancel` ends it first."""
     states = queue.job_states((run.slurm_jobs or "").split(",") if run.slurm_jobs else [])
-    waiting = [f"job {job} is {state}" for job, state in states.items() if state in queue.ACTIVE]
-    if waiting:
+    active = {job: state for job, state in states.items() if state in queue.ACTIVE}
+    if active:
+        waiting = ", ".join(f"job {job} is {state}" for job, state in active.items())
         raise BadInput(
-            f"run {run.id}'s SLURM {', '.join(waiting)}: it continues the run itself; wait for it,"
-            f" or end it with `scancel {' '.join(job for job, state in states.items() if state in queue.ACTIVE)}`"
-            " and resume then"
+            f"run {run.id}'s SLURM {waiting}: it continues the run itself; wait for it,"
+            f" or end it with `scancel {' '.join(active)}` and resume then"
         )
 
 
