@@ -220,8 +220,11 @@ def test_scontrol_requeue_mid_episode_continues_exactly(
     next step, mid-episode) and runs the job again, which continues the same run and session: an
     attempt of kind requeue. While it waits in the queue, `ls` says so and a resume is refused."""
     run = launched["requeued"]
-    frozen(run)
-    # SIGCONT and SIGTERM to the job, then back in the queue: held there while the test looks at it
+    # SLURM's SIGTERM, made pending before SLURM wakes the frozen session with SIGCONT: a frozen
+    # process woken by SLURM's SIGCONT trained to its end before SLURM's SIGTERM came, once, on a busy
+    # machine (a running one, as in real use, has no such moment). Then back in the queue, held there
+    # while the test looks at it.
+    os.kill(frozen(run), signal.SIGTERM)
     slurm("scontrol", "requeuehold", run.job)
     wait_for(lambda: job_state(run.job) == "PENDING", "the requeued job to wait in the queue")
     listed = invoke(run.home, "ls")
