@@ -284,7 +284,12 @@ def test_rlrun_stop_of_a_queued_job(launched: dict[str, Launched]) -> None:
     first heartbeat with a snapshot, preempted, and the job ends without a requeue."""
     run = launched["queued"]
     assert job_state(run.job) == "PENDING"
-    # Silent past the liveness limit (shortened here), its session reads crashed: the queued job says otherwise.
+    # Silent past the liveness limit (shortened here), its session reads crashed: the queued job says
+    # otherwise, and `ls` and `show` say queued.
+    listed = invoke(run.home, "ls", env={STALE_ENV: "0.1"})
+    assert "queued (PENDING)" in listed.stdout and "crashed" not in listed.stdout, listed.stdout
+    shown = invoke(run.home, "show", run.run_id, env={STALE_ENV: "0.1"})
+    assert f"{run.run_id}  queued" in shown.stdout and f"job {run.job} PENDING" in shown.stdout, shown.stdout
     stopped = invoke(run.home, "stop", run.run_id, env={STALE_ENV: "0.1"})
     assert stopped.code == 0 and "crashed" in stopped.stderr and "stop requested" in stopped.stderr, stopped.stderr
     slurm("scontrol", "update", f"jobid={run.job}", "StartTime=now")

@@ -36,6 +36,7 @@ _STATUS_COLOUR = {
     "interrupted": "33",
     "crashed": "35",
     "pending": "2",
+    "queued": "2",
 }
 SPARKS = "▁▂▃▄▅▆▇█"
 _EVALUATIONS_SHOWN = 10  # per session in `rlrun show`; the sparkline and --json have them all
@@ -247,7 +248,7 @@ def runs_table(
                 run.spec_name,
                 run.algorithm,
                 run.env_id,
-                _with_jobs(status_cell(run.status), run.slurm_jobs, jobs),
+                _with_jobs(run.status, run.slurm_jobs, jobs),
                 str(run.num_sessions),
                 f"{format_size(run.session_frame)}/{format_size(per_session)}",
                 best,
@@ -327,14 +328,29 @@ def slurm_states(jobs: Iterable[str | None]) -> dict[str, str]:
     return job_states(ids)
 
 
-def _with_jobs(cell: Cell, listed: str | None, jobs: dict[str, str] | None) -> Cell:
+def _with_jobs(status: str, listed: str | None, jobs: dict[str, str] | None) -> Cell:
     """A run's status, followed by its SLURM jobs' states while one is queued or running."""
+    active = _active_states(listed, jobs)
+    cell = status_cell(_queued_or(status, active))
+    return Cell(f"{cell.text} ({', '.join(active)})", cell.style) if active else cell
+
+
+def _active_states(listed: str | None, jobs: dict[str, str] | None) -> list[str]:
     from rlrun.training.slurm.queue import ACTIVE
 
     if not listed or not jobs:
-        return cell
-    active = sorted({jobs[job] for job in listed.split(",") if jobs.get(job) in ACTIVE})
-    return Cell(f"{cell.text} ({', '.join(active)})", cell.style) if active else cell
+        return []
+    return sorted({jobs[job] for job in listed.split(",") if jobs.get(job) in ACTIVE})
+
+
+def _queued_or(status: str, job_states: list[str]) -> str:
+    """A run that reads crashed only because its sessions have not started is queued: its job waits in
+    SLURM's queue (longer than the liveness limit allows a silent session), it did not die."""
+    if status != "crashed" or not job_states:
+        return status
+    from rlrun.training.slurm.queue import WAITING
+
+    return "queued" if any(state in WAITING for state in job_states) else status
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,8 +412,9 @@ def _header(detail: RunDetail, colour: bool, width: int | None, jobs: dict[str, 
         f"started {when(run.created_at)}",
         *([f"ended {when(run.finished_at)}"] if run.finished_at else []),
     ]
+    status = status_cell(_queued_or(run.status, _active_states(run.slurm_jobs, jobs)))
     lines = [
-        f"run {run.id}  {run.name or ''}  {_paint(status_cell(run.status), colour, 0, False)}".replace("    ", "  "),
+        f"run {run.id}  {run.name or ''}  {_paint(status, colour, 0, False)}".replace("    ", "  "),
         *_between_dots(about, width),
     ]
     if run.error:
