@@ -446,10 +446,22 @@ class OnPolicyAgent:
         zeroed where an episode ended. State: in every snapshot."""
         self.rollout_hidden: np.ndarray | None = None
         """... and as it was before the rollout's first step: where learning re-reads the rollout from."""
+        self.chunk_hidden: np.ndarray | None = None
+        """With sequence chunks (`chunk_length`): the memory before each chunk's first step,
+        (chunks, parts, envs, size); where learning re-reads each chunk from. State."""
         if self.model.recurrent is not None:
             self.hidden = self.model.recurrent.initial(num_envs)
             self.rollout_hidden = self.hidden.copy()
+            length = self.chunk_length()
+            if length is not None:
+                chunks = -(-config.n_steps // length)
+                self.chunk_hidden = np.zeros((chunks, *self.hidden.shape), dtype=np.float32)
         self._actor = ActorCriticActor(self.model)
+
+    def chunk_length(self) -> int | None:
+        """The steps of each sequence chunk learning reads (an algorithm's `sequence_length`);
+        None: whole rollouts of one env copy."""
+        return None
 
     @property
     def actor(self) -> ActorCriticActor:
@@ -485,6 +497,10 @@ class OnPolicyAgent:
         )
         if self.hidden is not None and self.rollout.filled == 0:  # the memory this rollout starts from
             self.rollout_hidden = self.hidden.copy()
+        length = self.chunk_length()
+        if self.chunk_hidden is not None and length is not None and self.rollout.filled % length == 0:
+            assert self.hidden is not None
+            self.chunk_hidden[self.rollout.filled // length] = self.hidden  # a chunk starts here
         self.rollout.add(
             obs=self.obs_layout.rows(step.obs),
             actions=actions,
@@ -510,7 +526,8 @@ class OnPolicyAgent:
         batch["advantages"] = torch.from_numpy(advantages).flatten()
         batch["returns"] = torch.from_numpy(returns).flatten()
         if self.rollout_hidden is not None:  # whole sequences: where each starts, where episodes start
-            batch["memory"] = torch.from_numpy(self.rollout_hidden)
+            chunks = self.chunk_hidden
+            batch["memory"] = torch.from_numpy(self.rollout_hidden if chunks is None else chunks)
             batch["starts"] = torch.from_numpy(self.rollout.starts())
         metrics = self.learn(to_device(batch, self.device), clock)
         self.rollout.filled = 0
@@ -541,9 +558,13 @@ class OnPolicyAgent:
         """The learner's `evaluate` of a (mini)batch; with a memory, of its whole sequences
         (`memory` and `starts` in `part`), by autograd (no kernel learns through a cell)."""
         if "memory" in part:
-            return self.model.evaluate_sequences(
+            log_probs, entropies, values = self.model.evaluate_sequences(
                 part["obs"], part["actions"], part["memory"], part["starts"], entropy=entropy, scaled=scaled
             )
+            if "valid" not in part:
+                return log_probs, entropies, values
+            valid = part["valid"]  # padded chunks: the loss's means over the real steps alone (masked means)
+            return log_probs[valid], None if entropies is None else entropies[valid], values[valid]
         return self.learner.evaluate(part["obs"], part["actions"], entropy=entropy, scaled=scaled)
 
     def entropy_term(self, clock: Clock) -> float:
@@ -566,6 +587,8 @@ class OnPolicyAgent:
         if self.hidden is not None and self.rollout_hidden is not None:
             state["hidden"] = torch.from_numpy(self.hidden.copy())
             state["rollout_hidden"] = torch.from_numpy(self.rollout_hidden.copy())
+        if self.chunk_hidden is not None:
+            state["chunk_hidden"] = torch.from_numpy(self.chunk_hidden.copy())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -577,3 +600,5 @@ class OnPolicyAgent:
         if self.hidden is not None:
             self.hidden = state["hidden"].numpy().copy()
             self.rollout_hidden = state["rollout_hidden"].numpy().copy()
+        if self.chunk_hidden is not None:
+            self.chunk_hidden = state["chunk_hidden"].numpy().copy()

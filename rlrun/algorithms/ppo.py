@@ -166,10 +166,17 @@ class Agent(OnPolicyAgent):
                 part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
                 yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
 
+    def chunk_length(self) -> int | None:
+        return self.config.sequence_length
+
     def _sequences(self, batch: dict[str, torch.Tensor]) -> Iterator[tuple[dict[str, torch.Tensor], bool]]:
         """`_minibatches` with a memory: each minibatch is whole env copies' sequences (n_steps
-        each, `batch_size // n_steps` of them), read from their memory at the rollout's start."""
+        each, `batch_size // n_steps` of them), read from their memory at the rollout's start;
+        with `sequence_length`, chunks (`_chunks`)."""
         config = self.config
+        if config.sequence_length is not None:
+            yield from self._chunks(batch, config.sequence_length)
+            return
         steps, envs = batch["starts"].shape
         per = config.batch_size // steps  # the config holds batch_size to a multiple of n_steps
         if per >= envs:  # one minibatch holds the rollout: the same one every epoch
@@ -191,6 +198,43 @@ class Agent(OnPolicyAgent):
                 frames = self.frames
                 part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
                 part["memory"], part["starts"] = batch["memory"][:, chosen], batch["starts"][:, chosen]
+                yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
+
+    def _chunks(self, batch: dict[str, torch.Tensor], length: int) -> Iterator[tuple[dict[str, torch.Tensor], bool]]:
+        """Minibatches of `batch_size // length` chunks drawn from every env copy's rollout, each
+        chunk `length` steps read from `memory[chunk]` (chunks, parts, envs, size), as
+        sb3-contrib's RecurrentPPO reads its sequences. The last chunk of a rollout `length` does
+        not divide is padded (its padded steps repeat the rollout's first row, unrolled after its
+        real ones so they change nothing); `valid` then keeps the real steps for the loss."""
+        config = self.config
+        steps, envs = batch["starts"].shape
+        chunks = len(batch["memory"])
+        device = batch["obs"].device
+        at = torch.arange(chunks * length, device=device).reshape(chunks, length)  # chunk's steps
+        real = at < steps
+        per, total = config.batch_size // length, chunks * envs
+        for _ in range(config.n_epochs):
+            order = torch.randperm(total, generator=self.generator).to(device)  # drawn on the host
+            for start in range(0, total, per):
+                chosen = order[start : start + per]
+                chunk, env = chosen // envs, chosen % envs
+                step = at[chunk].t()  # (length, chosen), step-major as the cells read them
+                mask = real[chunk].t()
+                index = torch.where(mask, step * envs + env[None], 0).flatten()
+                valid = None if bool(mask.all()) else mask.flatten()
+                rows = index if valid is None else index[valid]
+                part = {
+                    name: take_rows(value, rows)
+                    for name, value in batch.items()
+                    if name not in ("obs", "actions", "memory", "starts")
+                }
+                frames = self.frames
+                part["obs"] = take_rows(batch["obs"], index) if frames is None else frames.take(batch["obs"], index)
+                part["actions"] = take_rows(batch["actions"], index)
+                part["memory"] = batch["memory"][chunk, :, env].transpose(0, 1)
+                part["starts"] = torch.where(mask, batch["starts"][step.clamp(max=steps - 1), env[None]], 0.0)
+                if valid is not None:
+                    part["valid"] = valid
                 yield {**part, "advantages": self.normalized(part["advantages"])}, frames is not None
 
     def _minibatch(
