@@ -3,14 +3,19 @@ velocities hidden (`rlrun.envs.pomdp:HideVelocities`), SIGTERMed mid-episode or 
 snapshot and resumed, end bit for bit where the uninterrupted run ends, recorded exact: every env
 copy's hidden state is in the snapshot. The resumed run's checkpoint plays in `rlrun enjoy` and
 `load_policy` (its state passed along), its evaluation replays from the checkpoint alone, and a
-resume that would add, remove or resize the memory is refused; its ONNX export carries the state."""
+resume that would add, remove or resize the memory is refused; its ONNX export carries the state.
+With sequence chunks (`agent.sequence_length`, issue 55) learning re-reads each chunk from the memory
+stored at its start, and a kill -9'd chunked run resumes bit for bit too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import pytest
+import torch
 from helpers import invoke
 from same_run import (
     assert_plays_with_its_memory,
@@ -22,7 +27,10 @@ from same_run import (
     resume_ok,
 )
 
+from rlrun.algorithms import ppo
+from rlrun.algorithms.base import Step
 from rlrun.registry import Registry
+from rlrun.spec.agents.ppo import Config
 
 pytestmark = pytest.mark.slow  # real trainings, some in processes of their own
 
@@ -128,3 +136,56 @@ def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(
         for policy in ([], ["--policy", str(out)])
     ]
     assert [(e["return"], e["length"]) for e in played[1]] == [(e["return"], e["length"]) for e in played[0]]
+
+
+# 64 steps a rollout (FAST's) cut into chunks of 24: two whole ones and a padded one of 16 steps
+CHUNKS = ["--set", "agent.sequence_length=24", "--set", "agent.batch_size=48"]
+
+
+def test_chunked_kill_9_after_a_snapshot_then_resume_is_the_same_run(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """Killed mid-rollout, with some chunks' memories stored and the rest to come."""
+    spec, args = settings("ppo-lstm")
+    straight = reference_state(tmp_path_factory, spec, *args, *CHUNKS)
+    home = tmp_path / "runs"
+    killed_after_a_snapshot(home, spec, *args, *CHUNKS, frame=2000)
+    resume_ok(home, "latest")
+    assert_same_run(straight, final_state(home))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])  # episodes start inside chunks; a Gaussian
+def test_each_chunk_rereads_what_acting_read(env_id: str) -> None:
+    """Before any gradient step, every minibatch of chunks (a padded one among them) evaluates the
+    collected actions as acting did: the same log-probabilities and values, each real step once per
+    epoch (float tolerance: acting is NumPy's arithmetic, learning torch's)."""
+    config = Config.model_validate(
+        {
+            "n_steps": 50,
+            "sequence_length": 16,
+            "batch_size": 32,
+            "n_epochs": 2,
+            "network": {"hidden": [8], "recurrent": {"cell": "lstm", "size": 8}},
+        }
+    )
+    envs = gym.make_vec(env_id, num_envs=3)
+    space = envs.single_observation_space, envs.single_action_space
+    agent = ppo.Agent(config, *space, seed=0, num_envs=3, max_frame=1000, device=torch.device("cpu"))
+    batches: list[dict[str, torch.Tensor]] = []
+    agent.learn = lambda batch, clock: batches.append(batch) or {}  # type: ignore[method-assign]
+    obs, _ = envs.reset(seed=0)
+    for _ in range(config.n_steps):
+        action = agent.act(obs)
+        after, reward, terminated, truncated, _ = envs.step(action)
+        agent.observe(Step(obs, action, reward, terminated, truncated, after))
+        obs = after
+    agent.update(None)  # type: ignore[arg-type]
+    read = 0
+    with torch.no_grad():
+        for part, _ in ppo.Agent._minibatches(agent, batches[0]):
+            log_probs, _, values = agent.evaluate(part, entropy=False)
+            np.testing.assert_allclose(log_probs.numpy(), part["log_probs"].numpy(), atol=1e-5)
+            np.testing.assert_allclose(values.numpy(), part["values"].numpy(), atol=1e-5)
+            read += len(log_probs)
+    assert read == config.n_epochs * config.n_steps * 3
+    assert env_id != "CartPole-v1" or batches[0]["starts"].sum() > 0  # episodes did start inside chunks
