@@ -7,10 +7,14 @@ joint action's log-probability and entropy are the sums over its components. Act
 network's output from `Fast`), learning torch. Sampling draws uniform numbers from the agent's
 generator, so a policy's draws are a pure function of that generator's state. Probabilities are
 computed directly, without `torch.distributions`, which costs more than the network at these sizes.
+
+For continuous actions with gSDE (`agent.sde`), `StateDependentNoise`: Stable-Baselines3's
+`StateDependentNoiseDistribution` over the actor's latent features.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,6 +25,9 @@ from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms.base import log_softmax, sample_categorical
+from rlrun.spec.agents.onpolicy import SdeSpec
+
+_LOG_2PI = math.log(2 * math.pi)
 
 
 class Policy(Protocol):
@@ -211,3 +218,56 @@ class GreedyGraph(nn.Module):
     def forward(self, out: torch.Tensor) -> torch.Tensor:
         chosen = self.choose(out) if self.start is None else self.choose(out) + self.start
         return chosen.reshape(out.shape[0], *self.env_shape).to(self.env_dtype)
+
+
+class StateDependentNoise(nn.Module):
+    """gSDE (Raffin et al., 2021) as Stable-Baselines3's `StateDependentNoiseDistribution` with
+    `learn_features=False`: an action is `mean + latent @ matrix`, `latent` the actor's last hidden
+    features (detached when learning: the noise does not train them), `matrix` (latent, actions)
+    drawn from N(0, std²) per entry and held between draws, one per env copy. Given the latent, the
+    action is Gaussian with variance `latent² @ std²` (plus SB3's 1e-6), which gives its
+    log-probability and entropy. `log_std` is learnt; the matrices are the agent's state."""
+
+    EPSILON = 1e-6
+
+    def __init__(self, latent: int, outputs: int, spec: SdeSpec, log_std_init: float) -> None:
+        super().__init__()
+        self.spec, self.latent, self.outputs = spec, latent, outputs
+        self.log_std = nn.Parameter(torch.full((latent, outputs if spec.full_std else 1), log_std_init))
+
+    def std(self) -> torch.Tensor:
+        """The matrix's standard deviations (latent, outputs), SB3's `get_std`."""
+        log_std = self.log_std
+        if self.spec.use_expln:  # exp below 0, log1p above: the std grows slowly past 1
+            above = log_std > 0
+            std = torch.where(above, torch.log1p(log_std * above + self.EPSILON) + 1.0, torch.exp(log_std))
+        else:
+            std = torch.exp(log_std)
+        return std if self.spec.full_std else std.expand(self.latent, self.outputs)
+
+    def draw_matrices(self, batch: int, generator: torch.Generator) -> np.ndarray:
+        """`batch` exploration matrices (batch, latent, outputs) from N(0, std²), SB3's `sample_weights`."""
+        std = self.std().detach().cpu().numpy()
+        return std * torch.randn((batch, self.latent, self.outputs), generator=generator).numpy()
+
+    def sample(self, latent: np.ndarray, mean: np.ndarray, matrices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Actions (unclipped) for each row's latent features with its own matrix, and their
+        log-probabilities (NumPy, for acting)."""
+        noise = np.einsum("bi,bio->bo", latent, matrices)
+        std = self.std().detach().cpu().numpy()
+        scale = np.sqrt((latent**2) @ (std**2) + self.EPSILON)
+        log_scale = np.log(scale)
+        z = noise / scale
+        return mean + noise, (-0.5 * z**2 - log_scale - 0.5 * _LOG_2PI).sum(-1)
+
+    def evaluate(
+        self, latent: torch.Tensor, mean: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probabilities of `actions` and (if asked) the entropies, with gradients into `mean`
+        and `log_std` (not into the latent features, as SB3's default)."""
+        variance = latent.detach().pow(2) @ self.std().pow(2)
+        log_scale = 0.5 * torch.log(variance + self.EPSILON)
+        z = (actions - mean) * torch.exp(-log_scale)
+        log_probs = (-0.5 * z.pow(2) - log_scale - 0.5 * _LOG_2PI).sum(dim=-1)
+        entropies = (0.5 + 0.5 * _LOG_2PI + log_scale).sum(dim=-1) if entropy else None
+        return log_probs, entropies

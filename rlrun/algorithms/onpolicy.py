@@ -1,7 +1,8 @@
 """What A2C and PPO share: an actor-critic, a rollout buffer, and generalised advantage estimation.
 
 The actor outputs logits (Discrete, MultiDiscrete and MultiBinary actions: `distributions`) or a
-Gaussian mean with a learned, state-independent log standard deviation (continuous actions); the
+Gaussian mean with a learned, state-independent log standard deviation (continuous actions), or
+with gSDE (`agent.sde`) a mean and state-dependent noise (`distributions.StateDependentNoise`); the
 critic is a separate network of the same shape, as in Stable-Baselines3's default. Probabilities
 are computed directly, without `torch.distributions`, which costs more than the network itself at
 these sizes. With a memory (`agent.network.recurrent`, `rlrun.algorithms.recurrent`) each head reads
@@ -34,13 +35,14 @@ from rlrun.algorithms.base import (
     zero_state,
 )
 from rlrun.algorithms.base import network as make_network
-from rlrun.algorithms.distributions import Policy, policy_for
+from rlrun.algorithms.distributions import Policy, StateDependentNoise, policy_for
 from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.algorithms.recurrent import Recurrent
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, OptimizerSpec
-from rlrun.spec.agents.onpolicy import OnPolicyConfig
+from rlrun.errors import BadInput
+from rlrun.spec.agents.onpolicy import OnPolicyConfig, SdeSpec
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -54,6 +56,7 @@ class ActorCritic(nn.Module):
         log_std_init: float,
         device: torch.device,
         arithmetic: Arithmetic = NEWEST,
+        sde: SdeSpec | None = None,
     ) -> None:
         super().__init__()
         self.continuous = isinstance(action_space, spaces.Box)
@@ -78,15 +81,38 @@ class ActorCritic(nn.Module):
         else:
             self.actor = make_network(obs_space, outputs, network, output_gain=0.01)
             self.critic = make_network(obs_space, 1, network)
-        self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous)
-        """The Gaussian policy's log standard deviation (unused for discrete actions)."""
+        self.log_std = nn.Parameter(
+            torch.full((outputs,), log_std_init), requires_grad=self.continuous and sde is None
+        )
+        """The Gaussian policy's log standard deviation (unused for discrete actions and with gSDE)."""
+        self.sde: StateDependentNoise | None = None
+        """gSDE's noise over the actor's latent features (`agent.sde`); None: the Gaussian's `log_std`."""
+        if sde is not None:
+            self.sde = StateDependentNoise(self._latent_width(network, obs_space), outputs, sde, log_std_init)
         self.to(device)  # before the acting copies, which hold the weights where they are
         self.fast_actor, self.fast_critic = Fast(self.actor), Fast(self.critic)
+        if self.sde is not None:  # the actor's layers before its output one, and that one
+            assert isinstance(self.actor, nn.Sequential)
+            self.fast_latent, self.fast_mean = Fast(self.actor[:-1]), Fast(self.actor[-1:])
         if self.recurrent is not None:
             self.recurrent.ready()
         if self.continuous:
             assert isinstance(action_space, spaces.Box)
             self.low, self.high = action_space.low, action_space.high  # the env's bounds: spec, not state
+
+    def _latent_width(self, network: NetworkSpec, obs_space: spaces.Space) -> int:
+        """The width of what the actor's output layer reads: gSDE's latent features (BadInput
+        where gSDE does not apply)."""
+        if not self.continuous:
+            raise BadInput("agent.sde: gSDE explores continuous actions, and this env's are discrete; remove agent.sde")
+        if network.user or not isinstance(self.actor, nn.Sequential):
+            raise BadInput(
+                "agent.sde: gSDE reads the actor's last hidden features, which a network of your own does not"
+                " expose; remove agent.sde or use a built-in network kind"
+            )
+        last = self.actor[-1]
+        assert isinstance(last, nn.Linear)
+        return last.in_features
 
     # -- acting, in NumPy: the heads read `features(obs)` -------------------------------------
 
@@ -97,9 +123,17 @@ class ActorCritic(nn.Module):
         device = self.log_std.device
         return self.shared.act(torch.from_numpy(np.asarray(obs)).to(device)).cpu().numpy()
 
-    def sample(self, features: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Sampled actions (unclipped) and their log-probabilities, computed with NumPy."""
-        return self.draw(self.fast_actor(features), generator)
+    def sample(
+        self, features: np.ndarray, generator: torch.Generator, matrices: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled actions (unclipped) and their log-probabilities, computed with NumPy. With gSDE,
+        with training's exploration `matrices` (one per row), or else matrices drawn for this call."""
+        if self.sde is None:
+            return self.draw(self.fast_actor(features), generator)
+        latent = self.fast_latent(features)
+        if matrices is None:
+            matrices = self.sde.draw_matrices(len(latent), generator)
+        return self.sde.sample(latent, self.fast_mean(latent), matrices)
 
     def draw(self, out: np.ndarray, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """`sample` from the actor's output `out`."""
@@ -142,9 +176,8 @@ class ActorCritic(nn.Module):
         features = obs
         if self.shared is not None:
             features = self.shared.of_scaled(obs) if scaled else self.shared(obs)
-        out = self.actor(features)
         values = self.critic(features).squeeze(-1)
-        return *self.heads(out, actions, entropy=entropy), values
+        return *self.actor_heads(features, actions, entropy=entropy), values
 
     def evaluate_sequences(
         self,
@@ -164,7 +197,17 @@ class ActorCritic(nn.Module):
         if self.shared is not None:
             features = self.shared.of_scaled(obs) if scaled else self.shared(obs)
         actor, critic = self.recurrent.unroll(features, memory, starts)
-        return *self.heads(self.actor(actor), actions, entropy=entropy), self.critic(critic).squeeze(-1)
+        return *self.actor_heads(actor, actions, entropy=entropy), self.critic(critic).squeeze(-1)
+
+    def actor_heads(
+        self, features: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`heads` of the actor's output on `features`; with gSDE, of its mean and latent features."""
+        if self.sde is None:
+            return self.heads(self.actor(features), actions, entropy=entropy)
+        assert isinstance(self.actor, nn.Sequential)
+        latent = self.actor[:-1](features)
+        return self.sde.evaluate(latent, self.actor[-1](latent), actions, entropy=entropy)
 
     def heads(
         self, out: torch.Tensor, actions: torch.Tensor, *, entropy: bool
@@ -209,12 +252,11 @@ class ActorCriticActor:
             assert state is not None
             state = model.recurrent.actor_step(features, state)
             features = state[0]
-        out = model.fast_actor(features)
         if deterministic:
-            return model.to_env(model.pick(out)), state
+            return model.to_env(model.pick(model.fast_actor(features))), state
         if generator is None:
             raise ValueError("an actor draws its actions from the caller's generator: pass one")
-        return model.to_env(model.draw(out, generator)[0]), state
+        return model.to_env(model.sample(features, generator)[0]), state
 
     def graph(self) -> ActingGraph:
         return ActorCriticGraph(self.model) if self.model.recurrent is None else RecurrentActorCriticGraph(self.model)
@@ -228,6 +270,9 @@ class ActorCriticGraph(ActingGraph):
         super().__init__()
         self.shared, self.actor = model.shared, model.actor
         self.outputs = ("action", "logits") if model.policy is not None else ("action", "mean", "log_std")
+        self.sde = model.sde is not None
+        if self.sde:  # gSDE's spread depends on the state through the latent features: the mean alone
+            self.outputs = ("action", "mean")
         self.greedy = None if model.policy is None else model.policy.greedy_graph()
         self.fixed_log_std: torch.Tensor  # not `log_std`: an ONNX initializer may not share an output's name
         self.low: torch.Tensor
@@ -248,6 +293,8 @@ class ActorCriticGraph(ActingGraph):
         if self.greedy is not None:
             return self.greedy(out), out
         action = torch.maximum(torch.minimum(out, self.high), self.low)  # np.clip
+        if self.sde:
+            return action, out
         return action, out, self.fixed_log_std.expand(out.shape[0], -1)
 
 
@@ -426,7 +473,9 @@ class OnPolicyAgent:
     ) -> None:
         self.config, self.num_envs, self.max_frame, self.device = config, num_envs, max_frame, device
         self.arithmetic = arithmetic  # the flags of the run's learning arithmetic (MetaSpec.arithmetic)
-        self.model = ActorCritic(obs_space, action_space, config.network, config.log_std_init, device, arithmetic)
+        self.model = ActorCritic(
+            obs_space, action_space, config.network, config.log_std_init, device, arithmetic, config.sde
+        )
         self.learner: Autograd | kernel_for.ActorCriticKernel = kernel_for.find_actor_critic(
             self.model, self.LOSS, kernels
         ) or Autograd(self.model)
@@ -456,6 +505,12 @@ class OnPolicyAgent:
             if length is not None:
                 chunks = -(-config.n_steps // length)
                 self.chunk_hidden = np.zeros((chunks, *self.hidden.shape), dtype=np.float32)
+        self.noise: np.ndarray | None = None
+        """With gSDE: each env copy's exploration matrix (envs, latent, actions), drawn at each
+        rollout's start and every `sde.sample_freq` steps of it (the rollout's `filled` is the
+        clock). State: in every snapshot."""
+        if self.model.sde is not None:
+            self.noise = np.zeros((num_envs, self.model.sde.latent, self.model.sde.outputs), dtype=np.float32)
         self._actor = ActorCriticActor(self.model)
 
     def chunk_length(self) -> int | None:
@@ -477,16 +532,30 @@ class OnPolicyAgent:
                     "an agent with a memory plays through its actor: training's memory is for training's steps"
                 )
             out, after, values = self.model.remember(obs, self.hidden)
-            actions, log_probs = self.model.draw(out, self.generator)
+            if self.noise is None:
+                actions, log_probs = self.model.draw(out, self.generator)
+            else:
+                actions, log_probs = self.model.sample(after[0], self.generator, self.explored())
             self._acted = (actions, log_probs, values, after)
             return self.model.to_env(actions)
         features = self.model.features(obs)
         if deterministic:
             return self.model.to_env(self.model.greedy(features))
-        actions, log_probs = self.model.sample(features, generator or self.generator)
+        if generator is not None:  # playing: its own draws, gSDE's matrices too
+            return self.model.to_env(self.model.sample(features, generator)[0])
+        actions, log_probs = self.model.sample(features, self.generator, None if self.noise is None else self.explored())
         if generator is None:  # a training step: remember what the rollout needs about it
             self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0], None)
         return self.model.to_env(actions)
+
+    def explored(self) -> np.ndarray:
+        """gSDE's exploration matrices for this step: drawn anew at the rollout's start and every
+        `sample_freq` steps (SB3's `reset_noise` in `collect_rollouts`), else held."""
+        assert self.noise is not None and self.model.sde is not None and self.config.sde is not None
+        filled, every = self.rollout.filled, self.config.sde.sample_freq
+        if filled == 0 or (every > 0 and filled % every == 0):
+            self.noise = self.model.sde.draw_matrices(self.num_envs, self.generator).astype(np.float32)
+        return self.noise
 
     def observe(self, step: Step) -> None:
         assert self._acted is not None, "observe() follows a training act()"
@@ -589,6 +658,8 @@ class OnPolicyAgent:
             state["rollout_hidden"] = torch.from_numpy(self.rollout_hidden.copy())
         if self.chunk_hidden is not None:
             state["chunk_hidden"] = torch.from_numpy(self.chunk_hidden.copy())
+        if self.noise is not None:
+            state["sde_noise"] = torch.from_numpy(self.noise.copy())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -602,3 +673,5 @@ class OnPolicyAgent:
             self.rollout_hidden = state["rollout_hidden"].numpy().copy()
         if self.chunk_hidden is not None:
             self.chunk_hidden = state["chunk_hidden"].numpy().copy()
+        if self.noise is not None:
+            self.noise = state["sde_noise"].numpy().copy()

@@ -48,6 +48,7 @@ class ActorCriticKernel:
             loss in GRADIENTS
             and model.shared is None
             and model.recurrent is None
+            and model.sde is None  # gSDE's state-dependent noise: autograd's
             and HandMLP.fits(model.actor)
             and HandMLP.fits(model.critic)
             and (model.continuous or type(model.policy) is Categorical)
