@@ -40,8 +40,8 @@ from rlrun.algorithms.optim import make_optimizer, optimise
 from rlrun.algorithms.recurrent import Recurrent
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec, OptimizerSpec
 from rlrun.errors import BadInput
+from rlrun.spec import NetworkSpec, OptimizerSpec
 from rlrun.spec.agents.onpolicy import OnPolicyConfig, SdeSpec
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -81,9 +81,7 @@ class ActorCritic(nn.Module):
         else:
             self.actor = make_network(obs_space, outputs, network, output_gain=0.01)
             self.critic = make_network(obs_space, 1, network)
-        self.log_std = nn.Parameter(
-            torch.full((outputs,), log_std_init), requires_grad=self.continuous and sde is None
-        )
+        self.log_std = nn.Parameter(torch.full((outputs,), log_std_init), requires_grad=self.continuous and sde is None)
         """The Gaussian policy's log standard deviation (unused for discrete actions and with gSDE)."""
         self.sde: StateDependentNoise | None = None
         """gSDE's noise over the actor's latent features (`agent.sde`); None: the Gaussian's `log_std`."""
@@ -543,9 +541,9 @@ class OnPolicyAgent:
             return self.model.to_env(self.model.greedy(features))
         if generator is not None:  # playing: its own draws, gSDE's matrices too
             return self.model.to_env(self.model.sample(features, generator)[0])
-        actions, log_probs = self.model.sample(features, self.generator, None if self.noise is None else self.explored())
-        if generator is None:  # a training step: remember what the rollout needs about it
-            self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0], None)
+        noise = None if self.noise is None else self.explored()
+        actions, log_probs = self.model.sample(features, self.generator, noise)
+        self._acted = (actions, log_probs, self.model.fast_critic(features)[:, 0], None)  # what the rollout needs
         return self.model.to_env(actions)
 
     def explored(self) -> np.ndarray:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from rlrun.spec import AgentConfig, NetworkSpec, OptimizerSpec
-from rlrun.spec.sections import Strict
 from rlrun.spec.schedules import Constant, Schedule
+from rlrun.spec.sections import Strict
 
 
 class SdeSpec(Strict):

@@ -1,0 +1,73 @@
+"""gSDE (`agent.sde`, issue 55): rlrun's `StateDependentNoise` computes what Stable-Baselines3's
+`StateDependentNoiseDistribution` computes given the same weights, latent features and exploration
+matrices (its std, the sampled actions, their log-probabilities and entropies), and a PPO agent
+draws its matrices at each rollout's start and every `sample_freq` steps, holding them between.
+Its kill -9 → bit-exact resume is tests/test_recurrent.py's chunked gSDE test."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlrun.algorithms import ppo
+from rlrun.algorithms.base import Step
+from rlrun.algorithms.distributions import StateDependentNoise
+from rlrun.clock import Clock
+from rlrun.spec.agents.onpolicy import SdeSpec
+from rlrun.spec.agents.ppo import Config
+
+LATENT, ACTIONS, BATCH = 6, 2, 5
+
+
+@pytest.mark.parametrize(("full_std", "use_expln"), [(True, False), (False, False), (True, True), (False, True)])
+def test_the_noise_is_sb3s(full_std: bool, use_expln: bool) -> None:
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.distributions import StateDependentNoiseDistribution
+
+    ours = StateDependentNoise(LATENT, ACTIONS, SdeSpec(full_std=full_std, use_expln=use_expln), log_std_init=0.0)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # log stds on both sides of 0, where expln switches
+        ours.log_std.copy_(torch.randn(ours.log_std.shape, generator=generator))
+    theirs = StateDependentNoiseDistribution(ACTIONS, full_std=full_std, use_expln=use_expln)
+    theirs.proba_distribution_net(LATENT)
+    log_std = ours.log_std.detach()
+    torch.testing.assert_close(ours.std().detach(), theirs.get_std(log_std))
+
+    latent = torch.randn((BATCH, LATENT), generator=generator)
+    mean = torch.randn((BATCH, ACTIONS), generator=generator)
+    matrices = ours.draw_matrices(BATCH, generator)
+    theirs.sample_weights(log_std, batch_size=BATCH)
+    theirs.exploration_matrices = torch.from_numpy(matrices)
+    theirs.proba_distribution(mean, log_std, latent)
+    actions, log_probs = ours.sample(latent.numpy(), mean.numpy(), matrices)
+    np.testing.assert_allclose(actions, theirs.sample().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(log_probs, theirs.log_prob(torch.from_numpy(actions)).numpy(), rtol=1e-5, atol=1e-5)
+
+    evaluated, entropies = ours.evaluate(latent, mean, torch.from_numpy(actions), entropy=True)
+    torch.testing.assert_close(evaluated.detach(), theirs.log_prob(torch.from_numpy(actions)))
+    assert entropies is not None
+    torch.testing.assert_close(entropies.detach(), theirs.entropy())
+
+
+def test_the_matrices_are_drawn_at_a_rollouts_start_and_every_sample_freq_steps() -> None:
+    config = Config.model_validate(
+        {"n_steps": 12, "batch_size": 12, "n_epochs": 1, "network": {"hidden": [8]}, "sde": {"sample_freq": 5}}
+    )
+    envs = gym.make_vec("Pendulum-v1", num_envs=2)
+    space = envs.single_observation_space, envs.single_action_space
+    agent = ppo.Agent(config, *space, seed=0, num_envs=2, max_frame=1000, device=torch.device("cpu"))
+    obs, _ = envs.reset(seed=0)
+    held, clock = [], Clock()
+    for _ in range(2 * config.n_steps):
+        action = agent.act(obs)
+        assert agent.noise is not None
+        held.append(agent.noise.copy())
+        after, reward, terminated, truncated, _ = envs.step(action)
+        agent.observe(Step(obs, action, reward, terminated, truncated, after))
+        agent.update(clock)
+        obs = after
+    drawn = [t for t in range(len(held)) if t == 0 or not np.array_equal(held[t], held[t - 1])]
+    assert drawn == [0, 5, 10, 12, 17, 22]  # each rollout of 12 steps: its start, then every 5
+    assert not np.array_equal(held[0][0], held[0][1])  # a matrix per env copy
