@@ -17,7 +17,9 @@ torch thread, per seed:
   written (`ZOO` below, copied from rl-baselines3-zoo at 22e3ff2): `normalize: True` is `VecNormalize`
   with the agent's gamma, as the zoo does; `lin_X` is X times the progress remaining.
 - rlrun: the built-in `ppo_lstm_cartpole_novel` / `ppo_lstm_pendulum_novel` (its translation of the
-  same entry; see docs/benchmarks/recurrent.md for what it cannot translate).
+  same entry; see docs/benchmarks/recurrent.md for what it cannot translate). PendulumNoVel's takes
+  the entry's minibatch as written (128-step chunks, `agent.sequence_length`) and its gSDE
+  (`agent.sde`, every 4 steps).
 - memoryless: rlrun's `ppo_cartpole` / `ppo_pendulum` hyper-parameters on the same no-velocity task:
   the control, which should fail to solve CartPoleNoVel.
 `--frames` sets every budget (default: the zoo's, 1e5 frames each); the schedules of the built-ins
@@ -32,7 +34,11 @@ rlrun: the final evaluation the run records (`meta.num_eval_episodes=10`, `eval_
 
 Speed: frames (one env step of one copy) per second of the training process's CPU time, measured
 from the first tenth of the budget to its end (start-up, imports and evaluation left out alike), and
-the ratio rlrun / sb3-contrib. Every result is also appended as a JSON line to `--out`; `--report`
+the ratio rlrun / sb3-contrib. Whether rlrun is no worse: P(rlrun > sb3-contrib) over the seeds'
+final returns with its 95% stratified-bootstrap interval, computed as `rlrun compare` computes it
+(`rlrun.compare.statistics.improvements`, rliable's probability of improvement) and read the same
+way (`verdict_of`: improved above 0.5, regressed below, inconclusive when it holds 0.5).
+Every result is also appended as a JSON line to `--out`; `--report`
 prints the table from such files (for a run split over several invocations: then the ratio compares
 runs that did not share the machine's load, read it with that in mind).
 """
@@ -47,6 +53,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 # run as a script: its folder is on the path
 from speed_vs_sb3 import SB3_LEARN_TIMED, SINGLE_THREAD, frames
@@ -102,6 +110,7 @@ BUILTINS = {"cartpole": "ppo_lstm_cartpole_novel", "pendulum": "ppo_lstm_pendulu
 MEMORYLESS = {"cartpole": "ppo_cartpole", "pendulum": "ppo_pendulum"}
 HIDE = {"class": "rlrun.envs.pomdp:HideVelocities"}
 EVAL_EPISODES = 10
+REPS = 2000  # bootstrap resamples of the probability of improvement
 
 SB3_WORKER = (
     r'''
@@ -259,6 +268,24 @@ def report(results: list[dict[str, Any]]) -> None:
         )
         for label, rest in lines:
             print(f"{label:<{width}}{rest}")
+        print_improvement(rows, seeds)
+
+
+def print_improvement(rows: list[dict[str, Any]], seeds: list[int]) -> None:
+    """P(rlrun > sb3-contrib) over the seeds both sides have, as `rlrun compare` computes and reads it."""
+    from rlrun.compare.comparison import verdict_of
+    from rlrun.compare.statistics import improvements
+
+    final = {side: {r["seed"]: r["mean"] for r in rows if r["side"] == side} for side in ("rlrun", "sb3")}
+    both = [s for s in seeds if s in final["rlrun"] and s in final["sb3"]]
+    if not both:
+        return
+    scores = [np.array([[final[side][s]] for s in both]) for side in ("rlrun", "sb3")]  # (seeds, 1 task)
+    estimate = improvements({"rlrun > sb3": (scores[0], scores[1])}, reps=REPS, seed=0)["rlrun > sb3"]
+    print(
+        f"P(rlrun > sb3-contrib) {estimate.point:.2f} [{estimate.low:.2f}, {estimate.high:.2f}]"
+        f" ({len(both)} seeds, 95% bootstrap): {verdict_of(estimate)}"
+    )
 
 
 def main() -> None:
