@@ -1,17 +1,21 @@
 """gSDE (`agent.sde`, issue 55): rlrun's `StateDependentNoise` computes what Stable-Baselines3's
 `StateDependentNoiseDistribution` computes given the same weights, latent features and exploration
-matrices (its std, the sampled actions, their log-probabilities and entropies), and a PPO agent
-draws its matrices at each rollout's start and every `sample_freq` steps, holding them between.
-Its kill -9 → bit-exact resume is tests/test_recurrent.py's chunked gSDE test."""
+matrices (its std, the sampled actions, their log-probabilities and entropies; SAC's squashed ones
+too), and a PPO agent draws its matrices at each rollout's start and every `sample_freq` steps,
+holding them between. SAC with gSDE kill -9'd mid-round resumes bit for bit; PPO's kill -9 → bit-exact
+resume is tests/test_recurrent.py's chunked gSDE test."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from same_run import assert_same_run, final_state, killed_after_a_snapshot, reference_state, resume_ok
 
-from rlrun.algorithms import ppo
+from rlrun.algorithms import ppo, sac
 from rlrun.algorithms.base import Step
 from rlrun.algorithms.distributions import StateDependentNoise
 from rlrun.clock import Clock
@@ -71,3 +75,41 @@ def test_the_matrices_are_drawn_at_a_rollouts_start_and_every_sample_freq_steps(
     drawn = [t for t in range(len(held)) if t == 0 or not np.array_equal(held[t], held[t - 1])]
     assert drawn == [0, 5, 10, 12, 17, 22]  # each rollout of 12 steps: its start, then every 5
     assert not np.array_equal(held[0][0], held[0][1])  # a matrix per env copy
+
+
+def test_sacs_squashed_noise_is_sb3s() -> None:
+    """SAC's actor with gSDE (`sac.SdeActor`): its squashed actions and their log-probabilities,
+    change of variables included, are SB3's (`squash_output=True`) for the same matrix."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.distributions import StateDependentNoiseDistribution
+
+    from rlrun.spec import NetworkSpec
+
+    actor = sac.SdeActor(3, ACTIONS, NetworkSpec(hidden=[LATENT]), SdeSpec(), log_std_init=-1.0)
+    obs = torch.randn((BATCH, 3), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        actions, log_probs = actor(obs, torch.Generator().manual_seed(2))
+        matrix = actor.noise.std() * torch.randn((LATENT, ACTIONS), generator=torch.Generator().manual_seed(2))
+        latent, mean = actor.latent_and_mean(obs)
+    theirs = StateDependentNoiseDistribution(ACTIONS, squash_output=True)
+    theirs.proba_distribution_net(LATENT)
+    log_std = actor.noise.log_std.detach()
+    theirs.sample_weights(log_std)
+    theirs.exploration_mat = matrix
+    theirs.proba_distribution(mean, log_std, latent)
+    torch.testing.assert_close(actions, theirs.sample())
+    torch.testing.assert_close(log_probs, theirs.log_prob(actions), rtol=1e-4, atol=1e-4)  # SB3 inverts the tanh
+
+
+# Rounds of 12 frames: the snapshot at frame 2000 falls at step 8 of one, its matrix drawn at step 6
+SAC_GSDE = ["--frames", "3000", "--set", "agent.train_frequency=12", "--set", 'agent.sde={"sample_freq": 3}']
+
+
+def test_sac_gsde_kill_9_after_a_snapshot_then_resume_is_the_same_run(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    straight = reference_state(tmp_path_factory, "sac_pendulum", *SAC_GSDE)
+    home = tmp_path / "runs"
+    killed_after_a_snapshot(home, "sac_pendulum", *SAC_GSDE, frame=2000)
+    resume_ok(home, "latest")
+    assert_same_run(straight, final_state(home))

@@ -4,6 +4,10 @@ bonus whose weight (the temperature alpha) tunes itself towards a target entropy
 A tanh-squashed Gaussian actor; two critics and their Polyak-averaged targets (the smaller of the
 two values is used, against over-estimation); uniform random actions until `learning_starts`.
 The temperature and its optimiser are part of the agent's state, so they resume exactly.
+
+With gSDE (`agent.sde`, `SdeActor`) the actor's noise is state-dependent, as Stable-Baselines3's SAC
+with `use_sde`: acting holds a matrix per env copy (drawn at each training round's first step and
+every `sample_freq` steps), each gradient step draws one for its batch.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from rlrun.algorithms.base import (
     obs_size,
     step_means,
 )
+from rlrun.algorithms.distributions import StateDependentNoise
 from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, OptimizerSpec
+from rlrun.spec.agents.onpolicy import SdeSpec
 from rlrun.spec.agents.sac import Config
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -52,6 +58,39 @@ class Actor(nn.Module):
         """Squashed actions in [-1, 1] and their log-probabilities; the mean's squash when
         `generator` is None."""
         return squash(self.body(obs), generator)
+
+
+class SdeActor(nn.Module):
+    """SAC's actor with gSDE (SB3's `Actor` with `use_sde`): the network's last hidden features
+    (the latent) give the mean, clipped to ±`CLIP_MEAN` (SB3's hard tanh), and the noise's spread
+    through `StateDependentNoise`; the action is the tanh of their sum."""
+
+    CLIP_MEAN = 2.0
+
+    def __init__(self, obs_dim: int, action_dim: int, network: NetworkSpec, spec: SdeSpec, log_std_init: float) -> None:
+        super().__init__()
+        self.body = mlp(obs_dim, action_dim, network)
+        last = self.body[-1]
+        assert isinstance(last, nn.Linear)
+        self.noise = StateDependentNoise(last.in_features, action_dim, spec, log_std_init)
+
+    def latent_and_mean(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        latent = self.body[:-1](obs)
+        return latent, self.body[-1](latent).clamp(-self.CLIP_MEAN, self.CLIP_MEAN)
+
+    def forward(self, obs: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Squashed actions and their log-probabilities, the batch's noise one matrix drawn from
+        `generator` (SB3's `reset_noise()` before each gradient step: the std's gradient flows
+        through it); the mean's squash when `generator` is None."""
+        latent, mean = self.latent_and_mean(obs)
+        if generator is None:
+            return torch.tanh(mean), torch.zeros(len(mean), device=mean.device)
+        shape = (self.noise.latent, self.noise.outputs)
+        matrix = self.noise.std() * torch.randn(shape, generator=generator).to(mean.device)  # drawn on the host
+        gaussian = mean + latent.detach() @ matrix
+        action = torch.tanh(gaussian)
+        log_prob, _ = self.noise.evaluate(latent, mean, gaussian, entropy=False)
+        return action, log_prob - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # the change of variables
 
 
 def squash(out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +131,7 @@ class Autograd:
     """Autograd's learner, for every network: SAC's three gradient steps, each loss written as
     autograd differentiates it."""
 
-    def __init__(self, actor: Actor, critic: Critic, critic_target: Critic) -> None:
+    def __init__(self, actor: Actor | SdeActor, critic: Critic, critic_target: Critic) -> None:
         self.actor, self.critic, self.critic_target = actor, critic, critic_target
 
     def target_values(self, next_obs: torch.Tensor, generator: torch.Generator, alpha: float) -> torch.Tensor:
@@ -206,7 +245,7 @@ class SquashedActor:
 
     state_shape = None
 
-    def __init__(self, policy: Actor, fast_policy: Fast, low: np.ndarray, high: np.ndarray) -> None:
+    def __init__(self, policy: Actor | SdeActor, fast_policy: Fast, low: np.ndarray, high: np.ndarray) -> None:
         self.policy, self.fast_policy, self.low, self.high = policy, fast_policy, low, high
 
     def initial_state(self, batch: int) -> None:
@@ -228,7 +267,39 @@ class SquashedActor:
         return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
 
     def graph(self) -> ActingGraph:
+        assert isinstance(self.policy, Actor)
         return SquashedGraph(self.policy, self.low, self.high)
+
+
+class SdeSquashedActor(SquashedActor):
+    """`SquashedActor` with gSDE: the clipped mean's squash (greedy), or a draw with matrices of
+    its own from the caller's generator, or (training) with the matrices the agent holds."""
+
+    def __init__(self, policy: SdeActor, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__(policy, Fast(policy.body), low, high)
+        self.sde_policy = policy
+        self.fast_latent, self.fast_mean = Fast(policy.body[:-1]), Fast(policy.body[-1:])
+
+    def step(
+        self, obs: np.ndarray, state: None, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, None]:
+        if deterministic:
+            return self.to_env(np.tanh(self.mean(self.fast_latent(obs)))), None
+        if generator is None:
+            raise ValueError("an actor draws its actions from the caller's generator: pass one")
+        return self.explore(obs, self.sde_policy.noise.draw_matrices(len(obs), generator)), None
+
+    def mean(self, latent: np.ndarray) -> np.ndarray:
+        clip = SdeActor.CLIP_MEAN
+        return np.clip(self.fast_mean(latent), -clip, clip)
+
+    def explore(self, obs: np.ndarray, matrices: np.ndarray) -> np.ndarray:
+        """Actions for `obs`, each row's noise its latent features times its matrix."""
+        latent = self.fast_latent(obs)
+        return self.to_env(np.tanh(self.sde_policy.noise.sample(latent, self.mean(latent), matrices)[0]))
+
+    def graph(self) -> ActingGraph:
+        return SdeSquashedGraph(self.sde_policy, self.low, self.high)
 
 
 class SquashedGraph(ActingGraph):
@@ -249,6 +320,25 @@ class SquashedGraph(ActingGraph):
         mean, log_std = self.body(flat_float(observation)).chunk(2, dim=-1)
         action = self.low + (torch.tanh(mean) + 1) * 0.5 * self.span
         return action, mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+
+class SdeSquashedGraph(ActingGraph):
+    """The greedy gSDE policy as torch: the squashed clipped mean scaled to the bounds, and the mean
+    (its spread depends on the state through the latent features: not an output)."""
+
+    outputs = ("action", "mean")
+
+    def __init__(self, policy: SdeActor, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__()
+        self.policy = policy
+        self.low: torch.Tensor
+        self.span: torch.Tensor
+        self.register_buffer("low", torch.from_numpy(np.asarray(low)))
+        self.register_buffer("span", torch.from_numpy(np.asarray(high - low)))
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, mean = self.policy.latent_and_mean(flat_float(observation))
+        return self.low + (torch.tanh(mean) + 1) * 0.5 * self.span, mean
 
 
 class Agent:
@@ -277,10 +367,21 @@ class Agent:
         obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
         self.low = action_space.low.astype(np.float32)
         self.high = action_space.high.astype(np.float32)
-        self.policy = Actor(obs_dim, action_dim, config.network).to(device)
-        self.fast_actor = Fast(self.policy.body)
-        self.actor = SquashedActor(self.policy, self.fast_actor, self.low, self.high)
+        self.noise: np.ndarray | None = None
+        """With gSDE: each env copy's exploration matrix (envs, latent, actions). State."""
+        self.noise_steps = 0
+        """With gSDE: steps acted since the training round's start, the matrices' clock. State."""
+        self.policy: Actor | SdeActor
+        self.actor: SquashedActor
         """How the agent plays outside training (`base.Actor`)."""
+        if config.sde is None:
+            self.policy = Actor(obs_dim, action_dim, config.network).to(device)
+            self.fast_actor = Fast(self.policy.body)
+            self.actor = SquashedActor(self.policy, self.fast_actor, self.low, self.high)
+        else:
+            self.policy = SdeActor(obs_dim, action_dim, config.network, config.sde, config.log_std_init).to(device)
+            self.actor = SdeSquashedActor(self.policy, self.low, self.high)
+            self.noise = np.zeros((num_envs, self.policy.noise.latent, action_dim), dtype=np.float32)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.target_update = TargetUpdate(self.critic_target, self.critic)
@@ -319,7 +420,19 @@ class Agent:
         if training and self.frame < self.config.learning_starts:
             squashed = torch.rand((len(obs), len(self.low)), generator=self.generator).numpy() * 2 - 1
             return self.actor.to_env(squashed)
+        if training and isinstance(self.actor, SdeSquashedActor):
+            return self.actor.explore(obs, self.explored())
         return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
+
+    def explored(self) -> np.ndarray:
+        """gSDE's matrices for this step: drawn at a training round's first step and every
+        `sample_freq` steps (SB3's `reset_noise` in `collect_rollouts`), else held."""
+        assert self.noise is not None and self.config.sde is not None and isinstance(self.policy, SdeActor)
+        every = self.config.sde.sample_freq
+        if self.noise_steps == 0 or (every > 0 and self.noise_steps % every == 0):
+            self.noise = self.policy.noise.draw_matrices(self.num_envs, self.generator).astype(np.float32)
+        self.noise_steps += 1
+        return self.noise
 
     def observe(self, step: Step) -> None:
         squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
@@ -338,6 +451,8 @@ class Agent:
         rounds = clock.frame // config.train_frequency - previous // config.train_frequency
         with self._learning_arithmetic():
             steps = [self._gradient_step(clock) for _ in range(rounds * config.gradient_steps)]
+        if rounds:  # the next steps collect a new round: gSDE draws its matrices afresh
+            self.noise_steps = 0
         if not steps:
             return {}
         # read when the session reports or snapshots (every few thousand frames), not every update
@@ -383,6 +498,11 @@ class Agent:
             "generator": self.generator.get_state(),
             "frame": self.frame,
             **self.memory.state_dict(),
+            **(
+                {}
+                if self.noise is None
+                else {"sde_noise": torch.from_numpy(self.noise.copy()), "sde_steps": self.noise_steps}
+            ),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -397,3 +517,5 @@ class Agent:
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
         self.memory.load_state_dict(state)
+        if self.noise is not None:
+            self.noise, self.noise_steps = state["sde_noise"].numpy().copy(), state["sde_steps"]

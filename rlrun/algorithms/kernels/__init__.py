@@ -74,7 +74,7 @@ def _soft_actor_critic(
 ) -> SoftActorCriticKernel | None:
     from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel
 
-    if not SoftActorCriticKernel.fits(critic):
+    if not SoftActorCriticKernel.fits(actor, critic):
         return None
     return SoftActorCriticKernel(actor, critic, critic_target, arithmetic=arithmetic)
 

@@ -16,7 +16,7 @@ import torch
 from rlrun.algorithms.base import mse_loss
 from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, without_grad
 from rlrun.algorithms.optim import apply_gradients
-from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, Squashed, sample_squashed, squash
+from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, SdeActor, Squashed, sample_squashed, squash
 from rlrun.arithmetic import Arithmetic
 from rlrun.spec import OptimizerSpec
 
@@ -83,8 +83,10 @@ class SoftActorCriticKernel:
     activations the actor's backward needs at once."""
 
     @staticmethod
-    def fits(critic: Critic) -> bool:
-        return HandMLP.fits(critic.q1) and HandMLP.fits(critic.q2)
+    def fits(actor: Actor, critic: Critic) -> bool:
+        """Built-in MLPs, and an actor whose network outputs its Gaussian's mean and log std (not
+        gSDE's, whose noise is state-dependent: autograd's)."""
+        return not isinstance(actor, SdeActor) and HandMLP.fits(critic.q1) and HandMLP.fits(critic.q2)
 
     def __init__(self, actor: Actor, critic: Critic, critic_target: Critic, *, arithmetic: Arithmetic) -> None:
         """`arithmetic`'s `narrow_products_wide_first`: products with a narrow side are formed the

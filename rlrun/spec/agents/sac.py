@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec
+from rlrun.spec.agents.onpolicy import SdeSpec
 from rlrun.spec.schedules import Constant
 
 
@@ -36,3 +37,10 @@ class Config(AgentConfig):
     optimizer: OptimizerSpec = OptimizerSpec(lr=Constant(value=3e-4))
     """Used for the actor, the critics and the temperature alike."""
     memory: MemorySpec = MemorySpec(capacity=1_000_000)
+    sde: SdeSpec | None = None
+    """gSDE (`SdeSpec`), e.g. {"sample_freq": 8}: the actor's noise is its latent features times a
+    matrix per env copy, drawn at each training round's first step and every `sample_freq` steps
+    (SB3's SAC with `use_sde`: the mean clipped to ±2 before the squash); null: a Gaussian whose
+    log std the actor outputs. Structural: its log std, matrices and their clock are in every snapshot."""
+    log_std_init: float = -3.0
+    """With `sde`: the initial log std of every entry of gSDE's matrix (SB3's SAC default); unused without."""
