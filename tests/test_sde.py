@@ -102,7 +102,7 @@ def test_sacs_squashed_noise_is_sb3s() -> None:
 
 
 # Rounds of 12 frames: the snapshot at frame 2000 falls at step 8 of one, its matrix drawn at step 6
-SAC_GSDE = ["--frames", "3000", "--set", "agent.train_frequency=12", "--set", 'agent.sde={"sample_freq": 3}']
+SAC_GSDE = ["--frames", "2400", "--set", "agent.train_frequency=12", "--set", 'agent.sde={"sample_freq": 3}']
 
 
 def test_sac_gsde_kill_9_after_a_snapshot_then_resume_is_the_same_run(
