@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_env, heavy_modules, invoke
+from helpers import heavy_modules, invoke
 
 from rlrun.registry import Registry
 
@@ -59,9 +59,8 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _final_means(logs: Path) -> list[float]:
     """Each zoo run's last evaluation mean, from its evaluations.npz."""
-    return [
-        float(np.load(npz)["results"][-1].mean()) for npz in sorted((logs / "ppo").glob("CartPole-v1_*/evaluations.npz"))
-    ]
+    files = sorted((logs / "ppo").glob("CartPole-v1_*/evaluations.npz"))
+    return [float(np.load(npz)["results"][-1].mean()) for npz in files]
 
 
 def _names(home: Path) -> list[str]:
@@ -114,9 +113,7 @@ def test_a_rebuilt_registry_keeps_the_foreign_runs_evaluations(zoo: tuple[Path, 
     with Registry.open(copy, create=False) as registry:
         again = registry.get_run(run.id)
     assert again.run.origin == "sb3"
-    assert [e._replace(id=0, session_id=0) for e in again.evaluations] == [
-        e._replace(id=0, session_id=0) for e in kept
-    ]
+    assert [e._replace(id=0, session_id=0) for e in again.evaluations] == [e._replace(id=0, session_id=0) for e in kept]
 
 
 @pytest.mark.parametrize("command", [["resume"], ["enjoy"], ["export", "--metrics"], ["push", "{dest}"]])

@@ -24,7 +24,7 @@ def import_foreign(folders: list[Path], home: str | None, *, move: bool) -> None
 
     source, *logs = folders
     if move:
-        raise BadInput(f"--move moves rlrun's run folders; {source}'s log folders are read where they are: leave it out")
+        raise BadInput(f"--move moves rlrun's run folders; {source} log folders are read where they are: leave it out")
     if not logs:
         raise BadInput(f"name the log folders to import, e.g. `rlrun import {source} logs/` (the zoo's -f folder)")
     report = import_sb3(logs, home=home)

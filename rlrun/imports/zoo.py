@@ -97,7 +97,8 @@ def import_sb3(sources: Sequence[Path | str], *, home: Path | str | None = None)
     runs = [read_zoo_run(folder) for source in sources for folder in zoo_run_folders(Path(source))]
     check_env_ids(runs)
     root = paths.resolve_home(home)
-    imported, already = [], []
+    imported: list[RunRecord] = []
+    already: list[str] = []
     with Registry.open(root) as registry:
         for run in runs:
             if registry.name_exists(run.name) is not None or run.name in [r.name for r in imported]:
@@ -192,9 +193,10 @@ def _read_yaml(file: Path) -> dict[str, Any]:
     except ImportError:
         raise BadInput(f"reading {file} needs PyYAML; {install_hint('sb3')}") from None
     try:
-        document = yaml.load(file.read_text(encoding="utf-8"), Loader=_zoo_loader(yaml))  # noqa: S506 (a safe loader)
+        document = yaml.load(file.read_text(encoding="utf-8"), Loader=_zoo_loader(yaml))  # a SafeLoader
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise BadInput(f"{file}: not readable as the zoo's YAML ({type(error).__name__}: {_first_line(error)})") from None
+        why = f"{type(error).__name__}: {_first_line(error)}"
+        raise BadInput(f"{file}: not readable as the zoo's YAML ({why}); import the folder the zoo wrote") from None
     if not isinstance(document, dict):
         raise BadInput(f"{file}: holds {type(document).__name__}, not the zoo's mapping of names to values")
     return document
@@ -203,7 +205,7 @@ def _read_yaml(file: Path) -> dict[str, Any]:
 def _zoo_loader(yaml: Any) -> Any:
     """A SafeLoader that also reads the tags `yaml.dump` gives an OrderedDict and a tuple."""
 
-    class ZooLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+    class ZooLoader(yaml.SafeLoader):
         pass
 
     def ordered_dict(loader: Any, node: Any) -> dict[str, Any]:
