@@ -88,7 +88,7 @@ def test_imported_zoo_runs_compare_against_rlrun(zoo: tuple[Path, Path]) -> None
     assert 0.0 <= improvement["probability"] <= 1.0
 
 
-def test_import_again_is_nothing_to_do_and_a_rebuild_keeps_the_evaluations(zoo: tuple[Path, Path]) -> None:
+def test_import_again_is_nothing_to_do_and_loads_no_torch(zoo: tuple[Path, Path]) -> None:
     logs, home = zoo
     before = _run_count(home)
     again = invoke(home, "import", "sb3", str(logs / "ppo"))
