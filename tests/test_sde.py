@@ -15,10 +15,12 @@ import pytest
 import torch
 from same_run import assert_same_run, final_state, killed_after_a_snapshot, reference_state, resume_ok
 
+import rlrun
 from rlrun.algorithms import ppo, sac
 from rlrun.algorithms.base import Step
 from rlrun.algorithms.distributions import StateDependentNoise
 from rlrun.clock import Clock
+from rlrun.errors import BadInput
 from rlrun.spec.agents.onpolicy import SdeSpec
 from rlrun.spec.agents.ppo import Config
 
@@ -113,3 +115,24 @@ def test_sac_gsde_kill_9_after_a_snapshot_then_resume_is_the_same_run(
     killed_after_a_snapshot(home, "sac_pendulum", *SAC_GSDE, frame=2000)
     resume_ok(home, "latest")
     assert_same_run(straight, final_state(home))
+
+
+@pytest.mark.parametrize(
+    ("edits", "said"),
+    [
+        (
+            ["agent.sequence_length=24"],
+            "agent.sequence_length = 24: cuts sequences for a memory, and the network has none;",
+        ),
+        (
+            ['agent.network.recurrent={"cell": "lstm", "size": 16}', "agent.sequence_length=24", "agent.batch_size=60"],
+            "agent.batch_size = 60: is not a multiple of agent.sequence_length (24); each minibatch is whole chunks;"
+            " use batch_size 48 (2 chunks per minibatch)",
+        ),
+        (['agent.sde={"sample_freq": 0}'], "agent.sde.sample_freq = 0: must be a positive number of steps, or -1"),
+    ],
+)
+def test_chunks_and_gsde_refuse_what_they_cannot_do_in_one_line(edits: list[str], said: str) -> None:
+    with pytest.raises(BadInput) as refused:
+        rlrun.load_spec("ppo_pendulum", edits)
+    assert str(refused.value).startswith(said) and "\n" not in str(refused.value), str(refused.value)
