@@ -32,7 +32,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Iterator, Mapping
-from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
 from multiprocessing.context import ForkServerProcess, set_spawning_popen
 from typing import Any
 
@@ -76,6 +76,7 @@ class Zygote:
     def start(self) -> None:
         """Start the server (it imports in the background: the first fork waits for it)."""
         self._startup = startup_variables(os.environ)
+        resource_tracker.ensure_running()  # first: it unblocks SIGTERM as it starts, which would undo ours
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_IN_ZYGOTE)  # inherited through exec
         try:
             self._server.ensure_running()
