@@ -48,7 +48,7 @@ class LocalExecutor:
             with signals:
                 ended = [_run_here(tasks[0], on_event, stop)]
             return Execution(ended, stop.signal)
-        return _run_spawned(list(tasks), on_event, stop, self.handle_signals)
+        return _run_in_processes(list(tasks), on_event, stop, self.handle_signals)
 
 
 def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
@@ -66,7 +66,9 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
     return ended[-1]
 
 
-def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest, handle_signals: bool) -> Execution:
+def _run_in_processes(
+    tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest, handle_signals: bool
+) -> Execution:
     """Every session in a process of its own, all at once."""
     from rlrun.session.loop import run_session_process
 

@@ -49,13 +49,13 @@ OnSilentDeath = Callable[[int, "int | None"], None]
 
 @dataclass(frozen=True)
 class Work:
-    """What one worker process does: `target(*args, outbox, shared_stop)` in the spawned process,
+    """What one worker process does: `target(*args, outbox, shared_stop)` in the worker process,
     where `outbox.put(message)` sends a message and `StopRequest(shared_stop)` is the worker's stop."""
 
     key: int
     """How the callbacks name this worker."""
     target: Callable[..., None]
-    """A top-level function: spawn pickles it by name."""
+    """A top-level function: it is pickled by name."""
     args: tuple[Any, ...] = ()
     stop: StopRequest = field(default_factory=StopRequest)
     """The caller's stop for this worker: a request made here, at any time, is passed on to it."""
