@@ -31,13 +31,11 @@ from multiprocessing import reduction
 from pathlib import Path
 from typing import IO, Any
 
+from rlrun.training.zygote import startup_variables
+
 PRELOAD = ["torch", "gymnasium", "rlrun.cli", "rlrun.training.api", "rlrun.session.loop", "rlrun.algorithms"]
 """What every command would import anyway: the zygote pays for it once."""
 
-STARTUP = ("PYTHON", "LD_", "OMP_", "KMP_", "MKL_")
-"""Environment variables an interpreter reads as it starts (PYTHONPATH, a sitecustomize on it,
-PYTHONHASHSEED, the libraries it loads, OpenMP's settings, read as torch loads): a command whose
-environment sets them otherwise than the zygote's runs as a fresh interpreter."""
 OPENMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 
 _context: Any = None
@@ -74,8 +72,11 @@ def _zygote() -> Any:
 
 
 def _startup_variables(env: Mapping[str, str]) -> dict[str, str]:
-    """What of `env` an interpreter reads as it starts, a training command's OpenMP policy included."""
-    started = {key: value for key, value in env.items() if key.startswith(STARTUP) and key != "PYTHONUNBUFFERED"}
+    """What of `env` an interpreter reads as it starts (rlrun's session zygote's rule: a command
+    whose environment sets them otherwise than the zygote's runs as a fresh interpreter), a
+    training command's OpenMP policy included; PYTHONUNBUFFERED aside, `_command_main` applying it."""
+    started = startup_variables(env)
+    started.pop("PYTHONUNBUFFERED", None)
     return {OPENMP_WAIT_POLICY: "PASSIVE", **started}
 
 

@@ -172,7 +172,7 @@ class Driver:
                 yield Work(
                     job.number,
                     trial_worker,
-                    (job, str(self.root), os.getpid(), self.worker_executors),
+                    (job, str(self.root), self.worker_executors),
                     trial.stop,
                     name=f"rlrun-t{job.number}",
                 )

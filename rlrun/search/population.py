@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +229,7 @@ class PbtDriver(Driver):
             Work(
                 lane,
                 _train_lane,
-                (share, str(self.root), os.getpid(), self.worker_executors),
+                (share, str(self.root), self.worker_executors),
                 name=f"rlrun-g{generation}l{lane}",
             )
             for lane, share in enumerate(lanes)
@@ -240,7 +239,7 @@ class PbtDriver(Driver):
 
 
 def _train_lane(
-    jobs: tuple[Job, ...], home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
+    jobs: tuple[Job, ...], home: str, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
 ) -> None:
     """A worker process: train its segments one after another, each as a parallel trial's worker
     trains its trial, their messages tagged with their trial numbers; none more once stopped, or
@@ -248,7 +247,7 @@ def _train_lane(
     for job in jobs:
         if StopRequest(shared_stop).signal:
             break
-        if not train_trial(job, home, parent, executors, _Tagged(outbox, job.number), shared_stop):
+        if not train_trial(job, home, executors, _Tagged(outbox, job.number), shared_stop):
             break
     outbox.put(("done", None))
 

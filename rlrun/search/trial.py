@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,16 +277,12 @@ class Trial:
         return 0
 
 
-def trial_worker(
-    job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
-) -> None:
+def trial_worker(job: Job, home: str, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any) -> None:
     """A parallel trial's worker process (`train_trial`)."""
-    train_trial(job, home, parent, executors, outbox, shared_stop)
+    train_trial(job, home, executors, outbox, shared_stop)
 
 
-def train_trial(
-    job: Job, home: str, parent: int, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any
-) -> bool:
+def train_trial(job: Job, home: str, executors: WorkerExecutors | None, outbox: Any, shared_stop: Any) -> bool:
     """A worker process: train one trial, its events and end sent to the driver; its sessions here
     (`executors` None), or placed on a Ray cluster by the executor `executors` makes. Signals are
     the driver's to forward (a Ctrl-C reaches the whole process group); a worker whose driver died
@@ -297,13 +292,14 @@ def train_trial(
 
     from rlrun.errors import RlrunError
     from rlrun.training.local import LocalExecutor
+    from rlrun.training.zygote import supervisor_gone
 
     for number in stopping.SIGNALS:
         signal.signal(number, signal.SIG_IGN)
     stop = StopRequest(shared_stop)
 
     def emit(event: events.Event) -> None:
-        if os.getppid() != parent and not stop.signal:
+        if supervisor_gone() and not stop.signal:
             stop.request(signal.SIGTERM)
         outbox.put(("event", event))
 

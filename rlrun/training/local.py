@@ -1,5 +1,6 @@
-"""The local executor: one session runs in this process; several run in one spawned process each,
-started, stopped and reaped by the supervisor (`rlrun.training.supervisor`).
+"""The local executor: one session runs in this process; several run in one process each (forked
+from a zygote, or spawned: `rlrun.training.zygote`), started, stopped and reaped by the supervisor
+(`rlrun.training.supervisor`).
 
 The first SIGINT/SIGTERM asks every session to stop at its next step with a snapshot; a second one
 ends at once. A session process that dies without saying how it ended is recorded as failed. `run`
@@ -9,6 +10,7 @@ returns only when every process it started has ended and been reaped.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from rlrun.registry import Registry
 from rlrun.session import events
 from rlrun.session.stopping import StopRequest, stop_on_signals
 from rlrun.session.task import SessionTask
+from rlrun.training import zygote
 from rlrun.training.executor import Execution, OnEvent
 from rlrun.training.supervisor import Supervisor, Work
 
@@ -30,8 +33,10 @@ class LocalExecutor:
         a trial): the sessions stop at their next step with a snapshot, as after a signal."""
 
     def prepare(self, home: Path, db_url: str, *, modules: Sequence[str] = ()) -> None:
-        """Nothing to check: the sessions run on this machine, beside the home, and import the
-        modules as this process did (multiprocessing's spawn hands them its `sys.path`)."""
+        """Only the start method to check (before the run is recorded): the sessions run on this
+        machine, beside the home, and import the modules as this process did (multiprocessing hands
+        them its `sys.path`)."""
+        zygote.wanted_start_method(os.environ)
 
     def close(self) -> None:
         """Nothing taken."""
@@ -43,7 +48,7 @@ class LocalExecutor:
             with signals:
                 ended = [_run_here(tasks[0], on_event, stop)]
             return Execution(ended, stop.signal)
-        return _run_spawned(list(tasks), on_event, stop, self.handle_signals)
+        return _run_in_processes(list(tasks), on_event, stop, self.handle_signals)
 
 
 def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events.SessionEnded:
@@ -61,7 +66,9 @@ def _run_here(task: SessionTask, on_event: OnEvent, stop: StopRequest) -> events
     return ended[-1]
 
 
-def _run_spawned(tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest, handle_signals: bool) -> Execution:
+def _run_in_processes(
+    tasks: list[SessionTask], on_event: OnEvent, stop: StopRequest, handle_signals: bool
+) -> Execution:
     """Every session in a process of its own, all at once."""
     from rlrun.session.loop import run_session_process
 

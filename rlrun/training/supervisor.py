@@ -1,8 +1,9 @@
 """The supervisor of local worker processes: the sessions of a local run, the trials of a search
-that trains several at once. It starts them (spawn, not fork: torch and SQLite connections do not
-survive a fork), at most K at a time from a queue of pending work, relays their messages, passes
-stops on to them, and reaps them; `run` returns only when every process it started has ended and
-been reaped.
+that trains several at once. It starts them (forked from a zygote that imported torch but ran
+nothing, or spawned; never forked from this process, whose torch threads and SQLite connections
+do not survive a fork: `rlrun.training.zygote`), at most K at a time from a queue of pending work,
+relays their messages, passes stops on to them, and reaps them; `run` returns only when every
+process it started has ended and been reaped.
 
 Messages: each worker has a pipe of its own, written synchronously (no feeder thread, no lock
 shared with other workers), so a worker killed at any moment, even mid-message, costs only its own
@@ -30,6 +31,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from rlrun.session.stopping import StopRequest, stop_on_signals
+from rlrun.training import zygote
 
 LAST_WORDS_SECONDS = 2.0
 """How long a dead worker's pipe may still stay open (a child of its own holding it) before its
@@ -47,13 +49,13 @@ OnSilentDeath = Callable[[int, "int | None"], None]
 
 @dataclass(frozen=True)
 class Work:
-    """What one worker process does: `target(*args, outbox, shared_stop)` in the spawned process,
+    """What one worker process does: `target(*args, outbox, shared_stop)` in the worker process,
     where `outbox.put(message)` sends a message and `StopRequest(shared_stop)` is the worker's stop."""
 
     key: int
     """How the callbacks name this worker."""
     target: Callable[..., None]
-    """A top-level function: spawn pickles it by name."""
+    """A top-level function: it is pickled by name."""
     args: tuple[Any, ...] = ()
     stop: StopRequest = field(default_factory=StopRequest)
     """The caller's stop for this worker: a request made here, at any time, is passed on to it."""
@@ -82,18 +84,23 @@ class Outbox:
         once when the supervisor has gone: the worker is then an orphan, and ends on its own."""
         if self._heard is None:
             return
-        parent = os.getppid()
-        while self._heard.value < self._sent and os.getppid() == parent:
+        while self._heard.value < self._sent and not zygote.supervisor_gone():
             time.sleep(0.001)
 
 
 def _worker_main(
-    target: Callable[..., None], args: tuple[Any, ...], connection: Any, shared_stop: Any, heard: Any = None
+    env: dict[str, str],
+    target: Callable[..., None],
+    args: tuple[Any, ...],
+    connection: Any,
+    shared_stop: Any,
+    heard: Any = None,
 ) -> None:
-    try:
-        target(*args, Outbox(connection, heard), shared_stop)
-    finally:
-        connection.close()  # the supervisor reads to the pipe's end, then judges the exit
+    with zygote.worker(env):
+        try:
+            target(*args, Outbox(connection, heard), shared_stop)
+        finally:
+            connection.close()  # the supervisor reads to the pipe's end, then judges the exit
 
 
 @dataclass
@@ -135,10 +142,10 @@ class Supervisor:
         """Run the work `pending` yields, at most `at_most` at once, until it is exhausted and every
         worker has ended; the signal that stopped the group, or 0. Work pulled after a stop still
         starts, and is asked to stop at once: a caller that should start nothing more stops yielding."""
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("spawn")  # its values and pipes serve forked workers too
         try:
-            with self._signals():
-                self._supervise(iter(pending), context)
+            with self._signals(), zygote.workers(os.environ) as make_process:
+                self._supervise(iter(pending), context, make_process)
         finally:
             for worker in self._running.values():  # only after an error: a normal end leaves none
                 worker.close_inbox()
@@ -154,9 +161,9 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.process.pid, signal.SIGKILL)
 
-    def _supervise(self, pending: Iterator[Work], context: Any) -> None:
+    def _supervise(self, pending: Iterator[Work], context: Any, make_process: Callable[..., Any]) -> None:
         while True:
-            self._start_while_room(pending, context)
+            self._start_while_room(pending, context, make_process)
             if not self._running:
                 return
             self._pass_on_stops()
@@ -167,13 +174,15 @@ class Supervisor:
                     self._read(inboxes[ready])
             self._reap_silent_deaths()
 
-    def _start_while_room(self, pending: Iterator[Work], context: Any) -> None:
+    def _start_while_room(self, pending: Iterator[Work], context: Any, make_process: Callable[..., Any]) -> None:
         while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
             stop = StopRequest(context.Value("i", 0))
             heard = context.Value("q", 0, lock=False)  # written here only
             inbox, outbox = context.Pipe(duplex=False)
-            process = context.Process(
-                target=_worker_main, name=work.name, args=(work.target, work.args, outbox, stop.shareable(), heard)
+            process = make_process(
+                target=_worker_main,
+                name=work.name,
+                args=(dict(os.environ), work.target, work.args, outbox, stop.shareable(), heard),
             )
             self._running[work.key] = _Worker(work, process, stop, inbox, heard)
             self._pass_on_stops()  # before it starts: a worker started after a stop stops at once
