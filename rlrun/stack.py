@@ -51,13 +51,13 @@ def software_stack(env: str | EnvSpec | Spec, *, device: str | None = None) -> d
 
 
 def stack_change(saved: Mapping[str, str] | None, now: Mapping[str, str]) -> str | None:
-    """Why a snapshot taken on the stack `saved` cannot continue exactly on `now` ("torch 2.13.0 →
-    2.14.0; numpy 2.4.6 → 2.5.0"), None when every version both name is the same. A snapshot that
-    recorded no stack (older files) is taken as the same: nothing says otherwise. Only names both
-    record are compared: CUDA's appear or go with the device, whose move is its own reason
-    (`rlrun.session.device.moved`)."""
+    """Why a snapshot taken on the stack `saved` cannot continue exactly on `now` ("software
+    changed: torch 2.13.0 → 2.14.0, numpy 2.4.6 → 2.5.0"), None when every version both name is
+    the same. A snapshot that recorded no stack (older files) is taken as the same: nothing says
+    otherwise. Only names both record are compared: CUDA's appear or go with the device, whose
+    move is its own reason (`rlrun.session.device.moved`)."""
     changed = [f"{name} {old} → {now[name]}" for name, old in (saved or {}).items() if now.get(name, old) != old]
-    return "; ".join(changed) or None
+    return f"software changed: {', '.join(changed)}" if changed else None
 
 
 def describe(stack: Mapping[str, str]) -> str:
