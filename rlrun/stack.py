@@ -50,6 +50,11 @@ def software_stack(env: str | EnvSpec | Spec, *, device: str | None = None) -> d
     return stack
 
 
+def versions(*distributions: str) -> dict[str, str]:
+    """The installed versions of `distributions` ("missing" for one not installed)."""
+    return {name: _version(name) for name in distributions}
+
+
 def stack_change(saved: Mapping[str, str] | None, now: Mapping[str, str]) -> str | None:
     """Why a snapshot taken on the stack `saved` cannot continue exactly on `now` ("software
     changed: torch 2.13.0 → 2.14.0, numpy 2.4.6 → 2.5.0"), None when every version both name is
