@@ -20,7 +20,7 @@ import json
 import platform
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlrun import testhooks
 
@@ -84,6 +84,23 @@ def write_versions(path: Path | str, stack: Mapping[str, str]) -> Path:
         path = path / VERSIONS_FILE
     atomic_write(path, versions_bytes(stack))
     return path
+
+
+def recorded_stacks(home: Path, detail: Any) -> dict[int, dict[str, str]]:
+    """The software each session of a run (`detail`: its `RunDetail`) ran on last, by session
+    index: what its newest snapshot in the home's working copy records (a session with none there,
+    or one older than the record, is left out; nothing is downloaded)."""
+    from rlrun.snapshot.layout import META, read_meta
+
+    found: dict[int, dict[str, str]] = {}
+    for session in detail.sessions:
+        taken = [c for c in detail.checkpoints if c.session_index == session.index]
+        newest = max(taken, key=lambda c: c.frame, default=None)
+        if newest is not None and (Path(home) / newest.path / META).is_file():
+            stack = read_meta(Path(home) / newest.path).stack
+            if stack:
+                found[session.index] = stack
+    return found
 
 
 def read_versions(path: Path | str) -> dict[str, str]:

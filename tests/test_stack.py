@@ -1,8 +1,9 @@
 """The software a run ran on is part of its record (issue 56): which versions a run's env makes
 count (`rlrun.stack.software_stack`: by the env id and `env.packages`, never by what is installed),
 `versions.json`, and a resume under another torch (faked: `RLRUN_TEST_FAKE_VERSIONS`) recorded
-approximate with the change as its reason, as `rlrun show` says. A resume on the same stack stays
-exact: the resume tests (tests/test_resume.py) compare it bit for bit."""
+approximate with the change as its reason, as `rlrun show` says (with the software on its session
+lines); `compare --gate` does not call bit-equal runs on two stacks identical. A resume on the same
+stack stays exact: the resume tests (tests/test_resume.py) compare it bit for bit."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def test_a_resume_under_another_torch_is_approximate_and_show_says_why(tmp_path:
     assert snapshot.read_meta(home / final.path).stack == {**stack.software_stack(spec), "torch": "2.14.0"}
     shown = invoke(home, "show", "latest")
     assert shown.code == 0 and f"torch {TORCH} → 2.14.0" in shown.stdout.replace("\n", " "), shown.stdout
+    assert f"software: {stack.describe(snapshot.read_meta(home / final.path).stack or {})}" in shown.stdout
 
 
 def test_bit_equal_runs_on_other_software_are_not_identical_and_say_why(tmp_path: Path) -> None:
