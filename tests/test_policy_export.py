@@ -376,7 +376,7 @@ def both(trained: Path, atari: Path, tmp_path_factory: pytest.TempPathFactory) -
         home, reference = (atari, "latest") if name == "pong" else (trained, name)
         folder = folders[name] = tmp_path_factory.mktemp(f"both-{name}")
         files = ["--onnx", str(folder / "policy.onnx"), "--torchscript", str(folder / "agent.pt")]
-        steps = "48" if name == "pong" else "128"
+        steps = "24" if name == "pong" else "64"
         done = invoke(home, "export", reference, *files, "--check", "--observations", steps)
         assert done.code == 0, done.stderr
         found = CHECKED.search(done.stderr)
