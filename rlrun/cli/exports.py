@@ -99,7 +99,7 @@ def plot(
     say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
-@app.command(short_help="Write runs' metrics as CSV, a policy as ONNX or TorchScript.")
+@app.command(short_help="Write metrics as CSV or a policy to deploy.")
 def export(
     references: Annotated[
         list[str] | None,
