@@ -26,6 +26,9 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   training reaches its next snapshot or stops.
 - `RLRUN_TEST_USABLE_CORES=N` makes the process see N usable cores (not its CPU affinity's), so
   a test on a small machine creates and starts runs as a machine of N cores resolves "auto".
+- `RLRUN_TEST_FAKE_VERSIONS=NAME=VERSION,...` makes the software stack a session records
+  (`rlrun.stack.software_stack`) name these versions, so a test can resume a run "under another
+  torch" without installing one.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ FREEZE_ENV = "RLRUN_TEST_FREEZE_AT_FRAME"
 HOLD_ENV = "RLRUN_TEST_HOLD_AT_FRAME"
 SLOW_EVALUATION_ENV = "RLRUN_TEST_SLOW_EVALUATION_SECONDS"
 CORES_ENV = "RLRUN_TEST_USABLE_CORES"
+FAKE_VERSIONS_ENV = "RLRUN_TEST_FAKE_VERSIONS"
 
 STEPS = (
     "run-recorded",  # the run, its sessions and first spec revision are committed
@@ -169,3 +173,10 @@ def slow_evaluation() -> None:
 def usable_cores() -> int | None:
     """The cores a test makes this process see (None: its own)."""
     return int(os.environ.get(CORES_ENV) or 0) or None
+
+
+def faked_versions() -> dict[str, str]:
+    """The versions a test makes the software stack name ({}: the installed ones)."""
+    value = os.environ.get(FAKE_VERSIONS_ENV, "")
+    pairs = [item.partition("=") for item in value.split(",") if item]
+    return {name: version for name, _, version in pairs}

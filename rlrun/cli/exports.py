@@ -99,12 +99,13 @@ def plot(
     say(f"wrote {draw(drawn.curves, output, title=title, metric=metric)}")
 
 
-@app.command(short_help="Write runs' metrics as CSV, a policy as ONNX.")
+@app.command(short_help="Write runs' metrics as CSV, a policy as ONNX or TorchScript.")
 def export(
     references: Annotated[
         list[str] | None,
         references_argument(
-            "the runs to export (default: latest); with --onnx one run, /sK and @best, @latest or @5M allowed."
+            "the runs to export (default: latest); with --onnx or --torchscript one run, /sK and @best,"
+            " @latest or @5M allowed."
         ),
     ] = None,
     metrics: Annotated[bool, typer.Option("--metrics", help="Export the training metrics logs.")] = False,
@@ -118,17 +119,30 @@ def export(
             "--onnx", metavar="PATH", help="Write the checkpoint's acting policy to this .onnx file (the onnx extra)."
         ),
     ] = None,
+    torchscript: Annotated[
+        Path | None,
+        typer.Option(
+            "--torchscript",
+            metavar="PATH",
+            help="Write the checkpoint's acting policy to this .pt file: frozen TorchScript, for torch.jit.load.",
+        ),
+    ] = None,
     checkpoint: Annotated[
         str | None,
-        typer.Option(metavar="TEXT", help="With --onnx: best (default), latest or a frame count such as 5M."),
+        typer.Option(
+            metavar="TEXT", help="With --onnx or --torchscript: best (default), latest or a frame count such as 5M."
+        ),
     ] = None,
     home: Home = None,
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
-    session columns. Or, with --onnx, a checkpoint's acting policy (the one `rlrun enjoy` plays, its
-    observation normalisation inside) as an ONNX graph for onnxruntime. Never writes the registry or the runs."""
-    if onnx is not None:
-        _export_onnx(references or ["latest"], onnx, checkpoint, metrics=metrics, output=output, home=home)
+    session columns. Or, with --onnx and/or --torchscript, a checkpoint's acting policy (the one
+    `rlrun enjoy` plays, its observation normalisation inside) as an ONNX graph for onnxruntime or a
+    frozen TorchScript module for torch.jit.load. Never writes the registry or the runs."""
+    if onnx is not None or torchscript is not None:
+        if metrics or output is not None:
+            raise BadInput("a policy file is written on its own; export --metrics -o FILE in another command")
+        _export_policy(references or ["latest"], onnx, torchscript, checkpoint, home=home)
         return
     from rlrun import catalog
     from rlrun.cli import views
@@ -154,33 +168,50 @@ def export(
     say(f"wrote {output} ({text.count(chr(10)) - 1} rows)")
 
 
-def _export_onnx(
+def _export_policy(
     references: list[str],
-    path: Path,
+    onnx: Path | None,
+    torchscript: Path | None,
     checkpoint: str | None,
     *,
-    metrics: bool,
-    output: Path | None,
     home: Path | str | None,
 ) -> None:
+    """The checkpoint's policy, loaded once, written as each file asked for."""
     from rlrun.cli.display import enjoy_target
 
-    if metrics or output is not None:
-        raise BadInput("--onnx writes a policy file of its own; export --metrics -o FILE in another command")
     if len(references) != 1:
-        raise BadInput(f"--onnx exports one checkpoint, and {len(references)} runs are named; give one reference")
-    from rlrun.enjoy.onnx import export_onnx
+        option = "--onnx" if onnx is not None else "--torchscript"
+        raise BadInput(f"{option} exports one checkpoint, and {len(references)} runs are named; give one reference")
+    from rlrun.enjoy.graph import check_destination, policy_of
     from rlrun.refs import parse_ref
 
+    if onnx is not None:
+        from rlrun.enjoy.onnx_policy import require
+
+        require("onnx", "onnxscript", "onnxruntime", doing="rlrun export --onnx")
+        check_destination(onnx, (".onnx",), "--onnx")
+    if torchscript is not None:
+        check_destination(torchscript, (".pt", ".pth"), "--torchscript")
     reference = references[0]
-    done = export_onnx(
+    policy = policy_of(
         parse_ref(reference),
-        path,
         home=home,
         checkpoint=checkpoint,
         on_target=lambda chosen: say(str(enjoy_target(chosen, reference))),
     )
-    say(
-        f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
-        f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`"
-    )
+    if onnx is not None:
+        from rlrun.enjoy.onnx import export_onnx
+
+        done = export_onnx(policy, onnx)
+        say(
+            f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
+            f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`"
+        )
+    if torchscript is not None:
+        from rlrun.enjoy.torchscript import write_agent
+
+        done = write_agent(policy, torchscript)
+        say(
+            f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); load it with"
+            f" torch.jit.load({str(done.path)!r})"
+        )

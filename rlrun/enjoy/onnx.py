@@ -3,7 +3,8 @@ file played in place of its checkpoint (`rlrun enjoy REF --policy policy.onnx`, 
 
 The graph's input, `observation`, is a batch of observations as the run's env gives them
 (`rlrun.enjoy.policy.Policy.make_env`: Atari's frames already skipped, pooled, resized and stacked by
-the env, as uint8), in the env's dtype, the batch axis dynamic. Inside the graph: the snapshot's
+the env, as uint8), in the env's dtype, the batch axis dynamic. Inside the graph
+(`rlrun.enjoy.graph.acting_graph`, which the TorchScript export traces too): the snapshot's
 observation normalisation (`env.normalize`: its float64 statistics, as constants), then the
 agent's actor's `graph()` (`rlrun.algorithms.base.Actor`): the conversions the agent makes
 (flattened float32 rows, or frames scaled by the CNN), the network's plain torch forward (never the
@@ -36,78 +37,25 @@ import io
 import json
 import logging
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from rlrun.algorithms.base import ActingGraph, Actor
+from rlrun.enjoy.graph import Exported, acting_graph, check_destination, example_inputs, exported, policy_of
 from rlrun.enjoy.onnx_policy import PREFIX, graph_sha256, require, runtime
 from rlrun.errors import BadInput
 
 if TYPE_CHECKING:
+    from rlrun.enjoy.policy import Policy
     from rlrun.refs import RunFilter, RunRef
 
 OPSET = 18
 
 
-# -- the graph: the run's normalisation, then the actor's own ------------------------------------
-
-
-def acting_graph(actor: Actor, normalizer: Any) -> ActingGraph:
-    """The module `export` traces: the actor's greedy graph after the run's frozen normalisation."""
-    graph = actor.graph()
-    if normalizer is not None and normalizer.obs_rms is not None:
-        graph = (Normalized if actor.state_shape is None else NormalizedWithState)(graph, normalizer)
-    return graph.eval()
-
-
-class Normalized(ActingGraph):
-    """`Normalizer.observation` (in float64, as it computes, then float32) before the actor's graph
-    (`policy`: not `graph`, which names a traced module's own graph)."""
-
-    def __init__(self, graph: ActingGraph, normalizer: Any) -> None:
-        super().__init__()
-        rms, spec = normalizer.obs_rms, normalizer.spec
-        self.policy, self.outputs, self.clip = graph, graph.outputs, float(spec.clip_obs)
-        self.obs_mean: torch.Tensor  # not `mean`: an ONNX initializer may not share an output's name
-        self.obs_scale: torch.Tensor
-        self.register_buffer("obs_mean", torch.from_numpy(np.array(rms.mean, np.float64)))
-        self.register_buffer("obs_scale", torch.from_numpy(np.sqrt(rms.var + spec.epsilon)))
-
-    def normalize(self, observation: torch.Tensor) -> torch.Tensor:
-        scaled = (observation.to(torch.float64) - self.obs_mean) / self.obs_scale
-        return scaled.clamp(-self.clip, self.clip).to(torch.float32)
-
-    def forward(self, observation: torch.Tensor) -> Any:
-        return self.policy(self.normalize(observation))
-
-
-class NormalizedWithState(Normalized):
-    """`Normalized` for a graph with a memory: the state passes through."""
-
-    def forward(self, observation: torch.Tensor, state: torch.Tensor) -> Any:  # type: ignore[override]
-        return self.policy(self.normalize(observation), state)
-
-
-# -- export -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Exported:
-    path: str
-    run_id: str
-    session: int
-    checkpoint_frame: int
-    checkpoint_sha256: str
-    outputs: list[str]
-    bytes: int
-
-
 def export_onnx(
-    reference: RunRef | str,
+    reference: Policy | RunRef | str,
     path: Path | str,
     filters: RunFilter | None = None,
     *,
@@ -116,26 +64,19 @@ def export_onnx(
     on_target: Any = None,
 ) -> Exported:
     """Write the acting policy of the checkpoint `reference` names (as `rlrun enjoy` chooses it;
-    `checkpoint`: "best", "latest" or a frame count) to `path` as an ONNX graph, atomically.
-    Reads the registry, never writes it."""
+    `checkpoint`: "best", "latest" or a frame count), or of a loaded `Policy`, to `path` as an ONNX
+    graph, atomically. Reads the registry, never writes it."""
     require("onnx", "onnxscript", "onnxruntime", doing="rlrun export --onnx")
     path = Path(path)
-    if path.suffix.lower() != ".onnx":
-        raise BadInput(f"--onnx {path}: write a .onnx file")
-    if not path.parent.is_dir():
-        raise BadInput(f"--onnx {path}: folder {path.parent} does not exist; create it or write elsewhere")
-    from rlrun.enjoy.policy import load_policy
+    check_destination(path, (".onnx",), "--onnx")
     from rlrun.fsutil import atomic_write
 
-    policy = load_policy(reference, filters, home=home, checkpoint=checkpoint, option="--checkpoint")
+    policy = policy_of(reference, filters, home=home, checkpoint=checkpoint, on_target=on_target)
     target, obs_space, action_space = policy.target, policy.observation_space, policy.action_space
-    if on_target is not None:
-        on_target(target)
     actor = policy.actor
     graph = acting_graph(actor, policy.normalizer)
     outputs = list(graph.outputs)
-    example = torch.from_numpy(np.zeros((2, *obs_space.shape), dtype=obs_space.dtype))
-    state = None if actor.state_shape is None else torch.from_numpy(actor.initial_state(2))
+    example, state = example_inputs(policy)
     model = _traced(graph, example, outputs, state)
     metadata = {
         "run_id": target.run.id,
@@ -161,15 +102,7 @@ def export_onnx(
     data = model.SerializeToString()
     _check_runs(data, example.numpy(), None if state is None else state.numpy())
     atomic_write(path, data)
-    return Exported(
-        str(path),
-        target.run.id,
-        target.session.index,
-        target.checkpoint.frame,
-        target.checkpoint.sha256,
-        outputs,
-        len(data),
-    )
+    return exported(path, policy, outputs, len(data))
 
 
 def _traced(graph: Any, example: Any, outputs: list[str], state: Any = None) -> Any:
