@@ -145,14 +145,21 @@ def _score(facts: CardFacts) -> str:
         " (each episode's env seed derived from it).",
     ]
     if facts.iqm is not None:
-        iqm = facts.iqm
-        lines += [
-            "",
-            f"Across the run's {iqm.sessions} session{'s' if iqm.sessions != 1 else ''} (each its own seed),"
-            f" the interquartile mean of the final evaluation return is **{iqm.point:.2f}**, 95% CI"
-            f" [{iqm.low:.2f}, {iqm.high:.2f}] (rliable's stratified bootstrap, {iqm.reps:,} repetitions).",
-        ]
+        lines += ["", _across_sessions(facts.iqm)]
     return "\n".join(lines)
+
+
+def _across_sessions(iqm: Interval) -> str:
+    if iqm.sessions == 1:
+        return (
+            f"The run has one session: its final evaluation return is **{iqm.point:.2f}** (train with"
+            " `meta.sessions` of 5 or more for an IQM with a confidence interval across seeds)."
+        )
+    return (
+        f"Across the run's {iqm.sessions} sessions (a seed each), the interquartile mean of the final"
+        f" evaluation return is **{iqm.point:.2f}**, 95% CI [{iqm.low:.2f}, {iqm.high:.2f}] (rliable's"
+        f" stratified bootstrap, {iqm.reps:,} repetitions)."
+    )
 
 
 def _reproduce(facts: CardFacts) -> str:
