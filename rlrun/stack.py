@@ -20,7 +20,7 @@ import json
 import platform
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlrun import testhooks
 
@@ -50,14 +50,19 @@ def software_stack(env: str | EnvSpec | Spec, *, device: str | None = None) -> d
     return stack
 
 
+def versions(*distributions: str) -> dict[str, str]:
+    """The installed versions of `distributions` ("missing" for one not installed)."""
+    return {name: _version(name) for name in distributions}
+
+
 def stack_change(saved: Mapping[str, str] | None, now: Mapping[str, str]) -> str | None:
-    """Why a snapshot taken on the stack `saved` cannot continue exactly on `now` ("torch 2.13.0 →
-    2.14.0; numpy 2.4.6 → 2.5.0"), None when every version both name is the same. A snapshot that
-    recorded no stack (older files) is taken as the same: nothing says otherwise. Only names both
-    record are compared: CUDA's appear or go with the device, whose move is its own reason
-    (`rlrun.session.device.moved`)."""
+    """Why a snapshot taken on the stack `saved` cannot continue exactly on `now` ("software
+    changed: torch 2.13.0 → 2.14.0, numpy 2.4.6 → 2.5.0"), None when every version both name is
+    the same. A snapshot that recorded no stack (older files) is taken as the same: nothing says
+    otherwise. Only names both record are compared: CUDA's appear or go with the device, whose
+    move is its own reason (`rlrun.session.device.moved`)."""
     changed = [f"{name} {old} → {now[name]}" for name, old in (saved or {}).items() if now.get(name, old) != old]
-    return "; ".join(changed) or None
+    return f"software changed: {', '.join(changed)}" if changed else None
 
 
 def describe(stack: Mapping[str, str]) -> str:
@@ -79,6 +84,23 @@ def write_versions(path: Path | str, stack: Mapping[str, str]) -> Path:
         path = path / VERSIONS_FILE
     atomic_write(path, versions_bytes(stack))
     return path
+
+
+def recorded_stacks(home: Path, detail: Any) -> dict[int, dict[str, str]]:
+    """The software each session of a run (`detail`: its `RunDetail`) ran on last, by session
+    index: what its newest snapshot in the home's working copy records (a session with none there,
+    or one older than the record, is left out; nothing is downloaded)."""
+    from rlrun.snapshot.layout import META, read_meta
+
+    found: dict[int, dict[str, str]] = {}
+    for session in detail.sessions:
+        taken = [c for c in detail.checkpoints if c.session_index == session.index]
+        newest = max(taken, key=lambda c: c.frame, default=None)
+        if newest is not None and (Path(home) / newest.path / META).is_file():
+            stack = read_meta(Path(home) / newest.path).stack
+            if stack:
+                found[session.index] = stack
+    return found
 
 
 def read_versions(path: Path | str) -> dict[str, str]:

@@ -11,9 +11,13 @@ normalise their observations (`env.normalize`), so the statistics in the graph a
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import random
+import re
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,6 +309,9 @@ def test_export_refuses_bad_requests_and_writes_nothing(
     assert ".onnx" in one_line_refusal(trained, "export", "dqn", "--onnx", str(tmp_path / "p.txt"))
     assert "one" in one_line_refusal(trained, "export", "dqn", "ppo", "--onnx", str(out))
     assert "--onnx" in one_line_refusal(trained, "export", "dqn", "--checkpoint", "latest")
+    assert "--torchscript" in one_line_refusal(trained, "export", "dqn", "--check")
+    same = one_line_refusal(trained, "export", "dqn", "--onnx", str(out), "--torchscript", str(tmp_path / "p.pt"))
+    assert "share one contract" in same
     monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if the extra were not installed
     line = one_line_refusal(trained, "export", "dqn", "--onnx", str(out))
     assert "onnxscript" in line and "[onnx]" in line
@@ -320,13 +327,11 @@ def test_enjoy_policy_without_the_extra_names_it(
     assert missing in line and "[onnx]" in line
 
 
-def test_an_atari_policy_plays_the_checkpoints_returns(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """DQN's nature_cnn on Pong: uint8 frames in (the env's preprocessing and frame stack stay in
-    the env), the frames' scaling in the graph, the batch axis dynamic."""
+@pytest.fixture(scope="module")
+def atari(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny DQN on Pong (nature_cnn: uint8 frames in), for the export tests and the check's pixels."""
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    import onnxruntime
-
     import rlrun
 
     home = tmp_path_factory.mktemp("atari") / "runs"
@@ -342,8 +347,129 @@ def test_an_atari_policy_plays_the_checkpoints_returns(tmp_path_factory: pytest.
         "meta.log_frequency=200",
     ]
     assert rlrun.train(rlrun.load_spec("dqn_pong", settings), home=home, handle_signals=False).status == "finished"
+    return home
+
+
+def test_an_atari_policy_plays_the_checkpoints_returns(atari: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """DQN's nature_cnn on Pong: uint8 frames in (the env's preprocessing and frame stack stay in
+    the env), the frames' scaling in the graph, the batch axis dynamic."""
+    import onnxruntime
+
     path = tmp_path_factory.mktemp("atari-onnx") / "pong.onnx"
-    assert invoke(home, "export", "latest", "--onnx", str(path)).code == 0
-    assert enjoyed(home, "latest", "--policy", str(path)) == enjoyed(home, "latest")
+    assert invoke(atari, "export", "latest", "--onnx", str(path)).code == 0
+    assert enjoyed(atari, "latest", "--policy", str(path)) == enjoyed(atari, "latest")
     frames = np.zeros((3, 4, 84, 84), np.uint8)
     assert onnxruntime.InferenceSession(str(path)).run(["action"], {"observation": frames})[0].shape == (3,)
+
+
+FAMILIES = {"dqn": "discrete", "sac": "continuous", "a2c": "with a memory", "pong": "pixels"}
+CHECKED = re.compile(r"largest action difference onnxruntime (\S+), torchscript (\S+) \(allowed (\S+)\)")
+
+
+@pytest.fixture(scope="module")
+def both(trained: Path, atari: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each family's checkpoint exported as ONNX and TorchScript and checked, by the command line
+    (the check's line is asserted here, once per family): its folder, holding policy.onnx, agent.pt
+    and their contracts."""
+    folders = {}
+    for name in FAMILIES:
+        home, reference = (atari, "latest") if name == "pong" else (trained, name)
+        folder = folders[name] = tmp_path_factory.mktemp(f"both-{name}")
+        files = ["--onnx", str(folder / "policy.onnx"), "--torchscript", str(folder / "agent.pt")]
+        steps = "48" if name == "pong" else "128"
+        done = invoke(home, "export", reference, *files, "--check", "--observations", steps)
+        assert done.code == 0, done.stderr
+        found = CHECKED.search(done.stderr)
+        assert found is not None, done.stderr
+        onnx_gap, torchscript_gap, allowed = map(float, found.groups())
+        assert allowed == (1e-6 if name in CONTINUOUS else 0.0)
+        assert onnx_gap <= allowed and torchscript_gap <= allowed
+    return folders
+
+
+def test_export_check_passes_on_every_family_and_each_file_has_its_contract(
+    trained: Path, atari: Path, both: dict[str, Path]
+) -> None:
+    """`export --check` passed for every family (`both`); each file's contract names its hash, the
+    checkpoint the ONNX metadata names, the spaces and inputs, the normalisation inside the graph
+    (SAC's statistics; none for the others here), the opset, Atari's preprocessing, and the
+    software the checkpoint trained on and was exported with."""
+    import onnx
+
+    from rlrun import snapshot
+    from rlrun.stack import software_stack
+
+    for name, folder in both.items():
+        home = atari if name == "pong" else trained
+        metadata = {p.key: p.value for p in onnx.load(str(folder / "policy.onnx")).metadata_props}
+        run = invoke(home, "show", metadata["rlrun.run_id"], "--json").json()
+        path = next(c["path"] for c in run["checkpoints"] if c["sha256"] == metadata["rlrun.checkpoint_sha256"])
+        for file, kind in (("policy.onnx", "onnx"), ("agent.pt", "torchscript")):
+            contract = json.loads((folder / f"{Path(file).stem}.contract.json").read_text())
+            assert (contract["kind"], contract["file"]) == (kind, file)
+            assert contract["file_sha256"] == hashlib.sha256((folder / file).read_bytes()).hexdigest()
+            assert contract["checkpoint_sha256"] == metadata["rlrun.checkpoint_sha256"]
+            assert contract["observation_space"]["shape"] == json.loads(metadata["rlrun.observation_shape"])
+            assert contract["opset"] == (18 if kind == "onnx" else None)
+            assert (contract["normalization"] is not None) == (name == "sac")
+            assert [i["name"] for i in contract["inputs"]] == ["observation", *(["state"] if name == "a2c" else [])]
+            trained_on = snapshot.read_meta(home / path).stack
+            assert trained_on is not None and contract["software"]["trained_on"] == trained_on
+            assert contract["software"]["exported_with"]["torch"] == software_stack("CartPole-v1")["torch"]
+            assert (contract["preprocessing"]["atari"] is not None) == (name == "pong")
+
+
+def test_agent_pt_acts_as_the_policy_in_a_process_with_torch_alone(trained: Path, both: dict[str, Path]) -> None:
+    """agent.pt loads with `torch.jit.load` in a fresh interpreter that imports neither rlrun nor
+    gymnasium, and gives the policy's greedy actions on a batch of its env's observations (from
+    fresh episodes' state, for the policy with a memory)."""
+    import rlrun
+
+    chosen = {}
+    for name in ("dqn", "sac", "a2c"):
+        policy = rlrun.load_policy(name, home=trained)
+        env = policy.make_env()
+        obs = np.stack([env.reset(seed=k)[0] for k in range(5)])
+        env.close()
+        np.save(both[name] / "obs.npy", obs)
+        chosen[name] = policy.act(obs)[0]
+    script = (
+        "import sys, numpy, torch\n"
+        "for folder, memory in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+        "    agent = torch.jit.load(folder + '/agent.pt')\n"
+        "    obs = torch.from_numpy(numpy.load(folder + '/obs.npy'))\n"
+        "    state = torch.zeros(1, len(obs), int(memory)) if int(memory) else None\n"
+        "    action = agent(obs) if state is None else agent(obs, state)[0]\n"
+        "    numpy.save(folder + '/action.npy', action.numpy())\n"
+        "assert not [m for m in sys.modules if m.startswith(('rlrun', 'gymnasium'))]\n"
+    )
+    arguments = [str(a) for name in chosen for a in (both[name], 8 if name == "a2c" else 0)]
+    done = subprocess.run([sys.executable, "-I", "-c", script, *arguments], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    for name, actions in chosen.items():
+        loaded = np.load(both[name] / "action.npy")
+        if name in CONTINUOUS:
+            np.testing.assert_allclose(loaded, actions, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(loaded, actions)
+
+
+def test_a_file_that_does_not_act_as_its_checkpoint_fails_the_check(
+    trained: Path, exported: dict[str, Path], tmp_path: Path
+) -> None:
+    """The DQN graph's last layer negated (its Q-values, so its argmax is the argmin): the check
+    sees other actions and fails (exit 1 at the command line: `ExportMismatch`)."""
+    import onnx
+
+    import rlrun
+    from rlrun.enjoy.check import ExportMismatch, check_exports
+
+    model = onnx.load(str(exported["dqn"]))
+    last = [node for node in model.graph.node if node.op_type == "Gemm"][-1]
+    for weights in (t for t in model.graph.initializer if t.name in last.input):
+        weights.raw_data = (-np.frombuffer(weights.raw_data, np.float32)).tobytes()
+    changed = tmp_path / "changed.onnx"
+    onnx.save(model, str(changed))
+    with pytest.raises(ExportMismatch, match="largest action difference onnxruntime"):
+        check_exports(rlrun.load_policy("dqn", home=trained), onnx=changed, steps=64)
+    assert ExportMismatch("").exit_code == 1

@@ -133,17 +133,38 @@ def export(
             metavar="TEXT", help="With --onnx or --torchscript: best (default), latest or a frame count such as 5M."
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Replay recorded observations through torch and each file written; exit 1 if an action differs"
+            " (above 0 for discrete actions, 1e-6 for continuous ones).",
+        ),
+    ] = False,
+    observations: Annotated[
+        int,
+        typer.Option("--observations", metavar="N", min=1, help="With --check: how many observations to replay."),
+    ] = 256,
+    seed: Annotated[
+        int, typer.Option(metavar="N", help="With --check: seeds the episodes observed, as `rlrun enjoy --seed`.")
+    ] = 0,
     home: Home = None,
 ) -> None:
     """Export runs' records as CSV: with --metrics, every session's training metrics, with run and
     session columns. Or, with --onnx and/or --torchscript, a checkpoint's acting policy (the one
     `rlrun enjoy` plays, its observation normalisation inside) as an ONNX graph for onnxruntime or a
-    frozen TorchScript module for torch.jit.load. Never writes the registry or the runs."""
+    frozen TorchScript module for torch.jit.load, each with its contract (NAME.contract.json) beside
+    it; --check then proves the files act as the checkpoint does. Never writes the registry or the runs."""
     if onnx is not None or torchscript is not None:
         if metrics or output is not None:
             raise BadInput("a policy file is written on its own; export --metrics -o FILE in another command")
-        _export_policy(references or ["latest"], onnx, torchscript, checkpoint, home=home)
+        checked = (observations, seed) if check else None
+        _export_policy(references or ["latest"], onnx, torchscript, checkpoint, checked, home=home)
         return
+    if check:
+        raise BadInput(
+            "--check replays the policy files this command writes; add --onnx policy.onnx or --torchscript agent.pt"
+        )
     from rlrun import catalog
     from rlrun.cli import views
     from rlrun.session import metrics_log
@@ -173,15 +194,18 @@ def _export_policy(
     onnx: Path | None,
     torchscript: Path | None,
     checkpoint: str | None,
+    checked: tuple[int, int] | None,
     *,
     home: Path | str | None,
 ) -> None:
-    """The checkpoint's policy, loaded once, written as each file asked for."""
+    """The checkpoint's policy, loaded once, written as each file asked for; with `checked`
+    (observations, seed), each file replayed against torch (`rlrun.enjoy.check`)."""
     from rlrun.cli.display import enjoy_target
 
     if len(references) != 1:
         option = "--onnx" if onnx is not None else "--torchscript"
         raise BadInput(f"{option} exports one checkpoint, and {len(references)} runs are named; give one reference")
+    from rlrun.enjoy.contract import contract_path
     from rlrun.enjoy.graph import check_destination, policy_of
     from rlrun.refs import parse_ref
 
@@ -192,6 +216,11 @@ def _export_policy(
         check_destination(onnx, (".onnx",), "--onnx")
     if torchscript is not None:
         check_destination(torchscript, (".pt", ".pth"), "--torchscript")
+    if onnx is not None and torchscript is not None and contract_path(onnx) == contract_path(torchscript):
+        raise BadInput(
+            f"--onnx {onnx} and --torchscript {torchscript} would share one contract ({contract_path(onnx)});"
+            " give them different names, as policy.onnx and agent.pt"
+        )
     reference = references[0]
     policy = policy_of(
         parse_ref(reference),
@@ -202,7 +231,7 @@ def _export_policy(
     if onnx is not None:
         from rlrun.enjoy.onnx import export_onnx
 
-        done = export_onnx(policy, onnx)
+        done = export_onnx(policy, onnx, home=home)
         say(
             f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); play it with"
             f" `rlrun enjoy {done.run_id}/s{done.session}@{done.checkpoint_frame} --policy {done.path}`"
@@ -210,8 +239,13 @@ def _export_policy(
     if torchscript is not None:
         from rlrun.enjoy.torchscript import write_agent
 
-        done = write_agent(policy, torchscript)
+        done = write_agent(policy, torchscript, home=home)
         say(
             f"wrote {done.path} ({done.bytes:,} bytes; outputs {', '.join(done.outputs)}); load it with"
             f" torch.jit.load({str(done.path)!r})"
         )
+    if checked is not None:
+        from rlrun.enjoy.check import check_exports
+
+        steps, seed = checked
+        say(check_exports(policy, onnx=onnx, torchscript=torchscript, steps=steps, seed=seed).line())

@@ -147,7 +147,14 @@ def show(
         print_json(found.to_json())
     else:
         jobs = views.slurm_states([found.run.slurm_jobs])
-        answer(views.run_detail(found.detail, colour=views.colour_enabled(), width=views.terminal_width(), jobs=jobs))
+        from rlrun.stack import recorded_stacks
+
+        stacks = recorded_stacks(found.home, found.detail)
+        answer(
+            views.run_detail(
+                found.detail, colour=views.colour_enabled(), width=views.terminal_width(), jobs=jobs, stacks=stacks
+            )
+        )
         for line in views.tracker_lines(found.run.id, found.trackers):
             say(line)
 

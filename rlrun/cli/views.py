@@ -358,12 +358,18 @@ def _queued_or(status: str, job_states: list[str]) -> str:
 
 
 def run_detail(
-    detail: RunDetail, *, colour: bool = False, width: int | None = None, jobs: dict[str, str] | None = None
+    detail: RunDetail,
+    *,
+    colour: bool = False,
+    width: int | None = None,
+    jobs: dict[str, str] | None = None,
+    stacks: dict[int, dict[str, str]] | None = None,
 ) -> str:
     """Everything `rlrun show` prints about a run, section by section; within `width` columns (a
     terminal's) its tables give way column by column and its lines wrap between words. `jobs`: its
-    SLURM jobs' states (`slurm_states`)."""
-    sections = [_header(detail, colour, width, jobs), _sessions(detail, colour, width)]
+    SLURM jobs' states (`slurm_states`); `stacks`: the software each session ran on last
+    (`rlrun.stack.recorded_stacks`)."""
+    sections = [_header(detail, colour, width, jobs), _sessions(detail, colour, width, stacks or {})]
     trend = _trend(detail)
     if trend:
         sections.append(trend)
@@ -446,7 +452,7 @@ def _history(detail: RunDetail, index: int) -> list[float]:
     return [e.mean for e in detail.evaluations if e.session_index == index and e.kind == "train"]
 
 
-def _sessions(detail: RunDetail, colour: bool, width: int | None) -> str:
+def _sessions(detail: RunDetail, colour: bool, width: int | None, stacks: dict[int, dict[str, str]]) -> str:
     # On a cluster: the node of each session's newest attempt (where it runs, or ran last).
     nodes = {a.session_index: a.node for a in detail.attempts if a.node}
     attempts = {s.index: sum(a.session_index == s.index for a in detail.attempts) for s in detail.sessions}
@@ -492,7 +498,17 @@ def _sessions(detail: RunDetail, colour: bool, width: int | None) -> str:
     # Why a session failed, in its own words (the exception's line), under the table: a failure
     # with no reason shown leaves a person nothing to act on.
     reasons = [f"  s{s.index} {s.status}: {s.error}" for s in detail.sessions if s.error]
-    return "\n".join([shown, *reasons])
+    return "\n".join([shown, *reasons, *_software(stacks)])
+
+
+def _software(stacks: dict[int, dict[str, str]]) -> list[str]:
+    """The software the sessions ran on last: one line when they share it, else one per session."""
+    from rlrun.stack import describe
+
+    shown = {index: describe(stack) for index, stack in sorted(stacks.items())}
+    if len(set(shown.values())) == 1:
+        return [f"  software: {next(iter(shown.values()))}"]
+    return [f"  s{index} software: {line}" for index, line in shown.items()]
 
 
 def _trend(detail: RunDetail) -> str:

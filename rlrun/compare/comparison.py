@@ -148,6 +148,7 @@ def compare(
             f"{still[0]} is still running: the gate would judge it on part of its training; wait for it"
             " to end (rlrun ls), stop it, or add --allow-running to judge its evaluations so far"
         )
+    why_not = None  # why bit-equal runs are not identical (their software)
     if old is not None:
         mine = {f.detail.run.id for f in found.runs}
         shared = [f.detail.run for f in old.runs if f.detail.run.id in mine]
@@ -156,7 +157,8 @@ def compare(
                 f"run {shared[0].name or shared[0].id} is both compared and the baseline; name it on one side only"
             )
         groups = [_group("new", found.runs), _group(BASELINE, old.runs)]
-        if identity.identical(found.runs, old.runs):
+        same, why_not = identity.judge(found.runs, old.runs)
+        if same:
             notes = [f"{run} is still running" for run in still]
             return _identical(groups, metric, normalize_by, reps, seed, found.named + old.named, notes)
     else:
@@ -173,6 +175,7 @@ def compare(
     for group in groups:
         _check_seeds(group)
     notes = [f"{run} is still running: its scores are its evaluations so far" for run in still]
+    notes += [why_not] if why_not else []
     notes += [
         normalize.missing_reason(task, normalize_by)
         for task in tasks

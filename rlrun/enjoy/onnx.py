@@ -43,9 +43,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rlrun.enjoy.contract import write_contract
 from rlrun.enjoy.graph import Exported, acting_graph, check_destination, example_inputs, exported, policy_of
 from rlrun.enjoy.onnx_policy import PREFIX, graph_sha256, require, runtime
 from rlrun.errors import BadInput
+from rlrun.stack import versions
 
 if TYPE_CHECKING:
     from rlrun.enjoy.policy import Policy
@@ -65,7 +67,8 @@ def export_onnx(
 ) -> Exported:
     """Write the acting policy of the checkpoint `reference` names (as `rlrun enjoy` chooses it;
     `checkpoint`: "best", "latest" or a frame count), or of a loaded `Policy`, to `path` as an ONNX
-    graph, atomically. Reads the registry, never writes it."""
+    graph, atomically, and its contract beside it (`rlrun.enjoy.contract`). Reads the registry,
+    never writes it."""
     require("onnx", "onnxscript", "onnxruntime", doing="rlrun export --onnx")
     path = Path(path)
     check_destination(path, (".onnx",), "--onnx")
@@ -102,7 +105,10 @@ def export_onnx(
     data = model.SerializeToString()
     _check_runs(data, example.numpy(), None if state is None else state.numpy())
     atomic_write(path, data)
-    return exported(path, policy, outputs, len(data))
+    done = exported(path, policy, outputs, len(data))
+    runtime = versions("onnx", "onnxscript", "onnxruntime")
+    write_contract(done, policy, kind="onnx", home=home, opset=OPSET, runtime=runtime)
+    return done
 
 
 def _traced(graph: Any, example: Any, outputs: list[str], state: Any = None) -> Any:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from rlrun.enjoy.contract import write_contract
 from rlrun.enjoy.graph import Exported, acting_graph, check_destination, example_inputs, exported, policy_of
 from rlrun.errors import BadInput
 
@@ -77,8 +78,8 @@ def write_agent(
     on_target: Any = None,
 ) -> Exported:
     """Write the acting policy of `source` (a loaded `Policy`, or the checkpoint a reference names,
-    as `rlrun enjoy` chooses it) to `path` as a frozen TorchScript module, atomically. Reads the
-    registry, never writes it."""
+    as `rlrun enjoy` chooses it) to `path` as a frozen TorchScript module, atomically, and its
+    contract beside it (`rlrun.enjoy.contract`). Reads the registry, never writes it."""
     path = Path(path)
     check_destination(path, (".pt", ".pth"), "--torchscript")
     from rlrun.fsutil import atomic_write
@@ -100,7 +101,9 @@ def write_agent(
     data = buffer.getvalue()
     atomic_write(path, data)
     outputs = ["action"] if policy.actor.state_shape is None else ["action", "next_state"]
-    return exported(path, policy, outputs, len(data))
+    done = exported(path, policy, outputs, len(data))
+    write_contract(done, policy, kind="torchscript", home=home)
+    return done
 
 
 def read_metadata(path: Path | str) -> dict[str, Any]:

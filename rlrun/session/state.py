@@ -15,12 +15,13 @@ import random
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import torch
 
-from rlrun import seeding, snapshot
+from rlrun import seeding, snapshot, stack
 from rlrun.algorithms.base import Agent
 from rlrun.clock import Clock
 from rlrun.envs.normalize import Normalizer
@@ -77,6 +78,11 @@ class Origin:
     spec: Spec
     where: Where
 
+    @cached_property
+    def stack(self) -> dict[str, str]:
+        """The software it learns with (`rlrun.stack`), read once per session."""
+        return stack.software_stack(self.spec, device=self.where.device)
+
 
 @dataclass
 class Resumed:
@@ -124,6 +130,7 @@ def capture(
         gpu=origin.where.gpu,
         # the user's wrappers may keep state across evaluations, which the next evaluation sees
         eval_wrappers=progress.eval_env_state.wrappers,
+        stack=origin.stack,
     )
     agent_state = agent.state_dict()
     logs = agent_state.pop("logs", {})  # the replay memory: segments, written without a copy, shared
@@ -166,8 +173,9 @@ def restore(
     torch.set_rng_state(saved.tensors["torch_rng"])
     progress.eval_env_state = EvalEnvState(meta.random.eval_env, meta.eval_wrappers)
     elsewhere = moved(Where(meta.device or "cpu", meta.gpu), origin.where)  # older snapshots: the CPU
-    if elsewhere is not None:
-        resumed.approximate = "; ".join(filter(None, [resumed.approximate, elsewhere]))
+    restacked = stack.stack_change(meta.stack, origin.stack)
+    if elsewhere is not None or restacked is not None:
+        resumed.approximate = "; ".join(filter(None, [resumed.approximate, elsewhere, restacked]))
     return resumed
 
 

@@ -80,7 +80,11 @@ class SnapshotMeta:
     """The evaluation env's `env.wrappers` state (counters, statistics they keep across evaluations) as
     plain attributes per wrapper layer; None without user wrappers (and in older files)."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu", "eval_wrappers")
+    stack: dict[str, str] | None = None
+    """The software the session ran on (`rlrun.stack.software_stack`): a resume is exact only on
+    the same versions; None in older files."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu", "eval_wrappers", "stack")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
