@@ -21,6 +21,8 @@ FILES = {
     "model.safetensors": "the acting weights and the observation normalisation statistics (safetensors)",
     "agent.pt": "the frozen TorchScript policy, observation batch → action batch; loads with torch alone",
     "policy.onnx": "the same policy as an ONNX graph (`rlrun enjoy --policy`, onnxruntime)",
+    "agent.contract.json": "agent.pt's contract: spaces, dtypes, preprocessing, normalisation, software, hashes",
+    "policy.contract.json": "policy.onnx's contract, the same with its opset (`rlrun export --check` checks both)",
     "replay.mp4": "the first of the scored episodes",
     "curve.png": "evaluation return against frames, mean ± std across sessions",
     "spec.json": "the experiment spec the checkpoint was trained with",

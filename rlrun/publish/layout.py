@@ -7,11 +7,12 @@
                          in its metadata: safetensors, so weights load without pickle in any framework
     agent.pt             the frozen TorchScript module (`rlrun.enjoy.torchscript.write_agent`)
     policy.onnx          the ONNX graph (`rlrun.enjoy.onnx.export_onnx`)
+    *.contract.json      each of those two files' contract, as the exports write it beside them
     replay.mp4           the first scored episode (`enjoy --video`); left out, with a note on the
                          card, without the video extra
     curve.png            the learning curve (`rlrun plot`'s drawing); left out without the plot extra
     spec.json            the spec revision the checkpoint was trained with
-    versions.json        the software stack (`rlrun.stack`)
+    versions.json        the software the checkpoint was trained on, as its snapshot records it
     <run id>.rlrun       the resumable bundle (`rlrun push`), which `rlrun pull REPOSITORY` adds
 
 The score is `rlrun enjoy`'s over `EPISODES` seeded greedy episodes, through the enjoy library API,
@@ -133,7 +134,7 @@ def _write(
     from rlrun.enjoy.onnx import export_onnx
     from rlrun.enjoy.torchscript import write_agent
     from rlrun.home.bundle import push
-    from rlrun.stack import software_stack, write_versions
+    from rlrun.stack import write_versions
 
     chosen = policy.target
     pinned = f"{chosen.run.id}/s{chosen.session.index}@{chosen.checkpoint.frame}"
@@ -147,7 +148,7 @@ def _write(
     _replay(pinned, folder / "replay.mp4", home, scored.seed, notes)
     spec = json.loads(chosen.spec_json)
     (folder / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    versions = software_stack(policy.spec)
+    versions = _versions(policy, home)
     write_versions(folder / "versions.json", versions)
     detail = _detail(chosen.run.id, home)
     _curve(detail, folder / "curve.png", notes)
@@ -226,6 +227,17 @@ def _write_weights(policy: Policy, path: Path) -> None:
         metadata["normalize.clip_obs"] = repr(float(normalizer.spec.clip_obs))
     save_file(tensors, str(path), metadata=metadata)
     path.chmod(umask_mode())  # safetensors writes 0600: the file is for whoever the repository is for
+
+
+def _versions(policy: Policy, home: Path | str | None) -> dict[str, str]:
+    """The software the checkpoint was trained on, as its snapshot records it; the installed
+    versions for a snapshot older than that record (`rlrun.stack.software_stack`)."""
+    from rlrun import paths
+    from rlrun.snapshot.layout import read_meta
+    from rlrun.stack import software_stack
+
+    recorded = read_meta(paths.resolve_home(home) / policy.target.checkpoint.path).stack
+    return dict(recorded) if recorded else software_stack(policy.spec)
 
 
 def _replay(pinned: str, path: Path, home: Path | str | None, seed: int, notes: list[str]) -> None:
