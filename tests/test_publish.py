@@ -136,6 +136,9 @@ def card_reference(body: str) -> str:
 def test_pulled_from_a_folder_the_score_re_derives_and_the_run_resumes_exactly(
     discrete: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
+    import rlrun
+    from rlrun.snapshot.layout import read_meta
+
     straight = reference_state(tmp_path_factory, SPEC, "--frames", str(FULL))
     _, repository = discrete
     card, body = card_of(repository)
@@ -146,6 +149,9 @@ def test_pulled_from_a_folder_the_score_re_derives_and_the_run_resumes_exactly(
     assert invoke(enjoying, "pull", str(repository)).code == 0
     enjoyed = enjoy_json(enjoying, card_reference(body))
     assert f"{enjoyed['mean']:.2f} +/- {enjoyed['std']:.2f}" == card["value"]
+    checkpoint = rlrun.load_policy(card_reference(body), home=enjoying).target.checkpoint
+    recorded = read_meta(enjoying / checkpoint.path).stack
+    assert recorded and json.loads((repository / "versions.json").read_text()) == recorded
     pulled = invoke(home, "pull", str(repository), "--json")
     assert pulled.code == 0, pulled.stderr
     resume_ok(home, pulled.json()["run"]["id"], "--frames", str(FULL))

@@ -233,10 +233,11 @@ def _versions(policy: Policy, home: Path | str | None) -> dict[str, str]:
     """The software the checkpoint was trained on, as its snapshot records it; the installed
     versions for a snapshot older than that record (`rlrun.stack.software_stack`)."""
     from rlrun import paths
-    from rlrun.snapshot.layout import read_meta
+    from rlrun.snapshot.layout import META, read_meta
     from rlrun.stack import software_stack
 
-    recorded = read_meta(paths.resolve_home(home) / policy.target.checkpoint.path).stack
+    snapshot = paths.resolve_home(home) / policy.target.checkpoint.path
+    recorded = read_meta(snapshot).stack if (snapshot / META).is_file() else None
     return dict(recorded) if recorded else software_stack(policy.spec)
 
 
