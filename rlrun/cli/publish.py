@@ -52,5 +52,5 @@ def publish(
         say(
             f"published run {done.run_id} s{done.session} at frame {done.checkpoint_frame:,} to {done.destination}:"
             f" mean_reward {done.mean_reward} over {done.episodes} episodes, seed {done.seed}"
-            f" ({len(done.files)} files); `rlrun pull {done.destination}` adds the run to a home"
+            f" ({len(done.files)} files); its README.md says how anyone pulls, re-scores and resumes it"
         )
