@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,8 +133,3 @@ def _to_hub(staged: Path, repository: str, run_id: str) -> None:
         api.upload_folder(
             folder_path=str(staged), repo_id=repository, repo_type="model", commit_message=f"rlrun publish {run_id}"
         )
-
-
-def remove_staged(staged: Path) -> None:
-    """What a failed publish made, gone."""
-    shutil.rmtree(staged, ignore_errors=True)
