@@ -373,3 +373,15 @@ def test_hf_refuses_a_bad_name_and_a_missing_extra_in_one_line(
         _one_line_refusal(invoke(home, "publish", "latest", bad), bad, "hf://ORG/NAME")
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if the hub extra were not installed
     _one_line_refusal(invoke(home, "publish", "latest", "hf://my-org/dqn-CartPole-v1"), "huggingface_hub", "[hub]")
+
+
+def test_pull_of_a_folder_without_one_bundle_is_refused(tmp_path: Path) -> None:
+    """A folder `rlrun pull` reads holds one bundle: none, or two, is one line and nothing written."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    home = tmp_path / "home"
+    _one_line_refusal(invoke(home, "pull", str(folder)), "no bundles")
+    for name in ("a.rlrun", "b.rlrun"):
+        (folder / name).write_bytes(b"")
+    _one_line_refusal(invoke(home, "pull", str(folder)), "2 bundles")
+    assert not home.exists()
