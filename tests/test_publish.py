@@ -264,11 +264,13 @@ for name in ("gymnasium", "rlrun"):
     except ImportError:
         continue
     sys.exit(f"{name} is importable")
-agent = torch.jit.load(sys.argv[1])
-state = None
 print("ready", flush=True)
 for line in sys.stdin:
     ask = json.loads(line)
+    if "load" in ask:  # the next agent.pt, from its first episode
+        agent, state = torch.jit.load(ask["load"]), None
+        print("loaded", flush=True)
+        continue
     obs = torch.tensor(ask["obs"], dtype=getattr(torch, ask["dtype"]))[None]
     with torch.no_grad():
         if ask["state"] is None:
@@ -293,33 +295,30 @@ def clean_python(folder: Path) -> list[str]:
         (folder / (origin.parent.name if origin.name == "__init__.py" else origin.name)).symlink_to(
             origin.parent if origin.name == "__init__.py" else origin
         )
-    return [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(folder)!r})\n" + CLEAN_AGENT]
+    return [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(folder)!r})\n"]
 
 
-def played_by_agent_pt(agent: Path, policy: Any, python: list[str]) -> tuple[list[float], float]:
+def ask(process: subprocess.Popen[str], question: dict[str, Any]) -> str:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps(question) + "\n")
+    process.stdin.flush()
+    return process.stdout.readline()
+
+
+def played_by_agent_pt(process: subprocess.Popen[str], agent: Path, policy: Any) -> tuple[list[float], float]:
     """Enjoy's 50 seeded episodes of `policy`'s env, stepped here with the actions the clean process's
     `agent.pt` chooses: the returns, and the largest difference from the policy's own action."""
-    process = subprocess.Popen(
-        [*python, str(agent)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={"PATH": os.environ["PATH"]},
-    )
-    assert process.stdout is not None and process.stdin is not None
-    assert process.stdout.readline() == "ready\n", process.communicate()
+    assert ask(process, {"load": str(agent)}) == "loaded\n"
     env, returns, largest = policy.make_env(), [], 0.0
-    space = env.observation_space
+    memory = None if policy.actor.state_shape is None else list(policy.actor.state_shape)
     try:
         for seed in seeding.enjoy_episode_seeds(SEED, EPISODES):
             obs, _ = env.reset(seed=seed)
             total, done, start, state = 0.0, False, True, None
             while not done:
-                ask = {"obs": np.asarray(obs).tolist(), "dtype": str(space.dtype), "start": start}
-                ask["state"] = None if policy.actor.state_shape is None else list(policy.actor.state_shape)
-                process.stdin.write(json.dumps(ask) + "\n")
-                process.stdin.flush()
-                action = np.asarray(json.loads(process.stdout.readline()), dtype=env.action_space.dtype)
+                question = {"obs": np.asarray(obs).tolist(), "dtype": str(env.observation_space.dtype)}
+                answer = ask(process, {**question, "start": start, "state": memory})
+                action = np.asarray(json.loads(answer), dtype=env.action_space.dtype)
                 own, state = policy.act(obs, state)
                 largest = max(largest, float(np.max(np.abs(action.astype(np.float64) - np.asarray(own, np.float64)))))
                 obs, reward, terminated, truncated, _ = env.step(action)
@@ -327,32 +326,44 @@ def played_by_agent_pt(agent: Path, policy: Any, python: list[str]) -> tuple[lis
             returns.append(total)
     finally:
         env.close()
-        process.stdin.close()
-        assert process.wait(timeout=60) == 0
     return returns, largest
 
 
 def test_agent_pt_plays_the_same_episodes_with_torch_alone(
     discrete: tuple[Path, Path], families: dict[str, tuple[Path, str]], tmp_path: Path
 ) -> None:
+    """One process with torch alone plays each family's agent.pt (discrete, continuous, a memory)."""
     import rlrun
 
     python = clean_python(tmp_path / "only-torch")
-    blocked = subprocess.run([*python[:-1], python[-1].split("\n")[0] + "\nimport gymnasium"], capture_output=True)
+    blocked = subprocess.run([*python[:-1], python[-1] + "import gymnasium"], capture_output=True)
     assert blocked.returncode != 0 and b"No module named 'gymnasium'" in blocked.stderr
+    process = subprocess.Popen(
+        [*python[:-1], python[-1] + CLEAN_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert process.stdout is not None and process.stdin is not None
+    assert process.stdout.readline() == "ready\n", process.communicate()
     cases = {"discrete": discrete, **{f: (families[f][0], Path(families[f][1])) for f in ("continuous", "memory")}}
-    for family, (home, folder) in cases.items():
-        card, body = card_of(folder)
-        policy = rlrun.load_policy(card_reference(body), home=home)
-        returns, largest = played_by_agent_pt(folder / "agent.pt", policy, python)
-        enjoyed = enjoy_json(home, card_reference(body))
-        assert f"{enjoyed['mean']:.2f} +/- {enjoyed['std']:.2f}" == card["value"], family
-        if family == "continuous":
-            assert largest <= 1e-6, largest
-            assert np.allclose(returns, [e["return"] for e in enjoyed["episodes"]], atol=1e-3)
-        else:
-            assert largest == 0
-            assert returns == [e["return"] for e in enjoyed["episodes"]], family
+    try:
+        for family, (home, folder) in cases.items():
+            card, body = card_of(folder)
+            policy = rlrun.load_policy(card_reference(body), home=home)
+            returns, largest = played_by_agent_pt(process, folder / "agent.pt", policy)
+            enjoyed = enjoy_json(home, card_reference(body))
+            assert f"{enjoyed['mean']:.2f} +/- {enjoyed['std']:.2f}" == card["value"], family
+            if family == "continuous":
+                assert largest <= 1e-6, largest
+                assert np.allclose(returns, [e["return"] for e in enjoyed["episodes"]], atol=1e-3)
+            else:
+                assert largest == 0
+                assert returns == [e["return"] for e in enjoyed["episodes"]], family
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
 
 
 # ---- refusals ---------------------------------------------------------------------------------------
