@@ -9,7 +9,7 @@ a missing extra in one line.
 
 Tiny budgets, each run trained once for the module: the DQN CartPole run half-way (its whole run
 to 4k frames is the reference `tests/test_travel.py` shares), SAC on Pendulum with its episodes
-capped at 50 steps, DQN on Pong capped at 100 emulator frames, A2C with a GRU on CartPole."""
+capped at 50 steps, DQN on Pong capped at 40 emulator frames, A2C with a GRU on CartPole."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ FAMILIES = {  # family: (built-in spec, settings)
     "pixels": (
         "dqn_pong",
         [
-            "env.max_episode_steps=100",
+            "env.max_episode_steps=40",
             "agent.network.hidden=[64]",
             "agent.learning_starts=100",
             "agent.memory.capacity=1000",
@@ -83,9 +83,9 @@ def discrete(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory: pytest.TempPathFactory, s3_bucket: str) -> dict[str, tuple[Path, str]]:
-    """A run of each other family, each published by the library: the continuous one and the one
-    with a memory to folders, the pixel one to S3 on loopback (left out without ale-py). Family:
-    (its home, where it went)."""
+    """A run of each other family, each published by the library: the continuous and pixel ones to
+    folders (the pixel one left out without ale-py), the one with a memory to S3 on loopback.
+    Family: (its home, where it went)."""
     import rlrun
     from rlrun.publish import publish
 
@@ -98,7 +98,7 @@ def families(tmp_path_factory: pytest.TempPathFactory, s3_bucket: str) -> dict[s
         trained = rlrun.train(rlrun.load_spec(spec, settings), home=home, name=family, handle_signals=False)
         assert trained.status == "finished", trained
         where = (
-            f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/{family}" if family == "pixels" else str(base / family / "model")
+            f"s3://{s3_bucket}/{uuid.uuid4().hex[:8]}/{family}" if family == "memory" else str(base / family / "model")
         )
         done = publish(family, where, home=home, seed=SEED)
         assert done.destination == where and done.episodes == EPISODES
@@ -228,21 +228,26 @@ def _tensorboard_records(data: bytes) -> None:
     assert at == len(data)
 
 
-def test_a_card_for_every_family(families: dict[str, tuple[Path, str]], tmp_path: Path) -> None:
-    """Continuous, pixels and a memory (discrete: the tests above): each card names its env and
-    algorithm; the pixel one, published to S3, pulls into a fresh home from its URL, where `rlrun
-    enjoy` prints its mean_reward again (the others': the agent.pt test below)."""
+def local_copy(where: str, folder: Path, *names: str) -> Path:
+    """The repository's files `names`, from the store at `where` into `folder`; a folder is itself."""
+    if "://" not in where:
+        return Path(where)
     from rlrun.home.bundle import filesystem_of
 
+    folder.mkdir(exist_ok=True)
+    fs, key = filesystem_of(where, "test")
+    for name in names:
+        fs.get_file(f"{key}/{name}", str(folder / name))
+    return folder
+
+
+def test_a_card_for_every_family(families: dict[str, tuple[Path, str]], tmp_path: Path) -> None:
+    """Continuous, pixels and a memory (discrete: the tests above): each card names its env and
+    algorithm; the one published to S3 pulls into a fresh home from its URL, where `rlrun enjoy`
+    prints its mean_reward again (the others': the agent.pt test below; pixels: the card's own)."""
     for family, (_, where) in families.items():
         spec = FAMILIES[family][0]
-        repository = Path(where)
-        if "://" in where:
-            repository = tmp_path / f"{family}-card"
-            repository.mkdir()
-            fs, key = filesystem_of(where, "test")
-            fs.get_file(f"{key}/README.md", str(repository / "README.md"))
-        card, body = card_of(repository)
+        card, body = card_of(local_copy(where, tmp_path / f"{family}-card", "README.md"))
         assert card["tags"][2] == spec.split("_")[0] and card["library_name"] == "rlrun", family
         assert card["tags"][0] == "reinforcement-learning" and "+/-" in card["value"], family
         if "://" in where:
@@ -347,7 +352,13 @@ def test_agent_pt_plays_the_same_episodes_with_torch_alone(
     )
     assert process.stdout is not None and process.stdin is not None
     assert process.stdout.readline() == "ready\n", process.communicate()
-    cases = {"discrete": discrete, **{f: (families[f][0], Path(families[f][1])) for f in ("continuous", "memory")}}
+    cases = {
+        "discrete": discrete,
+        **{
+            f: (families[f][0], local_copy(families[f][1], tmp_path / f, "README.md", "agent.pt"))
+            for f in ("continuous", "memory")
+        },
+    }
     try:
         for family, (home, folder) in cases.items():
             card, body = card_of(folder)
