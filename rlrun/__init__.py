@@ -107,6 +107,7 @@ MOVED = {
     "rlrun.retention": "rlrun.snapshot.retention",
     "rlrun.schedules": "rlrun.spec.schedules",
     "rlrun.search_space": "rlrun.search.space",
+    "rlrun.stack": "rlrun.session.stack",  # issue 56's first home, before it took a room beside the device
     "rlrun.stopping": "rlrun.session.stopping",
     "rlrun.tensorboard_log": "rlrun.session.tensorboard_log",
     "rlrun.video": "rlrun.enjoy.video",

@@ -27,7 +27,7 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
 - `RLRUN_TEST_USABLE_CORES=N` makes the process see N usable cores (not its CPU affinity's), so
   a test on a small machine creates and starts runs as a machine of N cores resolves "auto".
 - `RLRUN_TEST_FAKE_VERSIONS=NAME=VERSION,...` makes the software stack a session records
-  (`rlrun.stack.software_stack`) name these versions, so a test can resume a run "under another
+  (`rlrun.session.stack.software_stack`) name these versions, so a test can resume a run "under another
   torch" without installing one.
 """
 

@@ -397,7 +397,7 @@ def test_export_check_passes_on_every_family_and_each_file_has_its_contract(
     import onnx
 
     from rlrun import snapshot
-    from rlrun.stack import software_stack
+    from rlrun.session.stack import software_stack
 
     for name, folder in both.items():
         home = atari if name == "pong" else trained

@@ -1,5 +1,5 @@
 """The software a run ran on is part of its record (issue 56): which versions a run's env makes
-count (`rlrun.stack.software_stack`: by the env id and `env.packages`, never by what is installed),
+count (`rlrun.session.stack.software_stack`: by the env id and `env.packages`, never by what is installed),
 `versions.json`, and a resume under another torch (faked: `RLRUN_TEST_FAKE_VERSIONS`) recorded
 approximate with the change as its reason, as `rlrun show` says (with the software on its session
 lines); `compare --gate` does not call bit-equal runs on two stacks identical. A resume on the same
@@ -15,8 +15,9 @@ import pytest
 from helpers import builtin_for, invoke
 from same_run import CADENCE, train
 
-from rlrun import snapshot, stack
+from rlrun import snapshot
 from rlrun.registry import Registry
+from rlrun.session import stack
 from rlrun.testhooks import FAKE_VERSIONS_ENV
 
 TORCH = importlib.metadata.version("torch")

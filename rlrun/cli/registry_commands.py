@@ -147,7 +147,7 @@ def show(
         print_json(found.to_json())
     else:
         jobs = views.slurm_states([found.run.slurm_jobs])
-        from rlrun.stack import recorded_stacks
+        from rlrun.session.stack import recorded_stacks
 
         stacks = recorded_stacks(found.home, found.detail)
         answer(

@@ -368,7 +368,7 @@ def run_detail(
     """Everything `rlrun show` prints about a run, section by section; within `width` columns (a
     terminal's) its tables give way column by column and its lines wrap between words. `jobs`: its
     SLURM jobs' states (`slurm_states`); `stacks`: the software each session ran on last
-    (`rlrun.stack.recorded_stacks`)."""
+    (`rlrun.session.stack.recorded_stacks`)."""
     sections = [_header(detail, colour, width, jobs), _sessions(detail, colour, width, stacks or {})]
     trend = _trend(detail)
     if trend:
@@ -510,7 +510,7 @@ def _sessions(detail: RunDetail, colour: bool, width: int | None, stacks: dict[i
 
 def _software(stacks: dict[int, dict[str, str]]) -> list[str]:
     """The software the sessions ran on last: one line when they share it, else one per session."""
-    from rlrun.stack import describe
+    from rlrun.session.stack import describe
 
     shown = {index: describe(stack) for index, stack in sorted(stacks.items())}
     if len(set(shown.values())) == 1:

@@ -25,16 +25,16 @@ from pathlib import Path
 from rlrun import paths
 from rlrun.catalog.targets import FoundRun
 from rlrun.session import metrics_log
+from rlrun.session.stack import stack_change
 from rlrun.snapshot import verify
 from rlrun.snapshot.layout import META, json_bytes
-from rlrun.stack import stack_change
 
 IDENTITY_KEYS = ("run_id",)
 """meta.json's keys that say which run a snapshot belongs to, not what it holds."""
 MACHINE_CLOCK = ("wall_time",)
 """The clock's fields in meta.json that measure the machine (as the log's `WALL_CLOCK` columns do)."""
 STACK = "stack"
-"""meta.json's key for the software the session ran on (`rlrun.stack`): judged apart from the bits,
+"""meta.json's key for the software the session ran on (`rlrun.session.stack`): judged apart from the bits,
 so a verdict can say that two runs' bits are equal and their software is not."""
 
 

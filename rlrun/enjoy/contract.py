@@ -4,7 +4,7 @@ rlrun: the observation and action spaces and dtypes, the inputs and outputs, the
 env must apply before the file sees an observation (the spec's env: Atari's preprocessing, the frame
 stack, the wrappers it names; `rlrun.load_policy(...).make_env()` builds exactly that env), the
 normalisation inside the graph, the ONNX opset, the software the checkpoint was trained on and
-exported with (`rlrun.stack`), and the sha256 of the checkpoint and of the file itself.
+exported with (`rlrun.session.stack`), and the sha256 of the checkpoint and of the file itself.
 
 Plain JSON, sorted keys; written atomically after the file it describes."""
 
@@ -47,7 +47,7 @@ def write_contract(
     `home`: the runs home the checkpoint is in, whose snapshot names the software it trained on;
     `runtime`: the versions of what wrote the file beyond the run's own stack)."""
     from rlrun.fsutil import atomic_write
-    from rlrun.stack import software_stack
+    from rlrun.session.stack import software_stack
 
     path = Path(done.path)
     actor = policy.actor

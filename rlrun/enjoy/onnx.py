@@ -47,7 +47,7 @@ from rlrun.enjoy.contract import write_contract
 from rlrun.enjoy.graph import Exported, acting_graph, check_destination, example_inputs, exported, policy_of
 from rlrun.enjoy.onnx_policy import PREFIX, graph_sha256, require, runtime
 from rlrun.errors import BadInput
-from rlrun.stack import versions
+from rlrun.session.stack import versions
 
 if TYPE_CHECKING:
     from rlrun.enjoy.policy import Policy

@@ -122,7 +122,9 @@ def _frozen(module: nn.Module, policy: Policy) -> Any:
     if _batch_free(whole, module, policy):
         return whole
     one = _traced(module, example_inputs(policy, 1))
-    loop = torch.jit.script(RowByRow(one) if policy.actor.state_shape is None else RowByRowWithState(one))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's own: TorchScript is what a leaderboard loads
+        loop = torch.jit.script(RowByRow(one) if policy.actor.state_shape is None else RowByRowWithState(one))
     return torch.jit.freeze(loop.eval())
 
 

@@ -4,7 +4,8 @@
 them, the parts a session is made of: `checkpoints` (when snapshots are taken, and how they are
 staged, uploaded, recorded and retained), `state` (the session's progress as data, what a snapshot
 captures of a session, and how it is restored), `evaluation` (its own env and random stream),
-`device`, `events` (what it reports), `stopping` (signals become a snapshot and a clean stop),
+`device` and `stack` (where it learns, and on which software: what a resume must find again to be
+exact), `events` (what it reports), `stopping` (signals become a snapshot and a clean stop),
 `metrics_log` (the training log in its folder, and the `metrics` reader) and `tensorboard_log`
 (that log's optional mirror). Only
 `loop`, `checkpoints`, `state` and `evaluation` import torch; this package's own import costs

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlrun import seeding, snapshot, stack
+from rlrun import seeding, snapshot
 from rlrun.algorithms.base import Agent
 from rlrun.clock import Clock
 from rlrun.envs.normalize import Normalizer
 from rlrun.envs.state import NotCapturable, capture_vector_env, restore_vector_env
+from rlrun.session import stack
 from rlrun.session.device import Where, moved
 from rlrun.session.evaluation import EvalEnvState
 from rlrun.session.task import SessionTask
@@ -80,7 +81,7 @@ class Origin:
 
     @cached_property
     def stack(self) -> dict[str, str]:
-        """The software it learns with (`rlrun.stack`), read once per session."""
+        """The software it learns with (`rlrun.session.stack`), read once per session."""
         return stack.software_stack(self.spec, device=self.where.device)
 
 

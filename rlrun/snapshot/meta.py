@@ -81,7 +81,7 @@ class SnapshotMeta:
     plain attributes per wrapper layer; None without user wrappers (and in older files)."""
 
     stack: dict[str, str] | None = None
-    """The software the session ran on (`rlrun.stack.software_stack`): a resume is exact only on
+    """The software the session ran on (`rlrun.session.stack.software_stack`): a resume is exact only on
     the same versions; None in older files."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("recent_lengths", "metrics", "device", "gpu", "eval_wrappers", "stack")
