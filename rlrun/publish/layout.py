@@ -134,7 +134,7 @@ def _write(
     from rlrun.enjoy.onnx import export_onnx
     from rlrun.enjoy.torchscript import write_agent
     from rlrun.home.bundle import push
-    from rlrun.stack import write_versions
+    from rlrun.session.stack import write_versions
 
     chosen = policy.target
     pinned = f"{chosen.run.id}/s{chosen.session.index}@{chosen.checkpoint.frame}"
@@ -231,10 +231,10 @@ def _write_weights(policy: Policy, path: Path) -> None:
 
 def _versions(policy: Policy, home: Path | str | None) -> dict[str, str]:
     """The software the checkpoint was trained on, as its snapshot records it; the installed
-    versions for a snapshot older than that record (`rlrun.stack.software_stack`)."""
+    versions for a snapshot older than that record (`rlrun.session.stack.software_stack`)."""
     from rlrun import paths
+    from rlrun.session.stack import software_stack
     from rlrun.snapshot.layout import META, read_meta
-    from rlrun.stack import software_stack
 
     snapshot = paths.resolve_home(home) / policy.target.checkpoint.path
     recorded = read_meta(snapshot).stack if (snapshot / META).is_file() else None
