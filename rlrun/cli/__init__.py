@@ -24,7 +24,18 @@ import typer
 from typer._click.exceptions import NoSuchOption  # Typer 0.28 vendors Click; see _usage_message
 
 # Importing the command modules registers their commands on the app.
-from rlrun.cli import compare, exports, hints, home, registry_commands, search, specs, train, travel  # noqa: F401
+from rlrun.cli import (  # noqa: F401
+    compare,
+    exports,
+    hints,
+    home,
+    publish,
+    registry_commands,
+    search,
+    specs,
+    train,
+    travel,
+)
 from rlrun.cli.app import app, in_help_order
 from rlrun.cli.output import make_console, outlived
 from rlrun.errors import EditRefused, RlrunError, SpecError

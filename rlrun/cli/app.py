@@ -41,6 +41,7 @@ HELP_ORDER = (
     "import",
     "push",
     "pull",
+    "publish",
     "record",
 )
 

@@ -14,47 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from rlrun.catalog.curves import Curve, curve, metric_curve
-from rlrun.catalog.figures import FORMATS, check_output
+from rlrun.catalog.figures import FORMATS, check_output, draw, frame_tick
 from rlrun.errors import BadInput, install_hint
-from rlrun.sizes import format_size
 
-# Curves are computed in rlrun.catalog; their names stay importable from here, where they were.
+# Curves are computed, and a run's drawn, in rlrun.catalog (`rlrun publish` draws one too); their
+# names stay importable from here, where they were.
 __all__ = ["FORMATS", "Curve", "check_output", "curve", "draw", "draw_population", "draw_search", "metric_curve"]
-
-
-def draw(curves: list[Curve], output: Path, *, title: str | None = None, metric: str | None = None) -> Path:
-    """Write the curves (evaluation returns, or the training `metric`) to `output` and return it."""
-    try:
-        from matplotlib.figure import Figure
-        from matplotlib.ticker import FuncFormatter
-    except ImportError:
-        raise BadInput(f"rlrun plot needs matplotlib: {install_hint('plot')}") from None
-    # A bare Figure renders through Agg when saved: no pyplot, no GUI backend, no display needed.
-    figure = Figure(figsize=(8, 5), layout="constrained")
-    axes = figure.add_subplot()
-    for item in curves:
-        if not item.frames:
-            axes.plot([], [], label=f"{item.label}: {'nothing logged' if metric else 'not evaluated'} yet")
-            continue
-        line = axes.plot(
-            item.frames, item.mean, marker="o" if len(item.frames) < 30 else None, markersize=3, label=item.label
-        )[0]
-        low = [m - s for m, s in zip(item.mean, item.std, strict=True)]
-        high = [m + s for m, s in zip(item.mean, item.std, strict=True)]
-        axes.fill_between(item.frames, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-    axes.set_xlabel("frames")
-    axes.xaxis.set_major_formatter(FuncFormatter(frame_tick))
-    axes.set_ylabel(f"{metric or 'evaluation return'} (mean ± std across sessions)")
-    axes.set_title(title or (f"training {metric}" if metric else "evaluation return"))
-    axes.grid(alpha=0.3)
-    axes.legend(loc="best", fontsize="small")
-    figure.savefig(output, dpi=120)
-    return output
-
-
-def frame_tick(value: float, _position: Any = None) -> str:
-    """A frames axis tick as a size, the way every command prints frames: 200k, 1.5M."""
-    return format_size(value)
 
 
 def draw_search(detail: Any, output: Path, *, title: str | None = None) -> Path:

@@ -243,7 +243,7 @@ class _Target:
             raise BadInput("name where to push the run: a file (run.rlrun) or a URL (s3://bucket/runs/run.rlrun)")
         if storage.is_url(destination):
             name = destination + f"{run_id}{SUFFIX}" if destination.endswith("/") else destination
-            return cls(name, None, _filesystem(name, "push"))
+            return cls(name, None, filesystem_of(name, "push"))
         path = Path(destination.removeprefix("file://")).expanduser().absolute()
         if path.is_dir() or destination.endswith("/"):
             path = path / f"{run_id}{SUFFIX}"
@@ -267,7 +267,7 @@ class _Target:
                 fsync_path(self.local.parent)
             else:
                 fs, key = self.store  # type: ignore[misc]
-                with _talking_to(self.name, "push"):
+                with talking_to(self.name, "push"):
                     fs.put_file(temporary, key)
         finally:
             Path(temporary).unlink(missing_ok=True)
@@ -339,22 +339,38 @@ def pull(source: str, *, home: Path | str | None = None, expected_sha256: str | 
 
 @contextmanager
 def _opened(source: str) -> Iterator[IO[bytes]]:
-    """The bundle's bytes, read from the start once (a stream: a large bundle is never held whole)."""
+    """The bundle's bytes, read from the start once (a stream: a large bundle is never held whole);
+    a folder (a published model's repository, `rlrun publish`) is read for the one bundle in it."""
     if storage.is_url(source):
-        fs, key = _filesystem(source, "pull")
-        with _talking_to(source, "pull"):
+        fs, key = filesystem_of(source, "pull")
+        with talking_to(source, "pull"):
             try:
+                if fs.isdir(key):
+                    key = _one_bundle(source, [str(found) for found in fs.glob(f"{key}/*{SUFFIX}")])
                 stream = fs.open(key, "rb")
             except FileNotFoundError:
                 raise BadInput(f"{source}: no such bundle; check the URL (`rlrun push` prints it)") from None
-        with _talking_to(source, "pull", answers=False), stream:  # the download itself, bundle read
+        with talking_to(source, "pull", answers=False), stream:  # the download itself, bundle read
             yield stream
         return
     path = Path(source.removeprefix("file://")).expanduser()
+    if path.is_dir():
+        path = Path(_one_bundle(source, [str(found) for found in path.glob(f"*{SUFFIX}")]))
     if not path.is_file():
         raise BadInput(f"{source}: no such bundle file; check the path (`rlrun push` prints it)")
     with open(path, "rb") as file:
         yield file
+
+
+def _one_bundle(source: str, found: list[str]) -> str:
+    """The one bundle in a folder (a published repository holds its run's, `<run id>.rlrun`)."""
+    if len(found) != 1:
+        held = "no" if not found else f"{len(found)}"
+        raise BadInput(
+            f"{source}: a folder holding {held} bundles ({SUFFIX}); pull a folder `rlrun publish` wrote,"
+            " or name the bundle file itself"
+        )
+    return found[0]
 
 
 def _members(tar: tarfile.TarFile, source: str) -> Iterator[tarfile.TarInfo]:
@@ -483,7 +499,7 @@ def _damaged(source: str, why: str) -> BadInput:
 # Object storage
 
 
-def _filesystem(url: str, command: str) -> tuple[Any, str]:
+def filesystem_of(url: str, command: str) -> tuple[Any, str]:
     """The fsspec file system and key of a bundle's URL, as a home's (`rlrun.storage`: the same
     libraries, extras and settings); `hf://` is huggingface_hub's, where it is installed."""
     try:
@@ -494,9 +510,10 @@ def _filesystem(url: str, command: str) -> tuple[Any, str]:
 
 
 @contextmanager
-def _talking_to(url: str, command: str, *, answers: bool = True) -> Iterator[None]:
+def talking_to(url: str, command: str, *, answers: bool = True) -> Iterator[None]:
     """A store that does not answer is exit 3 (try again later); with `answers`, one that answers
-    no (no such bucket, access denied: an OSError from fsspec's libraries) is exit 2."""
+    no (no such bucket, access denied: an OSError from fsspec's libraries) is exit 2. Push's, pull's
+    and publish's (a published repository written to a store)."""
     try:
         yield
     except (BadInput, StoreUnreachable):

@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rlrun"
 LAYERS: list[set[str]] = [
     {"__main__", "__init__"},  # the command line's entry; the package's lazy public API
     {"cli"},  # parse, resolve, print; calls the library
+    {"publish"},  # a run as a model repository: scores it (enjoy), its IQM (compare), its bundle (home)
     {"search", "compare"},  # trials are runs: through the training API; comparisons of
     # runs (reads the home through catalog, statistics by rliable)
     {"training", "enjoy", "catalog"},  # the train/resume API and executors; replaying a checkpoint;
