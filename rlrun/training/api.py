@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, snapshot, storage, testhooks
+from rlrun import data, paths, snapshot, storage, testhooks
 from rlrun.clock import Clock
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
@@ -228,6 +228,7 @@ def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None
     the run recorded. Likewise an edit that does not name `meta.arithmetic` keeps the run's."""
     if previous is not None and "arithmetic" not in spec.meta.model_fields_set:
         spec = spec.model_copy(update={"meta": spec.meta.model_copy(update={"arithmetic": previous.meta.arithmetic})})
+    spec = data.pin(spec, previous)  # the dataset's digest, checked against the one the run pinned
     if spec.meta.torch_threads != AUTO:
         return spec
     recorded = previous.meta.torch_threads if previous is not None else AUTO
