@@ -55,6 +55,12 @@ def datasets_root() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".minari" / "datasets"
 
 
+def exists(dataset: str) -> bool:
+    """Whether `dataset` names a dataset's folder (`locate` would find it)."""
+    given = Path(dataset).expanduser()
+    return any((folder / "data").is_dir() for folder in (given, datasets_root() / dataset))
+
+
 def locate(dataset: str) -> Path:
     """The folder of the dataset `dataset` names (a folder holding `data/`, or an id under
     `datasets_root()`); BadInput when there is none."""
@@ -152,14 +158,17 @@ def _open(dataset: str, folder: Path) -> Any:
 
 
 def _check_space(what: str, stored: Any, env: Any, dataset: str) -> None:
-    same = type(stored) is type(env) and getattr(stored, "shape", None) == getattr(env, "shape", None)
-    if same and hasattr(env, "n"):
-        same = int(stored.n) == int(env.n)
-    if not same:
+    if _described(stored) != _described(env):
         raise BadInput(
-            f"{KEY} = {dataset!r}: its {what} are {stored}, the env's are {env}; record the dataset from"
-            " this env, or name the env it was recorded from in env.id"
+            f"{KEY} = {dataset!r}: its {what} are {_described(stored)}, the env's are {_described(env)};"
+            " record the dataset from this env, or name the env it was recorded from in env.id"
         )
+
+
+def _described(space: Any) -> str:
+    """A space's kind and size, which the dataset's rows must share with the env's."""
+    size = f"({int(space.n)})" if hasattr(space, "n") else str(tuple(getattr(space, "shape", ()) or ()))
+    return f"{type(space).__name__}{size}"
 
 
 def _rows(stored: Any, obs_space: Any, action_space: Any) -> Transitions:

@@ -384,6 +384,20 @@ class SlurmSpec(Strict):
     (submitit's `signal_delay_s`; null: 90)."""
 
 
+class RecipeSpec(Strict):
+    """How to make a dataset that is not there yet: train a built-in spec, then record its episodes
+    (`rlrun record --minari`), once, before the run is created."""
+
+    spec: str = Field(min_length=1)
+    """The built-in spec whose run's policy plays the episodes, e.g. "reinforce_cartpole"."""
+    frames: Frames
+    """Its frame budget: a short one gives a "medium" policy's data."""
+    episodes: int = Field(default=20, gt=0, le=10_000)
+    """Episodes recorded."""
+    stochastic: bool = True
+    """Record sampled actions (a spread of behaviour) rather than the greedy ones."""
+
+
 class DataSpec(Strict):
     """A dataset of transitions the agent learns from (`rlrun.data`): offline first, for
     `meta.offline_updates` gradient steps, then mixed into every online batch. The run pins the
@@ -397,6 +411,8 @@ class DataSpec(Strict):
     mixing: float = Field(default=0.5, ge=0, le=1)
     """Online, the fraction of each batch drawn from the dataset (RLPD's 0.5); the rest comes from
     the online replay memory. Rows are drawn with the agent's own generator, in a fixed order."""
+    recipe: RecipeSpec | None = None
+    """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist."""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """The dataset's files' digest, recorded when the run is created (null in a spec you write: the
     run fills it in). A resume or a fork whose dataset no longer has it is refused."""
@@ -405,12 +421,13 @@ class DataSpec(Strict):
 class MetaSpec(Strict):
     max_frame: Frames
     """Frame budget of each session (env transitions summed over `num_envs`)."""
-    offline_updates: int = Field(default=0, ge=0)
+    offline_updates: Annotated[int, BeforeValidator(_size), Field(ge=0)] = 0
     """Gradient steps on the dataset (`data`) before the session steps the env: the first
     `offline_updates` of `max_frame`, each counted as one frame of the run's clock (so every cadence,
     evaluation, snapshot and schedule reads them as it reads frames), then `max_frame −
-    offline_updates` env frames online. Equal to `max_frame`: pure offline learning. 0 (the
-    default): online from the start."""
+    offline_updates` env frames online. At least `max_frame`: pure offline learning. 0 (the
+    default): online from the start. The phase is a function of the frame alone, so a resume at,
+    before or after the switch continues it exactly."""
     sessions: int = Field(default=1, gt=0, le=64)
     """Sessions in the run; session i uses seed `seed + i` and runs in its own process."""
     seed: int = Field(default=0, ge=0, lt=2**31)
@@ -525,12 +542,6 @@ class Spec(Strict):
 
     @model_validator(mode="after")
     def _offline_needs_data(self) -> Spec:
-        if self.meta.offline_updates > self.meta.max_frame:
-            raise KeyProblem(
-                "meta.offline_updates",
-                f"({self.meta.offline_updates}) exceeds {{meta.max_frame}} ({self.meta.max_frame}), which counts"
-                " them; raise max_frame to offline_updates plus the online frames",
-            )
         if self.meta.offline_updates and self.data is None:
             raise KeyProblem("meta.offline_updates", "learns from a dataset: name one in data.dataset")
         if self.data is not None and not self.agent.TAKES_DATA:

@@ -1,0 +1,42 @@
+"""A dataset a spec names but nobody recorded yet, made from its recipe (`data.recipe`): a short
+run of a built-in spec in a scratch home, then its episodes recorded as the Minari dataset the spec
+names (`rlrun.enjoy.dataset.record`), once, under a lock, before the run that learns from it is
+created. It lives here, not in `rlrun.data`: recording plays a trained agent, and the session that
+learns from the dataset reads it through `rlrun.data`, so the reader must not reach the recorder."""
+
+from __future__ import annotations
+
+import fcntl
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rlrun import data
+from rlrun.enjoy.dataset import record
+from rlrun.spec import Spec, load_spec
+from rlrun.spec.sections import RecipeSpec
+
+Train = Callable[..., Any]
+"""`rlrun.training.api.train`, passed in: that module calls this one."""
+
+
+def provision(spec: Spec, train: Train) -> None:
+    """Record the dataset `spec.data` names from its recipe if it is not there (nothing otherwise),
+    training the recipe's spec with `train`."""
+    if spec.data is None or spec.data.recipe is None or data.exists(spec.data.dataset):
+        return
+    root = data.datasets_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".rlrun-recipe.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be making the same dataset right now
+        if not data.exists(spec.data.dataset):
+            _make(spec.data.dataset, spec.data.recipe, train)
+
+
+def _make(dataset: str, recipe: RecipeSpec, train: Train) -> None:
+    with tempfile.TemporaryDirectory(prefix="rlrun-recipe-") as scratch:
+        home = Path(scratch) / "runs"
+        source = load_spec(recipe.spec, [f"meta.max_frame={recipe.frames}"])
+        train(source, home=home, name="recipe", handle_signals=False)
+        record("recipe", home=home, dataset_id=dataset, episodes=recipe.episodes, stochastic=recipe.stochastic)
