@@ -97,7 +97,12 @@ def test_bad_input_is_one_line_and_writes_nothing(datasets: Path, straight: Path
     (unreadable / "data").mkdir(parents=True)
     (unreadable / "data" / "main_data.hdf5").write_text("not HDF5")
     bad = {
-        "no such dataset": ["--set", "data.dataset=rlrun/nothing-v0", "--set", "data.recipe=null"],  # no recipe to make it
+        "no such dataset": [
+            "--set",
+            "data.dataset=rlrun/nothing-v0",
+            "--set",
+            "data.recipe=null",
+        ],  # no recipe to make it
         "the env's are Box(6,)": ["--set", "env.id=Acrobot-v1"],
         "Minari cannot read": ["--set", f"data.dataset={unreadable}"],
         "does not learn from a dataset": ["--set", "agent.algorithm=dqn"],

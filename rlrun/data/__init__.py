@@ -108,22 +108,14 @@ def pin(spec: Spec, previous: Spec | None = None) -> Spec:
             f"{KEY} = {data.dataset!r}: its files changed since the run pinned them (sha256 {pinned[:12]}…,"
             f" now {now[:12]}…); put the recorded files back, or learn from it in a new run"
         )
-    _check_env(spec)
     return spec.model_copy(update={"data": data.model_copy(update={"sha256": now})})
 
 
-def _check_env(spec: Spec) -> None:
-    """The dataset opens and its spaces are the env's (before the run is recorded)."""
-    from rlrun.envs import make_env
-
-    assert spec.data is not None
-    stored = _open(spec.data.dataset, locate(spec.data.dataset))
-    env = make_env(spec.env)
-    try:
-        _check_space("observations", stored.observation_space, env.observation_space, spec.data.dataset)
-        _check_space("actions", stored.action_space, env.action_space, spec.data.dataset)
-    finally:
-        env.close()
+def check_spaces(data: DataSpec, obs_space: Any, action_space: Any) -> None:
+    """The dataset opens and its spaces are the env's (before a run is recorded)."""
+    stored = _open(data.dataset, locate(data.dataset))
+    _check_space("observations", stored.observation_space, obs_space, data.dataset)
+    _check_space("actions", stored.action_space, action_space, data.dataset)
 
 
 def load(data: DataSpec, obs_space: Any, action_space: Any) -> Transitions:
@@ -135,10 +127,8 @@ def load(data: DataSpec, obs_space: Any, action_space: Any) -> Transitions:
             f"{KEY} = {data.dataset!r}: its files changed since the run pinned them; put the recorded"
             " files back, or learn from it in a new run"
         )
-    stored = _open(data.dataset, folder)
-    _check_space("observations", stored.observation_space, obs_space, data.dataset)
-    _check_space("actions", stored.action_space, action_space, data.dataset)
-    return _rows(stored, obs_space, action_space)
+    check_spaces(data, obs_space, action_space)
+    return _rows(_open(data.dataset, folder), obs_space, action_space)
 
 
 def _open(dataset: str, folder: Path) -> Any:

@@ -265,6 +265,8 @@ def check_compatible(spec: Spec) -> None:
     check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
+        if spec.data is not None:  # a dataset whose rows the env could not have given
+            data.check_spaces(spec.data, env.observation_space, env.action_space)
         make_normalizer(spec.env, env.observation_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:

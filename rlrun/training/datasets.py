@@ -1,19 +1,23 @@
 """A dataset a spec names but nobody recorded yet, made from its recipe (`data.recipe`): a short
 run of a built-in spec in a scratch home, then its episodes recorded as the Minari dataset the spec
-names (`rlrun.enjoy.dataset.record`), once, under a lock, before the run that learns from it is
-created. It lives here, not in `rlrun.data`: recording plays a trained agent, and the session that
-learns from the dataset reads it through `rlrun.data`, so the reader must not reach the recorder."""
+names, once, under a lock, before the run that learns from it is created. The recording is
+`rlrun record`'s own (`rlrun.enjoy.dataset.record`), run as a command: replaying a checkpoint sits
+beside training in the layers (tests/unit/test_layers.py), so training asks for it as a user would,
+and pays for no trainer's import when no dataset is missing."""
 
 from __future__ import annotations
 
 import fcntl
+import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rlrun import data
-from rlrun.enjoy.dataset import record
+from rlrun.errors import BadInput
 from rlrun.spec import Spec, load_spec
 from rlrun.spec.sections import RecipeSpec
 
@@ -39,4 +43,13 @@ def _make(dataset: str, recipe: RecipeSpec, train: Train) -> None:
         home = Path(scratch) / "runs"
         source = load_spec(recipe.spec, [f"meta.max_frame={recipe.frames}"])
         train(source, home=home, name="recipe", handle_signals=False)
-        record("recipe", home=home, dataset_id=dataset, episodes=recipe.episodes, stochastic=recipe.stochastic)
+        command = ["record", "recipe", "--episodes", str(recipe.episodes), "--minari", dataset]
+        command += ["--stochastic"] if recipe.stochastic else []
+        environment = {**os.environ, "RLRUN_HOME": str(home)}
+        environment.pop("RLRUN_DB", None)  # the scratch home's own registry
+        done = subprocess.run(
+            [sys.executable, "-m", "rlrun", *command], env=environment, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise BadInput(f"data.recipe: recording {dataset} failed ({said}); fix the recipe or record it yourself")

@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"session", "home"},  # one seed's training loop; the runs home as folders
     {"trackers"},  # MLflow / W&B runs the session loop feeds, in the background
     {"algorithms", "envs", "registry"},  # agents and memory; Gymnasium envs; the database
+    {"data"},  # datasets agents learn from: located, pinned by hash, read as rows
     {"spec", "snapshot"},  # the experiment's vocabulary; the snapshot format
     {"refs"},  # run references
     {"paths", "sizes"},
