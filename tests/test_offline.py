@@ -81,6 +81,8 @@ def test_a_kill_9_resumes_bit_exact(straight: Path, tmp_path: Path, snapshots: i
 def test_a_changed_dataset_is_refused_at_resume(straight: Path, datasets: Path, tmp_path: Path) -> None:
     home, changed = tmp_path / "runs", tmp_path / "changed"
     shutil.copytree(straight, home)
+    shown = invoke(home, "show", "latest")
+    assert "s0 online, 2,000 gradient steps" in shown.stdout, shown.stdout  # its phase, said by `show`
     shutil.copytree(datasets, changed)
     metadata = changed / DATASET / "data" / "metadata.json"
     metadata.write_text(metadata.read_text().replace("episodes", "Episodes", 1))
