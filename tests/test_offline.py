@@ -89,8 +89,11 @@ def test_a_changed_dataset_is_refused_at_resume(straight: Path, datasets: Path, 
     before = sorted(p.relative_to(home) for p in home.rglob("*"))
     refused = invoke(home, "resume", "latest", "--more", "500", env={"MINARI_DATASETS_PATH": str(changed)})
     _one_line(refused, "data.dataset", "changed since the run pinned them")
+    forked = invoke(home, "resume", "latest", "--fork", "--more", "500", env={"MINARI_DATASETS_PATH": str(changed)})
+    _one_line(forked, "data.dataset", "changed since the run pinned them")
     assert sorted(p.relative_to(home) for p in home.rglob("*")) == before, "nothing written"
     assert len(run_attempts(home)) == 1
+    assert len(invoke(home, "ls", "--json").json()) == 1, "no fork recorded"
 
 
 def test_bad_input_is_one_line_and_writes_nothing(datasets: Path, straight: Path, tmp_path: Path) -> None:

@@ -399,8 +399,8 @@ class RecipeSpec(Strict):
 
 
 class DataSpec(Strict):
-    """A dataset of transitions the agent learns from (`rlrun.data`): offline first, for
-    `meta.offline_updates` gradient steps, then mixed into every online batch. The run pins the
+    """A dataset of transitions the agent learns from (`rlrun.data`), for `meta.offline_updates`
+    gradient steps before the session steps the env. The run pins the
     dataset's files by their SHA-256 (`sha256`, recorded when the run is created): a resume or a
     fork against files that changed is refused. Snapshots name the dataset, never copy it."""
 
@@ -408,9 +408,6 @@ class DataSpec(Strict):
     """A Minari dataset id found under `MINARI_DATASETS_PATH` (default `~/.minari/datasets`), e.g.
     "rlrun/cartpole-medium-v0", or the path of a dataset's folder (the one holding `data/`). Read
     with the `minari` extra."""
-    mixing: float = Field(default=0.5, ge=0, le=1)
-    """Online, the fraction of each batch drawn from the dataset (RLPD's 0.5); the rest comes from
-    the online replay memory. Rows are drawn with the agent's own generator, in a fixed order."""
     recipe: RecipeSpec | None = None
     """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist."""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
