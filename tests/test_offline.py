@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,9 @@ def test_a_changed_dataset_is_refused_at_resume(straight: Path, datasets: Path, 
     assert len(invoke(home, "ls", "--json").json()) == 1, "no fork recorded"
 
 
-def test_bad_input_is_one_line_and_writes_nothing(datasets: Path, straight: Path, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(
+    datasets: Path, straight: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "runs"
     unreadable = tmp_path / "unreadable"
     (unreadable / "data").mkdir(parents=True)
@@ -116,6 +119,8 @@ def test_bad_input_is_one_line_and_writes_nothing(datasets: Path, straight: Path
     for words, edit in bad.items():
         _one_line(invoke(home, "train", SPEC, *SETTINGS, *edit), words)
     _one_line(invoke(home, "train", "dqn_cartpole", "--set", "meta.offline_updates=10"), "name one in data.dataset")
+    monkeypatch.setitem(sys.modules, "minari", None)  # the extra not installed
+    _one_line(invoke(home, "train", SPEC, *SETTINGS), "needs the minari extra", "pip install")
     assert not home.exists(), "nothing written"
 
 
