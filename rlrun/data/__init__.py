@@ -133,6 +133,7 @@ def load(data: DataSpec, obs_space: Any, action_space: Any) -> Transitions:
 
 def _open(dataset: str, folder: Path) -> Any:
     try:
+        import minari  # noqa: F401  # the package itself, not only the module below: the extra is whole or absent
         from minari.dataset.minari_dataset import MinariDataset
     except ImportError:
         raise BadInput(
