@@ -369,7 +369,7 @@ def run_detail(
     terminal's) its tables give way column by column and its lines wrap between words. `jobs`: its
     SLURM jobs' states (`slurm_states`); `stacks`: the software each session ran on last
     (`rlrun.session.stack.recorded_stacks`)."""
-    sections = [_header(detail, colour, width, jobs), _sessions(detail, colour, width, stacks or {})]
+    sections = [_header(detail, colour, width, jobs), _data(detail), _sessions(detail, colour, width, stacks or {})]
     trend = _trend(detail)
     if trend:
         sections.append(trend)
@@ -453,6 +453,25 @@ def _header(detail: RunDetail, colour: bool, width: int | None, jobs: dict[str, 
     if lineage:
         lines.append(" · ".join(lineage))
     return "\n".join(lines)
+
+
+def _data(detail: RunDetail) -> str:
+    """The dataset a run learns from, pinned by its digest, and each session's phase: offline (the
+    gradient steps on the dataset, counted as frames) or online (`meta.offline_updates`)."""
+    if not detail.spec_revisions:
+        return ""
+    spec = json.loads(detail.spec_revisions[-1].spec_json)
+    data, offline = spec.get("data"), int(spec["meta"].get("offline_updates") or 0)
+    if not data:
+        return ""
+    pinned = f" (sha256 {data['sha256'][:12]}…)" if data.get("sha256") else ""
+    phases = [
+        f"s{s.index} offline, {s.opt_step:,} of {offline:,} gradient steps"
+        if s.frame < offline
+        else f"s{s.index} online, {s.opt_step:,} gradient steps"
+        for s in detail.sessions
+    ]
+    return "\n".join([f"data: {data['dataset']}{pinned}, {offline:,} offline updates", *phases])
 
 
 def _history(detail: RunDetail, index: int) -> list[float]:

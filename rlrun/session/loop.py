@@ -18,17 +18,17 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 import torch
 
-from rlrun import paths, seeding, snapshot, storage, testhooks
+from rlrun import data, paths, seeding, snapshot, storage, testhooks
 from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
-from rlrun.clock import crossed
+from rlrun.clock import Clock, crossed
 from rlrun.envs import make_vector_env, seed_spaces, true_next_obs
 from rlrun.envs.normalize import make_normalizer
 from rlrun.registry import Registry
@@ -62,6 +62,16 @@ class SampledMemory(Protocol):
     and rewards, and `view` is how each batch is normalised as it is sampled."""
 
     view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None
+
+
+@runtime_checkable
+class LearnsFromData(Protocol):
+    """An agent that learns from a dataset (`AgentConfig.TAKES_DATA`, docs/adding-an-algorithm.md):
+    it is given the dataset's rows once, and takes one gradient step on them per offline frame."""
+
+    def learn_from(self, rows: data.Transitions) -> None: ...
+
+    def update_offline(self, clock: Clock) -> Mapping[str, float]: ...
 
 
 SUPERSEDED = "superseded"
@@ -101,6 +111,11 @@ class Session:
         self.agent = build_agent(
             self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed, str(self.device)
         )
+        if self.spec.data is not None:  # the rows it learns from, read (never copied) from the pinned files
+            assert isinstance(self.agent, LearnsFromData)  # the spec takes data only for such an algorithm
+            self.agent.learn_from(
+                data.load(self.spec.data, self.env.single_observation_space, self.env.single_action_space)
+            )
         self.evaluator = Evaluator(
             self.spec,
             self.env.single_observation_space,
@@ -289,6 +304,9 @@ class Session:
         testhooks.hold(lambda: {} if trackers is None else trackers.taken())
 
     def _step(self) -> None:
+        if self.meta.offline(self.progress.clock.frame):
+            self._learn_offline()
+            return
         progress = self.progress
         seen = self._seen(progress.obs)
         action = self.agent.act(seen)
@@ -315,6 +333,14 @@ class Session:
             progress.episode_return[i], progress.episode_length[i] = 0.0, 0
             progress.clock.episode += 1
         progress.last_losses = self.agent.update(progress.clock) or progress.last_losses
+
+    def _learn_offline(self) -> None:
+        """One gradient step on the dataset, counted as one frame of the clock: the env waits, so
+        the online phase starts from the env as a fresh session's would (`MetaSpec.offline_updates`)."""
+        progress = self.progress
+        assert isinstance(self.agent, LearnsFromData)  # offline_updates needs data, which needs such an agent
+        progress.last_losses = self.agent.update_offline(progress.clock) or progress.last_losses
+        progress.clock.frame += 1
 
     def _seen(self, obs: np.ndarray) -> np.ndarray:
         """An observation as the agent sees it: normalised with the statistics as they stand."""

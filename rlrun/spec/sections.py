@@ -178,6 +178,10 @@ class AgentConfig(Strict):
     """Algorithm name, e.g. "reinforce"."""
     ACTION_SPACES: ClassVar[tuple[str, ...]] = ()
     """The Gymnasium action spaces the algorithm acts in, by class name (`rlrun.spec.spaces`)."""
+    TAKES_DATA: ClassVar[bool] = False
+    """Whether the algorithm learns from a dataset (`data`, `meta.offline_updates`)."""
+    NEEDS_DATA: ClassVar[bool] = False
+    """Whether it learns only from a dataset: behaviour cloning does."""
     REMEMBERS: ClassVar[bool] = False
     """Whether the algorithm takes a memory (`network.recurrent`)."""
     PRIORITIZES: ClassVar[bool] = False
@@ -380,9 +384,47 @@ class SlurmSpec(Strict):
     (submitit's `signal_delay_s`; null: 90)."""
 
 
+class RecipeSpec(Strict):
+    """How to make a dataset that is not there yet: train a built-in spec, then record its episodes
+    (`rlrun record --minari`), once, before the run is created."""
+
+    spec: str = Field(min_length=1)
+    """The built-in spec whose run's policy plays the episodes, e.g. "reinforce_cartpole"."""
+    frames: Frames
+    """Its frame budget: a short one gives a "medium" policy's data."""
+    episodes: int = Field(default=20, gt=0, le=10_000)
+    """Episodes recorded."""
+    stochastic: bool = True
+    """Record sampled actions (a spread of behaviour) rather than the greedy ones."""
+
+
+class DataSpec(Strict):
+    """A dataset of transitions the agent learns from (`rlrun.data`), for `meta.offline_updates`
+    gradient steps before the session steps the env. The run pins the
+    dataset's files by their SHA-256 (`sha256`, recorded when the run is created): a resume or a
+    fork against files that changed is refused. Snapshots name the dataset, never copy it."""
+
+    dataset: str = Field(min_length=1)
+    """A Minari dataset id found under `MINARI_DATASETS_PATH` (default `~/.minari/datasets`), e.g.
+    "rlrun/cartpole-medium-v0", or the path of a dataset's folder (the one holding `data/`). Read
+    with the `minari` extra."""
+    recipe: RecipeSpec | None = None
+    """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist."""
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """The dataset's files' digest, recorded when the run is created (null in a spec you write: the
+    run fills it in). A resume or a fork whose dataset no longer has it is refused."""
+
+
 class MetaSpec(Strict):
     max_frame: Frames
     """Frame budget of each session (env transitions summed over `num_envs`)."""
+    offline_updates: Annotated[int, BeforeValidator(_size), Field(ge=0)] = 0
+    """Gradient steps on the dataset (`data`) before the session steps the env: the first
+    `offline_updates` of `max_frame`, each counted as one frame of the run's clock (so every cadence,
+    evaluation, snapshot and schedule reads them as it reads frames), then `max_frame −
+    offline_updates` env frames online. At least `max_frame`: pure offline learning. 0 (the
+    default): online from the start. The phase is a function of the frame alone, so a resume at,
+    before or after the switch continues it exactly."""
     sessions: int = Field(default=1, gt=0, le=64)
     """Sessions in the run; session i uses seed `seed + i` and runs in its own process."""
     seed: int = Field(default=0, ge=0, lt=2**31)
@@ -466,6 +508,10 @@ class MetaSpec(Strict):
     """How `--slurm` submits the sessions' jobs (partition, time limit, CPUs, ...): see `SlurmSpec`.
     Read only with `--slurm`; placement, as `device` is."""
 
+    def offline(self, frame: int) -> bool:
+        """Whether a session at `frame` is still in its offline phase (learning from the dataset)."""
+        return frame < self.offline_updates
+
     def reached(self, frame: int, best_return: float | None) -> bool:
         """Whether a session at `frame` whose best evaluation's mean is `best_return` (None: none
         yet) has reached its targets: the frame budget, or `stop_at_return`."""
@@ -488,6 +534,31 @@ class Spec(Strict):
     """The algorithm and its hyper-parameters, network, optimiser and memory."""
     env: EnvSpec
     meta: MetaSpec
+    data: DataSpec | None = None
+    """A dataset to learn from, offline then online (`DataSpec`); null (the default): none."""
+
+    @model_validator(mode="after")
+    def _offline_needs_data(self) -> Spec:
+        if self.meta.offline_updates and self.data is None:
+            raise KeyProblem("meta.offline_updates", "learns from a dataset: name one in data.dataset")
+        if self.data is not None and not self.agent.TAKES_DATA:
+            from rlrun.spec.agents import ALGORITHMS, config_class  # the table of algorithms, read when needed
+
+            takers = ", ".join(name for name in ALGORITHMS if config_class(name).TAKES_DATA)
+            raise KeyProblem(
+                "data",
+                f"{self.agent.algorithm} does not learn from a dataset; remove data, or use one that does ({takers})",
+            )
+        if self.data is not None and self.env.normalize is not None:
+            raise KeyProblem(
+                "env.normalize",
+                "running statistics would move under a dataset's fixed rows; remove it when learning from data",
+            )
+        if self.data is None and self.agent.NEEDS_DATA:
+            raise KeyProblem(
+                "agent.algorithm", f"{self.agent.algorithm} learns from a dataset: name one in data.dataset"
+            )
+        return self
 
     @property
     def eval_epsilon(self) -> float:

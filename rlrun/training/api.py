@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rlrun import paths, snapshot, storage, testhooks
+from rlrun import data, paths, snapshot, storage, testhooks
 from rlrun.clock import Clock
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
@@ -47,6 +47,7 @@ from rlrun.trackers import check_installed
 from rlrun.training import control
 from rlrun.training.callbacks import Delivery
 from rlrun.training.callbacks import check as check_callbacks
+from rlrun.training.datasets import provision
 from rlrun.training.executor import Execution, Executor, OnEvent
 
 
@@ -229,6 +230,8 @@ def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None
     the run recorded. Likewise an edit that does not name `meta.arithmetic` keeps the run's."""
     if previous is not None and "arithmetic" not in spec.meta.model_fields_set:
         spec = spec.model_copy(update={"meta": spec.meta.model_copy(update={"arithmetic": previous.meta.arithmetic})})
+    provision(spec, train)  # a dataset the spec names, recorded from its recipe if it is not there yet
+    spec = data.pin(spec, previous)  # the dataset's digest, checked against the one the run pinned
     if spec.meta.torch_threads != AUTO:
         return spec
     recorded = previous.meta.torch_threads if previous is not None else AUTO
@@ -263,6 +266,8 @@ def check_compatible(spec: Spec) -> None:
     check_device(spec.meta.device)
     env = make_env(spec.env)
     try:
+        if spec.data is not None:  # a dataset whose rows the env could not have given
+            data.check_spaces(spec.data, env.observation_space, env.action_space)
         make_normalizer(spec.env, env.observation_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:

@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     {"trackers", "imports"},  # MLflow / W&B runs the session loop feeds, in the background; runs
     # trained elsewhere (the RL Zoo's) read into the registry as foreign runs, and the rule refusing them
     {"algorithms", "envs", "registry"},  # agents and memory; Gymnasium envs; the database
+    {"data"},  # datasets agents learn from: located, pinned by hash, read as rows
     {"spec", "snapshot"},  # the experiment's vocabulary; the snapshot format
     {"refs"},  # run references
     {"paths", "sizes"},
