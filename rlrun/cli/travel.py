@@ -87,7 +87,7 @@ def record(
         ),
     ] = "",
     episodes: Annotated[
-        int | None, typer.Option(min=1, metavar="INTEGER RANGE", help="Episodes to record.  [default: 10]")
+        int | None, typer.Option(min=1, metavar="INTEGER RANGE", help="Episodes to record (default: 10).")
     ] = None,
     seed: Annotated[
         int | None,
