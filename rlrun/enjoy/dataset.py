@@ -23,8 +23,8 @@ The dataset's metadata names where it came from, under the key `rlrun`: the run 
 name), the session, the checkpoint (frame, kind, sha256 of its manifest), the spec revision it was
 trained with, the seed and every episode's seed, greedy or sampled, `epsilon`, `noise` and `replay`
 (with it, `replay_rows`: the numbers of the memory's rows written, first and end), and this
-rlrun's version. Nothing is written to the run or the registry. Minari writes under `MINARI_DATASETS_PATH` (default
-`~/.minari/datasets`).
+rlrun's version. Nothing is written to the run or the registry. Minari writes under
+`MINARI_DATASETS_PATH` (default `~/.minari/datasets`).
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def _collect(
             raise
     finally:
         acting.env.close()
-    returns = [float(np.sum(episode["rewards"])) for episode in episodes]
+    returns = [sum(map(float, episode["rewards"])) for episode in episodes]  # summed in order, as `play` sums
     return returns, sum(len(episode["rewards"]) for episode in episodes), str(folder)
 
 
@@ -325,45 +325,50 @@ def _played(acting: Any, metadata: dict[str, Any], behaviour: Behaviour) -> list
 
 
 def _replayed(acting: Any) -> list[dict[str, Any]]:
-    """The replay memory's rows as episodes, oldest first, env copy after env copy: each copy's rows
-    (row r, r + num_envs, …) from the oldest whose frames are all still kept, cut where the next
-    row's observation does not end with this row's next frame (an episode ended there: the rule
-    of the memory's n-step windows, `ReplayMemory._windows`). A piece ends terminated where its
-    last row is, truncated otherwise (by the env's limit, or cut by the snapshot while it ran).
-    Observations are the env's own, as the memory keeps them; a continuous action is scaled back
-    from the memory's [-1, 1] to the env's bounds by the actor (`to_env`)."""
+    """The replay memory's rows as episodes, oldest first: each env copy's rows (row r,
+    r + num_envs, …) from the oldest whose frames are all still kept, cut where an episode ended
+    (`_pieces`), each piece as `_Recorder` keeps an episode (`_piece_episode`)."""
     memory = acting.agent.memory
-    rows, copies, end = memory.rows, memory.num_envs, memory.rows_end
-    first = max(0, end - memory.capacity)
-    numbers = np.arange(first, end)
+    numbers = np.arange(max(0, memory.rows_end - memory.capacity), memory.rows_end)
     numbers = numbers[memory.sampleable(numbers % memory.capacity)]
-    continuous = isinstance(acting.env.action_space, gym.spaces.Box)
-    episodes = []
-    for copy_index in range(copies):
-        mine = numbers[numbers % copies == copy_index]
-        kept = rows[mine % memory.capacity]
-        if not len(kept):
-            continue
-        goes_on = kept["obs"][1:, -1] == kept["next"][:-1]
-        starts = np.concatenate([[0], np.flatnonzero(~goes_on) + 1])
-        for start, stop in zip(starts, [*starts[1:], len(kept)], strict=True):
-            piece = kept[start:stop]
-            frames = np.concatenate([piece["obs"], np.concatenate([piece["obs"][-1, 1:], piece["next"][-1:]])[None]])
-            actions = piece["action"] if not continuous else acting.agent.actor.to_env(piece["action"])
-            terminations = piece["terminated"] > 0
-            episodes.append(
-                {
-                    "row": int(mine[start]),
-                    "seed": None,
-                    "observations": memory.frames[frames % memory.frame_capacity].reshape(-1, *memory.obs_shape),
-                    "actions": np.asarray(actions, dtype=acting.env.action_space.dtype),
-                    "rewards": piece["reward"].astype(np.float64),
-                    "terminations": terminations,
-                    "truncations": np.concatenate([np.zeros(len(piece) - 1, dtype=bool), [not terminations[-1]]]),
-                }
-            )
-    episodes.sort(key=lambda episode: episode["row"])  # oldest first, whichever copy
-    return episodes
+    episodes = [
+        _piece_episode(acting, piece)
+        for copy_index in range(memory.num_envs)
+        for piece in _pieces(memory, numbers[numbers % memory.num_envs == copy_index])
+    ]
+    return sorted(episodes, key=lambda episode: episode["row"])  # oldest first, whichever copy
+
+
+def _pieces(memory: Any, numbers: np.ndarray) -> list[np.ndarray]:
+    """One env copy's row numbers cut where the next row's observation does not end with this
+    row's next frame: an episode ended there (the rule of the memory's n-step windows,
+    `ReplayMemory._windows`)."""
+    if not len(numbers):
+        return []
+    rows = memory.rows[numbers % memory.capacity]
+    goes_on = rows["obs"][1:, -1] == rows["next"][:-1]
+    return np.split(numbers, np.flatnonzero(~goes_on) + 1)
+
+
+def _piece_episode(acting: Any, numbers: np.ndarray) -> dict[str, Any]:
+    """The rows `numbers` (one episode, or its part the memory kept) as an episode: the env's own
+    observations and rewards, as the memory keeps them, actions in the env's space (a continuous
+    action scaled back from the memory's [-1, 1] by the actor, `to_env`); terminated where its last
+    row is, truncated otherwise (by the env's limit, or cut by the snapshot while it ran)."""
+    memory, space = acting.agent.memory, acting.env.action_space
+    rows = memory.rows[numbers % memory.capacity]
+    frames = np.concatenate([rows["obs"], np.concatenate([rows["obs"][-1, 1:], rows["next"][-1:]])[None]])
+    actions = acting.agent.actor.to_env(rows["action"]) if isinstance(space, gym.spaces.Box) else rows["action"]
+    terminations = rows["terminated"] > 0
+    return {
+        "row": int(numbers[0]),
+        "seed": None,
+        "observations": memory.frames[frames % memory.frame_capacity].reshape(-1, *memory.obs_shape),
+        "actions": np.asarray(actions, dtype=space.dtype),
+        "rewards": rows["reward"].astype(np.float64),
+        "terminations": terminations,
+        "truncations": np.concatenate([np.zeros(len(rows) - 1, dtype=bool), [not terminations[-1]]]),
+    }
 
 
 def _first_new_folder(folder: Path, dataset_id: str) -> Path:
