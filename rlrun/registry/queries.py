@@ -364,6 +364,12 @@ class Reads(Connected):
 
         return self._read(read)
 
+    def evaluations_of(self, run_id: str, kind: str) -> list[EvaluationRecord]:
+        """The run's evaluations of one kind (`train`: the session's own), in each session's frame
+        order: what a waiting launcher polls, without reading the whole run each time."""
+        where = {"run_id": run_id, "kind": kind}
+        return self._read(lambda tx: evaluations_where(tx, "s.run_id = :run_id AND e.kind = :kind", where))
+
     def latest_spec(self, run_id: str) -> SpecRevisionRecord:
         """The run's newest spec revision (the one training continues under)."""
         with self._transaction(write=False) as tx:

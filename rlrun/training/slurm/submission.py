@@ -183,7 +183,7 @@ def _waited(tasks: Sequence[SessionTask], jobs: list[str], on_event: OnEvent, st
 def _tell_evaluations(registry: Registry, run_id: str, told: set[int], on_event: OnEvent) -> None:
     """The run's training evaluations recorded since the last look, in the order the sessions made
     them, as the events a local run would have sent."""
-    fresh = [e for e in registry.get_run(run_id).evaluations if e.kind == "train" and e.id not in told]
+    fresh = [e for e in registry.evaluations_of(run_id, "train") if e.id not in told]
     for evaluation in sorted(fresh, key=lambda e: (e.frame, e.session_index)):
         told.add(evaluation.id)
         on_event(events.Evaluated(evaluation.session_index, evaluation.frame, evaluation.mean, evaluation.std, False))
