@@ -87,8 +87,8 @@ def record(
         ),
     ] = "",
     episodes: Annotated[
-        int, typer.Option(min=1, show_default=True, metavar="INTEGER RANGE", help="Episodes to record.")
-    ] = 10,
+        int | None, typer.Option(min=1, metavar="INTEGER RANGE", help="Episodes to record (default: 10).")
+    ] = None,
     seed: Annotated[
         int | None,
         typer.Option(
@@ -102,6 +102,30 @@ def record(
             metavar="best|latest|FRAMES", help="The checkpoint (default: the best), as @best, @latest or @5M."
         ),
     ] = None,
+    epsilon: Annotated[
+        float | None,
+        typer.Option(
+            metavar="E",
+            help="A uniformly random action with probability E (0 to 1), for a discrete action space: a"
+            " 'medium' policy's data.",
+        ),
+    ] = None,
+    noise: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SIGMA",
+            help="Gaussian noise of standard deviation SIGMA on each action, clipped to the bounds, for a"
+            " continuous action space: a 'medium' policy's data.",
+        ),
+    ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="Write the run's own training transitions (the checkpoint's replay memory) instead of playing:"
+            " 'medium-replay' data.",
+        ),
+    ] = False,
     *,
     filters: "RunFilter",
     home: Home = None,
@@ -109,7 +133,8 @@ def record(
 ) -> None:
     """Play a checkpoint as `rlrun enjoy` does and write its episodes as a Minari dataset (under
     $MINARI_DATASETS_PATH), whose metadata names the run, the checkpoint's sha256, the spec and the
-    seeds; the same checkpoint and seed give the same dataset. Needs the minari extra."""
+    seeds; the same checkpoint, seed and flags give the same dataset. Needs the minari extra."""
+    from rlrun.enjoy.dataset import Behaviour
     from rlrun.enjoy.dataset import record as record_episodes
     from rlrun.errors import BadInput
 
@@ -124,14 +149,16 @@ def record(
         seed=seed,
         stochastic=stochastic,
         checkpoint=checkpoint,
+        behaviour=Behaviour(epsilon=epsilon, noise=noise, replay=replay),
     )
     if as_json:
         print_json(done.to_json())
         return
     source = done.metadata
     mean = sum(done.returns) / len(done.returns)
+    what = "training episodes replayed" if source["replay"] else "episodes"
     say(
-        f"recorded {done.episodes} episodes ({done.steps:,} steps, mean return {mean:.1f}) of run {source['run_id']}"
+        f"recorded {done.episodes} {what} ({done.steps:,} steps, mean return {mean:.1f}) of run {source['run_id']}"
         f" s{source['session']}, checkpoint at frame {source['checkpoint']['frame']:,}, into Minari dataset"
         f" {done.dataset_id} ({done.path}): `minari.load_dataset({done.dataset_id!r})` reads it"
     )

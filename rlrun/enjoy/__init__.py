@@ -243,10 +243,13 @@ def acting_env(target: EnjoyTarget, render_mode: str | None = None) -> tuple[Any
     return spec, make_env(spec.env, render_mode=render_mode)
 
 
-def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = None) -> Acting:
+def load_acting(
+    root: Path, target: EnjoyTarget, *, render_mode: str | None = None, with_memory: bool = False
+) -> Acting:
     """The checkpoint's agent, verified against the registry's sha256 before it is loaded: the one
     loader of enjoy, `load_policy`, `record` and export. The caller's global generators (torch's,
-    NumPy's, Python's) are left as they were: building an agent seeds torch's."""
+    NumPy's, Python's) are left as they were: building an agent seeds torch's. `with_memory`: its
+    replay memory restored too (`record --replay` reads it); acting alone leaves it out."""
     from rlrun import snapshot
     from rlrun.algorithms import build_agent
     from rlrun.envs.normalize import make_normalizer
@@ -257,7 +260,9 @@ def load_acting(root: Path, target: EnjoyTarget, *, render_mode: str | None = No
     try:
         with _global_generators_kept():
             agent = build_agent(spec, env.observation_space, env.action_space, target.session.seed)
-        agent.load_state_dict(acting_state(saved.tensors["agent"]))
+        state = saved.tensors["agent"]
+        memory = {"arrays": saved.arrays, "logs": saved.logs}  # as a resume restores it (`session.state`)
+        agent.load_state_dict({**state, **memory} if with_memory else acting_state(state))
         normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics
     except BaseException:
         env.close()
