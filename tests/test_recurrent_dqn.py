@@ -45,11 +45,14 @@ VARIANTS = {  # the memory, and what else is on (the built-in's n_step 3, double
         'agent.network.recurrent={"cell": "lstm", "size": 16}',
         "agent.dueling=true",
         'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}',
+        "agent.value_rescaling=true",  # R2D2's h(x) in the target (issue 55)
+        "agent.sequence_overlap=3",  # stored sequences of 6 rows every 3 steps, drawn by priority
     ],
     "gru": [
         'agent.network.recurrent={"cell": "gru", "size": 16}',
         "agent.target_update=hard",
         "agent.target_update_frequency=500",
+        "agent.sequence_overlap=2",  # stored sequences every 4 steps, drawn uniformly
     ],
 }
 
