@@ -20,7 +20,6 @@ from rlrun.algorithms.kernels.q_network import QKernel
 from rlrun.algorithms.q_learning import rescale, td_target, unrescale
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.envs import make_env
-from rlrun.errors import BadInput
 from rlrun.spec import MemorySpec
 
 SPEC = "dqn_lstm_cartpole_novel"
