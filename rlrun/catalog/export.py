@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rlrun.catalog.targets import FoundRun, find_runs
+from rlrun.imports.foreign import refuse_foreign
 from rlrun.registry import RunRecord
 from rlrun.session import metrics_log
 
@@ -28,6 +29,8 @@ def export_metrics(references: Sequence[str] = ("latest",), *, home: Path | str 
         Each reference with the run it names, and the columns (`table`).
     """
     found = find_runs(references, home=home, command="export")
+    for run in found.runs:
+        refuse_foreign(run.detail.run, "export")
     return MetricsTable(found.named, gathered(found.runs))
 
 

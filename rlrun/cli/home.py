@@ -40,14 +40,22 @@ def import_(
     folders: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="PATH...", show_default=False, help="Run folders (each with its run.json) to add to the home."
+            metavar="PATH...",
+            show_default=False,
+            help="Run folders (each with its run.json) to add to the home; or `sb3` then RL Zoo log folders.",
         ),
     ] = None,
     move: Annotated[bool, typer.Option("--move", help="Move the folders into the home, not copy them.")] = False,
     home: Home = None,
 ) -> None:
     """Add runs copied from elsewhere (a cluster, a colleague) to the home: each folder is checked
-    (every snapshot against its MANIFEST.json), copied (or moved) in and registered."""
+    (every snapshot against its MANIFEST.json), copied (or moved) in and registered. `rlrun import
+    sb3 PATH...` reads RL Zoo / Stable-Baselines3 log folders instead, each run as a read-only
+    foreign run with its evaluations, for `ls`, `show`, `plot` and `compare`."""
+    from rlrun.cli.imports import import_foreign, names_a_source
+
+    if names_a_source(folders or []):
+        return import_foreign(list(folders or []), home, move=move)
     from rlrun.cli.views import described
     from rlrun.home.maintenance import check_imports, import_runs
     from rlrun.registry import Registry

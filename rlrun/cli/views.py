@@ -419,6 +419,13 @@ def _header(detail: RunDetail, colour: bool, width: int | None, jobs: dict[str, 
     ]
     if run.error:
         lines.append(f"error: {run.error}")
+    if run.origin is not None:
+        from rlrun.imports.foreign import ORIGINS
+
+        lines.append(
+            f"foreign: imported from a {ORIGINS.get(run.origin, run.origin)} log folder (`rlrun import"
+            f" {run.origin}`): its evaluations only, for ls, show, plot and compare"
+        )
     if run.supervisor:
         lines.append(f"detached: {'supervised' if run.status == 'running' else 'was supervised'} by {run.supervisor}")
     if run.slurm_jobs:

@@ -107,6 +107,6 @@ def group_key(run: RunRecord, by: str) -> str:
     """The group a run belongs to under `--by`."""
     if by == "spec":
         return run.spec_name
-    if by == "algo":
-        return run.algorithm
+    if by == "algo":  # a foreign run's algorithm is its library's (`sb3:ppo`), never rlrun's own
+        return run.algorithm if run.origin is None else f"{run.origin}:{run.algorithm}"
     return run.name or run.id

@@ -21,6 +21,7 @@ import numpy as np
 
 from rlrun import paths
 from rlrun.errors import BadInput, RunReferenceError
+from rlrun.imports.foreign import refuse_foreign
 from rlrun.refs import RunFilter, RunRef, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, choose_checkpoint
 from rlrun.spec.cores import torch_threads
@@ -79,6 +80,7 @@ def choose(registry: Registry, reference: RunRef | str, filters: RunFilter | Non
     The run is the one `reference` names among those `filters` let through."""
     ref = parse_ref(reference) if isinstance(reference, str) else reference
     run = registry.resolve(ref, filters)
+    refuse_foreign(run, "enjoy")  # and `export --onnx`, which plays the policy enjoy chooses
     detail = registry.get_run(run.id)
     chosen = choose_checkpoint(detail, ref)
     revision = max((r for r in detail.spec_revisions if r.frame <= chosen.checkpoint.frame), key=lambda r: r.revision)

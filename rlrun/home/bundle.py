@@ -51,6 +51,7 @@ from typing import IO, Any, NamedTuple
 from rlrun import __version__, paths, storage
 from rlrun.errors import BadInput, StoreUnreachable
 from rlrun.fsutil import fsync_path, umask_mode
+from rlrun.imports.foreign import refuse_foreign
 from rlrun.registry import Registry, RunRecord
 from rlrun.snapshot import layout
 
@@ -122,6 +123,7 @@ def push(reference: str, destination: str, *, home: Path | str | None = None) ->
     ref = whole_run(reference, "push")
     with open_registry(ref, home) as registry:
         run = registry.resolve(ref)
+        refuse_foreign(run, "push")
         detail = registry.get_run(run.id)
         root = registry.home
     if run.status == "running":

@@ -19,7 +19,7 @@ from rlrun import paths, storage
 from rlrun.errors import BadInput, RegistryError, RegistryUnavailable
 
 # The Alembic head this code was written against; a test keeps it equal to the migrations' head.
-SCHEMA_HEAD = "0011_searchdetach"
+SCHEMA_HEAD = "0012_origin"
 VERSION_TABLE = "rlrun_alembic_version"
 
 

@@ -23,6 +23,7 @@ CREATE TABLE runs (
 	stop_requested_at FLOAT,
 	home TEXT,
 	slurm_jobs TEXT,
+	origin VARCHAR(32),
 	CONSTRAINT pk_runs PRIMARY KEY (id),
 	CONSTRAINT uq_runs_name UNIQUE (name),
 	CONSTRAINT fk_runs_parent_id_runs FOREIGN KEY(parent_id) REFERENCES runs (id) ON DELETE SET NULL

@@ -7,7 +7,7 @@ row and its trials' (parameters, scores at each evaluation, the pruner's notes, 
 registry rewrites each inside every write transaction that changes what it holds
 (`write_from_rows`, `write_search_from_rows`), so it never lags the registry, and `rlrun db rebuild`
 restores the registry from them (`read_manifest`, `read_search_manifest`; checkpoints and training
-evaluations come from the snapshots).
+evaluations come from the snapshots, but for a foreign run's, which has none: its run.json holds them).
 """
 
 from __future__ import annotations
@@ -49,11 +49,14 @@ def document_from_rows(tx: Transaction, run_id: str) -> dict[str, Any] | None:
     if not found:
         return None
     where = {"run_id": run_id}
+    run = RunRecord(*found[0])
+    # A foreign run (`rlrun import sb3`) has no snapshots to rebuild its training evaluations from.
+    kinds = "" if run.origin is not None else " AND e.kind <> 'train'"
     return {
         "format": MANIFEST_FORMAT,
         # Not the run's home: a folder's home is wherever the folder is (one copied, moved or
         # imported would carry a stale one); `restore_run` records the home it is read in.
-        "run": _drop(RunRecord(*found[0]).to_json(), "home"),
+        "run": _drop(run.to_json(), "home"),
         "sessions": [
             _drop(SessionRecord(*row).to_json(), "id", "run_id")
             for row in tx.rows(
@@ -64,7 +67,7 @@ def document_from_rows(tx: Transaction, run_id: str) -> dict[str, Any] | None:
         "attempts": [_drop(a.to_json(), "id", "run_id", "session_id") for a in attempts_of(tx, run_id)],
         "evaluations": [
             _drop(e.to_json(), "id", "run_id", "session_id")
-            for e in evaluations_where(tx, "s.run_id = :run_id AND e.kind <> 'train'", where)
+            for e in evaluations_where(tx, f"s.run_id = :run_id{kinds}", where)
         ],
         "trial": _trial_link(tx, run_id),
     }

@@ -214,6 +214,7 @@ class Reads(Connected):
                 training_seconds=busy,
                 home=run.home or home,
                 slurm_jobs=run.slurm_jobs,
+                origin=run.origin,
             )
             for i, (run, frames, best, settled, slowest, busy) in enumerate(rows)
         ]

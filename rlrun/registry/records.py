@@ -74,6 +74,9 @@ class RunRecord(NamedTuple):
     slurm_jobs: str | None = None
     """The SLURM jobs that run its sessions, comma-separated in session order (`--slurm`; None: the
     run does not run on SLURM)."""
+    origin: str | None = None
+    """Where it was trained: None by rlrun; `sb3`, a foreign run imported from an SB3 / RL Zoo log
+    folder (`rlrun import sb3`): its evaluations only, read-only (`rlrun.imports.foreign`)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -306,6 +309,8 @@ class RunSummary(NamedTuple):
     registry's own home for a run recorded before rlrun kept it)."""
     slurm_jobs: str | None = None
     """The SLURM jobs that run its sessions (`RunRecord.slurm_jobs`; None: not on SLURM)."""
+    origin: str | None = None
+    """Where it was trained (`RunRecord.origin`; None: by rlrun)."""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -354,6 +359,7 @@ RUN_COLUMNS = (
     "stop_requested_at",
     "home",
     "slurm_jobs",
+    "origin",
 )
 SESSION_COLUMNS = (
     "id",

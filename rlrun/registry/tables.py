@@ -70,6 +70,9 @@ class RunRow(Base):
     home: Mapped[str | None] = mapped_column(Text)
     # The SLURM jobs that run its sessions, comma-separated in session order (`--slurm`; NULL: none).
     slurm_jobs: Mapped[str | None] = mapped_column(Text)
+    # Where it was trained: NULL by rlrun; `sb3`, a foreign run imported from an SB3 / RL Zoo log
+    # folder (`rlrun import sb3`): evaluations only, read-only.
+    origin: Mapped[str | None] = mapped_column(String(32))
 
 
 class SessionRow(Base):

@@ -24,6 +24,7 @@ from rlrun import paths, snapshot, storage, testhooks
 from rlrun.clock import Clock
 from rlrun.errors import BadInput
 from rlrun.ids import new_run_id
+from rlrun.imports.foreign import refuse_foreign
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
 from rlrun.registry.records import TrialLink
@@ -335,6 +336,7 @@ def plan_resume(
     (or EditRefused) when it cannot, and says `nothing_to_do` when every session is at its target."""
     parsed = parse_ref(ref) if isinstance(ref, str) else ref
     run = registry.resolve(parsed, filters)
+    refuse_foreign(run, "resume")
     if fork and parsed.session is not None:
         raise BadInput(f"--fork branches a whole run; drop /s{parsed.session} from '{parsed.base}/s{parsed.session}'")
     if not fork and (live := registry.live_session(run.id)) is not None:

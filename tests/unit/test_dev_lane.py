@@ -63,6 +63,8 @@ EXTRA_MODULES = {
     "imageio": "video",
     "mkdocs": "docs",
     "stable_baselines3": "test",
+    "rl_zoo3": "test",
+    "yaml": "sb3",
     "submitit": "slurm",
 }
 SKIPS = {"importorskip", "skip", "skipif"}

@@ -26,7 +26,8 @@ LAYERS: list[set[str]] = [
     {"training", "enjoy", "catalog"},  # the train/resume API and executors; replaying a checkpoint;
     # the home read for people (reads home and session logs)
     {"session", "home"},  # one seed's training loop; the runs home as folders
-    {"trackers"},  # MLflow / W&B runs the session loop feeds, in the background
+    {"trackers", "imports"},  # MLflow / W&B runs the session loop feeds, in the background; runs
+    # trained elsewhere (the RL Zoo's) read into the registry as foreign runs, and the rule refusing them
     {"algorithms", "envs", "registry"},  # agents and memory; Gymnasium envs; the database
     {"spec", "snapshot"},  # the experiment's vocabulary; the snapshot format
     {"refs"},  # run references
