@@ -45,11 +45,14 @@ VARIANTS = {  # the memory, and what else is on (the built-in's n_step 3, double
         'agent.network.recurrent={"cell": "lstm", "size": 16}',
         "agent.dueling=true",
         'agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}',
+        "agent.value_rescaling=true",  # R2D2's h(x) in the target (issue 55)
+        "agent.sequence_overlap=3",  # stored sequences of 6 rows every 3 steps, drawn by priority
     ],
     "gru": [
         'agent.network.recurrent={"cell": "gru", "size": 16}',
         "agent.target_update=hard",
         "agent.target_update_frequency=500",
+        "agent.sequence_overlap=2",  # stored sequences every 4 steps, drawn uniformly
     ],
 }
 
@@ -143,3 +146,43 @@ def test_the_onnx_file_carries_the_memory_and_plays_the_checkpoints_returns(
 def test_the_checkpoint_plays_with_its_memory(resumed: Path, variant: str) -> None:
     """The checkpoint plays with its memory (`same_run.assert_plays_with_its_memory`)."""
     assert_plays_with_its_memory(resumed, FRAMES)
+
+
+ATARI = [  # R2D2 on Pong, tiny: one frame a step (the memory in place of the stack), short episodes
+    "--frames",
+    "1200",
+    *(
+        arg
+        for edit in [
+            "env.frame_stack=1",
+            "env.max_episode_steps=400",
+            'agent.network.recurrent={"cell": "lstm", "size": 16}',
+            "agent.network.hidden=[32]",
+            "agent.sequence_length=4",
+            "agent.burn_in=2",
+            "agent.sequence_overlap=3",
+            "agent.batch_size=4",
+            "agent.value_rescaling=true",
+            "agent.learning_starts=200",
+            "agent.memory.capacity=1000",
+        ]
+        for arg in ("--set", edit)
+    ),
+]
+
+
+def test_r2d2_on_atari_kill_9_after_a_snapshot_then_resume_is_the_same_run(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """The nature_cnn torso before the cell (issue 55), with the rescaled targets and overlapping
+    sequences: kill -9'd after its snapshot at 1,000 frames and resumed, it ends where the
+    uninterrupted run ends, the emulator captured."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    straight = reference_state(tmp_path_factory, "dqn_pong", *ATARI)
+    home = tmp_path / "runs"
+    killed_after_a_snapshot(home, "dqn_pong", *ATARI, frame=1000)
+    resume_ok(home, "latest")
+    _recorded_exact(home)
+    assert_same_run(straight, final_state(home))
+    assert final_state(home)["sessions"][0]["saved"].tensors["agent"]["hidden"].abs().max() > 0

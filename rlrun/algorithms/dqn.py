@@ -34,7 +34,7 @@ def q_network(obs_space: spaces.Space, actions: int, config: Config, arithmetic:
     """The spec's Q-network: one output per action, `Dueling` heads over the network built for one
     more, or R2D2's (`RecurrentQ`); a user's network that cannot give that many is refused."""
     if config.network.recurrent is not None:
-        return RecurrentQ(obs_space, actions, config)
+        return RecurrentQ(obs_space, actions, config, arithmetic)
     if not config.dueling:
         return network(obs_space, actions, config.network, arithmetic=arithmetic)
     try:
@@ -133,6 +133,8 @@ class Agent:
         assert acted is not None or self.hidden is None, "observe() follows a training act()"
         acted_from = None if acted is None else acted[0]  # with a memory: each row keeps the state acted from
         self.memory.add(step.obs, step.action, step.reward, step.next_obs, step.terminated, step.truncated, acted_from)
+        if self.sequences is not None:
+            self.sequences.stored.added(len(step.action))
         if acted is not None:
             acted[1][:, done] = 0.0  # an episode that ended: the next one starts from zeros
             self.hidden, self._acted = acted[1], None
@@ -211,7 +213,7 @@ class Agent:
         next_q = self.learner.values(next_obs, target=True)
         online = self.learner.values(next_obs, target=False) if config.double else None
         discounts = config.gamma if batch.discounts is None else batch.discounts  # n_step 1: the number
-        return td_target(batch.rewards, discounts, batch.terminated, next_q, online)
+        return td_target(batch.rewards, discounts, batch.terminated, next_q, online, config.value_rescaling)
 
     def _fixed_targets(self, batches: Transitions) -> torch.Tensor | None:
         """The TD targets of all of this update's batches at once (one large product costs less
@@ -243,5 +245,7 @@ class Agent:
         self.generator.set_state(state["generator"])
         self.frame = state["frame"]
         self.memory.load_state_dict(state)
+        if self.sequences is not None:
+            self.sequences.stored.added(self.memory.size)
         if self.hidden is not None:
             self.hidden = state["hidden"].numpy().copy()

@@ -41,16 +41,37 @@ def td_target(
     terminated: torch.Tensor,
     next_q: torch.Tensor,
     online_next_q: torch.Tensor | None = None,
+    rescaled: bool = False,
 ) -> torch.Tensor:
     """r + γ·(1 − terminated)·Q_target(s', a'), a' the target network's best action, or the online
     network's (`online_next_q`: double DQN); no bootstrap past a terminal state. With n-step
     returns r is a window's discounted rewards, s' its last next observation and γ its discount
-    (gamma^n, or less where the window was cut); at n_step 1, gamma itself (a number)."""
+    (gamma^n, or less where the window was cut); at n_step 1, gamma itself (a number).
+    `rescaled` (R2D2's value rescaling): the Q-values are h's, so the target is
+    h(r + γ·(1 − terminated)·h⁻¹(Q_target(s', a')))."""
     if online_next_q is None:
         next_value = next_q.max(dim=-1).values
     else:
         next_value = next_q.gather(-1, online_next_q.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    if rescaled:
+        return rescale(rewards + discounts * (1.0 - terminated) * unrescale(next_value))
     return rewards + discounts * (1.0 - terminated) * next_value
+
+
+RESCALING_EPSILON = 1e-3
+"""R2D2's ε in h: the small linear term that keeps h⁻¹ Lipschitz (Pohlen et al., 2018)."""
+
+
+def rescale(x: torch.Tensor) -> torch.Tensor:
+    """h(x) = sign(x)(√(|x| + 1) − 1) + εx: returns squashed towards a square root's scale."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + RESCALING_EPSILON * x
+
+
+def unrescale(x: torch.Tensor) -> torch.Tensor:
+    """h⁻¹(x) = sign(x)(((√(1 + 4ε(|x| + 1 + ε)) − 1) / 2ε)² − 1), h's exact inverse."""
+    eps = RESCALING_EPSILON
+    root = (torch.sqrt(1.0 + 4.0 * eps * (x.abs() + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    return torch.sign(x) * (root * root - 1.0)
 
 
 def td_loss(

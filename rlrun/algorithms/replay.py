@@ -383,7 +383,7 @@ class ReplayMemory:
         if self.n_step == 1:
             last, rewards, steps = rows, rows["reward"], None
         else:
-            ends, steps = self._windows(self._row_numbers(slots), self.rows_end)
+            ends, steps = self._windows(self.row_numbers(slots), self.rows_end)
             last, rewards = self.rows[ends % self.capacity], self._window_rewards(ends, steps)
         frames = rows["obs"]
         following = np.concatenate([last["obs"][:, 1:], last["next"][:, None]], axis=1)
@@ -414,7 +414,7 @@ class ReplayMemory:
         the next is not learnt from: its final observation is in no position. `weights`:
         prioritised replay's, carried along."""
         rows, n = self.rows, self.num_envs
-        first = self._row_numbers(slots)
+        first = self.row_numbers(slots)
         numbers = first[None] + n * np.arange(length)[:, None]
         valid = numbers < self.rows_end
         numbers = np.minimum(numbers, first + n * (valid.sum(axis=0) - 1))  # valid rows are a prefix
@@ -478,7 +478,7 @@ class ReplayMemory:
         numbers = ends[:, None] - self.num_envs * (steps[:, None] - 1 - k)
         return np.where(k < steps[:, None], self.rows["reward"][numbers % self.capacity], 0.0).astype(np.float32)
 
-    def _row_numbers(self, slots: np.ndarray) -> np.ndarray:
+    def row_numbers(self, slots: np.ndarray) -> np.ndarray:
         """The number (counted from the first ever added) of the row each slot holds."""
         if self.rows_end <= self.capacity:
             return np.asarray(slots, dtype=np.int64)

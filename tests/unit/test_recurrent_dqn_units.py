@@ -17,10 +17,9 @@ from rlrun.algorithms import build_agent
 from rlrun.algorithms.base import Step
 from rlrun.algorithms.dqn import Autograd, RecurrentQ
 from rlrun.algorithms.kernels.q_network import QKernel
-from rlrun.algorithms.q_learning import td_target
+from rlrun.algorithms.q_learning import rescale, td_target, unrescale
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.envs import make_env
-from rlrun.errors import BadInput
 from rlrun.spec import MemorySpec
 
 SPEC = "dqn_lstm_cartpole_novel"
@@ -164,15 +163,61 @@ def test_the_memory_is_state_and_no_kernel_learns_it() -> None:
     assert plain.actor.state_shape is None and "hidden" not in plain.state_dict()
 
 
-def test_a_cnn_torso_is_refused() -> None:
+def test_a_cnn_torso_reads_frames_as_bytes_and_replays_what_acting_computed() -> None:
+    """R2D2 on Atari (issue 55): nature_cnn's convolutions before the cell, one frame a step (a
+    memory in place of frame stacking); its sequences replay the Q-values it acted with, a rounding
+    away, and its ONNX graph takes the frames as they are."""
     pytest.importorskip("ale_py", reason="dqn_pong's env needs the atari extra (pip install 'rlrun[atari]')")
-    with pytest.raises(BadInput) as refused:
-        build_agent(
-            rlrun.load_spec("dqn_pong", ['agent.network.recurrent={"cell": "lstm", "size": 8}']),
-            *_atari_spaces(),
-            seed=0,
-        )
-    assert "nature_cnn" in str(refused.value) and "\n" not in str(refused.value)
+    import gymnasium as gym
+
+    spec = rlrun.load_spec(
+        "dqn_pong",
+        ['agent.network.recurrent={"cell": "lstm", "size": 8}', "agent.network.hidden=[16]", "env.frame_stack=1"],
+    )
+    agent: Any = build_agent(spec, gym.spaces.Box(0, 255, (84, 84), np.uint8), gym.spaces.Discrete(6), seed=0)
+    assert isinstance(agent.q, RecurrentQ) and agent.q.cnn is not None
+    frames = torch.randint(0, 256, (5, 2, 84, 84), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
+    state, acted = agent.q.initial(2), []
+    for frame in frames.numpy():
+        q, state = agent.q.step(frame, state)
+        acted.append(q)
+    with torch.no_grad():
+        replayed = agent.q.unroll(frames, torch.from_numpy(agent.q.initial(2)), torch.zeros(5, 2))
+        graphed = agent.actor.graph()(frames[0], torch.from_numpy(agent.q.initial(2)))[1]
+    np.testing.assert_allclose(replayed.numpy(), np.stack(acted), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(graphed.numpy(), acted[0], rtol=1e-4, atol=1e-5)
+
+
+def test_value_rescaling_is_h_and_its_target_inverts_it() -> None:
+    """h(x) = sign(x)(√(|x| + 1) − 1) + 0.001x; the target h(r + γ·h⁻¹(Q')) equals the plain target
+    of the unrescaled value, rescaled."""
+    x = torch.tensor([-1000.0, -3.0, 0.0, 0.5, 8.0, 475.0], dtype=torch.float64)
+    np.testing.assert_allclose(rescale(x).numpy(), np.sign(x) * (np.sqrt(np.abs(x) + 1) - 1) + 1e-3 * x)
+    np.testing.assert_allclose(unrescale(rescale(x)).numpy(), x.numpy(), atol=1e-9)
+    rewards, discounts, terminated = torch.tensor([1.0, 2.0]), torch.tensor([0.9, 0.5]), torch.tensor([0.0, 1.0])
+    next_q = rescale(torch.tensor([[30.0, 50.0], [7.0, 1.0]], dtype=torch.float64)).float()
+    rescaled = td_target(rewards, discounts, terminated, next_q, rescaled=True)
+    np.testing.assert_allclose(rescaled.numpy(), rescale(torch.tensor([1.0 + 0.9 * 50.0, 2.0])).numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_overlapping_sequences_start_every_stride_steps_and_share_their_frames(prioritized: bool) -> None:
+    """`sequence_overlap` 4 of 6-step sequences: each copy's sequences start at its steps 0, 2, 4, …
+    and only those rows are drawn (by priority too: the rows between them have none); the memory
+    still holds one row and one frame a step, whatever the overlap."""
+    edits = ["agent.burn_in=2", "agent.sequence_length=4", "agent.sequence_overlap=4"]
+    if prioritized:
+        edits.append('agent.memory.prioritized={"alpha": 0.6, "beta": 0.4}')
+    _, agent, env = agent_and_env("gru", *edits)
+    _, _, _ = collect(agent, env, 21)
+    stored, memory = agent.sequences.stored, agent.memory
+    assert stored.stride == 2 and memory.rows_end == 63 and memory.frames_end < 63 + 3 * 21
+    slots = stored.draw(200, torch.Generator().manual_seed(0))
+    if prioritized:
+        slots, _ = memory.draw_prioritized_slots(200, torch.Generator().manual_seed(0), 0.4)
+        assert (memory.priorities.leaves[:63].reshape(21, 3)[1::2] == 0).all()
+    steps = slots // 3
+    assert (steps % 2 == 0).all() and set(steps.tolist()) == set(range(0, 21, 2))
 
 
 class Filled:

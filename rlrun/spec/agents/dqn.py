@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlrun.spec import AgentConfig, MemorySpec, NetworkSpec, OptimizerSpec, PrioritizedSpec
+from rlrun.spec.problems import KeyProblem
 from rlrun.spec.schedules import Constant, Linear, Schedule
 
 
@@ -27,6 +28,11 @@ class Config(AgentConfig):
     """Rewards summed into each TD target (n-step returns): r_t + γ·r_t+1 + … + γ^(n−1)·r_t+n−1 +
     γ^n·max Q_target(s_t+n), cut where an episode ends (no bootstrap past a termination; past a
     truncation, from its final observation). 1: DQN's one-step target."""
+    value_rescaling: bool = False
+    """R2D2's value rescaling (Kapturowski et al., 2019, after Pohlen et al., 2018): the network
+    learns h(Q), h(x) = sign(x)(√(|x| + 1) − 1) + εx with ε = 0.001, towards the target
+    h(r + γ^n·(1 − terminated)·h⁻¹(Q_target(s', a'))), in place of rescaling or clipping rewards;
+    Q-values, greedy actions and diagnostics are the network's, in h's scale."""
     batch_size: int = Field(default=64, gt=0)
     """Transitions per gradient step; with a memory (`network.recurrent`), sequences of
     `burn_in` + `sequence_length` transitions."""
@@ -36,6 +42,12 @@ class Config(AgentConfig):
     burn_in: int = Field(default=4, ge=0, le=1000)
     """With a memory: the steps before them that only warm the networks' state up, unrolled
     without gradient from the state the agent acted from (R2D2's 40, on Atari); structural."""
+    sequence_overlap: int | None = Field(default=None, ge=0)
+    """With a memory: R2D2's stored sequences, `burn_in` + `sequence_length` steps of one env
+    copy starting every `burn_in` + `sequence_length` − `sequence_overlap` steps of it (R2D2's 80
+    overlapping by 40), and only those are drawn; the memory still holds each frame once. None:
+    a sequence may start at any row (every overlap at once). Must be below `burn_in` +
+    `sequence_length`; structural."""
     learning_starts: int = Field(default=1000, ge=0)
     """Frames of experience gathered before the first gradient step."""
     train_frequency: int = Field(default=4, gt=0)
@@ -59,6 +71,25 @@ class Config(AgentConfig):
     network: NetworkSpec = NetworkSpec(activation="relu")
     optimizer: OptimizerSpec = OptimizerSpec()
     memory: MemorySpec = MemorySpec()
+
+    @model_validator(mode="after")
+    def _sequences_advance(self) -> Config:
+        length = self.burn_in + self.sequence_length
+        if self.sequence_overlap is not None and self.sequence_overlap >= length:
+            raise KeyProblem(
+                "sequence_overlap",
+                f"is {self.sequence_overlap}, not below a sequence's {{burn_in}} + {{sequence_length}} ({length}):"
+                f" each stored sequence must start after the one before; use at most {length - 1}"
+                f" (R2D2's: half, {length // 2})",
+            )
+        return self
+
+    @property
+    def sequence_stride(self) -> int:
+        """Steps of an env copy between the starts of its stored sequences (1: every row)."""
+        if self.sequence_overlap is None:
+            return 1
+        return self.burn_in + self.sequence_length - self.sequence_overlap
 
 
 def importance_exponent(prioritized: PrioritizedSpec) -> Linear:
