@@ -11,7 +11,7 @@ from rlrun.cli.output import print_json, say
 from rlrun.publish import EPISODES
 
 
-@app.command(short_help="Publish a run as a model: card, weights, the run.")
+@app.command(short_help="Publish a run as a model anyone can check.")
 def publish(
     reference: Annotated[
         str, reference_argument("The run, as for enjoy; /sK picks a session, @best, @latest or @5M a checkpoint.")

@@ -47,7 +47,13 @@ def check_action_space(algorithm: str, space: Any, env_id: str) -> None:
     what, takes = kind(space), config_class(algorithm).ACTION_SPACES
     if what in takes:
         return
-    able = [name for name in algorithm_names() if what in config_class(name).ACTION_SPACES]
+    # An algorithm that learns only from a dataset is no way out for a spec that has none.
+    needs_data = getattr(config_class(algorithm), "NEEDS_DATA", False)
+    able = [
+        name
+        for name in algorithm_names()
+        if what in config_class(name).ACTION_SPACES and getattr(config_class(name), "NEEDS_DATA", False) <= needs_data
+    ]
     instead = f"use {_either(able)}" if able else f"wrap the env so it acts in a {_either(ACTIONS)} space"
     raise BadInput(
         f"{algorithm} cannot train on {env_id}: it acts in {_either(takes)} action spaces, not {space}; {instead}"

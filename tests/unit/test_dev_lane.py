@@ -66,6 +66,8 @@ EXTRA_MODULES = {
     "rl_zoo3": "test",
     "yaml": "sb3",
     "submitit": "slurm",
+    "safetensors": "publish",
+    "huggingface_hub": "hub",
 }
 SKIPS = {"importorskip", "skip", "skipif"}
 MAKERS = {"make", "make_env", "make_vector_env", "load_spec", "validate_spec", "recorded_spec", "spec_from"}
