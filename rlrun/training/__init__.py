@@ -1,5 +1,5 @@
 """Training: the library calls behind `rlrun train` and `rlrun resume` (`api`), and the executors
-that run a run's sessions (`local`: this process for one session, spawned processes for several;
+that run a run's sessions (`local`: this process for one session, a worker process each for several;
 `ray`: Ray tasks on a cluster, retried elsewhere under leases, for `--ray`, supervised
 from this process or, `--detach`, by an actor on the cluster), the `supervisor` of local worker
 processes (the local executor's sessions, a search's parallel trials), and `control`: `rlrun stop`,

@@ -4,7 +4,7 @@ are from a notebook.
 Both check everything that can be checked before anything is written (the spec, the run name, that
 the env and the algorithm fit, that an edit is consistent), then record what they do in the registry
 and hand the sessions to an executor (`rlrun.training.executor`; by default the local one: this
-process for one session, one spawned process each for several). SIGINT/SIGTERM stop every session at
+process for one session, one worker process each for several). SIGINT/SIGTERM stop every session at
 its next step with a snapshot; a second signal ends at once. A signal that arrives before anything is
 written (see `rlrun.session.stopping.defer_signals`) stops the call with nothing written.
 """
@@ -143,7 +143,7 @@ def train(
         handle_signals: Whether SIGINT/SIGTERM stop every session at its next step with a snapshot
             (a second signal ends at once); False leaves the process's signal handlers alone.
         executor: Where the sessions run (`rlrun.training.executor`); None: the local one (this
-            process for one session, one spawned process each for several).
+            process for one session, one worker process each for several).
         trial: The search trial the run trains, recorded with the run in one transaction (searches
             set it; left None otherwise).
         callbacks: Objects with any of `on_start`, `on_log`, `on_evaluation`, `on_snapshot` and

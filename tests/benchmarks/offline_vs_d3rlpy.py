@@ -22,8 +22,8 @@ The sides, each seed in a fresh process with one torch thread:
   actions, rewards, terminations as terminals, truncations as timeouts: what `get_minari` does,
   without its download step), then 10 greedy episodes on the env seeded apart from training.
 - rlrun: `rlrun train TASK` (a built-in) with `data.dataset=ID`, `meta.offline_updates=STEPS`, no
-  online frames (`meta.max_frame=0`), the shared hyper-parameters of `HYPER` set on its spec where
-  it has the key, its final evaluation (10 greedy episodes) read from the registry. A task whose
+  online frames (`meta.max_frame` equal to the offline updates), the shared hyper-parameters of
+  `HYPER` set on its spec where it has the key, its final evaluation (10 greedy episodes) read from the registry. A task whose
   built-in does not exist in this rlrun is skipped, saying so (the offline algorithms land with
   issue 54's core); the d3rlpy side still runs.
 
@@ -241,7 +241,7 @@ def rlrun_edits(task: str, dataset_id: str, steps: int, seed: int) -> list[str]:
     edits = [
         f"data.dataset={dataset_id}",
         f"meta.offline_updates={steps}",
-        "meta.max_frame=0",
+        f"meta.max_frame={steps}",  # offline steps count as frames: no online frame after them
         f"meta.seed={seed}",
         "meta.sessions=1",
         f"meta.num_eval_episodes={EVAL_EPISODES}",
