@@ -23,9 +23,9 @@ The sides, each seed in a fresh process with one torch thread:
   without its download step), then 10 greedy episodes on the env seeded apart from training.
 - rlrun: `rlrun train TASK` (a built-in) with `data.dataset=ID`, `meta.offline_updates=STEPS`, no
   online frames (`meta.max_frame` equal to the offline updates), the shared hyper-parameters of
-  `HYPER` set on its spec where it has the key, its final evaluation (10 greedy episodes) read from the registry. A task whose
-  built-in does not exist in this rlrun is skipped, saying so (the offline algorithms land with
-  issue 54's core); the d3rlpy side still runs.
+  `HYPER` set on its spec where it has the key, its final evaluation (10 greedy episodes) read from
+  the registry. A task whose built-in does not exist in this rlrun is skipped, saying so (bc lands
+  first; IQL, TD3+BC and CQL follow with issue 54); the d3rlpy side still runs.
 
 Speed: gradient steps per CPU-second of the whole worker process (imports, dataset loading and the
 final evaluation included, alike on both sides; at 100k steps they are under 2% of either), and the
