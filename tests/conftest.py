@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -54,12 +55,26 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         option.loadscopereorder = False
 
 
+MINARI_ENV, MINARI_PREFIX = "MINARI_DATASETS_PATH", "rlrun-tests-minari-"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every process the suite starts (a thousand `rlrun` commands, session workers, Ray workers)
     reads rlrun's compiled modules from __pycache__ rather than compiling them again, even where
     the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE): half a second each."""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
+    # The datasets the suite records (a built-in's recipe, bc_cartpole's) go to one folder for the
+    # whole run, shared by the xdist workers (they inherit it) and removed after: never the user's
+    # own Minari folder.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[MINARI_ENV] = tempfile.mkdtemp(prefix=MINARI_PREFIX)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.get(MINARI_ENV, "")
+    if not os.environ.get("PYTEST_XDIST_WORKER") and Path(folder).name.startswith(MINARI_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _unit_lane_only(config: pytest.Config) -> bool:
@@ -207,6 +222,9 @@ COSTLIEST = (
     "test_resume_edits.py",
     "test_resume_envs.py",
     "test_eval_overlap.py",
+    "test_import_sb3.py",  # the RL Zoo's own training in a subprocess: ~50 s of wall in its fixture
+    "test_publish.py",
+    "test_offline.py",
     "test_quality.py",
     "test_crash_windows.py",
     "test_cli_registry.py",
