@@ -6,6 +6,7 @@ nothing written."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -20,7 +21,10 @@ from rlrun.registry import Registry
 
 pytestmark = pytest.mark.slow  # trains
 
-pytest.importorskip("rl_zoo3", reason="the zoo's own trainer writes the folders imported (the test extra)")
+# Looked for, not imported: importing rl_zoo3 patches Gymnasium's TimeLimit for the whole process (its
+# gym_patches), which would change every later test's envs in this pytest worker.
+if importlib.util.find_spec("rl_zoo3") is None:
+    pytest.skip("the zoo's own trainer writes the folders imported (the test extra)", allow_module_level=True)
 pytest.importorskip("rliable", reason="rlrun compare needs the compare extra")
 
 # Two seeds in one process: the zoo's imports (torch, SB3, optuna) once. 1,024 frames of the zoo's

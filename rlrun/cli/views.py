@@ -461,7 +461,7 @@ def _data(detail: RunDetail) -> str:
     if not detail.spec_revisions:
         return ""
     spec = json.loads(detail.spec_revisions[-1].spec_json)
-    data, offline = spec.get("data"), int(spec["meta"].get("offline_updates") or 0)
+    data, offline = spec.get("data"), int(spec.get("meta", {}).get("offline_updates") or 0)
     if not data:
         return ""
     pinned = f" (sha256 {data['sha256'][:12]}…)" if data.get("sha256") else ""
