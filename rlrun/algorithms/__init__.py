@@ -38,6 +38,8 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
     torch.manual_seed(seeding.derive(seed, seeding.TORCH_INIT))
     # An agent with a replay memory learns how observations are stacked, so it stores each frame once.
     stacking = {"frame_stack": spec.env.frame_stack} if getattr(spec.agent, "memory", None) is not None else {}
+    # An agent that learns from data and keeps a replay memory learns online too, from batches mixed by data.mixing.
+    mixing = {"mixing": spec.data.mixing} if spec.data is not None and stacking else {}
     agent: Agent = agent_class(spec.agent.algorithm)(
         spec.agent,
         obs_space,
@@ -49,6 +51,7 @@ def build_agent(spec: Spec, obs_space: Any, action_space: Any, seed: int, device
         arithmetic=revision(spec.meta.arithmetic),
         kernels=spec.meta.kernels,
         **stacking,
+        **mixing,
     )
     return agent
 

@@ -410,6 +410,11 @@ class DataSpec(Strict):
     with the `minari` extra."""
     recipe: RecipeSpec | None = None
     """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist."""
+    mixing: float = Field(default=0.5, ge=0, le=1)
+    """Online, after `meta.offline_updates` (algorithms that keep learning: td3bc, iql): the
+    fraction of each batch's rows drawn from the dataset, round(mixing × batch_size), the rest from
+    the online replay memory (RLPD's 50/50 by default; `rlrun.algorithms.mixing`). Offline, every row
+    is the dataset's. It changes the run, so a resume may not edit it."""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """The dataset's files' digest, recorded when the run is created (null in a spec you write: the
     run fills it in). A resume or a fork whose dataset no longer has it is refused."""

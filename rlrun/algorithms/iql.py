@@ -1,0 +1,178 @@
+"""IQL, implicit Q-learning (Kostrikov, Nair & Levine, 2022): offline RL that never asks the critics
+about actions outside the dataset (CORL's `iql.py`), then online.
+
+Three networks learn at each gradient step, in CORL's order:
+- the value network V(s) fits an expectile of the target critics' min Q_target(s, a) on the data's
+  actions (the asymmetric squared loss |expectile − 1(u < 0)| u², u = Q_target − V);
+- the twin critics fit r + γ(1 − terminated) V(s'), V taken before its step; their targets move a
+  Polyak step after;
+- the actor imitates the data's actions weighted by exp(beta · (Q_target − V)), clipped to
+  `exp_adv_max`: the Gaussian's negative log-likelihood of each action (its mean the tanh of the
+  network's output, its log std one learned number per action dimension), or the deterministic
+  actor's squared error.
+Actions are learned scaled to [-1, 1]. Offline (`meta.offline_updates`) each batch is the dataset's;
+online the agent acts with its Gaussian's samples (the deterministic actor with its action), keeps
+its steps in a replay memory, and each batch mixes dataset and memory rows by `data.mixing`
+(`rlrun.algorithms.mixing`). The memory and the generator are in every snapshot.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional
+
+from rlrun.algorithms.base import Step, TargetUpdate, flat_float, mlp, obs_size
+from rlrun.algorithms.mixing import mixed_batch
+from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
+from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
+from rlrun.algorithms.td3bc import TanhActor, TanhPolicy, online_memory
+from rlrun.arithmetic import NEWEST, Arithmetic
+from rlrun.clock import Clock
+from rlrun.data import Transitions
+from rlrun.spec.agents.iql import Config
+
+
+class Agent:
+    METRICS = ("value_loss", "q_loss", "actor_loss", "advantage", "lr")
+    """`value_loss`: the expectile loss of V; `q_loss`: the critics' squared TD errors (their
+    mean); `actor_loss`: the advantage-weighted imitation loss; `advantage`: the batch's mean
+    Q_target − V."""
+    HEADLINE = "q_loss"
+
+    def __init__(
+        self,
+        config: Config,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        frame_stack: int = 1,
+        mixing: float = 0.5,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
+        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
+        self.config, self.max_frame, self.device, self.mixing = config, max_frame, device, mixing
+        obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
+        self.low = action_space.low.astype(np.float32)
+        self.high = action_space.high.astype(np.float32)
+        self.policy = TanhPolicy(obs_dim, action_dim, config.network).to(device)
+        self.log_std = nn.Parameter(torch.zeros(action_dim, device=device))
+        """The Gaussian actor's log standard deviation (CORL's `GaussianPolicy`); unused by the deterministic."""
+        gaussian = config.actor == "gaussian"
+        self.actor = TanhActor(self.policy, self.low, self.high, self._spread if gaussian else lambda: 0.0)
+        """How the agent plays outside training (`base.Actor`)."""
+        self.value = mlp(obs_dim, 1, config.network).to(device)
+        self.critic = Critic(obs_dim, action_dim, config.network).to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.target_update = TargetUpdate(self.critic_target, self.critic)
+        actor_parameters = [*self.policy.parameters(), *([self.log_std] if gaussian else [])]
+        self.actor_optimizer = make_optimizer(config.optimizer, actor_parameters, max_frame)
+        self.value_optimizer = make_optimizer(config.optimizer, list(self.value.parameters()), max_frame)
+        self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
+        self.memory = online_memory(config.memory, obs_space, action_dim, num_envs, frame_stack)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rows: Transitions | None = None
+        """The dataset (given by the session, never in a snapshot: the spec names and pins it)."""
+
+    def _spread(self) -> np.ndarray:
+        return self.log_std.detach().clamp(LOG_STD_MIN, LOG_STD_MAX).exp().cpu().numpy()
+
+    def learn_from(self, rows: Transitions) -> None:
+        self.rows = rows
+
+    # -- acting ---------------------------------------------------------------------------------
+
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
+        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
+
+    def observe(self, step: Step) -> None:
+        actions = step.action.reshape(len(step.obs), -1)
+        self.memory.add(step.obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        """Online: one gradient step per env step, on a mixed batch."""
+        return self.update_offline(clock)
+
+    def update_offline(self, clock: Clock) -> dict[str, float]:
+        config = self.config
+        assert self.rows is not None, "the session gives the dataset before the first update"
+        batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
+        obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
+        low, high = torch.from_numpy(self.low).to(self.device), torch.from_numpy(self.high).to(self.device)
+        actions = 2 * (batch.actions - low) / (high - low) - 1  # scaled to [-1, 1], as the actor's
+        schedule = (config.optimizer, clock.frame, self.max_frame)
+        with torch.no_grad():
+            target_q = torch.min(*self.critic_target(obs, actions))
+            next_v = self.value(next_obs).squeeze(-1)
+
+        # the value network: an expectile of the target critics' values
+        advantage = target_q - self.value(obs).squeeze(-1)
+        value_loss = (torch.abs(config.expectile - (advantage < 0).float()) * advantage.pow(2)).mean()
+        optimise_unmeasured(self.value_optimizer, value_loss, *schedule)
+
+        # the critics: one-step TD targets bootstrapped from V
+        target = batch.rewards + config.gamma * (1 - batch.terminated) * next_v
+        q1, q2 = self.critic(obs, actions)
+        q_loss = (functional.mse_loss(q1, target) + functional.mse_loss(q2, target)) / 2
+        optimise_unmeasured(self.critic_optimizer, q_loss, *schedule)
+        with torch.no_grad():
+            self.target_update.polyak(config.tau)
+
+        # the actor: advantage-weighted imitation of the data's actions
+        weights = torch.exp(config.beta * advantage.detach()).clamp(max=config.exp_adv_max)
+        mean = self.policy(obs)
+        if config.actor == "gaussian":
+            std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
+            imitation = -torch.distributions.Normal(mean, std).log_prob(actions).sum(-1)
+        else:
+            imitation = (mean - actions).pow(2).sum(-1)
+        actor_loss = (weights * imitation).mean()
+        optimise_unmeasured(self.actor_optimizer, actor_loss, *schedule)
+
+        clock.opt_step += 1
+        values = torch.stack([value_loss, q_loss, actor_loss, advantage.mean()]).detach().tolist()
+        names = ("value_loss", "q_loss", "actor_loss", "advantage")
+        return {**dict(zip(names, values, strict=True)), "lr": self.actor_optimizer.param_groups[0]["lr"]}
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "actor": self.policy.state_dict(),
+            "log_std": self.log_std.detach().clone(),
+            "value": self.value.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "value_optimizer": self.value_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            **self.memory.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["actor"])
+        with torch.no_grad():
+            self.log_std.copy_(state["log_std"])
+        self.value.load_state_dict(state["value"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.value_optimizer.load_state_dict(state["value_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.generator.set_state(state["generator"])
+        self.memory.load_state_dict(state)

@@ -1,0 +1,237 @@
+"""TD3+BC (Fujimoto & Gu, 2021): TD3 with a behaviour-cloning term in the actor's loss, for learning
+from a dataset (CORL's `td3_bc.py`), then online.
+
+A deterministic tanh actor and its target; twin critics and their targets. Each gradient step fits
+both critics to r + γ(1 − terminated) min Q_target(s', π_target(s') + clipped noise); every
+`policy_freq` steps the actor descends −λ Q(s, π(s)) + (π(s) − a)², λ = alpha / mean|Q| (so the
+critic's scale does not matter), and the targets move a Polyak step. Actions are learned scaled to
+[-1, 1]. Offline (`meta.offline_updates`) each step's batch is the dataset's; online the agent acts
+with Gaussian exploration noise, keeps its steps in a replay memory, and each batch mixes dataset
+and memory rows by `data.mixing` (`rlrun.algorithms.mixing`). The memory and the generator every
+draw comes from are in every snapshot, so a resume before, at or after the switch is exact.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional
+
+from rlrun.algorithms.base import ActingGraph, Fast, Step, TargetUpdate, flat_float, mlp, obs_size
+from rlrun.algorithms.mixing import mixed_batch
+from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
+from rlrun.algorithms.replay import ReplayMemory
+from rlrun.algorithms.sac import Critic
+from rlrun.arithmetic import NEWEST, Arithmetic
+from rlrun.clock import Clock
+from rlrun.data import Transitions
+from rlrun.spec import MemorySpec, NetworkSpec
+from rlrun.spec.agents.td3bc import Config
+
+
+class TanhPolicy(nn.Module):
+    """A deterministic policy: the tanh of an MLP's output, actions in [-1, 1]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, network: NetworkSpec) -> None:
+        super().__init__()
+        self.body = mlp(obs_dim, action_dim, network)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.body(obs))
+
+
+class TanhActor:
+    """How a tanh policy plays (`base.Actor`): its action (greedy), or that action plus Gaussian
+    noise of standard deviation `spread()` drawn from the caller's generator, clipped to [-1, 1];
+    scaled to the env's bounds. No memory."""
+
+    state_shape = None
+
+    def __init__(
+        self, policy: TanhPolicy, low: np.ndarray, high: np.ndarray, spread: Callable[[], np.ndarray | float]
+    ) -> None:
+        self.policy, self.fast, self.low, self.high, self.spread = policy, Fast(policy.body), low, high, spread
+
+    def initial_state(self, batch: int) -> None:
+        return None
+
+    def step(
+        self, obs: np.ndarray, state: None, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[np.ndarray, None]:
+        mean = np.tanh(self.fast(obs))
+        if deterministic:
+            return self.to_env(mean), None
+        if generator is None:
+            raise ValueError("an actor draws its actions from the caller's generator: pass one")
+        noise = torch.randn(mean.shape, generator=generator).numpy()
+        return self.to_env(np.clip(mean + self.spread() * noise, -1.0, 1.0)), None
+
+    def to_env(self, squashed: np.ndarray) -> np.ndarray:
+        """Actions in [-1, 1] scaled to the env's bounds."""
+        return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
+
+    def graph(self) -> ActingGraph:
+        return TanhGraph(self.policy, self.low, self.high)
+
+
+class TanhGraph(ActingGraph):
+    """The tanh policy as torch (`TanhActor.graph`): its action scaled to the bounds."""
+
+    outputs = ("action",)
+
+    def __init__(self, policy: TanhPolicy, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__()
+        self.policy = policy
+        self.low: torch.Tensor
+        self.span: torch.Tensor
+        self.register_buffer("low", torch.from_numpy(np.asarray(low)))
+        self.register_buffer("span", torch.from_numpy(np.asarray(high - low)))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.low + (self.policy(flat_float(observation)) + 1) * 0.5 * self.span
+
+
+def online_memory(
+    spec: MemorySpec, obs_space: spaces.Space, action_dim: int, num_envs: int, frame_stack: int
+) -> ReplayMemory:
+    """The replay memory of an agent's online steps (actions as the env takes them, float32)."""
+    return ReplayMemory(
+        spec,
+        tuple(obs_space.shape or ()),
+        np.dtype(obs_space.dtype),
+        (action_dim,),
+        np.dtype(np.float32),
+        num_envs=num_envs,
+        frame_stack=frame_stack,
+    )
+
+
+class Agent:
+    METRICS = ("critic_loss", "actor_loss", "bc_loss", "q_mean", "lr")
+    """`critic_loss`: both critics' squared TD errors; `actor_loss`: −λQ + the behaviour-cloning
+    error, `bc_loss` that error alone (both at actor steps only, every `policy_freq`); `q_mean`:
+    the critics' mean value of the batch's actions."""
+    HEADLINE = "critic_loss"
+
+    def __init__(
+        self,
+        config: Config,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        frame_stack: int = 1,
+        mixing: float = 0.5,
+        arithmetic: Arithmetic = NEWEST,
+        kernels: str = "auto",
+    ) -> None:
+        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
+        self.config, self.max_frame, self.device, self.mixing = config, max_frame, device, mixing
+        obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
+        self.low = action_space.low.astype(np.float32)
+        self.high = action_space.high.astype(np.float32)
+        self.policy = TanhPolicy(obs_dim, action_dim, config.network).to(device)
+        self.policy_target = copy.deepcopy(self.policy).requires_grad_(False)
+        self.critic = Critic(obs_dim, action_dim, config.network).to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.targets = [TargetUpdate(self.policy_target, self.policy), TargetUpdate(self.critic_target, self.critic)]
+        self.actor_optimizer = make_optimizer(config.optimizer, list(self.policy.parameters()), max_frame)
+        self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
+        self.actor = TanhActor(self.policy, self.low, self.high, lambda: config.exploration_noise)
+        """How the agent plays outside training (`base.Actor`)."""
+        self.memory = online_memory(config.memory, obs_space, action_dim, num_envs, frame_stack)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rows: Transitions | None = None
+        """The dataset (given by the session, never in a snapshot: the spec names and pins it)."""
+
+    def learn_from(self, rows: Transitions) -> None:
+        self.rows = rows
+
+    # -- acting ---------------------------------------------------------------------------------
+
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
+        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
+
+    def observe(self, step: Step) -> None:
+        actions = step.action.reshape(len(step.obs), -1)
+        self.memory.add(step.obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
+
+    # -- learning -------------------------------------------------------------------------------
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        """Online: one gradient step per env step, on a mixed batch."""
+        return self.update_offline(clock)
+
+    def update_offline(self, clock: Clock) -> dict[str, float]:
+        config = self.config
+        assert self.rows is not None, "the session gives the dataset before the first update"
+        batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
+        obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
+        low, high = torch.from_numpy(self.low).to(self.device), torch.from_numpy(self.high).to(self.device)
+        actions = 2 * (batch.actions - low) / (high - low) - 1  # scaled to [-1, 1], as the actor's
+
+        with torch.no_grad():
+            noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
+            next_actions = (self.policy_target(next_obs) + noise.clamp(-config.noise_clip, config.noise_clip)).clamp(
+                -1.0, 1.0
+            )
+            target = batch.rewards + config.gamma * (1 - batch.terminated) * torch.min(
+                *self.critic_target(next_obs, next_actions)
+            )
+        q1, q2 = self.critic(obs, actions)
+        critic_loss = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
+        schedule = (config.optimizer, clock.frame, self.max_frame)
+        optimise_unmeasured(self.critic_optimizer, critic_loss, *schedule)
+        stats = {"critic_loss": critic_loss.detach(), "q_mean": torch.min(q1, q2).detach().mean()}
+
+        if (clock.opt_step + 1) % config.policy_freq == 0:  # TD3's delayed actor and target updates (CORL's count)
+            pi = self.policy(obs)
+            self.critic.requires_grad_(False)  # the actor's gradient flows through the critic to its actions only
+            q = self.critic(obs, pi)[0]
+            self.critic.requires_grad_(True)
+            lmbda = config.alpha / q.abs().mean().detach()
+            bc_loss = functional.mse_loss(pi, actions)
+            actor_loss = -lmbda * q.mean() + bc_loss
+            optimise_unmeasured(self.actor_optimizer, actor_loss, *schedule)
+            with torch.no_grad():
+                for target_update in self.targets:
+                    target_update.polyak(config.tau)
+            stats |= {"actor_loss": actor_loss.detach(), "bc_loss": bc_loss.detach()}
+        clock.opt_step += 1
+        values = dict(zip(stats, torch.stack(list(stats.values())).tolist(), strict=True))
+        return {**values, "lr": self.actor_optimizer.param_groups[0]["lr"]}
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "actor": self.policy.state_dict(),
+            "actor_target": self.policy_target.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            **self.memory.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["actor"])
+        self.policy_target.load_state_dict(state["actor_target"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.generator.set_state(state["generator"])
+        self.memory.load_state_dict(state)

@@ -1,0 +1,103 @@
+"""TD3+BC and IQL (issue 54): offline from a dataset of continuous actions, then online from
+batches mixed by `data.mixing`. One tiny dataset (the built-ins' recipe: a 150-frame sac_pendulum run,
+one episode recorded) serves both algorithms. One run per algorithm is SIGKILLed right after its
+snapshot mid-offline, then (resumed) at the switch, then (resumed again) mid-online, and resumed to
+the end: the final snapshot is the uninterrupted run's bit for bit, every attempt recorded exact. A
+resume that edits `data.mixing` is refused. The mixing rule itself: tests/unit/test_mixing.py."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import environment, invoke, run_attempts, run_cli
+from same_run import assert_same_run, final_state
+
+from rlrun.algorithms import agent_class
+from rlrun.session import metrics_log
+from rlrun.testhooks import CRASH_ENV
+
+pytestmark = pytest.mark.slow  # real trainings
+
+minari = pytest.importorskip("minari", reason="learning from a dataset needs the minari extra")
+
+DATASET = "rlrun/pendulum-sac-tiny-v0"  # this module's own: the built-ins' is bigger
+SETTINGS = [
+    "--frames",
+    "400",
+    *("--set", "meta.offline_updates=200"),  # snapshots at 100 (offline), 200 (the switch), 300 (online), 400
+    *("--set", "meta.checkpoint_frequency=100"),
+    *("--set", "meta.log_frequency=100"),
+    *("--set", "meta.eval_frequency=400"),
+    *("--set", "meta.num_eval_episodes=1"),
+    *("--set", f"data.dataset={DATASET}"),
+    *("--set", "data.recipe.frames=150"),
+    *("--set", "data.recipe.episodes=1"),
+    *("--set", "agent.network.hidden=[16, 16]"),
+    *("--set", "agent.batch_size=16"),
+]
+
+
+@pytest.fixture(scope="module", params=["td3bc", "iql"])
+def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The uninterrupted run of each algorithm's built-in (the first records the dataset)."""
+    spec = f"{request.param}_pendulum"
+    home = tmp_path_factory.mktemp(request.param) / "runs"
+    done = run_cli(home, "train", spec, *SETTINGS)
+    assert done.code == 0, done.stderr
+    return spec, home
+
+
+def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(
+    straight: tuple[str, Path], tmp_path: Path
+) -> None:
+    spec, reference_home = straight
+    home = tmp_path / "runs"
+    crash = {CRASH_ENV: "checkpoint-recorded#1"}  # each process dies after its first snapshot
+    killed = run_cli(home, "train", spec, *SETTINGS, env=crash)
+    assert killed.code == -signal.SIGKILL, killed.stderr
+    for where in ("at the switch", "mid-online"):
+        killed = run_cli(home, "resume", "latest", env=crash)
+        assert killed.code == -signal.SIGKILL, (where, killed.stderr)
+    resumed = run_cli(home, "resume", "latest")
+    assert resumed.code == 0, resumed.stderr
+    attempts = run_attempts(home)
+    assert [a.start_frame for a in attempts] == [0, 100, 200, 300], "killed mid-offline, at the switch, mid-online"
+    assert not any(a.approximate for a in attempts), "recorded exact"
+    reference = _state(reference_home)
+    assert_same_run(reference, _state(home))
+    clock = reference["sessions"][0]["saved"].meta.clock
+    assert (clock.frame, clock.opt_step) == (400, 400), "200 offline gradient steps, then one per online frame"
+
+
+def test_the_log_has_the_algorithm_columns_and_a_mixing_edit_is_refused(
+    straight: tuple[str, Path], tmp_path: Path
+) -> None:
+    spec, reference_home = straight
+    algorithm = spec.split("_")[0]
+    declared = agent_class(algorithm).METRICS
+    with environment(reference_home):
+        from rlrun import paths
+        from rlrun.registry import Registry
+
+        with Registry.open(reference_home, create=False) as registry:
+            run = registry.resolve("latest")
+    log = metrics_log.read(metrics_log.path(paths.session_dir(reference_home, run.id, 0)))
+    assert tuple(log) == metrics_log.columns(declared)
+    for name in declared:
+        assert any(value is not None for value in log[name][2:]), f"{name} never logged online"
+    home = tmp_path / "runs"
+    shutil.copytree(reference_home, home)
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    refused = invoke(home, "resume", "latest", "--frames", "500", "--set", "data.mixing=0.25")
+    assert refused.code == 2, refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: edit refused: data.mixing"), refused.stderr
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before, "nothing written"
+
+
+def _state(home: Path) -> dict[str, Any]:
+    with environment(home):
+        return final_state(home)
