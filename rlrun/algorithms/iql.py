@@ -112,8 +112,7 @@ class Agent:
         assert self.rows is not None, "the session gives the dataset before the first update"
         batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
         obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
-        low, high = torch.from_numpy(self.low).to(self.device), torch.from_numpy(self.high).to(self.device)
-        actions = 2 * (batch.actions - low) / (high - low) - 1  # scaled to [-1, 1], as the actor's
+        actions = self.actor.from_env(batch.actions)
         schedule = (config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
             target_q = torch.min(*self.critic_target(obs, actions))

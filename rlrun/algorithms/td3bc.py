@@ -76,6 +76,11 @@ class TanhActor:
         """Actions in [-1, 1] scaled to the env's bounds."""
         return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
 
+    def from_env(self, actions: torch.Tensor) -> torch.Tensor:
+        """Actions as the env takes them (a batch's) scaled to [-1, 1], as the policy gives them."""
+        low, high = (torch.from_numpy(bound).to(actions.device) for bound in (self.low, self.high))
+        return 2 * (actions - low) / (high - low) - 1
+
     def graph(self) -> ActingGraph:
         return TanhGraph(self.policy, self.low, self.high)
 
@@ -178,17 +183,13 @@ class Agent:
         assert self.rows is not None, "the session gives the dataset before the first update"
         batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
         obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
-        low, high = torch.from_numpy(self.low).to(self.device), torch.from_numpy(self.high).to(self.device)
-        actions = 2 * (batch.actions - low) / (high - low) - 1  # scaled to [-1, 1], as the actor's
+        actions = self.actor.from_env(batch.actions)
 
         with torch.no_grad():
             noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
-            next_actions = (self.policy_target(next_obs) + noise.clamp(-config.noise_clip, config.noise_clip)).clamp(
-                -1.0, 1.0
-            )
-            target = batch.rewards + config.gamma * (1 - batch.terminated) * torch.min(
-                *self.critic_target(next_obs, next_actions)
-            )
+            next_actions = self.policy_target(next_obs) + noise.clamp(-config.noise_clip, config.noise_clip)
+            next_q = torch.min(*self.critic_target(next_obs, next_actions.clamp(-1.0, 1.0)))
+            target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
         q1, q2 = self.critic(obs, actions)
         critic_loss = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
         schedule = (config.optimizer, clock.frame, self.max_frame)
