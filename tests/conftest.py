@@ -226,6 +226,7 @@ COSTLIEST = (
     "test_import_sb3.py",  # the RL Zoo's own training in a subprocess: ~50 s of wall in its fixture
     "test_publish.py",
     "test_offline.py",
+    "test_offline_continuous.py",  # a tiny recipe, two trainings, two kill chains: ~15 CPU-s
     "test_quality.py",
     "test_crash_windows.py",
     "test_cli_registry.py",
