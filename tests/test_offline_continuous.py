@@ -1,8 +1,9 @@
 """TD3+BC and IQL (issue 54): offline from a dataset of continuous actions, then online from
 batches mixed by `data.mixing`. One tiny dataset (the built-ins' recipe: a 150-frame sac_pendulum run,
 one episode recorded) serves both algorithms. One run per algorithm is SIGKILLed right after its
-snapshot mid-offline, then (resumed) at the switch, then (resumed again) mid-online, and resumed to
-the end: the final snapshot is the uninterrupted run's bit for bit, every attempt recorded exact. A
+snapshot mid-offline, then (resumed) at the switch, then (resumed again) mid-online, then SIGTERMed
+mid-episode online, and resumed to the end: the final snapshot is the uninterrupted run's bit for
+bit, every attempt recorded exact. A
 resume that edits `data.mixing` is refused. The mixing rule itself: tests/unit/test_mixing.py."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from same_run import assert_same_run, final_state
 
 from rlrun.algorithms import agent_class
 from rlrun.session import metrics_log
-from rlrun.testhooks import CRASH_ENV
+from rlrun.testhooks import CRASH_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings
 
@@ -51,7 +52,7 @@ def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return spec, home
 
 
-def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(
+def test_kill_9_mid_offline_at_the_switch_and_mid_online_then_sigterm_resumes_bit_exact(
     straight: tuple[str, Path], tmp_path: Path
 ) -> None:
     spec, reference_home = straight
@@ -62,10 +63,12 @@ def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(
     for where in ("at the switch", "mid-online"):
         killed = run_cli(home, "resume", "latest", env=crash)
         assert killed.code == -signal.SIGKILL, (where, killed.stderr)
+    stopped = run_cli(home, "resume", "latest", env={SIGNAL_AT_ENV: "350"})  # a preemption mid-episode
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
     resumed = run_cli(home, "resume", "latest")
     assert resumed.code == 0, resumed.stderr
     attempts = run_attempts(home)
-    assert [a.start_frame for a in attempts] == [0, 100, 200, 300], "killed mid-offline, at the switch, mid-online"
+    assert [a.start_frame for a in attempts] == [0, 100, 200, 300, 350], "mid-offline, the switch, online twice"
     assert not any(a.approximate for a in attempts), "recorded exact"
     reference = _state(reference_home)
     assert_same_run(reference, _state(home))
