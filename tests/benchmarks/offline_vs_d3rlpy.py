@@ -171,9 +171,9 @@ name, edits, home = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 spec = load_spec(name, edits)
 train(spec, home=home)
 with Registry.open(home, create=False) as registry:
-    run = registry.get_run(registry.resolve("latest").id)
-evaluation = run.evaluations[-1]
-print(json.dumps({"run_id": run.id, "mean": evaluation.mean, "std": evaluation.std, "episodes": evaluation.episodes}))
+    detail = registry.get_run(registry.resolve("latest").id)
+evaluation = max((e for e in detail.evaluations if e.kind == "train"), key=lambda e: e.frame)  # the final one
+print(json.dumps({"run_id": detail.run.id, **{key: getattr(evaluation, key) for key in ("mean", "std", "episodes")}}))
 """
 
 
