@@ -66,7 +66,7 @@ def test_missing_sections_and_keys() -> None:
     found = problems(source={"name": "x", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1"}})
     assert found == ["meta: required key is missing; add it"]
     found = problems(source={"name": "x", "agent": {}, "env": {"id": "CartPole-v1"}, "meta": {"max_frame": 10}})
-    assert found == ["agent.algorithm: missing; add one of a2c, bc, dqn, ppo, reinforce, sac"]
+    assert found == ["agent.algorithm: missing; add one of a2c, bc, cql, dqn, ppo, reinforce, sac"]
 
 
 def test_unknown_builtin_suggests_the_closest(tmp_path: Path) -> None:
