@@ -3,7 +3,8 @@ a dataset recorded by cql_pendulum's recipe from a few hundred frames of sac_pen
 SIGKILLed right after its snapshot mid-offline, resumed and killed again right after the one at the
 switch, resumed and killed again mid-online, then resumed to the end, equals the uninterrupted run's
 final snapshot bit for bit (weights, optimisers, temperature, generator, online memory, metrics,
-evaluations), and every attempt is recorded exact. One chain per kind: each kill is one resume of
+evaluations), and every attempt is recorded exact; the metrics log has the declared columns and
+the kind's scalars in every row. One chain per kind: each kill is one resume of
 the same run, so the three points cost one training, not three."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 from helpers import environment, run_attempts, run_cli
 from same_run import assert_same_run, final_state
 
+from rlrun.algorithms.cql import CONTINUOUS_STATS, DISCRETE_STATS, Agent
+from rlrun.session import metrics_log
 from rlrun.testhooks import CRASH_ENV
 
 pytestmark = pytest.mark.slow  # real trainings
@@ -36,6 +39,7 @@ def _set(*edits: str) -> list[str]:
 KINDS = {
     "discrete": (
         "cql_cartpole",
+        (*DISCRETE_STATS, "epsilon", "lr"),
         1000,
         [
             "--frames",
@@ -54,6 +58,7 @@ KINDS = {
     ),
     "continuous": (
         "cql_pendulum",
+        (*CONTINUOUS_STATS, "lr"),
         100,
         [
             "--frames",
@@ -77,7 +82,7 @@ KINDS = {
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(tmp_path: Path, kind: str) -> None:
-    spec, period, settings = KINDS[kind]
+    spec, logged, period, settings = KINDS[kind]
     straight = tmp_path / "straight"
     done = run_cli(straight, "train", spec, *settings)
     assert done.code == 0, done.stderr
@@ -96,6 +101,11 @@ def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(tmp_p
     assert_same_run(reference, _state(home))
     clock = reference["sessions"][0]["saved"].meta.clock
     assert clock.frame == 3.5 * period and clock.opt_step > 2 * period, "offline steps, then online ones"
+    header, *rows = reference["sessions"][0]["metrics"]
+    assert header == [name for name in metrics_log.columns(Agent.METRICS) if name not in metrics_log.WALL_CLOCK]
+    for name in logged:  # the kind's own scalars, offline and online
+        column = header.index(name)
+        assert all(row[column] != "" for row in rows), f"{name} not logged every period"
 
 
 def _state(home: Path) -> dict[str, Any]:

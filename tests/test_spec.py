@@ -9,6 +9,7 @@ import pytest
 
 from rlrun.errors import SpecError
 from rlrun.spec import apply_overrides, builtin_names, json_schema, load_spec, validate_spec
+from rlrun.spec.agents import algorithm_names
 
 
 def problems(*overrides: str, source: str | dict = "reinforce_cartpole") -> list[str]:
@@ -66,7 +67,7 @@ def test_missing_sections_and_keys() -> None:
     found = problems(source={"name": "x", "agent": {"algorithm": "reinforce"}, "env": {"id": "CartPole-v1"}})
     assert found == ["meta: required key is missing; add it"]
     found = problems(source={"name": "x", "agent": {}, "env": {"id": "CartPole-v1"}, "meta": {"max_frame": 10}})
-    assert found == ["agent.algorithm: missing; add one of a2c, bc, cql, dqn, ppo, reinforce, sac"]
+    assert found == [f"agent.algorithm: missing; add one of {', '.join(algorithm_names())}"]
 
 
 def test_unknown_builtin_suggests_the_closest(tmp_path: Path) -> None:
