@@ -211,7 +211,7 @@ class Agent:
         `n_action_samples` uniformly random actions (density 2^−dims), as many the policy samples
         at s and as many at s′ (their log-probabilities, without gradient): logsumexp over all of
         them of Q(s, a) − log density(a)."""
-        n, batch, dims = self.config.n_action_samples, len(obs), len(base.low)
+        n, batch, dims = self.config.n_action_samples, len(obs), int(np.prod(base.low.shape))
         uniform = torch.rand((batch * n, dims), generator=self.generator).to(obs.device) * 2 - 1
         repeated, next_repeated = obs.repeat_interleave(n, dim=0), next_obs.repeat_interleave(n, dim=0)
         with torch.no_grad():
