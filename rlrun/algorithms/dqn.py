@@ -193,7 +193,7 @@ class Agent:
         """One gradient step on a batch (its TD targets given when fixed for the whole update);
         prioritised replay's rows (`slots`) then take their TD errors as priorities."""
         config = self.config
-        target = self._td_target(batch) if target is None else target
+        target = self.td_targets(batch) if target is None else target
         obs, chosen = network_input(batch.obs, config.network), batch.actions.unsqueeze(-1)
         schedule = (config.optimizer, clock.frame, self.max_frame)
         loss, taken, grad_norm = self.learner.step(
@@ -206,7 +206,7 @@ class Agent:
             self.memory.set_priorities(slots, (taken - target).cpu().numpy())
         return loss, taken, target, grad_norm
 
-    def _td_target(self, batch: Transitions) -> torch.Tensor:
+    def td_targets(self, batch: Transitions) -> torch.Tensor:
         """`td_target` of a batch, the next action the online network's choice for double DQN."""
         config = self.config
         next_obs = network_input(batch.next_obs, config.network)
@@ -223,7 +223,7 @@ class Agent:
         config = self.config
         if config.target_update != "hard" or config.double or len(batches.obs) == 1:
             return None
-        return self._td_target(batches.map(lambda value: value.flatten(0, 1))).unflatten(0, batches.obs.shape[:2])
+        return self.td_targets(batches.map(lambda value: value.flatten(0, 1))).unflatten(0, batches.obs.shape[:2])
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -18,10 +18,17 @@ from rlrun.algorithms.replay import BATCH_FIELDS, ReplayMemory, Transitions
 from rlrun.data import Transitions as Dataset
 
 
-def dataset_rows(rows: Dataset, batch_size: int, fraction: float, memory: ReplayMemory) -> int:
+def dataset_rows(batch_size: int, fraction: float, memory: ReplayMemory) -> int:
     """How many of a batch's rows are the dataset's: all while the memory is empty, else
     round(fraction × batch_size)."""
     return batch_size if memory.size == 0 else round(fraction * batch_size)
+
+
+def joined(parts: list[Transitions]) -> Transitions:
+    """The dataset's rows, then the memory's, as one batch."""
+    if len(parts) == 1:
+        return parts[0]
+    return Transitions(*(torch.cat([getattr(part, name) for part in parts]) for name in BATCH_FIELDS))
 
 
 def mixed_batch(
@@ -30,16 +37,14 @@ def mixed_batch(
     """A batch of `batch_size` transitions: `dataset_rows` of them from the dataset `rows`, then the
     rest from `memory`, both drawn with `generator`. Actions in the memory's dtype and shape, as the
     env takes them; rewards and `terminated` float32, as the memory keeps them."""
-    offline = dataset_rows(rows, batch_size, fraction, memory)
+    offline = dataset_rows(batch_size, fraction, memory)
     parts = []
     if offline:
         index = torch.randint(len(rows), (offline,), generator=generator).numpy()
         parts.append(_from_dataset(rows, index, memory))
     if batch_size > offline:
         parts.append(memory.batch(memory.draw(batch_size - offline, generator)))
-    if len(parts) == 1:
-        return parts[0]
-    return Transitions(*(torch.cat([getattr(part, name) for part in parts]) for name in BATCH_FIELDS))
+    return joined(parts)
 
 
 def _from_dataset(rows: Dataset, index: np.ndarray, memory: ReplayMemory) -> Transitions:

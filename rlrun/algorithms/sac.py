@@ -266,6 +266,10 @@ class SquashedActor:
         """Actions in [-1, 1] scaled to the env's bounds."""
         return self.low + (squashed + 1) * 0.5 * (self.high - self.low)
 
+    def from_env(self, action: np.ndarray) -> np.ndarray:
+        """The env's actions scaled to [-1, 1] (`to_env`'s inverse), as the critics take them."""
+        return 2 * (action - self.low) / (self.high - self.low) - 1
+
     def graph(self) -> ActingGraph:
         assert isinstance(self.policy, Actor)
         return SquashedGraph(self.policy, self.low, self.high)
@@ -435,7 +439,7 @@ class Agent:
         return self.noise
 
     def observe(self, step: Step) -> None:
-        squashed = 2 * (step.action - self.low) / (self.high - self.low) - 1
+        squashed = self.actor.from_env(step.action)
         self.memory.add(
             step.obs, squashed.reshape(len(step.obs), -1), step.reward, step.next_obs, step.terminated, step.truncated
         )

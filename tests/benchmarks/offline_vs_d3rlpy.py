@@ -59,6 +59,7 @@ TASKS: dict[str, dict[str, Any]] = {
     "td3bc_pendulum": {"env": "pendulum", "d3rlpy": "TD3PlusBCConfig"},
     "bc_cartpole": {"env": "cartpole", "d3rlpy": "DiscreteBCConfig"},
     "cql_cartpole": {"env": "cartpole", "d3rlpy": "DiscreteCQLConfig"},
+    "cql_pendulum": {"env": "pendulum", "d3rlpy": "CQLConfig"},
 }
 SOURCES: dict[str, dict[str, Any]] = {
     # the env's source run and how its "medium" data is played
@@ -94,6 +95,20 @@ HYPER: dict[str, dict[str, Any]] = {
         "alpha": 1.0,
         "target_update_interval": 1000,
     },
+    "cql_pendulum": {
+        # d3rlpy's CQL tunes its penalty's weight by Lagrange unless alpha's learning rate is 0:
+        # fixed at initial_alpha 1, its penalty is conservative_weight times the gap, as rlrun's
+        "batch_size": 256,
+        "gamma": 0.99,
+        "hidden": [256, 256],
+        "learning_rate": 3e-4,
+        "temp_learning_rate": 3e-4,
+        "tau": 0.005,
+        "conservative_weight": 5.0,
+        "n_action_samples": 10,
+        "alpha_learning_rate": 0.0,
+        "initial_alpha": 1.0,
+    },
 }
 RLRUN_KEYS = {
     # the rlrun spec key of each shared hyper-parameter (issue 54's `agent` keys)
@@ -106,6 +121,8 @@ RLRUN_KEYS = {
     "weight_temp": "agent.beta",
     "alpha": "agent.alpha",
     "target_update_interval": "agent.target_update_frequency",
+    "conservative_weight": "agent.conservative_weight",
+    "n_action_samples": "agent.n_action_samples",
 }
 
 D3RLPY_WORKER = r"""
@@ -177,11 +194,11 @@ print(json.dumps({"run_id": detail.run.id, **{key: getattr(evaluation, key) for 
 """
 
 
-def timed(worker: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def timed(worker: str, *args: str, env: dict[str, str] | None = None, python: str = sys.executable) -> dict[str, Any]:
     """The worker's JSON result and the CPU seconds its process took (user + system, children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
-        [sys.executable, "-c", worker, *args],
+        [python, "-c", worker, *args],
         capture_output=True,
         text=True,
         env={**os.environ, **SINGLE_THREAD, **(env or {})},
@@ -261,7 +278,9 @@ def _has(section: dict[str, Any], dotted: str) -> bool:
     return not rest or (isinstance(section[head], dict) and _has(section[head], rest))
 
 
-def measure(side: str, task: str, dataset_id: str, steps: int, seed: int, home: Path) -> dict[str, Any] | None:
+def measure(
+    side: str, task: str, dataset_id: str, steps: int, seed: int, home: Path, d3rlpy_python: str = sys.executable
+) -> dict[str, Any] | None:
     """One side's result on one task and seed; None when rlrun has no built-in for the task."""
     if side == "d3rlpy":
         hyper = dict(HYPER[task])
@@ -277,6 +296,7 @@ def measure(side: str, task: str, dataset_id: str, steps: int, seed: int, home: 
             json.dumps(hyper),
             str(EVAL_EPISODES),
             env_id,
+            python=d3rlpy_python,
         )
     else:
         if not known_spec(task):
@@ -355,6 +375,9 @@ def main() -> None:
     )
     parser.add_argument("--source-frames", default="20k", help="frames of each env's source run (a 'medium' policy)")
     parser.add_argument("--source-episodes", type=int, default=100, help="episodes recorded from the source run")
+    parser.add_argument(
+        "--d3rlpy-python", default=sys.executable, help="the interpreter of a venv with d3rlpy (default: this one)"
+    )
     parser.add_argument("--home", type=Path, default=Path("runs-offline"), help="where the rlrun runs stay")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap repetitions")
     parser.add_argument("--out", type=Path, help="append each result to this file as a JSON line")
@@ -378,7 +401,7 @@ def main() -> None:
         )
         for seed in args.seeds:
             for side in args.sides:
-                result = measure(side, task, dataset_id, args.steps, seed, args.home)
+                result = measure(side, task, dataset_id, args.steps, seed, args.home, args.d3rlpy_python)
                 if result is None:
                     continue
                 print(json.dumps(result), flush=True)

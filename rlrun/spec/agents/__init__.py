@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rlrun.spec.sections import AgentConfig
 
-ALGORITHMS = ("a2c", "bc", "dqn", "ppo", "reinforce", "sac", "td3bc", "iql")
+ALGORITHMS = ("a2c", "bc", "cql", "dqn", "ppo", "reinforce", "sac", "td3bc", "iql")
 
 
 def algorithm_names() -> list[str]:
