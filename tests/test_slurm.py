@@ -26,10 +26,11 @@ from typing import Any
 
 import pytest
 import zygote
-from helpers import Result, cli_env, fast, heavy_modules, invoke, run_cli, search_spec, trials
+from helpers import SPACE, Result, cli_env, fast, heavy_modules, invoke, run_cli, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
+from rlrun.spec import builtin_document
 from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, STALE_ENV
 
 SLURM_ENV = "RLRUN_TEST_SLURM"
@@ -49,6 +50,12 @@ FREEZE_AT = 2345
 HOLD_AT = 1000
 """Where the time-limited session waits, after that frame's snapshot, for SLURM's warning (USR2)."""
 SEARCH = ["--trials", "3"]
+PARALLEL = ["--parallel", "2"]
+"""Two trials at once, each its own SLURM job. Its first suggestions see no history (TPE samples its
+first ten at random; the median pruner waits for five), so it is trial for trial the local search
+of one trial at a time, which the driver's requeued job is compared with too: one reference."""
+POPULATION = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--parallel", "2"]
+"""Two members, two generations: the loser of the first forks the winner's snapshot."""
 SEARCH_FREEZE_AT = 1500
 """Mid-way through the first trial (reinforce_cartpole, 3,000 frames a trial: `helpers.search_spec`)."""
 TIME_LIMITED = ["--time", "1", "--set", "meta.slurm.signal_delay=50"]
@@ -119,10 +126,39 @@ def submitted(home: Path, flag: Path, command: Any) -> Launched:
 
 @pytest.fixture(scope="module")
 def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """`rlrun search --slurm --wait` started first (its trials' jobs then train beside the others')."""
+    """`rlrun search --slurm --wait --parallel 2` started first (its trials' jobs then train beside
+    the others')."""
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm-trials")
-    command = launching(base / "runs", ["search", str(search_spec(base)), *SEARCH, "--wait"], {})
+    command = launching(base / "runs", ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"], {})
+    try:
+        yield base / "runs", command
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def population_spec(folder: Path) -> Path:
+    """ppo_cartpole, tiny: two generations of 1,000 frames, a snapshot and an evaluation every 500."""
+    document = builtin_document("ppo_cartpole")
+    document["agent"].update(n_steps=16, n_epochs=2, batch_size=64)
+    document["env"]["num_envs"] = 4
+    document["meta"].update(
+        max_frame=2000, eval_frequency=500, checkpoint_frequency=500, num_eval_episodes=2, log_frequency=500
+    )
+    document["search"] = SPACE
+    path = folder / "population.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def population_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """`rlrun search --scheduler pbt --parallel 2 --slurm --wait`: both members of a generation as
+    SLURM jobs at once, started early (beside the others')."""
+    os.environ["SLURM_CONF"] = str(CONF)
+    base = tmp_path_factory.mktemp("slurm-population")
+    command = launching(base / "runs", ["search", str(population_spec(base)), *POPULATION, "--wait"], {})
     try:
         yield base / "runs", command
     finally:
@@ -149,7 +185,9 @@ def same_trials(home: Path, local_home: Path) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, Any]) -> Iterator[dict[str, Launched]]:
+def launched(
+    tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, Any], population_jobs: tuple[Path, Any]
+) -> Iterator[dict[str, Launched]]:
     """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
     base = tmp_path_factory.mktemp("slurm")
     commands = {}
@@ -332,20 +370,65 @@ def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched]
 
 
 def test_a_search_whose_trials_are_jobs(trial_jobs: tuple[Path, Any], local_search: Path) -> None:
-    """`--slurm --wait`: the driver here, each trial's session a SLURM job it waits for (their
-    evaluations reaching its pruner from the registry): the same search as the local one, trial for
-    trial, each trial's run bit for bit, recorded as run by its job."""
+    """`--slurm --wait --parallel 2`: the driver here, two trials at once, each trial's session a
+    SLURM job that a worker process waits for (their evaluations reaching the pruner from the
+    registry): the same search as the local one, trial for trial, each trial's run bit for bit,
+    recorded as run by its job; the first two trials' jobs trained at the same time."""
     home, command = trial_jobs
     _, stderr = command.communicate(timeout=180)
     assert command.returncode == 0, stderr
     remote = same_trials(home, local_search)
     assert len(remote) == 3
+    spans = []
     for trial, straight in zip(remote, trials(local_search), strict=True):
         with Registry.open(home, create=False) as registry:
-            run = registry.get_run(trial.run_id).run
+            detail = registry.get_run(trial.run_id)
+        run = detail.run
         assert run.slurm_jobs and run.supervisor == f"SLURM job {run.slurm_jobs}"
+        spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
         if trial.state == "complete":
             assert_same_run(final_state(local_search, straight.run_id), final_state(home, trial.run_id))
+    assert spans[1][0] < spans[0][1], "trial 1's job started only after trial 0's ended"
+
+
+@pytest.fixture(scope="module")
+def local_population(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same population trained locally, one member at a time: its home."""
+    folder = tmp_path_factory.mktemp("local-population")
+    local = run_cli(folder / "runs", "search", str(population_spec(folder)), *POPULATION[:-2])
+    assert local.code == 0, local.stderr
+    return folder / "runs"
+
+
+def lineage(home: Path) -> list[tuple[int, int, int | None, int]]:
+    """Each segment's (member, generation, member it continues, frame), in trial order."""
+    with Registry.open(home, create=False) as registry:
+        search = registry.resolve_search("search:latest")
+        numbers = {t.id: t.number for t in registry.get_search(search.id).trials}
+        lines = sorted(registry.get_lineage(search.id), key=lambda line: numbers[line.trial_id])
+    return [(line.member, line.generation, line.parent_member, line.frame) for line in lines]
+
+
+def test_a_population_whose_members_are_jobs(population_jobs: tuple[Path, Any], local_population: Path) -> None:
+    """PBT with `--slurm --wait --parallel 2`: each generation's members train as SLURM jobs at
+    once, the exploit forks the winner's snapshot in a job of its own: the same population as the
+    local one, segment for segment (lineage, values, scores), each segment's run bit for bit."""
+    home, command = population_jobs
+    _, stderr = command.communicate(timeout=240)
+    assert command.returncode == 0, stderr
+    remote, straight = same_trials(home, local_population), trials(local_population)
+    assert len(remote) == 4 and all(t.state == "complete" for t in remote)
+    assert lineage(home) == lineage(local_population)
+    assert any(parent not in (None, member) for member, _, parent, _ in lineage(home)), "no exploit to compare"
+    spans = []
+    for trial, local in zip(remote, straight, strict=True):
+        assert trial.intermediate == local.intermediate
+        with Registry.open(home, create=False) as registry:
+            detail = registry.get_run(trial.run_id)
+        assert detail.run.slurm_jobs and detail.run.supervisor == f"SLURM job {detail.run.slurm_jobs}"
+        spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
+        assert_same_run(final_state(local_population, local.run_id), final_state(home, trial.run_id))
+    assert spans[1][0] < spans[0][1], "member 1's job started only after member 0's ended"
 
 
 # ---- bad input and outages: one line, nothing recorded --------------------------------------
