@@ -12,6 +12,7 @@ test hooks hold or freeze each session at a chosen frame, idle, until its test a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
 from rlrun.spec import builtin_document
-from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, STALE_ENV
+from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, SLOW_EVALUATION_ENV, STALE_ENV
 
 SLURM_ENV = "RLRUN_TEST_SLURM"
 CONF = os.environ.get(SLURM_ENV)
@@ -54,6 +55,9 @@ PARALLEL = ["--parallel", "2"]
 """Two trials at once, each its own SLURM job. Its first suggestions see no history (TPE samples its
 first ten at random; the median pruner waits for five), so it is trial for trial the local search
 of one trial at a time, which the driver's requeued job is compared with too: one reference."""
+STRETCHED = {SLOW_EVALUATION_ENV: "1", HEARTBEAT_ENV: "0.2"}
+"""Each evaluation a second longer (which changes nothing trained), heartbeats five times a second:
+the driver's SIGTERM meets the first two trials in flight."""
 POPULATION = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--parallel", "2"]
 """Two members, two generations: the loser of the first forks the winner's snapshot."""
 SEARCH_FREEZE_AT = 1500
@@ -130,7 +134,8 @@ def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     the others')."""
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm-trials")
-    command = launching(base / "runs", ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"], {})
+    argv = ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"]
+    command = launching(base / "runs", argv, STRETCHED)
     try:
         yield base / "runs", command
     finally:
@@ -372,23 +377,43 @@ def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched]
 def test_a_search_whose_trials_are_jobs(trial_jobs: tuple[Path, Any], local_search: Path) -> None:
     """`--slurm --wait --parallel 2`: the driver here, two trials at once, each trial's session a
     SLURM job that a worker process waits for (their evaluations reaching the pruner from the
-    registry): the same search as the local one, trial for trial, each trial's run bit for bit,
-    recorded as run by its job; the first two trials' jobs trained at the same time."""
+    registry). SIGTERM to the driver stops both trials' jobs with snapshots; `rlrun resume
+    search:latest --slurm --wait` continues them as jobs and runs the third: the same search as the
+    local one, trial for trial, each trial's run bit for bit, recorded as run by its jobs; the first
+    two trials' jobs trained at the same time."""
     home, command = trial_jobs
+    wait_for(lambda: trials_with_a_snapshot(home) >= {0, 1}, "two trials' first snapshots", timeout=180)
+    command.send_signal(signal.SIGTERM)
     _, stderr = command.communicate(timeout=180)
-    assert command.returncode == 0, stderr
+    assert command.returncode == 128 + signal.SIGTERM, stderr
+    resumed = invoke(home, "resume", "search:latest", "--slurm", "--wait")
+    assert resumed.code == 0, resumed.stderr
     remote = same_trials(home, local_search)
     assert len(remote) == 3
-    spans = []
+    spans, kinds = [], []
     for trial, straight in zip(remote, trials(local_search), strict=True):
         with Registry.open(home, create=False) as registry:
             detail = registry.get_run(trial.run_id)
         run = detail.run
         assert run.slurm_jobs and run.supervisor == f"SLURM job {run.slurm_jobs}"
         spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
+        kinds.append([a.kind for a in detail.attempts])
         if trial.state == "complete":
             assert_same_run(final_state(local_search, straight.run_id), final_state(home, trial.run_id))
     assert spans[1][0] < spans[0][1], "trial 1's job started only after trial 0's ended"
+    assert ["train", "resume"] in kinds[:2], f"neither trial in flight was stopped and continued: {kinds}"
+
+
+def trials_with_a_snapshot(home: Path) -> set[int]:
+    if not (home / "registry.sqlite").exists():
+        return set()
+    with contextlib.suppress(Exception), Registry.open(home, create=False) as registry:  # still being created
+        searches = registry.list_searches(1)
+        if not searches:
+            return set()
+        found = registry.get_search(searches[0][0].id).trials
+        return {t.number for t in found if t.run_id is not None and registry.get_run(t.run_id).checkpoints}
+    return set()
 
 
 @pytest.fixture(scope="module")
