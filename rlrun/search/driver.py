@@ -186,7 +186,7 @@ class Driver:
         while not stopped.signal and (found := self._next(registry, numbers)) is not None:
             number = found[0]
             while not may_start(trials_now := registry.get_search(self.record.id).trials, number, parallel):
-                if stopped.signal:
+                if stopped.signal or self.heartbeat.superseded or self.interrupted is not None:
                     return
                 yield None  # not yet: the supervisor asks again as trials end, and stops once none trains
             trial = Trial(self, registry, number, found[1], told(trials_now, number, parallel))
