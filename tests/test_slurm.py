@@ -48,6 +48,10 @@ SPEC = "ppo_cartpole"
 FRAMES = "3000"
 FREEZE_AT = 2345
 """Mid-episode (and mid-rollout): where a frozen session waits for its test to requeue, kill or stop it."""
+STOPPED_FRAMES = "30000"
+"""The budget of the run `rlrun stop` ends: woken, its session reads the stop at its next heartbeat,
+on a busy machine a while later, and must not have trained to its end by then (it trains 1,000 frames
+in a fraction of a second)."""
 HOLD_AT = 1000
 """Where the time-limited session waits, after that frame's snapshot, for SLURM's warning (USR2)."""
 SEARCH = ["--trials", "3"]
@@ -136,11 +140,20 @@ def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     base = tmp_path_factory.mktemp("slurm-trials")
     argv = ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"]
     command = launching(base / "runs", argv, STRETCHED)
+    threading.Thread(target=stop_in_flight, args=(base / "runs", command), daemon=True).start()
     try:
         yield base / "runs", command
     finally:
         if command.poll() is None:
             command.kill()
+
+
+def stop_in_flight(home: Path, command: Any) -> None:
+    """SIGTERM to the driver once the first two trials have snapshots, both in flight, whatever the
+    other tests are doing meanwhile."""
+    wait_for(lambda: trials_with_a_snapshot(home) >= {0, 1} or command.poll() is not None, "snapshots", timeout=300)
+    if command.poll() is None:
+        command.send_signal(signal.SIGTERM)
 
 
 def population_spec(folder: Path) -> Path:
@@ -200,7 +213,8 @@ def launched(
         home, flag = base / name / "runs", base / f"{name}.flag"
         hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
         limits = TIME_LIMITED if name == "timed_out" else []
-        argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, *limits]
+        frames = STOPPED_FRAMES if name == "stopped" else FRAMES
+        argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", frames, *limits]
         commands[name] = (home, flag, launching(home, argv, {**hook, HEARTBEAT_ENV: "0.2"}))
     queued = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, "--sbatch", "begin=now+1hour"]
     commands["queued"] = (
@@ -242,7 +256,7 @@ def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def frozen(run: Launched) -> int:
-    """The pid of the run's session, frozen at FREEZE_AT (SIGSTOP) by the test hook."""
+    """The pid of the run's session, frozen (SIGSTOP) by the test hook."""
     return int(wait_for(lambda: run.flag.exists() and run.flag.read_text(), f"run {run.run_id} to freeze"))
 
 
@@ -289,7 +303,7 @@ def test_a_job_killed_without_warning_resumes_exactly(launched: dict[str, Launch
     # alone wakes a stopped process with SIGCONT before its KILL lands: on a busy machine the session
     # trained to its end in between, once, and there was nothing left to resume.)
     os.kill(frozen(run), signal.SIGKILL)
-    slurm("scancel", "--signal=KILL", run.job)
+    subprocess.run(["scancel", "--signal=KILL", run.job], check=False, timeout=30)  # SLURM may have ended it
     wait_for(lambda: job_over(run.job), f"job {run.job} to end")
     resumed = run_cli(run.home, "resume", run.run_id, "--slurm", "--wait", "--time", "30")  # a placement edit
     assert resumed.code == 0, resumed.stderr
@@ -382,9 +396,7 @@ def test_a_search_whose_trials_are_jobs(trial_jobs: tuple[Path, Any], local_sear
     local one, trial for trial, each trial's run bit for bit, recorded as run by its jobs; the first
     two trials' jobs trained at the same time."""
     home, command = trial_jobs
-    wait_for(lambda: trials_with_a_snapshot(home) >= {0, 1}, "two trials' first snapshots", timeout=180)
-    command.send_signal(signal.SIGTERM)
-    _, stderr = command.communicate(timeout=180)
+    _, stderr = command.communicate(timeout=180)  # SIGTERM'd by `stop_in_flight`
     assert command.returncode == 128 + signal.SIGTERM, stderr
     resumed = invoke(home, "resume", "search:latest", "--slurm", "--wait")
     assert resumed.code == 0, resumed.stderr
