@@ -12,6 +12,7 @@ test hooks hold or freeze each session at a chosen frame, idle, until its test a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,11 +27,12 @@ from typing import Any
 
 import pytest
 import zygote
-from helpers import Result, cli_env, fast, heavy_modules, invoke, run_cli, search_spec, trials
+from helpers import SPACE, Result, cli_env, fast, heavy_modules, invoke, run_cli, search_spec, trials
 from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
-from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, STALE_ENV
+from rlrun.spec import builtin_document
+from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, SLOW_EVALUATION_ENV, STALE_ENV
 
 SLURM_ENV = "RLRUN_TEST_SLURM"
 CONF = os.environ.get(SLURM_ENV)
@@ -46,9 +48,22 @@ SPEC = "ppo_cartpole"
 FRAMES = "3000"
 FREEZE_AT = 2345
 """Mid-episode (and mid-rollout): where a frozen session waits for its test to requeue, kill or stop it."""
+STOPPED_FRAMES = "30000"
+"""The budget of the run `rlrun stop` ends: woken, its session reads the stop at its next heartbeat,
+on a busy machine a while later, and must not have trained to its end by then (it trains 1,000 frames
+in a fraction of a second)."""
 HOLD_AT = 1000
 """Where the time-limited session waits, after that frame's snapshot, for SLURM's warning (USR2)."""
 SEARCH = ["--trials", "3"]
+PARALLEL = ["--parallel", "2"]
+"""Two trials at once, each its own SLURM job. Its first suggestions see no history (TPE samples its
+first ten at random; the median pruner waits for five), so it is trial for trial the local search
+of one trial at a time, which the driver's requeued job is compared with too: one reference."""
+STRETCHED = {SLOW_EVALUATION_ENV: "1", HEARTBEAT_ENV: "0.2"}
+"""Each evaluation a second longer (which changes nothing trained), heartbeats five times a second:
+the driver's SIGTERM meets the first two trials in flight."""
+POPULATION = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--parallel", "2"]
+"""Two members, two generations: the loser of the first forks the winner's snapshot."""
 SEARCH_FREEZE_AT = 1500
 """Mid-way through the first trial (reinforce_cartpole, 3,000 frames a trial: `helpers.search_spec`)."""
 TIME_LIMITED = ["--time", "1", "--set", "meta.slurm.signal_delay=50"]
@@ -119,10 +134,49 @@ def submitted(home: Path, flag: Path, command: Any) -> Launched:
 
 @pytest.fixture(scope="module")
 def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """`rlrun search --slurm --wait` started first (its trials' jobs then train beside the others')."""
+    """`rlrun search --slurm --wait --parallel 2` started first (its trials' jobs then train beside
+    the others')."""
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm-trials")
-    command = launching(base / "runs", ["search", str(search_spec(base)), *SEARCH, "--wait"], {})
+    argv = ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"]
+    command = launching(base / "runs", argv, STRETCHED)
+    threading.Thread(target=stop_in_flight, args=(base / "runs", command), daemon=True).start()
+    try:
+        yield base / "runs", command
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def stop_in_flight(home: Path, command: Any) -> None:
+    """SIGTERM to the driver once the first two trials have snapshots, both in flight, whatever the
+    other tests are doing meanwhile."""
+    wait_for(lambda: trials_with_a_snapshot(home) >= {0, 1} or command.poll() is not None, "snapshots", timeout=300)
+    if command.poll() is None:
+        command.send_signal(signal.SIGTERM)
+
+
+def population_spec(folder: Path) -> Path:
+    """ppo_cartpole, tiny: two generations of 1,000 frames, a snapshot and an evaluation every 500."""
+    document = builtin_document("ppo_cartpole")
+    document["agent"].update(n_steps=16, n_epochs=2, batch_size=64)
+    document["env"]["num_envs"] = 4
+    document["meta"].update(
+        max_frame=2000, eval_frequency=500, checkpoint_frequency=500, num_eval_episodes=2, log_frequency=500
+    )
+    document["search"] = SPACE
+    path = folder / "population.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def population_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """`rlrun search --scheduler pbt --parallel 2 --slurm --wait`: both members of a generation as
+    SLURM jobs at once, started early (beside the others')."""
+    os.environ["SLURM_CONF"] = str(CONF)
+    base = tmp_path_factory.mktemp("slurm-population")
+    command = launching(base / "runs", ["search", str(population_spec(base)), *POPULATION, "--wait"], {})
     try:
         yield base / "runs", command
     finally:
@@ -149,7 +203,9 @@ def same_trials(home: Path, local_home: Path) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, Any]) -> Iterator[dict[str, Launched]]:
+def launched(
+    tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, Any], population_jobs: tuple[Path, Any]
+) -> Iterator[dict[str, Launched]]:
     """The interrupted runs and search, submitted at once: each holds or freezes at its frame, idle."""
     base = tmp_path_factory.mktemp("slurm")
     commands = {}
@@ -157,7 +213,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory, trial_jobs: tuple[Path, A
         home, flag = base / name / "runs", base / f"{name}.flag"
         hook = {HOLD_ENV: f"{HOLD_AT}@{flag}"} if name == "timed_out" else {FREEZE_ENV: f"{FREEZE_AT}@{flag}"}
         limits = TIME_LIMITED if name == "timed_out" else []
-        argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, *limits]
+        frames = STOPPED_FRAMES if name == "stopped" else FRAMES
+        argv = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", frames, *limits]
         commands[name] = (home, flag, launching(home, argv, {**hook, HEARTBEAT_ENV: "0.2"}))
     queued = ["train", SPEC, *CADENCE, *fast(SPEC), "--frames", FRAMES, "--sbatch", "begin=now+1hour"]
     commands["queued"] = (
@@ -199,7 +256,7 @@ def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def frozen(run: Launched) -> int:
-    """The pid of the run's session, frozen at FREEZE_AT (SIGSTOP) by the test hook."""
+    """The pid of the run's session, frozen (SIGSTOP) by the test hook."""
     return int(wait_for(lambda: run.flag.exists() and run.flag.read_text(), f"run {run.run_id} to freeze"))
 
 
@@ -246,7 +303,7 @@ def test_a_job_killed_without_warning_resumes_exactly(launched: dict[str, Launch
     # alone wakes a stopped process with SIGCONT before its KILL lands: on a busy machine the session
     # trained to its end in between, once, and there was nothing left to resume.)
     os.kill(frozen(run), signal.SIGKILL)
-    slurm("scancel", "--signal=KILL", run.job)
+    subprocess.run(["scancel", "--signal=KILL", run.job], check=False, timeout=30)  # SLURM may have ended it
     wait_for(lambda: job_over(run.job), f"job {run.job} to end")
     resumed = run_cli(run.home, "resume", run.run_id, "--slurm", "--wait", "--time", "30")  # a placement edit
     assert resumed.code == 0, resumed.stderr
@@ -332,20 +389,83 @@ def test_a_search_survives_its_driver_job_requeued(launched: dict[str, Launched]
 
 
 def test_a_search_whose_trials_are_jobs(trial_jobs: tuple[Path, Any], local_search: Path) -> None:
-    """`--slurm --wait`: the driver here, each trial's session a SLURM job it waits for (their
-    evaluations reaching its pruner from the registry): the same search as the local one, trial for
-    trial, each trial's run bit for bit, recorded as run by its job."""
+    """`--slurm --wait --parallel 2`: the driver here, two trials at once, each trial's session a
+    SLURM job that a worker process waits for (their evaluations reaching the pruner from the
+    registry). SIGTERM to the driver stops both trials' jobs with snapshots; `rlrun resume
+    search:latest --slurm --wait` continues them as jobs and runs the third: the same search as the
+    local one, trial for trial, each trial's run bit for bit, recorded as run by its jobs; the first
+    two trials' jobs trained at the same time."""
     home, command = trial_jobs
-    _, stderr = command.communicate(timeout=180)
-    assert command.returncode == 0, stderr
+    _, stderr = command.communicate(timeout=180)  # SIGTERM'd by `stop_in_flight`
+    assert command.returncode == 128 + signal.SIGTERM, stderr
+    resumed = invoke(home, "resume", "search:latest", "--slurm", "--wait")
+    assert resumed.code == 0, resumed.stderr
     remote = same_trials(home, local_search)
     assert len(remote) == 3
+    spans, kinds = [], []
     for trial, straight in zip(remote, trials(local_search), strict=True):
         with Registry.open(home, create=False) as registry:
-            run = registry.get_run(trial.run_id).run
+            detail = registry.get_run(trial.run_id)
+        run = detail.run
         assert run.slurm_jobs and run.supervisor == f"SLURM job {run.slurm_jobs}"
+        spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
+        kinds.append([a.kind for a in detail.attempts])
         if trial.state == "complete":
             assert_same_run(final_state(local_search, straight.run_id), final_state(home, trial.run_id))
+    assert spans[1][0] < spans[0][1], "trial 1's job started only after trial 0's ended"
+    assert ["train", "resume"] in kinds[:2], f"neither trial in flight was stopped and continued: {kinds}"
+
+
+def trials_with_a_snapshot(home: Path) -> set[int]:
+    if not (home / "registry.sqlite").exists():
+        return set()
+    with contextlib.suppress(Exception), Registry.open(home, create=False) as registry:  # still being created
+        searches = registry.list_searches(1)
+        if not searches:
+            return set()
+        found = registry.get_search(searches[0][0].id).trials
+        return {t.number for t in found if t.run_id is not None and registry.get_run(t.run_id).checkpoints}
+    return set()
+
+
+@pytest.fixture(scope="module")
+def local_population(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same population trained locally, one member at a time: its home."""
+    folder = tmp_path_factory.mktemp("local-population")
+    local = run_cli(folder / "runs", "search", str(population_spec(folder)), *POPULATION[:-2])
+    assert local.code == 0, local.stderr
+    return folder / "runs"
+
+
+def lineage(home: Path) -> list[tuple[int, int, int | None, int]]:
+    """Each segment's (member, generation, member it continues, frame), in trial order."""
+    with Registry.open(home, create=False) as registry:
+        search = registry.resolve_search("search:latest")
+        numbers = {t.id: t.number for t in registry.get_search(search.id).trials}
+        lines = sorted(registry.get_lineage(search.id), key=lambda line: numbers[line.trial_id])
+    return [(line.member, line.generation, line.parent_member, line.frame) for line in lines]
+
+
+def test_a_population_whose_members_are_jobs(population_jobs: tuple[Path, Any], local_population: Path) -> None:
+    """PBT with `--slurm --wait --parallel 2`: each generation's members train as SLURM jobs at
+    once, the exploit forks the winner's snapshot in a job of its own: the same population as the
+    local one, segment for segment (lineage, values, scores), each segment's run bit for bit."""
+    home, command = population_jobs
+    _, stderr = command.communicate(timeout=240)
+    assert command.returncode == 0, stderr
+    remote, straight = same_trials(home, local_population), trials(local_population)
+    assert len(remote) == 4 and all(t.state == "complete" for t in remote)
+    assert lineage(home) == lineage(local_population)
+    assert any(parent not in (None, member) for member, _, parent, _ in lineage(home)), "no exploit to compare"
+    spans = []
+    for trial, local in zip(remote, straight, strict=True):
+        assert trial.intermediate == local.intermediate
+        with Registry.open(home, create=False) as registry:
+            detail = registry.get_run(trial.run_id)
+        assert detail.run.slurm_jobs and detail.run.supervisor == f"SLURM job {detail.run.slurm_jobs}"
+        spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
+        assert_same_run(final_state(local_population, local.run_id), final_state(home, trial.run_id))
+    assert spans[1][0] < spans[0][1], "member 1's job started only after member 0's ended"
 
 
 # ---- bad input and outages: one line, nothing recorded --------------------------------------

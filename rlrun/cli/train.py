@@ -191,8 +191,9 @@ def resume(
 
     target = parse_target(reference)
     if isinstance(target, SearchRef):
-        hand_over = search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
-        slurm_options = [partition, time, memory, account, qos, sbatch, wait or None, *((cpus, gpus) if slurm else ())]
+        hand_over = None if slurm and wait else search_hand_over(ray, cpus, gpus, detach, supervisor_on, slurm=slurm)
+        slurm_options = [partition, time, memory, account, qos, sbatch, (wait and not slurm) or None]
+        slurm_options += [cpus, gpus] if slurm else []
         given = {
             "--frames": frames,
             "--more": more,
@@ -200,12 +201,12 @@ def resume(
             "--set": overrides,
             "--fork": fork,
             filters.describe(): filters.narrows,
-            # a search's driver job is submitted with the options its spec recorded
+            # a search's jobs (its driver's; with --slurm --wait, its trials') have the options its spec recorded
             "--partition, --time, --memory, --account, --qos, --sbatch, --wait (or --cpus, --gpus with --slurm)": [
                 given for given in slurm_options if given is not None
             ],
         }  # the filters as typed: `--status finished --algo ppo`
-        executors = None if slurm else trial_executors(ray, cpus, gpus)
+        executors = None if slurm and not wait else trial_executors(ray, cpus, gpus, slurm=slurm, wait=wait)
         resume_search_command(reference, home, as_json, given, executors, hand_over)
         return
     from rlrun.cli.display import TrainingDisplay, resume_plan

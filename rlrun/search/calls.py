@@ -202,8 +202,8 @@ def _check_settings(make_executor: MakeExecutor | None, settings: Settings, hand
     if hand_over is not None:
         raise BadInput(
             f"a detached search drives one trial at a time, but this search runs {settings.parallel} at a"
-            f" time (--parallel {settings.parallel}, recorded with it): drop --detach, or search with"
-            " --parallel 1"
+            f" time (--parallel {settings.parallel}, recorded with it): drop --detach (a SLURM driver job:"
+            " add --wait, and the trials are SLURM jobs, that many at a time), or search with --parallel 1"
         )
     if make_executor is not None and not hasattr(make_executor, "for_worker"):
         raise BadInput(

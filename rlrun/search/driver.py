@@ -28,6 +28,19 @@ if TYPE_CHECKING:
     from rlrun.training.supervisor import Supervisor, Work
 
 
+def told(trials: list[TrialRecord], number: int, parallel: int) -> list[TrialRecord]:
+    """The ended trials trial `number` is suggested (and pruned) from: those `parallel` places or
+    more before it, never one that happened to end sooner (one at a time: every earlier trial)."""
+    return [t for t in trials if t.state != "running" and t.number <= number - parallel]
+
+
+def may_start(trials: list[TrialRecord], number: int, parallel: int) -> bool:
+    """Whether trial `number` may be suggested: every trial `parallel` places or more before it has
+    ended (it is told them all, `told`)."""
+    ended = {t.number for t in trials if t.state != "running"}
+    return all(earlier in ended for earlier in range(number - parallel + 1))
+
+
 class Driver:
     def __init__(
         self,
@@ -109,7 +122,7 @@ class Driver:
             trials = registry.get_search(self.record.id).trials
             existing = next((t for t in trials if t.number == number), None)
             if existing is None or existing.state == "running":
-                return number, existing, [t for t in trials if t.state != "running"]
+                return number, existing, told(trials, number, self.plan.settings.parallel)
         return None
 
     def _stop_signal(self) -> int:
@@ -129,8 +142,10 @@ class Driver:
     def _several_at_once(self, registry: Registry) -> int:
         """Up to `parallel` trials at once, each trained in a worker process of its own (sessions of
         different trials must not share a process: their random generators are the process's), and
-        scored here as their events come. The next trial is suggested only when a place is free: it
-        depends on the trials ended by then."""
+        scored here as their events come. Trial n is suggested once a place is free and the trials
+        up to n - parallel have ended, and is told those alone (`told`): which trial ends first
+        changes nothing, so the search is the same however long each trial takes, wherever it trains
+        (local processes, a Ray cluster, SLURM jobs), and resumed, the search never stopped."""
         from rlrun.training.supervisor import Supervisor
 
         trials: dict[int, Trial] = {}
@@ -159,13 +174,22 @@ class Driver:
         if signal and not supervisor.stop.signal:
             supervisor.stop.request(signal)
 
-    def _pending_trials(self, registry: Registry, trials: dict[int, Trial], stopped: StopRequest) -> Iterator[Work]:
-        """The trials to train, suggested one by one as the supervisor asks; none once it stopped."""
+    def _pending_trials(
+        self, registry: Registry, trials: dict[int, Trial], stopped: StopRequest
+    ) -> Iterator[Work | None]:
+        """The trials to train, suggested one by one in their order as the supervisor asks (None:
+        the next may not start yet, `may_start`); none once it stopped."""
         from rlrun.training.supervisor import Work
 
+        parallel = self.plan.settings.parallel
         numbers = iter(range(self.plan.settings.trials))
         while not stopped.signal and (found := self._next(registry, numbers)) is not None:
-            trial = Trial(self, registry, *found)
+            number = found[0]
+            while not may_start(trials_now := registry.get_search(self.record.id).trials, number, parallel):
+                if stopped.signal or self.heartbeat.superseded or self.interrupted is not None:
+                    return
+                yield None  # not yet: the supervisor asks again as trials end, and stops once none trains
+            trial = Trial(self, registry, number, found[1], told(trials_now, number, parallel))
             job = trial.prepare()
             if job is not None:
                 trials[job.number] = trial

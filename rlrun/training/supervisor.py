@@ -138,9 +138,11 @@ class Supervisor:
         """False: leave signal handling to the caller (outside the main thread it is left anyway)."""
         self._running: dict[int, _Worker] = {}
 
-    def run(self, pending: Iterable[Work]) -> int:
+    def run(self, pending: Iterable[Work | None]) -> int:
         """Run the work `pending` yields, at most `at_most` at once, until it is exhausted and every
-        worker has ended; the signal that stopped the group, or 0. Work pulled after a stop still
+        worker has ended; the signal that stopped the group, or 0. A None it yields means nothing
+        may start yet: it is asked again at the next look (a worker's message, or `POLL_SECONDS`),
+        and the run ends if no worker is left to change that. Work pulled after a stop still
         starts, and is asked to stop at once: a caller that should start nothing more stops yielding."""
         context = multiprocessing.get_context("spawn")  # its values and pipes serve forked workers too
         try:
@@ -161,7 +163,7 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.process.pid, signal.SIGKILL)
 
-    def _supervise(self, pending: Iterator[Work], context: Any, make_process: Callable[..., Any]) -> None:
+    def _supervise(self, pending: Iterator[Work | None], context: Any, make_process: Callable[..., Any]) -> None:
         while True:
             self._start_while_room(pending, context, make_process)
             if not self._running:
@@ -174,7 +176,7 @@ class Supervisor:
                     self._read(inboxes[ready])
             self._reap_silent_deaths()
 
-    def _start_while_room(self, pending: Iterator[Work], context: Any, make_process: Callable[..., Any]) -> None:
+    def _start_while_room(self, pending: Iterator[Work | None], context: Any, make_process: Callable[..., Any]) -> None:
         while len(self._running) < self.at_most and (work := next(pending, None)) is not None:
             stop = StopRequest(context.Value("i", 0))
             heard = context.Value("q", 0, lock=False)  # written here only

@@ -83,3 +83,23 @@ def test_settings_of_the_other_scheduler_are_refused(
     with pytest.raises(BadInput, match=refusal):
         plan_search(document(), **settings)
     assert given_to_pbt == {}
+
+
+def test_a_parallel_trial_is_told_the_trials_k_places_before_it_never_one_that_ended_sooner() -> None:
+    """`--parallel K`: trial n waits for every trial up to n - K and is told those alone, so which
+    trial happens to end first (a faster node, a SLURM queue) never changes a suggestion."""
+    from rlrun.registry.records import TrialRecord
+    from rlrun.search.driver import may_start, told
+
+    def trial(number: int, state: str) -> TrialRecord:
+        return TrialRecord(number, "s", number, None, "{}", state, None, "[]", "{}", None, 0.0, None)
+
+    # two at a time: trial 1 ended before trial 0
+    ended_out_of_order = [trial(0, "running"), trial(1, "complete")]
+    assert not may_start(ended_out_of_order, 2, 2)
+    assert may_start(ended_out_of_order, 1, 2) and told(ended_out_of_order, 1, 2) == []
+    both = [trial(0, "pruned"), trial(1, "complete"), trial(2, "running")]
+    assert may_start(both, 2, 2) and [t.number for t in told(both, 2, 2)] == [0]
+    assert may_start(both, 3, 2) and [t.number for t in told(both, 3, 2)] == [0, 1]
+    # one at a time: every earlier trial, as before
+    assert [t.number for t in told(both, 2, 1)] == [0, 1] and not may_start(both, 3, 1)

@@ -325,3 +325,30 @@ def test_a_first_signal_asks_every_worker_to_stop_and_a_second_kills_them_all() 
     while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(running(pid) for pid in pids)
+
+
+def test_work_that_may_not_start_yet_is_asked_again_and_ends_the_run_once_none_runs() -> None:
+    """A None pulled means "not yet" (a parallel search's next trial waits for the trial K places
+    before it): asked again as workers end, and the run ends when no worker is left to change that."""
+    watch = Watch()
+    log: list[str] = []
+
+    def on_message(key: int, message: Any) -> bool:
+        ended = watch.on_message(key, message)
+        if ended:
+            log.append(f"ended {key}")
+        return ended
+
+    def pending() -> Iterator[Work | None]:
+        yield Work(0, sleeper, (2.0,))
+        yield Work(1, sleeper, (0.0,))
+        while "ended 0" not in log:
+            yield None
+        log.append("pulled 2")
+        yield Work(2, sleeper, (0.0,))
+        while True:  # never again: nothing runs once 2 ends, so the run ends
+            yield None
+
+    Supervisor(on_message, watch.on_silent_death, at_most=2, handle_signals=False).run(pending())
+    assert log == ["ended 1", "ended 0", "pulled 2", "ended 2"]
+    assert_nothing_left(watch)

@@ -37,11 +37,14 @@ def import_submitit() -> Any:
 
 
 class SlurmExecutor:
-    def __init__(self, *, wait: bool = False, stop: StopRequest | None = None) -> None:
+    def __init__(self, *, wait: bool = False, stop: StopRequest | None = None, handle_signals: bool = True) -> None:
         self.wait = wait
         """Wait for the jobs to end (requeues included) instead of returning once they are submitted."""
         self.stop = stop or StopRequest()
         """While waiting: asked (by a signal, or by a search's pruner) to stop the run (`rlrun stop`)."""
+        self.handle_signals = handle_signals
+        """While waiting: whether SIGINT/SIGTERM here ask the stop (not in a parallel trial's worker
+        process, whose driver takes the signals and passes the stop on)."""
         self.slurm: SlurmSpec | None = None
         """The spec's `meta.slurm`, when the caller knows it before `prepare` (`use`), for the check."""
         self.earlier: RunRecord | None = None
@@ -80,7 +83,7 @@ class SlurmExecutor:
                     registry.record_slurm_jobs(first.run_id, jobs, supervisor=label)
         if not self.wait:
             return Execution([], supervisor=label)
-        return _waited(tasks, jobs, on_event, self.stop)
+        return _waited(tasks, jobs, on_event, self.stop, self.handle_signals)
 
     def submit(self, folder: Path, name: str, slurm: SlurmSpec | None, job: Any) -> str:
         """Submit the callable `job` (a session's, a search driver's) as the SLURM job `name` with
@@ -138,31 +141,42 @@ def _check_left_the_queue(run: RunRecord) -> None:
 @dataclass(frozen=True)
 class SlurmTrials:
     """Each search trial's executor when its sessions run as SLURM jobs (`rlrun search --slurm
-    --wait`, and a search's driver job), given the stop its pruner requests: submit the trial's jobs
-    and wait for them, passing their evaluations on as they are recorded, so the pruner decides as
-    it would locally. One trial at a time (no `for_worker`): batches in the search's own order."""
+    --wait`), given the stop its pruner requests: submit the trial's jobs and wait for them, passing
+    their evaluations on as they are recorded, so the pruner decides as it would locally. Plain
+    data, so that trials trained at once (`--parallel K`; a population's members) each make theirs
+    in their worker process (`for_worker`): K trials' jobs in SLURM's queue at once, each waited for
+    by its own worker, while the driver takes the trials in its fixed order
+    (`rlrun.search.driver`), never the first to end."""
 
     slurm: SlurmSpec | None = None
     """The search spec's `meta.slurm`, for the check before anything is written."""
+    handle_signals: bool = True
 
     def __call__(self, stop: StopRequest) -> SlurmExecutor:
-        executor = SlurmExecutor(wait=True, stop=stop)
+        executor = SlurmExecutor(wait=True, stop=stop, handle_signals=self.handle_signals)
         executor.use(self.slurm)
         return executor
 
+    def for_worker(self) -> SlurmTrials:
+        return replace(self, handle_signals=False)
 
-def _waited(tasks: Sequence[SessionTask], jobs: list[str], on_event: OnEvent, stop: StopRequest) -> Execution:
+
+def _waited(
+    tasks: Sequence[SessionTask], jobs: list[str], on_event: OnEvent, stop: StopRequest, handle_signals: bool = True
+) -> Execution:
     """`--wait`: until every job has left SLURM's queue for good (a requeued one comes back), then
     each session's end as the registry has it; meanwhile each evaluation, as the registry records
-    it. A SIGINT/SIGTERM here, or `stop` requested (a pruner), asks the run to stop, as `rlrun stop`
-    does: its sessions stop at their next heartbeat with a snapshot."""
+    it. A SIGINT/SIGTERM here (`handle_signals`), or `stop` requested (a pruner, a search's driver),
+    asks the run to stop, as `rlrun stop` does: its sessions stop at their next heartbeat with a
+    snapshot."""
     from rlrun.training import control
 
     first = tasks[0]
     home = paths.task_home(first.home)
     asked = False
     told: set[int] = set()
-    with stop_on_signals(stop), Registry.open(home, first.db_url) as registry:
+    signals = stop_on_signals(stop) if handle_signals else contextlib.nullcontext()
+    with signals, Registry.open(home, first.db_url) as registry:
         while True:
             active = any(state in queue.ACTIVE for state in queue.job_states(jobs).values())
             _tell_evaluations(registry, first.run_id, told, on_event)  # after the states: the last ones too
