@@ -56,7 +56,7 @@ class Task(NamedTuple):
 TASKS: dict[str, Task] = {
     "CartPole": Task("ppo", "CartPole-v1", "CartPole-v1", "ppo_cartpole", 1.0),
     "Acrobot": Task("ppo", "Acrobot-v1", "Acrobot-v1", "ppo_acrobot", 0.5),
-    "MountainCar": Task("dqn", "MountainCar-v0", "MountainCar-v0", "dqn_mountaincar", 0.5),
+    "MountainCar": Task("dqn", "MountainCar-v0", "MountainCar-v0", "dqn_mountaincar", 1.0),  # SB3 ~1,000 f/cpu-s
     "MountainCarContinuous": Task(
         "sac", "MountainCarContinuous-v0", "MountainCarContinuous-v0", "sac_mountaincar_continuous", 0.5
     ),
