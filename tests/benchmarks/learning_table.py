@@ -19,7 +19,9 @@ cheap run; the row says where a budget was cut and by how much. Per side, --seed
   `rlrun import sb3`, as a user would import theirs.
 - rlrun: the task's built-in (SPECS below; a task whose built-in this checkout lacks is skipped, and
   said so), `rlrun train SPEC --frames BUDGET --sessions SEEDS` with an evaluation every BUDGET/5 of 10
-  episodes. The built-ins' schedules end at their own frame, the zoo's (`lin_`) at the budget.
+  episodes. The built-ins' schedules end at their own frame, the zoo's (`lin_`) at the budget; but
+  DQN's exploration, which the zoo ends at `exploration_fraction` of the budget, is moved there on
+  rlrun's side too (`agent.epsilon.to_frame`: the same frame as the built-in's at the zoo's budget).
 Both sides score a seed by its last evaluation; `rlrun compare --json` gives each side's IQM with its
 95% stratified-bootstrap interval and P(rlrun > SB3) with its interval. Frames per CPU-second: the
 frames trained (budget x seeds) over the CPU time of the training processes (`RUSAGE_CHILDREN`),
@@ -54,23 +56,27 @@ class Task(NamedTuple):
 TASKS: dict[str, Task] = {
     "CartPole": Task("ppo", "CartPole-v1", "CartPole-v1", "ppo_cartpole", 1.0),
     "Acrobot": Task("ppo", "Acrobot-v1", "Acrobot-v1", "ppo_acrobot", 0.5),
-    "MountainCar": Task("dqn", "MountainCar-v0", "MountainCar-v0", "dqn_mountaincar", 0.5),
+    "MountainCar": Task("dqn", "MountainCar-v0", "MountainCar-v0", "dqn_mountaincar", 1.0),  # SB3 ~1,000 f/cpu-s
     "MountainCarContinuous": Task(
-        "sac", "MountainCarContinuous-v0", "MountainCarContinuous-v0", "sac_mountaincarcontinuous", 0.5
+        "sac", "MountainCarContinuous-v0", "MountainCarContinuous-v0", "sac_mountaincar_continuous", 0.5
     ),
     "Pendulum": Task("sac", "Pendulum-v1", "Pendulum-v1", "sac_pendulum", 1.0),
     "LunarLander": Task("ppo", "LunarLander-v3", "LunarLander-v3", "ppo_lunarlander", 0.2),
     "LunarLanderContinuous": Task(
-        "sac", "LunarLanderContinuous-v3", "LunarLanderContinuous-v3", "sac_lunarlandercontinuous", 0.1
+        "sac", "LunarLanderContinuous-v3", "LunarLanderContinuous-v3", "sac_lunarlander_continuous", 0.03
     ),
-    "BipedalWalker": Task("sac", "BipedalWalker-v3", "BipedalWalker-v3", "sac_bipedalwalker", 0.05),
+    "BipedalWalker": Task("sac", "BipedalWalker-v3", "BipedalWalker-v3", "sac_bipedalwalker", 0.03),
     "CartPoleNoVel": Task("ppo_lstm", "CartPoleNoVel-v1", "CartPoleNoVel-v1", "ppo_lstm_cartpole_novel", 1.0),
     "PendulumNoVel": Task("ppo_lstm", "PendulumNoVel-v1", "PendulumNoVel-v1", "ppo_lstm_pendulum_novel", 1.0),
     "Hopper": Task("ppo", "Hopper-v4", "Hopper-v5", "ppo_hopper", 0.2),
     "HalfCheetah": Task("sac", "HalfCheetah-v4", "HalfCheetah-v5", "sac_halfcheetah", 0.02),
 }
 """Task -> the zoo's entry and rlrun's built-in. The fractions are estimates from each side's frames
-per CPU-second here (docs/benchmarks/speed.md); a row states the one it ran with."""
+per CPU-second here (docs/benchmarks/speed.md); a row states the one it ran with. SAC with the
+zoo's 400-300 networks and a gradient step a frame (LunarLanderContinuous, BipedalWalker): about 50
+frames per CPU-second for SB3 (68 with 256-256 networks, `sac_pendulum`), so 15k frames in 5
+minutes, of which the zoo's `learning_starts` takes 10k: rows that say little until a longer budget
+is afforded (--fraction)."""
 
 HEADER = (
     "| task | budget (frames/seed) | rlrun built-in | rlrun IQM [95% CI] | SB3 (zoo) | SB3 IQM [95% CI]"
@@ -122,7 +128,7 @@ def measure(name: str, task: Task, seeds: int, fraction: float | None, work: Pat
 
     conf.write_text(yaml.safe_dump({task.env: entry}))
     sb3_cpu = sum(_zoo_seed(task, conf, budget, seed, logs) for seed in range(seeds))
-    rlrun_cpu = _rlrun(task, budget, seeds, home, name)
+    rlrun_cpu = _rlrun(task, budget, seeds, home, name, _budget_edits(entry, budget))
     _cli(home, "import", "sb3", str(logs / task.zoo_algo))
     names = [run["name"] for run in json.loads(_cli(home, "ls", "--all", "--json")) if run.get("origin") == "sb3"]
     result = json.loads(_cli(home, "compare", name, *names, "--json", "--reps", "2000"))
@@ -163,13 +169,24 @@ def _zoo_seed(task: Task, conf: Path, budget: int, seed: int, logs: Path) -> flo
     return _children_cpu() - before
 
 
-def _rlrun(task: Task, budget: int, seeds: int, home: Path, name: str) -> float:
-    """rlrun's built-in for the task, `seeds` sessions; the CPU seconds of the training."""
+def _budget_edits(entry: dict[str, Any], budget: int) -> list[str]:
+    """What the zoo ties to the budget and a built-in to a frame of its own: DQN's exploration,
+    which the zoo anneals over `exploration_fraction` of the frames it trains (SB3's
+    `exploration_fraction`), moved to that frame on rlrun's side (the built-in's own at the zoo's
+    whole budget)."""
+    if "exploration_fraction" in entry:
+        return [f"agent.epsilon.to_frame={int(float(entry['exploration_fraction']) * budget)}"]
+    return []
+
+
+def _rlrun(task: Task, budget: int, seeds: int, home: Path, name: str, edits: list[str]) -> float:
+    """rlrun's built-in for the task, `seeds` sessions, with `edits` (`--set`); the CPU seconds of the training."""
     before = _children_cpu()
     every = str(budget // 5)
     _cli(home, "train", task.spec, "--name", name, "--frames", str(budget), "--sessions", str(seeds),
          "--set", f"meta.eval_frequency={every}", "--set", "meta.num_eval_episodes=10",
-         "--set", f"meta.checkpoint_frequency={every}", "--set", f"meta.log_frequency={every}")  # fmt: skip
+         "--set", f"meta.checkpoint_frequency={every}", "--set", f"meta.log_frequency={every}",
+         *(arg for edit in edits for arg in ("--set", edit)))  # fmt: skip
     return _children_cpu() - before
 
 

@@ -33,6 +33,11 @@ THRESHOLDS = {  # the issue's bar per env (and per algorithm on Pendulum)
     ("Pendulum-v1", "sac"): -200.0,
     ("Pendulum-v1", "ppo"): -300.0,
     ("LunarLander-v3", None): 200.0,
+    # the RL Zoo's entries (issue 55): Gymnasium's registered reward thresholds
+    ("MountainCar-v0", None): -110.0,
+    ("MountainCarContinuous-v0", None): 90.0,
+    ("LunarLanderContinuous-v3", None): 200.0,
+    ("BipedalWalker-v3", None): 300.0,
 }
 
 
