@@ -46,8 +46,9 @@ CADENCE = [
 
 
 OFFLINE_TO_ONLINE = ("td3bc", "iql", "cql")
-"""Tested in tests/test_offline_continuous.py and tests/test_offline_cql.py (exactness across the switch, metrics columns) on tiny
-runs: each per-algorithm test here would first record a dataset, then train a 12k-frame run."""
+"""Tested in tests/test_offline_continuous.py and tests/test_offline_cql.py (exactness across the
+switch, metrics columns) on tiny runs: each per-algorithm test here would first record a dataset,
+then train a 12k-frame run."""
 ALGORITHMS = [name for name in algorithm_names() if name not in OFFLINE_TO_ONLINE]
 
 # DQN whose replay memory (1,800 rows) wraps during a WRAPPING_TARGET run, a snapshot every 1k

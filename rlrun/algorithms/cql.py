@@ -12,8 +12,9 @@ logsumexp_a Q(s, a) − Q(s, a_data):
 
 Offline (`meta.offline_updates`) each frame of the clock is one gradient step on `batch_size`
 dataset rows drawn with the agent's generator; then it acts and learns online as DQN or SAC do,
-the penalty kept, on batches mixing dataset rows and its replay memory's by `data.mixing`. Everything it holds is its base agent's (weights,
-optimisers, generator, memory), in every snapshot; the phase is the clock's."""
+the penalty kept, on batches mixing dataset rows and its replay memory's by `data.mixing`.
+Everything it holds is its base agent's (weights, optimisers, generator, memory), in every
+snapshot; the phase is the clock's."""
 
 from __future__ import annotations
 
