@@ -322,7 +322,10 @@ def test_rlrun_stop_ends_the_job_with_a_snapshot(launched: dict[str, Launched]) 
     and the job ends without a requeue; `ls` and `show` say so, and how to continue."""
     run = launched["stopped"]
     pid = frozen(run)
-    stopped = invoke(run.home, "stop", run.run_id)
+    # Frozen since the module's jobs started, its heartbeat may be older than the 30 s after which a
+    # session reads crashed, and a crashed run has nothing to stop: the stop sees it as the live,
+    # frozen session it is.
+    stopped = invoke(run.home, "stop", run.run_id, env={STALE_ENV: "3600"})
     assert stopped.code == 0, stopped.stderr
     assert f"rlrun resume {run.run_id} --slurm" in stopped.stderr
     os.kill(pid, signal.SIGCONT)
@@ -447,9 +450,11 @@ def lineage(home: Path) -> list[tuple[int, int, int | None, int]]:
 
 
 def test_a_population_whose_members_are_jobs(population_jobs: tuple[Path, Any], local_population: Path) -> None:
-    """PBT with `--slurm --wait --parallel 2`: each generation's members train as SLURM jobs at
-    once, the exploit forks the winner's snapshot in a job of its own: the same population as the
-    local one, segment for segment (lineage, values, scores), each segment's run bit for bit."""
+    """PBT with `--slurm --wait --parallel 2`: each generation's members train as SLURM jobs (two
+    may run at once; a member's short segment may also end before the other's job starts, so when
+    they overlap is not asserted: the trials test above holds two running together), the exploit
+    forks the winner's snapshot in a job of its own: the same population as the local one, segment
+    for segment (lineage, values, scores), each segment's run bit for bit."""
     home, command = population_jobs
     _, stderr = command.communicate(timeout=240)
     assert command.returncode == 0, stderr
@@ -457,15 +462,12 @@ def test_a_population_whose_members_are_jobs(population_jobs: tuple[Path, Any], 
     assert len(remote) == 4 and all(t.state == "complete" for t in remote)
     assert lineage(home) == lineage(local_population)
     assert any(parent not in (None, member) for member, _, parent, _ in lineage(home)), "no exploit to compare"
-    spans = []
     for trial, local in zip(remote, straight, strict=True):
         assert trial.intermediate == local.intermediate
         with Registry.open(home, create=False) as registry:
             detail = registry.get_run(trial.run_id)
         assert detail.run.slurm_jobs and detail.run.supervisor == f"SLURM job {detail.run.slurm_jobs}"
-        spans.append((detail.attempts[0].started_at, detail.attempts[-1].ended_at))
         assert_same_run(final_state(local_population, local.run_id), final_state(home, trial.run_id))
-    assert spans[1][0] < spans[0][1], "member 1's job started only after member 0's ended"
 
 
 # ---- bad input and outages: one line, nothing recorded --------------------------------------
