@@ -18,6 +18,7 @@ snapshot; the phase is the clock's."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -87,21 +88,15 @@ class Agent:
         self.memory = self.base.memory
         """The online replay memory (the base agent's); the dataset is never copied into it."""
         self.generator = self.base.generator
-        self.rows: Transitions | None = None
-        """The dataset as the memory's batches hold rows (given by the session, never in a
+        self.rows: DatasetRows | None = None
+        """The dataset, its actions as the memory holds them (given by the session, never in a
         snapshot: the spec names and pins it)."""
 
     def learn_from(self, rows: DatasetRows) -> None:
-        actions = rows.action.astype(np.int64)
         if isinstance(self.base, sac.Agent):  # the critics take actions in [-1, 1], as its memory holds them
-            actions = self.base.actor.from_env(rows.action.astype(np.float32).reshape(len(rows), -1))
-        self.rows = Transitions(
-            torch.from_numpy(rows.obs),
-            torch.from_numpy(actions),
-            torch.from_numpy(rows.reward.astype(np.float32)),
-            torch.from_numpy(rows.next_obs),
-            torch.from_numpy(rows.terminated.astype(np.float32)),
-        )
+            scaled = self.base.actor.from_env(rows.action.astype(np.float32).reshape(len(rows), -1))
+            rows = dataclasses.replace(rows, action=scaled)
+        self.rows = rows
 
     # -- acting (the base agent's) ----------------------------------------------------------------
 
@@ -146,19 +141,13 @@ class Agent:
         return self._metrics(steps)
 
     def _batch(self, *, offline: bool) -> Transitions:
-        """A gradient step's `batch_size` rows, drawn uniformly with the agent's generator: the
-        dataset's offline; online, the dataset's share by `data.mixing`, then the online memory's
-        (`rlrun.algorithms.mixing`'s rule). The one place a batch is drawn."""
+        """A gradient step's `batch_size` rows, drawn with the agent's generator by
+        `rlrun.algorithms.mixing`'s rule: all the dataset's offline; online, the dataset's share by
+        `data.mixing`, then the online memory's. The one place a batch is drawn."""
         assert self.rows is not None, "the session gives the dataset before the first update"
-        size = self.config.batch_size
-        from_data = size if offline else mixing.dataset_rows(size, self.mixing, self.memory)
-        parts = []
-        if from_data:
-            index = torch.randint(len(self.rows.obs), (from_data,), generator=self.generator)
-            parts.append(self.rows.map(lambda column: column[index]))
-        if size > from_data:
-            parts.append(self.memory.sample(size - from_data, self.generator))
-        return mixing.joined(parts).to(self.device)
+        fraction = 1.0 if offline else self.mixing
+        batch = mixing.mixed_batch(self.rows, self.memory, self.config.batch_size, fraction, self.generator)
+        return batch.to(self.device)
 
     def _copy_target(self, before: int, after: int) -> None:
         """Discrete, hard target updates: the copy every `target_update_frequency` frames, before

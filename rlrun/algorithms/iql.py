@@ -27,18 +27,16 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlrun.algorithms.base import Step, TargetUpdate, flat_float, mlp, obs_size
-from rlrun.algorithms.mixing import mixed_batch
+from rlrun.algorithms.base import TargetUpdate, mlp
 from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
-from rlrun.algorithms.td3bc import TanhActor, TanhPolicy, online_memory
+from rlrun.algorithms.td3bc import TanhActor, TanhAgent
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.data import Transitions
 from rlrun.spec.agents.iql import Config
 
 
-class Agent:
+class Agent(TanhAgent):
     METRICS = ("value_loss", "q_loss", "actor_loss", "advantage", "lr")
     """`value_loss`: the expectile loss of V; `q_loss`: the critics' squared TD errors (their
     mean); `actor_loss`: the advantage-weighted imitation loss; `advantage`: the batch's mean
@@ -60,17 +58,23 @@ class Agent:
         arithmetic: Arithmetic = NEWEST,
         kernels: str = "auto",
     ) -> None:
-        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
-        self.config, self.max_frame, self.device, self.mixing = config, max_frame, device, mixing
-        obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
-        self.low = action_space.low.astype(np.float32)
-        self.high = action_space.high.astype(np.float32)
-        self.policy = TanhPolicy(obs_dim, action_dim, config.network).to(device)
+        super().__init__(
+            config.network,
+            config.memory,
+            obs_space,
+            action_space,
+            seed=seed,
+            num_envs=num_envs,
+            max_frame=max_frame,
+            device=device,
+            frame_stack=frame_stack,
+            mixing=mixing,
+        )
+        self.config, obs_dim, action_dim = config, self.obs_dim, self.action_dim
         self.log_std = nn.Parameter(torch.zeros(action_dim, device=device))
         """The Gaussian actor's log standard deviation (CORL's `GaussianPolicy`); unused by the deterministic."""
         gaussian = config.actor == "gaussian"
         self.actor = TanhActor(self.policy, self.low, self.high, self._spread if gaussian else lambda: 0.0)
-        """How the agent plays outside training (`base.Actor`)."""
         self.value = mlp(obs_dim, 1, config.network).to(device)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -79,40 +83,15 @@ class Agent:
         self.actor_optimizer = make_optimizer(config.optimizer, actor_parameters, max_frame)
         self.value_optimizer = make_optimizer(config.optimizer, list(self.value.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
-        self.memory = online_memory(config.memory, obs_space, action_dim, num_envs, frame_stack)
-        self.generator = torch.Generator().manual_seed(seed)
-        self.rows: Transitions | None = None
-        """The dataset (given by the session, never in a snapshot: the spec names and pins it)."""
 
     def _spread(self) -> np.ndarray:
         return self.log_std.detach().clamp(LOG_STD_MIN, LOG_STD_MAX).exp().cpu().numpy()
 
-    def learn_from(self, rows: Transitions) -> None:
-        self.rows = rows
-
-    # -- acting ---------------------------------------------------------------------------------
-
-    def act(
-        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
-    ) -> np.ndarray:
-        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
-
-    def observe(self, step: Step) -> None:
-        actions = step.action.reshape(len(step.obs), -1)
-        self.memory.add(step.obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
-
     # -- learning -------------------------------------------------------------------------------
-
-    def update(self, clock: Clock) -> dict[str, float]:
-        """Online: one gradient step per env step, on a mixed batch."""
-        return self.update_offline(clock)
 
     def update_offline(self, clock: Clock) -> dict[str, float]:
         config = self.config
-        assert self.rows is not None, "the session gives the dataset before the first update"
-        batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
-        obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
-        actions = self.actor.from_env(batch.actions)
+        batch, obs, next_obs, actions = self.batch(config.batch_size)
         schedule = (config.optimizer, clock.frame, self.max_frame)
         with torch.no_grad():
             target_q = torch.min(*self.critic_target(obs, actions))

@@ -18,13 +18,13 @@ from rlrun.algorithms.replay import BATCH_FIELDS, ReplayMemory, Transitions
 from rlrun.data import Transitions as Dataset
 
 
-def dataset_rows(batch_size: int, fraction: float, memory: ReplayMemory) -> int:
+def _dataset_rows(batch_size: int, fraction: float, memory: ReplayMemory) -> int:
     """How many of a batch's rows are the dataset's: all while the memory is empty, else
     round(fraction × batch_size)."""
     return batch_size if memory.size == 0 else round(fraction * batch_size)
 
 
-def joined(parts: list[Transitions]) -> Transitions:
+def _joined(parts: list[Transitions]) -> Transitions:
     """The dataset's rows, then the memory's, as one batch."""
     if len(parts) == 1:
         return parts[0]
@@ -34,17 +34,17 @@ def joined(parts: list[Transitions]) -> Transitions:
 def mixed_batch(
     rows: Dataset, memory: ReplayMemory, batch_size: int, fraction: float, generator: torch.Generator
 ) -> Transitions:
-    """A batch of `batch_size` transitions: `dataset_rows` of them from the dataset `rows`, then the
+    """A batch of `batch_size` transitions: `_dataset_rows` of them from the dataset `rows`, then the
     rest from `memory`, both drawn with `generator`. Actions in the memory's dtype and shape, as the
     env takes them; rewards and `terminated` float32, as the memory keeps them."""
-    offline = dataset_rows(batch_size, fraction, memory)
+    offline = _dataset_rows(batch_size, fraction, memory)
     parts = []
     if offline:
         index = torch.randint(len(rows), (offline,), generator=generator).numpy()
         parts.append(_from_dataset(rows, index, memory))
     if batch_size > offline:
         parts.append(memory.batch(memory.draw(batch_size - offline, generator)))
-    return joined(parts)
+    return _joined(parts)
 
 
 def _from_dataset(rows: Dataset, index: np.ndarray, memory: ReplayMemory) -> Transitions:

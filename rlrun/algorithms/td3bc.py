@@ -27,6 +27,7 @@ from rlrun.algorithms.base import ActingGraph, Fast, Step, TargetUpdate, flat_fl
 from rlrun.algorithms.mixing import mixed_batch
 from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
 from rlrun.algorithms.replay import ReplayMemory
+from rlrun.algorithms.replay import Transitions as Batch
 from rlrun.algorithms.sac import Critic
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
@@ -117,7 +118,68 @@ def online_memory(
     )
 
 
-class Agent:
+class TanhAgent:
+    """What TD3+BC and IQL share: a tanh actor over the action box, the online replay memory, the
+    generator every draw comes from, and the dataset the session gives; acting, observing, and each
+    gradient step's batch (`rlrun.algorithms.mixing`: all the dataset's offline, mixed online).
+    Online, one gradient step per env step, as offline (`update` is `update_offline`)."""
+
+    actor: TanhActor
+    """How the agent plays outside training (`base.Actor`); the subclass makes it."""
+
+    def __init__(
+        self,
+        network: NetworkSpec,
+        memory: MemorySpec,
+        obs_space: spaces.Space,
+        action_space: spaces.Space,
+        *,
+        seed: int,
+        num_envs: int,
+        max_frame: int,
+        device: torch.device,
+        frame_stack: int,
+        mixing: float,
+    ) -> None:
+        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
+        self.max_frame, self.device, self.mixing = max_frame, device, mixing
+        self.obs_dim, self.action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
+        self.low = action_space.low.astype(np.float32)
+        self.high = action_space.high.astype(np.float32)
+        self.policy = TanhPolicy(self.obs_dim, self.action_dim, network).to(device)  # the first network made
+        self.memory = online_memory(memory, obs_space, self.action_dim, num_envs, frame_stack)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rows: Transitions | None = None
+        """The dataset (given by the session, never in a snapshot: the spec names and pins it)."""
+
+    def learn_from(self, rows: Transitions) -> None:
+        self.rows = rows
+
+    def act(
+        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> np.ndarray:
+        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
+
+    def observe(self, step: Step) -> None:
+        actions = step.action.reshape(len(step.obs), -1)
+        self.memory.add(step.obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
+
+    def update(self, clock: Clock) -> dict[str, float]:
+        """Online: one gradient step per env step, on a mixed batch."""
+        return self.update_offline(clock)
+
+    def update_offline(self, clock: Clock) -> dict[str, float]:
+        raise NotImplementedError
+
+    def batch(self, batch_size: int) -> tuple[Batch, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A gradient step's batch (`mixed_batch`) on the agent's device, and its observations,
+        next observations and actions as the networks take them (flat floats; actions in [-1, 1])."""
+        assert self.rows is not None, "the session gives the dataset before the first update"
+        batch = mixed_batch(self.rows, self.memory, batch_size, self.mixing, self.generator).to(self.device)
+        return batch, flat_float(batch.obs), flat_float(batch.next_obs), self.actor.from_env(batch.actions)
+
+
+class Agent(TanhAgent):
     METRICS = ("critic_loss", "actor_loss", "bc_loss", "q_mean", "lr")
     """`critic_loss`: both critics' squared TD errors; `actor_loss`: −λQ + the behaviour-cloning
     error, `bc_loss` that error alone (both at actor steps only, every `policy_freq`); `q_mean`:
@@ -139,12 +201,19 @@ class Agent:
         arithmetic: Arithmetic = NEWEST,
         kernels: str = "auto",
     ) -> None:
-        assert isinstance(action_space, spaces.Box)  # rlrun.spec.spaces refuses the others
-        self.config, self.max_frame, self.device, self.mixing = config, max_frame, device, mixing
-        obs_dim, action_dim = obs_size(obs_space), int(np.prod(action_space.shape))
-        self.low = action_space.low.astype(np.float32)
-        self.high = action_space.high.astype(np.float32)
-        self.policy = TanhPolicy(obs_dim, action_dim, config.network).to(device)
+        super().__init__(
+            config.network,
+            config.memory,
+            obs_space,
+            action_space,
+            seed=seed,
+            num_envs=num_envs,
+            max_frame=max_frame,
+            device=device,
+            frame_stack=frame_stack,
+            mixing=mixing,
+        )
+        self.config, obs_dim, action_dim = config, self.obs_dim, self.action_dim
         self.policy_target = copy.deepcopy(self.policy).requires_grad_(False)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -152,38 +221,12 @@ class Agent:
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.policy.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
         self.actor = TanhActor(self.policy, self.low, self.high, lambda: config.exploration_noise)
-        """How the agent plays outside training (`base.Actor`)."""
-        self.memory = online_memory(config.memory, obs_space, action_dim, num_envs, frame_stack)
-        self.generator = torch.Generator().manual_seed(seed)
-        self.rows: Transitions | None = None
-        """The dataset (given by the session, never in a snapshot: the spec names and pins it)."""
-
-    def learn_from(self, rows: Transitions) -> None:
-        self.rows = rows
-
-    # -- acting ---------------------------------------------------------------------------------
-
-    def act(
-        self, obs: np.ndarray, *, deterministic: bool = False, generator: torch.Generator | None = None
-    ) -> np.ndarray:
-        return self.actor.step(obs, None, deterministic=deterministic, generator=generator or self.generator)[0]
-
-    def observe(self, step: Step) -> None:
-        actions = step.action.reshape(len(step.obs), -1)
-        self.memory.add(step.obs, actions, step.reward, step.next_obs, step.terminated, step.truncated)
 
     # -- learning -------------------------------------------------------------------------------
 
-    def update(self, clock: Clock) -> dict[str, float]:
-        """Online: one gradient step per env step, on a mixed batch."""
-        return self.update_offline(clock)
-
     def update_offline(self, clock: Clock) -> dict[str, float]:
         config = self.config
-        assert self.rows is not None, "the session gives the dataset before the first update"
-        batch = mixed_batch(self.rows, self.memory, config.batch_size, self.mixing, self.generator).to(self.device)
-        obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
-        actions = self.actor.from_env(batch.actions)
+        batch, obs, next_obs, actions = self.batch(config.batch_size)
 
         with torch.no_grad():
             noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
