@@ -38,6 +38,8 @@ LAST_WORDS_SECONDS = 2.0
 death is judged without the rest of its words."""
 POLL_SECONDS = 0.5
 """How often a quiet supervisor looks for dead workers and passes stops on."""
+TRACKER_EXIT_SECONDS = 5.0
+"""How long the resource tracker the run started is waited for as the run ends (`stop_resource_tracker`)."""
 
 OnMessage = Callable[[int, Any], bool]
 """Called with a worker's key and each message it sends, in the order sent; True when the message
@@ -145,13 +147,15 @@ class Supervisor:
         and the run ends if no worker is left to change that. Work pulled after a stop still
         starts, and is asked to stop at once: a caller that should start nothing more stops yielding."""
         context = multiprocessing.get_context("spawn")  # its values and pipes serve forked workers too
+        tracker_was_running = _tracker_running()
         try:
             with self._signals(), zygote.workers(os.environ) as make_process:
                 self._supervise(iter(pending), context, make_process)
         finally:
             for worker in self._running.values():  # only after an error: a normal end leaves none
                 worker.close_inbox()
-        stop_resource_tracker()
+        if not tracker_was_running:  # the caller's own is left as it was found
+            stop_resource_tracker()
         return self.stop.signal
 
     def _signals(self) -> contextlib.AbstractContextManager[Any]:
@@ -244,16 +248,41 @@ class Supervisor:
             self._read(key)
 
 
+def _tracker_running() -> bool:
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_fd", None) is not None  # private; absent: unknown
+
+
 def stop_resource_tracker() -> None:
     """Spawn starts multiprocessing's resource tracker, a helper process that otherwise lives until
     the interpreter exits, so a caller waiting for this command's children would find one still
     alive. Stopped here, once the semaphores it tracks are released (the stop requests':
-    collected now, so the tracker finds none to clean up and says nothing)."""
+    collected now, so the tracker finds none to clean up and says nothing).
+
+    Never waited for long: the tracker ends only once every process holding its pipe has ended, and
+    any multiprocessing child of this process holds it (a caller's own pool; a process an earlier
+    command in a notebook left running). multiprocessing's own `_stop` waits for it without limit,
+    so `Supervisor.run` in such a process never returned (stop 60's CI hung on it). The tracker is
+    forgotten here at once, as `_stop` would leave it (a later spawn starts a new one), and waited
+    for `TRACKER_EXIT_SECONDS` at most; one still held ends by itself when its last holder does."""
     import gc
     from multiprocessing import resource_tracker
 
     gc.collect()
-    stop_tracker = getattr(resource_tracker._resource_tracker, "_stop", None)  # private; absent: ends at exit
-    if stop_tracker is not None:
-        with contextlib.suppress(Exception):
-            stop_tracker()
+    tracker = resource_tracker._resource_tracker
+    try:
+        with tracker._lock:  # type: ignore[attr-defined]  # private, as `_stop` is
+            if tracker._fd is None:  # type: ignore[attr-defined]
+                return
+            os.close(tracker._fd)  # type: ignore[attr-defined]  # closing its end stops the tracker's loop
+            pid, tracker._fd, tracker._pid = tracker._pid, None, None  # type: ignore[attr-defined]
+    except AttributeError:  # another Python's tracker: it ends at exit
+        return
+    deadline = time.monotonic() + TRACKER_EXIT_SECONDS
+    while pid is not None:
+        with contextlib.suppress(ChildProcessError):  # not this process's child: nothing to reap
+            if os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+        return

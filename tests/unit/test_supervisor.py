@@ -14,6 +14,8 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rlrun.session.stopping import StopRequest
 from rlrun.training.supervisor import Supervisor, Work
 
@@ -145,7 +147,18 @@ def assert_nothing_left(watch: Watch) -> None:
 
     assert not any(running(pid) for pid in watch.pids.values())
     assert multiprocessing.active_children() == []
-    assert resource_tracker._resource_tracker._pid is None, "the resource tracker outlived the supervisor"
+
+
+@pytest.fixture(autouse=True)
+def tracker_as_found() -> Iterator[None]:
+    """multiprocessing's resource tracker as each test found it: stopped after a run that started
+    it, left running where the caller's was (an earlier test in this process may have started it)."""
+    before = resource_tracker._resource_tracker._pid
+    yield
+    if before is None:
+        assert resource_tracker._resource_tracker._pid is None, "the resource tracker outlived the supervisor"
+    else:
+        assert resource_tracker._resource_tracker._pid == before, "the caller's resource tracker was stopped"
 
 
 # -- tests ------------------------------------------------------------------------------------------
@@ -352,3 +365,24 @@ def test_work_that_may_not_start_yet_is_asked_again_and_ends_the_run_once_none_r
     Supervisor(on_message, watch.on_silent_death, at_most=2, handle_signals=False).run(pending())
     assert log == ["ended 1", "ended 0", "pulled 2", "ended 2"]
     assert_nothing_left(watch)
+
+
+def test_a_run_in_a_process_with_a_child_of_its_own_returns_and_leaves_it_alone() -> None:
+    """The caller's own multiprocessing child (a pool, a process an earlier command left) holds the
+    resource tracker's pipe: the run neither waits for that child nor stops the caller's tracker
+    (multiprocessing's own tracker stop waited for the child without limit: stop 60's CI hung)."""
+    import multiprocessing
+
+    theirs = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,))
+    theirs.start()
+    try:
+        tracker = resource_tracker._resource_tracker._pid
+        watch = Watch()
+        started = time.monotonic()
+        assert supervise(watch, [Work(0, chatty, (3,))]) == 0
+        assert time.monotonic() - started < 60 and theirs.is_alive()
+        assert resource_tracker._resource_tracker._pid == tracker
+    finally:
+        theirs.kill()
+        theirs.join()
+        resource_tracker._resource_tracker._stop()  # as this test found it: its child started it
