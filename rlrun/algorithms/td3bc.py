@@ -99,8 +99,9 @@ class TanhGraph(ActingGraph):
         self.register_buffer("low", torch.from_numpy(np.asarray(low)))
         self.register_buffer("span", torch.from_numpy(np.asarray(high - low)))
 
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.low + (self.policy(flat_float(observation)) + 1) * 0.5 * self.span
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor]:
+        """A tuple, as every acting graph gives its `outputs`: the exports and checks take the action first."""
+        return (self.low + (self.policy(flat_float(observation)) + 1) * 0.5 * self.span,)
 
 
 def online_memory(
