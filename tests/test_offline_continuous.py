@@ -3,8 +3,10 @@ batches mixed by `data.mixing`. One tiny dataset (the built-ins' recipe: a 150-f
 one episode recorded) serves both algorithms. One run per algorithm is SIGKILLed right after its
 snapshot mid-offline, then (resumed) at the switch, then (resumed again) mid-online, then SIGTERMed
 mid-episode online, and resumed to the end: the final snapshot is the uninterrupted run's bit for
-bit, every attempt recorded exact. A
-resume that edits `data.mixing` is refused. The mixing rule itself: tests/unit/test_mixing.py."""
+bit, every attempt recorded exact. IQL's run normalises observations by the dataset's statistics
+(`data.normalize`, as CORL's IQL does), so that chain covers the fixed statistics too: in every
+snapshot, the dataset's mean and variance. A resume that edits `data.mixing` or `data.normalize` is
+refused. The mixing rule itself: tests/unit/test_mixing.py; the normaliser's: tests/unit/test_normalize.py."""
 
 from __future__ import annotations
 
@@ -42,12 +44,20 @@ SETTINGS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["td3bc", "iql"])
+NORMALIZED = {"td3bc": False, "iql": True}
+"""Which algorithm's run learns with `data.normalize`."""
+
+
+def settings(algorithm: str) -> list[str]:
+    return [*SETTINGS, *(("--set", "data.normalize=true") if NORMALIZED[algorithm] else ())]
+
+
+@pytest.fixture(scope="module", params=list(NORMALIZED))
 def straight(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """The uninterrupted run of each algorithm's built-in (the first records the dataset)."""
     spec = f"{request.param}_pendulum"
     home = tmp_path_factory.mktemp(request.param) / "runs"
-    done = run_cli(home, "train", spec, *SETTINGS)
+    done = run_cli(home, "train", spec, *settings(request.param))
     assert done.code == 0, done.stderr
     return spec, home
 
@@ -58,7 +68,7 @@ def test_kill_9_mid_offline_at_the_switch_and_mid_online_then_sigterm_resumes_bi
     spec, reference_home = straight
     home = tmp_path / "runs"
     crash = {CRASH_ENV: "checkpoint-recorded#1"}  # each process dies after its first snapshot
-    killed = run_cli(home, "train", spec, *SETTINGS, env=crash)
+    killed = run_cli(home, "train", spec, *settings(spec.split("_")[0]), env=crash)
     assert killed.code == -signal.SIGKILL, killed.stderr
     for where in ("at the switch", "mid-online"):
         killed = run_cli(home, "resume", "latest", env=crash)
@@ -95,10 +105,29 @@ def test_the_log_has_the_algorithm_columns_and_a_mixing_edit_is_refused(
     home = tmp_path / "runs"
     shutil.copytree(reference_home, home)
     before = sorted(p.relative_to(home) for p in home.rglob("*"))
-    refused = invoke(home, "resume", "latest", "--frames", "500", "--set", "data.mixing=0.25")
-    assert refused.code == 2, refused.stderr
-    assert refused.stderr.strip().splitlines()[-1].startswith("error: edit refused: data.mixing"), refused.stderr
-    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before, "nothing written"
+    for key, value in (("data.mixing", "0.25"), ("data.normalize", str(not NORMALIZED[algorithm]).lower())):
+        refused = invoke(home, "resume", "latest", "--frames", "500", "--set", f"{key}={value}")
+        assert refused.code == 2, refused.stderr
+        assert refused.stderr.strip().splitlines()[-1].startswith(f"error: edit refused: {key}"), refused.stderr
+        assert sorted(p.relative_to(home) for p in home.rglob("*")) == before, "nothing written"
+    saved = _state(reference_home)["sessions"][0]["saved"]
+    assert ("normalize" in saved.tensors) == NORMALIZED[algorithm]
+    if NORMALIZED[algorithm]:  # the dataset's statistics, fixed: what 400 frames of training left them
+        import gymnasium as gym
+        import numpy as np
+
+        from rlrun import data
+        from rlrun.spec import recorded_spec
+
+        with environment(reference_home):
+            dataset = recorded_spec(saved.meta.spec).data
+            assert dataset is not None
+            env = gym.make("Pendulum-v1")
+            rows = data.load(dataset, env.observation_space, env.action_space)
+        stats = saved.tensors["normalize"]
+        observations = rows.obs.astype(np.float64)
+        assert np.array_equal(stats["obs_mean"].numpy(), observations.mean(axis=0))
+        assert np.array_equal(stats["obs_var"].numpy(), observations.var(axis=0))
 
 
 def _state(home: Path) -> dict[str, Any]:

@@ -263,7 +263,7 @@ def load_acting(
         state = saved.tensors["agent"]
         memory = {"arrays": saved.arrays, "logs": saved.logs}  # as a resume restores it (`session.state`)
         agent.load_state_dict({**state, **memory} if with_memory else acting_state(state))
-        normalizer = make_normalizer(spec.env, env.observation_space, saved.tensors)  # the training statistics
+        normalizer = make_normalizer(spec, env.observation_space, saved.tensors)  # the training statistics
     except BaseException:
         env.close()
         raise

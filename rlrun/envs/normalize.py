@@ -9,7 +9,10 @@ The semantics are Stable-Baselines3's `VecNormalize` (`common/vec_env/vec_normal
 - rewards: `clip(r / sqrt(var_R + epsilon), ±clip_reward)`, as float32, where var_R is the variance
   of the running discounted return `R ← gamma·R + r`, which restarts at 0 where an episode ends.
 
-Only a training step (`step`, `reset`) updates the statistics; everything else reads them frozen:
+`data.normalize` makes the same normaliser with fixed statistics instead (`DATASET`): the mean and
+variance of a dataset's observations (`fit`), never updated, rewards left as they are.
+
+Only a training step (`step`, `reset`) updates the running statistics; everything else reads them frozen:
 the agent's view of an observation (`observation`), evaluation, `rlrun enjoy` and a replay memory's
 batches (`batch`: SB3's buffers, too, keep the env's own observations and rewards and normalise each
 sample with the statistics of the moment). The session owns the one `Normalizer`; algorithms never
@@ -25,10 +28,14 @@ import torch
 from gymnasium import spaces
 
 from rlrun.errors import BadInput
-from rlrun.spec import EnvSpec, NormalizeSpec
+from rlrun.spec import NormalizeSpec, Spec
 
 COUNT_EPSILON = 1e-4
 """SB3's initial count: the prior (mean 0, variance 1) weighs as this many samples."""
+DATASET = NormalizeSpec(observation=True, reward=False, epsilon=1e-6)
+"""`data.normalize`: observations by the dataset's statistics, fixed; 1e-6 under the root puts a
+floor of 1e-3 under each spread, as CORL's `std + 1e-3` does, so a dimension the dataset never
+varied does not blow up online."""
 
 
 class RunningMeanStd:
@@ -63,12 +70,16 @@ class RunningMeanStd:
 class Normalizer:
     """The statistics of one session's training env, and what it makes of observations and rewards."""
 
-    def __init__(self, spec: NormalizeSpec, obs_space: spaces.Space[Any], num_envs: int) -> None:
+    def __init__(
+        self, spec: NormalizeSpec, obs_space: spaces.Space[Any], num_envs: int, *, fixed: bool = False
+    ) -> None:
         self.spec = spec
+        self.fixed = fixed
+        """Statistics set once (`fit`: a dataset's) and never updated by training steps."""
         if spec.observation and not isinstance(obs_space, spaces.Box):
+            key = "data.normalize" if fixed else "env.normalize.observation"
             raise BadInput(
-                f"env.normalize.observation: normalises Box observations, and this env's are"
-                f" {type(obs_space).__name__}; set it to false"
+                f"{key}: normalises Box observations, and this env's are {type(obs_space).__name__}; set it to false"
             )
         self.obs_rms = RunningMeanStd(tuple(obs_space.shape or ())) if spec.observation else None
         self.ret_rms = RunningMeanStd(()) if spec.reward else None
@@ -100,16 +111,23 @@ class Normalizer:
 
     # -- training: updating them -----------------------------------------------------------------
 
+    def fit(self, observations: np.ndarray) -> None:
+        """Fixed statistics: the mean and variance of `observations` (a dataset's, one per row), in
+        float64, as one batch merged into nothing (its count, the rows')."""
+        assert self.fixed and self.obs_rms is not None
+        rows = np.asarray(observations, np.float64).reshape(len(observations), *self.obs_rms.mean.shape)
+        self.obs_rms.mean, self.obs_rms.var, self.obs_rms.count = rows.mean(axis=0), rows.var(axis=0), float(len(rows))
+
     def reset(self, obs: np.ndarray) -> None:
         """The training env was reset (every copy): its observations count, its returns restart."""
         self.returns[:] = 0.0
-        if self.obs_rms is not None:
+        if self.obs_rms is not None and not self.fixed:
             self.obs_rms.update(obs)
 
     def step(self, next_obs: np.ndarray, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Count a training step's observations (after autoreset) and returns; the reward the agent
         learns from, scaled with the statistics just updated."""
-        if self.obs_rms is not None:
+        if self.obs_rms is not None and not self.fixed:
             self.obs_rms.update(next_obs)
         self.returns = self.returns * self.spec.gamma + reward
         if self.ret_rms is not None:
@@ -136,14 +154,15 @@ class Normalizer:
                 rms.load({key: arrays[f"{name}_{key}"] for key in ("mean", "var", "count")})
 
 
-def make_normalizer(
-    spec: EnvSpec, obs_space: spaces.Space[Any], saved: dict[str, Any] | None = None
-) -> Normalizer | None:
-    """The spec's normaliser (None without `env.normalize`), with a snapshot's statistics when given
-    its tensors (the session's, or frozen for `rlrun enjoy`)."""
-    if spec.normalize is None:
+def make_normalizer(spec: Spec, obs_space: spaces.Space[Any], saved: dict[str, Any] | None = None) -> Normalizer | None:
+    """The spec's normaliser (None without `env.normalize` or `data.normalize`), with a snapshot's
+    statistics when given its tensors (the session's, or frozen for `rlrun enjoy`). A dataset's
+    statistics are the session's to `fit` when there is no snapshot."""
+    fixed = spec.data is not None and spec.data.normalize
+    normalize = DATASET if fixed else spec.env.normalize
+    if normalize is None:
         return None
-    normalizer = Normalizer(spec.normalize, obs_space, spec.num_envs)
+    normalizer = Normalizer(normalize, obs_space, spec.env.num_envs, fixed=fixed)
     if saved is not None:
         normalizer.load_state_dict(saved["normalize"])
     return normalizer

@@ -205,7 +205,7 @@ class Evaluator:
         if self.overlap:
             with torch.random.fork_rng(devices=[]):  # building reseeds torch's generator: training's is kept
                 self.copy = build_agent(spec, obs_space, action_space, seed, device)
-            self.copy_normalizer = make_normalizer(spec.env, obs_space)
+            self.copy_normalizer = make_normalizer(spec, obs_space)
             self.thread = ThreadPoolExecutor(1, thread_name_prefix="rlrun-eval")
 
     # -- the evaluation env's state, carried by snapshots ---------------------------------------

@@ -11,6 +11,7 @@ normaliser and the generators (`rlrun.session.state`); the snapshot cadence is
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -41,7 +42,7 @@ from rlrun.session.evaluation import Evaluation, Evaluator, Outcome
 from rlrun.session.state import SessionProgress
 from rlrun.session.stopping import StopRequest
 from rlrun.session.task import SessionTask  # `rlrun.session.loop.SessionTask`, its old home, still works
-from rlrun.spec import recorded_spec
+from rlrun.spec import DataSpec, recorded_spec
 from rlrun.spec.cores import AUTO, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
@@ -111,11 +112,6 @@ class Session:
         self.agent = build_agent(
             self.spec, self.env.single_observation_space, self.env.single_action_space, task.seed, str(self.device)
         )
-        if self.spec.data is not None:  # the rows it learns from, read (never copied) from the pinned files
-            assert isinstance(self.agent, LearnsFromData)  # the spec takes data only for such an algorithm
-            self.agent.learn_from(
-                data.load(self.spec.data, self.env.single_observation_space, self.env.single_action_space)
-            )
         self.evaluator = Evaluator(
             self.spec,
             self.env.single_observation_space,
@@ -128,7 +124,9 @@ class Session:
         obs, _ = self.env.reset(seed=seeding.derive(task.seed, seeding.ENV))
         self.progress = SessionProgress.start(obs, self.spec.env.num_envs, eval_env_state)
         seed_spaces(self.env, task.seed)
-        self.normalizer = make_normalizer(self.spec.env, self.env.single_observation_space)
+        self.normalizer = make_normalizer(self.spec, self.env.single_observation_space)
+        if self.spec.data is not None:
+            self._learn_from(self.spec.data)
         memory = getattr(self.agent, "memory", None)
         self.replays = isinstance(memory, SampledMemory)
         """A replay memory keeps the env's own observations and rewards and normalises each batch
@@ -333,6 +331,18 @@ class Session:
             progress.episode_return[i], progress.episode_length[i] = 0.0, 0
             progress.clock.episode += 1
         progress.last_losses = self.agent.update(progress.clock) or progress.last_losses
+
+    def _learn_from(self, dataset: DataSpec) -> None:
+        """Give the agent the rows it learns from, read (never copied) from the pinned files; with
+        `data.normalize`, the normaliser's statistics are theirs (a resume loads the same ones from
+        its snapshot) and the agent gets the rows as it sees every observation, normalised."""
+        assert isinstance(self.agent, LearnsFromData)  # the spec takes data only for such an algorithm
+        rows = data.load(dataset, self.env.single_observation_space, self.env.single_action_space)
+        if self.normalizer is not None and self.normalizer.fixed:
+            self.normalizer.fit(rows.obs)
+            seen = self.normalizer.observation
+            rows = dataclasses.replace(rows, obs=seen(rows.obs), next_obs=seen(rows.next_obs))
+        self.agent.learn_from(rows)
 
     def _learn_offline(self) -> None:
         """One gradient step on the dataset, counted as one frame of the clock: the env waits, so

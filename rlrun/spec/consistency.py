@@ -60,6 +60,7 @@ FORK_FIXED = (
     "env.atari",
     "env.wrappers",
     "env.normalize",
+    "data.normalize",
     "meta.sessions",
     "meta.seed",
 )

@@ -415,6 +415,14 @@ class DataSpec(Strict):
     fraction of each batch's rows drawn from the dataset, round(mixing × batch_size), the rest from
     the online replay memory (RLPD's 50/50 by default; `rlrun.algorithms.mixing`). Offline, every row
     is the dataset's. It changes the run, so a resume may not edit it."""
+    normalize: bool = False
+    """Normalise observations by the dataset's own statistics (CORL's and d3rlpy's state
+    normalisation for offline RL): the mean and variance of the dataset's observations, computed
+    once when the session starts and fixed, applied as `env.normalize` applies its running ones
+    (`clip((obs − mean) / sqrt(var + 1e-6), ±10)`, float32) everywhere the agent sees an
+    observation: the dataset's rows, the online memory's batches, acting, evaluation, `rlrun enjoy`
+    and the exported graphs. The statistics are in every snapshot, as `env.normalize`'s are. It
+    changes the run, so a resume may not edit it."""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """The dataset's files' digest, recorded when the run is created (null in a spec you write: the
     run fills it in). A resume or a fork whose dataset no longer has it is refused."""

@@ -268,7 +268,7 @@ def check_compatible(spec: Spec) -> None:
     try:
         if spec.data is not None:  # a dataset whose rows the env could not have given
             data.check_spaces(spec.data, env.observation_space, env.action_space)
-        make_normalizer(spec.env, env.observation_space)
+        make_normalizer(spec, env.observation_space)
         build_agent(spec, env.observation_space, env.action_space, spec.meta.seed)
     except (ValueError, TypeError) as error:
         raise BadInput(

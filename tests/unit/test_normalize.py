@@ -153,3 +153,25 @@ def test_a_normalised_observation_must_be_a_box() -> None:
     with pytest.raises(BadInput, match=r"env\.normalize\.observation: normalises Box observations"):
         Normalizer(NormalizeSpec(), gym.spaces.Discrete(4), num_envs=1)
     assert Normalizer(NormalizeSpec(observation=False), gym.spaces.Discrete(4), num_envs=1).obs_rms is None
+
+
+def test_a_datasets_statistics_are_fixed_and_rewards_left_alone() -> None:
+    """`data.normalize`: the mean and variance of a dataset's observations, never moved by training
+    steps; rewards as the env gave them; a Discrete observation refused naming the key."""
+    from rlrun.envs.normalize import DATASET
+    from rlrun.errors import BadInput
+
+    space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    rows = np.concatenate(_batches()).astype(np.float32)
+    normalizer = Normalizer(DATASET, space, num_envs=2, fixed=True)
+    normalizer.fit(rows)
+    mean, var = rows.astype(np.float64).mean(axis=0), rows.astype(np.float64).var(axis=0)
+    assert np.array_equal(normalizer.obs_rms.mean, mean) and np.array_equal(normalizer.obs_rms.var, var)
+    normalizer.reset(np.full((2, 3), 100.0))
+    reward = np.array([1.5, -2.0], np.float32)
+    assert np.array_equal(normalizer.step(np.full((2, 3), -50.0), reward, np.array([False, True])), reward)
+    assert np.array_equal(normalizer.obs_rms.mean, mean) and np.array_equal(normalizer.obs_rms.var, var)
+    expected = np.clip((rows[:4] - mean) / np.sqrt(var + 1e-6), -10, 10).astype(np.float32)
+    assert np.array_equal(normalizer.observation(rows[:4]), expected)
+    with pytest.raises(BadInput, match=r"^data\.normalize: normalises Box observations"):
+        Normalizer(DATASET, gym.spaces.Discrete(4), num_envs=1, fixed=True)
