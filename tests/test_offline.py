@@ -37,6 +37,8 @@ SETTINGS = [
     "data.recipe.frames=2000",
     "--set",
     "data.recipe.episodes=5",
+    "--set",
+    "data.recipe.epsilon=0.2",  # D4RL's "medium" recipe: ε-random actions beside the sampled ones
 ]
 
 
@@ -60,6 +62,7 @@ def straight(datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run_cli(home, "train", SPEC, *SETTINGS)
     assert done.code == 0, done.stderr
     assert (datasets / DATASET / "data").is_dir(), "the recipe recorded the dataset"
+    assert minari.load_dataset(DATASET).storage.metadata["rlrun"]["epsilon"] == 0.2, "as the recipe says"
     return home
 
 
@@ -115,6 +118,8 @@ def test_bad_input_is_one_line_and_writes_nothing(
         "Minari cannot read": ["--set", f"data.dataset={unreadable}"],
         "does not learn from a dataset": ["--set", "agent.algorithm=dqn"],
         "remove it when learning from data": ["--set", "env.normalize={}"],
+        "data.recipe.replay": ["--set", "data.recipe.replay=true"],  # beside the settings' epsilon
+        "data.recipe.noise": ["--set", "data.recipe.noise=0.1"],
     }
     for words, edit in bad.items():
         _one_line(invoke(home, "train", SPEC, *SETTINGS, *edit), words)

@@ -396,6 +396,15 @@ class RecipeSpec(Strict):
     """Episodes recorded."""
     stochastic: bool = True
     """Record sampled actions (a spread of behaviour) rather than the greedy ones."""
+    epsilon: float | None = Field(default=None, ge=0, le=1)
+    """A uniformly random action with this probability (a discrete action space): `rlrun record
+    --epsilon`, D4RL's recipe for a "medium" policy's data."""
+    noise: float | None = Field(default=None, gt=0)
+    """Gaussian noise of this standard deviation on each action, clipped to the bounds (a
+    continuous action space): `rlrun record --noise`."""
+    replay: bool = False
+    """Record the recipe run's own training transitions (its replay memory) instead of playing
+    episodes: `rlrun record --replay`, "medium-replay" data."""
 
 
 class DataSpec(Strict):
@@ -561,6 +570,17 @@ class Spec(Strict):
             raise KeyProblem(
                 "data",
                 f"{self.agent.algorithm} does not learn from a dataset; remove data, or use one that does ({takers})",
+            )
+        recipe = self.data.recipe if self.data is not None else None
+        if recipe is not None and recipe.replay and (recipe.epsilon is not None or recipe.noise is not None):
+            raise KeyProblem(
+                "data.recipe.replay",
+                "writes the recipe run's own training transitions, nothing is played; drop epsilon and noise",
+            )
+        if recipe is not None and recipe.epsilon is not None and recipe.noise is not None:
+            raise KeyProblem(
+                "data.recipe.noise",
+                "epsilon is for a discrete action space, noise for a continuous one; keep the one that fits",
             )
         if self.data is not None and self.env.normalize is not None:
             raise KeyProblem(

@@ -43,8 +43,12 @@ def _make(dataset: str, recipe: RecipeSpec, train: Train) -> None:
         home = Path(scratch) / "runs"
         source = load_spec(recipe.spec, [f"meta.max_frame={recipe.frames}"])
         train(source, home=home, name="recipe", handle_signals=False)
-        command = ["record", "recipe", "--episodes", str(recipe.episodes), "--minari", dataset]
-        command += ["--stochastic"] if recipe.stochastic else []
+        command = ["record", "recipe", "--minari", dataset]
+        command += [] if recipe.replay else ["--episodes", str(recipe.episodes)]
+        command += ["--stochastic"] if recipe.stochastic and not recipe.replay else []
+        command += ["--epsilon", repr(recipe.epsilon)] if recipe.epsilon is not None else []
+        command += ["--noise", repr(recipe.noise)] if recipe.noise is not None else []
+        command += ["--replay"] if recipe.replay else []
         environment = {**os.environ, "RLRUN_HOME": str(home)}
         environment.pop("RLRUN_DB", None)  # the scratch home's own registry
         done = subprocess.run(
