@@ -6,21 +6,24 @@ mid-episode online, and resumed to the end: the final snapshot is the uninterrup
 bit, every attempt recorded exact. IQL's run normalises observations by the dataset's statistics
 (`data.normalize`, as CORL's IQL does), so that chain covers the fixed statistics too: in every
 snapshot, the dataset's mean and variance. A resume that edits `data.mixing` or `data.normalize` is
-refused. The mixing rule itself: tests/unit/test_mixing.py; the normaliser's: tests/unit/test_normalize.py."""
+refused. A PBT population of IQL runs across the switch, stopped online and resumed, is the one never
+stopped. The mixing rule itself: tests/unit/test_mixing.py; the normaliser's: tests/unit/test_normalize.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import environment, invoke, run_attempts, run_cli
+from helpers import environment, invoke, run_attempts, run_cli, trials
 from same_run import assert_same_run, final_state
 
 from rlrun.algorithms import agent_class
 from rlrun.session import metrics_log
+from rlrun.spec import builtin_document
 from rlrun.testhooks import CRASH_ENV, SIGNAL_AT_ENV
 
 pytestmark = pytest.mark.slow  # real trainings
@@ -133,3 +136,44 @@ def test_the_log_has_the_algorithm_columns_and_a_mixing_edit_is_refused(
 def _state(home: Path) -> dict[str, Any]:
     with environment(home):
         return final_state(home)
+
+
+PBT = ["--scheduler", "pbt", "--population", "2", "--interval", "200"]
+
+
+def population_spec(folder: Path) -> Path:
+    """iql_pendulum as the runs above (data.normalize too), its learning rate searched: two
+    generations, the first offline, the second online, the exploit at the switch."""
+    document = builtin_document("iql_pendulum")
+    document["meta"].update(
+        max_frame=400, offline_updates=200, checkpoint_frequency=100, log_frequency=100, eval_frequency=100
+    )
+    document["meta"]["num_eval_episodes"] = 1
+    recipe = {**document["data"]["recipe"], "frames": 150, "episodes": 1}
+    document["data"].update(dataset=DATASET, normalize=True, recipe=recipe)
+    document["agent"]["batch_size"] = 16
+    document["agent"]["network"]["hidden"] = [16, 16]
+    document["search"] = {"agent.optimizer.lr": {"loguniform": [1e-4, 1e-3]}}
+    path = folder / "population.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_population_across_the_switch_stopped_online_then_resumed_is_the_same_population(tmp_path: Path) -> None:
+    """PBT on an offline run: the first generation learns offline, the exploit forks at the switch,
+    the second learns online. SIGTERM mid-online, `resume search:latest`: the same population as the
+    one never stopped, segment for segment, each run bit for bit."""
+    spec = population_spec(tmp_path)
+    homes = {name: tmp_path / name / "runs" for name in ("straight", "stopped")}
+    done = run_cli(homes["straight"], "search", str(spec), *PBT)
+    assert done.code == 0, done.stderr
+    stopped = run_cli(homes["stopped"], "search", str(spec), *PBT, env={SIGNAL_AT_ENV: "300"})
+    assert stopped.code == 128 + signal.SIGTERM, stopped.stderr
+    resumed = run_cli(homes["stopped"], "resume", "search:latest")
+    assert resumed.code == 0, resumed.stderr
+    a, b = trials(homes["straight"]), trials(homes["stopped"])
+    assert [t.number for t in a] == [t.number for t in b] == [0, 1, 2, 3]
+    for x, y in zip(a, b, strict=True):
+        assert (x.params, x.state, x.value, x.intermediate) == (y.params, y.state, y.value, y.intermediate)
+        assert x.state == "complete" and x.run_id is not None and y.run_id is not None
+        assert_same_run(final_state(homes["straight"], x.run_id), final_state(homes["stopped"], y.run_id))
