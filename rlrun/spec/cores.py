@@ -78,9 +78,30 @@ def _processes(workers: int) -> int:
     return workers if workers > 1 else 1
 
 
+CHEAP_FAMILIES = ("gymnasium.envs.classic_control.", "gymnasium.envs.toy_text.")
+"""Where Gymnasium keeps the envs whose step costs a few microseconds (CartPole's: 7 µs a copy): a
+worker process's wake-up each step (40-60 µs of CPU, docs/benchmarks/speed.md) costs more than
+stepping them, and gains no wall time."""
+
+
+def steps_cheaply(env: EnvSpec) -> bool:
+    """Whether `env`'s copies are cheaper stepped in the session's process whatever the cores:
+    Gymnasium's classic-control and toy-text envs (wrapped or not). Atari, Box2D, MuJoCo and users'
+    envs are not (a user's env unknown to Gymnasium's registry until its module registers it: not)."""
+    if env.atari is not None:
+        return False
+    import gymnasium  # here, not at import: the registry's commands never load it
+
+    entry = getattr(gymnasium.envs.registry.get(env.id), "entry_point", None)
+    return isinstance(entry, str) and entry.startswith(CHEAP_FAMILIES)
+
+
 def env_processes(env: EnvSpec) -> int | str:
-    """The processes `env` steps its copies in, as `split_cores` takes them: one each for "async"."""
-    return env.num_envs if env.vectorization == "async" else env.workers
+    """The processes `env` steps its copies in, as `split_cores` takes them: one each for "async";
+    the session's own for "auto" where the env steps cheaply (`steps_cheaply`)."""
+    if env.vectorization == "async":
+        return env.num_envs
+    return 1 if env.workers == AUTO and steps_cheaply(env) else env.workers
 
 
 def torch_threads(spec: Spec, sessions: int, cores: int | None = None) -> int:
@@ -95,7 +116,7 @@ def worker_count(env: EnvSpec, sessions: int, threads: int, cores: int | None = 
     """`env.workers` as a number, for a session with `threads` torch threads: "auto" resolved for
     `sessions` sharing this machine's usable cores (or `cores`) now; a resume may resolve it anew."""
     share = cores_per_session(usable_cores() if cores is None else cores, sessions)
-    return split_cores(share, env.num_envs, threads, env.workers).workers
+    return split_cores(share, env.num_envs, threads, env_processes(env)).workers
 
 
 OPENMP_WAIT_POLICY = "OMP_WAIT_POLICY"

@@ -303,16 +303,18 @@ class EnvSpec(Strict):
     `workers` splits them into blocks instead. The observations, rewards, flags, infos and each
     copy's state are the same bits either way (the copies' spaces seeded alike, same-step
     autoreset), so it is record-only: a resume may switch among "sync", "async" and `workers`."""
-    workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = 1
+    workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = AUTO
     """Processes that step the copies (with "sync"): 1 steps them in the session's own process;
     W > 1 splits them into W contiguous blocks, each stepped in order by one worker process, while
-    the session still acts on all copies at once. "auto", resolved when each session starts: the
-    usable cores (the process's CPU affinity) over the sessions sharing them (`meta.sessions`, and
-    other runs' sessions the registry has running on this machine now), less one for the learner, at
-    most `num_envs`, at least 1 (so 1 on a machine of two cores). The observations, rewards and
-    all that is learnt are the same bits whatever the number, so it is record-only: a resume may
-    change it.
-    With "async" (one process per copy) leave it at 1."""
+    the session still acts on all copies at once. "auto" (the default), resolved when each session
+    starts: the usable cores (the process's CPU affinity) over the sessions sharing them
+    (`meta.sessions`, and other runs' sessions the registry has running on this machine now), less
+    the learner's threads, at most `num_envs`, at least 1 (so 1 on a machine of two cores); and 1
+    for the envs whose step costs microseconds (Gymnasium's classic control and toy text: a worker's
+    wake-up each step costs more than their step, `rlrun.spec.cores.steps_cheaply`). The
+    observations, rewards and all that is learnt are the same bits whatever the number, so it is
+    record-only: a resume may change it.
+    With "async" (one process per copy) it is not used."""
     wrappers: list[WrapperSpec] = Field(default_factory=list, max_length=64)
     """Gymnasium wrappers around each copy, innermost first: applied after Gymnasium's own (time
     limit, checks) and `atari` preprocessing, before `frame_stack` (which stacks what they return).

@@ -18,6 +18,7 @@ from rlrun.spec.cores import (
     cores_per_session,
     let_idle_threads_sleep,
     split_cores,
+    steps_cheaply,
     torch_threads,
     usable_cores,
     worker_count,
@@ -103,15 +104,35 @@ def _spec(cores_settings: dict[str, object], **env: object) -> Spec:
 
 
 def test_the_spec_helpers_read_the_rule() -> None:
-    both = _spec({"torch_threads": "auto"}, num_envs=16, workers="auto")
+    pytest.importorskip("Box2D", reason="LunarLander, an env stepped by workers, needs the box2d extra")
+    both = _spec({"torch_threads": "auto"}, id="LunarLander-v3", num_envs=16, workers="auto")
     assert torch_threads(both, sessions=1, cores=16) == 8
     assert worker_count(both.env, sessions=1, threads=8, cores=16) == 8
     assert worker_count(both.env, sessions=1, threads=8, cores=32) == 16  # a resume on a larger machine
     assert worker_count(both.env, sessions=2, threads=8, cores=16) == 1  # or beside another run
-    on_async = _spec({"torch_threads": "auto"}, num_envs=4, vectorization="async")
+    on_async = _spec({"torch_threads": "auto"}, id="LunarLander-v3", num_envs=4, vectorization="async")
     assert torch_threads(on_async, sessions=1, cores=16) == 12  # a process per copy
     assert torch_threads(_spec({"torch_threads": 3}), sessions=1, cores=16) == 3
-    assert torch_threads(_spec({"torch_threads": "auto"}), sessions=1) == usable_cores() >= 1
+    assert torch_threads(_spec({"torch_threads": "auto"}, workers=1), sessions=1) == usable_cores() >= 1
+
+
+def test_auto_steps_cheap_envs_in_the_sessions_process() -> None:
+    """`env.workers` "auto" (the default) keeps Gymnasium's classic-control and toy-text copies in
+    the session's process, whatever the cores, and the threads take the whole share; Box2D, MuJoCo
+    and Atari get workers where the cores allow."""
+    cheap = _spec({"torch_threads": "auto"}, id="CartPole-v1", num_envs=16)
+    assert cheap.env.workers == "auto" and steps_cheaply(cheap.env)
+    assert torch_threads(cheap, sessions=1, cores=16) == 16
+    assert worker_count(cheap.env, sessions=1, threads=16, cores=16) == 1
+    assert worker_count(_spec({}, id="FrozenLake-v1", num_envs=8).env, sessions=1, threads=1, cores=16) == 1
+    assert worker_count(_spec({}, id="CartPole-v1", num_envs=8, workers=4).env, sessions=1, threads=1, cores=16) == 4
+    pytest.importorskip("Box2D", reason="LunarLander, an env stepped by workers, needs the box2d extra")
+    pytest.importorskip("mujoco", reason="Hopper, an env stepped by workers, needs the mujoco extra")
+    for env_id in ("LunarLander-v3", "Hopper-v5"):
+        costly = _spec({}, id=env_id, num_envs=8)
+        assert not steps_cheaply(costly.env)
+        assert worker_count(costly.env, sessions=1, threads=1, cores=16) == 8
+        assert worker_count(costly.env, sessions=1, threads=1, cores=2) == 1  # this machine: one learner, one worker
 
 
 def test_training_commands_let_idle_openmp_threads_sleep_unless_told_otherwise() -> None:
@@ -133,7 +154,7 @@ def test_blocks_are_contiguous_in_order_and_even(num_envs: int, workers: int, si
 def test_workers_take_a_number_or_auto() -> None:
     assert EnvSpec(id="CartPole-v1", num_envs=4, workers=2).workers == 2
     assert EnvSpec(id="CartPole-v1", num_envs=4, workers="auto").workers == "auto"
-    assert EnvSpec(id="CartPole-v1").workers == 1  # old specs: in the session's process, as before
+    assert EnvSpec(id="CartPole-v1").workers == "auto"  # the default (record-only: an old spec's 1, the same bits)
 
 
 @pytest.mark.parametrize(
