@@ -303,7 +303,7 @@ class EnvSpec(Strict):
     `workers` splits them into blocks instead. The observations, rewards, flags, infos and each
     copy's state are the same bits either way (the copies' spaces seeded alike, same-step
     autoreset), so it is record-only: a resume may switch among "sync", "async" and `workers`."""
-    workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = AUTO
+    workers: Annotated[int | Literal["auto"], _count_or_auto(1024)] = "auto"
     """Processes that step the copies (with "sync"): 1 steps them in the session's own process;
     W > 1 splits them into W contiguous blocks, each stepped in order by one worker process, while
     the session still acts on all copies at once. "auto" (the default), resolved when each session
