@@ -71,6 +71,10 @@ def test_a_kill_9_resumes_bit_exact(straight: Path, tmp_path: Path, snapshots: i
     home = tmp_path / "runs"
     killed = run_cli(home, "train", SPEC, *SETTINGS, env={CRASH_ENV: f"checkpoint-recorded#{snapshots}"})
     assert killed.code == -signal.SIGKILL, killed.stderr
+    [listed] = invoke(home, "ls", "--json").json()  # the phase of the killed run's snapshot frame
+    phase = "offline" if snapshots < 2 else "online"
+    assert (listed["phase"], listed["offline_updates"], listed["session_frame"]) == (phase, 2000, 1000 * snapshots)
+    assert f"/3.5k {phase}" in invoke(home, "ls").stdout
     resumed = invoke(home, "resume", "latest")
     assert resumed.code == 0, resumed.stderr
     attempts = run_attempts(home)

@@ -3,6 +3,7 @@ its messages need, counted only when they are needed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -10,6 +11,7 @@ from rlrun import paths
 from rlrun.refs import RunFilter
 from rlrun.registry import Registry, RunSummary
 from rlrun.registry.records import SearchRecord
+from rlrun.sizes import parse_size
 
 
 class RunListing(NamedTuple):
@@ -50,8 +52,25 @@ def list_runs(
         total = registry.count_runs(chosen) if limit is not None and len(runs) == limit else len(runs)
         # "no runs match --algo x (12 runs in ...)" tells a filter that is wrong from an empty home.
         everything = registry.count_runs() if not runs and chosen.narrows else total
-    shown = [run for run in runs if run.id not in hidden]
+        shown = _with_phases(registry, [run for run in runs if run.id not in hidden])
     return RunListing(shown, total, everything, chosen, root, len(runs) - len(shown))
+
+
+def _with_phases(registry: Registry, runs: list[RunSummary]) -> list[RunSummary]:
+    """The runs, those that learn from a dataset with their `offline_updates` (so `phase` reads):
+    one query for their newest specs, none when the page holds no such run."""
+    from rlrun.spec.agents import ALGORITHMS, config_class
+
+    # the algorithms on the page only: one small schema module each, not the whole table
+    takers = {name for name in {run.algorithm for run in runs} if name in ALGORITHMS and config_class(name).TAKES_DATA}
+    learners = [run.id for run in runs if run.algorithm in takers]
+    if not learners:
+        return runs
+    updates = {
+        run_id: parse_size((json.loads(spec).get("meta") or {}).get("offline_updates") or 0)
+        for run_id, spec in registry.latest_specs(learners).items()
+    }
+    return [run._replace(offline_updates=updates.get(run.id, 0)) for run in runs]
 
 
 def list_searches(

@@ -250,7 +250,7 @@ def runs_table(
                 run.env_id,
                 _with_jobs(run.status, run.slurm_jobs, jobs),
                 str(run.num_sessions),
-                f"{format_size(run.session_frame)}/{format_size(per_session)}",
+                f"{format_size(run.session_frame)}/{format_size(per_session)}{f' {run.phase}' if run.phase else ''}",
                 best,
                 when(run.created_at),
                 duration(run.training_seconds),
@@ -296,7 +296,7 @@ def runs_csv(runs: Sequence[RunSummary]) -> str:
     import io
 
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(RunSummary._fields), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=[*RunSummary._fields, "phase"], lineterminator="\n")
     writer.writeheader()
     for run in runs:
         row = run.to_json()

@@ -382,14 +382,21 @@ class Reads(Connected):
             raise RunReferenceError(f"no run with id {run_id!r}; see `rlrun ls`")
         return SpecRevisionRecord(*found[0])
 
-    def latest_specs(self) -> dict[str, str]:
-        """Every run's newest spec (JSON text) by run id, in one query (`rlrun gc`)."""
+    def latest_specs(self, run_ids: Sequence[str] | None = None) -> dict[str, str]:
+        """Every run's newest spec (JSON text) by run id, or those of `run_ids`, in one query
+        (`rlrun gc`; `ls`, for the phase of the runs that learn from a dataset)."""
+        where, params = "", dict[str, Any]()
+        if run_ids is not None and len(run_ids) <= records.IN_LIMIT:
+            listed, params = in_list("run", list(run_ids))
+            where = f" WHERE v.run_id IN ({listed})"
         with self._transaction(write=False) as tx:
             rows = tx.rows(
                 "SELECT v.run_id, v.spec_json FROM spec_revisions v JOIN (SELECT run_id, MAX(revision) AS revision"
-                " FROM spec_revisions GROUP BY run_id) m ON m.run_id = v.run_id AND m.revision = v.revision"
+                " FROM spec_revisions GROUP BY run_id) m ON m.run_id = v.run_id AND m.revision = v.revision" + where,
+                params,
             )
-        return dict(rows)
+        wanted = None if run_ids is None else set(run_ids)
+        return {run_id: spec for run_id, spec in rows if wanted is None or run_id in wanted}
 
     def get_session(self, run_id: str, index: int) -> SessionRecord:
         """One session; its status as reported (see rlrun.registry.liveness)."""

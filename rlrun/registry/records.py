@@ -311,9 +311,20 @@ class RunSummary(NamedTuple):
     """The SLURM jobs that run its sessions (`RunRecord.slurm_jobs`; None: not on SLURM)."""
     origin: str | None = None
     """Where it was trained (`RunRecord.origin`; None: by rlrun)."""
+    offline_updates: int = 0
+    """Gradient steps on a dataset before the env is stepped, each a frame of the clock (the newest
+    spec's `meta.offline_updates`, filled in by `rlrun.catalog.list_runs`; 0: none)."""
+
+    @property
+    def phase(self) -> str | None:
+        """ "offline" while the slowest session learns from the dataset, "online" after; None for a
+        run that learns from no dataset."""
+        if not self.offline_updates:
+            return None
+        return "offline" if self.session_frame < self.offline_updates else "online"
 
     def to_json(self) -> dict[str, Any]:
-        return self._asdict()
+        return {**self._asdict(), "phase": self.phase}
 
 
 class RunDetail(NamedTuple):

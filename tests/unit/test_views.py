@@ -168,7 +168,8 @@ def test_runs_table_without_filters_has_no_title() -> None:
 
 def test_runs_csv_has_the_json_fields_and_iso_times() -> None:
     rows = list(csv.DictReader(io.StringIO(runs_csv([summary(1, "k3ab", finished_at=None)]))))
-    assert list(rows[0]) == list(RunSummary._fields)
+    assert list(rows[0]) == [*RunSummary._fields, "phase"] == list(summary(1, "k3ab").to_json())
+    assert rows[0]["phase"] == "" and rows[0]["offline_updates"] == "0"  # a run that learns from no dataset
     assert rows[0]["id"] == "k3ab" and rows[0]["finished_at"] == ""
     assert datetime.fromisoformat(rows[0]["created_at"]).timestamp() == NOON
 
