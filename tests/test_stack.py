@@ -71,6 +71,8 @@ def test_a_resume_under_another_torch_is_approximate_and_show_says_why(tmp_path:
     shown = invoke(home, "show", "latest")
     assert shown.code == 0 and f"torch {TORCH} → 2.14.0" in shown.stdout.replace("\n", " "), shown.stdout
     assert f"software: {stack.describe(snapshot.read_meta(home / final.path).stack or {})}" in shown.stdout
+    software = invoke(home, "show", "latest", "--json").json()["software"]
+    assert software == [{"session": 0, "stack": snapshot.read_meta(home / final.path).stack}]
 
 
 def test_bit_equal_runs_on_other_software_are_not_identical_and_say_why(tmp_path: Path) -> None:

@@ -143,13 +143,12 @@ def show(
         _show_metrics(found.detail, found.home, as_json)
     elif spec_json:
         print(views.spec_document(found.detail))
-    elif as_json:
-        print_json(found.to_json())
+    elif as_json:  # and the software each session ran on last, as the table's `software:` lines say
+        stacks = _recorded_stacks(found)
+        print_json({**found.to_json(), "software": [{"session": i, "stack": stacks[i]} for i in sorted(stacks)]})
     else:
         jobs = views.slurm_states([found.run.slurm_jobs])
-        from rlrun.session.stack import recorded_stacks
-
-        stacks = recorded_stacks(found.home, found.detail)
+        stacks = _recorded_stacks(found)
         answer(
             views.run_detail(
                 found.detail, colour=views.colour_enabled(), width=views.terminal_width(), jobs=jobs, stacks=stacks
@@ -157,6 +156,12 @@ def show(
         )
         for line in views.tracker_lines(found.run.id, found.trackers):
             say(line)
+
+
+def _recorded_stacks(found: Any) -> dict[int, dict[str, str]]:
+    from rlrun.session.stack import recorded_stacks
+
+    return recorded_stacks(found.home, found.detail)
 
 
 def _show_search(found: Any, as_json: bool) -> None:
