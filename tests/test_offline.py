@@ -128,6 +128,8 @@ def test_bad_input_is_one_line_and_writes_nothing(
     for words, edit in bad.items():
         _one_line(invoke(home, "train", SPEC, *SETTINGS, *edit), words)
     _one_line(invoke(home, "train", "dqn_cartpole", "--set", "meta.offline_updates=10"), "name one in data.dataset")
+    lagrange = invoke(home, "train", "cql_cartpole", *SETTINGS, "--set", "agent.lagrange_threshold=1")
+    _one_line(lagrange, "agent.lagrange_threshold: CQL-Lagrange", "remove it for a discrete action space")
     monkeypatch.setitem(sys.modules, "minari", None)  # the extra not installed
     _one_line(invoke(home, "train", SPEC, *SETTINGS), "needs the minari extra", "pip install")
     assert not home.exists(), "nothing written"

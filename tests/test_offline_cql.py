@@ -4,8 +4,8 @@ SIGKILLed right after its snapshot mid-offline, resumed and killed again right a
 switch, resumed and killed again mid-online, then resumed to the end, equals the uninterrupted run's
 final snapshot bit for bit (weights, optimisers, temperature, generator, online memory, metrics,
 evaluations), and every attempt is recorded exact; the metrics log has the declared columns and
-the kind's scalars in every row. One chain per kind: each kill is one resume of
-the same run, so the three points cost one training, not three."""
+the kind's scalars in every row; CQL-Lagrange (`agent.lagrange_threshold`) the same way. One chain
+per kind: each kill is one resume of the same run, so the three points cost one training, not three."""
 
 from __future__ import annotations
 
@@ -78,6 +78,14 @@ KINDS = {
         ],
     ),
 }
+# CQL-Lagrange: the continuous kind with its multiplier learned (its parameter and optimiser in
+# every snapshot), against a threshold the penalty crosses within the run.
+KINDS["continuous, Lagrange"] = (
+    KINDS["continuous"][0],
+    KINDS["continuous"][1],
+    KINDS["continuous"][2],
+    [*KINDS["continuous"][3], *_set("agent.lagrange_threshold=1.0")],
+)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -106,6 +114,9 @@ def test_kill_9_mid_offline_at_the_switch_and_mid_online_resumes_bit_exact(tmp_p
     for name in logged:  # the kind's own scalars, offline and online
         column = header.index(name)
         assert all(row[column] != "" for row in rows), f"{name} not logged every period"
+    if "Lagrange" in kind:  # the multiplier moved from its start (1), and is in the snapshot
+        multipliers = {row[header.index("cql_multiplier")] for row in rows}
+        assert multipliers != {"1.0"} and "cql_log_multiplier" in reference["sessions"][0]["saved"].tensors["agent"]
 
 
 def _state(home: Path) -> dict[str, Any]:

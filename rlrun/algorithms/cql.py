@@ -27,27 +27,33 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import nn
 from torch.nn import functional
 
 from rlrun.algorithms import dqn, mixing, sac
 from rlrun.algorithms.base import Metrics, Step, flat_float, network_input, step_means
-from rlrun.algorithms.optim import flushing_subnormals, optimise, optimise_unmeasured
+from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise, optimise_unmeasured
 from rlrun.algorithms.q_learning import QActor, td_loss
 from rlrun.algorithms.replay import Transitions
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock, crossed
 from rlrun.data import Transitions as DatasetRows
+from rlrun.errors import BadInput
 from rlrun.spec.agents.cql import Config
 
 DISCRETE_STATS = ("td_loss", "conservative_loss", "q_mean", "grad_norm")
-CONTINUOUS_STATS = ("td_loss", "conservative_loss", "q_mean", "actor_loss", "alpha", "entropy")
+CONTINUOUS_STATS = ("td_loss", "conservative_loss", "q_mean", "actor_loss", "alpha", "entropy", "cql_multiplier")
 
 
 class Agent:
-    METRICS = ("td_loss", "conservative_loss", "q_mean", "grad_norm", "epsilon", "actor_loss", "alpha", "entropy", "lr")
+    METRICS = (
+        "td_loss", "conservative_loss", "q_mean", "grad_norm", "epsilon", "actor_loss", "alpha", "entropy",
+        "cql_multiplier", "lr",
+    )  # fmt: skip
     """`td_loss`: the TD loss (continuous: both critics'); `conservative_loss`: the penalty before
     its weight (continuous: both critics'); `q_mean`: the (smaller critic's) value of the batch's
-    actions; discrete: `grad_norm`, `epsilon`; continuous: SAC's `actor_loss`, `alpha`, `entropy`."""
+    actions; discrete: `grad_norm`, `epsilon`; continuous: SAC's `actor_loss`, `alpha`, `entropy`,
+    and `cql_multiplier`, CQL-Lagrange's α' (1 without `lagrange_threshold`)."""
     HEADLINE = "conservative_loss"
 
     def __init__(
@@ -91,6 +97,16 @@ class Agent:
         self.rows: DatasetRows | None = None
         """The dataset, its actions as the memory holds them (given by the session, never in a
         snapshot: the spec names and pins it)."""
+        self.lagrange: tuple[nn.Parameter, torch.optim.Optimizer] | None = None
+        """CQL-Lagrange's log α' and its optimiser (`lagrange_threshold`), in every snapshot."""
+        if config.lagrange_threshold is not None:
+            if not self.continuous:
+                raise BadInput(
+                    "agent.lagrange_threshold: CQL-Lagrange learns its multiplier on SAC, for continuous actions;"
+                    " remove it for a discrete action space"
+                )
+            log_multiplier = nn.Parameter(torch.zeros(1, device=device))
+            self.lagrange = (log_multiplier, make_optimizer(config.optimizer, [log_multiplier], max_frame))
 
     def learn_from(self, rows: DatasetRows) -> None:
         if isinstance(self.base, sac.Agent):  # the critics take actions in [-1, 1], as its memory holds them
@@ -192,15 +208,29 @@ class Agent:
         q1, q2 = base.critic(obs, batch.actions)
         td = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
         ood1, ood2 = self._logsumexp_q(base, obs, next_obs)
-        conservative = (ood1 - q1).mean() + (ood2 - q2).mean()
-        optimise_unmeasured(base.critic_optimizer, td + config.conservative_weight * conservative, *schedule)
+        penalties = (ood1 - q1).mean(), (ood2 - q2).mean()
+        conservative = penalties[0] + penalties[1]
+        if self.lagrange is None:
+            multiplier = td.new_ones(())
+            penalty = config.conservative_weight * conservative
+        else:  # CORL's cql_lagrange: each critic's α'·α·(penalty − τ), α' as it stood before its own step
+            log_multiplier, multiplier_optimizer = self.lagrange
+            multiplier = log_multiplier.exp().clamp(0.0, 1e6)[0]
+            gaps = [p - config.lagrange_threshold for p in penalties]
+            penalty = multiplier.detach() * config.conservative_weight * (gaps[0] + gaps[1])
+            ascent = -multiplier * config.conservative_weight * (gaps[0].detach() + gaps[1].detach()) * 0.5
+            optimise_unmeasured(multiplier_optimizer, ascent, *schedule)
+        optimise_unmeasured(base.critic_optimizer, td + penalty, *schedule)
         actor_loss, log_prob = learner.actor_step(obs, generator, alpha, base.actor_optimizer, *schedule)
         if config.alpha == "auto":
             learner.temperature_step(base.log_alpha, log_prob, base.target_entropy, base.alpha_optimizer, *schedule)
         with torch.no_grad():
             base.target_update.polyak(config.tau)
             clock.opt_step += 1
-            stats = [td, conservative, torch.min(q1, q2).mean(), actor_loss, td.new_tensor(alpha), -log_prob.mean()]
+            stats = [
+                td, conservative, torch.min(q1, q2).mean(), actor_loss, td.new_tensor(alpha), -log_prob.mean(),
+                multiplier.detach(),
+            ]  # fmt: skip
             return torch.stack(stats).detach()
 
     def _logsumexp_q(
@@ -238,7 +268,19 @@ class Agent:
     # -- state (the base agent's: weights, optimisers, generator, memory) ---------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return self.base.state_dict()
+        state = self.base.state_dict()
+        if self.lagrange is not None:
+            log_multiplier, optimizer = self.lagrange
+            state |= {
+                "cql_log_multiplier": log_multiplier.detach().clone(),
+                "cql_multiplier_optimizer": optimizer.state_dict(),
+            }
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.base.load_state_dict(state)
+        if self.lagrange is not None:
+            log_multiplier, optimizer = self.lagrange
+            with torch.no_grad():
+                log_multiplier.copy_(state["cql_log_multiplier"])
+            optimizer.load_state_dict(state["cql_multiplier_optimizer"])

@@ -21,6 +21,12 @@ class Config(AgentConfig):
     """The penalty's weight α (Kumar et al., 2020): α · (logsumexp_a Q(s, a) − Q(s, a_data)) is
     added to the TD loss, pushing down the values of actions the data did not take. d3rlpy's
     defaults: 1 for discrete actions (`DiscreteCQL`), 5 for continuous ones (`CQL`; CORL's: 10)."""
+    lagrange_threshold: float | None = None
+    """Continuous: CQL-Lagrange (Kumar et al., 2020, §F; CORL's `cql_lagrange` with its
+    `cql_target_action_gap`, d3rlpy's `alpha_threshold`). With a threshold τ each critic's penalty
+    term becomes α' · α · (penalty − τ), and the multiplier α' = exp(log α'), clipped to [0, 1e6],
+    starting at 1, takes a gradient step up the same terms after each critic step (the optimiser's
+    settings): it grows while the penalty stays above τ and shrinks below. Null: α fixed."""
     n_action_samples: int = Field(default=10, gt=0, le=1000)
     """Continuous actions: the actions per observation the logsumexp is estimated from, of each kind
     (uniformly random, the policy's at s, the policy's at s′), each weighed by its density. Unused
