@@ -18,6 +18,7 @@ import pytest
 
 from rlrun.session.stopping import StopRequest
 from rlrun.training.supervisor import Supervisor, Work
+from rlrun.training.zygote import START_METHOD
 
 PRUNE = -1
 
@@ -147,6 +148,14 @@ def assert_nothing_left(watch: Watch) -> None:
 
     assert not any(running(pid) for pid in watch.pids.values())
     assert multiprocessing.active_children() == []
+
+
+@pytest.fixture(autouse=True)
+def spawned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers spawned, not forked from a zygote: these fake workers import nothing heavy, and each
+    run's zygote would import torch, gymnasium and the training modules first (18 of this file's 25
+    seconds). Forking from the zygote is tests/test_zygote.py's, and every training's."""
+    monkeypatch.setenv(START_METHOD, "spawn")
 
 
 @pytest.fixture(autouse=True)
@@ -315,8 +324,8 @@ print("returned", signal, flush=True)
 
 def test_a_first_signal_asks_every_worker_to_stop_and_a_second_kills_them_all() -> None:
     script = SCRIPT.format(here=str(Path(__file__).parent))
-    env = {
-        **os.environ,
+    env = {  # the default start method: the zygote holds the group's signals back, its workers take them
+        **{key: value for key, value in os.environ.items() if key != START_METHOD},
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
     }
     process = subprocess.Popen(
