@@ -28,7 +28,7 @@ def test_the_readme_names_the_dev_lane_beside_the_full_suite_and_keeps_its_openi
     lines = [line.strip() for line in readme.splitlines() if line.strip()]
     assert lines[1:3] == [
         "pip install torch==2.13.0 -e . && rlrun train reinforce_cartpole",
-        "pip install torch==2.13.0 -e '.[test]' && python -m pytest",
+        "pip install --no-compile torch==2.13.0 -e '.[test]' && python -m pytest",
     ]
     tests = readme.split("## Tests", 1)[1].split("\n## ", 1)[0]
     assert "python -m pytest                              # everything" in tests
