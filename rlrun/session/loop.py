@@ -43,7 +43,7 @@ from rlrun.session.state import SessionProgress
 from rlrun.session.stopping import StopRequest
 from rlrun.session.task import SessionTask  # `rlrun.session.loop.SessionTask`, its old home, still works
 from rlrun.spec import DataSpec, recorded_spec
-from rlrun.spec.cores import AUTO, torch_threads
+from rlrun.spec.cores import AUTO, env_processes, torch_threads
 from rlrun.trackers import Identity
 from rlrun.trackers import status as tracker_status
 from rlrun.trackers.delivery import open_relay
@@ -98,7 +98,7 @@ class Session:
         # "auto" divides the usable cores among the sessions running on this machine now
         sharing = (
             self.meta.sessions
-            if AUTO not in (self.spec.env.workers, self.meta.torch_threads)
+            if AUTO not in (env_processes(self.spec.env), self.meta.torch_threads)  # "auto" that matters
             else registry.sessions_sharing_this_host(self.meta.sessions, besides_run=task.run_id)
         )
         threads = torch_threads(self.spec, sharing)  # the number the run recorded
