@@ -408,6 +408,18 @@ class RecipeSpec(Strict):
     """Record the recipe run's own training transitions (its replay memory) instead of playing
     episodes: `rlrun record --replay`, "medium-replay" data."""
 
+    @model_validator(mode="after")
+    def _one_behaviour(self) -> RecipeSpec:
+        if self.replay and (self.epsilon is not None or self.noise is not None):
+            raise KeyProblem(
+                "replay", "writes the recipe run's own training transitions, nothing is played; drop epsilon and noise"
+            )
+        if self.epsilon is not None and self.noise is not None:
+            raise KeyProblem(
+                "noise", "epsilon is for a discrete action space, noise for a continuous one; keep the one that fits"
+            )
+        return self
+
 
 class DataSpec(Strict):
     """A dataset of transitions the agent learns from (`rlrun.data`), for `meta.offline_updates`
@@ -572,17 +584,6 @@ class Spec(Strict):
             raise KeyProblem(
                 "data",
                 f"{self.agent.algorithm} does not learn from a dataset; remove data, or use one that does ({takers})",
-            )
-        recipe = self.data.recipe if self.data is not None else None
-        if recipe is not None and recipe.replay and (recipe.epsilon is not None or recipe.noise is not None):
-            raise KeyProblem(
-                "data.recipe.replay",
-                "writes the recipe run's own training transitions, nothing is played; drop epsilon and noise",
-            )
-        if recipe is not None and recipe.epsilon is not None and recipe.noise is not None:
-            raise KeyProblem(
-                "data.recipe.noise",
-                "epsilon is for a discrete action space, noise for a continuous one; keep the one that fits",
             )
         if self.data is not None and self.env.normalize is not None:
             raise KeyProblem(
