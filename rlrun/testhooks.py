@@ -7,7 +7,8 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
   and a misspelt step is an error, not a test that silently never crashes.
 - `RLRUN_TEST_HANG_IN_SNAPSHOT=NAME` hangs half-way through writing the snapshot NAME, so a test
   can kill the process mid-write at a moment of its choosing. `NAME@FILE`: only the first process
-  to get there hangs (it creates FILE, which the test can wait for); a retry passes.
+  to get there hangs (it creates FILE, holding the snapshot's temporary folder, which the test can
+  wait for); a retry passes.
 - `RLRUN_TEST_SIGNAL_AT_FRAME=F` makes a session send itself SIGTERM at the step that reaches
   frame F, so a test can preempt it at an exact (mid-episode) step through the real signal path.
 - `RLRUN_TEST_HEARTBEAT_SECONDS=S` makes sessions heartbeat every S seconds, so a tiny training
@@ -96,16 +97,23 @@ def crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def hang_in_snapshot(name: str) -> None:
-    """Hang for an hour if the test asked to while the snapshot `name` is half written."""
+def hang_in_snapshot(name: str, folder: Path) -> None:
+    """Hang for an hour if the test asked to while the snapshot `name` is half written in `folder`
+    (its temporary folder, which the once-file names: other sessions' snapshots of the same frame
+    pass through folders of the same pattern, so a test finds the hung one there)."""
     target, _, once = os.environ.get(HANG_ENV, "").partition("@")
     if target != name:
         return
     if once:
+        descriptor, staged = tempfile.mkstemp(dir=Path(once).parent, prefix=f".{Path(once).name}.")
+        os.write(descriptor, str(folder).encode())
+        os.close(descriptor)
         try:
-            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.link(staged, once)  # complete when it appears, and only the first process's
         except FileExistsError:
             return  # another process hung here already
+        finally:
+            os.unlink(staged)
     time.sleep(3600)
 
 

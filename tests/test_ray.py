@@ -156,9 +156,11 @@ def wait_for(condition: Callable[[], Any], process: subprocess.Popen[str] | None
     raise AssertionError("timed out")
 
 
-def hanging_snapshot(home: Path, frame: int) -> Callable[[], list[Path]]:
-    """A session hung half-way through writing its snapshot at `frame` (HANG_ENV)."""
-    return lambda: list(home.glob(f"*/s*/checkpoints/.f{frame:012d}.tmp-*/state.pt"))
+def hung_snapshot(flag: Path) -> Callable[[], Path | None]:
+    """The temporary folder of the snapshot a session hung half-way through writing, once it hangs
+    (HANG_ENV's once-file `flag` names it; another session's snapshot of the same frame is a folder
+    of the same pattern, there only while that session writes it)."""
+    return lambda: Path(flag.read_text()) if flag.exists() else None
 
 
 def node_of(cluster: Any, node_id: str) -> Any:
@@ -207,8 +209,8 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(
             wait=False,
             env={HANG_ENV: f"f000000002000@{flag}"},
         )
-        hung = wait_for(hanging_snapshot(home, 2000), driver)[0]
-        index = int(hung.parent.parent.parent.name.removeprefix("s"))
+        hung = wait_for(hung_snapshot(flag), driver)
+        index = int(hung.parent.parent.name.removeprefix("s"))
         first = attempts_of(detail(home, registry_url), index)[-1]
         assert first.node, "the attempt records its node"
         cluster.remove_node(node_of(cluster, first.node), allow_graceful=False)
@@ -223,7 +225,7 @@ def test_a_removed_node_two_sessions_ppo_mid_rollout(
     assert [(t.kind, t.end_status) for t in other] == [("train", "finished")]
     assert other[0].node != lost[0].node, "two sessions, two nodes"
     assert lost[1].lease == lost[0].lease + 1
-    assert not hung.parent.exists(), "the torn snapshot was swept away"
+    assert not hung.exists(), "the torn snapshot was swept away"
     assert not list(home.glob(".rlrun-probe-*")), "the storage check leaves nothing behind"
     assert_same_run(a, final_state(home))
     argv, environment = command(home, registry_url, "show", "latest")
@@ -276,7 +278,7 @@ def test_a_killed_driver_then_resume_on_the_cluster(
     driver = train(
         home, registry_url, cluster, "reinforce_cartpole", wait=False, env={HANG_ENV: f"f000000002000@{flag}"}
     )
-    wait_for(hanging_snapshot(home, 2000), driver)
+    wait_for(hung_snapshot(flag), driver)
     os.kill(driver.pid, signal.SIGKILL)
     finished(driver)
     argv, environment = command(home, registry_url, "ls", "--json")

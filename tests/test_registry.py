@@ -91,6 +91,33 @@ def test_run_ids_are_short_lowercase_and_start_with_a_letter() -> None:
         assert set(run_id) <= set(ALPHABET)
 
 
+def test_a_run_id_drawn_twice_is_drawn_again(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs created in the same second can draw the same id (3 random characters): the registry
+    draws again, for a new run and for an imported one, instead of refusing the insert."""
+    from rlrun.registry import store
+
+    make_run(registry, "bk3x9q2m7a")
+    draws = iter(["bk3x9q2m7a", "bk3x9q2m7b", "bk3x9q2m7a", "bk3x9q2m7c"])
+    monkeypatch.setattr(store, "new_run_id", lambda created_at=None: next(draws))
+    created = registry.create_run(
+        name=None,
+        spec_name="reinforce_cartpole",
+        algorithm="reinforce",
+        env_id="CartPole-v1",
+        max_frame=1000,
+        seed=7,
+        num_sessions=1,
+        spec_json="{}",
+        host=None,
+        pid=None,
+    )
+    assert created.id == "bk3x9q2m7b"
+    foreign = RestoredRun(registry.resolve("bk3x9q2m7a")._replace(name="imported"), [], [], [], [], [])
+    copied = registry.restore_run(foreign, fresh_id=True)
+    assert copied == "bk3x9q2m7c" and registry.resolve(copied).name == "imported"
+    assert {r.id for r in registry.list_runs(limit=None)} == {"bk3x9q2m7a", "bk3x9q2m7b", "bk3x9q2m7c"}
+
+
 def test_run_ids_sort_by_creation_second() -> None:
     times = [0, 1, 59, 1_700_000_000, 1_700_000_001, 1_800_000_000, 4_000_000_000]
     ids = [new_run_id(t) for t in times]

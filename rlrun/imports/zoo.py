@@ -104,9 +104,8 @@ def import_sb3(sources: Sequence[Path | str], *, home: Path | str | None = None)
             if registry.name_exists(run.name) is not None or run.name in [r.name for r in imported]:
                 already.append(run.name)
                 continue
-            restored = restored_run(run, time.time())
-            registry.restore_run(restored)
-            imported.append(registry.resolve(restored.run.id))
+            run_id = registry.restore_run(restored_run(run, time.time()), fresh_id=True)
+            imported.append(registry.resolve(run_id))
     return ImportReport(imported, already)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlrun import paths, testhooks
 from rlrun.errors import BadInput, RegistryError
+from rlrun.ids import new_run_id
 from rlrun.registry import manifest
 from rlrun.registry.database import Conflict, Connected, Transaction
 from rlrun.registry.liveness import run_status
@@ -103,7 +104,7 @@ class Writes(Connected):
     def create_run(
         self,
         *,
-        run_id: str,
+        run_id: str | None = None,
         name: str | None,
         spec_name: str,
         algorithm: str,
@@ -121,14 +122,16 @@ class Writes(Connected):
 
         `parent_id` links a fork (`rlrun resume --fork`) to the run it started from. `trial` names
         the search trial the run trains: its row is written (or given this run) in the same
-        transaction, so a kill between the two cannot leave a search's run unlinked.
+        transaction, so a kill between the two cannot leave a search's run unlinked. Without a
+        `run_id`, a fresh one no run holds is drawn in the same transaction (`_unused_run_id`).
         """
         if num_sessions < 1:
             raise BadInput(f"a run needs at least one session, not {num_sessions}")
         try:
             with self._transaction(write=True) as tx:
-                self._check_new_run(tx, run_id, name, parent_id)
                 now = tx.now()
+                run_id = run_id or _unused_run_id(tx)
+                self._check_new_run(tx, run_id, name, parent_id)
                 run = RunRecord(
                     id=run_id,
                     name=name,
@@ -654,13 +657,17 @@ class Writes(Connected):
 
     # ---- rebuilding from folders -------------------------------------------------------------
 
-    def restore_run(self, restored: RestoredRun) -> None:
+    def restore_run(self, restored: RestoredRun, *, fresh_id: bool = False) -> str:
         """Insert a run read back from its folder (`rlrun db rebuild`) with all its rows, in one
-        transaction. A parent that is not in the registry is dropped from the record."""
+        transaction, and return its id. A parent that is not in the registry is dropped from the
+        record. `fresh_id` (a foreign run imported, whose id is rlrun's own to give): its id is
+        drawn again in the transaction if another run holds it."""
         # Its folder was read in this home (rebuilt, imported): the run lives here (a manifest never
         # names its home: a folder copied or moved would carry a stale one).
         run = restored.run._replace(home=paths.home_address(self.home))
         with self._transaction(write=True) as tx:
+            if fresh_id and tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.id}):
+                run = run._replace(id=_unused_run_id(tx, run.created_at))
             if run.parent_id is not None and not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run.parent_id}):
                 run = run._replace(parent_id=None)
             tx.execute(insert_sql("runs", RUN_COLUMNS), run._asdict())
@@ -683,6 +690,7 @@ class Writes(Connected):
                         values["run_id"] = run.id
                     tx.insert(insert_sql(table, values), values)
             self._sync_manifest(tx, run.id)
+        return run.id
 
     # ---- the run folder's manifest -----------------------------------------------------------
 
@@ -696,3 +704,13 @@ class Writes(Connected):
         locking here again costs nothing then, and covers a caller that wrote nothing before."""
         lock_run(tx, run_id)
         manifest.write_from_rows(tx, self.home, run_id)
+
+
+def _unused_run_id(tx: Transaction, created_at: float | None = None) -> str:
+    """A new run id no run in the registry holds. An id's random part is 3 characters a second, so
+    runs created in the same second (a search's trials, an import of many folders) can draw the
+    same one; this draws again, in the transaction that inserts the run."""
+    while True:
+        run_id = new_run_id(created_at)
+        if not tx.rows("SELECT 1 FROM runs WHERE id = :id", {"id": run_id}):
+            return run_id

@@ -160,7 +160,7 @@ def prepare(destination: Path, snapshot: Snapshot, *, previous: Path | None = No
         buffer = io.BytesIO()
         torch.save(snapshot.tensors, buffer)
         hashes[STATE] = write_synced(temporary / STATE, buffer.getbuffer())
-        testhooks.hang_in_snapshot(destination.name)  # tests kill the process here: a torn snapshot
+        testhooks.hang_in_snapshot(destination.name, temporary)  # tests kill the process here: a torn snapshot
         testhooks.crash_point("snapshot-half-written")
         for name, array in snapshot.arrays.items():
             hashes[f"{ARRAYS}/{name}.npy"] = _write_array(temporary / ARRAYS / f"{name}.npy", array)

@@ -23,7 +23,6 @@ from typing import Any
 from rlrun import data, paths, snapshot, storage, testhooks
 from rlrun.clock import Clock
 from rlrun.errors import BadInput
-from rlrun.ids import new_run_id
 from rlrun.imports.foreign import refuse_foreign
 from rlrun.refs import RunFilter, RunRef, check_run_name, parse_ref
 from rlrun.registry import CheckpointRecord, Registry, RunRecord, SessionRecord, run_status
@@ -196,7 +195,6 @@ def _create_run(
     frames [0, F], revision 1 the edited spec from F on."""
     first = fork_of.previous if fork_of else spec
     run = registry.create_run(
-        run_id=new_run_id(),
         name=name,
         spec_name=spec.name,
         algorithm=spec.agent.algorithm,
