@@ -53,7 +53,7 @@ FAST = {
     ],
     "sac": [
         "agent.learning_starts=200",
-        "agent.train_frequency=8",
+        "agent.train_frequency=16",
         "agent.batch_size=32",
         "agent.network.hidden=[32, 32]",
         "agent.memory.capacity=20000",
