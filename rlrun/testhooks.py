@@ -18,10 +18,12 @@ Each is driven by one environment variable; unset (always, outside tests) a hook
 - `RLRUN_TEST_FREEZE_AT_FRAME=F@FILE` makes the first session process to reach frame F write its
   pid into FILE and SIGSTOP itself: a frozen worker, for a test to wake (SIGCONT) when it likes.
 - `RLRUN_TEST_HOLD_AT_FRAME=F@FILE` makes the first session process to reach frame F (after that
-  step's log row, evaluation and snapshot) hand its trackers every row so far and wait until they
-  have taken them, then write the frame each tracker took last (JSON) into FILE and hold, its
-  threads still running, until FILE is removed: the process cannot end before a test that waits
-  for the trackers' delivery kills it.
+  step's log row, evaluation and snapshot; `F#N@FILE`: the N-th session of a process to pass it)
+  hand its trackers every row so far and wait until they have taken them (and a home in object
+  storage every file handed to the store), then write the frame each tracker took last (JSON)
+  into FILE and hold, its threads still running, until FILE is removed: the process cannot end
+  before a test that waits for the trackers' delivery kills it, and a kill then loses nothing
+  that was on its way.
 - `RLRUN_TEST_SLOW_EVALUATION_SECONDS=S` makes every evaluation take S seconds longer (a sleep
   before its episodes, which change nothing), so a background evaluation is still running when
   training reaches its next snapshot or stops.
@@ -143,9 +145,14 @@ def freeze_at_frame(before: int, after: int) -> None:
 
 
 def hold_at_frame(before: int, after: int) -> bool:
-    """Whether a test asked for a hold at a frame in (before, after] (`hold`, then)."""
-    frame, _, _ = os.environ.get(HOLD_ENV, "").partition("@")
-    return bool(frame) and before < int(frame) <= after
+    """Whether a test asked for a hold at a frame in (before, after] (`hold`, then); with `F#N`,
+    at the N-th time a session of this process passes frame F (a search's trials, one by one)."""
+    target, _, _ = os.environ.get(HOLD_ENV, "").partition("@")
+    frame, _, count = target.partition("#")
+    if not frame or not before < int(frame) <= after:
+        return False
+    _reached["hold"] += 1
+    return _reached["hold"] == int(count or 1)
 
 
 def hold(delivered: Callable[[], dict[str, int | None] | None]) -> None:

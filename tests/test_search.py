@@ -19,7 +19,7 @@ from helpers import PROBE, cli_env, invoke, rlrun, search_spec, trials
 from same_run import assert_same_run, assert_tensors_equal, built_once, final_state, wait_for
 
 from rlrun.registry import Registry
-from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, SIGNAL_AT_ENV, SLOW_EVALUATION_ENV
+from rlrun.testhooks import CRASH_ENV, HEARTBEAT_ENV, HOLD_ENV, SIGNAL_AT_ENV, SLOW_EVALUATION_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -166,14 +166,18 @@ def test_a_lost_registry_rebuilt_after_a_kill_9_gives_back_the_same_search(
     it reads from the store."""
     home_a, spec = straight
     monkeypatch.delenv("RLRUN_DB", raising=False)  # each home's registry is its own file, read from here
+    held = home.parent / "held"
+    # The third session to reach frame 1,000 (its evaluation and snapshot written) holds once every
+    # file it wrote is in the store: a kill -9 anywhere else could fall between a registry write and
+    # its manifest's PUT, which no rebuild can know of.
     process = zygote.start(
         ["search", str(spec), *SEARCH],
-        env=cli_env(home),
+        env={**cli_env(home), HOLD_ENV: f"1000#3@{held}"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    wait_for(lambda: _third_trial_has_a_snapshot(home), process)
+    wait_for(held.exists, process)
     os.killpg(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
     listed, shown = _search_views(home)

@@ -295,9 +295,11 @@ class Session:
         return "finished"
 
     def _hold(self) -> None:
-        """A test's hold: the trackers get every row so far, as at a heartbeat, and the session
-        waits (`rlrun.testhooks.hold`)."""
+        """A test's hold: the trackers get every row so far, as at a heartbeat, the store every
+        snapshot (recorded) and file, and the session waits (`rlrun.testhooks.hold`)."""
         self.registry.fenced(self.flush_logs)
+        self.checkpoints.settle()
+        storage.settled()
         trackers = self.trackers
         testhooks.hold(lambda: {} if trackers is None else trackers.taken())
 

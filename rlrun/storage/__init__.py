@@ -194,6 +194,7 @@ class _Publisher:
         self._pending: dict[Path, Mirror] = {}
         self._ready = threading.Condition()
         self._closing = False
+        self._putting = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="rlrun-publish", daemon=True)
         self._thread.start()
@@ -202,6 +203,12 @@ class _Publisher:
         with self._ready:
             self._pending[path] = mirror
             self._ready.notify_all()
+
+    def settle(self) -> None:
+        """Wait until every file handed over so far is put (the thread goes on; a test's hold)."""
+        with self._ready:
+            while self._pending or self._putting:
+                self._ready.wait()
 
     def drain(self) -> None:
         """Wait until every file handed over is put; raise what stopped one."""
@@ -221,13 +228,25 @@ class _Publisher:
                     return
                 path = next(iter(self._pending))
                 mirror = self._pending.pop(path)
+                self._putting = True
             try:
                 _put_in_turn(mirror, path)
             except BaseException as error:  # said by `drain`, in the thread that ends the session
                 self._error = self._error or error
+            finally:
+                with self._ready:
+                    self._putting = False
+                    self._ready.notify_all()
 
 
 _PUBLISHER: _Publisher | None = None
+
+
+def settled() -> None:
+    """Wait until the background publisher, if one runs, has put every file handed to it so far."""
+    publisher = _PUBLISHER
+    if publisher is not None:
+        publisher.settle()
 
 
 def _put_in_turn(mirror: Mirror, path: Path) -> None:
