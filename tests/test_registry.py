@@ -45,7 +45,9 @@ def sqlite_only(registry: Registry) -> None:
         pytest.skip("looks at SQLite's own statements")
 
 
-def make_run(registry: Registry, run_id: str, *, name: str | None = None, sessions: int = 2, **extra: Any) -> RunRecord:
+def make_run(
+    registry: Registry, run_id: str | None, *, name: str | None = None, sessions: int = 2, **extra: Any
+) -> RunRecord:
     fields: dict[str, Any] = {
         "spec_name": "reinforce_cartpole",
         "algorithm": "reinforce",
@@ -99,18 +101,7 @@ def test_a_run_id_drawn_twice_is_drawn_again(registry: Registry, monkeypatch: py
     make_run(registry, "bk3x9q2m7a")
     draws = iter(["bk3x9q2m7a", "bk3x9q2m7b", "bk3x9q2m7a", "bk3x9q2m7c"])
     monkeypatch.setattr(store, "new_run_id", lambda created_at=None: next(draws))
-    created = registry.create_run(
-        name=None,
-        spec_name="reinforce_cartpole",
-        algorithm="reinforce",
-        env_id="CartPole-v1",
-        max_frame=1000,
-        seed=7,
-        num_sessions=1,
-        spec_json="{}",
-        host=None,
-        pid=None,
-    )
+    created = make_run(registry, None)  # the registry draws its id
     assert created.id == "bk3x9q2m7b"
     foreign = RestoredRun(registry.resolve("bk3x9q2m7a")._replace(name="imported"), [], [], [], [], [])
     copied = registry.restore_run(foreign, fresh_id=True)
