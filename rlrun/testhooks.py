@@ -106,17 +106,24 @@ def hang_in_snapshot(name: str, folder: Path) -> None:
     target, _, once = os.environ.get(HANG_ENV, "").partition("@")
     if target != name:
         return
-    if once:
-        descriptor, staged = tempfile.mkstemp(dir=Path(once).parent, prefix=f".{Path(once).name}.")
-        os.write(descriptor, str(folder).encode())
-        os.close(descriptor)
-        try:
-            os.link(staged, once)  # complete when it appears, and only the first process's
-        except FileExistsError:
-            return  # another process hung here already
-        finally:
-            os.unlink(staged)
+    if once and not _claim(Path(once), str(folder).encode()):
+        return  # another process hung here already
     time.sleep(3600)
+
+
+def _claim(flag: Path, content: bytes) -> bool:
+    """Write `content` into `flag` whole, unless another process did first (then False): a test
+    waiting for the file never reads it half written, and only the first process's stands."""
+    descriptor, staged = tempfile.mkstemp(dir=flag.parent, prefix=f".{flag.name}.")
+    os.write(descriptor, content)
+    os.close(descriptor)
+    try:
+        os.link(staged, flag)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(staged)
+    return True
 
 
 def signal_at_frame() -> int:
@@ -161,15 +168,8 @@ def hold(delivered: Callable[[], dict[str, int | None] | None]) -> None:
     flag = Path(os.environ[HOLD_ENV].partition("@")[2])
     while (taken := delivered()) is None:
         time.sleep(0.02)
-    descriptor, staged = tempfile.mkstemp(dir=flag.parent, prefix=f".{flag.name}.")
-    os.write(descriptor, json.dumps(taken).encode())
-    os.close(descriptor)
-    try:
-        os.link(staged, flag)  # complete when it appears, and only the first process's
-    except FileExistsError:
+    if not _claim(flag, json.dumps(taken).encode()):
         return
-    finally:
-        os.unlink(staged)
     while flag.exists():
         time.sleep(0.05)
 
