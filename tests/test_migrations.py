@@ -27,6 +27,7 @@ from rlrun.registry.schema import (
     migration_connection,
     migrations_dir,
     upgrade_schema,
+    upgrade_sqlite,
 )
 from rlrun.registry.server import create_registry_engine
 from rlrun.registry.tables import Base
@@ -95,6 +96,38 @@ def test_upgrade_from_empty_creates_every_table(engine: Engine) -> None:
 def test_models_match_migrations(engine: Engine) -> None:
     upgrade_schema(engine)
     assert _drift(engine) == []
+
+
+def _described(db_file: Path) -> dict[str, Any]:
+    """A SQLite file's schema as SQLite reads it back: each table's columns, foreign keys (in no
+    order) and indexes, each index's table, the version table's rows and the journal mode."""
+    db = sqlite3.connect(db_file)
+    try:
+        described: dict[str, Any] = {}
+        for kind, name, table in db.execute("SELECT type, name, tbl_name FROM sqlite_master"):
+            if kind != "table":
+                described[name] = (kind, table)
+                continue
+            described[name] = (
+                list(db.execute(f"PRAGMA table_info({name})")),
+                sorted(row[2:] for row in db.execute(f"PRAGMA foreign_key_list({name})")),
+                sorted(row[1:4] for row in db.execute(f"PRAGMA index_list({name})")),
+            )
+        described["versions"] = list(db.execute(f"SELECT * FROM {VERSION_TABLE}"))
+        described["journal"] = db.execute("PRAGMA journal_mode").fetchone()
+        return described
+    finally:
+        db.close()
+
+
+def test_a_new_file_gets_the_schema_the_migrations_build(tmp_path: Path, engine: Engine) -> None:
+    """A new registry file is given head.sql's schema at once (`upgrade_sqlite`), not built by running
+    every migration: what SQLite reads back of it is what the migrations from empty leave."""
+    upgrade_schema(engine)
+    created = upgrade_sqlite(tmp_path / "new.sqlite")
+    assert created is not None and (created.before, created.after, created.backup) == (None, SCHEMA_HEAD, None)
+    assert _described(tmp_path / "new.sqlite") == _described(tmp_path / "registry.sqlite")
+    assert _drift(engine) == [] and _described(tmp_path / "new.sqlite")["versions"] == [(SCHEMA_HEAD,)]
 
 
 def test_drift_is_detected(engine: Engine) -> None:

@@ -31,10 +31,32 @@ from multiprocessing import reduction
 from pathlib import Path
 from typing import IO, Any
 
+from rlrun.algorithms import algorithm_names
 from rlrun.training.zygote import startup_variables
 
-PRELOAD = ["torch", "gymnasium", "rlrun.cli", "rlrun.training.api", "rlrun.session.loop", "rlrun.algorithms"]
-"""What every command would import anyway: the zygote pays for it once."""
+PRELOAD = [
+    "torch",
+    "gymnasium",
+    "rlrun.cli",
+    "rlrun.cli.display",
+    "rlrun.cli.views",
+    "rlrun.training.api",
+    "rlrun.training.local",
+    "rlrun.training.supervisor",
+    "rlrun.session.loop",
+    *(f"rlrun.algorithms.{name}" for name in algorithm_names()),
+    "rlrun.registry.server",
+    "rlrun.registry.tables",
+    "rlrun.catalog.listing",
+    "rlrun.catalog.targets",
+    "rlrun.home.folders",
+    "sqlalchemy.dialects.sqlite",
+    "alembic.command",
+    "alembic.config",
+    "alembic.runtime.migration",
+]
+"""What every command would import anyway (a fresh home's first command creates its registry with
+Alembic's migrations): the zygote pays for it once."""
 
 OPENMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 
