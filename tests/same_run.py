@@ -32,7 +32,7 @@ from rlrun.snapshot import remote
 from rlrun.snapshot.layout import is_temporary
 from rlrun.testhooks import SIGNAL_AT_ENV
 
-BUDGET = 12_000
+BUDGET = 6_000
 CADENCE = [
     "--set",
     "meta.eval_frequency=1000",
@@ -48,7 +48,7 @@ CADENCE = [
 OFFLINE_TO_ONLINE = ("td3bc", "iql", "cql")
 """Tested in tests/test_offline_continuous.py and tests/test_offline_cql.py (exactness across the
 switch, metrics columns) on tiny runs: each per-algorithm test here would first record a dataset,
-then train a 12k-frame run."""
+then train a BUDGET-frame run."""
 ALGORITHMS = [name for name in algorithm_names() if name not in OFFLINE_TO_ONLINE]
 
 # DQN whose replay memory (1,800 rows) wraps during a WRAPPING_TARGET run, a snapshot every 1k

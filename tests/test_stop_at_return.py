@@ -22,7 +22,7 @@ SPEC = builtin_for("ppo")
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> tuple[float, int]:
-    """A return the uninterrupted 12k-frame run first reaches at an evaluation after its second
+    """A return the uninterrupted BUDGET-frame run first reaches at an evaluation after its second
     (test_resume.py's reference, trained once per test run), and that evaluation's frame."""
     straight = reference_state(tmp_path_factory, SPEC, "--frames", str(BUDGET))
     evaluations = [(frame, mean) for frame, mean, *_ in straight["sessions"][0]["recorded"]]
