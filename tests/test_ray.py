@@ -298,6 +298,25 @@ def test_a_killed_driver_then_resume_on_the_cluster(
         ("resume", 1000, "finished"),
     ]
     assert_same_run(a, final_state(home))
+    workers = {n.node_id for n in cluster.list_all_nodes() if n._ray_params.num_cpus}  # as _node_kind reads it
+    assert passed_storage_check(cluster, home) == workers, "every session node passed the train's check, kept"
+
+
+def passed_storage_check(cluster: Any, home: Path) -> set[str]:
+    """The nodes the cluster keeps as having passed the storage check for `home` (no SQLite
+    registry: these tests record into PostgreSQL), read by a driver of its own."""
+    script = (
+        "import json, sys, ray\n"
+        "from pathlib import Path\n"
+        "from rlrun.training.ray.preflight import _PassedNodes\n"
+        "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+        "print(json.dumps(sorted(_PassedNodes({'runs home': Path(sys.argv[2])}, None).read())))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, cluster.address, str(home)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def test_a_stale_attempt_that_wakes_writes_nothing(

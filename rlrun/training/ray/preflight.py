@@ -7,13 +7,15 @@ the module otherwise."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
+import json
 import os
 import site
 import socket
 import sysconfig
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +92,37 @@ def check_storage(
     every node that may run a session look for it, and import the user's `modules` as a session
     would (the job ships those not installed): a node that cannot see or import one is bad input naming the
     node and the path or module. `every_node`: every node of the cluster, the ones a detached
-    supervisor may run on included. The markers are removed either way: nothing is left written."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    token = uuid.uuid4().hex
+    supervisor may run on included. The markers are removed either way: nothing is left written.
+    Without modules, a node that passed for the same places before, while the cluster lives, is not
+    asked again (`_PassedNodes`)."""
     places = {"runs home": home}
     db_file = sqlite_file(db_url)
     if db_file is not None:
         places["SQLite registry"] = db_file.parent
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = [n for n in alive if can_host(n.get("Resources", {}), cpus, gpus)]
+    if nodes and every_node:
+        nodes = alive
+    if not nodes:
+        raise ClusterUnreachable(
+            f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
+            " session; add nodes or ask for less (--cpus, --gpus)"
+        )
+    # A user's module is imported afresh each time: it may have changed since. Places are not.
+    passed = _PassedNodes(places, storage.mirror_of(home)) if not modules else None
+    if passed is not None:
+        nodes = [n for n in nodes if n["NodeID"] not in passed.read()]
+    if nodes:
+        _probe(ray, nodes, home, places, modules)
+    if passed is not None:
+        passed.add(n["NodeID"] for n in nodes)
+
+
+def _probe(ray: Any, nodes: list[dict[str, Any]], home: Path, places: dict[str, Path], modules: Sequence[str]) -> None:
+    """The markers written, a probe on each of `nodes` reading them back, the markers removed."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = uuid.uuid4().hex
     made: list[Path] = []
     markers: dict[str, str] = {}
     mirror = storage.mirror_of(home)
@@ -113,15 +138,6 @@ def check_storage(
             marker = folder / f".rlrun-probe-{token}"
             marker.write_text(token)
             markers[what] = str(marker)
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        nodes = [n for n in alive if can_host(n.get("Resources", {}), cpus, gpus)]
-        if nodes and every_node:
-            nodes = alive
-        if not nodes:
-            raise ClusterUnreachable(
-                f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
-                " session; add nodes or ask for less (--cpus, --gpus)"
-            )
         probe = ray.remote(find_markers)
         found = [
             probe.options(
@@ -138,7 +154,7 @@ def check_storage(
             ) from None
         for node, missing in zip(nodes, answers, strict=True):
             if missing:
-                raise BadInput(_unreachable(node, missing[0], places, db_file is not None))
+                raise BadInput(_unreachable(node, missing[0], places, "SQLite registry" in places))
     finally:
         for written in markers.values():
             if storage.is_url(written):
@@ -149,6 +165,36 @@ def check_storage(
         for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+class _PassedNodes:
+    """The nodes that have read back the markers of these places, kept in the cluster's own
+    key-value store: they live as long as the cluster does, and a node (re)started since has a new
+    id. Each probe starts a Ray worker on every node, about 2 CPU-seconds a command on a
+    three-node cluster; a resume or a search's next trial on the same home asks only new nodes.
+    Two commands that add at once may lose one's nodes: they are probed again, nothing worse."""
+
+    NAMESPACE = "rlrun-storage-check"
+
+    def __init__(self, places: dict[str, Path], mirror: Any) -> None:
+        described = {what: str(folder.resolve()) for what, folder in places.items()}
+        if mirror is not None:
+            described["runs home"] = mirror.url
+        self._key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+    def read(self) -> set[str]:
+        from ray.experimental.internal_kv import _internal_kv_get
+
+        stored = _internal_kv_get(self._key, namespace=self.NAMESPACE)
+        return set(json.loads(stored)) if stored else set()
+
+    def add(self, node_ids: Iterable[str]) -> None:
+        from ray.experimental.internal_kv import _internal_kv_put
+
+        added = set(node_ids)
+        if added:
+            value = json.dumps(sorted(self.read() | added))
+            _internal_kv_put(self._key, value, overwrite=True, namespace=self.NAMESPACE)
 
 
 def can_host(resources: dict[str, float], cpus: float, gpus: float) -> bool:
