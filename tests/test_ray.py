@@ -83,7 +83,14 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
     made = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 0, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
+        # No log monitor: it tails every worker's log for drivers, and rlrun's drivers take none
+        # (`log_to_driver=False`); the files stay, for the tests that read them.
+        head_node_args={
+            "num_cpus": 0,
+            "include_dashboard": False,
+            "include_log_monitor": False,
+            "_system_config": HEALTH_CHECKS,
+        },
     )
     try:
         for _ in range(WORKERS):
