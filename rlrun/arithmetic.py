@@ -37,6 +37,10 @@ class Arithmetic:
     (`ScalingConv2d`: no scaling pass over each minibatch's floats)."""
     cnn_acts_transposed: bool = False
     """A `nature_cnn` network acts through transposed copies of its dense weights (`TransposedWeights`)."""
+    sac_sde_learns_features: bool = False
+    """SAC with gSDE trains its actor's hidden features through the noise, as Stable-Baselines3's SAC
+    does (`learn_features=True`): the latent features that scale the exploration matrix, and the
+    variance of the action's Gaussian, are not detached from the actor's loss (`SdeActor`)."""
 
     def kernel_is_autograd(self, algorithm: str) -> bool:
         """Whether `algorithm`'s kernels (`rlrun.algorithms.kernels`) compute autograd's bits under
@@ -64,7 +68,15 @@ _THREE = replace(
     " elsewhere)",
     bf16_wide_products=True,
 )
-REVISIONS: dict[int, Arithmetic] = {a.revision: a for a in (_ONE, _TWO, _THREE)}
+_FOUR = replace(
+    _THREE,
+    revision=4,
+    changes="SAC with gSDE trains its actor's hidden features through the noise (Stable-Baselines3's"
+    " `learn_features=True` for SAC): the features that scale the exploration matrix, and the"
+    " action's variance, are no longer detached from the actor's loss",
+    sac_sde_learns_features=True,
+)
+REVISIONS: dict[int, Arithmetic] = {a.revision: a for a in (_ONE, _TWO, _THREE, _FOUR)}
 """Every revision this rlrun trains with, by number. A revision is kept while any run recorded
 with it may be resumed; an old run moves to a newer one by a fork (`rlrun resume --fork --set
 meta.arithmetic=N`)."""

@@ -28,15 +28,24 @@ ROOT = Path(__file__).resolve().parents[1]
 LAST_OF_REVISION = {
     1: "498a604536f1127f39b483c9a25c1c460080e7b2",  # the last rlrun before `meta.arithmetic` existed
     2: "06d0a2349661854cff3f14010a427f3574566fca",  # the last rlrun whose new runs took revision 2
+    3: "e2a01083ed4d6cbd2d9cbff13030192328a24f7f",  # the last rlrun whose new runs took revision 3
 }
 
 CASES = [  # (revision, built-in, frames, edits): where each revision changed something, and trains it
     # 500 updates (learning starts at 100), each on a batch of 64
     (1, "sac_pendulum", 600, ["agent.batch_size=64"]),
-    # one rollout of 8 x 32 frames, its 4 epochs, then one evaluation (later edits win)
-    (1, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256"]),
+    # one rollout of 8 x 32 frames, its 4 epochs, then one evaluation of one game (later edits win)
+    (1, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256", "meta.num_eval_episodes=1"]),
     (2, "sac_pendulum", 600, ["agent.batch_size=64"]),
-    (2, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256"]),
+    (2, "ppo_breakout", 256, ["agent.n_steps=32", "meta.eval_frequency=256", "meta.num_eval_episodes=1"]),
+    # gSDE's SAC (revision 4 trains its features through the noise): 10 rounds of 32 updates on 64
+    # rows, then one evaluation of one 999-step episode
+    (
+        3,
+        "sac_mountaincar_continuous",
+        320,
+        ["agent.batch_size=64", "meta.eval_frequency=320", "meta.num_eval_episodes=1"],
+    ),
 ]
 
 

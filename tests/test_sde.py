@@ -79,28 +79,38 @@ def test_the_matrices_are_drawn_at_a_rollouts_start_and_every_sample_freq_steps(
     assert not np.array_equal(held[0][0], held[0][1])  # a matrix per env copy
 
 
-def test_sacs_squashed_noise_is_sb3s() -> None:
+@pytest.mark.parametrize("learn_features", [False, True], ids=["revisions 1-3", "revision 4"])
+def test_sacs_squashed_noise_is_sb3s(learn_features: bool) -> None:
     """SAC's actor with gSDE (`sac.SdeActor`): its squashed actions and their log-probabilities,
-    change of variables included, are SB3's (`squash_output=True`) for the same matrix."""
+    change of variables included, are SB3's (`squash_output=True`) for the same matrix, and so are
+    their gradients: into the hidden features too where the noise learns them (arithmetic revision
+    4, SB3's `learn_features=True` for SAC), into the mean and log-std alone before it."""
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.distributions import StateDependentNoiseDistribution
 
     from rlrun.spec import NetworkSpec
 
-    actor = sac.SdeActor(3, ACTIONS, NetworkSpec(hidden=[LATENT]), SdeSpec(), log_std_init=-1.0)
+    actor = sac.SdeActor(
+        3, ACTIONS, NetworkSpec(hidden=[LATENT]), SdeSpec(), log_std_init=-1.0, learn_features=learn_features
+    )
     obs = torch.randn((BATCH, 3), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        actions, log_probs = actor(obs, torch.Generator().manual_seed(2))
-        matrix = actor.noise.std() * torch.randn((LATENT, ACTIONS), generator=torch.Generator().manual_seed(2))
-        latent, mean = actor.latent_and_mean(obs)
-    theirs = StateDependentNoiseDistribution(ACTIONS, squash_output=True)
+    parameters = list(actor.parameters())
+    actions, log_probs = actor(obs, torch.Generator().manual_seed(2))
+    ours = torch.autograd.grad(log_probs.sum() + actions.sum(), parameters)
+    matrix = actor.noise.std() * torch.randn((LATENT, ACTIONS), generator=torch.Generator().manual_seed(2))
+    latent, mean = actor.latent_and_mean(obs)
+    theirs = StateDependentNoiseDistribution(ACTIONS, squash_output=True, learn_features=learn_features)
     theirs.proba_distribution_net(LATENT)
-    log_std = actor.noise.log_std.detach()
-    theirs.sample_weights(log_std)
+    theirs.sample_weights(actor.noise.log_std)
     theirs.exploration_mat = matrix
-    theirs.proba_distribution(mean, log_std, latent)
-    torch.testing.assert_close(actions, theirs.sample())
-    torch.testing.assert_close(log_probs, theirs.log_prob(actions), rtol=1e-4, atol=1e-4)  # SB3 inverts the tanh
+    theirs.proba_distribution(mean, actor.noise.log_std, latent)
+    their_actions = theirs.sample()
+    their_log_probs = theirs.log_prob(their_actions)
+    torch.testing.assert_close(actions, their_actions)
+    torch.testing.assert_close(log_probs, their_log_probs, rtol=1e-4, atol=1e-4)  # SB3 inverts the tanh
+    sb3s = torch.autograd.grad(their_log_probs.sum() + their_actions.sum(), parameters)
+    for mine, theirs_of_it in zip(ours, sb3s, strict=True):
+        torch.testing.assert_close(mine, theirs_of_it, rtol=1e-3, atol=1e-4)
 
 
 # Rounds of 12 frames: the snapshot at frame 2000 falls at step 8 of one, its matrix drawn at step 6

@@ -261,11 +261,18 @@ class StateDependentNoise(nn.Module):
         return mean + noise, (-0.5 * z**2 - log_scale - 0.5 * _LOG_2PI).sum(-1)
 
     def evaluate(
-        self, latent: torch.Tensor, mean: torch.Tensor, actions: torch.Tensor, *, entropy: bool
+        self,
+        latent: torch.Tensor,
+        mean: torch.Tensor,
+        actions: torch.Tensor,
+        *,
+        entropy: bool,
+        learn_features: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probabilities of `actions` and (if asked) the entropies, with gradients into `mean`
-        and `log_std` (not into the latent features, as SB3's default)."""
-        variance = latent.detach().pow(2) @ self.std().pow(2)
+        and `log_std`, and into the latent features only with `learn_features` (SB3's default for
+        SAC; not for PPO)."""
+        variance = (latent if learn_features else latent.detach()).pow(2) @ self.std().pow(2)
         log_scale = 0.5 * torch.log(variance + self.EPSILON)
         z = (actions - mean) * torch.exp(-log_scale)
         log_probs = (-0.5 * z.pow(2) - log_scale - 0.5 * _LOG_2PI).sum(dim=-1)

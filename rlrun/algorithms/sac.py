@@ -67,12 +67,22 @@ class SdeActor(nn.Module):
 
     CLIP_MEAN = 2.0
 
-    def __init__(self, obs_dim: int, action_dim: int, network: NetworkSpec, spec: SdeSpec, log_std_init: float) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        network: NetworkSpec,
+        spec: SdeSpec,
+        log_std_init: float,
+        learn_features: bool,
+    ) -> None:
         super().__init__()
         self.body = mlp(obs_dim, action_dim, network)
         last = self.body[-1]
         assert isinstance(last, nn.Linear)
         self.noise = StateDependentNoise(last.in_features, action_dim, spec, log_std_init)
+        self.learn_features = learn_features
+        """SB3's `learn_features` (`Arithmetic.sac_sde_learns_features`): the noise trains the latent."""
 
     def latent_and_mean(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         latent = self.body[:-1](obs)
@@ -87,9 +97,9 @@ class SdeActor(nn.Module):
             return torch.tanh(mean), torch.zeros(len(mean), device=mean.device)
         shape = (self.noise.latent, self.noise.outputs)
         matrix = self.noise.std() * torch.randn(shape, generator=generator).to(mean.device)  # drawn on the host
-        gaussian = mean + latent.detach() @ matrix
+        gaussian = mean + (latent if self.learn_features else latent.detach()) @ matrix
         action = torch.tanh(gaussian)
-        log_prob, _ = self.noise.evaluate(latent, mean, gaussian, entropy=False)
+        log_prob, _ = self.noise.evaluate(latent, mean, gaussian, entropy=False, learn_features=self.learn_features)
         return action, log_prob - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # the change of variables
 
 
@@ -383,7 +393,14 @@ class Agent:
             self.fast_actor = Fast(self.policy.body)
             self.actor = SquashedActor(self.policy, self.fast_actor, self.low, self.high)
         else:
-            self.policy = SdeActor(obs_dim, action_dim, config.network, config.sde, config.log_std_init).to(device)
+            self.policy = SdeActor(
+                obs_dim,
+                action_dim,
+                config.network,
+                config.sde,
+                config.log_std_init,
+                learn_features=arithmetic.sac_sde_learns_features,
+            ).to(device)
             self.actor = SdeSquashedActor(self.policy, self.low, self.high)
             self.noise = np.zeros((num_envs, self.policy.noise.latent, action_dim), dtype=np.float32)
         self.critic = Critic(obs_dim, action_dim, config.network).to(device)
