@@ -26,6 +26,7 @@ from helpers import GCS_SETTINGS, builtin_for, environment, fast, store_home
 from same_run import assert_same_run, final_state, train_here
 
 from rlrun.session import metrics_log, uploads
+from rlrun.testhooks import HOLD_ENV
 
 pytestmark = pytest.mark.slow  # real trainings in subprocesses, against a real S3 server that is stopped for 20 s
 
@@ -91,9 +92,13 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
     base = {k: v for k, v in os.environ.items() if not k.startswith("RLRUN_")}
     common = {**base, **settings, "RLRUN_DB": f"sqlite:///{database}", "RLRUN_TEST_HEARTBEAT_SECONDS": "0.5"}
     s3_env = {**common, "RLRUN_HOME": url, "RLRUN_CACHE": str(cache), uploads.IN_FLIGHT_ENV: "2"}
+    # The local run waits after its first snapshot until the store is stopped: trained at full
+    # speed, it could end before the S3 run reaches its own first snapshot, and prove nothing.
+    held = tmp_path / "local-held"
+    local_env = {**common, "RLRUN_HOME": str(local_home), HOLD_ENV: f"{CHECKPOINT}@{held}"}
     runs = {
         name: zygote.start(["train", SPEC, *ARGV], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, env in (("s3", s3_env), ("local", {**common, "RLRUN_HOME": str(local_home)}))
+        for name, env in (("s3", s3_env), ("local", local_env))
     }
     logs = {
         "s3": lambda: next(cache.glob("homes/s3/outage/*/runs/*/s0/metrics.csv"), None),
@@ -110,7 +115,7 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
         return reached
 
     deadline = time.monotonic() + 300
-    while min(frames().values()) < CHECKPOINT:  # each run has taken its first snapshot
+    while min(frames().values()) < CHECKPOINT or not held.exists():  # each run has taken its first snapshot
         ended = {name: p.communicate()[1] for name, p in runs.items() if p.poll() is not None}
         assert not ended, f"a run ended before the outage: {ended}"
         assert time.monotonic() < deadline, "timed out"
@@ -118,6 +123,7 @@ def test_a_hung_store_stalls_neither_its_run_nor_another_on_the_same_registry(
 
     server.send_signal(signal.SIGSTOP)
     stopped_at, before = time.monotonic(), frames()
+    held.unlink()  # the local run goes on, during the outage
     try:
         s3_run = logs["s3"]().parents[1].name  # type: ignore[union-attr]  # it has its first rows
         shown = zygote.start(
