@@ -246,10 +246,10 @@ def upgrade_sqlite(db_file: Path) -> Upgrade | None:
             probe.close()
         if revision == SCHEMA_HEAD:
             return None
-        from rlrun.registry.server import create_registry_engine
-
         if revision is None and _created_at_head(db_file):
             return Upgrade(str(db_file), None, SCHEMA_HEAD, None)
+        from rlrun.registry.server import create_registry_engine
+
         if revision is not None and revision not in known_revisions():
             raise RegistryError(_newer_message(str(db_file), revision))
         backup = None if revision is None else _backup(db_file, revision)
