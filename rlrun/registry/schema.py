@@ -242,12 +242,13 @@ def upgrade_sqlite(db_file: Path) -> Upgrade | None:
         probe = SqliteDatabase(str(db_file))
         try:
             revision = probe.revision()
+            created = revision is None and _created_at_head(probe)
         finally:
             probe.close()
+        if created:
+            return Upgrade(str(db_file), None, SCHEMA_HEAD, None)
         if revision == SCHEMA_HEAD:
             return None
-        if revision is None and _created_at_head(db_file):
-            return Upgrade(str(db_file), None, SCHEMA_HEAD, None)
         from rlrun.registry.server import create_registry_engine
 
         if revision is not None and revision not in known_revisions():
@@ -264,39 +265,25 @@ def upgrade_sqlite(db_file: Path) -> Upgrade | None:
     return Upgrade(str(db_file), revision, SCHEMA_HEAD, backup)
 
 
-def _created_at_head(db_file: Path) -> bool:
+def _created_at_head(database: SqliteDatabase) -> bool:
     """Give a new registry file the head schema at once: head.sql's tables (which the migrations
-    build, a test holds them to it) and the head revision, in one transaction. Running every
+    build, a test holds them to it) and the head revision, in one write transaction. Running every
     migration from empty instead costs a new home's first command about half a second of Alembic.
     False, with nothing written, where the file holds a schema already (one begun by something
     else): the migrations decide what to do with it."""
-    from rlrun.registry.sqlite import PRAGMAS, WAL, head_statements
+    from rlrun.registry.sqlite import head_statements
 
-    conn = sqlite3.connect(db_file, timeout=30, isolation_level=None)
-    try:
-        for pragma in (*PRAGMAS, WAL):
-            conn.execute(pragma)
-        conn.execute("BEGIN IMMEDIATE")
-        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            conn.execute("ROLLBACK")
+    with database.transaction(write=True) as tx:
+        if tx.rows("SELECT count(*) FROM sqlite_master")[0][0]:
             return False
-        for statement in (*head_statements(), *_version_table_statements()):
-            conn.execute(statement)
-        conn.execute("COMMIT")
-        return True
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.close()
-
-
-def _version_table_statements() -> tuple[str, ...]:
-    """Alembic's version table as its migrations leave it, at the head revision."""
-    return (
-        f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL,"
-        f" CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))",
-        f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{SCHEMA_HEAD}')",
-    )
+        for statement in head_statements():
+            tx.execute(statement)
+        tx.execute(
+            f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL,"
+            f" CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"  # as Alembic's migrations leave it
+        )
+        tx.execute(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (:head)", {"head": SCHEMA_HEAD})
+    return True
 
 
 def open_server(url: str, *, create: bool, upgrade: bool = False) -> tuple[ServerDatabase, Upgrade | None]:
