@@ -55,8 +55,8 @@ PRELOAD = [
     "alembic.config",
     "alembic.runtime.migration",
 ]
-"""What every command would import anyway (a fresh home's first command creates its registry with
-Alembic's migrations): the zygote pays for it once."""
+"""What every command would import anyway (a registry on PostgreSQL, emptied for each test, is
+brought to the head by Alembic's migrations): the zygote pays for it once."""
 
 OPENMP_WAIT_POLICY = "OMP_WAIT_POLICY"
 

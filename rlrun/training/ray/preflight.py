@@ -108,24 +108,27 @@ def check_storage(
             f"no node of the Ray cluster has {cpus:g} CPU(s) and {gpus:g} GPU(s) for a"
             " session; add nodes or ask for less (--cpus, --gpus)"
         )
+    mirror = storage.mirror_of(home)
     # A user's module is imported afresh each time: it may have changed since. Places are not.
-    passed = _PassedNodes(places, storage.mirror_of(home)) if not modules else None
+    passed = _PassedNodes(places, mirror) if not modules else None
     if passed is not None:
         nodes = [n for n in nodes if n["NodeID"] not in passed.read()]
     if nodes:
-        _probe(ray, nodes, home, places, modules)
+        _probe(ray, nodes, home, mirror, places, modules)
     if passed is not None:
         passed.add(n["NodeID"] for n in nodes)
 
 
-def _probe(ray: Any, nodes: list[dict[str, Any]], home: Path, places: dict[str, Path], modules: Sequence[str]) -> None:
-    """The markers written, a probe on each of `nodes` reading them back, the markers removed."""
+def _probe(
+    ray: Any, nodes: list[dict[str, Any]], home: Path, mirror: Any, places: dict[str, Path], modules: Sequence[str]
+) -> None:
+    """The markers written (the home's into its store, for a home in object storage: `mirror`), a
+    probe on each of `nodes` reading them back, the markers removed."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     token = uuid.uuid4().hex
     made: list[Path] = []
     markers: dict[str, str] = {}
-    mirror = storage.mirror_of(home)
     try:
         if mirror is not None:  # a home in object storage (reached already: `storage.reach`): every node must too
             mirror.put_bytes(mirror.key(home / f".rlrun-probe-{token}"), token.encode())
