@@ -221,19 +221,27 @@ class GreedyGraph(nn.Module):
 
 
 class StateDependentNoise(nn.Module):
-    """gSDE (Raffin et al., 2021) as Stable-Baselines3's `StateDependentNoiseDistribution` with
-    `learn_features=False`: an action is `mean + latent @ matrix`, `latent` the actor's last hidden
-    features (detached when learning: the noise does not train them), `matrix` (latent, actions)
-    drawn from N(0, std²) per entry and held between draws, one per env copy. Given the latent, the
-    action is Gaussian with variance `latent² @ std²` (plus SB3's 1e-6), which gives its
-    log-probability and entropy. `log_std` is learnt; the matrices are the agent's state."""
+    """gSDE (Raffin et al., 2021) as Stable-Baselines3's `StateDependentNoiseDistribution`: an
+    action is `mean + latent @ matrix`, `latent` the actor's last hidden features, `matrix` (latent,
+    actions) drawn from N(0, std²) per entry and held between draws, one per env copy. Given the
+    latent, the action is Gaussian with variance `latent² @ std²` (plus SB3's 1e-6), which gives its
+    log-probability and entropy. `log_std` is learnt; the matrices are the agent's state. With
+    `learn_features` (SB3's default for SAC, not for PPO) the noise trains the latent features too;
+    without, they are detached when learning."""
 
     EPSILON = 1e-6
 
-    def __init__(self, latent: int, outputs: int, spec: SdeSpec, log_std_init: float) -> None:
+    def __init__(
+        self, latent: int, outputs: int, spec: SdeSpec, log_std_init: float, *, learn_features: bool = False
+    ) -> None:
         super().__init__()
         self.spec, self.latent, self.outputs = spec, latent, outputs
+        self.learn_features = learn_features
         self.log_std = nn.Parameter(torch.full((latent, outputs if spec.full_std else 1), log_std_init))
+
+    def trained(self, latent: torch.Tensor) -> torch.Tensor:
+        """The latent features as the noise's terms see them: detached unless it learns them."""
+        return latent if self.learn_features else latent.detach()
 
     def std(self) -> torch.Tensor:
         """The matrix's standard deviations (latent, outputs), SB3's `get_std`."""
@@ -261,18 +269,11 @@ class StateDependentNoise(nn.Module):
         return mean + noise, (-0.5 * z**2 - log_scale - 0.5 * _LOG_2PI).sum(-1)
 
     def evaluate(
-        self,
-        latent: torch.Tensor,
-        mean: torch.Tensor,
-        actions: torch.Tensor,
-        *,
-        entropy: bool,
-        learn_features: bool = False,
+        self, latent: torch.Tensor, mean: torch.Tensor, actions: torch.Tensor, *, entropy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probabilities of `actions` and (if asked) the entropies, with gradients into `mean`
-        and `log_std`, and into the latent features only with `learn_features` (SB3's default for
-        SAC; not for PPO)."""
-        variance = (latent if learn_features else latent.detach()).pow(2) @ self.std().pow(2)
+        and `log_std`, and into the latent features only with `learn_features`."""
+        variance = self.trained(latent).pow(2) @ self.std().pow(2)
         log_scale = 0.5 * torch.log(variance + self.EPSILON)
         z = (actions - mean) * torch.exp(-log_scale)
         log_probs = (-0.5 * z.pow(2) - log_scale - 0.5 * _LOG_2PI).sum(dim=-1)

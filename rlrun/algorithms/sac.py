@@ -80,9 +80,10 @@ class SdeActor(nn.Module):
         self.body = mlp(obs_dim, action_dim, network)
         last = self.body[-1]
         assert isinstance(last, nn.Linear)
-        self.noise = StateDependentNoise(last.in_features, action_dim, spec, log_std_init)
-        self.learn_features = learn_features
-        """SB3's `learn_features` (`Arithmetic.sac_sde_learns_features`): the noise trains the latent."""
+        # SB3's `learn_features` (`Arithmetic.sac_sde_learns_features`): the noise trains the latent.
+        self.noise = StateDependentNoise(
+            last.in_features, action_dim, spec, log_std_init, learn_features=learn_features
+        )
 
     def latent_and_mean(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         latent = self.body[:-1](obs)
@@ -97,9 +98,9 @@ class SdeActor(nn.Module):
             return torch.tanh(mean), torch.zeros(len(mean), device=mean.device)
         shape = (self.noise.latent, self.noise.outputs)
         matrix = self.noise.std() * torch.randn(shape, generator=generator).to(mean.device)  # drawn on the host
-        gaussian = mean + (latent if self.learn_features else latent.detach()) @ matrix
+        gaussian = mean + self.noise.trained(latent) @ matrix
         action = torch.tanh(gaussian)
-        log_prob, _ = self.noise.evaluate(latent, mean, gaussian, entropy=False, learn_features=self.learn_features)
+        log_prob, _ = self.noise.evaluate(latent, mean, gaussian, entropy=False)
         return action, log_prob - torch.log(1 - action.pow(2) + 1e-6).sum(-1)  # the change of variables
 
 
