@@ -32,7 +32,6 @@ from same_run import (
     assert_tensors_equal,
     final_state,
     killed_after_a_snapshot,
-    newest_checkpoint_frame,
     preempted_mid_episode,
     reference_state,
     resume_ok,
@@ -41,7 +40,7 @@ from same_run import (
 )
 
 from rlrun.spec.cores import cores_per_session, usable_cores
-from rlrun.testhooks import CORES_ENV, FREEZE_ENV, HEARTBEAT_ENV
+from rlrun.testhooks import CORES_ENV, FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -192,16 +191,20 @@ def _running(pid: int) -> bool:
 def test_sigterm_to_the_whole_process_group(workers_run: dict[str, Any], home: Path) -> None:
     """A scheduler that signals every process of the job (SLURM's scancel) reaches the workers
     too: they leave the stopping to the session, which captures their copies into its snapshot."""
+    # The session holds after its snapshot at 2,000 until the signal has been sent: started fast, the
+    # run could otherwise end before the test sees that snapshot.
+    held = home.parent / "held"
     process = zygote.start(
         ["train", SPEC, *CADENCE, *_args(*WORKERS)],
-        env=cli_env(home),
+        env={**cli_env(home), HOLD_ENV: f"2000@{held}"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    wait_for(lambda: newest_checkpoint_frame(home) >= 2000, process)
+    wait_for(held.exists, process)
     os.killpg(process.pid, signal.SIGTERM)
+    held.unlink()
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     resume_ok(home)
