@@ -30,7 +30,7 @@ from rlrun.registry import Registry
 from rlrun.session import metrics_log
 from rlrun.snapshot import remote
 from rlrun.snapshot.layout import is_temporary
-from rlrun.testhooks import SIGNAL_AT_ENV
+from rlrun.testhooks import HOLD_ENV, SIGNAL_AT_ENV
 
 BUDGET = 6_000
 CADENCE = [
@@ -272,12 +272,18 @@ def preempted_mid_episode(home: Path, spec: str, *args: str) -> Result:
     return stopped
 
 
-def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000) -> None:
+def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000, hold: bool = True) -> None:
     """Train `spec` (with CADENCE and its fast settings) and kill -9 its whole process group once a
-    snapshot at `frame` or later is in the registry."""
+    snapshot at `frame` or later is in the registry. The session holds at `frame` (HOLD_ENV; the
+    hold's file is never removed), so a run that starts and trains fast cannot end before the test
+    sees that snapshot. `hold=False` for a run kept going by slow evaluations, whose snapshot waits
+    for its evaluation (which a hold would never record): its kill lands while one is in flight."""
+    env = cli_env(home)
+    if hold:
+        env[HOLD_ENV] = f"{frame}@{home.with_name(home.name + '.held')}"
     process = zygote.start(
         ["train", spec, *CADENCE, *fast(spec), *args],
-        cli_env(home),
+        env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -92,7 +92,7 @@ def test_an_interrupted_overlapped_run_is_the_uninterrupted_one(
     monkeypatch.delenv("RLRUN_DB", raising=False)
     monkeypatch.setenv(SLOW_EVALUATION_ENV, SLOW[SLOW_EVALUATION_ENV])  # for the killed run and the resume
     if interruption == "kill-9":
-        killed_after_a_snapshot(home, spec, "--frames", str(BUDGET), *OVERLAP, frame=3000)
+        killed_after_a_snapshot(home, spec, "--frames", str(BUDGET), *OVERLAP, frame=3000, hold=False)
     else:
         preempted_mid_episode(home, spec, "--frames", str(BUDGET), *OVERLAP)
     resume_ok(home)

@@ -27,6 +27,7 @@ from same_run import (
     CADENCE,
     assert_same_run,
     final_state,
+    killed_after_a_snapshot,
     log_items,
     newest_checkpoint_frame,
     reference,
@@ -95,16 +96,7 @@ def test_sigterm_mid_episode(straight: tuple[str, dict[str, Any]], home: Path) -
 @pytest.mark.any_home(store_only={"straight": "a2c"})
 def test_kill_9_of_the_process_group(straight: tuple[str, dict[str, Any]], home: Path) -> None:
     spec, a = straight
-    process = zygote.start(
-        ["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
-        env=cli_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    wait_for(lambda: newest_checkpoint_frame(home) >= 3000, process)
-    os.killpg(process.pid, signal.SIGKILL)
-    assert process.wait(timeout=30) == -signal.SIGKILL
+    killed_after_a_snapshot(home, spec, "--frames", str(BUDGET), frame=3000)
     listed = rlrun(home, "ls", "--json").json()
     assert listed[0]["status"] == "crashed"
     assert rlrun(home, "show", "latest", "--json").json()["run"]["status"] == "crashed"

@@ -295,8 +295,11 @@ class Session:
         return "finished"
 
     def _hold(self) -> None:
-        """A test's hold: the trackers get every row so far, as at a heartbeat, the store every
-        snapshot (recorded) and file, and the session waits (`rlrun.testhooks.hold`)."""
+        """A test's hold: every evaluation so far is recorded (an overlapped one awaited, so the
+        snapshots held for it are put in place), the trackers get every row so far, as at a
+        heartbeat, the store every snapshot (recorded) and file, and the session waits
+        (`rlrun.testhooks.hold`)."""
+        self._record_evaluations(wait=True)
         self.registry.fenced(self.flush_logs)
         self.checkpoints.settle()
         storage.settled()
