@@ -20,7 +20,9 @@ The sides, each seed in a fresh process with one torch thread:
 - d3rlpy: `IQL`, `TD3PlusBC`, `DiscreteBC`, `DiscreteCQL` built from `HYPER` below, fitted for
   `--steps` gradient steps on an `MDPDataset` made from the Minari episodes' arrays (observations,
   actions, rewards, terminations as terminals, truncations as timeouts: what `get_minari` does,
-  without its download step), then 10 greedy episodes on the env seeded apart from training.
+  without its download step), continuous actions scaled from the env's bounds to its tanh's
+  [-1, 1] (`MinMaxActionScaler`, as rlrun learns them), then 10 greedy episodes on the env
+  seeded apart from training.
 - rlrun: `rlrun train TASK` (a built-in) with `data.dataset=ID`, `meta.offline_updates=STEPS`, no
   online frames (`meta.max_frame` equal to the offline updates), the shared hyper-parameters of
   `HYPER` set on its spec where it has the key, its final evaluation (10 greedy episodes) read from
@@ -158,7 +160,13 @@ hidden = d3rlpy.models.VectorEncoderFactory(hidden_units=hyper.pop("hidden"))
 encoders = {"encoder_factory": hidden} if config_name.startswith("Discrete") else {
     "actor_encoder_factory": hidden, "critic_encoder_factory": hidden,
     **({"value_encoder_factory": hidden} if config_name == "IQLConfig" else {})}
-algo = getattr(d3rlpy.algos, config_name)(**hyper, **encoders).create(device="cpu:0")
+# d3rlpy's continuous actors end in tanh, [-1, 1]: without an action scaler its targets would be the
+# dataset's raw actions and its policy's torque half of Pendulum's. rlrun learns actions scaled from
+# the env's bounds; so does d3rlpy here, with the same bounds.
+scaling = {} if discrete else {"action_scaler": d3rlpy.preprocessing.MinMaxActionScaler(
+    minimum=np.asarray(data.action_space.low, dtype=np.float32),
+    maximum=np.asarray(data.action_space.high, dtype=np.float32))}
+algo = getattr(d3rlpy.algos, config_name)(**hyper, **encoders, **scaling).create(device="cpu:0")
 started = time.process_time()
 algo.fit(dataset, n_steps=steps, n_steps_per_epoch=steps, show_progress=False, save_interval=steps + 1,
          logger_adapter=d3rlpy.logging.NoopAdapterFactory())
