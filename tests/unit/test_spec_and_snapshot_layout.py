@@ -66,6 +66,19 @@ def test_without_the_env_id_check_neither_torch_nor_gymnasium_is_imported() -> N
     assert "rlrun" in loaded and not loaded & {"torch", "gymnasium", "numpy"}, loaded
 
 
+def test_built_ins_that_name_one_dataset_make_it_by_one_recipe() -> None:
+    """A dataset that exists is used whatever recipe a spec gives (`rlrun.training.datasets`): two
+    built-ins naming one id with two recipes would learn from whichever ran first on the machine."""
+    recipes: dict[str, dict[str, str]] = {}
+    for name in builtin_names():
+        data = builtin_document(name).get("data") or {}
+        if "recipe" in data:
+            recipes.setdefault(data["dataset"], {})[name] = json.dumps(data["recipe"], sort_keys=True)
+    assert recipes, "no built-in records its dataset from a recipe"
+    for dataset, by_spec in recipes.items():
+        assert len(set(by_spec.values())) == 1, f"{dataset}: {by_spec}"
+
+
 def test_skipping_the_env_id_check_skips_only_that() -> None:
     document = builtin_document(builtin_names()[0])
     unknown = {**document, "env": {**document["env"], "id": "NoSuchEnv-v0"}}
