@@ -276,8 +276,8 @@ def killed_after_a_snapshot(home: Path, spec: str, *args: str, frame: int = 2000
     """Train `spec` (with CADENCE and its fast settings) and kill -9 its whole process group once a
     snapshot at `frame` or later is in the registry. The session holds at `frame` (HOLD_ENV; the
     hold's file is never removed), so a run that starts and trains fast cannot end before the test
-    sees that snapshot. `hold=False` for a run kept going by slow evaluations, whose snapshot waits
-    for its evaluation (which a hold would never record): its kill lands while one is in flight."""
+    sees that snapshot. `hold=False` for a run kept going by slow evaluations whose kill is to land
+    while one is in flight: a hold awaits every evaluation before it holds."""
     env = cli_env(home)
     if hold:
         env[HOLD_ENV] = f"{frame}@{home.with_name(home.name + '.held')}"
