@@ -27,13 +27,65 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
+from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import TargetUpdate, mlp
 from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
 from rlrun.algorithms.td3bc import TanhActor, TanhAgent
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
+from rlrun.spec import OptimizerSpec
 from rlrun.spec.agents.iql import Config
+
+
+class Autograd:
+    """Autograd's learner, for every network: IQL's value network's and critics' gradient steps,
+    each loss written as autograd differentiates it (`kernels.implicit_q` computes the same for
+    built-in MLPs). The actor's step is the agent's own."""
+
+    def __init__(self, value: nn.Module, critic: Critic, critic_target: Critic) -> None:
+        self.value, self.critic, self.critic_target = value, critic, critic_target
+
+    def target_values(
+        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The smaller target critic's value of the data's actions, and V of the next
+        observations (no gradient)."""
+        with torch.no_grad():
+            return torch.min(*self.critic_target(obs, actions)), self.value(next_obs).squeeze(-1)
+
+    def value_step(
+        self,
+        obs: torch.Tensor,
+        target_q: torch.Tensor,
+        expectile: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The advantages Q_target − V(s) and the expectile loss |expectile − 1(u < 0)| u² (its
+        mean), after a step of V down it."""
+        advantage = target_q - self.value(obs).squeeze(-1)
+        loss = (torch.abs(expectile - (advantage < 0).float()) * advantage.pow(2)).mean()
+        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        return advantage.detach(), loss
+
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        target: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> torch.Tensor:
+        """The critics' loss (the mean of their squared TD errors' means), after a step down it."""
+        q1, q2 = self.critic(obs, actions)
+        loss = (functional.mse_loss(q1, target) + functional.mse_loss(q2, target)) / 2
+        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        return loss
 
 
 class Agent(TanhAgent):
@@ -83,6 +135,12 @@ class Agent(TanhAgent):
         self.actor_optimizer = make_optimizer(config.optimizer, actor_parameters, max_frame)
         self.value_optimizer = make_optimizer(config.optimizer, list(self.value.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
+        self.learner: Autograd | kernel_for.IQLKernel = kernel_for.find_implicit_q(
+            self.value, self.critic, self.critic_target, kernels
+        ) or Autograd(self.value, self.critic, self.critic_target)
+        """Takes the value network's and the critics' gradient steps: autograd, or a kernel that
+        computes the same (built-in MLPs: `rlrun.algorithms.kernels`; `kernels`: the spec's
+        `meta.kernels`)."""
 
     def _spread(self) -> np.ndarray:
         return self.log_std.detach().clamp(LOG_STD_MIN, LOG_STD_MAX).exp().cpu().numpy()
@@ -93,25 +151,21 @@ class Agent(TanhAgent):
         config = self.config
         batch, obs, next_obs, actions = self.batch(config.batch_size)
         schedule = (config.optimizer, clock.frame, self.max_frame)
-        with torch.no_grad():
-            target_q = torch.min(*self.critic_target(obs, actions))
-            next_v = self.value(next_obs).squeeze(-1)
+        target_q, next_v = self.learner.target_values(obs, actions, next_obs)
 
         # the value network: an expectile of the target critics' values
-        advantage = target_q - self.value(obs).squeeze(-1)
-        value_loss = (torch.abs(config.expectile - (advantage < 0).float()) * advantage.pow(2)).mean()
-        optimise_unmeasured(self.value_optimizer, value_loss, *schedule)
+        advantage, value_loss = self.learner.value_step(
+            obs, target_q, config.expectile, self.value_optimizer, *schedule
+        )
 
         # the critics: one-step TD targets bootstrapped from V
         target = batch.rewards + config.gamma * (1 - batch.terminated) * next_v
-        q1, q2 = self.critic(obs, actions)
-        q_loss = (functional.mse_loss(q1, target) + functional.mse_loss(q2, target)) / 2
-        optimise_unmeasured(self.critic_optimizer, q_loss, *schedule)
+        q_loss = self.learner.critic_step(obs, actions, target, self.critic_optimizer, *schedule)
         with torch.no_grad():
             self.target_update.polyak(config.tau)
 
         # the actor: advantage-weighted imitation of the data's actions
-        weights = torch.exp(config.beta * advantage.detach()).clamp(max=config.exp_adv_max)
+        weights = torch.exp(config.beta * advantage).clamp(max=config.exp_adv_max)
         mean = self.policy(obs)
         if config.actor == "gaussian":
             std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
@@ -122,7 +176,7 @@ class Agent(TanhAgent):
         optimise_unmeasured(self.actor_optimizer, actor_loss, *schedule)
 
         clock.opt_step += 1
-        values = torch.stack([value_loss, q_loss, actor_loss, advantage.mean()]).detach().tolist()
+        values = torch.stack([value_loss.detach(), q_loss.detach(), actor_loss.detach(), advantage.mean()]).tolist()
         names = ("value_loss", "q_loss", "actor_loss", "advantage")
         return {**dict(zip(names, values, strict=True)), "lr": self.actor_optimizer.param_groups[0]["lr"]}
 

@@ -23,6 +23,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
+from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import ActingGraph, Fast, Step, TargetUpdate, flat_float, mlp, obs_size
 from rlrun.algorithms.mixing import mixed_batch
 from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
@@ -32,7 +33,7 @@ from rlrun.algorithms.sac import Critic
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.data import Transitions
-from rlrun.spec import MemorySpec, NetworkSpec
+from rlrun.spec import MemorySpec, NetworkSpec, OptimizerSpec
 from rlrun.spec.agents.td3bc import Config
 
 
@@ -180,6 +181,60 @@ class TanhAgent:
         return batch, flat_float(batch.obs), flat_float(batch.next_obs), self.actor.from_env(batch.actions)
 
 
+class Autograd:
+    """Autograd's learner, for every network: TD3+BC's target values and its critics' and actor's
+    gradient steps, each loss written as autograd differentiates it (`kernels.td3_bc` computes
+    the same for built-in MLPs)."""
+
+    def __init__(self, policy: TanhPolicy, policy_target: TanhPolicy, critic: Critic, critic_target: Critic) -> None:
+        self.policy, self.policy_target, self.critic, self.critic_target = policy, policy_target, critic, critic_target
+
+    def target_values(self, next_obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """The smaller target critic's value of the target actor's action plus `noise` (clipped
+        already), clamped to [-1, 1] (no gradient)."""
+        with torch.no_grad():
+            next_actions = self.policy_target(next_obs) + noise
+            return torch.min(*self.critic_target(next_obs, next_actions.clamp(-1.0, 1.0)))
+
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        target: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Both critics' values of the data's actions and their loss, after a step down it."""
+        q1, q2 = self.critic(obs, actions)
+        loss = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
+        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        return q1, q2, loss
+
+    def actor_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        alpha: float,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss −λ Q1(s, π(s)) + (π(s) − a)², λ = alpha / mean|Q1|, and its
+        behaviour-cloning term, after a step down it."""
+        pi = self.policy(obs)
+        self.critic.requires_grad_(False)  # the actor's gradient flows through the critic to its actions only
+        q = self.critic.q1(torch.cat([obs, pi], dim=-1)).squeeze(-1)  # Q1 alone, as TD3's actor asks
+        self.critic.requires_grad_(True)
+        lmbda = alpha / q.abs().mean().detach()
+        bc_loss = functional.mse_loss(pi, actions)
+        loss = -lmbda * q.mean() + bc_loss
+        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        return loss, bc_loss
+
+
 class Agent(TanhAgent):
     METRICS = ("critic_loss", "actor_loss", "bc_loss", "q_mean", "lr")
     """`critic_loss`: both critics' squared TD errors; `actor_loss`: −λQ + the behaviour-cloning
@@ -222,6 +277,11 @@ class Agent(TanhAgent):
         self.actor_optimizer = make_optimizer(config.optimizer, list(self.policy.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
         self.actor = TanhActor(self.policy, self.low, self.high, lambda: config.exploration_noise)
+        self.learner: Autograd | kernel_for.TD3BCKernel = kernel_for.find_td3_bc(
+            self.policy, self.policy_target, self.critic, self.critic_target, arithmetic, kernels
+        ) or Autograd(self.policy, self.policy_target, self.critic, self.critic_target)
+        """Takes the gradient steps: autograd, or a kernel that computes the same (built-in MLPs:
+        `rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
 
     # -- learning -------------------------------------------------------------------------------
 
@@ -229,26 +289,15 @@ class Agent(TanhAgent):
         config = self.config
         batch, obs, next_obs, actions = self.batch(config.batch_size)
 
-        with torch.no_grad():
-            noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
-            next_actions = self.policy_target(next_obs) + noise.clamp(-config.noise_clip, config.noise_clip)
-            next_q = torch.min(*self.critic_target(next_obs, next_actions.clamp(-1.0, 1.0)))
-            target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
-        q1, q2 = self.critic(obs, actions)
-        critic_loss = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
+        noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
+        next_q = self.learner.target_values(next_obs, noise.clamp(-config.noise_clip, config.noise_clip))
+        target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
         schedule = (config.optimizer, clock.frame, self.max_frame)
-        optimise_unmeasured(self.critic_optimizer, critic_loss, *schedule)
+        q1, q2, critic_loss = self.learner.critic_step(obs, actions, target, self.critic_optimizer, *schedule)
         stats = {"critic_loss": critic_loss.detach(), "q_mean": torch.min(q1, q2).detach().mean()}
 
         if (clock.opt_step + 1) % config.policy_freq == 0:  # TD3's delayed actor and target updates (CORL's count)
-            pi = self.policy(obs)
-            self.critic.requires_grad_(False)  # the actor's gradient flows through the critic to its actions only
-            q = self.critic(obs, pi)[0]
-            self.critic.requires_grad_(True)
-            lmbda = config.alpha / q.abs().mean().detach()
-            bc_loss = functional.mse_loss(pi, actions)
-            actor_loss = -lmbda * q.mean() + bc_loss
-            optimise_unmeasured(self.actor_optimizer, actor_loss, *schedule)
+            actor_loss, bc_loss = self.learner.actor_step(obs, actions, config.alpha, self.actor_optimizer, *schedule)
             with torch.no_grad():
                 for target_update in self.targets:
                     target_update.polyak(config.tau)

@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from torch import nn
 
     from rlrun.algorithms.kernels.actor_critic import ActorCriticKernel
+    from rlrun.algorithms.kernels.implicit_q import IQLKernel
     from rlrun.algorithms.kernels.q_network import QKernel
     from rlrun.algorithms.kernels.soft_actor_critic import SoftActorCriticKernel
+    from rlrun.algorithms.kernels.td3_bc import TD3BCKernel
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,31 @@ def _soft_actor_critic(
     if not SoftActorCriticKernel.fits(actor, critic):
         return None
     return SoftActorCriticKernel(actor, critic, critic_target, arithmetic=arithmetic)
+
+
+def _td3_bc(policy: Any, policy_target: Any, critic: Any, critic_target: Any) -> TD3BCKernel | None:
+    from rlrun.algorithms.kernels.td3_bc import TD3BCKernel
+
+    return TD3BCKernel(policy, policy_target, critic, critic_target) if TD3BCKernel.fits(policy, critic) else None
+
+
+def _implicit_q(value: Any, critic: Any, critic_target: Any) -> IQLKernel | None:
+    from rlrun.algorithms.kernels.implicit_q import IQLKernel
+
+    return IQLKernel(value, critic, critic_target) if IQLKernel.fits(value, critic) else None
+
+
+OFFLINE_EXAMPLE = (
+    "meta.max_frame=300",
+    "meta.offline_updates=200",
+    "data.dataset=rlrun/pendulum-sac-tiny-v0",
+    "data.recipe.frames=150",
+    "data.recipe.episodes=1",
+    "agent.batch_size=32",
+    "agent.network.hidden=[32, 32]",
+)
+"""A TD3+BC or IQL example: 200 gradient steps offline then 100 online, on the tiny dataset of
+tests/test_offline_continuous.py (the built-ins' recipe, shorter: made once per test session)."""
 
 
 KERNELS: tuple[Kernel, ...] = (
@@ -129,6 +156,22 @@ KERNELS: tuple[Kernel, ...] = (
         ),
         _soft_actor_critic,
     ),
+    Kernel(
+        "td3_bc",
+        ("td3bc",),
+        "built-in MLPs (ReLU or tanh)",
+        (),
+        (("td3bc_pendulum", OFFLINE_EXAMPLE),),
+        _td3_bc,
+    ),
+    Kernel(
+        "implicit_q",
+        ("iql",),
+        "built-in MLPs (ReLU or tanh) for the value network and the critics (the actor's step is autograd's)",
+        (),
+        (("iql_pendulum", OFFLINE_EXAMPLE),),
+        _implicit_q,
+    ),
 )
 
 
@@ -150,6 +193,21 @@ def find_soft_actor_critic(
 ) -> SoftActorCriticKernel | None:
     """The kernel that takes SAC's critics' and actor's gradient steps, or None."""
     found: SoftActorCriticKernel | None = _find("soft_actor_critic", kernels, actor, critic, critic_target, arithmetic)
+    return found
+
+
+def find_td3_bc(
+    policy: Any, policy_target: Any, critic: Any, critic_target: Any, arithmetic: Arithmetic, kernels: str
+) -> TD3BCKernel | None:
+    """The kernel that takes TD3+BC's critics' and actor's gradient steps, or None. It computes
+    autograd's bits under every revision, so `arithmetic` is not read."""
+    found: TD3BCKernel | None = _find("td3_bc", kernels, policy, policy_target, critic, critic_target)
+    return found
+
+
+def find_implicit_q(value: Any, critic: Any, critic_target: Any, kernels: str) -> IQLKernel | None:
+    """The kernel that takes IQL's value network's and critics' gradient steps, or None."""
+    found: IQLKernel | None = _find("implicit_q", kernels, value, critic, critic_target)
     return found
 
 

@@ -42,6 +42,28 @@ def without_grad(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+_CONSTANTS: dict[tuple[Any, ...], Any] = {}
+
+
+def made_once(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """The constant `make` makes, made the first time `key` is asked for (tensors a step reads and
+    never writes, the same for every step of a dtype, device and batch size)."""
+    if key not in _CONSTANTS:
+        _CONSTANTS[key] = make()
+    return _CONSTANTS[key]
+
+
+def mean_gradient(like: torch.Tensor, rows: int) -> torch.Tensor:
+    """A mean's backward from a loss of 1 (what `backward()` starts from): 1 / `rows` in each of
+    `rows` rows, as autograd's MeanBackward0 forms it (`grad.expand(sizes) / numel`)."""
+
+    def make() -> torch.Tensor:
+        return torch.ones((), dtype=like.dtype, device=like.device).expand(rows) / rows
+
+    grad: torch.Tensor = made_once(("mean", rows, like.dtype, like.device), make)
+    return grad
+
+
 _BACKWARD: dict[type[nn.Module], Callable[..., torch.Tensor]] = {
     # each activation's gradient from its output, as autograd's ReluBackward0 and TanhBackward0
     # compute it (given `grad_input`, written there: it may be `grad` itself, elementwise); the

@@ -7,14 +7,11 @@ same update, rounded differently. The learner interface of `sac.Autograd`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import torch
 
-from rlrun.algorithms.base import mse_loss
-from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, without_grad
+from rlrun.algorithms.kernels.critics import HandCritics
+from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, mean_gradient, without_grad
 from rlrun.algorithms.optim import apply_gradients
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, SdeActor, Squashed, sample_squashed, squash
 from rlrun.arithmetic import Arithmetic
@@ -41,21 +38,10 @@ def squashed_backward(sample: Squashed, grad_log_prob: torch.Tensor, grad_action
     return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
 
 
-_CONSTANTS: dict[tuple[Any, ...], Any] = {}
-
-
-def _made_once(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-    """The constant `make` makes, made the first time `key` is asked for (tensors a step reads and
-    never writes, the same for every step of a dtype, device and batch size)."""
-    if key not in _CONSTANTS:
-        _CONSTANTS[key] = make()
-    return _CONSTANTS[key]
-
-
 def _zero(like: torch.Tensor) -> torch.Tensor:
     """A zero-dimensional 0 of `like`'s dtype and device (what a gradient that does not flow is
     filled with)."""
-    zero: torch.Tensor = _made_once(
+    zero: torch.Tensor = made_once(
         ("zero", like.dtype, like.device), lambda: torch.zeros((), dtype=like.dtype, device=like.device)
     )
     return zero
@@ -94,16 +80,10 @@ class SoftActorCriticKernel:
         `bf16_wide_products`: the wide products take bfloat16 operands (`HandMLP`'s `bf16`)."""
         kinds = {"narrow": arithmetic.narrow_products_wide_first, "bf16": arithmetic.bf16_wide_products}
         self.actor = HandMLP(actor.body, **kinds)
-        self.critics = (HandMLP(critic.q1, **kinds), HandMLP(critic.q2, **kinds))
-        self.targets = (HandMLP(critic_target.q1, **kinds), HandMLP(critic_target.q2, **kinds))
         self.scratch: Workspace = {}
+        self.twins = HandCritics(critic, critic_target, self.scratch, **kinds)
+        self.critics = self.twins.critics
         self.kept: tuple[Workspace, Workspace, Workspace] = ({}, {}, {})  # the actor's, each critic's
-
-    @staticmethod
-    def _half(like: torch.Tensor) -> torch.Tensor:
-        """0.5 as autograd's chain gives it to each critic's loss (a 1 times 0.5)."""
-        half: torch.Tensor = _made_once(("half", like.dtype, like.device), lambda: like.new_ones(()) * 0.5)
-        return half
 
     @staticmethod
     def _mean_gradients(loss: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -111,22 +91,19 @@ class SoftActorCriticKernel:
         that (a tie's share), as the actor's backward computes them."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            grad = torch.ones_like(loss).expand(rows) / rows
+            grad = mean_gradient(loss, rows)
             grad_min = -grad
             return grad, grad_min, grad_min / 2
 
-        key = ("mean", rows, loss.dtype, loss.device)
-        made: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = _made_once(key, make)
+        key = ("mean, its minimum's", rows, loss.dtype, loss.device)
+        made: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = made_once(key, make)
         return made
 
     def target_values(self, next_obs: torch.Tensor, generator: torch.Generator, alpha: float) -> torch.Tensor:
         """The soft value of the next observations: the smaller target critic's value of an action
         the actor samples there, less alpha times its log-probability (no gradient)."""
         next_action, next_log_prob = squash(self.actor.run(next_obs, self.scratch)[0], generator)
-        inputs = torch.cat([next_obs, next_action], dim=-1)
-        q1 = self.targets[0].run(inputs, self.scratch)[0].squeeze(-1)
-        q2 = self.targets[1].run(inputs, self.scratch)[0].squeeze(-1)
-        return torch.min(q1, q2) - alpha * next_log_prob
+        return self.twins.target_min(next_obs, next_action) - alpha * next_log_prob
 
     def critic_step(
         self,
@@ -180,18 +157,7 @@ class SoftActorCriticKernel:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Both critics' values of the replayed actions, the critics' loss, and its gradients (set
         on the critics' parameters, in `Critic.parameters()` order)."""
-        inputs = torch.cat([obs, action], dim=-1)
-        values = []
-        for hand in self.critics:  # each one's backward needs only its own value: one after the other
-            out, saved = hand.run(inputs, self.scratch)
-            q = out.squeeze(-1)
-            # autograd's chain from 0.5 * (mse(q1) + mse(q2)): d loss / d loss (a 1) times 0.5, to each mse
-            grad = torch.ops.aten.mse_loss_backward.default(self._half(target), q, target, 1).unsqueeze(-1)
-            hand.backward_from(saved, grad, workspace=self.scratch)
-            values.append(q)
-        q1, q2 = values
-        loss = 0.5 * (mse_loss(q1, target) + mse_loss(q2, target))
-        return q1, q2, loss, [*self.critics[0].gradients(), *self.critics[1].gradients()]
+        return self.twins.gradients(obs, action, target, 0.5)  # the loss 0.5 (mse(q1) + mse(q2))
 
     @without_grad
     def actor_loss(
