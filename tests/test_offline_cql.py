@@ -1,5 +1,5 @@
 """CQL (issue 54) offline then online, on DQN (CartPole, bc_cartpole's dataset) and on SAC (Pendulum,
-a dataset recorded by cql_pendulum's recipe from a few hundred frames of sac_pendulum): one run
+a dataset recorded by cql_pendulum's recipe from 150 frames of sac_pendulum): one run
 SIGKILLed right after its snapshot mid-offline, resumed and killed again right after the one at the
 switch, resumed and killed again mid-online, then resumed to the end, equals the uninterrupted run's
 final snapshot bit for bit (weights, optimisers, temperature, generator, online memory, metrics,
@@ -66,9 +66,9 @@ KINDS = {
             *_cadence(100),
             *_set(
                 "meta.offline_updates=200",
-                "data.dataset=rlrun/pendulum-sac-tiny-v0",  # not the built-in's: a smaller recipe
-                "data.recipe.frames=200",
-                "data.recipe.episodes=2",
+                "data.dataset=rlrun/pendulum-sac-tiny-v0",  # not the built-in's: a smaller recipe,
+                "data.recipe.frames=150",  # tests/test_offline_continuous.py's, which names this id too
+                "data.recipe.episodes=1",  # (a dataset made by another recipe is refused)
                 "env.max_episode_steps=50",
                 "agent.learning_starts=40",
                 "agent.batch_size=32",
