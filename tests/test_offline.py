@@ -7,6 +7,7 @@ resume; each bad input is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -64,6 +65,27 @@ def straight(datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert (datasets / DATASET / "data").is_dir(), "the recipe recorded the dataset"
     assert minari.load_dataset(DATASET).storage.metadata["rlrun"]["epsilon"] == 0.2, "as the recipe says"
     return home
+
+
+def test_the_dataset_keeps_its_recipe_outside_the_pinned_digest(straight: Path, datasets: Path, tmp_path: Path) -> None:
+    from rlrun import data
+
+    folder = datasets / DATASET
+    kept = json.loads((folder / data.RECIPE).read_text())
+    assert kept == {
+        "spec": "reinforce_cartpole",
+        "frames": 2000,
+        "episodes": 5,
+        "stochastic": True,
+        "epsilon": 0.2,
+        "noise": None,
+        "replay": False,
+    }
+    pinned = json.loads(invoke(straight, "show", "latest", "--spec-json").stdout)["data"]["sha256"]
+    bare = tmp_path / "bare"
+    shutil.copytree(folder, bare, ignore=shutil.ignore_patterns(data.RECIPE))
+    assert data.digest(bare) == pinned == data.digest(folder), "the data's digest, the recipe left out"
+    assert not list(datasets.glob(".rlrun-recipe-*")), "its scratch folder is gone"
 
 
 @pytest.mark.parametrize(("snapshots", "where"), [(1, "mid-offline"), (2, "at the switch"), (3, "mid-online")])
@@ -124,6 +146,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
         "remove it when learning from data": ["--set", "env.normalize={}"],
         "data.recipe.replay": ["--set", "data.recipe.replay=true"],  # beside the settings' epsilon
         "data.recipe.noise": ["--set", "data.recipe.noise=0.1"],
+        "made by another recipe (episodes 5, not 6)": ["--set", "data.recipe.episodes=6"],  # the dataset's is kept
     }
     for words, edit in bad.items():
         _one_line(invoke(home, "train", SPEC, *SETTINGS, *edit), words)

@@ -11,6 +11,10 @@ A run pins its dataset: `pin` records the digest of every file of the dataset in
 (`data.sha256`) when the run is created, and refuses a resume or a fork whose files no longer hash
 to it. Snapshots hold the spec, hence the dataset's id and digest, never the data.
 
+A dataset made from a spec's recipe (`data.recipe`, `rlrun.training.datasets`) keeps that recipe
+beside its `data/`, in `RECIPE` (`keep_recipe` writes it, `recipe_of` reads it): what it was made
+by, not what it holds, so the digest leaves it out (the same data hashes the same with or without it).
+
 Every problem is bad input said in one line naming the key, the problem and the fix: a dataset not
 found, one whose spaces are not the env's, a file Minari cannot read, the `minari` extra missing.
 """
@@ -18,6 +22,7 @@ found, one whose spaces are not the env's, a file Minari cannot read, the `minar
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +31,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlrun.errors import BadInput, install_hint
+from rlrun.fsutil import atomic_write
 
 if TYPE_CHECKING:
     from rlrun.spec import DataSpec, Spec
 
 KEY = "data.dataset"
+RECIPE = "rlrun-recipe.json"
+"""The file in a dataset's folder, beside `data/`, holding the recipe that made it (`recipe_of`)."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +83,37 @@ def locate(dataset: str) -> Path:
 
 
 def digest(folder: Path) -> str:
-    """SHA-256 over every file of the dataset's folder: each file's path (relative, in sorted order)
-    and its content's SHA-256."""
+    """SHA-256 over every file of the dataset's folder but its recipe (`RECIPE`): each file's path
+    (relative, in sorted order) and its content's SHA-256."""
     whole = hashlib.sha256()
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / RECIPE):
         whole.update(file.relative_to(folder).as_posix().encode() + b"\0")
         whole.update(_file_sha256(file).encode() + b"\n")
     return whole.hexdigest()
+
+
+def keep_recipe(folder: Path, recipe: dict[str, Any]) -> None:
+    """Store `recipe` (a JSON object) in the dataset folder `folder` as the one that made it, atomically."""
+    atomic_write(folder / RECIPE, json.dumps(recipe, indent=2, sort_keys=True).encode() + b"\n")
+
+
+def recipe_of(dataset: str) -> dict[str, Any] | None:
+    """The recipe the dataset `dataset` names was made by, as its maker stored it (a JSON object);
+    None for one recorded otherwise (`rlrun record --minari`, or by an rlrun before recipes were
+    kept)."""
+    file = locate(dataset) / RECIPE
+    try:
+        stored = json.loads(file.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise BadInput(
+            f"{KEY} = {dataset!r}: its recipe file {file} cannot be read ({type(error).__name__}: {error});"
+            " delete that file to learn from the dataset as it is"
+        ) from None
+    if not isinstance(stored, dict):
+        raise BadInput(f"{KEY} = {dataset!r}: {file} holds no recipe; delete it to learn from the dataset as it is")
+    return stored
 
 
 def _file_sha256(file: Path) -> str:

@@ -228,7 +228,7 @@ def as_recorded(spec: Spec, previous: Spec | None = None, *, sharing: int | None
     the run recorded. Likewise an edit that does not name `meta.arithmetic` keeps the run's."""
     if previous is not None and "arithmetic" not in spec.meta.model_fields_set:
         spec = spec.model_copy(update={"meta": spec.meta.model_copy(update={"arithmetic": previous.meta.arithmetic})})
-    provision(spec, train)  # a dataset the spec names, recorded from its recipe if it is not there yet
+    provision(spec, train, previous)  # a dataset the spec names, recorded from its recipe if it is not there yet
     spec = data.pin(spec, previous)  # the dataset's digest, checked against the one the run pinned
     if spec.meta.torch_threads != AUTO:
         return spec

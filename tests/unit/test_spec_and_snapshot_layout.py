@@ -67,8 +67,9 @@ def test_without_the_env_id_check_neither_torch_nor_gymnasium_is_imported() -> N
 
 
 def test_built_ins_that_name_one_dataset_make_it_by_one_recipe() -> None:
-    """A dataset that exists is used whatever recipe a spec gives (`rlrun.training.datasets`): two
-    built-ins naming one id with two recipes would learn from whichever ran first on the machine."""
+    """A dataset keeps the recipe that made it and refuses another (`rlrun.training.datasets`): two
+    built-ins naming one id with two recipes would have one of them refused on a machine where the
+    other ran first."""
     recipes: dict[str, dict[str, str]] = {}
     for name in builtin_names():
         data = builtin_document(name).get("data") or {}
