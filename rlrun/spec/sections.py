@@ -388,7 +388,8 @@ class SlurmSpec(Strict):
 
 class RecipeSpec(Strict):
     """How to make a dataset that is not there yet: train a built-in spec, then record its episodes
-    (`rlrun record --minari`), once, before the run is created."""
+    (`rlrun record --minari`), once, before the run is created. The dataset keeps it, and answers
+    to no other recipe."""
 
     spec: str = Field(min_length=1)
     """The built-in spec whose run's policy plays the episodes, e.g. "reinforce_cartpole"."""
@@ -432,7 +433,10 @@ class DataSpec(Strict):
     "rlrun/cartpole-medium-v0", or the path of a dataset's folder (the one holding `data/`). Read
     with the `minari` extra."""
     recipe: RecipeSpec | None = None
-    """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist."""
+    """Where the dataset comes from if it is not there yet (`RecipeSpec`); null: it must exist, and
+    is used as it is. A dataset made from a recipe keeps it beside its `data/` (`rlrun-recipe.json`,
+    outside the digest): a spec that names it with another recipe is refused (give that recipe a
+    dataset id of its own, or drop the recipe); one recorded otherwise keeps none and is used."""
     mixing: float = Field(default=0.5, ge=0, le=1)
     """Online, after `meta.offline_updates` (algorithms that keep learning: td3bc, iql): the
     fraction of each batch's rows drawn from the dataset, round(mixing × batch_size), the rest from
