@@ -533,10 +533,11 @@ class MetaSpec(Strict):
     kernels: Literal["auto", "autograd"] = "auto"
     """How the learning step's gradients are computed. "auto": by a kernel where one serves the
     agent, its network and the run's arithmetic (`rlrun.algorithms.kernels`: PPO's and A2C's
-    built-in MLP heads, DQN's and SAC's built-in MLPs), else by autograd; "autograd": by autograd
-    alone, slower. Where every kernel of the run computes autograd's bits (PPO, A2C and DQN always,
-    SAC at arithmetic 1) it changes no bit and a resume may switch it; otherwise (SAC from arithmetic
-    2, whose kernel rounds its products another way) it is structural, and `--fork` may switch it."""
+    built-in MLP heads, DQN's, SAC's, TD3+BC's and IQL's built-in MLPs), else by autograd;
+    "autograd": by autograd alone, slower. Where every kernel of the run computes autograd's bits
+    (PPO, A2C, DQN, TD3+BC and IQL always, SAC at arithmetic 1) it changes no bit and a resume may
+    switch it; otherwise (SAC from arithmetic 2, whose kernel rounds its products another way) it
+    is structural, and `--fork` may switch it."""
     device: str = "cpu"
     """Where the networks learn: "cpu", "cuda" (the current GPU), "cuda:N", or "auto" (CUDA when torch
     sees a GPU, else the CPU). The CPU is the default: a spec then trains the same bits on any machine,
