@@ -25,8 +25,9 @@ The sides, each seed in a fresh process with one torch thread:
   seeded apart from training.
 - rlrun: `rlrun train TASK` (a built-in) with `data.dataset=ID`, `meta.offline_updates=STEPS`, no
   online frames (`meta.max_frame` equal to the offline updates), the shared hyper-parameters of
-  `HYPER` set on its spec where it has the key, its final evaluation (10 greedy episodes) read from
-  the registry. A task whose built-in does not exist in this rlrun is skipped, saying so (bc lands
+  `HYPER` set on its spec where it has the key, one evaluation at the end (10 greedy episodes, as
+  d3rlpy's side; the built-in's snapshots kept: they are what makes a run resumable) read from the
+  registry. A task whose built-in does not exist in this rlrun is skipped, saying so (bc lands
   first; IQL, TD3+BC and CQL follow with issue 54); the d3rlpy side still runs.
 
 Speed: gradient steps per CPU-second of the whole worker process (imports, dataset loading and the
@@ -269,6 +270,7 @@ def rlrun_edits(task: str, dataset_id: str, steps: int, seed: int) -> list[str]:
         f"meta.max_frame={steps}",  # offline steps count as frames: no online frame after them
         f"meta.seed={seed}",
         "meta.sessions=1",
+        f"meta.eval_frequency={steps}",  # one evaluation, at the end, as d3rlpy's side makes
         f"meta.num_eval_episodes={EVAL_EPISODES}",
         "meta.eval_deterministic=true",
     ]
