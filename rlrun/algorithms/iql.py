@@ -31,7 +31,7 @@ from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import TargetUpdate, mlp
 from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
-from rlrun.algorithms.td3bc import TanhActor, TanhAgent
+from rlrun.algorithms.td3bc import TanhActor, TanhAgent, TanhPolicy
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.spec import OptimizerSpec
@@ -39,11 +39,14 @@ from rlrun.spec.agents.iql import Config
 
 
 class Autograd:
-    """Autograd's learner, for every network: IQL's value network's and critics' gradient steps,
-    each loss written as autograd differentiates it (`kernels.implicit_q` computes the same for
-    built-in MLPs). The actor's step is the agent's own."""
+    """Autograd's learner, for every network: IQL's value network's, critics' and actor's gradient
+    steps, each loss written as autograd differentiates it (`kernels.implicit_q` computes the same
+    for built-in MLPs). `log_std`: the Gaussian actor's (None for the deterministic one)."""
 
-    def __init__(self, value: nn.Module, critic: Critic, critic_target: Critic) -> None:
+    def __init__(
+        self, policy: TanhPolicy, log_std: nn.Parameter | None, value: nn.Module, critic: Critic, critic_target: Critic
+    ) -> None:
+        self.policy, self.log_std = policy, log_std
         self.value, self.critic, self.critic_target = value, critic, critic_target
 
     def target_values(
@@ -84,6 +87,29 @@ class Autograd:
         """The critics' loss (the mean of their squared TD errors' means), after a step down it."""
         q1, q2 = self.critic(obs, actions)
         loss = (functional.mse_loss(q1, target) + functional.mse_loss(q2, target)) / 2
+        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        return loss
+
+    def actor_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        weights: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        spec: OptimizerSpec,
+        frame: int,
+        max_frame: int,
+    ) -> torch.Tensor:
+        """The advantage-weighted imitation loss: the mean of `weights` times each action's negative
+        log-likelihood under the Gaussian (its mean the policy's action, its log std `log_std`), or
+        its squared error from the deterministic actor's action; after a step down it."""
+        mean = self.policy(obs)
+        if self.log_std is not None:
+            std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
+            imitation = -torch.distributions.Normal(mean, std).log_prob(actions).sum(-1)
+        else:
+            imitation = (mean - actions).pow(2).sum(-1)
+        loss = (weights * imitation).mean()
         optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
         return loss
 
@@ -135,12 +161,12 @@ class Agent(TanhAgent):
         self.actor_optimizer = make_optimizer(config.optimizer, actor_parameters, max_frame)
         self.value_optimizer = make_optimizer(config.optimizer, list(self.value.parameters()), max_frame)
         self.critic_optimizer = make_optimizer(config.optimizer, list(self.critic.parameters()), max_frame)
-        self.learner: Autograd | kernel_for.IQLKernel = kernel_for.find_implicit_q(
-            self.value, self.critic, self.critic_target, kernels
-        ) or Autograd(self.value, self.critic, self.critic_target)
-        """Takes the value network's and the critics' gradient steps: autograd, or a kernel that
-        computes the same (built-in MLPs: `rlrun.algorithms.kernels`; `kernels`: the spec's
-        `meta.kernels`)."""
+        networks = (self.policy, self.log_std if gaussian else None, self.value, self.critic, self.critic_target)
+        self.learner: Autograd | kernel_for.IQLKernel = kernel_for.find_implicit_q(*networks, kernels) or Autograd(
+            *networks
+        )
+        """Takes the gradient steps: autograd, or a kernel that computes the same (built-in MLPs:
+        `rlrun.algorithms.kernels`; `kernels`: the spec's `meta.kernels`)."""
 
     def _spread(self) -> np.ndarray:
         return self.log_std.detach().clamp(LOG_STD_MIN, LOG_STD_MAX).exp().cpu().numpy()
@@ -166,14 +192,7 @@ class Agent(TanhAgent):
 
         # the actor: advantage-weighted imitation of the data's actions
         weights = torch.exp(config.beta * advantage).clamp(max=config.exp_adv_max)
-        mean = self.policy(obs)
-        if config.actor == "gaussian":
-            std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
-            imitation = -torch.distributions.Normal(mean, std).log_prob(actions).sum(-1)
-        else:
-            imitation = (mean - actions).pow(2).sum(-1)
-        actor_loss = (weights * imitation).mean()
-        optimise_unmeasured(self.actor_optimizer, actor_loss, *schedule)
+        actor_loss = self.learner.actor_step(obs, actions, weights, self.actor_optimizer, *schedule)
 
         clock.opt_step += 1
         values = torch.stack([value_loss.detach(), q_loss.detach(), actor_loss.detach(), advantage.mean()]).tolist()

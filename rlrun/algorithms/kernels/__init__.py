@@ -87,10 +87,11 @@ def _td3_bc(policy: Any, policy_target: Any, critic: Any, critic_target: Any) ->
     return TD3BCKernel(policy, policy_target, critic, critic_target) if TD3BCKernel.fits(policy, critic) else None
 
 
-def _implicit_q(value: Any, critic: Any, critic_target: Any) -> IQLKernel | None:
+def _implicit_q(policy: Any, log_std: Any, value: Any, critic: Any, critic_target: Any) -> IQLKernel | None:
     from rlrun.algorithms.kernels.implicit_q import IQLKernel
 
-    return IQLKernel(value, critic, critic_target) if IQLKernel.fits(value, critic) else None
+    fits = IQLKernel.fits(policy, value, critic)
+    return IQLKernel(policy, log_std, value, critic, critic_target) if fits else None
 
 
 OFFLINE_EXAMPLE = (
@@ -167,7 +168,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel(
         "implicit_q",
         ("iql",),
-        "built-in MLPs (ReLU or tanh) for the value network and the critics (the actor's step is autograd's)",
+        "built-in MLPs (ReLU or tanh), the Gaussian actor or the deterministic",
         (),
         (("iql_pendulum", OFFLINE_EXAMPLE),),
         _implicit_q,
@@ -205,9 +206,11 @@ def find_td3_bc(
     return found
 
 
-def find_implicit_q(value: Any, critic: Any, critic_target: Any, kernels: str) -> IQLKernel | None:
-    """The kernel that takes IQL's value network's and critics' gradient steps, or None."""
-    found: IQLKernel | None = _find("implicit_q", kernels, value, critic, critic_target)
+def find_implicit_q(
+    policy: Any, log_std: Any, value: Any, critic: Any, critic_target: Any, kernels: str
+) -> IQLKernel | None:
+    """The kernel that takes IQL's value network's, critics' and actor's gradient steps, or None."""
+    found: IQLKernel | None = _find("implicit_q", kernels, policy, log_std, value, critic, critic_target)
     return found
 
 
