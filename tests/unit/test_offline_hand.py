@@ -21,6 +21,8 @@ from rlrun.spec import NetworkSpec
 from rlrun.spec.agents.iql import Config as IQLConfig
 from rlrun.spec.agents.td3bc import Config as TD3BCConfig
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ROWS = 500
 
 

@@ -6,7 +6,6 @@ the comparison can fail."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -24,16 +23,7 @@ from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
 SMALL = ["agent.network.hidden=[32, 16]", "agent.n_steps=8"]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One thread, as a session learns: on a busy machine torch's threads wait on each other for
-    longer than these small kernels take."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _learned(spec: str, edits: list[str], *, hand: bool, updates: int = 12) -> tuple[dict[str, Any], list[dict]]:

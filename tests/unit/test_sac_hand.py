@@ -22,6 +22,8 @@ from rlrun.arithmetic import revision
 from rlrun.clock import Clock
 from rlrun.spec import NetworkSpec, load_spec
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_input_gradient_and_workspaces_are_autograds_bit_for_bit(activation: str) -> None:
