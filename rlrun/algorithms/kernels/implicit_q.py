@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from rlrun.algorithms.kernels.critics import HandCritics
-from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, mean_gradient, without_grad
+from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, mean_gradient, without_grad, zero
 from rlrun.algorithms.optim import apply_gradients
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
 from rlrun.algorithms.td3bc import TanhPolicy
@@ -153,5 +153,4 @@ class IQLKernel:
         grad_scale = (grad_doubled * 2) * (2.0 * scale.pow(1.0)) + (-grad_log_prob) / scale
         grad_std = grad_scale.sum([0], keepdim=True).view(std.shape)
         inside = (unclamped >= LOG_STD_MIN).logical_and_(unclamped <= LOG_STD_MAX)
-        zero: torch.Tensor = made_once(("zero", std.dtype, std.device), lambda: std.new_zeros(()))
-        return grad_mean, torch.where(inside, grad_std * std, zero), loss
+        return grad_mean, torch.where(inside, grad_std * std, zero(std)), loss

@@ -53,6 +53,15 @@ def made_once(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
     return _CONSTANTS[key]
 
 
+def zero(like: torch.Tensor) -> torch.Tensor:
+    """A zero-dimensional 0 of `like`'s dtype and device (what a gradient that does not flow is
+    filled with)."""
+    made: torch.Tensor = made_once(
+        ("zero", like.dtype, like.device), lambda: torch.zeros((), dtype=like.dtype, device=like.device)
+    )
+    return made
+
+
 def mean_gradient(like: torch.Tensor, rows: int) -> torch.Tensor:
     """A mean's backward from a loss of 1 (what `backward()` starts from): 1 / `rows` in each of
     `rows` rows, as autograd's MeanBackward0 forms it (`grad.expand(sizes) / numel`)."""

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from rlrun.algorithms.kernels.critics import HandCritics
-from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, mean_gradient, without_grad
+from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, mean_gradient, without_grad, zero
 from rlrun.algorithms.optim import apply_gradients
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, SdeActor, Squashed, sample_squashed, squash
 from rlrun.arithmetic import Arithmetic
@@ -34,17 +34,8 @@ def squashed_backward(sample: Squashed, grad_log_prob: torch.Tensor, grad_action
     # raw = mean + std * noise, std = log_std.exp(); gaussian = (... - log_std - ...).sum(-1)
     grad_log_std = grad_raw * sample.noise * sample.std + negated
     inside = (sample.unclamped >= LOG_STD_MIN).logical_and_(sample.unclamped <= LOG_STD_MAX)
-    grad_log_std = torch.where(inside, grad_log_std, _zero(grad_raw))
+    grad_log_std = torch.where(inside, grad_log_std, zero(grad_raw))
     return torch.cat([grad_raw, grad_log_std], dim=-1)  # chunk's backward
-
-
-def _zero(like: torch.Tensor) -> torch.Tensor:
-    """A zero-dimensional 0 of `like`'s dtype and device (what a gradient that does not flow is
-    filled with)."""
-    zero: torch.Tensor = made_once(
-        ("zero", like.dtype, like.device), lambda: torch.zeros((), dtype=like.dtype, device=like.device)
-    )
-    return zero
 
 
 def temperature_gradient(log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
