@@ -32,7 +32,7 @@ from same_run import CADENCE, assert_same_run, final_state, reference_state
 
 from rlrun.registry import Registry, RunDetail
 from rlrun.spec import builtin_document
-from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, SLOW_EVALUATION_ENV, STALE_ENV
+from rlrun.testhooks import FREEZE_ENV, HEARTBEAT_ENV, HOLD_ENV, STALE_ENV
 
 SLURM_ENV = "RLRUN_TEST_SLURM"
 CONF = os.environ.get(SLURM_ENV)
@@ -59,15 +59,20 @@ PARALLEL = ["--parallel", "2"]
 """Two trials at once, each its own SLURM job. Its first suggestions see no history (TPE samples its
 first ten at random; the median pruner waits for five), so it is trial for trial the local search
 of one trial at a time, which the driver's requeued job is compared with too: one reference."""
-STRETCHED = {SLOW_EVALUATION_ENV: "1", HEARTBEAT_ENV: "0.2"}
-"""Each evaluation a second longer (which changes nothing trained), heartbeats five times a second:
-the driver's SIGTERM meets the first two trials in flight."""
+TRIAL_FREEZE_AT = 1500
+"""Where the first trial's session to get there (after its snapshot at 1,000) freezes until the
+driver has been asked to stop: the other trial's job starts while it is in flight, whatever the
+load on the machine (a trial trains in seconds: under load, the second job once started only after
+the first had ended)."""
 POPULATION = ["--scheduler", "pbt", "--population", "2", "--interval", "1000", "--parallel", "2"]
 """Two members, two generations: the loser of the first forks the winner's snapshot."""
 SEARCH_FREEZE_AT = 1500
 """Mid-way through the first trial (reinforce_cartpole, 3,000 frames a trial: `helpers.search_spec`)."""
-TIME_LIMITED = ["--time", "1", "--set", "meta.slurm.signal_delay=50"]
-"""A minute's limit, warned 50 s before it: SLURM sends USR2 within its 30 s check period after that."""
+TIME_LIMITED = ["--time", "2", "--set", "meta.slurm.signal_delay=95"]
+"""Two minutes' limit, warned 95 s before it: SLURM sends USR2 within its 30 s check period after that,
+25 to 55 s into the job. (A minute's limit warned 50 s before it came 10 s in, once, on a busy
+machine before the job's Python had started its session: submitit requeued a job with nothing to
+snapshot, which then trained from its start.)"""
 
 
 @dataclass
@@ -139,8 +144,9 @@ def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     os.environ["SLURM_CONF"] = str(CONF)
     base = tmp_path_factory.mktemp("slurm-trials")
     argv = ["search", str(search_spec(base)), *SEARCH, *PARALLEL, "--wait"]
-    command = launching(base / "runs", argv, STRETCHED)
-    threading.Thread(target=stop_in_flight, args=(base / "runs", command), daemon=True).start()
+    frozen = base / "frozen"
+    command = launching(base / "runs", argv, {FREEZE_ENV: f"{TRIAL_FREEZE_AT}@{frozen}", HEARTBEAT_ENV: "0.2"})
+    threading.Thread(target=stop_in_flight, args=(base / "runs", command, frozen), daemon=True).start()
     try:
         yield base / "runs", command
     finally:
@@ -148,12 +154,27 @@ def trial_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
             command.kill()
 
 
-def stop_in_flight(home: Path, command: Any) -> None:
-    """SIGTERM to the driver once the first two trials have snapshots, both in flight, whatever the
-    other tests are doing meanwhile."""
-    wait_for(lambda: trials_with_a_snapshot(home) >= {0, 1} or command.poll() is not None, "snapshots", timeout=300)
+def stop_in_flight(home: Path, command: Any, frozen: Path) -> None:
+    """SIGTERM to the driver once the first two trials have snapshots, one of them frozen in flight
+    (`TRIAL_FREEZE_AT`); once the driver has asked every trial in flight to stop, the frozen one is
+    woken, to stop with a snapshot at its next heartbeat."""
+    wait_for(
+        lambda: (trials_with_a_snapshot(home) >= {0, 1} and frozen.exists()) or command.poll() is not None,
+        "snapshots",
+        timeout=300,
+    )
     if command.poll() is None:
         command.send_signal(signal.SIGTERM)
+        wait_for(lambda: every_trial_in_flight_asked_to_stop(home) or command.poll() is not None, "the stop")
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int(frozen.read_text()), signal.SIGCONT)
+
+
+def every_trial_in_flight_asked_to_stop(home: Path) -> bool:
+    with Registry.open(home, create=False) as registry:
+        trials = registry.get_search(registry.list_searches(1)[0][0].id).trials
+        runs = [registry.resolve(t.run_id) for t in trials if t.run_id is not None]
+    return all(run.stop_requested_at is not None for run in runs if run.status == "running")
 
 
 def population_spec(folder: Path) -> Path:
@@ -361,7 +382,7 @@ def test_rlrun_stop_of_a_queued_job(launched: dict[str, Launched]) -> None:
 
 
 def test_the_time_limit_requeues_and_continues_exactly(launched: dict[str, Launched], straight: dict[str, Any]) -> None:
-    """A minute's limit: USR2 before it reaches submitit, whose checkpoint stops the session with a
+    """A time limit: USR2 before it reaches submitit, whose checkpoint stops the session with a
     snapshot; submitit requeues the job, which continues the same session to the end."""
     run = launched["timed_out"]
     finished_as_straight(run, straight)
