@@ -4,7 +4,8 @@ two real worker processes: the first forked (its parent the zygote, torch alread
 second spawned because a variable an interpreter reads as it starts changed after the zygote
 started; both see the supervisor's environment as it is when they start, its working directory,
 its `sys.path` and its process group, with no signal held back. Trainings, signals, kill -9 and
-orphans go through the same code in tests/test_resume.py, test_pbt.py and test_search.py.
+orphans go through the same code in tests/test_resume.py, test_pbt.py and test_search.py. A
+process's later runs fork from the zygote its first run started.
 """
 
 from __future__ import annotations
@@ -68,6 +69,35 @@ def test_workers_forked_from_the_zygote_are_what_spawned_ones_were(monkeypatch: 
         assert worker["group"] == os.getpgid(0)
         assert worker["held back"] == sorted(signal.pthread_sigmask(signal.SIG_BLOCK, set()))
         assert not worker["orphan"]
+
+
+def test_later_runs_of_a_process_fork_from_the_zygote_its_first_run_started(monkeypatch: Any) -> None:
+    """The zygote is the process's: a second run forks from the first run's (no second 2.4 CPU-s
+    of imports); a run whose startup variables changed since replaces it, and forks from the new one."""
+    monkeypatch.delenv(START_METHOD, raising=False)
+
+    def zygote_of_a_run() -> int:
+        heard: dict[int, Any] = {}
+
+        def deliver(key: int, message: Any) -> bool:
+            heard[key] = message
+            return True
+
+        assert Supervisor(deliver, lambda *death: None, at_most=1).run(iter([Work(0, report)])) == 0
+        assert heard[0]["torch before the work"], "spawned, not forked"
+        return int(heard[0]["parent"])
+
+    first = zygote_of_a_run()
+    assert zygote_of_a_run() == first != os.getpid()
+    os.kill(first, 0)  # kept between runs
+    monkeypatch.setenv("OMP_NUM_THREADS", str(int(os.environ.get("OMP_NUM_THREADS", "1")) + 1))
+    replaced = zygote_of_a_run()
+    assert replaced not in (first, os.getpid())
+    try:
+        os.kill(first, 0)
+    except ProcessLookupError:
+        return  # the first, stopped
+    raise AssertionError(f"the replaced zygote {first} still runs")
 
 
 def test_an_unknown_start_method_is_bad_input(tmp_path: Path) -> None:

@@ -56,7 +56,12 @@ def main() -> None:
         from rlrun.spec.cores import let_idle_threads_sleep
 
         let_idle_threads_sleep(os.environ)
-    code = run(sys.argv[1:])
+    try:
+        code = run(sys.argv[1:])
+    finally:
+        zygote = sys.modules.get("rlrun.training.zygote")  # imported by a command that ran sessions
+        if zygote is not None:
+            zygote.stop_kept()  # the process keeps it for its next run: a command has none
     if trains:
         close_to_signals()
     if code:

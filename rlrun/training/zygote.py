@@ -2,8 +2,11 @@
 rlrun's training modules once, and forks each session (or trial) process from that state, where a
 spawned process would import them all again (about 2.4 CPU-seconds each; a search or a run of many
 sessions starts hundreds). The zygote is multiprocessing's forkserver, a dedicated instance (not
-the per-process singleton a caller's own forkserver may use), started by the supervisor for one
-`Supervisor.run` and stopped at its end, so nothing it starts outlives the run.
+the per-process singleton a caller's own forkserver may use), started by the first `Supervisor.run`
+of a process and kept for the next ones (a notebook's trainings, an in-process search's, a test
+suite's: each run started its own, 2.4 CPU-seconds each), as multiprocessing keeps its own: it ends
+with that process. The workers it forks end with their run; the zygote runs nothing between runs.
+A run whose startup variables (`STARTUP`) differ from the kept zygote's starts one of its own.
 
 A forked worker is what a spawned one was:
 - the supervisor's current environment, working directory and `sys.path` (multiprocessing's
@@ -31,6 +34,7 @@ import io
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Iterator, Mapping
 from multiprocessing import forkserver, popen_forkserver, reduction, resource_tracker, spawn, util
 from multiprocessing.context import ForkServerProcess, set_spawning_popen
@@ -135,18 +139,69 @@ class _ZygoteProcess(ForkServerProcess):
 @contextlib.contextmanager
 def workers(env: Mapping[str, str]) -> Iterator[Any]:
     """How the supervisor makes its worker processes while this is open: a function taking
-    `multiprocessing.Process`'s options, forking from a zygote started here and stopped at the end,
-    or spawning (`RLRUN_START_METHOD`, or a worker whose startup variables differ)."""
+    `multiprocessing.Process`'s options, forking from this process's zygote (`_forking_from`), or spawning
+    (`RLRUN_START_METHOD`, or a worker whose startup variables differ)."""
     spawned = multiprocessing.get_context("spawn")
     if wanted_start_method(env) == "spawn":
         yield spawned.Process
         return
-    zygote = Zygote(PRELOAD)
-    zygote.start()
-    try:
+    with _forking_from() as zygote:
         yield lambda **options: (zygote.process if zygote.suits(os.environ) else spawned.Process)(**options)
+
+
+_kept_lock = threading.Lock()
+_kept: dict[str, Any] = {"pid": None, "zygote": None, "runs": 0}
+"""This process's zygote, the pid that started it (a child forked from this process inherits this
+dict, not the zygote) and how many runs fork from it now (threads may run supervisors at once)."""
+
+
+@contextlib.contextmanager
+def _forking_from() -> Iterator[Zygote]:
+    """The zygote this process keeps for its runs, started at its first (again if it died); a run
+    whose startup variables differ from it replaces it, or takes one of its own while another run
+    uses it."""
+    kept = _take_kept()
+    if kept is None:
+        own = Zygote(PRELOAD)
+        own.start()
+        try:
+            yield own
+        finally:
+            own.stop()
+        return
+    try:
+        yield kept
     finally:
-        zygote.stop()
+        with _kept_lock:
+            _kept["runs"] -= 1
+
+
+def _take_kept() -> Zygote | None:
+    with _kept_lock:
+        if _kept["pid"] != os.getpid():
+            _kept.update(pid=os.getpid(), zygote=None, runs=0)
+        zygote: Zygote | None = _kept["zygote"]
+        if zygote is not None and not zygote.suits(os.environ):
+            if _kept["runs"]:
+                return None
+            zygote.stop()
+            zygote = None
+        if zygote is None:
+            zygote = _kept["zygote"] = Zygote(PRELOAD)
+        zygote.start()  # at once when it runs; the resource tracker it hands on, running again
+        _kept["runs"] += 1
+        return zygote
+
+
+@atexit.register
+def stop_kept() -> None:
+    """Stop this process's zygote, if it started one: the `rlrun` command does as it ends (a command
+    leaves no process behind it, whoever ends it), Python at exit (it would end anyway, its pipe to
+    this process closed). A later run starts another."""
+    with _kept_lock:
+        if _kept["pid"] == os.getpid() and _kept["zygote"] is not None and not _kept["runs"]:
+            _kept["zygote"].stop()
+            _kept["zygote"] = None
 
 
 @contextlib.contextmanager
