@@ -136,7 +136,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     whatever else shared the cores meanwhile (two workers on two cores stretch each other's wall time,
     not their CPU time). This process's and the children it awaited: the commands and session
     processes a test starts (those forked from tests/zygote.py through its own count); a Ray
-    cluster's workers count when its module's fixture reaps them. Also the pytest-xdist worker that ran
+    cluster's workers count when its module's fixture reaps them, and the session zygote this
+    process keeps for its in-process runs (rlrun.training.zygote), with every worker it forked, in
+    the test that stops it (one that runs `rlrun.cli.main`, or replaces it). Also the pytest-xdist worker that ran
     it and when it started: .ci/timings.py draws each worker's span from them (do they end together,
     how many cores the run kept busy)."""
     yield

@@ -27,7 +27,7 @@ from rlrun.paths import REGISTRY_FILE
 from rlrun.registry import Registry, SessionRecord
 from rlrun.registry.database import Conflict, LeaseLost, Transaction
 from rlrun.registry.sqlite import SqliteDatabase
-from rlrun.testhooks import HEARTBEAT_ENV
+from rlrun.testhooks import HEARTBEAT_ENV, SLOW_EVALUATION_ENV
 
 pytest_plugins = ["postgres_server"]
 
@@ -222,7 +222,9 @@ def test_a_training_run_rides_out_killed_connections(
     straight = reference_state(tmp_path_factory, spec, "--frames", str(BUDGET))
 
     home = tmp_path / "killed"
-    env = {**cli_env(home), "RLRUN_DB": postgres_url, HEARTBEAT_ENV: "0.05"}
+    # Each evaluation 0.3 s longer (nothing trained changes): the run lasts some seconds however
+    # idle the machine, where on a quiet one its 6,000 frames had ended after two kills.
+    env = {**cli_env(home), "RLRUN_DB": postgres_url, HEARTBEAT_ENV: "0.05", SLOW_EVALUATION_ENV: "0.3"}
     process = zygote.start(
         ["train", spec, *CADENCE, *fast(spec), "--frames", str(BUDGET)],
         env=env,
