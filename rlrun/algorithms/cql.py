@@ -22,6 +22,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from torch.nn import functional
 
 from rlrun.algorithms import dqn, mixing, sac
 from rlrun.algorithms.base import Metrics, Step, flat_float, network_input, step_means
-from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise, optimise_unmeasured
+from rlrun.algorithms.optim import OptimizerStep, flushing_subnormals, make_optimizer, optimise
 from rlrun.algorithms.q_learning import QActor, td_loss
 from rlrun.algorithms.replay import Transitions
 from rlrun.arithmetic import NEWEST, Arithmetic
@@ -200,7 +201,7 @@ class Agent:
         """The critics' TD loss plus α times CQL(H)'s penalty for each, a step down it; then SAC's
         actor and temperature steps."""
         config, learner, generator = self.config, base.learner, self.generator
-        schedule = (config.optimizer, clock.frame, self.max_frame)
+        step = partial(OptimizerStep, spec=config.optimizer, frame=clock.frame, max_frame=self.max_frame)
         obs, next_obs, alpha = flat_float(batch.obs), flat_float(batch.next_obs), base.alpha()
         with torch.no_grad():
             next_q = learner.target_values(next_obs, generator, alpha)
@@ -219,11 +220,11 @@ class Agent:
             gaps = [p - config.lagrange_threshold for p in penalties]
             penalty = multiplier.detach() * config.conservative_weight * (gaps[0] + gaps[1])
             ascent = -multiplier * config.conservative_weight * (gaps[0].detach() + gaps[1].detach()) * 0.5
-            optimise_unmeasured(multiplier_optimizer, ascent, *schedule)
-        optimise_unmeasured(base.critic_optimizer, td + penalty, *schedule)
-        actor_loss, log_prob = learner.actor_step(obs, generator, alpha, base.actor_optimizer, *schedule)
+            step(multiplier_optimizer).down(ascent)
+        step(base.critic_optimizer).down(td + penalty)
+        actor_loss, log_prob = learner.actor_step(obs, generator, alpha, step(base.actor_optimizer))
         if config.alpha == "auto":
-            learner.temperature_step(base.log_alpha, log_prob, base.target_entropy, base.alpha_optimizer, *schedule)
+            learner.temperature_step(base.log_alpha, log_prob, base.target_entropy, step(base.alpha_optimizer))
         with torch.no_grad():
             base.target_update.polyak(config.tau)
             clock.opt_step += 1

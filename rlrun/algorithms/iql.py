@@ -19,6 +19,7 @@ its steps in a replay memory, and each batch mixes dataset and memory rows by `d
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,11 @@ from torch.nn import functional
 
 from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import TargetUpdate, mlp
-from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
+from rlrun.algorithms.optim import OptimizerStep, make_optimizer
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
 from rlrun.algorithms.td3bc import TanhActor, TanhAgent, TanhPolicy
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import OptimizerSpec
 from rlrun.spec.agents.iql import Config
 
 
@@ -58,47 +58,26 @@ class Autograd:
             return torch.min(*self.critic_target(obs, actions)), self.value(next_obs).squeeze(-1)
 
     def value_step(
-        self,
-        obs: torch.Tensor,
-        target_q: torch.Tensor,
-        expectile: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, target_q: torch.Tensor, expectile: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The advantages Q_target − V(s) and the expectile loss |expectile − 1(u < 0)| u² (its
         mean), after a step of V down it."""
         advantage = target_q - self.value(obs).squeeze(-1)
         loss = (torch.abs(expectile - (advantage < 0).float()) * advantage.pow(2)).mean()
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return advantage.detach(), loss
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> torch.Tensor:
         """The critics' loss (the mean of their squared TD errors' means), after a step down it."""
         q1, q2 = self.critic(obs, actions)
         loss = (functional.mse_loss(q1, target) + functional.mse_loss(q2, target)) / 2
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        weights: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor, step: OptimizerStep
     ) -> torch.Tensor:
         """The advantage-weighted imitation loss: the mean of `weights` times each action's negative
         log-likelihood under the Gaussian (its mean the policy's action, its log std `log_std`), or
@@ -110,7 +89,7 @@ class Autograd:
         else:
             imitation = (mean - actions).pow(2).sum(-1)
         loss = (weights * imitation).mean()
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return loss
 
 
@@ -176,23 +155,21 @@ class Agent(TanhAgent):
     def update_offline(self, clock: Clock) -> dict[str, float]:
         config = self.config
         batch, obs, next_obs, actions = self.batch(config.batch_size)
-        schedule = (config.optimizer, clock.frame, self.max_frame)
+        step = partial(OptimizerStep, spec=config.optimizer, frame=clock.frame, max_frame=self.max_frame)
         target_q, next_v = self.learner.target_values(obs, actions, next_obs)
 
         # the value network: an expectile of the target critics' values
-        advantage, value_loss = self.learner.value_step(
-            obs, target_q, config.expectile, self.value_optimizer, *schedule
-        )
+        advantage, value_loss = self.learner.value_step(obs, target_q, config.expectile, step(self.value_optimizer))
 
         # the critics: one-step TD targets bootstrapped from V
         target = batch.rewards + config.gamma * (1 - batch.terminated) * next_v
-        q_loss = self.learner.critic_step(obs, actions, target, self.critic_optimizer, *schedule)
+        q_loss = self.learner.critic_step(obs, actions, target, step(self.critic_optimizer))
         with torch.no_grad():
             self.target_update.polyak(config.tau)
 
         # the actor: advantage-weighted imitation of the data's actions
         weights = torch.exp(config.beta * advantage).clamp(max=config.exp_adv_max)
-        actor_loss = self.learner.actor_step(obs, actions, weights, self.actor_optimizer, *schedule)
+        actor_loss = self.learner.actor_step(obs, actions, weights, step(self.actor_optimizer))
 
         clock.opt_step += 1
         values = torch.stack([value_loss.detach(), q_loss.detach(), actor_loss.detach(), advantage.mean()]).tolist()

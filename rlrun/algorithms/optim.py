@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -198,6 +199,29 @@ def apply_gradients(
         clip_gradients(grads, norm, spec.grad_clip)
     optimizer.step()
     return norm
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    """One optimiser's step at a frame of the run: the optimiser, its spec (the learning rate's
+    schedule, the clipping) and where the schedule stands. A caller makes one per step and hands it
+    to a learner's step method, which ends by taking it: down a loss autograd differentiates
+    (`down`), or with gradients a kernel computed by hand (`apply`), so the two learners of an
+    algorithm step alike. Neither measures the gradient norm (their callers read none)."""
+
+    optimizer: torch.optim.Optimizer
+    spec: OptimizerSpec
+    frame: int
+    max_frame: int
+
+    def down(self, loss: torch.Tensor) -> None:
+        """One step down `loss`, its gradients computed by autograd (`optimise_unmeasured`)."""
+        optimise_unmeasured(self.optimizer, loss, self.spec, self.frame, self.max_frame)
+
+    def apply(self, grads: list[torch.Tensor]) -> None:
+        """One step with `grads`, computed by hand into the optimiser's parameters
+        (`apply_gradients`, unmeasured)."""
+        apply_gradients(self.optimizer, grads, self.spec, self.frame, self.max_frame, measured=False)
 
 
 def gradient_norm(grads: list[torch.Tensor]) -> torch.Tensor:

@@ -16,6 +16,7 @@ import copy
 import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,11 +38,11 @@ from rlrun.algorithms.base import (
     step_means,
 )
 from rlrun.algorithms.distributions import StateDependentNoise
-from rlrun.algorithms.optim import flushing_subnormals, make_optimizer, optimise_unmeasured
+from rlrun.algorithms.optim import OptimizerStep, flushing_subnormals, make_optimizer
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
-from rlrun.spec import NetworkSpec, OptimizerSpec
+from rlrun.spec import NetworkSpec
 from rlrun.spec.agents.onpolicy import SdeSpec
 from rlrun.spec.agents.sac import Config
 
@@ -152,30 +153,16 @@ class Autograd:
         return torch.min(*self.critic_target(next_obs, next_action)) - alpha * next_log_prob
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Both critics' values of the replayed actions and their loss, after a step down it."""
         q1, q2 = self.critic(obs, action)
         loss = 0.5 * (functional.mse_loss(q1, target) + functional.mse_loss(q2, target))
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return q1, q2, loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        generator: torch.Generator,
-        alpha: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, generator: torch.Generator, alpha: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss and its sampled actions' log-probabilities, after a step down it."""
         action, log_prob = self.actor(obs, generator)
@@ -185,22 +172,16 @@ class Autograd:
         actor_q = torch.min(*self.critic(obs, action))
         self.critic.requires_grad_(True)
         loss = (alpha * log_prob - actor_q).mean()
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return loss, log_prob
 
     @staticmethod
     def temperature_step(
-        log_alpha: torch.Tensor,
-        log_prob: torch.Tensor,
-        target_entropy: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float, step: OptimizerStep
     ) -> None:
         """A step of the temperature down its loss."""
         loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
 
 
 class Critic(nn.Module):
@@ -493,14 +474,15 @@ class Agent:
         batch = self.memory.sample(config.batch_size, self.generator).to(self.device)
         obs, next_obs = flat_float(batch.obs), flat_float(batch.next_obs)
         alpha = self.alpha()
-        learner, schedule = self.learner, (config.optimizer, clock.frame, self.max_frame)
+        learner = self.learner
+        step = partial(OptimizerStep, spec=config.optimizer, frame=clock.frame, max_frame=self.max_frame)
         with torch.no_grad():
             next_q = learner.target_values(next_obs, self.generator, alpha)
             target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
-        q1, q2, critic_loss = learner.critic_step(obs, batch.actions, target, self.critic_optimizer, *schedule)
-        actor_loss, log_prob = learner.actor_step(obs, self.generator, alpha, self.actor_optimizer, *schedule)
+        q1, q2, critic_loss = learner.critic_step(obs, batch.actions, target, step(self.critic_optimizer))
+        actor_loss, log_prob = learner.actor_step(obs, self.generator, alpha, step(self.actor_optimizer))
         if config.alpha == "auto":
-            learner.temperature_step(self.log_alpha, log_prob, self.target_entropy, self.alpha_optimizer, *schedule)
+            learner.temperature_step(self.log_alpha, log_prob, self.target_entropy, step(self.alpha_optimizer))
         with torch.no_grad():
             self.target_update.polyak(config.tau)
             clock.opt_step += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,14 +27,14 @@ from torch.nn import functional
 from rlrun.algorithms import kernels as kernel_for
 from rlrun.algorithms.base import ActingGraph, Fast, Step, TargetUpdate, flat_float, mlp, obs_size
 from rlrun.algorithms.mixing import mixed_batch
-from rlrun.algorithms.optim import make_optimizer, optimise_unmeasured
+from rlrun.algorithms.optim import OptimizerStep, make_optimizer
 from rlrun.algorithms.replay import ReplayMemory
 from rlrun.algorithms.replay import Transitions as Batch
 from rlrun.algorithms.sac import Critic
 from rlrun.arithmetic import NEWEST, Arithmetic
 from rlrun.clock import Clock
 from rlrun.data import Transitions
-from rlrun.spec import MemorySpec, NetworkSpec, OptimizerSpec
+from rlrun.spec import MemorySpec, NetworkSpec
 from rlrun.spec.agents.td3bc import Config
 
 
@@ -197,30 +198,16 @@ class Autograd:
             return torch.min(*self.critic_target(next_obs, next_actions.clamp(-1.0, 1.0)))
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Both critics' values of the data's actions and their loss, after a step down it."""
         q1, q2 = self.critic(obs, actions)
         loss = functional.mse_loss(q1, target) + functional.mse_loss(q2, target)
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return q1, q2, loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        alpha: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, alpha: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss −λ Q1(s, π(s)) + (π(s) − a)², λ = alpha / mean|Q1|, and its
         behaviour-cloning term, after a step down it."""
@@ -231,7 +218,7 @@ class Autograd:
         lmbda = alpha / q.abs().mean().detach()
         bc_loss = functional.mse_loss(pi, actions)
         loss = -lmbda * q.mean() + bc_loss
-        optimise_unmeasured(optimizer, loss, spec, frame, max_frame)
+        step.down(loss)
         return loss, bc_loss
 
 
@@ -292,12 +279,12 @@ class Agent(TanhAgent):
         noise = torch.randn(actions.shape, generator=self.generator).to(self.device) * config.policy_noise
         next_q = self.learner.target_values(next_obs, noise.clamp(-config.noise_clip, config.noise_clip))
         target = batch.rewards + config.gamma * (1 - batch.terminated) * next_q
-        schedule = (config.optimizer, clock.frame, self.max_frame)
-        q1, q2, critic_loss = self.learner.critic_step(obs, actions, target, self.critic_optimizer, *schedule)
+        step = partial(OptimizerStep, spec=config.optimizer, frame=clock.frame, max_frame=self.max_frame)
+        q1, q2, critic_loss = self.learner.critic_step(obs, actions, target, step(self.critic_optimizer))
         stats = {"critic_loss": critic_loss.detach(), "q_mean": torch.min(q1, q2).detach().mean()}
 
         if (clock.opt_step + 1) % config.policy_freq == 0:  # TD3's delayed actor and target updates (CORL's count)
-            actor_loss, bc_loss = self.learner.actor_step(obs, actions, config.alpha, self.actor_optimizer, *schedule)
+            actor_loss, bc_loss = self.learner.actor_step(obs, actions, config.alpha, step(self.actor_optimizer))
             with torch.no_grad():
                 for target_update in self.targets:
                     target_update.polyak(config.tau)

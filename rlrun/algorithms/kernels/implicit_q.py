@@ -13,10 +13,9 @@ from torch import nn
 
 from rlrun.algorithms.kernels.critics import HandCritics
 from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, mean_gradient, without_grad, zero
-from rlrun.algorithms.optim import apply_gradients
+from rlrun.algorithms.optim import OptimizerStep
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Critic
 from rlrun.algorithms.td3bc import TanhPolicy
-from rlrun.spec import OptimizerSpec
 
 
 class IQLKernel:
@@ -45,18 +44,11 @@ class IQLKernel:
         return self.twins.target_min(obs, actions), self.value.run(next_obs, self.scratch)[0].squeeze(-1)
 
     def value_step(
-        self,
-        obs: torch.Tensor,
-        target_q: torch.Tensor,
-        expectile: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, target_q: torch.Tensor, expectile: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`iql.Autograd.value_step`."""
         advantage, loss = self.value_gradients(obs, target_q, expectile)
-        apply_gradients(optimizer, self.value.gradients(), spec, frame, max_frame, measured=False)
+        step.apply(self.value.gradients())
         return advantage, loss
 
     @without_grad
@@ -77,33 +69,19 @@ class IQLKernel:
         return advantage, loss
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> torch.Tensor:
         """`iql.Autograd.critic_step`: the loss (mse(q1) + mse(q2)) / 2, each error's gradient from 0.5."""
         _, _, loss, grads = self.twins.gradients(obs, actions, target, 0.5)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        weights: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor, step: OptimizerStep
     ) -> torch.Tensor:
         """`iql.Autograd.actor_step`."""
         loss, grads = self.actor_gradients(obs, actions, weights)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return loss
 
     @without_grad

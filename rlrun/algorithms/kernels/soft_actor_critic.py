@@ -12,10 +12,9 @@ import torch
 
 from rlrun.algorithms.kernels.critics import HandCritics
 from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, mean_gradient, without_grad, zero
-from rlrun.algorithms.optim import apply_gradients
+from rlrun.algorithms.optim import OptimizerStep
 from rlrun.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, SdeActor, Squashed, sample_squashed, squash
 from rlrun.arithmetic import Arithmetic
-from rlrun.spec import OptimizerSpec
 
 
 @without_grad
@@ -97,50 +96,30 @@ class SoftActorCriticKernel:
         return self.twins.target_min(next_obs, next_action) - alpha * next_log_prob
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`sac.Autograd.critic_step`: both critics' values of the replayed actions and their loss,
         after a step down it."""
         q1, q2, loss, grads = self.critic_gradients(obs, action, target)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return q1, q2, loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        generator: torch.Generator,
-        alpha: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, generator: torch.Generator, alpha: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`sac.Autograd.actor_step`: the actor's loss and its sampled actions' log-probabilities,
         after a step down it."""
         loss, log_prob, grads = self.actor_loss(obs, generator, alpha)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return loss, log_prob
 
     @staticmethod
     def temperature_step(
-        log_alpha: torch.Tensor,
-        log_prob: torch.Tensor,
-        target_entropy: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        log_alpha: torch.Tensor, log_prob: torch.Tensor, target_entropy: float, step: OptimizerStep
     ) -> None:
         """`sac.Autograd.temperature_step`: a step of the temperature down its loss."""
         log_alpha.grad = temperature_gradient(log_prob, target_entropy)
-        apply_gradients(optimizer, [log_alpha.grad], spec, frame, max_frame, measured=False)
+        step.apply([log_alpha.grad])
 
     @without_grad
     def critic_gradients(

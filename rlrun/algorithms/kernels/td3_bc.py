@@ -10,10 +10,9 @@ import torch
 from rlrun.algorithms.base import mse_loss
 from rlrun.algorithms.kernels.critics import HandCritics
 from rlrun.algorithms.kernels.mlp import HandMLP, Workspace, made_once, without_grad
-from rlrun.algorithms.optim import apply_gradients
+from rlrun.algorithms.optim import OptimizerStep
 from rlrun.algorithms.sac import Critic
 from rlrun.algorithms.td3bc import TanhPolicy
-from rlrun.spec import OptimizerSpec
 
 
 class TD3BCKernel:
@@ -40,34 +39,20 @@ class TD3BCKernel:
         return self.twins.target_min(next_obs, next_actions.clamp(-1.0, 1.0))
 
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        target: torch.Tensor,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`td3bc.Autograd.critic_step`: the loss mse(q1) + mse(q2), a plain sum (each error's
         gradient from 1)."""
         q1, q2, loss, grads = self.twins.gradients(obs, actions, target, 1.0)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return q1, q2, loss
 
     def actor_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        alpha: float,
-        optimizer: torch.optim.Optimizer,
-        spec: OptimizerSpec,
-        frame: int,
-        max_frame: int,
+        self, obs: torch.Tensor, actions: torch.Tensor, alpha: float, step: OptimizerStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`td3bc.Autograd.actor_step`."""
         loss, bc_loss, grads = self.actor_gradients(obs, actions, alpha)
-        apply_gradients(optimizer, grads, spec, frame, max_frame, measured=False)
+        step.apply(grads)
         return loss, bc_loss
 
     @without_grad
