@@ -139,8 +139,8 @@ class _ZygoteProcess(ForkServerProcess):
 @contextlib.contextmanager
 def workers(env: Mapping[str, str]) -> Iterator[Any]:
     """How the supervisor makes its worker processes while this is open: a function taking
-    `multiprocessing.Process`'s options, forking from this process's zygote (`_forking_from`), or spawning
-    (`RLRUN_START_METHOD`, or a worker whose startup variables differ)."""
+    `multiprocessing.Process`'s options, forking from this process's zygote (`_forking_from`), or
+    spawning (`RLRUN_START_METHOD`, or a worker whose startup variables differ)."""
     spawned = multiprocessing.get_context("spawn")
     if wanted_start_method(env) == "spawn":
         yield spawned.Process
@@ -149,10 +149,22 @@ def workers(env: Mapping[str, str]) -> Iterator[Any]:
         yield lambda **options: (zygote.process if zygote.suits(os.environ) else spawned.Process)(**options)
 
 
-_kept_lock = threading.Lock()
-_kept: dict[str, Any] = {"pid": None, "zygote": None, "runs": 0}
-"""This process's zygote, the pid that started it (a child forked from this process inherits this
-dict, not the zygote) and how many runs fork from it now (threads may run supervisors at once)."""
+class _Kept:
+    """This process's zygote, and how many runs fork from it now (threads may run supervisors at
+    once). A child forked from this process starts with none (`os.register_at_fork`): the zygote is
+    its parent's."""
+
+    def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        self.lock = threading.Lock()
+        self.zygote: Zygote | None = None
+        self.runs = 0
+
+
+_kept = _Kept()
+os.register_at_fork(after_in_child=_kept.forget)
 
 
 @contextlib.contextmanager
@@ -172,25 +184,22 @@ def _forking_from() -> Iterator[Zygote]:
     try:
         yield kept
     finally:
-        with _kept_lock:
-            _kept["runs"] -= 1
+        with _kept.lock:
+            _kept.runs -= 1
 
 
 def _take_kept() -> Zygote | None:
-    with _kept_lock:
-        if _kept["pid"] != os.getpid():
-            _kept.update(pid=os.getpid(), zygote=None, runs=0)
-        zygote: Zygote | None = _kept["zygote"]
-        if zygote is not None and not zygote.suits(os.environ):
-            if _kept["runs"]:
+    with _kept.lock:
+        if _kept.zygote is not None and not _kept.zygote.suits(os.environ):
+            if _kept.runs:
                 return None
-            zygote.stop()
-            zygote = None
-        if zygote is None:
-            zygote = _kept["zygote"] = Zygote(PRELOAD)
-        zygote.start()  # at once when it runs; the resource tracker it hands on, running again
-        _kept["runs"] += 1
-        return zygote
+            _kept.zygote.stop()
+            _kept.zygote = None
+        if _kept.zygote is None:
+            _kept.zygote = Zygote(PRELOAD)
+        _kept.zygote.start()  # at once when it runs; the resource tracker it hands on, running again
+        _kept.runs += 1
+        return _kept.zygote
 
 
 @atexit.register
@@ -198,10 +207,10 @@ def stop_kept() -> None:
     """Stop this process's zygote, if it started one: the `rlrun` command does as it ends (a command
     leaves no process behind it, whoever ends it), Python at exit (it would end anyway, its pipe to
     this process closed). A later run starts another."""
-    with _kept_lock:
-        if _kept["pid"] == os.getpid() and _kept["zygote"] is not None and not _kept["runs"]:
-            _kept["zygote"].stop()
-            _kept["zygote"] = None
+    with _kept.lock:
+        if _kept.zygote is not None and not _kept.runs:
+            _kept.zygote.stop()
+            _kept.zygote = None
 
 
 @contextlib.contextmanager
