@@ -172,8 +172,7 @@ def stop_in_flight(home: Path, command: Any, frozen: Path) -> None:
 
 def every_trial_in_flight_asked_to_stop(home: Path) -> bool:
     with Registry.open(home, create=False) as registry:
-        trials = registry.get_search(registry.list_searches(1)[0][0].id).trials
-        runs = [registry.resolve(t.run_id) for t in trials if t.run_id is not None]
+        runs = [registry.resolve(t.run_id) for t in trials_of_the_search(registry) if t.run_id is not None]
     return all(run.stop_requested_at is not None for run in runs if run.status == "running")
 
 
@@ -444,12 +443,15 @@ def trials_with_a_snapshot(home: Path) -> set[int]:
     if not (home / "registry.sqlite").exists():
         return set()
     with contextlib.suppress(Exception), Registry.open(home, create=False) as registry:  # still being created
-        searches = registry.list_searches(1)
-        if not searches:
-            return set()
-        found = registry.get_search(searches[0][0].id).trials
+        found = trials_of_the_search(registry)
         return {t.number for t in found if t.run_id is not None and registry.get_run(t.run_id).checkpoints}
     return set()
+
+
+def trials_of_the_search(registry: Registry) -> list[Any]:
+    """The trials of the one search a home holds (none before it is recorded)."""
+    searches = registry.list_searches(1)
+    return registry.get_search(searches[0][0].id).trials if searches else []
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,24 @@ def report(outbox: Any, shared_stop: Any) -> None:
     )
 
 
+def reports(pending: Iterator[Work], at_most: int) -> dict[int, Any]:
+    """One supervisor run of `pending`'s workers, each reporting (`report`): what each said, by key."""
+    heard: dict[int, Any] = {}
+
+    def deliver(key: int, message: Any) -> bool:
+        heard[key] = message
+        return True
+
+    silent: list[Any] = []
+    assert Supervisor(deliver, lambda *death: silent.append(death), at_most=at_most).run(pending) == 0
+    assert not silent
+    return heard
+
+
 def test_workers_forked_from_the_zygote_are_what_spawned_ones_were(monkeypatch: Any, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RLRUN_TEST_PROBE", "before the run")
     monkeypatch.delenv(START_METHOD, raising=False)
-    heard: dict[int, Any] = {}
 
     def pending() -> Any:
         os.environ["RLRUN_TEST_PROBE"] = "as the first starts"  # after the zygote started
@@ -51,13 +65,7 @@ def test_workers_forked_from_the_zygote_are_what_spawned_ones_were(monkeypatch: 
         monkeypatch.setenv("OMP_NUM_THREADS", str(int(os.environ.get("OMP_NUM_THREADS", "1")) + 1))
         yield Work(1, report)
 
-    def deliver(key: int, message: Any) -> bool:
-        heard[key] = message
-        return True
-
-    silent: list[Any] = []
-    assert Supervisor(deliver, lambda *death: silent.append(death), at_most=2).run(pending()) == 0
-    assert not silent
+    heard = reports(pending(), at_most=2)
     forked, spawned = heard[0], heard[1]
     assert forked["parent"] != os.getpid() and forked["torch before the work"]
     assert spawned["parent"] == os.getpid()
@@ -77,15 +85,9 @@ def test_later_runs_of_a_process_fork_from_the_zygote_its_first_run_started(monk
     monkeypatch.delenv(START_METHOD, raising=False)
 
     def zygote_of_a_run() -> int:
-        heard: dict[int, Any] = {}
-
-        def deliver(key: int, message: Any) -> bool:
-            heard[key] = message
-            return True
-
-        assert Supervisor(deliver, lambda *death: None, at_most=1).run(iter([Work(0, report)])) == 0
-        assert heard[0]["torch before the work"], "spawned, not forked"
-        return int(heard[0]["parent"])
+        heard = reports(iter([Work(0, report)]), at_most=1)[0]
+        assert heard["torch before the work"], "spawned, not forked"
+        return int(heard["parent"])
 
     first = zygote_of_a_run()
     assert zygote_of_a_run() == first != os.getpid()
